@@ -1,0 +1,69 @@
+"""Argument checks that all produce one message shape.
+
+Every message reads ``Expected <what> but got <name>=<value!r> (type=<type>)`` followed by a hint,
+so users see the field, the expectation and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Any, TypeVar, cast
+
+from openmle.errors import InvalidArgument, InvalidArgumentType
+
+T = TypeVar("T")
+
+
+def _describe(name: str, value: object) -> str:
+    return f"{name}={value!r} (type={type(value).__name__})"
+
+
+def fail(expected: str, name: str, value: object, hint: str = "") -> InvalidArgument:
+    """Build (not raise) an :class:`InvalidArgument` in the shared message shape."""
+    msg = f"Expected {expected} but got {_describe(name, value)}"
+    return InvalidArgument(f"{msg}. {hint}" if hint else msg)
+
+
+def check_type(value: Any, types: type[T] | tuple[type, ...], name: str) -> T:
+    """Return ``value`` if it is an instance of ``types`` else raise ``InvalidArgumentType``.
+
+    ``bool`` is rejected where a number is expected unless ``bool`` itself is listed.
+    """
+    tup = types if isinstance(types, tuple) else (types,)
+    if isinstance(value, tup) and (bool in tup or not isinstance(value, bool)):
+        return cast(T, value)
+    names = " or ".join(t.__name__ for t in tup)
+    raise InvalidArgumentType(f"Expected {names} but got {_describe(name, value)}")
+
+
+def check_finite(value: float, name: str) -> float:
+    """Return ``float(value)`` if it is a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentType(f"Expected a finite number but got {_describe(name, value)}")
+    if not math.isfinite(value):
+        raise fail("a finite number", name, value)
+    return float(value)
+
+
+def check_positive(value: float, name: str, *, allow_zero: bool = False) -> float:
+    """Return ``float(value)`` if it is finite and > 0 (or >= 0 with ``allow_zero``)."""
+    v = check_finite(value, name)
+    if v < 0 or (v == 0 and not allow_zero):
+        raise fail("a number >= 0" if allow_zero else "a number > 0", name, value)
+    return v
+
+
+def check_probability(value: float, name: str) -> float:
+    """Return ``float(value)`` if it lies in [0, 1]."""
+    v = check_finite(value, name)
+    if not 0.0 <= v <= 1.0:
+        raise fail("a float in [0, 1]", name, value)
+    return v
+
+
+def check_choice(value: str, choices: Collection[str], name: str) -> str:
+    """Return ``value`` if it is one of ``choices``."""
+    if value not in choices:
+        raise fail(f"one of {sorted(choices)!r}", name, value)
+    return value

@@ -1,0 +1,33 @@
+"""Reference backends: sandboxes, operator models and trainers.
+
+Every backend lives in a private module and is imported only when first used, so
+``import openmle.backends`` stays light; a backend whose optional dependency is missing raises
+:class:`openmle.errors.MissingDependency` with the ``pip install`` line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+# name -> private module that defines it. Keep alphabetical.
+_LAZY: dict[str, str] = {}
+assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openmle.backends' has no attribute {name!r}")
+    obj = getattr(importlib.import_module(module), name)
+    globals()[name] = obj
+    return obj
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,39 @@
+"""Fakes and conformance checks for backend authors and for tests.
+
+- :class:`FunctionSandbox`, :class:`ScriptedModel`, :class:`FunctionSelector` and
+  :class:`RecordingTrainer` are in-memory implementations of the four protocols, each driven by a
+  plain function or list.
+- ``check_*`` functions verify that an implementation keeps its protocol's contract.
+"""
+
+from __future__ import annotations
+
+from openmle.testing._conformance import (
+    check_operator_model,
+    check_selector,
+    check_trainer,
+    sample_candidates,
+)
+from openmle.testing._fakes import (
+    FunctionSandbox,
+    FunctionSelector,
+    RecordingTrainer,
+    ScriptedModel,
+)
+
+__all__ = [
+    "FunctionSandbox",
+    "FunctionSelector",
+    "RecordingTrainer",
+    "ScriptedModel",
+    "check_operator_model",
+    "check_selector",
+    "check_trainer",
+    "sample_candidates",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("openmle.testing."):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -1,0 +1,120 @@
+"""Conformance checks a backend author runs against their own implementation.
+
+Each ``check_*`` function raises ``AssertionError`` with a readable message on the first
+violation of the protocol's contract, and returns nothing when the implementation conforms.
+Use them from any test runner::
+
+    def test_my_selector_conforms():
+        openmle.testing.check_selector(MySelector())
+
+The sandbox conformance suite (which needs task packages) lives in
+``openmle.testing.check_sandbox``.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from openmle._protocols import OperatorModel, Selector, Trainer
+from openmle._types import Candidate, Message, ModelRequest, ModelResponse, Operator
+
+__all__ = ["check_operator_model", "check_selector", "check_trainer", "sample_candidates"]
+
+BatchT = TypeVar("BatchT")
+
+
+async def check_operator_model(model: OperatorModel, request: ModelRequest | None = None) -> None:
+    """Check that ``model.complete`` answers a request with text and non-negative usage."""
+    req = request or ModelRequest(
+        messages=(
+            Message(role="system", content="You write Python programs."),
+            Message(role="user", content="Write a program that prints 1."),
+        ),
+        operator=Operator.DRAFT,
+        temperature=0.0,
+        max_tokens=256,
+    )
+    resp = await model.complete(req)
+    assert isinstance(resp, ModelResponse), f"complete() returned {type(resp).__name__}"
+    assert isinstance(resp.text, str), "ModelResponse.text must be a str"
+    assert resp.usage.prompt_tokens >= 0 and resp.usage.completion_tokens >= 0, (
+        f"token usage must be non-negative, got {resp.usage}"
+    )
+    assert resp.latency_s >= 0, f"latency_s must be >= 0, got {resp.latency_s}"
+
+
+def sample_candidates(n: int = 8, *, seed: int = 0) -> list[Candidate]:
+    """A reproducible mix of candidates (scores, parents, families, ties, a missing score)."""
+    rng = np.random.default_rng(seed)
+    families = ("lightgbm", "sklearn", "neural_net", "xgboost")
+    out: list[Candidate] = []
+    for i in range(n):
+        parent = f"n{rng.integers(0, i)}" if i > 0 and rng.random() < 0.7 else None
+        score = None if i == n - 1 else round(float(rng.uniform(0.5, 0.9)), 3)
+        if i == 2 and n > 3:
+            score = out[1].score  # a tie
+        out.append(
+            Candidate(
+                node_id=f"n{i}",
+                score=score,
+                parent_ids=(parent,) if parent else (),
+                parent_best_score=out[int(parent[1:])].score if parent else None,
+                family=families[i % len(families)],
+                reward=None if score is None else score - 0.5,
+                children_rewards=tuple(float(x) for x in rng.uniform(0, 1, size=i % 3)),
+                visits=int(i % 3),
+                generation=i // 3,
+            )
+        )
+    return out
+
+
+def check_selector(selector: Selector, candidates: Sequence[Candidate] | None = None) -> None:
+    """Check probabilities (one per candidate, finite, >= 0, summing to 1), distinct draws,
+    ``k`` larger than the pool, and determinism under the same ``rng`` seed."""
+    cands = list(candidates) if candidates is not None else sample_candidates()
+    ids = [c.node_id for c in cands]
+    for k in (1, 2, len(cands) + 3):
+        sel = selector.select(cands, np.random.default_rng(7), k=k)
+        assert list(sel.node_ids) == ids, "Selection.node_ids must list candidates in order"
+        assert len(sel.probabilities) == len(cands), "one probability per candidate"
+        assert all(math.isfinite(p) and p >= 0 for p in sel.probabilities), sel.probabilities
+        assert math.isclose(sum(sel.probabilities), 1.0, rel_tol=0, abs_tol=1e-9), (
+            f"probabilities sum to {sum(sel.probabilities)}"
+        )
+        assert len(set(sel.chosen)) == len(sel.chosen), f"duplicate draws {sel.chosen}"
+        assert len(sel.chosen) == min(k, len(cands)), (
+            f"k={k} over {len(cands)} candidates chose {len(sel.chosen)}"
+        )
+        again = selector.select(cands, np.random.default_rng(7), k=k)
+        assert again == sel, "same candidates and same rng seed must give the same selection"
+
+
+def check_trainer(factory: Callable[[], Trainer[BatchT]], batches: Sequence[BatchT]) -> None:
+    """Check finite metrics and exact resume: train on ``batches`` straight through, and again
+    with a save after the first half and a load into a fresh trainer; the metrics of the second
+    half must be identical."""
+    assert len(batches) >= 2, "check_trainer needs at least two batches"
+    half = len(batches) // 2
+    straight = factory()
+    expected = [dict(straight.step(b)) for b in batches]
+    for m in expected:
+        assert m and all(isinstance(v, float) and math.isfinite(v) for v in m.values()), (
+            f"step() must return finite float metrics, got {m}"
+        )
+    first = factory()
+    for b in batches[:half]:
+        first.step(b)
+    with tempfile.TemporaryDirectory() as tmp:
+        first.save(tmp)
+        resumed = factory()
+        resumed.load(tmp)
+        got = [dict(resumed.step(b)) for b in batches[half:]]
+    assert got == expected[half:], (
+        f"after save/load the metrics differ:\n got      {got}\n expected {expected[half:]}"
+    )
