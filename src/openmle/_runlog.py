@@ -1,0 +1,155 @@
+"""Pieces every sandbox shares: capped log capture, printed-score parsing, outcome classification.
+
+Keeping these in one place means the local, Docker, Ray and job-service sandboxes classify the
+same run the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from attrs import define, field
+
+from openmle._signature import error_signature
+from openmle._task_protocol import GradeLike
+from openmle._types import Outcome, RunResult, Split
+
+__all__ = ["LogCap", "classify_run", "parse_printed_score"]
+
+_PRINTED = re.compile(
+    r"Final Validation Score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+)
+
+
+@define(eq=False)
+class LogCap:
+    """Keeps the first ``head`` and last ``tail`` bytes of a stream and counts what it drops.
+
+    Feed it chunks as they arrive; memory stays bounded whatever the program prints.
+    """
+
+    head: int = 64 * 1024
+    tail: int = 64 * 1024
+    _head: bytearray = field(factory=bytearray, init=False)
+    _tail: bytearray = field(factory=bytearray, init=False)
+    total: int = field(default=0, init=False)
+
+    def feed(self, chunk: bytes) -> None:
+        """Add a chunk of output."""
+        self.total += len(chunk)
+        room = self.head - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            if len(self._tail) > self.tail:
+                del self._tail[: len(self._tail) - self.tail]
+
+    @property
+    def dropped(self) -> int:
+        """Bytes fed but not kept."""
+        return self.total - len(self._head) - len(self._tail)
+
+    def text(self) -> str:
+        """The kept output, with a marker where bytes were dropped."""
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        if self.dropped:
+            return f"{head}\n[... {self.dropped} bytes dropped ...]\n{tail}"
+        return head + tail
+
+
+def parse_printed_score(logs: str) -> float | None:
+    """The last ``Final Validation Score: x`` the program printed, if finite (else None).
+
+    The released search took the last match, the released RL the first (sharp edge S5); we take
+    the last, since programs print their final number at the end.
+    """
+    matches = _PRINTED.findall(logs)
+    for raw in reversed(matches):
+        try:
+            v = float(raw)
+        except ValueError:  # pragma: no cover - the regex only admits numbers
+            continue
+        return v if math.isfinite(v) else None
+    return None
+
+
+def classify_run(
+    *,
+    split: Split,
+    exit_code: int | None,
+    timed_out: bool,
+    oom: bool,
+    submission: Path | None,
+    grade: GradeLike | None,
+    logs: str,
+    logs_dropped_bytes: int = 0,
+    runtime_s: float = 0.0,
+    queue_s: float = 0.0,
+    artifacts: tuple[str, ...] = (),
+    detail: str = "",
+) -> RunResult:
+    """Turn how a program ended into a :class:`RunResult`.
+
+    Precedence: timeout, then OOM, then a non-zero exit (RUNTIME_ERROR), then a missing
+    submission, then an invalid or non-finite grade (INVALID_SUBMISSION), else SUCCESS.
+
+    Args:
+        exit_code: the program's exit status (negative for a signal), None if it never exited.
+        timed_out: the sandbox killed it at its wall-clock limit.
+        oom: the kernel or engine killed it for memory.
+        submission: path of ``submission.csv`` if the program wrote one, else None.
+        grade: the grader's report for that submission (None when not graded).
+    """
+    printed = parse_printed_score(logs)
+
+    def result(
+        outcome: Outcome, signature: str | None, why: str, score: float | None = None
+    ) -> RunResult:
+        return RunResult(
+            outcome=outcome,
+            score=score,
+            split=split,
+            logs=logs,
+            logs_dropped_bytes=logs_dropped_bytes,
+            error_signature=signature,
+            detail=detail or why,
+            exit_code=exit_code,
+            runtime_s=runtime_s,
+            queue_s=queue_s,
+            printed_score=printed,
+            artifacts=artifacts,
+        )
+
+    if timed_out:
+        return result(Outcome.TIMEOUT, "timeout", "killed at the wall-clock limit")
+    if oom:
+        return result(Outcome.OOM, "out_of_memory", "killed for exceeding its memory limit")
+    if exit_code is None or exit_code != 0:
+        sig = error_signature(logs, fallback=f"exit_code_{exit_code}")
+        return result(Outcome.RUNTIME_ERROR, sig, f"exited with status {exit_code}")
+    if submission is None:
+        return result(
+            Outcome.MISSING_SUBMISSION,
+            "submission_missing",
+            "exited 0 without writing ./submission.csv",
+        )
+    if grade is None or not grade.valid or grade.score is None or not math.isfinite(grade.score):
+        reason = (grade.reason if grade is not None else "") or "not graded to a finite score"
+        return result(
+            Outcome.INVALID_SUBMISSION,
+            f"invalid_submission: {error_signature_of_reason(reason)}",
+            reason,
+        )
+    return result(Outcome.SUCCESS, None, "", score=grade.score)
+
+
+def error_signature_of_reason(reason: str) -> str:
+    """A grader reason normalised like an error message (numbers and paths stripped)."""
+    return (error_signature(f"Traceback (most recent call last):\nInvalid: {reason}") or "")[
+        len("Invalid: ") :
+    ] or "unknown"

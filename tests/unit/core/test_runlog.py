@@ -1,0 +1,75 @@
+"""The shared run classification, log cap and printed-score parser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from openmle import Outcome, Split
+from openmle._runlog import LogCap, classify_run, parse_printed_score
+
+
+@attrs.frozen
+class _Grade:
+    score: float | None
+    valid: bool
+    reason: str = ""
+
+
+def test_logcap_keeps_head_and_tail() -> None:
+    """Bounded memory: head and tail kept, the middle counted as dropped."""
+    cap = LogCap(head=4, tail=4)
+    for chunk in (b"abc", b"defgh", b"ijklmnop"):
+        cap.feed(chunk)
+    assert cap.total == 16
+    assert cap.dropped == 8
+    assert cap.text() == "abcd\n[... 8 bytes dropped ...]\nmnop"
+    small = LogCap(head=10, tail=10)
+    small.feed(b"hello")
+    assert small.text() == "hello" and small.dropped == 0
+
+
+def test_printed_score_last_finite_match() -> None:
+    """The last printed validation score wins; non-finite gives None."""
+    assert parse_printed_score("Final Validation Score: 0.5\nFinal Validation Score: 0.75") == 0.75
+    assert parse_printed_score("Final Validation Score = -1e-3") == -0.001
+    assert parse_printed_score("nothing here") is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "outcome"),
+    [
+        ({"timed_out": True, "exit_code": -9}, Outcome.TIMEOUT),
+        ({"oom": True, "exit_code": -9}, Outcome.OOM),
+        ({"exit_code": 1}, Outcome.RUNTIME_ERROR),
+        ({"exit_code": 0}, Outcome.MISSING_SUBMISSION),
+        (
+            {"exit_code": 0, "sub": True, "grade": _Grade(None, False, "3 rows, expected 5")},
+            Outcome.INVALID_SUBMISSION,
+        ),
+        (
+            {"exit_code": 0, "sub": True, "grade": _Grade(float("nan"), True)},
+            Outcome.INVALID_SUBMISSION,
+        ),
+        ({"exit_code": 0, "sub": True, "grade": _Grade(0.9, True)}, Outcome.SUCCESS),
+    ],
+)
+def test_classification_precedence(kwargs: dict[str, object], outcome: Outcome) -> None:
+    """Each way a run ends maps to exactly one outcome; only SUCCESS carries a score."""
+    res = classify_run(
+        split=Split.VALID,
+        exit_code=kwargs.get("exit_code"),  # type: ignore[arg-type]
+        timed_out=bool(kwargs.get("timed_out")),
+        oom=bool(kwargs.get("oom")),
+        submission=Path("submission.csv") if kwargs.get("sub") else None,
+        grade=kwargs.get("grade"),  # type: ignore[arg-type]
+        logs="Traceback (most recent call last):\nValueError: bad 3\n",
+    )
+    assert res.outcome is outcome
+    assert (res.score is not None) == (outcome is Outcome.SUCCESS)
+    if outcome is Outcome.RUNTIME_ERROR:
+        assert res.error_signature == "ValueError: bad <n>"
+    if outcome is Outcome.INVALID_SUBMISSION and "rows" in res.detail:
+        assert res.error_signature == "invalid_submission: <n> rows, expected <n>"
