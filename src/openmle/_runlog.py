@@ -12,7 +12,7 @@ from pathlib import Path
 
 from attrs import define, field
 
-from openmle._signature import error_signature
+from openmle._signature import error_signature, normalise_message
 from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, RunResult, Split
 
@@ -149,7 +149,5 @@ def classify_run(
 
 
 def error_signature_of_reason(reason: str) -> str:
-    """A grader reason normalised like an error message (numbers and paths stripped)."""
-    return (error_signature(f"Traceback (most recent call last):\nInvalid: {reason}") or "")[
-        len("Invalid: ") :
-    ] or "unknown"
+    """A grader reason normalised like an error message (numbers, paths, quotes stripped)."""
+    return normalise_message(reason) or "unknown"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["error_signature"]
+__all__ = ["error_signature", "normalise_message"]
 
 _EXC_LINE = re.compile(
     r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Fault|Kill"
@@ -28,7 +28,8 @@ _SUBS: tuple[tuple[re.Pattern[str], str], ...] = (
 _MAX_LEN = 200
 
 
-def _normalise(message: str) -> str:
+def normalise_message(message: str) -> str:
+    """Strip paths, hex ids, quoted values and numbers from ``message``; collapse spaces."""
     for pattern, repl in _SUBS:
         message = pattern.sub(repl, message)
     return message.strip()[:_MAX_LEN]
@@ -57,5 +58,5 @@ def error_signature(logs: str, *, fallback: str | None = None) -> str | None:
         if m:
             exc_type = m.group("type").rsplit(".", 1)[-1]
             msg = m.group("msg") or ""
-            found = f"{exc_type}: {_normalise(msg)}" if msg.strip() else exc_type
+            found = f"{exc_type}: {normalise_message(msg)}" if msg.strip() else exc_type
     return found if found is not None else fallback
