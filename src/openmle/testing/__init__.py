@@ -3,6 +3,7 @@
 - :class:`FunctionSandbox`, :class:`ScriptedModel`, :class:`FunctionSelector` and
   :class:`RecordingTrainer` are in-memory implementations of the four protocols, each driven by a
   plain function or list.
+- :class:`ToyTask` is a tiny on-disk task (with ``TOY_SOLUTION``) for testing sandboxes.
 - ``check_*`` functions verify that an implementation keeps its protocol's contract.
 """
 
@@ -20,12 +21,17 @@ from openmle.testing._fakes import (
     RecordingTrainer,
     ScriptedModel,
 )
+from openmle.testing._toytask import SOLUTION as TOY_SOLUTION
+from openmle.testing._toytask import ToyGrade, ToyTask
 
 __all__ = [
+    "TOY_SOLUTION",
     "FunctionSandbox",
     "FunctionSelector",
     "RecordingTrainer",
     "ScriptedModel",
+    "ToyGrade",
+    "ToyTask",
     "check_operator_model",
     "check_selector",
     "check_trainer",

@@ -1,0 +1,128 @@
+"""Leaderboard maths shared by grading reports and leaderboard rewards (MLE-bench's rules).
+
+Medal positions by leaderboard size N (1-based positions, scores in rank order, best first):
+
+=============  ===================  ============  ============
+N              gold                 silver        bronze
+=============  ===================  ============  ============
+N < 100        max(1, int(0.1 N))   int(0.2 N)    int(0.4 N)   (each at least 1)
+100 <= N < 250 10                   int(0.2 N)    int(0.4 N)
+250 <= N < 1000 10 + int(0.002 N)   50            100
+N >= 1000      10 + int(0.002 N)    int(0.05 N)   int(0.1 N)
+=============  ===================  ============  ============
+
+A medal's threshold is the score at its position; reaching it (inclusive) earns the medal.
+
+Departure from the released code (bug B12): the direction comes from the task metadata, not
+from comparing the first and last rows of the CSV; the ``openrsi`` reward profile can still
+infer it from the file to reproduce the released numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+from attrs import frozen
+
+from openmle.errors import InvalidArgument
+
+__all__ = [
+    "MedalThresholds",
+    "beaten_fraction",
+    "infer_higher_is_better",
+    "medal_of",
+    "medal_positions",
+    "medal_thresholds",
+]
+
+
+def medal_positions(n: int) -> tuple[int, int, int]:
+    """1-based (gold, silver, bronze) positions for a leaderboard of ``n`` entries (n >= 1)."""
+    if n < 1:
+        raise InvalidArgument(f"Expected a leaderboard of at least 1 entry but got n={n}")
+    if n < 100:
+        g, s, b = int(0.1 * n), int(0.2 * n), int(0.4 * n)
+    elif n < 250:
+        g, s, b = 10, int(0.2 * n), int(0.4 * n)
+    elif n < 1000:
+        g, s, b = 10 + int(0.002 * n), 50, 100
+    else:
+        g, s, b = 10 + int(0.002 * n), int(0.05 * n), int(0.1 * n)
+    return max(1, g), max(1, s), max(1, b)
+
+
+@frozen(kw_only=True)
+class MedalThresholds:
+    """Scores needed for each medal and for "above median", in raw score units."""
+
+    gold: float
+    silver: float
+    bronze: float
+    median: float
+    higher_is_better: bool
+    n_entries: int
+
+
+def _clean(scores: Sequence[float | None]) -> npt.NDArray[np.float64]:
+    arr = np.asarray([float(s) for s in scores if s is not None], dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def medal_thresholds(
+    scores_in_rank_order: Sequence[float], *, higher_is_better: bool
+) -> MedalThresholds:
+    """Thresholds from a leaderboard's scores listed best first.
+
+    Raises:
+        InvalidArgument: the leaderboard has no finite score.
+    """
+    arr = _clean(scores_in_rank_order)
+    if arr.size == 0:
+        raise InvalidArgument("Expected a leaderboard with at least one finite score")
+    g, s, b = medal_positions(int(arr.size))
+    return MedalThresholds(
+        gold=float(arr[min(g, arr.size) - 1]),
+        silver=float(arr[min(s, arr.size) - 1]),
+        bronze=float(arr[min(b, arr.size) - 1]),
+        median=float(np.median(arr)),
+        higher_is_better=higher_is_better,
+        n_entries=int(arr.size),
+    )
+
+
+def _reaches(score: float, threshold: float, higher_is_better: bool) -> bool:
+    return score >= threshold if higher_is_better else score <= threshold
+
+
+def medal_of(score: float | None, thresholds: MedalThresholds) -> str | None:
+    """``"gold"``, ``"silver"``, ``"bronze"`` or None (also None for a missing/non-finite score)."""
+    if score is None or not math.isfinite(score):
+        return None
+    hib = thresholds.higher_is_better
+    for name in ("gold", "silver", "bronze"):
+        if _reaches(score, getattr(thresholds, name), hib):
+            return name
+    return None
+
+
+def beaten_fraction(
+    score: float | None, scores: Sequence[float], *, higher_is_better: bool
+) -> float:
+    """Share of leaderboard entries strictly worse than ``score`` (0 for a missing score).
+
+    This is the "human rank" of a submission: 1.0 beats every entry, 0.0 beats none.
+    """
+    arr = _clean(scores)
+    if score is None or not math.isfinite(score) or arr.size == 0:
+        return 0.0
+    worse = arr < score if higher_is_better else arr > score
+    return float(np.count_nonzero(worse)) / float(arr.size)
+
+
+def infer_higher_is_better(scores_in_rank_order: Sequence[float]) -> bool:
+    """The released code's rule: lower is better iff the first score < the last (ties: higher)."""
+    arr = _clean(scores_in_rank_order)
+    return not (arr.size >= 2 and arr[0] < arr[-1])
