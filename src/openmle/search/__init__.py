@@ -8,6 +8,9 @@
   :class:`Islands`, :class:`GreedySelector` and :class:`UniformSelector` baselines, and
   :class:`RLParentSelector` with :func:`rl_fitness`, :class:`OperatorMix` and
   :func:`plan_rl_step` for training.
+- Operator-conditioned memory: :class:`OperatorMemory` picks the nodes each operator sees
+  and renders them within a budget; :class:`SummaryStore` writes node summaries lazily
+  through an :class:`openmle.OperatorModel`, cached in memory and on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ from types import FunctionType
 from openmle.search._board import Board, FamilyStats
 from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard, novelty_of
 from openmle.search._families import FAMILY_TAGS, UNKNOWN_FAMILY, extract_imports, method_family
+from openmle.search._memory import (
+    MemoryConfig,
+    MemoryPlan,
+    OperatorMemory,
+    SummaryStore,
+    card_line,
+)
 from openmle.search._rl import (
     DEFAULT_MIX,
     OperatorMix,
@@ -51,14 +61,19 @@ __all__ = [
     "GreedySelector",
     "IslandSelector",
     "Islands",
+    "MemoryConfig",
+    "MemoryPlan",
     "Normalization",
+    "OperatorMemory",
     "OperatorMix",
     "RLFitness",
     "RLParentSelector",
     "RLStep",
+    "SummaryStore",
     "ThreeFactorSelector",
     "UniformSelector",
     "UtilityRow",
+    "card_line",
     "draw_without_replacement",
     "extract_imports",
     "method_family",
