@@ -26,7 +26,7 @@ from attrs import field, frozen
 from openmle._types import Operator, Outcome, RunResult, Split, TaskMeta, Usage, check_operator
 from openmle._validation import check_type, fail
 from openmle.errors import InvalidArgument
-from openmle.search._families import UNKNOWN_FAMILY, extract_imports, method_family
+from openmle.search._families import UNKNOWN_FAMILY, analyse
 
 if TYPE_CHECKING:
     from openmle.search._board import Board
@@ -205,7 +205,7 @@ class ExperienceCard:
         if board is not None and board.has(node_id):
             raise InvalidArgument(f"node_id={node_id!r} is already on the board; ids are unique")
         usage = usage or Usage()
-        family = method_family(code)
+        imports, family = analyse(code)
         count = board.family_count(family) if board is not None else 0
         score = result.score if result.outcome is Outcome.SUCCESS else None
         fitness = signed(score, task)
@@ -245,7 +245,7 @@ class ExperienceCard:
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             cost_usd=cost_usd,
-            imports=extract_imports(code),
+            imports=imports,
             family=family,
             family_count_before=count,
             delta_vs_parent=delta,

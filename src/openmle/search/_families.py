@@ -160,6 +160,11 @@ def method_family(code: str) -> str:
         e.g. ``"lightgbm"``, ``"neural_net+vision"``, ``"ensemble+lightgbm+xgboost"``, or
         ``"unknown"`` when no tag applies. Deterministic; never raises.
     """
+    return analyse(code)[1]
+
+
+def analyse(code: str) -> tuple[tuple[str, ...], str]:
+    """``(extract_imports(code), method_family(code))`` with one parse."""
     tree = _parse(code)
     imports = _imports_from_tree(tree) if tree is not None else _imports_from_lines(code)
     names = _identifiers(code, tree)
@@ -173,4 +178,4 @@ def method_family(code: str) -> str:
     if len(tags) > 1:
         tags.discard("sklearn")
     ordered = [t for t in FAMILY_TAGS if t in tags][:_MAX_TAGS]
-    return "+".join(ordered) if ordered else UNKNOWN_FAMILY
+    return tuple(sorted(imports)), "+".join(ordered) if ordered else UNKNOWN_FAMILY

@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, final
 
 import numpy as np
+import numpy.typing as npt
 from attrs import field, frozen
 
 from openmle._types import Candidate, Selection
@@ -76,10 +77,12 @@ PRESETS: Final[Mapping[str, tuple[float, float, float]]] = {
 """Weights (score, gain, novelty) by preset name."""
 
 
-def softmax(utilities: Sequence[float], temperature: float) -> list[float]:
+def softmax(
+    utilities: Sequence[float] | npt.NDArray[np.float64], temperature: float
+) -> list[float]:
     """Numerically stable ``softmax(u / T)``; uniform if anything is not finite."""
     check_positive(temperature, "temperature")
-    if not utilities:
+    if len(utilities) == 0:
         return []
     u = np.asarray(utilities, dtype=np.float64) / temperature
     if not np.all(np.isfinite(u)):
@@ -90,21 +93,62 @@ def softmax(utilities: Sequence[float], temperature: float) -> list[float]:
 
 
 def draw_without_replacement(
-    probabilities: Sequence[float], rng: np.random.Generator, k: int
+    probabilities: Sequence[float] | npt.NDArray[np.float64], rng: np.random.Generator, k: int
 ) -> list[int]:
     """Draw ``min(k, #candidates)`` distinct indices, renormalising after each draw.
 
     Zero-probability indices are drawn only once every positive one is taken (then uniformly).
     """
-    remaining = list(range(len(probabilities)))
-    weights = [max(0.0, float(p)) for p in probabilities]
+    n = len(probabilities)
+    w = np.nan_to_num(np.asarray(probabilities, dtype=np.float64), nan=0.0, posinf=0.0)
+    w = np.maximum(w, 0.0)
+    alive = np.ones(n, dtype=bool)
     out: list[int] = []
-    while remaining and len(out) < k:
-        w = np.asarray([weights[i] for i in remaining], dtype=np.float64)
-        total = w.sum()
-        p = w / total if total > 0 and np.isfinite(total) else np.full(len(w), 1.0 / len(w))
-        pick = int(rng.choice(len(remaining), p=p))
-        out.append(remaining.pop(pick))
+    for _ in range(min(k, n)):
+        live = np.where(alive, w, 0.0)
+        total = float(live.sum())
+        if total > 0 and math.isfinite(total):
+            p = live / total
+        else:
+            p = alive / float(alive.sum())
+        pick = int(rng.choice(n, p=p))
+        out.append(pick)
+        alive[pick] = False
+    return out
+
+
+def _minmax_np(values: npt.NDArray[np.float64], higher_is_better: bool) -> npt.NDArray[np.float64]:
+    """Vector form of :func:`_minmax` (NaN marks a missing value)."""
+    out = np.zeros(len(values), dtype=np.float64)
+    finite = ~np.isnan(values)
+    if not finite.any():
+        return out
+    lo, hi = float(values[finite].min()), float(values[finite].max())
+    if hi == lo:
+        out[finite] = 0.5
+        return out
+    x = (values[finite] - lo) / (hi - lo)
+    out[finite] = x if higher_is_better else 1.0 - x
+    return out
+
+
+def _rank_np(values: npt.NDArray[np.float64], higher_is_better: bool) -> npt.NDArray[np.float64]:
+    """Vector form of :func:`_rank` (NaN marks a missing value)."""
+    out = np.zeros(len(values), dtype=np.float64)
+    finite = ~np.isnan(values)
+    n = int(finite.sum())
+    if n == 0:
+        return out
+    if n == 1:
+        out[finite] = 0.5
+        return out
+    srt = np.sort(values[finite])
+    v = values[finite]
+    lo = np.searchsorted(srt, v, side="left")
+    hi = np.searchsorted(srt, v, side="right")
+    worse = lo if higher_is_better else n - hi
+    rank = worse + (hi - lo + 1) / 2.0
+    out[finite] = (rank - 1.0) / (n - 1)
     return out
 
 
@@ -196,8 +240,11 @@ class ThreeFactorSelector:
         normalization: ``"minmax"``, ``"rank"`` or ``"hybrid"`` for the score and gain terms.
         hybrid_minmax_weight: weight of min-max in ``hybrid`` (rank gets the rest).
         higher_is_better: the task's score direction.
+        explain: when True, :attr:`Selection.components` holds each candidate's score, delta,
+            novelty, utility and probability (off by default: it costs a mapping per
+            candidate; :meth:`utilities` gives the same rows on demand).
 
-    The selection's ``components`` hold the :class:`UtilityRow` of each candidate.
+    The selection's ``utilities`` always hold each candidate's utility.
     """
 
     w_score: float = field(default=1.0, validator=_nonneg)
@@ -207,6 +254,7 @@ class ThreeFactorSelector:
     normalization: Normalization = field(default=Normalization.MINMAX, converter=_normalization)
     hybrid_minmax_weight: float = 0.5
     higher_is_better: bool = True
+    explain: bool = False
 
     def __attrs_post_init__(self) -> None:
         check_positive(self.temperature, "ThreeFactorSelector.temperature")
@@ -219,49 +267,66 @@ class ThreeFactorSelector:
         ws, wd, wn = PRESETS[name]
         return cls(**{"w_score": ws, "w_delta": wd, "w_novelty": wn, **overrides})
 
-    def _normalise(self, values: Sequence[float | None], higher_is_better: bool) -> list[float]:
+    def _normalise(
+        self, values: npt.NDArray[np.float64], higher_is_better: bool
+    ) -> npt.NDArray[np.float64]:
         if self.normalization is Normalization.MINMAX:
-            return _minmax(values, higher_is_better)
+            return _minmax_np(values, higher_is_better)
         if self.normalization is Normalization.RANK:
-            return _rank(values, higher_is_better)
+            return _rank_np(values, higher_is_better)
         w = self.hybrid_minmax_weight
-        a = _minmax(values, higher_is_better)
-        b = _rank(values, higher_is_better)
-        return [w * x + (1.0 - w) * y for x, y in zip(a, b, strict=True)]
+        a = _minmax_np(values, higher_is_better)
+        b = _rank_np(values, higher_is_better)
+        return w * a + (1.0 - w) * b
+
+    def _arrays(
+        self, cands: Sequence[Candidate]
+    ) -> tuple[
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+    ]:
+        nan = math.nan
+        score = np.fromiter(
+            (nan if c.score is None else c.score for c in cands), np.float64, len(cands)
+        )
+        parent = np.fromiter(
+            (nan if c.parent_best_score is None else c.parent_best_score for c in cands),
+            np.float64,
+            len(cands),
+        )
+        s = self._normalise(score, self.higher_is_better)
+        gain = score - parent if self.higher_is_better else parent - score
+        gain = np.where(np.isnan(gain) | (gain <= 0), 0.0, gain)
+        if self.normalization is Normalization.MINMAX:
+            top = float(gain.max())
+            d = gain / top if top > 0 else np.zeros(len(cands))
+        else:
+            d = np.where(gain > 0, self._normalise(gain, True), 0.0)
+        fam_counts = Counter(c.family for c in cands)
+        counts = np.fromiter(
+            (
+                c.family_count if c.family_count is not None else fam_counts[c.family] - 1
+                for c in cands
+            ),
+            np.float64,
+            len(cands),
+        )
+        nov = 1.0 / np.sqrt(1.0 + counts)
+        util = self.w_score * s + self.w_delta * d + self.w_novelty * nov
+        return s, d, nov, util, np.asarray(softmax(util, self.temperature))
 
     def utilities(self, candidates: Sequence[Candidate]) -> list[UtilityRow]:
         """Each candidate's components, utility and probability (no island step)."""
         cands = list(candidates)
         if not cands:
             return []
-        hib = self.higher_is_better
-        scores = self._normalise([c.score for c in cands], hib)
-        gains: list[float] = []
-        for c in cands:
-            if c.score is None or c.parent_best_score is None:
-                gains.append(0.0)
-                continue
-            g = c.score - c.parent_best_score if hib else c.parent_best_score - c.score
-            gains.append(g if g > 0 else 0.0)
-        if self.normalization is Normalization.MINMAX:
-            top = max(gains)
-            deltas = [g / top if top > 0 else 0.0 for g in gains]
-        else:
-            ranked = self._normalise(list(gains), True)
-            deltas = [r if g > 0 else 0.0 for g, r in zip(gains, ranked, strict=True)]
-        fam_counts = Counter(c.family for c in cands)
-        novelty = []
-        for c in cands:
-            n = c.family_count if c.family_count is not None else fam_counts[c.family] - 1
-            novelty.append(1.0 / math.sqrt(1.0 + n))
-        utils = [
-            self.w_score * s + self.w_delta * d + self.w_novelty * n
-            for s, d, n in zip(scores, deltas, novelty, strict=True)
-        ]
-        probs = softmax(utils, self.temperature)
+        arrays = self._arrays(cands)
         return [
             UtilityRow(node_id=c.node_id, score=s, delta=d, novelty=n, utility=u, probability=p)
-            for c, s, d, n, u, p in zip(cands, scores, deltas, novelty, utils, probs, strict=True)
+            for c, s, d, n, u, p in zip(cands, *(a.tolist() for a in arrays), strict=True)
         ]
 
     def select(
@@ -272,9 +337,23 @@ class ThreeFactorSelector:
         cands = list(candidates)
         if not cands:
             raise InvalidArgument("ThreeFactorSelector.select needs at least one candidate")
-        rows = self.utilities(cands)
-        chosen = draw_without_replacement([r.probability for r in rows], rng, k)
-        return _selection(cands, rows, chosen, [r.probability for r in rows])
+        s, d, nov, util, prob = self._arrays(cands)
+        chosen = draw_without_replacement(prob, rng, k)
+        components: tuple[dict[str, float], ...] = ()
+        if self.explain:
+            components = tuple(
+                {"score": a, "delta": b, "novelty": c, "utility": u, "probability": p}
+                for a, b, c, u, p in zip(
+                    s.tolist(), d.tolist(), nov.tolist(), util.tolist(), prob.tolist(), strict=True
+                )
+            )
+        return Selection(
+            chosen=tuple(cands[i].node_id for i in chosen),
+            node_ids=tuple(c.node_id for c in cands),
+            probabilities=tuple(prob.tolist()),
+            utilities=tuple(util.tolist()),
+            components=components,
+        )
 
 
 def _selection(

@@ -81,7 +81,9 @@ def test_components_are_reported() -> None:
         Candidate(node_id="b", score=0.7, parent_best_score=0.5, family="x"),
         Candidate(node_id="c", score=0.6, family="y"),
     ]
-    sel = ThreeFactorSelector.preset("released").select(cands, np.random.default_rng(0))
+    sel = ThreeFactorSelector.preset("released", explain=True).select(
+        cands, np.random.default_rng(0)
+    )
     comps = [dict(c) for c in sel.components]
     assert [c["score"] for c in comps] == [0.0, 1.0, 0.5]
     assert [c["delta"] for c in comps] == [0.0, 1.0, 0.0]
