@@ -87,4 +87,4 @@ for _name in __all__:
     _obj = globals()[_name]
     if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith("openmle.search._"):
         _obj.__module__ = __name__
-del _name, _obj
+del _name, _obj, FunctionType

@@ -348,9 +348,7 @@ class Board:
             "repeated_errors": [list(r) for r in self.repeated_errors()],
             "score_trend": self.score_trend(),
             "outcome_counts": dict(sorted(self._outcomes.items())),
-            "operator_counts": {
-                op.value: self._operators.get(op.value, 0) for op in Operator if op.value
-            },
+            "operator_counts": {op.value: self._operators.get(op.value, 0) for op in Operator},
             "parent_graph": {n: list(self._cards[n].parent_ids) for n in self._order},
             "score_history": [
                 [n, self._cards[n].score] for n in self._order if self._cards[n].score is not None
