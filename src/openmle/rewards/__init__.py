@@ -40,6 +40,7 @@ from openmle.rewards._penalties import (
     validation_gap,
     validation_gap_penalty,
 )
+from openmle.rewards._profile import GroupMember, GroupRewards, MemberReward, RewardProfile
 from openmle.rewards._scores import signed_score
 
 __all__ = [
@@ -53,6 +54,10 @@ __all__ = [
     "NO_SCORE_REWARD",
     "GapInfo",
     "GapPenalty",
+    "GroupMember",
+    "GroupRewards",
+    "MemberReward",
+    "RewardProfile",
     "adaptive_bounds",
     "entropic_advantage",
     "entropic_advantages",

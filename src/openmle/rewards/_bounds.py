@@ -162,16 +162,17 @@ def preferred_static_bounds(
 
 def _sanitize(best: float | None, worst: float | None, static: Bounds, min_span: float) -> Bounds:
     sb, sw = static
-    if best is not None and sb is not None:
-        best = min(best, sb)
-    if worst is not None and sw is not None:
-        worst = max(worst, sw)
     if not (_is_finite(best) and _is_finite(worst)):
-        if _is_finite(sb) and _is_finite(sw):
-            best, worst = sb, sw
-        else:
+        # An overflowed or missing pair (e.g. a history poisoned by +-1.797e308) falls back to
+        # the static pair before any clipping, as released.
+        if not (_is_finite(sb) and _is_finite(sw)):
             return (None, None)
+        best, worst = sb, sw
     assert best is not None and worst is not None
+    if sb is not None:
+        best = min(best, sb)
+    if sw is not None:
+        worst = max(worst, sw)
     if best <= worst:
         best = worst + max(min_span, 1e-12)
     return (best, worst)
