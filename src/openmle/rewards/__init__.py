@@ -22,6 +22,7 @@ from openmle.rewards._bounds import (
     resolve_bounds,
     static_bounds,
 )
+from openmle.rewards._guard import GuardVerdict, RewardGuard, Verdict
 from openmle.rewards._leaderboard_rewards import human_rank, medal_binary
 from openmle.rewards._maps import (
     MAPPING_MODES,
@@ -56,8 +57,11 @@ __all__ = [
     "GapPenalty",
     "GroupMember",
     "GroupRewards",
+    "GuardVerdict",
     "MemberReward",
+    "RewardGuard",
     "RewardProfile",
+    "Verdict",
     "adaptive_bounds",
     "entropic_advantage",
     "entropic_advantages",
