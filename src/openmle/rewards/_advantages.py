@@ -121,12 +121,16 @@ def _solve(
         reach = np.log(np.maximum(k, 1.0) / np.maximum(n_top, 1.0))
         target = np.where(reach > 0, np.minimum(target, 0.5 * reach), target)
 
+    has = k > 0
+
     def kl(beta: FloatArray) -> FloatArray:
         z = np.where(mask, beta[:, None] * c, -np.inf)
-        lse = _seq_logaddexp(z)
-        logq = z - lse[:, None]
+        lse = np.where(has, _seq_logaddexp(z), 0.0)
+        logq = np.where(mask, z - lse[:, None], -np.inf)
         q = np.exp(logq)
-        return _seqsum(np.where(mask, q * (logq + log_k[:, None]), 0.0))
+        # q == 0 (masked or underflowed) contributes exactly 0, never 0 * -inf.
+        term = q * np.where(q > 0, logq + log_k[:, None], 0.0)
+        return _seqsum(term)
 
     hi = np.ones(n_groups)
     for _ in range(4096):
@@ -271,16 +275,28 @@ def group_normalized_advantage(
         eps: added to the standard deviation.
 
     Returns:
-        float64 array, one advantage per member (``[]`` for an empty group).
+        float64 array, one advantage per member (``[]`` for an empty group). A group of
+        identical rewards gives exact zeros (the released code returns rounding noise of the
+        mean divided by ``eps`` there, about 1e-11).
+
+    Raises:
+        InvalidArgument: not 1-D, or a non-finite reward.
     """
     arr = np.asarray(rewards, dtype=np.float64)
     if arr.ndim != 1:
         raise fail("a 1-D sequence of rewards", "rewards", f"shape {arr.shape}")
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.float64)
-    centred: FloatArray = arr - arr.mean()
+    if not np.all(np.isfinite(arr)):
+        raise fail("finite rewards", "rewards", "non-finite values")
+    if arr.size == 0 or np.all(arr == arr[0]):
+        return np.zeros(arr.size, dtype=np.float64)
+    # Scale by a power of two so that huge or tiny rewards neither overflow nor underflow;
+    # power-of-two scaling is exact, so ordinary inputs give bit-identical results.
+    _, exp2 = np.frexp(np.max(np.abs(arr)))
+    a = np.ldexp(arr, -int(exp2))
+    centred: FloatArray = a - a.mean()
     if not std_normalization:
-        return centred
-    std = float(arr.std(ddof=1 if arr.size > 1 else 0))
-    out: FloatArray = centred / (std + eps)
+        out0: FloatArray = np.ldexp(centred, int(exp2))
+        return out0
+    std = float(a.std(ddof=1 if a.size > 1 else 0))
+    out: FloatArray = centred / (std + float(np.ldexp(eps, -int(exp2))))
     return out
