@@ -17,6 +17,11 @@ A group of 0 members gives ``[]``, of 1 member ``[0]``, and a group whose reward
 ``(groups, k_max)`` matrix with a mask for ragged groups; the doubling and the bisection run over
 all groups in lock-step, and sums run over members in a fixed order, so padding never changes a
 result: :func:`entropic_advantage` is the one-row case of the same code and agrees exactly.
+The KL is evaluated by the cheap identity ``E_q[beta c] - log sum e^{beta c} + log k``; wherever
+a comparison with the target is within 1e-13 while the bisection bracket is still wider than
+1e-11 of beta, the released log-sum-exp (``logaddexp`` left to right) decides, so the search
+follows the released path and beta agrees with it to better than 1e-11 relative (the golden
+vectors, saturated k=2 and tied-top groups included, match within 1e-9).
 
 ``compat="openrsi"`` reproduces the released code, bugs included (reference B2): a two-member
 group with distinct rewards can never reach a KL of ln 2, so the search saturates where the
@@ -121,30 +126,78 @@ def _solve(
         reach = np.log(np.maximum(k, 1.0) / np.maximum(n_top, 1.0))
         target = np.where(reach > 0, np.minimum(target, 0.5 * reach), target)
 
-    has = k > 0
+    # Work in (members, groups) layout: each member row is contiguous, and sums run over the
+    # member rows strictly in order, so padding (exact zeros / -inf) never changes a result.
+    c_t = np.ascontiguousarray(c.T)
+    off_t = ~np.ascontiguousarray(mask.T)
+    no_members = k == 0
+    buf = np.empty_like(c_t)
+    q = np.empty_like(c_t)
 
-    def kl(beta: FloatArray) -> FloatArray:
-        z = np.where(mask, beta[:, None] * c, -np.inf)
-        lse = np.where(has, _seq_logaddexp(z), 0.0)
-        logq = np.where(mask, z - lse[:, None], -np.inf)
-        q = np.exp(logq)
+    def kl_exact(beta: FloatArray, cols: npt.NDArray[np.intp]) -> FloatArray:
+        """KL exactly as released (log-sum-exp by ``logaddexp``, left to right)."""
+        z = beta * c_t[:, cols]
+        np.copyto(z, -np.inf, where=off_t[:, cols])
+        lse = z[0].copy()
+        for j in range(1, width):
+            np.logaddexp(lse, z[j], out=lse)
+        np.copyto(lse, 0.0, where=no_members[cols])
+        z -= lse  # log q; masked entries stay -inf
+        qq = np.exp(z)
+        z += log_k[cols]
         # q == 0 (masked or underflowed) contributes exactly 0, never 0 * -inf.
-        term = q * np.where(q > 0, logq + log_k[:, None], 0.0)
-        return _seqsum(term)
+        np.copyto(z, 0.0, where=qq == 0.0)
+        z *= qq
+        out: FloatArray = z[0].copy()
+        for j in range(1, width):
+            out += z[j]
+        return out
+
+    def kl(beta: FloatArray, wide: BoolArray | None = None) -> FloatArray:
+        """KL by a cheap identity (``E_q[z] - log S + log k``).
+
+        Where the comparison with the target could depend on the last bits (within 1e-13)
+        while the bracket is still wide (``wide``), the released computation decides, so the
+        search takes the released path; once a bracket is narrower than 1e-11 of beta the
+        cheap value decides (beta then differs from the released one by < 1e-11 relative).
+        """
+        np.multiply(beta, c_t, out=buf)
+        np.maximum(buf, -1e300, out=buf)
+        np.exp(buf, out=q)
+        np.copyto(q, 0.0, where=off_t)
+        s = q[0].copy()
+        for j in range(1, width):
+            s += q[j]
+        np.copyto(s, 1.0, where=no_members)
+        np.multiply(buf, q, out=buf)
+        a = buf[0].copy()
+        for j in range(1, width):
+            a += buf[j]
+        out: FloatArray = a / s - np.log(s) + log_k
+        near = np.abs(out - target) <= 1e-13
+        if wide is not None:
+            near &= wide
+        close = np.flatnonzero(near)
+        if close.size:
+            out[close] = kl_exact(beta[close], close)
+        return out
 
     hi = np.ones(n_groups)
+    kl_hi = kl(hi)
     for _ in range(4096):
-        need = (hi < beta_max) & (kl(hi) < target)
+        need = (hi < beta_max) & (kl_hi < target)
         if not need.any():
             break
         hi = np.where(need, hi * 2.0, hi)
-    if compat == "default":
+        kl_hi = kl(hi)
+    if compat == "default" and np.any(hi > beta_max):
         hi = np.minimum(hi, beta_max)
-    below = kl(hi) < target
+        kl_hi = kl(hi)
+    below = kl_hi < target
     lo = np.zeros(n_groups)
     for _ in range(iters):
         mid = (lo + hi) / 2.0
-        ok = kl(mid) >= target
+        ok = kl(mid, (hi - lo) > 1e-11 * hi) >= target
         hi = np.where(below, hi, np.where(ok, mid, hi))
         lo = np.where(below, lo, np.where(ok, lo, mid))
     beta = hi
