@@ -75,6 +75,7 @@ PUBLIC = {
         "human_rank",
         "medal_binary",
         "preferred_static_bounds",
+        "read_leaderboard",
         "resolve_bounds",
         "score_to_reward",
         "score_to_reward_from_meta",

@@ -23,7 +23,7 @@ from openmle.rewards._bounds import (
     static_bounds,
 )
 from openmle.rewards._guard import GuardVerdict, RewardGuard, Verdict
-from openmle.rewards._leaderboard_rewards import human_rank, medal_binary
+from openmle.rewards._leaderboard_rewards import human_rank, medal_binary, read_leaderboard
 from openmle.rewards._maps import (
     MAPPING_MODES,
     score_to_reward,
@@ -70,6 +70,7 @@ __all__ = [
     "human_rank",
     "medal_binary",
     "preferred_static_bounds",
+    "read_leaderboard",
     "resolve_bounds",
     "score_to_reward",
     "score_to_reward_from_meta",

@@ -21,8 +21,11 @@ mode               reward
 (``flavour="rl"``) and of the Evo code (``flavour="evo"``), including where each reads its bounds
 from; :func:`static_view_reward` reproduces ``score2reward_with_static_priority``.
 
-The scalar maths uses Python's ``math`` (libm), so results are bit-identical to the released
-pure-Python code; arrays are mapped element by element through the same code.
+Scalars go through Python's ``math`` (libm), so results are bit-identical to the released
+pure-Python code; arrays go through numpy ufuncs in one vectorised pass, which may differ from
+the scalar result by about one ulp (at most 2.3e-16 absolute for rewards in [0, 1]) where a
+mode uses ``exp``, ``tanh`` or a power, because numpy's SIMD kernels round differently from
+libm; the arithmetic-only cases (``power_clip`` with alpha 1, ``linear_sign``) are identical.
 """
 
 from __future__ import annotations
@@ -158,9 +161,46 @@ def score_to_reward(
     w = None if worst is None else float(worst)
     if isinstance(score, int | float | np.floating | np.integer) and not isinstance(score, bool):
         return _scalar(float(score), b, w, str(mode), float(alpha))
-    arr = np.asarray(score, dtype=np.float64)
-    flat = [_scalar(float(v), b, w, str(mode), float(alpha)) for v in arr.ravel()]
-    return np.asarray(flat, dtype=np.float64).reshape(arr.shape)
+    return _vector(np.asarray(score, dtype=np.float64), b, w, str(mode), float(alpha))
+
+
+def _np_sigmoid(x: FloatArray) -> FloatArray:
+    z = np.exp(-np.abs(x))
+    out: FloatArray = np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
+    return out
+
+
+def _vector(
+    s: FloatArray, best: float | None, worst: float | None, mode: str, alpha: float
+) -> FloatArray:
+    """The same maps as :func:`_scalar`, as numpy ufuncs over an array."""
+    has = best is not None and worst is not None
+    if mode == "linear_sign":
+        return s.copy()
+    if mode in ("power_clip", "power_sigmoid") and not has:
+        return _np_sigmoid(s)
+    if mode == "margin_tanh" and not has:
+        out0: FloatArray = 0.5 + 0.5 * np.tanh(s)
+        return out0
+    if mode == "logistic" and (not has or best == worst):
+        return np.full(s.shape, 0.5)
+    assert best is not None and worst is not None
+    span = best - worst
+    if mode == "logistic":
+        return _np_sigmoid(2.0 * (s - worst) / span)
+    if mode == "margin_tanh":
+        center = (best + worst) / 2.0
+        scale = max(span / 2.0, 1e-9)
+        r = 0.5 + 0.5 * np.tanh(((s - center) / scale) / 0.5)
+        out1: FloatArray = r * r
+        return out1
+    p = np.clip((s - worst) / max(span, 1e-9), 0.0, 1.0)
+    if mode == "power_clip":
+        out2: FloatArray = p if alpha == 1.0 else np.power(p, alpha)
+        return out2
+    r = _np_sigmoid((p - 0.5) / 0.5)
+    out3: FloatArray = r * r
+    return out3
 
 
 def _logistic_raw_bounds(meta: MetaLike) -> tuple[float | None, float | None]:

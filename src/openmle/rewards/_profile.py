@@ -41,7 +41,7 @@ from typing import Literal
 from attrs import field, frozen
 
 from openmle._leaderboard import infer_higher_is_better
-from openmle._types import Operator, Outcome, TaskMeta
+from openmle._types import Operator, Outcome, RunResult, TaskMeta
 from openmle._validation import check_choice, fail
 from openmle.rewards._advantages import entropic_advantage, group_normalized_advantage
 from openmle.rewards._bounds import (
@@ -51,6 +51,7 @@ from openmle.rewards._bounds import (
     resolve_bounds,
     static_bounds,
 )
+from openmle.rewards._guard import GuardVerdict, Verdict
 from openmle.rewards._leaderboard_rewards import human_rank, medal_binary
 from openmle.rewards._maps import (
     MAPPING_MODES,
@@ -106,6 +107,33 @@ class GroupMember:
     aborted: bool = False
     printed_score: float | None = None
 
+    @classmethod
+    def from_result(
+        cls,
+        result: RunResult,
+        verdict: GuardVerdict | None = None,
+        *,
+        same_as_parent: bool = False,
+    ) -> GroupMember:
+        """A member from a run result and, optionally, the reward guard's verdict.
+
+        A REJECTED verdict makes the member REJECTED; an UNCHECKED one marks it unchecked.
+        """
+        outcome = result.outcome
+        checked = True
+        if verdict is not None:
+            if verdict.verdict is Verdict.REJECTED:
+                outcome = Outcome.REJECTED
+            elif verdict.verdict is Verdict.UNCHECKED:
+                checked = False
+        return cls(
+            score=result.score,
+            outcome=outcome,
+            checked=checked,
+            same_as_parent=same_as_parent,
+            printed_score=result.printed_score,
+        )
+
 
 @frozen(kw_only=True)
 class MemberReward:
@@ -156,7 +184,8 @@ class RewardProfile:
         alpha: ``power_clip`` exponent.
         adaptive: use adaptive (per-group) bounds; only with ``mapping="power_clip"``.
         bound_mode, lower_shift_ratio, min_span: see :func:`adaptive_bounds`.
-        single_finite_reward_one: the released rule giving 1.0 to a lone finite score.
+        single_finite_reward_one: the released rule giving 1.0 to a lone finite score
+            (``compat="openrsi"`` only).
         static_fallback: signed (best, worst) for the static view when a side is missing.
         improve_strategy: ``"base"``, ``"gate_parent"`` or ``"diff_parent"``.
         improve_bonus_coef: bonus per unit of gain over the parent reference.
@@ -205,6 +234,13 @@ class RewardProfile:
         check_choice(self.unchecked, ("mask", "penalize", "trust"), "RewardProfile.unchecked")
         if not self.alpha > 0:
             raise fail("a number > 0", "RewardProfile.alpha", self.alpha)
+        if self.single_finite_reward_one and self.compat != "openrsi":
+            raise fail(
+                "False with compat='default' (the released rule is reference bug B3)",
+                "RewardProfile.single_finite_reward_one",
+                self.single_finite_reward_one,
+                "Use RewardProfile.openrsi() to reproduce the released behaviour.",
+            )
 
     @classmethod
     def openrsi(cls, **overrides: object) -> RewardProfile:
