@@ -41,7 +41,7 @@ from typing import Literal
 from attrs import field, frozen
 
 from openmle._leaderboard import infer_higher_is_better
-from openmle._types import Operator, Outcome, RunResult, TaskMeta
+from openmle._types import Operator, Outcome, RunResult, TaskMeta, check_operator
 from openmle._validation import check_choice, fail
 from openmle.rewards._advantages import entropic_advantage, group_normalized_advantage
 from openmle.rewards._bounds import (
@@ -353,11 +353,12 @@ class RewardProfile:
     # ------------------------------------------------------------------ one group
 
     def _static_reward(self, score: float, meta: TaskMeta) -> float:
+        """A score mapped with static bounds only (no group barrier)."""
         if self.compat == "openrsi":
-            return static_view_reward(
-                score, meta, mode="power_clip", alpha=self.alpha, fallback=self.static_fallback
-            )[0]
-        return self.member_reward(score, meta=meta, history=(), group=(score,)).reward
+            return score_to_reward_from_meta(score, meta, mode=self.mapping, alpha=self.alpha)
+        sb, sw = resolve_bounds(meta)
+        signed = score if meta.higher_is_better else -score
+        return score_to_reward(signed, best=sb, worst=sw, mode=self.mapping, alpha=self.alpha)
 
     def _leaderboard_reward(
         self, score: float | None, meta: TaskMeta, leaderboard: Sequence[float] | None
@@ -394,7 +395,7 @@ class RewardProfile:
             A :class:`GroupRewards`.
         """
         m = as_meta(meta)
-        op = Operator(operator)
+        op = check_operator(operator)
         n = len(members)
         if any(mb.aborted for mb in members) and (
             self.compat == "default" or self.advantage == "entropic"
@@ -447,14 +448,17 @@ class RewardProfile:
             elif not self.map_scores:
                 base[i] = s
             elif not barrier:
-                base[i] = score_to_reward_from_meta(s, m, mode=self.mapping, alpha=self.alpha)
+                base[i] = self._static_reward(s, m)
             elif (
                 self.compat == "openrsi"
                 and not hist
                 and len(finite_group) <= 1
                 and not (self.single_finite_reward_one and len(finite_group) == 1)
             ):
-                base[i] = self._static_reward(s, m)
+                # the released barrier's static fallback (leaderboard priority, +-100 pair)
+                base[i] = static_view_reward(
+                    s, m, mode="power_clip", alpha=self.alpha, fallback=self.static_fallback
+                )[0]
             else:
                 mr = self.member_reward(s, meta=m, history=hist, group=finite_group)
                 base[i] = mr.reward

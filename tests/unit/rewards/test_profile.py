@@ -133,6 +133,20 @@ def test_constant_group_has_zero_advantage_and_validation() -> None:
         RewardProfile(alpha=0)
 
 
+def test_static_mappings_without_the_barrier() -> None:
+    """Without adaptive bounds the default profile maps through the static pair for any mode;
+    the released RL code cannot map power_sigmoid at all."""
+    members = _scored(0.25, 0.75)
+    out = RewardProfile.default(adaptive=False).group(members, meta=UNIT)
+    assert out.base_rewards == (0.25, 0.75)
+    sig = RewardProfile.default(mapping="power_sigmoid").group(members, meta=UNIT)
+    assert 0 < sig.base_rewards[0] < sig.base_rewards[1] < 1
+    with pytest.raises(NotImplementedError):
+        RewardProfile.openrsi(mapping="power_sigmoid", adaptive=False).group(members, meta=UNIT)
+    with pytest.raises(InvalidArgument, match="operator"):
+        DEFAULT.group(members, meta=UNIT, operator="mutate")
+
+
 def test_leaderboard_profiles() -> None:
     """medal_binary and human_rank profiles reward from the leaderboard table."""
     board = [0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
