@@ -30,6 +30,9 @@ PUBLIC = {
         "__version__",
         "error_signature",
     ],
+    "openmle.backends": [
+        "OpenAIModel",
+    ],
     "openmle.errors": [
         "BackendError",
         "BudgetExhausted",
