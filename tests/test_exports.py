@@ -52,6 +52,15 @@ PUBLIC = {
         "TaskPackageError",
         "TrainerError",
     ],
+    "openmle.gym.service": [
+        "API_KEYS_ENV",
+        "ServiceConfig",
+        "create_app",
+        "job_view",
+        "load_api_keys",
+        "load_sandbox",
+        "serve",
+    ],
     "openmle.testing": [
         "FunctionSandbox",
         "FunctionSelector",
