@@ -31,6 +31,7 @@ PUBLIC = {
         "error_signature",
     ],
     "openmle.backends": [
+        "JobServiceSandbox",
         "OpenAIModel",
     ],
     "openmle.errors": [
