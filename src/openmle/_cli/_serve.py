@@ -42,6 +42,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--default-timeout", type=float, default=7200.0, help="job seconds if unset")
     p.add_argument("--max-job-timeout", type=float, default=86_400.0, help="refuse above this")
     p.add_argument(
+        "--grace", type=float, default=60.0, help="seconds past a job's timeout before it fails"
+    )
+    p.add_argument("--max-wait", type=float, default=60.0, help="cap on a long-poll's wait")
+    p.add_argument(
         "--max-attempts",
         type=int,
         default=2,
@@ -71,6 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
         default_timeout_s=args.default_timeout,
         max_job_timeout_s=args.max_job_timeout,
         max_attempts=args.max_attempts,
+        grace_s=args.grace,
+        max_wait_s=args.max_wait,
         durable=args.durable,
     )
     serve(config, host=args.host, port=args.port, log_level=args.log_level)

@@ -62,3 +62,14 @@ def test_sandbox_spec_must_name_a_factory() -> None:
             load_sandbox(spec)
     with pytest.raises(InvalidArgument, match="not a Sandbox"):
         load_sandbox("builtins:dict")
+
+
+def test_cli_refuses_to_serve_without_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``openmle serve`` without keys exits 1 and says how to give one."""
+    from openmle._cli import main
+
+    monkeypatch.delenv("OPENMLE_SERVICE_API_KEYS", raising=False)
+    assert main(["serve", "--db", str(tmp_path / "jobs.db")]) == 1
+    assert "OPENMLE_SERVICE_API_KEYS" in capsys.readouterr().err
