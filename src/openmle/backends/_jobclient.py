@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any, final
 
 import anyio
+import anyio.lowlevel
 import attrs
 import httpx
 from attrs import define, field
@@ -134,6 +135,7 @@ class JobServiceSandbox(Sandbox):
     verify_tls: bool = True
     _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
+    _loop: object = field(default=None, init=False, repr=False)
 
     @base_url.validator
     def _check_url(self, attribute: Any, value: object) -> None:
@@ -157,6 +159,9 @@ class JobServiceSandbox(Sandbox):
 
     # ------------------------------------------------------------------------------------
     def _get_client(self) -> httpx.AsyncClient:
+        token = anyio.lowlevel.current_token()  # connection pools belong to one event loop
+        if self._loop != token:
+            self._client, self._loop = None, token
         if self._client is None:
             key = self.api_key or os.environ.get(self.api_key_env, "")
             self._client = httpx.AsyncClient(
@@ -176,7 +181,8 @@ class JobServiceSandbox(Sandbox):
         """Close the connection pool (idempotent); ``run`` afterwards raises ``SandboxError``."""
         self._closed = True
         client, self._client = self._client, None
-        if client is not None:
+        # A pool opened under another (finished) event loop cannot be closed from this one.
+        if client is not None and self._loop == anyio.lowlevel.current_token():
             with anyio.CancelScope(shield=True):
                 await client.aclose()
 
@@ -428,3 +434,6 @@ def _foreign_result(res: Mapping[str, Any], job: Job) -> RunResult:
         RunResult(outcome=outcome, split=job.split, logs=logs, detail=f"service result {text!r}"),
         error_signature=signature,
     )
+
+
+JobServiceSandbox.__module__ = "openmle.backends"  # documented and shown under its public path

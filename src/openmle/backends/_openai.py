@@ -33,6 +33,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
+import anyio.lowlevel
 import attrs
 from attrs import define, field
 
@@ -170,6 +171,7 @@ class OpenAIModel(OperatorModel):
     max_concurrency: int = field(default=16, validator=_check_concurrency)
     _client: AsyncOpenAI | None = field(default=None, init=False, repr=False)
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+    _loop: object = field(default=None, init=False, repr=False)
 
     @model.validator
     def _check_model(self, attribute: object, value: object) -> None:
@@ -189,6 +191,11 @@ class OpenAIModel(OperatorModel):
 
     # ------------------------------------------------------------------------------------
     def _get_client(self) -> AsyncOpenAI:
+        # HTTP pools and limiters belong to one event loop: a model reused under a new loop
+        # (a second ``anyio.run``) gets fresh ones instead of failing on a closed loop.
+        token = anyio.lowlevel.current_token()
+        if self._loop != token:
+            self._client, self._limiter, self._loop = None, None, token
         if self._client is None:
             openai = require("openai", "openai")
             key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
@@ -200,7 +207,8 @@ class OpenAIModel(OperatorModel):
     async def aclose(self) -> None:
         """Close the HTTP connection pool (idempotent); a later call opens a new one."""
         client, self._client = self._client, None
-        if client is not None:
+        # A pool opened under another (finished) event loop cannot be closed from this one.
+        if client is not None and self._loop == anyio.lowlevel.current_token():
             with anyio.CancelScope(shield=True):
                 await client.close()
 
@@ -229,6 +237,7 @@ class OpenAIModel(OperatorModel):
         """Answer ``request``, retrying transient failures; see the class docstring for errors."""
         if not isinstance(request, ModelRequest):
             raise fail("a ModelRequest", "request", request)
+        self._get_client()
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.max_concurrency)
         async with self._limiter:
@@ -332,7 +341,8 @@ class OpenAIModel(OperatorModel):
         )
 
     def _where(self) -> str:
-        return f"the model service at {self._get_client().base_url}"
+        where = self._client.base_url if self._client is not None else self.base_url
+        return f"the model service at {where or 'the SDK default URL'}"
 
     async def _status_error(self, exc: Any) -> ModelError:
         status = int(exc.status_code)
@@ -402,3 +412,6 @@ def _server_message(exc: Any) -> str:
 
 def _with_latency(resp: ModelResponse, latency: float) -> ModelResponse:
     return attrs.evolve(resp, latency_s=latency)
+
+
+OpenAIModel.__module__ = "openmle.backends"  # documented and shown under its public path

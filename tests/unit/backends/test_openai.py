@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 import threading
@@ -457,6 +458,30 @@ async def test_conformance(server: FakeOpenAI) -> None:
     model = _model(server)
     await check_operator_model(model)
     await model.aclose()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_model_survives_a_new_event_loop(server: FakeOpenAI) -> None:
+    """One model used under two ``anyio.run`` calls opens a fresh pool for the second loop.
+
+    (The first loop's idle connection cannot be closed once its loop is gone; Python warns
+    about it when it is collected, hence the filter.)
+    """
+    model = _model(server)
+    first = anyio.run(model.complete, _request())
+    second = anyio.run(model.complete, _request())
+    assert first.text == second.text == "print(1)" and len(server.requests) == 2
+    anyio.run(model.aclose)
+    del model
+    gc.collect()  # collect the abandoned pools here, under this test's warning filter
+
+
+def test_public_module_path() -> None:
+    """The class reports its public module."""
+    from openmle.backends import JobServiceSandbox
+    from openmle.backends import OpenAIModel as Public
+
+    assert Public.__module__ == JobServiceSandbox.__module__ == "openmle.backends"
 
 
 def test_retry_after_parsing() -> None:

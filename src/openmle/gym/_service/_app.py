@@ -132,6 +132,9 @@ def create_app(config: ServiceConfig, *, sandbox: Sandbox | None = None) -> Any:
     async def submit(request: Request) -> Response:
         if not authorised(request):
             return unauthorised()
+        declared = request.headers.get("content-length", "0")
+        if declared.isdigit() and int(declared) > _MAX_BODY:
+            return err(413, "payload_too_large", f"the body is over {_MAX_BODY} bytes")
         raw = await request.body()
         if len(raw) > _MAX_BODY:
             return err(413, "payload_too_large", f"the body is over {_MAX_BODY} bytes")

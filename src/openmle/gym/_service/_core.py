@@ -16,6 +16,7 @@ same rule applies at the next start.
 from __future__ import annotations
 
 import importlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -35,6 +36,7 @@ from openmle.gym._service._store import JobRow, JobStore, Status
 __all__ = ["JobService", "load_sandbox"]
 
 T = TypeVar("T")
+log = logging.getLogger("openmle.service")
 POOLS = ("cpu", "gpu")
 
 
@@ -130,6 +132,9 @@ class JobService:
             try:
                 self._wake[pool] = anyio.Event()
                 row = await self.db(self.store.claim_next, pool)
+            except Exception:  # e.g. the disk is full: keep serving, retry shortly
+                log.exception("could not claim the next %s job; retrying in 1 s", pool)
+                await anyio.sleep(1.0)
             finally:
                 if row is None:
                     sem.release()
@@ -140,39 +145,60 @@ class JobService:
             self._busy[pool][slot] = row.id
             tg.start_soon(self._execute, row, sem, pool, slot)
 
+    async def _run_on_sandbox(self, row: JobRow, scope: anyio.CancelScope) -> RunResult | None:
+        """The job's result, an INFRA_ERROR result, or None when it was cancelled."""
+        split = row.spec.get("job", {}).get("split", "valid")
+        try:
+            job = Job.from_dict(row.spec["job"])
+        except Exception as exc:
+            return RunResult.infra_error(f"the stored job is unreadable: {exc}", split=split)
+        with scope:
+            with anyio.move_on_after(job.timeout_s + self.config.grace_s) as deadline:
+                try:
+                    result = await self.sandbox.run(job)
+                except Exception as exc:  # the sandbox broke, not the program
+                    return RunResult.infra_error(
+                        f"the sandbox raised {type(exc).__name__}: {exc}", split=job.split
+                    )
+                if not isinstance(result, RunResult):
+                    return RunResult.infra_error(
+                        f"the sandbox returned {type(result).__name__}, not a RunResult",
+                        split=job.split,
+                    )
+                return result
+            if deadline.cancelled_caught:
+                return RunResult.infra_error(
+                    f"the sandbox did not return within the job's timeout "
+                    f"({job.timeout_s} s) plus {self.config.grace_s} s",
+                    split=job.split,
+                )
+        return None
+
     async def _execute(self, row: JobRow, sem: anyio.Semaphore, pool: str, slot: int) -> None:
         scope = anyio.CancelScope()
         self._scopes[row.id] = scope
         self._ended[row.id] = anyio.Event()
         try:
-            job = Job.from_dict(row.spec["job"])
+            result = await self._run_on_sandbox(row, scope)
             queued = max(0.0, (row.started_at or time.time()) - row.created_at)
-            result: RunResult | None = None
-            with scope:
-                with anyio.move_on_after(job.timeout_s + self.config.grace_s) as deadline:
-                    try:
-                        result = await self.sandbox.run(job)
-                    except Exception as exc:  # the sandbox broke, not the program
-                        result = RunResult.infra_error(
-                            f"the sandbox raised {type(exc).__name__}: {exc}", split=job.split
-                        )
-                if deadline.cancelled_caught:
-                    result = RunResult.infra_error(
-                        f"the sandbox did not return within the job's timeout "
-                        f"({job.timeout_s} s) plus {self.config.grace_s} s",
-                        split=job.split,
-                    )
             with anyio.CancelScope(shield=True):
-                if row.id in self._cancel_requested or result is None:
-                    await self.db(
-                        self.store.finish, row.id, Status.CANCELLED, None, "cancelled while running"
-                    )
-                else:
-                    result = attrs.evolve(result, queue_s=result.queue_s + queued)
-                    status = Status.FAILED if result.outcome.is_infra else Status.COMPLETED
-                    await self.db(
-                        self.store.finish, row.id, status, _result_body(result), result.detail
-                    )
+                try:
+                    if row.id in self._cancel_requested or result is None:
+                        await self.db(
+                            self.store.finish,
+                            row.id,
+                            Status.CANCELLED,
+                            None,
+                            "cancelled while running",
+                        )
+                    else:
+                        result = attrs.evolve(result, queue_s=result.queue_s + queued)
+                        status = Status.FAILED if result.outcome.is_infra else Status.COMPLETED
+                        await self.db(
+                            self.store.finish, row.id, status, _result_body(result), result.detail
+                        )
+                except Exception:  # the job stays "running": the restart rule will see it
+                    log.exception("could not record the end of job %s", row.id)
                 self.notify(row.id)
         finally:
             self._scopes.pop(row.id, None)
