@@ -167,7 +167,9 @@ class JobServiceSandbox(Sandbox):
             self._client = httpx.AsyncClient(
                 base_url=self.base_url.rstrip("/"),
                 headers={"X-API-Key": key} if key else {},
-                timeout=httpx.Timeout(self.request_timeout_s, connect=10.0),
+                # pool=None: with more runs than connections, a run waits for a free one (each
+                # long-poll frees its connection within long_poll_s) instead of failing.
+                timeout=httpx.Timeout(self.request_timeout_s, connect=10.0, pool=None),
                 limits=httpx.Limits(
                     max_connections=self.max_connections,
                     max_keepalive_connections=self.max_connections,
@@ -349,7 +351,7 @@ class JobServiceSandbox(Sandbox):
                 resp = await client.get(
                     f"/api/v1/jobs/{job_id}",
                     params={"wait": f"{wait:.3f}"} if wait > 0 else None,
-                    timeout=httpx.Timeout(self.request_timeout_s + wait, connect=10.0),
+                    timeout=httpx.Timeout(self.request_timeout_s + wait, connect=10.0, pool=None),
                 )
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from openmle._compat import require
+from openmle.errors import InvalidArgument
 from openmle.gym._service._app import create_app, job_view
 from openmle.gym._service._config import API_KEYS_ENV, ServiceConfig, load_api_keys
 from openmle.gym._service._core import load_sandbox
@@ -32,6 +33,8 @@ __all__ = [
     "load_sandbox",
     "serve",
 ]
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def serve(
@@ -52,8 +55,14 @@ def serve(
         **uvicorn_kwargs: passed to ``uvicorn.run`` (e.g. ``ssl_certfile``).
 
     Raises:
+        InvalidArgument: no API keys while listening beyond loopback.
         MissingDependency: uvicorn or starlette is not installed.
     """
+    if config.allow_no_auth and not config.api_keys and host not in _LOOPBACK:
+        raise InvalidArgument(
+            f"refusing to serve without API keys on host={host!r}; give keys, or listen on "
+            "127.0.0.1 when using --no-auth"
+        )
     uvicorn = require("uvicorn", "service")
     app = create_app(config)
     uvicorn_kwargs.setdefault("timeout_graceful_shutdown", 10)

@@ -139,6 +139,31 @@ async def test_results_come_back_whole(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_more_runs_than_connections(tmp_path: Path) -> None:
+    """Runs beyond ``max_connections`` wait for a connection instead of failing."""
+    async with real_service(tmp_path, delay_s=1.5) as (url, sandbox):
+        # Any wait for a connection longer than request_timeout_s would be fatal here.
+        client = _client(
+            url,
+            max_connections=2,
+            long_poll_s=5,
+            request_timeout_s=0.5,
+            max_submit_attempts=1,
+            max_poll_failures=0,
+        )
+        results: list[RunResult] = []
+
+        async def one(i: int) -> None:
+            results.append(await client.run(_job(name=f"r{i}")))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(one, i)
+        await client.aclose()
+    assert [r.outcome for r in results] == [Outcome.SUCCESS] * 6 and len(sandbox.jobs) == 6
+
+
+@pytest.mark.anyio
 async def test_4xx_raises_job_service_error(tmp_path: Path) -> None:
     """A bad key (401) or a path outside the task roots (400) raises, naming the fix."""
     async with real_service(tmp_path) as (url, _):

@@ -73,3 +73,12 @@ def test_cli_refuses_to_serve_without_keys(
     monkeypatch.delenv("OPENMLE_SERVICE_API_KEYS", raising=False)
     assert main(["serve", "--db", str(tmp_path / "jobs.db")]) == 1
     assert "OPENMLE_SERVICE_API_KEYS" in capsys.readouterr().err
+
+
+def test_no_auth_only_on_loopback(tmp_path: Path) -> None:
+    """Serving without keys is refused on a non-loopback address."""
+    from openmle.gym.service import serve
+
+    config = ServiceConfig(db_path=tmp_path / "db", allow_no_auth=True)
+    with pytest.raises(InvalidArgument, match="without API keys"):
+        serve(config, host="0.0.0.0")
