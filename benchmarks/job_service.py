@@ -6,9 +6,10 @@
 2. The delay between a job ending on the service (its ``completed_at``) and the client knowing
    it (``JobServiceSandbox.run`` returning): long-poll against 10-second polling.
 
-Run: ``python benchmarks/job_service.py [--sandbox local] [--jobs 60] [--slots 4]``. The sandbox
-defaults to ``local`` (``openmle.backends.LocalSandbox``) when it is installed, else to the
-integration tests' ``service_sandbox:make`` (a child process per program, same grading).
+Run: ``python benchmarks/job_service.py [--sandbox SPEC] [--jobs 60] [--slots 4]``. The sandbox
+defaults to ``service_sandbox:make_local`` (``openmle.backends.LocalSandbox`` over the toy task)
+when LocalSandbox is installed, else to the integration tests' ``service_sandbox:make`` (a
+child process per program, same grading). Both sides always use the same sandbox.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ KEY = "benchmark-key-0123456789"
 
 
 def _default_sandbox() -> str:
+    """``LocalSandbox`` over the toy task when it is installed, else the tests' process sandbox."""
     try:
         backends = importlib.import_module("openmle.backends")
         backends.LocalSandbox  # noqa: B018 - probe the lazy registry
     except (AttributeError, ImportError):
         return "service_sandbox:make"
-    return "local"
+    return "service_sandbox:make_local"
 
 
 def _free_port() -> int:

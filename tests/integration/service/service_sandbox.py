@@ -1,5 +1,8 @@
-"""A real sandbox for the job-service integration tests and benchmark: runs the program in a
-child process against a :class:`~openmle.testing.ToyTask` and grades it out of process.
+"""Real sandboxes for the job-service integration tests and benchmark.
+
+``make`` builds a small one that runs the program in a child process against a
+:class:`~openmle.testing.ToyTask` and grades it out of process; ``make_local`` builds
+``openmle.backends.LocalSandbox`` (isolated runs) over the same toy tasks.
 
 The server subprocess loads it by name (``--sandbox service_sandbox:make``). Every execution
 appends ``start <name>`` and ``end <name>`` lines to the ledger file named by
@@ -24,7 +27,7 @@ from openmle._runlog import classify_run
 from openmle.errors import SandboxError
 from openmle.testing import ToyTask
 
-__all__ = ["ToyProcessSandbox", "make"]
+__all__ = ["ToyProcessSandbox", "make", "make_local"]
 
 
 def _ledger(line: str) -> None:
@@ -86,3 +89,11 @@ class ToyProcessSandbox(Sandbox):
 def make() -> ToyProcessSandbox:
     """The ``module:callable`` factory the service calls."""
     return ToyProcessSandbox()
+
+
+def make_local() -> Sandbox:
+    """``openmle.backends.LocalSandbox`` resolving every task reference as a toy-task root."""
+    from openmle.backends import LocalSandbox  # type: ignore[attr-defined,unused-ignore]
+
+    sandbox: Sandbox = LocalSandbox(resolver=lambda ref: ToyTask(root=Path(ref)))
+    return sandbox
