@@ -40,6 +40,10 @@ def _ledger(line: str) -> None:
             os.close(fd)
 
 
+def _artifacts(work: str) -> tuple[str, ...]:
+    return tuple(sorted(str(p.relative_to(work)) for p in Path(work).rglob("*") if p.is_file()))
+
+
 @final
 @define(eq=False)
 class ToyProcessSandbox(Sandbox):
@@ -68,6 +72,7 @@ class ToyProcessSandbox(Sandbox):
             sub = Path(work) / "submission.csv"
             exists = proc is not None and proc.returncode == 0 and sub.exists()
             grade = await anyio.to_thread.run_sync(task.grade, sub, job.split) if exists else None
+            artifacts = await anyio.to_thread.run_sync(_artifacts, work)
             result = classify_run(
                 split=job.split,
                 exit_code=None if proc is None else proc.returncode,
@@ -77,6 +82,7 @@ class ToyProcessSandbox(Sandbox):
                 grade=grade,
                 logs=logs,
                 runtime_s=runtime,
+                artifacts=artifacts,
             )
         _ledger(f"end {job.name}")
         return result

@@ -43,7 +43,9 @@ def _free_port() -> int:
 class Server:
     """``python -m openmle serve`` in a child process, restartable on the same database."""
 
-    def __init__(self, tmp: Path, roots: Path, *, slots: int = 8) -> None:
+    def __init__(
+        self, tmp: Path, roots: Path, *, slots: int = 8, sandbox: str = "service_sandbox:make"
+    ) -> None:
         self.tmp = tmp
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -59,7 +61,7 @@ class Server:
             "--task-root",
             str(roots),
             "--sandbox",
-            "service_sandbox:make",
+            sandbox,
             "--host",
             "127.0.0.1",
             "--port",
@@ -265,3 +267,32 @@ async def test_auth_traversal_and_payloads_refused(server: Server, task_root: Pa
             assert r.status_code == 422 and r.json()["field"] == field
         assert (await http.get("/health")).status_code == 200
     assert server.ledger_lines() == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("sandbox", ["service_sandbox:make", "service_sandbox:make_local"])
+async def test_job_service_sandbox_keeps_the_sandbox_contract(
+    tmp_path: Path, task_root: Path, sandbox: str
+) -> None:
+    """``JobServiceSandbox`` through the real service passes the sandbox conformance suite."""
+    import openmle.backends
+    import openmle.testing
+
+    check_sandbox = getattr(openmle.testing, "check_sandbox", None)
+    if check_sandbox is None:
+        pytest.skip("openmle.testing.check_sandbox is not in this tree yet")
+    local = sandbox.endswith("make_local")
+    if local and "LocalSandbox" not in openmle.backends.__all__:
+        pytest.skip("openmle.backends.LocalSandbox is not in this tree yet")
+    srv = Server(tmp_path, task_root, slots=4, sandbox=sandbox)
+    await anyio.to_thread.run_sync(srv.start)
+    client = JobServiceSandbox(srv.url, api_key=KEY, poll_interval_s=0.5, backoff_s=0.1)
+    try:
+        toy = ToyTask(root=task_root / "toy")
+        # Only LocalSandbox isolates the answers; the test process sandbox does not try to.
+        await check_sandbox(
+            client, task=str(toy.root), private_paths=toy.private_paths if local else ()
+        )
+    finally:
+        await client.aclose()
+        await anyio.to_thread.run_sync(srv.stop)
