@@ -234,6 +234,8 @@ def create_app(config: ServiceConfig, *, sandbox: Sandbox | None = None) -> Any:
                     tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                # A graceful stop is not the job's fault: its start does not count.
+                await anyio.to_thread.run_sync(store.release_running)
                 if owned:
                     await sb.aclose()
                 await anyio.to_thread.run_sync(store.close)

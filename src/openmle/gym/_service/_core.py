@@ -9,8 +9,8 @@ Restart rule (documented in ``docs/how-to/scale-out-with-the-job-service.md``): 
 and place) while it has been started fewer than ``max_attempts`` times (default 2); otherwise it
 ends ``failed`` with an ``INFRA_ERROR`` result. Programs are re-run from scratch in a fresh
 workspace, so a re-run is safe; a program that kills the service every time stops after
-``max_attempts`` starts. A graceful stop (SIGTERM/Ctrl-C) leaves running jobs ``running`` so the
-same rule applies at the next start.
+``max_attempts`` starts. A graceful stop (SIGTERM/Ctrl-C) cancels the runs and puts their jobs
+back in the queue without counting the interrupted start.
 """
 
 from __future__ import annotations

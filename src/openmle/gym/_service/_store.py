@@ -240,6 +240,18 @@ class JobStore:
             ).fetchall()
         return requeued, [JobRow.from_sql(r) for r in rows]
 
+    def release_running(self) -> int:
+        """Put every running job back in the queue without counting its interrupted start.
+
+        Called on a graceful stop, after every run was cancelled; returns how many went back.
+        """
+        cur = self._db.execute(
+            "UPDATE jobs SET status = ?, started_at = NULL, attempts = MAX(attempts - 1, 0)"
+            " WHERE status = ?",
+            (Status.QUEUED, Status.RUNNING),
+        )
+        return cur.rowcount
+
     def counts(self) -> dict[tuple[str, str], int]:
         """Job counts by ``(pool, status)`` for queued and running jobs."""
         rows = self._db.execute(

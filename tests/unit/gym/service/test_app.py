@@ -419,3 +419,21 @@ async def test_restart_rule_for_jobs_left_running(tmp_path: Path, roots: Path) -
     assert second["status"] == "failed" and second["result"]["outcome"] == "infra_error"
     assert "max_attempts=2" in second["result"]["detail"]
     assert len(sandbox.jobs) == 1
+
+
+@pytest.mark.anyio
+async def test_graceful_stop_requeues_running_jobs_without_counting(
+    tmp_path: Path, roots: Path
+) -> None:
+    """A job running at a graceful stop runs again after the restart, its start not counted."""
+    async with service(tmp_path, roots) as (client, gates, _):
+        job_id = (await client.post("/api/v1/jobs", json=_body(name="gated-x"), headers=H)).json()[
+            "job_id"
+        ]
+        await gates.wait_started(1)
+    assert gates.cancelled == ["gated-x"]
+    async with service(tmp_path, roots) as (client, gates, sandbox):
+        gates.gate("gated-x").set()
+        done = await _wait_done(client, job_id)
+    assert done["status"] == "completed" and done["attempts"] == 1
+    assert [j.name for j in sandbox.jobs] == ["gated-x"]
