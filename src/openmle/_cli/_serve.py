@@ -56,6 +56,12 @@ def register(subparsers: Any) -> None:
         "--no-auth", action="store_true", help="accept requests without a key (loopback only!)"
     )
     p.add_argument("--durable", action="store_true", help="SQLite synchronous=FULL")
+    p.add_argument(
+        "--retain-days",
+        type=float,
+        default=7.0,
+        help="delete finished jobs this many days after they end (0: keep forever)",
+    )
     p.add_argument("--log-level", default="info", help="uvicorn log level")
     p.set_defaults(handler=_serve)
 
@@ -78,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         grace_s=args.grace,
         max_wait_s=args.max_wait,
         durable=args.durable,
+        retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
     )
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0

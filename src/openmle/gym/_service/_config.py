@@ -88,6 +88,8 @@ class ServiceConfig:
         retry_after_s: the ``Retry-After`` sent with 429 answers.
         durable: SQLite ``synchronous=FULL`` (survives power loss, slower) instead of
             ``NORMAL`` (survives ``kill -9``).
+        retain_s: finished jobs (and their idempotency keys) are deleted this many seconds
+            after they end (default 7 days); None keeps them forever.
     """
 
     db_path: Path = field(converter=Path)
@@ -106,11 +108,14 @@ class ServiceConfig:
     max_code_bytes: int = field(default=1_000_000, validator=_count("max_code_bytes", 1))
     retry_after_s: int = field(default=2, validator=_count("retry_after_s", 0))
     durable: bool = False
+    retain_s: float | None = 7 * 86_400.0
 
     def __attrs_post_init__(self) -> None:
         for name in ("default_timeout_s", "max_job_timeout_s", "max_wait_s"):
             check_positive(getattr(self, name), f"ServiceConfig.{name}")
         check_positive(self.grace_s, "ServiceConfig.grace_s", allow_zero=True)
+        if self.retain_s is not None:
+            check_positive(self.retain_s, "ServiceConfig.retain_s")
         if self.default_timeout_s > self.max_job_timeout_s:
             raise InvalidArgument(
                 f"ServiceConfig.default_timeout_s={self.default_timeout_s} is above "

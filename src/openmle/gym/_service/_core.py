@@ -110,13 +110,26 @@ class JobService:
         self.recovered = (requeued, len(exhausted))
 
     async def run(self, tg: TaskGroup) -> None:
-        """Start one scheduler loop per pool with slots."""
+        """Start one scheduler loop per pool with slots, and the retention sweep."""
+        if self.config.retain_s is not None:
+            tg.start_soon(self._sweep, self.config.retain_s)
         for pool in POOLS:
             n = self.slots(pool)
             if n:
                 self._busy[pool] = dict.fromkeys(range(n))
                 self._wake[pool] = anyio.Event()
                 tg.start_soon(self._schedule, pool, tg)
+
+    async def _sweep(self, retain_s: float) -> None:
+        """Delete finished jobs older than ``retain_s``, every ``min(1 h, retain_s / 4)``."""
+        while True:
+            try:
+                n = await self.db(self.store.purge, time.time() - retain_s)
+                if n:
+                    log.info("deleted %d finished jobs older than %.0f s", n, retain_s)
+            except Exception:
+                log.exception("the retention sweep failed; retrying later")
+            await anyio.sleep(min(3600.0, retain_s / 4))
 
     def poke(self, pool: str) -> None:
         """Wake ``pool``'s scheduler after a submission."""

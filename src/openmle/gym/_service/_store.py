@@ -252,6 +252,14 @@ class JobStore:
         )
         return cur.rowcount
 
+    def purge(self, before: float) -> int:
+        """Delete finished jobs that ended before ``before`` (epoch seconds); returns the count."""
+        cur = self._db.execute(
+            "DELETE FROM jobs WHERE status IN (?, ?, ?) AND completed_at < ?",
+            (*sorted(Status.TERMINAL), before),
+        )
+        return cur.rowcount
+
     def counts(self) -> dict[tuple[str, str], int]:
         """Job counts by ``(pool, status)`` for queued and running jobs."""
         rows = self._db.execute(

@@ -437,3 +437,19 @@ async def test_graceful_stop_requeues_running_jobs_without_counting(
         done = await _wait_done(client, job_id)
     assert done["status"] == "completed" and done["attempts"] == 1
     assert [j.name for j in sandbox.jobs] == ["gated-x"]
+
+
+@pytest.mark.anyio
+async def test_finished_jobs_are_deleted_after_retention(tmp_path: Path, roots: Path) -> None:
+    """Finished jobs disappear ``retain_s`` after they end; running ones stay."""
+    async with service(tmp_path, roots, retain_s=0.3) as (client, gates, _):
+        done_id = (await client.post("/api/v1/jobs", json=_body(), headers=H)).json()["job_id"]
+        await _wait_done(client, done_id)
+        run_id = (await client.post("/api/v1/jobs", json=_body(name="gated-r"), headers=H)).json()[
+            "job_id"
+        ]
+        with anyio.fail_after(10):
+            while (await client.get(f"/api/v1/jobs/{done_id}", headers=H)).status_code != 404:  # noqa: ASYNC110 - polling the HTTP API is the point
+                await anyio.sleep(0.05)
+        assert (await client.get(f"/api/v1/jobs/{run_id}", headers=H)).status_code == 200
+        gates.gate("gated-r").set()
