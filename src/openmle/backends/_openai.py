@@ -144,6 +144,9 @@ class OpenAIModel(OperatorModel):
         backoff_s: first backoff in seconds; doubles each retry (with up to 25 % jitter).
         max_backoff_s: cap on any single wait, including a server's ``Retry-After``.
         max_concurrency: calls in flight at once through this instance; extra calls wait.
+        token_limit_param: the body field carrying the token limit: ``"max_tokens"`` (vLLM,
+            SGLang, most servers) or ``"max_completion_tokens"`` (OpenAI's reasoning models,
+            which refuse ``max_tokens``).
 
     Raises:
         InvalidArgument: a bad setting (names the field).
@@ -169,6 +172,10 @@ class OpenAIModel(OperatorModel):
     backoff_s: float = 1.0
     max_backoff_s: float = 60.0
     max_concurrency: int = field(default=16, validator=_check_concurrency)
+    token_limit_param: str = field(
+        default="max_tokens",
+        validator=attrs.validators.in_(("max_tokens", "max_completion_tokens")),
+    )
     _client: AsyncOpenAI | None = field(default=None, init=False, repr=False)
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _loop: object = field(default=None, init=False, repr=False)
@@ -220,7 +227,9 @@ class OpenAIModel(OperatorModel):
         settings = {
             "temperature": self.temperature if request.temperature is None else request.temperature,
             "top_p": self.top_p if request.top_p is None else request.top_p,
-            "max_tokens": self.max_tokens if request.max_tokens is None else request.max_tokens,
+            self.token_limit_param: (
+                self.max_tokens if request.max_tokens is None else request.max_tokens
+            ),
             "seed": request.seed,
         }
         kwargs.update({k: v for k, v in settings.items() if v is not None})

@@ -230,6 +230,16 @@ async def test_plain_completion_usage_and_request_body(server: FakeOpenAI) -> No
 
 
 @pytest.mark.anyio
+async def test_token_limit_field_for_reasoning_models(server: FakeOpenAI) -> None:
+    """``token_limit_param`` sends the limit as ``max_completion_tokens`` where models need it."""
+    model = _model(server, token_limit_param="max_completion_tokens", max_tokens=99)
+    await model.complete(_request())
+    await model.aclose()
+    body = server.requests[0][1]
+    assert body["max_completion_tokens"] == 99 and "max_tokens" not in body
+
+
+@pytest.mark.anyio
 async def test_unset_sampling_settings_are_not_sent(server: FakeOpenAI) -> None:
     """Settings left unset everywhere are omitted, so models that refuse them still work."""
     model = _model(server)
