@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hmac
 import json
 import math
@@ -143,14 +144,18 @@ def create_app(config: ServiceConfig, *, sandbox: Sandbox | None = None) -> Any:
         except (ValueError, UnicodeDecodeError) as exc:
             return err(422, "invalid_payload", f"the body is not JSON: {exc}", field="body")
         try:
-            req = parse_submit(
-                body,
-                roots=config.task_roots,
-                default_timeout_s=config.default_timeout_s,
-                max_timeout_s=config.max_job_timeout_s,
-                max_code_bytes=config.max_code_bytes,
-                gpu_slots=config.gpu_slots,
-                header_key=request.headers.get("idempotency-key"),
+            # Path checks touch the file system (task roots may be on NFS): off the loop.
+            req = await anyio.to_thread.run_sync(
+                functools.partial(
+                    parse_submit,
+                    body,
+                    roots=config.task_roots,
+                    default_timeout_s=config.default_timeout_s,
+                    max_timeout_s=config.max_job_timeout_s,
+                    max_code_bytes=config.max_code_bytes,
+                    gpu_slots=config.gpu_slots,
+                    header_key=request.headers.get("idempotency-key"),
+                )
             )
         except PayloadError as exc:
             return JSONResponse(exc.body(), exc.status)
