@@ -11,10 +11,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
+    from openmle.backends._openai import OpenAIModel as OpenAIModel
 
 # name -> private module that defines it. Keep alphabetical.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "JobServiceSandbox": "openmle.backends._jobclient",
+    "OpenAIModel": "openmle.backends._openai",
+}
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 
 __all__ = sorted(_LAZY)
