@@ -49,6 +49,17 @@ PUBLIC = {
         "TaskPackageError",
         "TrainerError",
     ],
+    "openmle.gym": [
+        "GradeReport",
+        "Problem",
+        "Severity",
+        "Task",
+        "ValidationReport",
+        "bundled",
+        "bundled_names",
+        "load_task",
+        "resolve_task",
+    ],
     "openmle.testing": [
         "FunctionSandbox",
         "FunctionSelector",
@@ -75,7 +86,7 @@ def test_all_is_pinned_and_sorted(module: str) -> None:
         assert hasattr(mod, name), name
 
 
-@pytest.mark.parametrize("module", ["openmle", "openmle.testing"])
+@pytest.mark.parametrize("module", ["openmle", "openmle.gym", "openmle.testing"])
 def test_public_classes_report_public_module(module: str) -> None:
     """Reprs and docs say ``openmle.Job``, not ``openmle._types.Job``."""
     mod = importlib.import_module(module)
