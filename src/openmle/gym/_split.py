@@ -102,8 +102,8 @@ def _build(
             f"{missing} that the answers file has; keep the id and target columns in train.csv"
         )
     n = len(train.rows)
-    n_hold = round(fraction * n)
-    if n_hold < 1 or n - n_hold < 1:
+    n_hold = min(max(1, round(fraction * n)), n - 1)
+    if n < 2:
         raise TaskPackageError(
             f"Cannot build the validation view: data/public/train.csv has {n} rows; it needs "
             "enough rows to hold some out (at least 2)"
