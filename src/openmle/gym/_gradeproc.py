@@ -21,6 +21,7 @@ import importlib.util
 import io
 import json
 import math
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -372,7 +373,9 @@ def _class_score(metric_py: Path, answers_path: Path, sub: Table, id_column: str
         try:
             metric.validate_submission(y_pred, y_true)
         except Exception as exc:
-            msg = str(exc).splitlines()[0][:200] if str(exc) else ""
+            # Numbers are masked: a task's message might quote answer values.
+            msg = re.sub(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", "<n>", str(exc))
+            msg = msg.splitlines()[0][:200] if msg else ""
             raise CsvError(
                 f"the task's validate_submission rejected the submission ({type(exc).__name__}: "
                 f"{msg}); follow the format in description.txt"

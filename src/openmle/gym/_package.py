@@ -373,16 +373,28 @@ class Task:
                 f"no submission file at {path.name}; the program must write ./submission.csv",
                 exists=False,
             )
+        if path.is_symlink():
+            return self._invalid(
+                s,
+                path,
+                hib,
+                "the submission is a symbolic link; write submission.csv as a regular file",
+            )
         try:
             answers = self.answers_path(s)
             sample = self.public_dir(s) / "sample_submission.csv"
         except TaskPackageError as exc:
             return self._invalid(s, path, hib, f"the task is broken: {exc}")
+        real = path.resolve()
+        if any(real.is_relative_to(p.resolve()) for p in self.private_paths):
+            return self._invalid(
+                s, path, hib, "the submission lies among the hidden answers; write your own file"
+            )
         config = {
             "mode": "grade",
             "answers": str(answers),
             "sample": str(sample),
-            "submission": str(path.resolve()),
+            "submission": str(real),
             "id_column": self.id_column,
             "metric": self._config.metric,
             "metric_py": str(self.root / "utils" / "metric.py"),

@@ -18,7 +18,7 @@ from openmle.gym._package import Task, load_task
 __all__ = ["bundled", "bundled_names", "resolve_task"]
 
 _LOCK = threading.Lock()
-_CACHE: dict[tuple[str, int, int], Task] = {}
+_CACHE: dict[tuple[str, int, int, int, int], Task] = {}
 _CACHE_MAX = 256
 
 
@@ -46,7 +46,14 @@ def _mtime(path: Path) -> int:
 
 def _cached(root: Path) -> Task:
     root = root.resolve()
-    key = (str(root), _mtime(root / "task.toml"), _mtime(root / "data" / "public"))
+    public = root / "data" / "public"
+    key = (
+        str(root),
+        _mtime(root / "task.toml"),
+        _mtime(public),
+        _mtime(public / "train.csv"),
+        _mtime(public / "sample_submission.csv"),
+    )
     with _LOCK:
         task = _CACHE.get(key)
     if task is None:

@@ -91,7 +91,7 @@ def _build(
 ) -> None:
     public = root / "data" / "public"
     try:
-        train = read_csv(public / "train.csv", label="data/public/train.csv")
+        train = read_csv(public / "train.csv", label="data/public/train.csv", max_bytes=1 << 34)
         sample = read_csv(public / "sample_submission.csv", label="sample_submission.csv")
     except CsvError as exc:
         raise TaskPackageError(f"Cannot build the validation view: {exc}") from None

@@ -158,3 +158,44 @@ def test_report_round_trips() -> None:
     assert GradeReport.from_dict(r.to_dict()) == r
     bad = GradeReport(task="t", split="test", score=float("nan"), valid=True)
     assert not bad.valid and bad.score is None and bad.reason
+
+
+def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: Path) -> None:
+    """A submission that links to (or is) the hidden answers never grades."""
+    root = make_package()
+    task = load_task(root)
+    for split in Split:
+        link = tmp_path / f"submission-{split}.csv"
+        link.symlink_to(task.answers_path(split))
+        report = task.grade(link, split)
+        assert not report.valid and "symbolic link" in report.reason
+        direct = task.grade(task.answers_path(split), split)
+        assert not direct.valid and "hidden answers" in direct.reason
+
+
+def test_metric_messages_mask_numbers(make_package: PackageBuilder) -> None:
+    """A task's validate_submission message reaches the reason with its numbers masked."""
+    root = make_package(toml="")
+    (root / "utils").mkdir()
+    (root / "utils/metric.py").write_text(
+        "class LeakyMetrics:\n"
+        "    def __init__(self):\n"
+        "        self.higher_is_better = False\n"
+        "    def validate_submission(self, submission, ground_truth):\n"
+        "        raise ValueError(f'expected {ground_truth.y.tolist()[:3]} here')\n"
+        "    def evaluate(self, y_true, y_pred):\n"
+        "        return 0.0\n"
+    )
+    report = load_task(root).grade(root / "data/public/sample_submission.csv")
+    assert not report.valid and "ValueError" in report.reason
+    assert "<n>" in report.reason and "81" not in report.reason
+
+
+def test_task_satisfies_the_sandbox_protocol(make_package: PackageBuilder) -> None:
+    """A Task is a TaskHandle (checked statically by mypy and at runtime)."""
+    from openmle._task_protocol import TaskHandle, TaskResolver
+    from openmle.gym import resolve_task
+
+    handle: TaskHandle = load_task(make_package())
+    resolver: TaskResolver = resolve_task
+    assert isinstance(handle, TaskHandle) and resolver(str(handle.private_paths[0].parents[1]))
