@@ -392,6 +392,7 @@ gpus = 0
 
 
 _COVERS = ["forest", "grassland", "shrub", "wetland"]
+_MC_SCALE = 2.2
 
 
 def _multiclass() -> _Data:
@@ -423,7 +424,7 @@ def _multiclass() -> _Data:
             + 0.6 * (elevation < 500),
         ]
     )
-    scores = scores * 1.6
+    scores = scores * _MC_SCALE
     probs = np.exp(scores - scores.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
     cum = probs.cumsum(axis=1)
