@@ -23,7 +23,9 @@ trivial submission and the score of the generator's own noiseless function on th
 competition's. They are not the results of real people.
 
 Packages are written to ``<cache>/tasks/<name>-v<GENERATION>`` through a temporary directory
-and a rename, so concurrent first uses are safe.
+and a rename, so concurrent first uses are safe. Generation uses seeded numpy ``Generator``
+streams and fixed-precision formatting, so the files are byte-identical across runs and
+processes for a given numpy version.
 """
 
 from __future__ import annotations

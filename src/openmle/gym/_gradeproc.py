@@ -131,6 +131,19 @@ def to_floats(cells: Sequence[str], *, label: str, column: str) -> FloatArray:
     return out
 
 
+def id_key(cell: str) -> str:
+    """An id as a matching key: stripped, and ``"7.0"`` read as ``"7"`` (integral numbers)."""
+    key = cell.strip()
+    if key and (key[0].isdigit() or key[0] in "+-") and "." in key:
+        try:
+            v = float(key)
+        except ValueError:
+            return key
+        if v.is_integer() and abs(v) < 2**53:
+            return str(int(v))
+    return key
+
+
 def align_submission(
     sub: Table,
     *,
@@ -174,7 +187,7 @@ def align_submission(
     by_id: dict[str, list[str]] = {}
     dupes = 0
     for r in rows:
-        key = r[k].strip()
+        key = id_key(r[k])
         if key in by_id:
             dupes += 1
         by_id[key] = r
@@ -182,7 +195,7 @@ def align_submission(
         raise CsvError(
             f"{label} repeats {dupes} id(s) in column {id_column!r}; write each test id once"
         )
-    wanted = [a.strip() for a in answer_ids]
+    wanted = [id_key(a) for a in answer_ids]
     missing_ids = [a for a in wanted if a not in by_id]
     if missing_ids:
         example = ", ".join(repr(m) for m in missing_ids[:3])

@@ -316,7 +316,7 @@ class Task:
     def private_paths(self) -> tuple[Path, ...]:
         """``data/private`` and the validation view's answers directory."""
         paths = [self.root / "data" / "private"]
-        with contextlib.suppress(TaskPackageError):
+        with contextlib.suppress(TaskPackageError, OSError):
             paths.append(self._view_root() / "private")
         return tuple(paths)
 
@@ -417,7 +417,12 @@ class Task:
             higher_is_better=hib,
             submission_path=str(path),
         )
-        board = self.leaderboard if s is Split.TEST else None
+        board = None
+        if s is Split.TEST:
+            # A broken leaderboard is the task's problem (validate reports it), not the
+            # submission's: the score stands, without leaderboard fields.
+            with contextlib.suppress(TaskPackageError):
+                board = self.leaderboard
         return report.with_leaderboard(board) if board else report
 
     # ---------------------------------------------------------------- package tools

@@ -199,3 +199,20 @@ def test_task_satisfies_the_sandbox_protocol(make_package: PackageBuilder) -> No
     handle: TaskHandle = load_task(make_package())
     resolver: TaskResolver = resolve_task
     assert isinstance(handle, TaskHandle) and resolver(str(handle.private_paths[0].parents[1]))
+
+
+def test_float_formatted_ids_match(make_package: PackageBuilder, tmp_path: Path) -> None:
+    """Integer ids written as floats ("41.0") match the answers' ids ("41")."""
+    root = make_package()
+    sub = tmp_path / "sub.csv"
+    write_csv(sub, ["id", "y"], [[f"{r[0]}.0", r[1]] for r in _solution(root)])
+    report = load_task(root).grade(sub)
+    assert report.valid and report.score == pytest.approx(0.0, abs=1e-9), report.reason
+
+
+def test_broken_leaderboard_keeps_the_score(make_package: PackageBuilder) -> None:
+    """A leaderboard without a score column does not stop grading; fields stay empty."""
+    root = make_package(toml='metric = "rmse"\nleaderboard = "lb.csv"\n')
+    write_csv(root / "lb.csv", ["team"], [["a"]])
+    report = load_task(root).grade(root / "data/public/sample_submission.csv")
+    assert report.valid and report.leaderboard_size == 0
