@@ -386,7 +386,9 @@ class Task:
         except TaskPackageError as exc:
             return self._invalid(s, path, hib, f"the task is broken: {exc}")
         real = path.resolve()
-        if any(real.is_relative_to(p.resolve()) for p in self.private_paths):
+        if any(real.is_relative_to(p.resolve()) for p in self.private_paths) or _same_file(
+            real, answers
+        ):
             return self._invalid(
                 s, path, hib, "the submission lies among the hidden answers; write your own file"
             )
@@ -523,6 +525,14 @@ class Task:
                 "True or False in its constructor"
             )
         return hib
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (a hard link to the answers, say)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _header_of(path: Path) -> list[str]:

@@ -161,7 +161,7 @@ def test_report_round_trips() -> None:
 
 
 def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: Path) -> None:
-    """A submission that links to (or is) the hidden answers never grades."""
+    """A submission that is, or links (soft or hard) to, the hidden answers never grades."""
     root = make_package()
     task = load_task(root)
     for split in Split:
@@ -171,6 +171,13 @@ def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: P
         assert not report.valid and "symbolic link" in report.reason
         direct = task.grade(task.answers_path(split), split)
         assert not direct.valid and "hidden answers" in direct.reason
+        hard = tmp_path / f"hard-{split}.csv"
+        try:
+            hard.hardlink_to(task.answers_path(split))
+        except OSError:  # another filesystem: no hard link possible, nothing to check
+            continue
+        linked = task.grade(hard, split)
+        assert not linked.valid and "hidden answers" in linked.reason
 
 
 def test_metric_messages_mask_numbers(make_package: PackageBuilder) -> None:
