@@ -43,6 +43,7 @@ process.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -65,7 +66,12 @@ from openmle.gym._split import valid_view_dir, valid_view_key
 
 __all__ = ["Task", "load_task"]
 
-_SOURCE = Path(_gradeproc.__file__).read_text(encoding="utf-8")
+
+@functools.cache
+def _grader_source() -> str:
+    """The grading module's source, run in the child with ``python -I -c``."""
+    return Path(_gradeproc.__file__).read_text(encoding="utf-8")
+
 
 _KEYS = {
     "name": str,
@@ -96,7 +102,6 @@ class _Config:
     valid_fraction: float = 0.2
     grade_timeout_s: float = 600.0
     resources: Resources = field(factory=Resources)
-    has_toml: bool = False
 
 
 def _bad(key: str, expected: str, value: object, hint: str) -> TaskPackageError:
@@ -173,7 +178,6 @@ def _read_config(root: Path) -> _Config:
         valid_fraction=frac,
         grade_timeout_s=float(data.get("grade_timeout_s", 600.0)),
         resources=resources,
-        has_toml=True,
     )
 
 
@@ -199,7 +203,7 @@ def run_child(
         result = Path(tmp) / "result.json"
         cfg.write_text(json.dumps({**config, "result": str(result)}))
         proc = subprocess.run(
-            [sys.executable, "-I", "-c", _SOURCE, str(cfg)],
+            [sys.executable, "-I", "-c", _grader_source(), str(cfg)],
             cwd=cwd or tmp,
             stdin=subprocess.DEVNULL,
             capture_output=True,
