@@ -527,10 +527,10 @@ def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
 def _score(data: _Data, answers: Table, preds: list[list[float]]) -> float:
     target = answers.column(data.targets[0])
     if data.metric == "auc":
-        return roc_auc(target, np.asarray([p[0] for p in preds]))
+        return roc_auc(target, [p[0] for p in preds])
     if data.metric == "rmse":
-        return rmse(np.asarray([float(t) for t in target]), np.asarray([p[0] for p in preds]))
-    return log_loss(target, data.submission_columns[1:], np.asarray(preds))
+        return rmse([float(t) for t in target], [p[0] for p in preds])
+    return log_loss(target, data.submission_columns[1:], preds)
 
 
 def _leaderboard(data: _Data, root: Path) -> list[float]:
