@@ -62,7 +62,7 @@ from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageErro
 from openmle.gym import _gradeproc
 from openmle.gym._gradeproc import BUILTIN_METRICS, CsvError, read_csv
 from openmle.gym._reports import GradeReport, ValidationReport
-from openmle.gym._split import valid_view_dir, valid_view_key
+from openmle.gym._split import valid_view_dir, valid_view_key, valid_view_path
 
 __all__ = ["Task", "load_task"]
 
@@ -318,11 +318,12 @@ class Task:
 
     @property
     def private_paths(self) -> tuple[Path, ...]:
-        """``data/private`` and the validation view's answers directory."""
-        paths = [self.root / "data" / "private"]
-        with contextlib.suppress(TaskPackageError, OSError):
-            paths.append(self._view_root() / "private")
-        return tuple(paths)
+        """``data/private`` and the validation view's answers directory.
+
+        The view's directory is listed whether or not it has been built yet (listing it does
+        not build it), so a sandbox can hide it either way.
+        """
+        return (self.root / "data" / "private", valid_view_path(self.name, self._key()) / "private")
 
     def public_dir(self, split: Split | str) -> Path:
         """The directory a program reads through ``$DATA_DIR``.
@@ -478,17 +479,20 @@ class Task:
             submission_exists=exists,
         )
 
-    def _view_root(self) -> Path:
+    def _key(self) -> str:
         if self._view_key is None:
             self._view_key = valid_view_key(
                 self.root, id_column=self.id_column, fraction=self._config.valid_fraction
             )
+        return self._view_key
+
+    def _view_root(self) -> Path:
         return valid_view_dir(
             self.root,
             name=self.name,
             id_column=self.id_column,
             fraction=self._config.valid_fraction,
-            key=self._view_key,
+            key=self._key(),
         )
 
     def _read_leaderboard(self) -> tuple[float, ...]:
