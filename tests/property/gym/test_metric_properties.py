@@ -15,6 +15,7 @@ metrics = pytest.importorskip("sklearn.metrics")
 values = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False)
 
 
+@settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(st.lists(st.tuples(values, values), min_size=1, max_size=50))
 def test_rmse_and_mae(pairs: list[tuple[float, float]]) -> None:
     """RMSE and MAE match scikit-learn's."""
@@ -25,7 +26,7 @@ def test_rmse_and_mae(pairs: list[tuple[float, float]]) -> None:
     assert math.isclose(mae(t, p), metrics.mean_absolute_error(t, p), rel_tol=1e-9, abs_tol=1e-9)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=2, max_size=60))
 def test_auc_with_ties(rows: list[tuple[bool, int]]) -> None:
     """AUC (ties averaged) matches roc_auc_score whenever both classes are present."""
@@ -37,6 +38,7 @@ def test_auc_with_ties(rows: list[tuple[bool, int]]) -> None:
     assert math.isclose(ours, metrics.roc_auc_score(labels, scores), rel_tol=1e-12)
 
 
+@settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(
     st.lists(
         st.tuples(
