@@ -43,6 +43,7 @@ process.
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
 import json
 import math
@@ -551,29 +552,17 @@ def _header_of(path: Path) -> list[str]:
 
 
 def read_leaderboard(path: Path) -> tuple[float, ...] | None:
-    """Finite scores of a leaderboard CSV's ``score`` column (any case), in file order.
+    """Finite scores of a leaderboard CSV (see :func:`openmle.rewards.read_leaderboard`).
 
     Raises:
         TaskPackageError: the file is unreadable or has no ``score`` column.
     """
+    from openmle.rewards import read_leaderboard as read_board
+
     try:
-        table = read_csv(path, label=path.name)
-    except CsvError as exc:
-        raise TaskPackageError(f"leaderboard: {exc}") from None
-    cols = [c for c in table.header if c.lower() in {"score", "scorenullable", "public_score"}]
-    if not cols:
-        raise TaskPackageError(
-            f"leaderboard {path.name} has no 'score' column (columns: {table.header}); add one"
-        )
-    out = []
-    for cell in table.column(cols[0]):
-        try:
-            v = float(cell)
-        except ValueError:
-            continue
-        if math.isfinite(v):
-            out.append(v)
-    return tuple(out)
+        return tuple(read_board(path))
+    except (InvalidArgument, OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TaskPackageError(f"leaderboard {path.name}: {exc}") from None
 
 
 def load_task(path: Path | str) -> Task:
