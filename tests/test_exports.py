@@ -30,6 +30,7 @@ PUBLIC = {
         "__version__",
         "error_signature",
     ],
+    "openmle.backends": ["DockerSandbox", "RaySandbox"],
     "openmle.errors": [
         "BackendError",
         "BudgetExhausted",

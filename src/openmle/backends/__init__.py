@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from openmle.backends._docker import DockerSandbox as DockerSandbox
+    from openmle.backends._ray import RaySandbox as RaySandbox
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
     "DockerSandbox": "openmle.backends._docker",
+    "RaySandbox": "openmle.backends._ray",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 

@@ -182,3 +182,32 @@ def _managed_containers(base_url: str) -> list[str]:
 def managed_containers(docker_engine: Engine) -> Any:
     """A function listing the ids of containers that carry DockerSandbox's label."""
     return lambda: _managed_containers(docker_engine.base_url)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A real local Ray cluster (2 CPUs, no dashboard, small object store) for the session.
+
+    Workers get ``src/`` on ``PYTHONPATH`` so they import this checkout of ``openmle``, and the
+    test helper module is pickled by value (it is not importable on workers).
+    """
+    ray = pytest.importorskip("ray", reason="the 'ray' extra is not installed")
+    import openmle
+
+    from . import _ray_helpers
+
+    src = str(Path(openmle.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
+    ray.cloudpickle.register_pickle_by_value(_ray_helpers)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024 * 1024,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+        logging_level="warning",
+        log_to_driver=False,
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
