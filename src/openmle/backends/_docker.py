@@ -542,9 +542,13 @@ class DockerSandbox(Sandbox):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(drain)
                 with anyio.move_on_after(job.timeout_s) as deadline:
+                    # The output stream ends when the program's stdio closes (normally at
+                    # exit); then poll the state, which is much quicker than the engine's
+                    # ``wait`` (Podman's polls every 250 ms).
+                    await drained.wait()
                     try:
                         await anyio.to_thread.run_sync(
-                            api.wait, container_id, abandon_on_cancel=True
+                            _until_exited, api, cid, abandon_on_cancel=True
                         )
                     except errors as exc:
                         tg.cancel_scope.cancel()
@@ -559,7 +563,7 @@ class DockerSandbox(Sandbox):
                         tg.cancel_scope.cancel()
                         return infra(f"could not stop the container at its timeout: {_short(exc)}")
                 runtime_s = time.monotonic() - started
-                # The output stream ends once the engine has copied all of it.
+                # After a stop, the output stream ends once the engine has copied all of it.
                 with anyio.move_on_after(30):
                     await drained.wait()
                 tg.cancel_scope.cancel()
@@ -670,6 +674,17 @@ def _probe(base_url: str) -> None:
             sock.connect(path)
         except OSError as exc:
             raise ConnectionError(f"no engine answers at {base_url}: {exc.strerror}") from exc
+
+
+def _until_exited(api: Any, container_id: str) -> None:
+    """Return once the container is no longer running (polling with a short backoff)."""
+    delay = 0.005
+    while True:
+        state = api.inspect_container(container_id)["State"]
+        if not state.get("Running") and state.get("Status") != "created":
+            return
+        time.sleep(delay)
+        delay = min(2 * delay, 0.2)
 
 
 def _drain(stream: Any, cap: LogCap) -> None:
