@@ -177,6 +177,7 @@ async def test_inner_errors_for_bad_input_are_raised_here(ray_cluster: Any, toy:
             await sandbox.run(Job(code="", task="no-such-task"))
 
 
+@pytest.mark.docker
 @pytest.mark.anyio
 async def test_docker_inner_sandbox_on_a_worker(
     ray_cluster: Any, docker_engine: Engine, toy: ToyTask
