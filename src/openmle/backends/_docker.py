@@ -425,22 +425,9 @@ class DockerSandbox(Sandbox):
             self._engine = "podman" if "podman" in names.lower() else "docker"
         return self._engine
 
-    def _remove(self, container_id: str) -> None:
-        errors = _engine_errors()
-        docker_errors = require("docker.errors", "docker")
-        for attempt in range(3):
-            try:
-                self._api.remove_container(container_id, force=True, v=True)
-                return
-            except docker_errors.NotFound:
-                return
-            except errors:
-                if attempt == 2:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-
-    def _workspace(self, code: str) -> Path:
+    def _workspace(self, code: str, made: list[Path]) -> Path:
         workspace = Path(tempfile.mkdtemp(prefix="openmle-job-", dir=self.workspace_root))
+        made.append(workspace)
         (workspace / "main.py").write_text(code, encoding="utf-8")
         if self.user is not None:
             workspace.chmod(0o777)
@@ -486,14 +473,19 @@ class DockerSandbox(Sandbox):
         queue_s: float,
     ) -> RunResult:
         errors = _engine_errors()
-        workspace = await anyio.to_thread.run_sync(self._workspace, job.code)
-        container_id: str | None = None
+        # Everything made inside a worker thread is recorded there, so a cancellation that
+        # lands while the thread runs still finds it to clean up.
+        made: list[str] = []
+        streams: list[Any] = []
+        workspaces: list[Path] = []
         split = job.split
+        api: Any = None
 
         def infra(detail: str, logs: str = "") -> RunResult:
             return RunResult.infra_error(detail, split=split, queue_s=queue_s, logs=logs)
 
         try:
+            workspace = await anyio.to_thread.run_sync(self._workspace, job.code, workspaces)
             try:
                 api = await self._client()
                 if job.resources.gpu_count > 0 and await self._engine_name(api) == "podman":
@@ -510,12 +502,20 @@ class DockerSandbox(Sandbox):
                     workspace=workspace,
                     device_ids=device_ids,
                 )
-                made = await anyio.to_thread.run_sync(api.create_container_from_config, body)
-                container_id = str(made["Id"])
-                cid = container_id
-                stream = await anyio.to_thread.run_sync(
-                    lambda: api.attach(cid, stdout=True, stderr=True, stream=True, logs=False)
-                )
+
+                def create() -> str:
+                    made.append(str(api.create_container_from_config(body)["Id"]))
+                    return made[0]
+
+                container_id = cid = await anyio.to_thread.run_sync(create)
+
+                def attach() -> Any:
+                    streams.append(
+                        api.attach(cid, stdout=True, stderr=True, stream=True, logs=False)
+                    )
+                    return streams[0]
+
+                stream = await anyio.to_thread.run_sync(attach)
                 await anyio.to_thread.run_sync(api.start, container_id)
             except errors as exc:
                 if job.resources.gpu_count > 0 and _no_gpu_runtime(str(exc)):
@@ -591,11 +591,16 @@ class DockerSandbox(Sandbox):
             )
         finally:
             with anyio.CancelScope(shield=True):
-                if container_id is not None:
+                for opened in streams:
+                    await anyio.to_thread.run_sync(_close_stream, opened)
+                for container_id in made:
                     # If the engine is gone there is nothing more we can do here.
                     with contextlib.suppress(*errors):
-                        await anyio.to_thread.run_sync(self._remove, container_id)
-                await anyio.to_thread.run_sync(lambda: shutil.rmtree(workspace, ignore_errors=True))
+                        await anyio.to_thread.run_sync(_remove, api, container_id)
+                for path in workspaces:
+                    await anyio.to_thread.run_sync(
+                        lambda p=path: shutil.rmtree(p, ignore_errors=True)  # type: ignore[misc]
+                    )
 
     async def _classify(
         self,
@@ -687,18 +692,38 @@ def _until_exited(api: Any, container_id: str) -> None:
         delay = min(2 * delay, 0.2)
 
 
+def _remove(api: Any, container_id: str) -> None:
+    """Force-remove a container (and its anonymous volumes); a few tries, gone is fine."""
+    errors = _engine_errors()
+    docker_errors = require("docker.errors", "docker")
+    for attempt in range(3):
+        try:
+            api.remove_container(container_id, force=True, v=True)
+            return
+        except docker_errors.NotFound:
+            return
+        except errors:
+            if attempt == 2:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _close_stream(stream: Any) -> None:
+    """Close an attach stream: ``close`` shuts the socket; closing the response releases its
+    file objects too (otherwise the socket is finalised open and warns)."""
+    with contextlib.suppress(Exception):
+        stream.close()
+    with contextlib.suppress(Exception):
+        stream._response.close()
+
+
 def _drain(stream: Any, cap: LogCap) -> None:
     """Feed the attached output stream to ``cap`` until the container closes it."""
     try:
         for chunk in stream:
             cap.feed(chunk)
     finally:
-        # ``close`` shuts the socket; closing the response releases its file objects too
-        # (otherwise the socket is finalised open and warns).
-        with contextlib.suppress(Exception):
-            stream.close()
-        with contextlib.suppress(Exception):
-            stream._response.close()
+        _close_stream(stream)
 
 
 def _no_gpu_runtime(message: str) -> bool:

@@ -296,3 +296,21 @@ async def test_run_after_aclose_raises(docker_engine: Engine, toy: ToyTask) -> N
     await sandbox.aclose()
     with pytest.raises(SandboxError, match="aclose"):
         await sandbox.run(Job(code=TOY_SOLUTION, task="toy"))
+
+
+@pytest.mark.anyio
+async def test_cancellation_at_any_point_leaves_nothing_behind(
+    docker_engine: Engine,
+    toy: ToyTask,
+    tmp_path: Path,
+    managed_containers: Callable[[], list[str]],
+) -> None:
+    """Cancelled at any moment (creating, starting, running), no container or workspace stays."""
+    workspaces = tmp_path / "workspaces"
+    workspaces.mkdir()
+    async with _sandbox(docker_engine, toy, workspace_root=workspaces) as sandbox:
+        for delay in (0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8):
+            with anyio.move_on_after(delay):
+                await sandbox.run(Job(code="import time\ntime.sleep(600)\n", task="toy"))
+    assert managed_containers() == []
+    assert list(workspaces.iterdir()) == []
