@@ -74,6 +74,7 @@ def engine() -> Iterator[tuple[str, str]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        cwd=tmp,  # conmon drops files (e.g. "oom") in its working directory
     )
     try:
         deadline = time.monotonic() + 30

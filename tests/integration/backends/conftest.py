@@ -140,6 +140,7 @@ def docker_engine() -> Iterator[Engine]:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                cwd=sock_dir,  # conmon drops files (e.g. "oom") in its working directory
             )
         deadline = time.monotonic() + 30
         while not _answers(base_url):
