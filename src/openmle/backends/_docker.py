@@ -623,7 +623,7 @@ class DockerSandbox(Sandbox):
                 submission, refused = await anyio.to_thread.run_sync(
                     _take_submission, workspace, grading
                 )
-                if refused:
+                if refused:  # classified as an invalid submission with this reason
                     submission, grade = grading / "refused", _Refused(reason=refused)
                 elif submission is not None:
                     try:

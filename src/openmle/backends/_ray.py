@@ -43,6 +43,7 @@ from openmle._protocols import Sandbox
 from openmle._task_protocol import TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
+from openmle.backends._docker import _short
 from openmle.errors import OpenMLEError, SandboxError
 
 __all__ = ["RaySandbox"]
@@ -270,11 +271,6 @@ class RaySandbox(Sandbox):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _short(exc: BaseException, limit: int = 500) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 RaySandbox.__module__ = "openmle.backends"
