@@ -426,8 +426,15 @@ class DockerSandbox(Sandbox):
         return self._engine
 
     def _workspace(self, code: str, made: list[Path]) -> Path:
-        workspace = Path(tempfile.mkdtemp(prefix="openmle-job-", dir=self.workspace_root))
-        made.append(workspace)
+        """A fresh workspace holding ``main.py``, inside a private (0700) directory.
+
+        The workspace itself is opened up (0777) only when a sandbox ``user`` must write it;
+        the private parent keeps other host users from reaching files the program leaves.
+        """
+        holder = Path(tempfile.mkdtemp(prefix="openmle-job-", dir=self.workspace_root))
+        made.append(holder)
+        workspace = holder / "workspace"
+        workspace.mkdir()
         (workspace / "main.py").write_text(code, encoding="utf-8")
         if self.user is not None:
             workspace.chmod(0o777)
