@@ -31,8 +31,10 @@ PUBLIC = {
         "error_signature",
     ],
     "openmle.backends": [
+        "DockerSandbox",
         "JobServiceSandbox",
         "OpenAIModel",
+        "RaySandbox",
     ],
     "openmle.errors": [
         "BackendError",

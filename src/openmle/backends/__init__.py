@@ -11,13 +11,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from openmle.backends._docker import DockerSandbox as DockerSandbox
     from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
     from openmle.backends._openai import OpenAIModel as OpenAIModel
+    from openmle.backends._ray import RaySandbox as RaySandbox
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
+    "DockerSandbox": "openmle.backends._docker",
     "JobServiceSandbox": "openmle.backends._jobclient",
     "OpenAIModel": "openmle.backends._openai",
+    "RaySandbox": "openmle.backends._ray",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 
