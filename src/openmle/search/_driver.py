@@ -572,6 +572,43 @@ async def arun_search(
             rd.close()
 
 
-def run_search(task: str, **kwargs: Any) -> SearchResult:
-    """Blocking twin of :func:`arun_search` (same arguments); runs its own event loop."""
-    return anyio.run(partial(arun_search, task, **kwargs))
+def run_search(
+    task: str,
+    *,
+    model: OperatorModel,
+    sandbox: Sandbox,
+    budget: Budget,
+    selector: Selector | None = None,
+    config: SearchConfig | None = None,
+    workers: int = 2,
+    ordered: bool = False,
+    run_dir: str | Path | None = None,
+    higher_is_better: bool | None = None,
+    description: str | None = None,
+    prompts: PromptBuilder | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    final_test: bool = True,
+    manifest_extra: Mapping[str, Any] | None = None,
+) -> SearchResult:
+    """Blocking twin of :func:`arun_search` (same arguments but ``limiter``); runs its own
+    event loop, so call it from synchronous code only."""
+    return anyio.run(
+        partial(
+            arun_search,
+            task,
+            model=model,
+            sandbox=sandbox,
+            budget=budget,
+            selector=selector,
+            config=config,
+            workers=workers,
+            ordered=ordered,
+            run_dir=run_dir,
+            higher_is_better=higher_is_better,
+            description=description,
+            prompts=prompts,
+            on_progress=on_progress,
+            final_test=final_test,
+            manifest_extra=manifest_extra,
+        )
+    )

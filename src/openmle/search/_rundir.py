@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 from attrs import define, field
@@ -50,6 +50,10 @@ from openmle._version import __version__
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._budget import Budget
 from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
+
+if TYPE_CHECKING:
+    from openmle.search._driver import Progress, SearchResult
+    from openmle.search._prompts import PromptBuilder
 
 __all__ = [
     "VOLATILE_KEYS",
@@ -439,12 +443,12 @@ async def aresume_search(
     model: OperatorModel,
     sandbox: Sandbox,
     selector: Selector | None = None,
-    prompts: Any = None,
+    prompts: PromptBuilder | None = None,
     budget: Budget | None = None,
     limiter: anyio.CapacityLimiter | None = None,
-    on_progress: Callable[[Any], None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
-) -> Any:
+) -> SearchResult:
     """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
 
     In-flight steps are re-run with their journalled proposal; the random state is the one
@@ -508,6 +512,28 @@ async def aresume_search(
         rd.close()
 
 
-def resume_search(run_dir: str | Path, **kwargs: Any) -> Any:
-    """Blocking twin of :func:`aresume_search`."""
-    return anyio.run(partial(aresume_search, run_dir, **kwargs))
+def resume_search(
+    run_dir: str | Path,
+    *,
+    model: OperatorModel,
+    sandbox: Sandbox,
+    selector: Selector | None = None,
+    prompts: PromptBuilder | None = None,
+    budget: Budget | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    final_test: bool = True,
+) -> SearchResult:
+    """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
+    return anyio.run(
+        partial(
+            aresume_search,
+            run_dir,
+            model=model,
+            sandbox=sandbox,
+            selector=selector,
+            prompts=prompts,
+            budget=budget,
+            on_progress=on_progress,
+            final_test=final_test,
+        )
+    )
