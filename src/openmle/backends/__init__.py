@@ -11,10 +11,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from openmle.backends._offline import OfflineModel as OfflineModel
+    from openmle.backends._replay import RecordingModel as RecordingModel
+    from openmle.backends._replay import ReplayModel as ReplayModel
 
 # name -> private module that defines it. Keep alphabetical.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "OfflineModel": "openmle.backends._offline",
+    "RecordingModel": "openmle.backends._replay",
+    "ReplayModel": "openmle.backends._replay",
+}
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 
 __all__ = sorted(_LAZY)
