@@ -11,10 +11,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from openmle.backends._local import LocalSandbox as LocalSandbox
 
 # name -> private module that defines it. Keep alphabetical.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "LocalSandbox": "openmle.backends._local",
+}
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 
 __all__ = sorted(_LAZY)
