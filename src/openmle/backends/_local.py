@@ -570,14 +570,17 @@ class LocalSandbox(Sandbox):
     ) -> RunResult:
         logs = cap.text()
         detail = ""
+        if exit_code not in (0, None) and not oom:
+            # Without a memory cgroup, RLIMIT_AS makes allocations fail with MemoryError.
+            oom = (error_signature(logs) or "").startswith("MemoryError")
         signum = _signal_of(exit_code, bwrap)
         if signum == signal.SIGXCPU and not timed_out:
             timed_out, detail = True, "killed at its CPU-time limit"
-        elif signum is not None and not timed_out:
-            detail = f"killed by {signal.Signals(signum).name}"
-        if exit_code not in (0, None) and not oom:
-            sig = error_signature(logs) or ""
-            oom = sig.startswith("MemoryError")
+        elif signum is not None and not timed_out and not oom:
+            try:
+                detail = f"killed by {signal.Signals(signum).name}"
+            except ValueError:
+                detail = f"killed by signal {signum}"
         artifacts = _artifacts(workspace)
         submission: Path | None = None
         grade: GradeLike | None = None
@@ -743,3 +746,6 @@ def _artifacts(workspace: Path) -> tuple[str, ...]:
                 return tuple(sorted(out))
         dirnames.sort()
     return tuple(sorted(out))
+
+
+LocalSandbox.__module__ = "openmle.backends"

@@ -164,3 +164,23 @@ def test_bad_arguments_name_the_field() -> None:
         LocalSandbox(isolation="docker")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="kill_grace_s"):
         LocalSandbox(kill_grace_s=float("nan"))
+
+
+async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask) -> None:
+    """Where cgroups are unavailable, RLIMIT_AS stops a memory bomb and the run is OOM."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256)
+    await sb.prepare()
+    sb._cgroups = False  # what a host without writable cgroups looks like
+    code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+    r = await sb.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.OOM, r
+    assert "ALLOCATED" not in r.logs
+    assert r.error_signature == "out_of_memory"
+
+
+async def test_cgroup_oom_kill_is_oom(sandbox: LocalSandbox) -> None:
+    """A memory bomb under the job's memory limit ends OOM with an out-of-memory detail."""
+    code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+    r = await sandbox.run(Job(code=code, task="toy", resources=Resources(memory_mb=256)))
+    assert r.outcome is Outcome.OOM, r
+    assert "memory" in r.detail
