@@ -11,12 +11,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from openmle.backends._local import LocalSandbox as LocalSandbox
     from openmle.backends._offline import OfflineModel as OfflineModel
     from openmle.backends._replay import RecordingModel as RecordingModel
     from openmle.backends._replay import ReplayModel as ReplayModel
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
+    "LocalSandbox": "openmle.backends._local",
     "OfflineModel": "openmle.backends._offline",
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",

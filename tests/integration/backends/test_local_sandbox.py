@@ -1,0 +1,186 @@
+"""LocalSandbox runs real programs in real isolation and classifies every way they end."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from openmle import Job, Outcome, Resources, Split
+from openmle.backends import LocalSandbox
+from openmle.backends._isolation import live_pids_with_env
+from openmle.errors import InvalidArgument, SandboxError
+from openmle.testing import TOY_SOLUTION, ToyTask
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
+    """The toy solution scores 1.0 on both splits; output, runtime and artifacts are recorded."""
+    for split in Split:
+        code = TOY_SOLUTION + "\nopen('model.txt', 'w').write('w')\n"
+        r = await sandbox.run(Job(code=code, task="toy", split=split, timeout_s=60))
+        assert r.outcome is Outcome.SUCCESS, r
+        assert r.score == 1.0 and r.split is split
+        assert r.printed_score == 1.0
+        assert "Final Validation Score" in r.logs
+        assert r.artifacts == ("model.txt", "submission.csv")
+        assert r.runtime_s > 0 and r.queue_s >= 0
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome", "signature"),
+    [
+        ("raise KeyError('column 7')", Outcome.RUNTIME_ERROR, "KeyError: '<str>'"),
+        ("import sys; sys.exit(3)", Outcome.RUNTIME_ERROR, "exit_code_3"),
+        ("print('no file')", Outcome.MISSING_SUBMISSION, "submission_missing"),
+        ("open('submission.csv', 'w').write('x\\n1\\n')", Outcome.INVALID_SUBMISSION, None),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", Outcome.RUNTIME_ERROR, None),
+    ],
+)
+async def test_failures_are_classified(
+    sandbox: LocalSandbox, code: str, outcome: Outcome, signature: str | None
+) -> None:
+    """Crashes, exits, missing and invalid submissions come back as outcomes, never raises."""
+    r = await sandbox.run(Job(code=code, task="toy", timeout_s=60))
+    assert r.outcome is outcome, r
+    assert r.score is None
+    if signature is not None:
+        assert r.error_signature == signature
+    assert r.error_signature
+
+
+async def test_segfault_detail_names_the_signal(sandbox: LocalSandbox) -> None:
+    """A program killed by a signal says which one."""
+    r = await sandbox.run(
+        Job(code="import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", task="toy")
+    )
+    assert r.outcome is Outcome.RUNTIME_ERROR
+    assert "SIGSEGV" in r.detail
+
+
+async def test_timeout_kills_tree_and_keeps_output(sandbox: LocalSandbox) -> None:
+    """A program past its timeout is TIMEOUT; its children die too; output so far is kept."""
+    code = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        "print('working', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": "timeout-tree"})
+    with anyio.fail_after(60):
+        r = await sandbox.run(job)
+    assert r.outcome is Outcome.TIMEOUT
+    assert r.error_signature == "timeout"
+    assert "working" in r.logs
+    assert not live_pids_with_env("PROBE", "timeout-tree")
+
+
+async def test_env_and_data_dir_reach_program(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """job.env reaches the program; DATA_DIR lists the split's public files, not the host env."""
+    code = (
+        "import os\n"
+        "print('FOO=' + os.environ['FOO'])\n"
+        "print('FILES=' + ','.join(sorted(os.listdir(os.environ['DATA_DIR']))))\n"
+        "print('SECRET=' + os.environ.get('HOST_SECRET', 'absent'))\n"
+    )
+    os.environ["HOST_SECRET"] = "s3cr3t"
+    try:
+        r = await sandbox.run(Job(code=code, task="toy", env={"FOO": "bar"}))
+    finally:
+        del os.environ["HOST_SECRET"]
+    assert "FOO=bar" in r.logs
+    assert "FILES=description.txt,sample_submission.csv,test.csv,train.csv" in r.logs
+    assert "SECRET=absent" in r.logs
+
+
+async def test_symlinked_submission_is_not_followed(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """A submission.csv symlinked to the answers is refused, never graded against itself."""
+    answers = toy.root / "valid" / "private" / "answers.csv"
+    code = f"import os; os.symlink({str(answers)!r}, 'submission.csv')"
+    r = await sandbox.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.INVALID_SUBMISSION
+    assert "regular file" in r.detail
+    assert r.score is None
+
+
+async def test_concurrency_limit_queues_jobs(toy: ToyTask) -> None:
+    """With max_concurrency=1 two jobs run one after the other; the second reports queue time."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), max_concurrency=1)
+    await sb.prepare()
+    code = "import time; time.sleep(0.5); print('x')"
+    results = []
+
+    async def one() -> None:
+        results.append(await sb.run(Job(code=code, task="toy")))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    queued = max(r.queue_s for r in results)
+    assert queued >= min(r.runtime_s for r in results) * 0.9
+    assert all(r.outcome is Outcome.MISSING_SUBMISSION for r in results)
+
+
+async def test_cancellation_cleans_up(toy: ToyTask, tmp_path: Path) -> None:
+    """Cancelling run() kills the program, removes the run directory and propagates."""
+    work = tmp_path / "work"
+    work.mkdir()
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), workdir=work)
+    await sb.prepare()
+    job = Job(code="import time; time.sleep(300)", task="toy", env={"PROBE": "cancel"})
+    with anyio.fail_after(30), anyio.move_on_after(1.0):
+        await sb.run(job)
+    assert not live_pids_with_env("PROBE", "cancel")
+    assert list(work.iterdir()) == []
+
+
+async def test_closed_sandbox_refuses_jobs(toy: ToyTask) -> None:
+    """run() after aclose() raises SandboxError; aclose is idempotent."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    await sb.aclose()
+    await sb.aclose()
+    with pytest.raises(SandboxError, match="closed"):
+        await sb.run(Job(code="pass", task="toy"))
+
+
+async def test_unknown_task_and_impossible_gpu_request(toy: ToyTask) -> None:
+    """An unknown task is the resolver's InvalidArgument; an unservable GPU ask is INFRA_ERROR."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), gpus=0)
+    with pytest.raises(InvalidArgument, match="Unknown task"):
+        await sb.run(Job(code="pass", task="nope"))
+    r = await sb.run(Job(code="pass", task="toy", resources=Resources(gpus=1)))
+    assert r.outcome is Outcome.INFRA_ERROR
+    assert "gpus=1" in r.detail
+
+
+def test_bad_arguments_name_the_field() -> None:
+    """Constructor validation names the offending field."""
+    with pytest.raises(InvalidArgument, match="max_concurrency"):
+        LocalSandbox(max_concurrency=0)
+    with pytest.raises(InvalidArgument, match="isolation"):
+        LocalSandbox(isolation="docker")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="kill_grace_s"):
+        LocalSandbox(kill_grace_s=float("nan"))
+
+
+async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask) -> None:
+    """Where cgroups are unavailable, RLIMIT_AS stops a memory bomb and the run is OOM."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256)
+    await sb.prepare()
+    sb._cgroups = False  # what a host without writable cgroups looks like
+    code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+    r = await sb.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.OOM, r
+    assert "ALLOCATED" not in r.logs
+    assert r.error_signature == "out_of_memory"
+
+
+async def test_cgroup_oom_kill_is_oom(sandbox: LocalSandbox) -> None:
+    """A memory bomb under the job's memory limit ends OOM with an out-of-memory detail."""
+    code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+    r = await sandbox.run(Job(code=code, task="toy", resources=Resources(memory_mb=256)))
+    assert r.outcome is Outcome.OOM, r
+    assert "memory" in r.detail

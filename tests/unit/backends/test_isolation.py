@@ -1,0 +1,121 @@
+"""Isolation helpers: rlimit clamping, symlink-free views, runtime discovery, bwrap layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+
+import pytest
+
+from openmle.backends import _isolation as iso
+from openmle.backends._local import _signal_of
+
+
+def test_clamp_rlimits_never_exceeds_hard_limit() -> None:
+    """Wanted limits above the hard limit become the hard limit; None is dropped."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    got = dict(
+        (n, (s, h))
+        for n, s, h in iso.clamp_rlimits(
+            [("RLIMIT_NOFILE", 10**9), ("RLIMIT_CORE", 0), ("RLIMIT_CPU", None)]
+        )
+    )
+    want_nofile = 10**9 if hard == resource.RLIM_INFINITY else hard
+    assert got["RLIMIT_NOFILE"] == (want_nofile, want_nofile)
+    assert got["RLIMIT_CORE"] == (0, 0)
+    assert "RLIMIT_CPU" not in got
+
+
+def test_symlink_free_copy_drops_escaping_links(tmp_path: Path) -> None:
+    """Links inside the tree are copied as files; links out of it (to answers) are dropped."""
+    pub, priv = tmp_path / "public", tmp_path / "private"
+    pub.mkdir()
+    priv.mkdir()
+    (pub / "train.csv").write_text("a\n")
+    (priv / "answers.csv").write_text("secret\n")
+    (pub / "alias.csv").symlink_to(pub / "train.csv")
+    (pub / "leak.csv").symlink_to(priv / "answers.csv")
+    (pub / "leakdir").symlink_to(priv)
+    (pub / "rel.csv").symlink_to("../private/answers.csv")
+    out = tmp_path / "view"
+    iso.symlink_free_copy(pub, out, deny=[priv])
+    assert sorted(p.name for p in out.iterdir()) == ["alias.csv", "train.csv"]
+    assert not (out / "alias.csv").is_symlink()
+    assert (out / "alias.csv").read_text() == "a\n"
+    assert not os.access(out / "train.csv", os.W_OK) or os.geteuid() == 0
+    iso.safe_rmtree(out)
+    assert not out.exists()
+
+
+def test_runtime_info_covers_this_interpreter() -> None:
+    """The runtime roots include this interpreter's prefix and site-packages."""
+    info = iso.runtime_info(sys.executable)
+    assert any(
+        iso.is_within(sys.base_prefix, r) or sys.base_prefix.startswith("/usr") for r in info.roots
+    )
+    assert os.path.exists(info.executable)
+
+
+def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
+    """A private dir under a mounted runtime root gets a tmpfs over it; the launcher is last."""
+    root = tmp_path / "rt"
+    (root / "task" / "private").mkdir(parents=True)
+    info = iso.RuntimeInfo(executable=sys.executable, roots=(str(root),), bin_dir="/x")
+    argv = iso.bwrap_argv(
+        bwrap="bwrap",
+        info=info,
+        data_dir=tmp_path,
+        workspace=tmp_path,
+        program_dir=tmp_path,
+        tmp_bytes=1024,
+        private_paths=[root / "task" / "private"],
+        procs_files=["/sys/fs/cgroup/pids/x/cgroup.procs"],
+        extra_ro=[],
+        gpu=False,
+        launcher_cfg={"status_fd": 3, "procs": ["host"], "rlimits": [], "argv": ["p"]},
+    )
+    private = str((root / "task" / "private").resolve())
+    i = argv.index(private)
+    assert argv[i - 1] == "--tmpfs"
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    cfg = json.loads(argv[-1])
+    assert cfg["procs"] == ["/run/openmle/cg0"]
+    assert argv[-2] == iso.LAUNCHER
+
+
+@pytest.mark.parametrize(
+    ("code", "bwrap", "sig"),
+    [
+        (0, True, None),
+        (1, True, None),
+        (137, True, 9),
+        (137, False, None),
+        (-11, False, 11),
+        (None, False, None),
+    ],
+)
+def test_signal_of_exit_status(code: int | None, bwrap: bool, sig: int | None) -> None:
+    """bwrap reports 128+signal; a plain child reports -signal."""
+    assert _signal_of(code, bwrap) == sig
+
+
+def test_descendants_and_env_scan() -> None:
+    """A child process is found as a descendant and by its environment marker."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={**os.environ, "OPENMLE_TEST_MARK": "m1"},
+    )
+    try:
+        assert proc.pid in iso.descendants(os.getpid())
+        assert iso.live_pids_with_env("OPENMLE_TEST_MARK", "m1") == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert iso.live_pids_with_env("OPENMLE_TEST_MARK", "m1") == set()
