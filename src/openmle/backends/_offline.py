@@ -637,6 +637,21 @@ def _ordered(feats: list[str]) -> list[str]:
     return [f for f in _FEATURES if f in set(feats)]
 
 
+_SECTION = re.compile(r"^#{1,3} (.+)$", re.MULTILINE)
+
+
 def _feedback(text: str) -> str:
-    """The prompt's text outside programs that carry a recipe (the feedback and the task)."""
+    """The feedback the prompt shows: its ``Feedback`` sections, else the text outside code.
+
+    Only the feedback is read, so wording elsewhere (a submission checklist that mentions
+    missing or infinite values) cannot trigger a repair.
+    """
+    heads = list(_SECTION.finditer(text))
+    parts = [
+        text[h.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        for i, h in enumerate(heads)
+        if h.group(1).strip().lower().startswith("feedback")
+    ]
+    if parts:
+        return "\n".join(parts)
     return _FENCE.sub(lambda m: "" if "# recipe:" in m.group(1) else m.group(0), text)

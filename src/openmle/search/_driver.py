@@ -28,16 +28,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, final
 
 import anyio
-import numpy as np
 from anyio.abc import TaskGroup
 from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import Candidate, Job, ModelResponse, Outcome, RunResult, Selection, Split
+from openmle._types import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split
 from openmle.errors import InvalidArgument, ModelError, SandboxError
 from openmle.search._budget import Budget
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
-from openmle.search._prompts import BasicPrompts, PromptBuilder, TaskInfo, detect_family
+from openmle.search._prompts import OperatorPrompts, PromptBuilder, TaskInfo
+from openmle.search._select import ThreeFactorSelector
 
 if TYPE_CHECKING:
     from openmle.search._rundir import RunDir
@@ -132,49 +132,9 @@ class _NullRecorder:
         pass
 
 
-@final
-@frozen(kw_only=True)
-class _SoftmaxSelector(Selector):
-    """Fallback selector: softmax of min-max normalised score (used when none is given)."""
-
-    higher_is_better: bool = True
-    temperature: float = 1.0
-
-    def select(
-        self, candidates: Sequence[Candidate], rng: np.random.Generator, *, k: int = 1
-    ) -> Selection:
-        scores = np.array(
-            [c.score if c.score is not None else np.nan for c in candidates], dtype=np.float64
-        )
-        finite = scores[np.isfinite(scores)]
-        if finite.size and finite.max() > finite.min():
-            norm = (scores - finite.min()) / (finite.max() - finite.min())
-            if not self.higher_is_better:
-                norm = 1.0 - norm
-        else:
-            norm = np.full(len(scores), 0.5)
-        norm = np.where(np.isfinite(norm), norm, 0.0)
-        z = norm / self.temperature
-        p = np.exp(z - z.max())
-        p /= p.sum()
-        n = min(k, len(candidates))
-        idx = rng.choice(len(candidates), size=n, replace=False, p=p)
-        ids = tuple(c.node_id for c in candidates)
-        return Selection(
-            chosen=tuple(ids[i] for i in idx),
-            node_ids=ids,
-            probabilities=tuple(float(x) for x in p),
-            utilities=tuple(float(x) for x in norm),
-        )
-
-
 def default_selector(higher_is_better: bool) -> Selector:
-    """The three-factor selector when ``openmle.search`` provides it, else a softmax on score."""
-    try:
-        from openmle.search import ThreeFactorSelector  # type: ignore[attr-defined]
-    except ImportError:
-        return _SoftmaxSelector(higher_is_better=higher_is_better)
-    return ThreeFactorSelector(higher_is_better=higher_is_better)  # type: ignore[no-any-return]
+    """The three-factor selector with the released weights (1.0/0.4/0.25), temperature 1."""
+    return ThreeFactorSelector(higher_is_better=higher_is_better)
 
 
 @define(eq=False)
@@ -189,12 +149,12 @@ class _Driver:
     ordered: bool
     limiter: anyio.CapacityLimiter
     on_progress: Callable[[Progress], None] | None
-    family: Callable[[str], str] = detect_family
     clock: Callable[[], float] = time.monotonic
     _t0: float = field(init=False, default=0.0)
     _lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _buffer: dict[int, tuple[Proposal, Evaluation, str]] = field(factory=dict, init=False)
     _scopes: dict[int, anyio.CancelScope] = field(factory=dict, init=False)
+    _requests: dict[int, ModelRequest] = field(factory=dict, init=False)
     _tg: TaskGroup | None = field(default=None, init=False)
     _wall_base: float = field(default=0.0, init=False)
 
@@ -203,7 +163,7 @@ class _Driver:
     def elapsed(self) -> float:
         return self._wall_base + (self.clock() - self._t0)
 
-    async def run(self, requeue: Sequence[Proposal]) -> None:
+    async def run(self, requeue: Sequence[tuple[Proposal, ModelRequest]]) -> None:
         self._t0 = self.clock()
         self._wall_base = self.core.last_elapsed_s
         self.core.ledger.wall_offset_s = self._wall_base
@@ -211,7 +171,8 @@ class _Driver:
             outer.start_soon(self._ticker)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                for p in requeue:
+                for p, request in requeue:
+                    self._requests[p.step] = request
                     self._start(p)
                 async with self._lock:
                     self._fill()
@@ -260,6 +221,7 @@ class _Driver:
             if proposal is None:
                 return
             self.recorder.proposal(proposal, self.core.rng_state())
+            self.prepare(proposal)
             self._start(proposal)
 
     def _start(self, proposal: Proposal) -> None:
@@ -269,6 +231,22 @@ class _Driver:
         self._tg.start_soon(self._expand, proposal, scope)
 
     # ------------------------------------------------------------------------------ expansion
+
+    def prepare(self, proposal: Proposal) -> ModelRequest:
+        """Build the proposal's request from the state *at proposal time* (kept until run).
+
+        Building it here, not when a worker picks it up, keeps the prompt independent of
+        timing; a resumed run rebuilds it at the same point of the journal.
+        """
+        parents = [self.core.nodes[p] for p in proposal.parent_ids]
+        left = None
+        if self.core.budget.wall_s is not None:
+            left = max(1.0, self.core.budget.wall_s - self.core.ledger.wall_s)
+        request = self.prompts.build(
+            proposal, parents, self.task, board=self.core.board, time_left_s=left
+        )
+        self._requests[proposal.step] = request
+        return request
 
     async def _expand(self, proposal: Proposal, scope: anyio.CancelScope) -> None:
         evaluation: tuple[Evaluation, str] | None = None
@@ -309,8 +287,7 @@ class _Driver:
 
     async def _evaluate(self, proposal: Proposal) -> tuple[Evaluation, str]:
         t0 = self.clock()
-        parents = [self.core.nodes[p] for p in proposal.parent_ids]
-        request = self.prompts.build(proposal, parents, self.task)
+        request = self._requests.pop(proposal.step, None) or self.prepare(proposal)
         response: ModelResponse | None = None
         error = ""
         m0 = self.clock()
@@ -328,6 +305,7 @@ class _Driver:
             ev = Evaluation(code="", result=result, model_s=model_s, wall_s=self.clock() - t0)
             return ev, result.logs
         plan, code = self.prompts.parse(response.text)
+        code = code or ""
         if not code.strip():
             result = RunResult(
                 outcome=Outcome.MISSING_CODE,
@@ -345,7 +323,6 @@ class _Driver:
             model_s=model_s,
             wall_s=self.clock() - t0,
             cost_usd=response.cost_usd,
-            family=self.family(code) if code else "unknown",
         )
         return ev, result.logs
 
@@ -431,7 +408,7 @@ async def _drive(
     limiter: anyio.CapacityLimiter | None,
     on_progress: Callable[[Progress], None] | None,
     final_test: bool,
-    requeue: Sequence[Proposal] = (),
+    requeue: Sequence[tuple[Proposal, ModelRequest]] = (),
     final_done: tuple[Node, RunResult] | None = None,
     run_dir: Path | None = None,
 ) -> SearchResult:
@@ -494,7 +471,7 @@ async def arun_search(
         model: writes the programs. sandbox: runs and grades them (validation split during
             search, test split once for the chosen program).
         budget: the caps (at least one).
-        selector: chooses parents; default: ``openmle.search.ThreeFactorSelector``.
+        selector: chooses parents; default: :func:`default_selector`.
         config: expansion settings (phases, ratios, seed, per-run timeout).
         workers: expansions in flight at once (>= 1).
         ordered: commit in step order so a concurrent run is deterministic (see module doc).
@@ -504,7 +481,8 @@ async def arun_search(
             ``openmle.gym``, else True.
         description: the task description shown in prompts; default: the task's public
             ``description.txt`` via ``openmle.gym``.
-        prompts: builds requests and parses responses; default :class:`BasicPrompts`.
+        prompts: builds requests and parses responses; default :class:`OperatorPrompts`
+            (``openmle.operators`` prompts with operator-conditioned memory).
         limiter: a shared limiter capping concurrent expansions (default: ``workers`` tokens).
         on_progress: called with a :class:`Progress` after every node and periodically.
         final_test: grade the chosen program once on the test split at the end.
@@ -544,7 +522,7 @@ async def arun_search(
             selector=sel,
             model=model,
             sandbox=sandbox,
-            prompts=prompts or BasicPrompts(),
+            prompts=prompts or OperatorPrompts(),
             extra=manifest_extra or {},
         )
         recorder = rd
@@ -555,7 +533,7 @@ async def arun_search(
             model=model,
             sandbox=sandbox,
             task=info,
-            prompts=prompts or BasicPrompts(),
+            prompts=prompts or OperatorPrompts(),
             recorder=recorder,
             workers=workers,
             ordered=ordered,

@@ -36,10 +36,21 @@ import numpy as np
 from attrs import define, field, frozen
 
 from openmle._protocols import Selector
-from openmle._types import Candidate, Operator, Outcome, RunResult, Selection, Split, Usage
+from openmle._types import (
+    Candidate,
+    Operator,
+    Outcome,
+    RunResult,
+    Selection,
+    Split,
+    TaskMeta,
+    Usage,
+)
 from openmle._validation import check_positive, check_probability, fail
 from openmle.errors import InvalidArgument
+from openmle.search._board import Board
 from openmle.search._budget import Budget, Consumption, Ledger
+from openmle.search._cards import ExperienceCard
 
 __all__ = ["Evaluation", "Node", "Proposal", "SearchConfig", "SearchCore"]
 
@@ -191,7 +202,6 @@ class Evaluation:
         model_s: wall seconds of the model call(s).
         wall_s: wall seconds of the whole expansion.
         cost_usd: money spent, if known.
-        family: method family of the program (e.g. ``"sklearn"``), ``"unknown"`` if undetected.
     """
 
     code: str
@@ -202,7 +212,6 @@ class Evaluation:
     model_s: float = 0.0
     wall_s: float = 0.0
     cost_usd: float | None = None
-    family: str = "unknown"
 
 
 def _feedback(logs: str) -> str:
@@ -232,6 +241,7 @@ class Node:
         used: what the node consumed.
         selection: the selector's choice that produced the proposal.
         elapsed_s: wall seconds since the run started (across sessions) when it was committed.
+        card: the node's :class:`~openmle.search.ExperienceCard` (the board's record).
     """
 
     node_id: str
@@ -256,6 +266,7 @@ class Node:
     used: Consumption
     selection: Mapping[str, Any] | None = None
     elapsed_s: float = 0.0
+    card: ExperienceCard | None = None
 
     @property
     def ok(self) -> bool:
@@ -287,12 +298,30 @@ class Node:
             "used": self.used.to_dict(),
             "selection": None if self.selection is None else dict(self.selection),
             "elapsed_s": self.elapsed_s,
+            "card": None if self.card is None else self.card.to_dict(),
         }
+
+    def run_result(self) -> RunResult:
+        """The node's validation run as a :class:`RunResult` (logs capped to ``feedback``)."""
+        return RunResult(
+            outcome=self.outcome,
+            score=self.valid_score,
+            split=Split.VALID,
+            logs=self.feedback,
+            error_signature=None if self.outcome.is_success else self.error_signature,
+            detail=self.detail,
+            exit_code=self.exit_code,
+            runtime_s=self.used.sandbox_s,
+            queue_s=self.used.queue_s,
+            printed_score=self.printed_score,
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Node:
         """Inverse of :meth:`to_dict`."""
         d = dict(data)
+        card = d.get("card")
+        d["card"] = None if card is None else ExperienceCard.from_dict(card)
         d["operator"] = Operator(d["operator"])
         d["outcome"] = Outcome(d["outcome"])
         d["parent_ids"] = tuple(d["parent_ids"])
@@ -334,6 +363,7 @@ class SearchCore:
     cancelled: set[int] = field(factory=set, init=False)
     ledger: Ledger = field(init=False)
     rng: np.random.Generator = field(init=False)
+    board: Board = field(init=False)
     next_step: int = field(default=0, init=False)
     stop_reason: str | None = field(default=None, init=False)
     last_elapsed_s: float = field(default=0.0, init=False)
@@ -346,6 +376,7 @@ class SearchCore:
     def __attrs_post_init__(self) -> None:
         self.ledger = Ledger(budget=self.budget)
         self.rng = np.random.default_rng(self.config.seed)
+        self.board = Board(task=TaskMeta(higher_is_better=self.higher_is_better))
 
     # ----------------------------------------------------------------------------------- views
 
@@ -512,6 +543,20 @@ class SearchCore:
         signature = r.error_signature
         if signature is None and not r.outcome.is_success:
             signature = r.outcome.value
+        card = ExperienceCard.build(
+            node_id=proposal.node_id,
+            operator=proposal.operator,
+            code=evaluation.code,
+            result=r,
+            task=self.board.task,
+            board=self.board,
+            parent_ids=proposal.parent_ids,
+            plan=evaluation.plan,
+            generation=proposal.generation,
+            model_s=evaluation.model_s,
+            usage=evaluation.usage,
+            cost_usd=cost,
+        )
         return Node(
             node_id=proposal.node_id,
             step=proposal.step,
@@ -530,11 +575,12 @@ class SearchCore:
             detail=r.detail,
             exit_code=r.exit_code,
             feedback=_feedback(r.logs),
-            family=evaluation.family,
+            family=card.family,
             model=evaluation.model,
             used=used,
             selection=proposal.selection,
             elapsed_s=elapsed_s,
+            card=card,
         )
 
     def commit(self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0) -> Node:
@@ -549,6 +595,8 @@ class SearchCore:
             raise InvalidArgument(f"node {node.node_id} is not pending")
         del self.pending[node.step]
         self.nodes[node.node_id] = node
+        if node.card is not None:
+            self.board.add(node.card)
         self._family_counts[node.family] = self._family_counts.get(node.family, 0) + 1
         self.ledger.charge(node.used)
         self.last_elapsed_s = max(self.last_elapsed_s, node.elapsed_s)

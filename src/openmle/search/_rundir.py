@@ -45,7 +45,7 @@ import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import Outcome, RunResult
+from openmle._types import ModelRequest, Outcome, RunResult
 from openmle._version import __version__
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._budget import Budget
@@ -361,8 +361,15 @@ class RunDir:
             return []
         return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
-    def replay(self, core: SearchCore) -> list[Proposal]:
+    def replay(
+        self, core: SearchCore, on_proposal: Callable[[Proposal], object] | None = None
+    ) -> list[Proposal]:
         """Rebuild ``core`` from the journal (repairing a torn last line).
+
+        Args:
+            core: a fresh core with the run's config.
+            on_proposal: called right after each proposal is replayed, with the core in the
+                state it had when the proposal was made (the driver builds prompts here).
 
         Returns:
             The proposals that were in flight (to re-queue), in step order.
@@ -371,7 +378,10 @@ class RunDir:
         for i, r in enumerate(records):
             kind = r.get("event")
             if kind == "proposal":
-                core.restore_proposal(Proposal.from_dict(r["proposal"]), r["rng"])
+                proposal = Proposal.from_dict(r["proposal"])
+                core.restore_proposal(proposal, r["rng"])
+                if on_proposal is not None:
+                    on_proposal(proposal)
             elif kind == "node":
                 node = Node.from_dict(r["node"])
                 core.apply(node)
@@ -465,7 +475,7 @@ async def aresume_search(
         RunDirError: not a run directory, or a damaged journal.
     """
     from openmle.search._driver import _drive, default_selector
-    from openmle.search._prompts import BasicPrompts, TaskInfo
+    from openmle.search._prompts import OperatorPrompts, TaskInfo
 
     rd = RunDir.open(run_dir)
     m = rd.manifest
@@ -483,19 +493,27 @@ async def aresume_search(
     core = SearchCore(
         config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
     )
-    requeue = rd.replay(core)
+    prompts = prompts or OperatorPrompts()
+    built: dict[int, ModelRequest] = {}
+
+    def build(p: Proposal) -> None:
+        parents = [core.nodes[q] for q in p.parent_ids]
+        built[p.step] = prompts.build(p, parents, info, board=core.board)
+
+    pending = rd.replay(core, on_proposal=build)
+    requeue = [(p, built[p.step]) for p in pending]
     done = rd.final_result()
     final_done = None
-    if done is not None and requeue == [] and core.exhausted() is not None:
+    if done is not None and not requeue and core.exhausted() is not None:
         final_done = (core.nodes[done[0]], done[1])
-    rd.session("resume", requeued=[p.step for p in requeue])
+    rd.session("resume", requeued=[p.step for p in pending])
     try:
         result = await _drive(
             core,
             model=model,
             sandbox=sandbox,
             task=info,
-            prompts=prompts or BasicPrompts(),
+            prompts=prompts,
             recorder=rd,
             workers=int(m["workers"]),
             ordered=bool(m["ordered"]),

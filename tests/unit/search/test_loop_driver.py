@@ -12,7 +12,7 @@ from openmle.errors import ModelError
 from openmle.search import Budget, SearchConfig, arun_search, run_search
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
-PROGRAM = "```python\nimport numpy as np\nscore = {score}\n```"
+PROGRAM = "```python\nimport sklearn\nscore = {score}\n```"
 
 
 def model_by_step(request: ModelRequest) -> str:
@@ -55,7 +55,8 @@ def test_run_search_blocking_twin_and_final_test_grade() -> None:
     test_jobs = [j for j in sandbox.jobs if j.split is Split.TEST]
     assert len(test_jobs) == 1 and test_jobs[0].code == result.best.code
     assert result.stop_reason == "steps"
-    assert result.best.family == "numpy"
+    assert result.best.family == "sklearn"
+    assert result.best.card is not None and result.best.card.score == result.best.score
     assert result.nodes[0].plan == "plan for 0"
 
 
