@@ -123,6 +123,29 @@ PUBLIC = {
         "run_search",
         "softmax",
     ],
+    "openmle.gym": [
+        "Aggregate",
+        "GradeReport",
+        "MLESummary",
+        "Problem",
+        "Severity",
+        "Task",
+        "ValidationReport",
+        "aggregate",
+        "bundled",
+        "bundled_names",
+        "human_rank",
+        "load_task",
+        "match_sota_rate",
+        "mean_relative_gap",
+        "medal_rate",
+        "relative_gap",
+        "resolve_task",
+        "summarize",
+        "surpass_sota_rate",
+        "valid_rate",
+        "validate_path",
+    ],
     "openmle.testing": [
         "FunctionSandbox",
         "FunctionSelector",
@@ -157,6 +180,7 @@ def test_all_is_pinned_and_sorted(module: str) -> None:
 @pytest.mark.parametrize(
     "module", ["openmle", "openmle.operators", "openmle.search", "openmle.testing"]
 )
+@pytest.mark.parametrize("module", ["openmle", "openmle.gym", "openmle.testing"])
 def test_public_classes_report_public_module(module: str) -> None:
     """Reprs and docs say ``openmle.Job``, not ``openmle._types.Job``."""
     mod = importlib.import_module(module)
