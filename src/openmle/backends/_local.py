@@ -386,8 +386,7 @@ class LocalSandbox(Sandbox):
             for d in (workspace, program_dir, tmp_dir):
                 d.mkdir()
             (program_dir / "main.py").write_text(job.code)
-            public = Path(task.public_dir(job.split))
-            private = tuple(Path(p) for p in task.private_paths)
+            public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
             overlap = [p for p in private if iso.is_within(public, p) or iso.is_within(p, public)]
             if overlap:
                 return RunResult.infra_error(
@@ -710,6 +709,11 @@ async def _pump(stream: anyio.abc.ByteReceiveStream, cap: LogCap, drained: anyio
         pass
     finally:
         drained.set()
+
+
+def _task_paths(task: TaskHandle, job: Job) -> tuple[Path, tuple[Path, ...]]:
+    """The split's public dir and the private paths (may build a task's validation view)."""
+    return Path(task.public_dir(job.split)), tuple(Path(p) for p in task.private_paths)
 
 
 def _read_all(fd: int) -> bytes:
