@@ -15,10 +15,13 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   (Landlock ABI >= 4) no TCP connect or bind; with ABI >= 6 the program also cannot signal
   processes outside its domain. It shares the host's PID namespace and UDP/Unix sockets.
 
-Both modes start the program through a small launcher (standard library only) that moves
-itself into the run's cgroups, sets rlimits, applies Landlock when asked, reports success on a
-status pipe and ``exec``\\ s the program; a launcher failure is an infrastructure error, never
-blamed on the program.
+In bwrap mode a ``/bin/sh`` one-liner joins the run's cgroups, reports on a status pipe and
+``exec``s ``prlimit`` (util-linux) to set the rlimits, which ``exec``s bubblewrap, which
+reports the sandbox's setup on the same pipe and ``exec``s the program: one Python start-up
+per run. The Landlock mode (and bwrap mode without ``prlimit``) uses a small Python launcher
+(standard library only) that joins the cgroups, sets rlimits, applies Landlock and ``exec``s
+the program. Either way a launch failure is an infrastructure error, never blamed on the
+program.
 
 Limits: a per-run cgroup (v1 or v2, where this process may create one) caps processes, memory
 and CPU share and reports OOM kills; without one, ``RLIMIT_NPROC`` (not enforced for root) and
@@ -37,6 +40,7 @@ import errno
 import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -61,6 +65,7 @@ __all__ = [
     "live_pids_with_env",
     "runtime_info",
     "safe_rmtree",
+    "shell_chain",
     "symlink_free_copy",
 ]
 
@@ -311,12 +316,16 @@ def bwrap_argv(
     procs_files: Sequence[str],
     extra_ro: Sequence[Path],
     gpu: bool,
-    launcher_cfg: dict[str, object],
+    info_fd: int | None,
+    launcher_cfg: dict[str, object] | None = None,
+    command: Sequence[str] = (),
 ) -> list[str]:
     """The bubblewrap command line for one run (see the module docstring for the layout).
 
-    ``procs_files`` are the host cgroup ``cgroup.procs`` files; each is bound at
-    ``/run/openmle/cgN`` and the launcher config is rewritten to use those paths.
+    Runs ``command`` directly when ``launcher_cfg`` is None (limits and cgroups were set
+    outside, by :func:`shell_chain`); else runs the Python launcher inside, with each of
+    ``procs_files`` (host ``cgroup.procs`` files) bound at ``/run/openmle/cgN``. bubblewrap
+    writes ``{"child-pid": ...}`` to ``info_fd`` once the sandbox is set up.
     """
     args = [bwrap, *_bwrap_base(info)]
     args += ["--size", str(tmp_bytes), "--tmpfs", "/tmp"]
@@ -326,7 +335,7 @@ def bwrap_argv(
     args += ["--ro-bind", str(program_dir), "/program"]
     args += ["--bind", str(workspace), "/workspace"]
     inner_procs = []
-    for i, f in enumerate(procs_files):
+    for i, f in enumerate(procs_files if launcher_cfg is not None else ()):
         dest = f"/run/openmle/cg{i}"
         args += ["--bind", f, dest]
         inner_procs.append(dest)
@@ -343,11 +352,52 @@ def bwrap_argv(
                 args += ["--tmpfs", real, "--remount-ro", real]
             else:
                 args += ["--ro-bind", "/dev/null", real]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
     args += ["--chdir", "/workspace", "--"]
+    if launcher_cfg is None:
+        return [*args, *command]
     cfg = dict(launcher_cfg)
     cfg["procs"] = inner_procs
     args += [info.executable, "-I", "-S", "-c", LAUNCHER, json.dumps(cfg)]
     return args
+
+
+def shell_chain(
+    *,
+    procs_files: Sequence[str],
+    rlimits: Sequence[tuple[str, int, int]],
+    status_fd: int,
+    prlimit: str,
+    argv: Sequence[str],
+) -> list[str]:
+    """``/bin/sh`` joins the cgroups, reports ``ok`` on ``status_fd``, then ``exec``s
+    ``prlimit`` (exact rlimits in bytes and seconds), which ``exec``s ``argv``.
+
+    Costs about two small ``exec``s instead of a second Python start-up.
+    """
+    q = shlex.quote
+    status = f"/proc/self/fd/{status_fd}"  # dash redirects only fds 0-9 by number
+    lines = ["set -u"]
+    lines += [
+        f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
+        "exit 125; }"
+        for f in procs_files
+    ]
+    lines.append(f"printf ok > {status}")
+    flags = [f"--{_PRLIMIT_FLAGS[name]}={soft}:{hard}" for name, soft, hard in rlimits]
+    lines.append("exec " + " ".join(q(a) for a in (prlimit, *flags, "--", *argv)))
+    return ["/bin/sh", "-c", "\n".join(lines)]
+
+
+_PRLIMIT_FLAGS = {
+    "RLIMIT_AS": "as",
+    "RLIMIT_CORE": "core",
+    "RLIMIT_CPU": "cpu",
+    "RLIMIT_FSIZE": "fsize",
+    "RLIMIT_NOFILE": "nofile",
+    "RLIMIT_NPROC": "nproc",
+}
 
 
 # --------------------------------------------------------------------------------------------

@@ -185,6 +185,7 @@ class LocalSandbox(Sandbox):
     _mode: str | None = field(default=None, init=False)
     _info: iso.RuntimeInfo | None = field(default=None, init=False)
     _bwrap: str | None = field(default=None, init=False)
+    _prlimit: str | None = field(default=None, init=False)
     _cgroups: bool = field(default=False, init=False)
     _views: dict[str, Path] = field(factory=dict, init=False)
     _view_root: Path | None = field(default=None, init=False)
@@ -221,6 +222,8 @@ class LocalSandbox(Sandbox):
             SandboxUnavailable: the requested isolation (or, for ``"auto"``, any isolation
                 that keeps the private answers unreadable) is not available here.
         """
+        if self._mode is not None:
+            return self._mode
         async with self._setup_lock:
             if self._mode is not None:
                 return self._mode
@@ -238,6 +241,7 @@ class LocalSandbox(Sandbox):
                 found = await anyio.to_thread.run_sync(iso.bwrap_problem, bwrap, python)
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
+                    self._prlimit = shutil.which("prlimit")
                 else:
                     problem = found
                     if self.isolation == "bwrap":
@@ -382,8 +386,7 @@ class LocalSandbox(Sandbox):
             for d in (workspace, program_dir, tmp_dir):
                 d.mkdir()
             (program_dir / "main.py").write_text(job.code)
-            public = Path(task.public_dir(job.split))
-            private = tuple(Path(p) for p in task.private_paths)
+            public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
             overlap = [p for p in private if iso.is_within(public, p) or iso.is_within(p, public)]
             if overlap:
                 return RunResult.infra_error(
@@ -442,6 +445,7 @@ class LocalSandbox(Sandbox):
                 env = self._env(
                     job, data="/data", workspace="/workspace", tmp="/tmp", gpus=gpus, marker=marker
                 )
+                procs = cgroup.procs_files if cgroup is not None else []
                 argv = iso.bwrap_argv(
                     bwrap=self._bwrap,
                     info=info,
@@ -450,11 +454,21 @@ class LocalSandbox(Sandbox):
                     program_dir=program_dir,
                     tmp_bytes=fsize,
                     private_paths=private,
-                    procs_files=cgroup.procs_files if cgroup is not None else [],
+                    procs_files=procs,
                     extra_ro=self.extra_ro_paths,
                     gpu=bool(gpus),
-                    launcher_cfg=launcher,
+                    info_fd=status_w if self._prlimit else None,
+                    launcher_cfg=None if self._prlimit else launcher,
+                    command=[info.executable, "/program/main.py"],
                 )
+                if self._prlimit:
+                    argv = iso.shell_chain(
+                        procs_files=procs,
+                        rlimits=rlimits,
+                        status_fd=status_w,
+                        prlimit=self._prlimit,
+                        argv=argv,
+                    )
             else:
                 data = await self._data_view(public, private)
                 launcher["argv"] = [info.executable, str(program_dir / "main.py")]
@@ -515,7 +529,11 @@ class LocalSandbox(Sandbox):
             status = _read_all(status_r)
             logs = cap.text()
             exit_code = proc.returncode
-            if not status.startswith(b"ok"):
+            # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
+            started_ok = status.startswith(b"ok") and (
+                not (bwrap and self._prlimit) or b'"child-pid"' in status
+            )
+            if not started_ok:
                 why = status[4:].decode(errors="replace") if status.startswith(b"err:") else ""
                 if timed_out and not why:
                     why = "the sandbox did not start within the job's timeout"
@@ -649,8 +667,8 @@ class LocalSandbox(Sandbox):
             if main_alive:
                 found |= iso.descendants(main)
             if cgroup is not None:
-                found |= cgroup.pids()
-            if not bwrap:
+                found |= cgroup.pids()  # authoritative: a program cannot leave its cgroup
+            elif not bwrap:
                 found |= iso.live_pids_with_env(RUN_ID_ENV, marker)
             return found
 
@@ -691,6 +709,11 @@ async def _pump(stream: anyio.abc.ByteReceiveStream, cap: LogCap, drained: anyio
         pass
     finally:
         drained.set()
+
+
+def _task_paths(task: TaskHandle, job: Job) -> tuple[Path, tuple[Path, ...]]:
+    """The split's public dir and the private paths (may build a task's validation view)."""
+    return Path(task.public_dir(job.split)), tuple(Path(p) for p in task.private_paths)
 
 
 def _read_all(fd: int) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from openmle import Job, Outcome, Resources, Split
+from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import live_pids_with_env
 from openmle.errors import InvalidArgument, SandboxError
@@ -184,3 +184,54 @@ async def test_cgroup_oom_kill_is_oom(sandbox: LocalSandbox) -> None:
     r = await sandbox.run(Job(code=code, task="toy", resources=Resources(memory_mb=256)))
     assert r.outcome is Outcome.OOM, r
     assert "memory" in r.detail
+
+
+async def test_leftovers_are_killed_without_cgroups(sandbox: LocalSandbox) -> None:
+    """Without cgroups, escaped children (new session, double fork) are still found and killed."""
+    sandbox._cgroups = False  # what a host without writable cgroups looks like
+    code = (
+        "import os, shutil, subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],\n"
+        "                 start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "print('parent done')\n"
+    )
+    for timeout_s, outcome in ((30.0, Outcome.MISSING_SUBMISSION), (1.0, Outcome.TIMEOUT)):
+        code_t = code if timeout_s > 1 else code + "time.sleep(300)\n"
+        env = {"PROBE": f"nocg-{timeout_s}"}
+        with anyio.fail_after(60):
+            r = await sandbox.run(Job(code=code_t, task="toy", timeout_s=timeout_s, env=env))
+        assert r.outcome is outcome, r
+        for _ in range(50):
+            if not live_pids_with_env("PROBE", env["PROBE"]):
+                break
+            await anyio.sleep(0.1)
+        assert not live_pids_with_env("PROBE", env["PROBE"])
+
+
+async def test_gpu_leases_compose_with_inherited_mask(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job GPU 1 under CUDA_VISIBLE_DEVICES=3,5 sees device 5; jobs without GPUs see none;
+    two jobs wanting the same GPU run one after the other."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    code = "import os, time; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(0.3)"
+    r = await sb.run(Job(code=code, task="toy", resources=Resources(gpu_ids=(1,))))
+    assert "CVD=5\n" in r.logs
+    r = await sb.run(Job(code=code, task="toy"))
+    assert "CVD=\n" in r.logs
+    results: list[RunResult] = []
+
+    async def one() -> None:
+        results.append(await sb.run(Job(code=code, task="toy", resources=Resources(gpus=2))))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    assert all("CVD=3,5\n" in x.logs for x in results)
+    assert max(x.queue_s for x in results) >= 0.25  # the second waited for the lease

@@ -75,6 +75,7 @@ def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
         procs_files=["/sys/fs/cgroup/pids/x/cgroup.procs"],
         extra_ro=[],
         gpu=False,
+        info_fd=None,
         launcher_cfg={"status_fd": 3, "procs": ["host"], "rlimits": [], "argv": ["p"]},
     )
     private = str((root / "task" / "private").resolve())
@@ -119,3 +120,36 @@ def test_descendants_and_env_scan() -> None:
         proc.kill()
         proc.wait()
     assert iso.live_pids_with_env("OPENMLE_TEST_MARK", "m1") == set()
+
+
+def test_bwrap_argv_direct_command_and_shell_chain(tmp_path: Path) -> None:
+    """Without a launcher bwrap runs the program itself; the shell chain quotes every path."""
+    info = iso.RuntimeInfo(executable=sys.executable, roots=(), bin_dir="/x")
+    argv = iso.bwrap_argv(
+        bwrap="bwrap",
+        info=info,
+        data_dir=tmp_path,
+        workspace=tmp_path,
+        program_dir=tmp_path,
+        tmp_bytes=1024,
+        private_paths=[],
+        procs_files=["/cg/procs"],
+        extra_ro=[],
+        gpu=False,
+        info_fd=7,
+        command=["python", "/program/main.py"],
+    )
+    assert argv[-2:] == ["python", "/program/main.py"]
+    assert argv[argv.index("--info-fd") + 1] == "7"
+    assert "/cg/procs" not in argv  # joined outside the sandbox instead
+    chain = iso.shell_chain(
+        procs_files=["/cg/it's"],
+        rlimits=[("RLIMIT_CPU", 5, 5), ("RLIMIT_FSIZE", 10, 10)],
+        status_fd=7,
+        prlimit="/usr/bin/prlimit",
+        argv=["bwrap", "a b"],
+    )
+    assert chain[:2] == ["/bin/sh", "-c"]
+    script = chain[2]
+    assert "echo 0 > '/cg/it'\"'\"'s'" in script
+    assert "exec /usr/bin/prlimit --cpu=5:5 --fsize=10:10 -- bwrap 'a b'" in script
