@@ -26,7 +26,15 @@ from typing import Any, Final
 import attrs
 from attrs import field, frozen
 
-from openmle._types import Message, ModelRequest, Operator, RunResult, Split, check_operator
+from openmle._types import (
+    Message,
+    ModelRequest,
+    Operator,
+    Outcome,
+    RunResult,
+    Split,
+    check_operator,
+)
 from openmle._validation import check_type, fail
 from openmle.errors import InvalidArgument
 from openmle.operators._budget import Section, clip, fit_sections
@@ -228,8 +236,6 @@ class ParentView:
         cls, node_id: str, code: str, result: RunResult, *, max_log_chars: int = 3_000
     ) -> ParentView:
         """A view with feedback rendered from a validation ``result``."""
-        from openmle._types import Outcome
-
         return cls(
             node_id=node_id,
             code=code,
@@ -297,7 +303,7 @@ def build_request(
             f"{op.value} takes {op.n_parents} parent(s) but got {len(parents)}; pass "
             f"parents=[ParentView, ...]"
         )
-    system = f"{templates.system}\n\n{templates.role[op]}"
+    system = clip(f"{templates.system}\n\n{templates.role[op]}", budget.max_chars // 4)
     limit = execution_timeout_s if time_left_s is None else min(execution_timeout_s, time_left_s)
     sections = [
         Section(title="Task", body=task.description, priority=5, keep_head=0.7),

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import attrs
 from attrs import define, field, frozen
 
 from openmle._types import Candidate, Operator, Outcome, TaskMeta
@@ -315,20 +316,34 @@ class Board:
             frontier = nxt
         return tuple(out)
 
-    def candidates(self, node_ids: Sequence[str] | None = None) -> list[Candidate]:
+    def candidates(
+        self, node_ids: Sequence[str] | None = None, *, board_family_counts: bool = False
+    ) -> list[Candidate]:
         """Selector candidates for the scored nodes (all, or ``node_ids`` in that order).
 
-        ``family_count`` is left None so selectors count families among the candidates they
-        are offered; ``parent_best_score`` is the direction-aware best parent score.
+        Args:
+            node_ids: which nodes (each must have a validation score); None for all.
+            board_family_counts: when False (default) ``family_count`` is left None, so the
+                selector counts families among the candidates it is offered (what the released
+                code does when no cards exist); when True it is the number of *other* cards of
+                the family on the board, failures included (the released code's count over
+                the cards it holds).
+
+        ``parent_best_score`` is the direction-aware best parent score.
         """
         if node_ids is None:
-            return list(self._candidates.values())
-        out = []
-        for n in node_ids:
-            cand = self._candidates.get(n)
-            if cand is None:
-                raise InvalidArgument(f"node {n!r} has no validation score; it cannot be a parent")
-            out.append(cand)
+            out = list(self._candidates.values())
+        else:
+            out = []
+            for n in node_ids:
+                cand = self._candidates.get(n)
+                if cand is None:
+                    raise InvalidArgument(
+                        f"node {n!r} has no validation score; it cannot be a parent"
+                    )
+                out.append(cand)
+        if board_family_counts:
+            out = [attrs.evolve(c, family_count=self.family_count(c.family) - 1) for c in out]
         return out
 
     def failed_nodes(self) -> tuple[str, ...]:

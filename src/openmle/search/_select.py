@@ -487,11 +487,14 @@ class Islands:
         return None
 
     def admit(self, node_id: str, score: float, island: int) -> Islands:
-        """Offer a scored node to ``island``; returns the new state (unchanged if refused)."""
+        """Offer a scored node to ``island``; returns the new state (unchanged if refused or
+        already there)."""
         if isinstance(island, bool) or not 0 <= island < self.num_islands:
             raise fail(f"an island index in [0, {self.num_islands})", "island", island)
         score = check_finite(score, "score")
         pop = list(self.members[island])
+        if any(n == node_id for n, _ in pop):
+            return self
         if pop:
             mean = sum(s for _, s in pop) / len(pop)
             if not (score == mean or self._better(score, mean)):

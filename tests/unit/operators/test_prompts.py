@@ -143,3 +143,16 @@ def test_custom_templates() -> None:
     )
     assert req.messages[0].content.startswith("You are terse.")
     assert "GUIDE-improve" in _user(req) and "WRITE submission.csv" in _user(req)
+
+
+def test_oversized_templates_still_fit() -> None:
+    """Even a huge system template cannot push the prompt past the hard cap."""
+    tpl = OperatorTemplates(system="persona " * 10_000, answer_format="format " * 10_000)
+    req = build_request(
+        "draft",
+        task=TASK,
+        execution_timeout_s=60,
+        templates=tpl,
+        budget=PromptBudget(max_chars=5000),
+    )
+    assert req.prompt_chars <= 5000

@@ -69,6 +69,8 @@ def test_aggregates() -> None:
     assert b.rank_of("e") == 2 and b.rank_of("c") is None
     assert [c.node_id for c in b.candidates()] == ["a", "b", "e"]
     assert b.candidates(["e"])[0].parent_best_score == 0.2
+    assert [c.family_count for c in b.candidates()] == [None, None, None]
+    assert [c.family_count for c in b.candidates(board_family_counts=True)] == [0, 2, 2]
 
 
 def test_rebuild_equals_incremental() -> None:

@@ -107,6 +107,7 @@ def test_islands_admission_capacity_and_json() -> None:
     isl = isl.admit("c", 0.7, 0).admit("d", 0.9, 0)
     assert [n for n, _ in isl.members[0]] == ["c", "d"]
     assert Islands.from_dict(json.loads(json.dumps(isl.to_dict()))) == isl
+    assert isl.admit("d", 0.95, 0) is isl  # already there
     with pytest.raises(InvalidArgument, match="island index"):
         isl.admit("e", 0.1, 2)
 
