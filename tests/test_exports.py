@@ -214,9 +214,16 @@ def test_all_is_pinned_and_sorted(module: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["openmle", "openmle.operators", "openmle.search", "openmle.testing"]
+    "module",
+    [
+        "openmle",
+        "openmle.gym",
+        "openmle.operators",
+        "openmle.rewards",
+        "openmle.search",
+        "openmle.testing",
+    ],
 )
-@pytest.mark.parametrize("module", ["openmle", "openmle.gym", "openmle.testing"])
 def test_public_classes_report_public_module(module: str) -> None:
     """Reprs and docs say ``openmle.Job``, not ``openmle._types.Job``."""
     mod = importlib.import_module(module)

@@ -373,26 +373,29 @@ class _Driver:
         return best, result
 
 
-def _higher_is_better(task: str) -> bool:
-    try:
-        from openmle.gym import resolve_task  # type: ignore[attr-defined]
+def _resolve(task: str) -> Any:
+    from openmle.errors import OpenMLEError
+    from openmle.gym import resolve_task
 
-        t = resolve_task(task)
-    except Exception:
-        return True
-    meta = getattr(t, "meta", None)
-    return bool(getattr(meta, "higher_is_better", True))
+    try:
+        return resolve_task(task)
+    except (OpenMLEError, OSError):
+        return None
+
+
+def _higher_is_better(task: str) -> bool:
+    """The task's metric direction from its package (True when it cannot be resolved)."""
+    t = _resolve(task)
+    return True if t is None else bool(t.meta.higher_is_better)
 
 
 def _description(task: str) -> str:
-    try:
-        from openmle.gym import resolve_task  # type: ignore[attr-defined]
-
-        t = resolve_task(task)
-        path = Path(t.public_dir(Split.VALID)) / "description.txt"
-        return path.read_text()
-    except Exception:
+    """The task's public description (empty when it cannot be resolved)."""
+    t = _resolve(task)
+    if t is None:
         return ""
+    path = Path(t.public_dir(Split.VALID)) / "description.txt"
+    return path.read_text() if path.exists() else ""
 
 
 async def _drive(
