@@ -370,6 +370,7 @@ class SearchCore:
     _debug_queue: deque[str] = field(factory=deque, init=False)
     _forced_drafts: int = field(default=0, init=False)
     _family_counts: dict[str, int] = field(factory=dict, init=False)
+    _n_ok: int = field(default=0, init=False)
     _done: set[int] = field(factory=set, init=False)
     _prefix: int = field(default=0, init=False)
 
@@ -458,8 +459,8 @@ class SearchCore:
                 reason="forced_draft",
                 seed=seed,
             )
-        ok = self.successful()
-        if not ok:
+        n_ok = self._n_ok
+        if not n_ok:
             return Proposal(
                 step=step, node_id=node_id, operator=Operator.DRAFT, reason="no_parent", seed=seed
             )
@@ -468,12 +469,17 @@ class SearchCore:
                 step=step, node_id=node_id, operator=Operator.DRAFT, reason="fresh_draft", seed=seed
             )
         crossover = (
-            len(ok) >= cfg.crossover_after
+            n_ok >= cfg.crossover_after
             and cfg.crossover_prob > 0
             and self.rng.random() < cfg.crossover_prob
         )
         op = Operator.CROSSOVER if crossover else Operator.IMPROVE
-        candidates = [self._candidate(n) for n in ok]
+        if cfg.trust_printed_score:
+            candidates = [self._candidate(n) for n in self.successful()]
+        else:
+            # The board caches one candidate per scored node; family_count is left to the
+            # selector (it counts families among the candidates, as the released code does).
+            candidates = self.board.candidates()
         selection = self.selector.select(candidates, self.rng, k=op.n_parents)
         if len(selection.chosen) != op.n_parents:
             raise InvalidArgument(
@@ -598,6 +604,7 @@ class SearchCore:
         if node.card is not None:
             self.board.add(node.card)
         self._family_counts[node.family] = self._family_counts.get(node.family, 0) + 1
+        self._n_ok += node.ok
         self.ledger.charge(node.used)
         self.last_elapsed_s = max(self.last_elapsed_s, node.elapsed_s)
         self._mark_done(node.step)

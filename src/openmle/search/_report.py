@@ -216,14 +216,16 @@ def _bars(spent: dict[str, float], caps: dict[str, Any]) -> str:
     for key, (label, unit) in labels.items():
         cap = caps.get(key)
         used = spent.get(key, 0.0)
+        nd = 0 if key in ("steps", "tokens") else (2 if key == "usd" else 1)
         if cap:
             frac = min(1.0, used / cap)
             bar = (
                 f'<div class="bar"><div style="width:{100 * frac:.1f}%"></div></div>'
-                f"<span>{used:,.1f}{unit} of {cap:,.1f}{unit} ({100 * used / cap:.0f}%)</span>"
+                f"<span>{used:,.{nd}f}{unit} of {cap:,.{nd}f}{unit} "
+                f"({100 * used / cap:.0f}%)</span>"
             )
         else:
-            bar = f'<div class="bar empty"></div><span>{used:,.1f}{unit} (no cap)</span>'
+            bar = f'<div class="bar empty"></div><span>{used:,.{nd}f}{unit} (no cap)</span>'
         rows.append(f"<tr><th>{label}</th><td>{bar}</td></tr>")
     return '<table class="budget">' + "".join(rows) + "</table>"
 
