@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import anyio
 from attrs import define, field
@@ -106,13 +105,12 @@ def table(results: dict[str, dict[str, list[float]]], hib: dict[str, bool]) -> s
     return "\n".join(lines)
 
 
-def wins(results: dict[str, dict[str, list[float]]], hib: dict[str, bool]) -> dict[str, Any]:
+def wins(results: dict[str, dict[str, list[float]]], hib: dict[str, bool]) -> dict[str, bool]:
     """Per task, whether three-factor's mean beats both baselines' means."""
     out = {}
     for task, by_sel in results.items():
         m = {s: statistics.fmean(v) for s, v in by_sel.items()}
-        better = (lambda a, b: a > b) if hib[task] else (lambda a, b: a < b)
-        out[task] = better(m["three-factor"], m["greedy"]) and better(
-            m["three-factor"], m["uniform"]
-        )
+        sign = 1.0 if hib[task] else -1.0
+        tf = sign * m["three-factor"]
+        out[task] = tf > sign * m["greedy"] and tf > sign * m["uniform"]
     return out
