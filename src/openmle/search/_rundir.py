@@ -45,9 +45,10 @@ import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import ModelRequest, Outcome, RunResult
+from openmle._types import ModelRequest, RunResult, TaskMeta
 from openmle._version import __version__
 from openmle.errors import InvalidArgument, RunDirError
+from openmle.search._board import Board
 from openmle.search._budget import Budget
 from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
 
@@ -186,8 +187,7 @@ class RunDir:
     path: Path
     manifest: dict[str, Any]
     _fd: int | None = field(default=None, init=False)
-    _board: dict[str, Any] = field(factory=dict, init=False)
-    _nodes: list[Node] = field(factory=list, init=False)
+    _board: Board | None = field(default=None, init=False)
 
     # -------------------------------------------------------------------------------- opening
 
@@ -317,7 +317,7 @@ class RunDir:
         (d / "program.py").write_text(node.code)
         (d / "logs.txt").write_text(logs)
         self._append({"event": "node", "node": node.to_dict()})
-        self._nodes.append(node)
+        self._add_to_board(node)
         self._write_board()
 
     def cancel(self, step: int, reason: str) -> None:
@@ -332,9 +332,17 @@ class RunDir:
         (d / "test_logs.txt").write_text(result.logs)
         self._append({"event": "final", "node_id": node.node_id, "result": result.to_dict()})
 
+    def _add_to_board(self, node: Node) -> None:
+        if self._board is None:
+            hib = bool(self.manifest["task"]["higher_is_better"])
+            self._board = Board(task=TaskMeta(higher_is_better=hib))
+        if node.card is not None and not self._board.has(node.node_id):
+            self._board.add(node.card)
+
     def _write_board(self) -> None:
-        self._board = build_board(self._nodes, bool(self.manifest["task"]["higher_is_better"]))
-        _atomic_write(self.path / BOARD, json.dumps(self._board, indent=1, sort_keys=True))
+        if self._board is not None:
+            text = json.dumps(self._board.to_dict(), indent=1, sort_keys=True)
+            _atomic_write(self.path / BOARD, text)
 
     # -------------------------------------------------------------------------------- reading
 
@@ -385,7 +393,7 @@ class RunDir:
             elif kind == "node":
                 node = Node.from_dict(r["node"])
                 core.apply(node)
-                self._nodes.append(node)
+                self._add_to_board(node)
             elif kind == "cancel":
                 core.cancel(int(r["step"]))
             elif kind == "final":
@@ -401,50 +409,6 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-def build_board(nodes: list[Node], higher_is_better: bool) -> dict[str, Any]:
-    """A task-global summary of ``nodes``: best node, outcome/operator counts, family stats."""
-    best: Node | None = None
-    status: dict[str, int] = {}
-    operators: dict[str, int] = {}
-    families: dict[str, dict[str, Any]] = {}
-    errors: dict[str, int] = {}
-    for n in nodes:
-        status[n.outcome.value] = status.get(n.outcome.value, 0) + 1
-        operators[n.operator.value] = operators.get(n.operator.value, 0) + 1
-        fam = families.setdefault(
-            n.family,
-            {"count": 0, "valid_count": 0, "fail_count": 0, "best": None, "best_node": None},
-        )
-        fam["count"] += 1
-        if n.ok and n.score is not None:
-            fam["valid_count"] += 1
-            if fam["best"] is None or (
-                n.score > fam["best"] if higher_is_better else n.score < fam["best"]
-            ):
-                fam["best"], fam["best_node"] = n.score, n.node_id
-            if (
-                best is None
-                or best.score is None
-                or (n.score > best.score if higher_is_better else n.score < best.score)
-            ):
-                best = n
-        elif n.outcome is not Outcome.INFRA_ERROR:
-            fam["fail_count"] += 1
-            sig = n.error_signature or n.outcome.value
-            errors[sig] = errors.get(sig, 0) + 1
-    return {
-        "num_nodes": len(nodes),
-        "best_node": None if best is None else best.node_id,
-        "best_score": None if best is None else best.score,
-        "best_family": None if best is None else best.family,
-        "status_count": status,
-        "operator_counts": operators,
-        "family_stats": families,
-        "repeated_errors": {k: v for k, v in sorted(errors.items()) if v > 1},
-        "parent_graph": {n.node_id: list(n.parent_ids) for n in nodes},
-    }
 
 
 async def aresume_search(
