@@ -207,3 +207,26 @@ async def test_finish_on_exhaust_lets_running_work_complete(tmp_path: Path) -> N
     )
     assert [n.step for n in result.nodes] == [0, 1, 2]
     assert result.spent["sandbox_s"] == 300.0
+
+
+@pytest.mark.anyio
+async def test_wall_clock_cap_cancels_slow_runs() -> None:
+    """A wall-seconds cap with on_exhaust='cancel' stops runs that would take far longer."""
+
+    async def stuck(job: Job) -> RunResult:
+        await anyio.sleep(60)
+        return grade(job)
+
+    with anyio.fail_after(20):
+        result = await arun_search(
+            "toy",
+            model=ScriptedModel(model_by_step),
+            sandbox=FunctionSandbox(stuck),
+            selector=selector(),
+            budget=Budget(wall_s=0.5, on_exhaust="cancel"),
+            workers=2,
+            description="",
+            final_test=False,
+        )
+    assert result.nodes == ()
+    assert result.stop_reason == "wall_s"
