@@ -186,7 +186,7 @@ def features(num_tr, num_te, cat_tr, cat_te):
 def fit_predict(x_tr, y_tr, x_te):
 {input_check}    preds = []
 {model_calls}
-    return sum(preds) / len(preds)
+{combine}
 
 
 def score(y_true, pred):
@@ -461,6 +461,12 @@ def render_program(recipe: Recipe, plan: str = "") -> str:
         model_defs="\n\n".join(defs),
         input_check=_INPUT_CHECK if any(n in NUMPY_MODELS for n in names) else "",
         model_calls=calls,
+        combine=(
+            "    blend = sum(preds) / len(preds)  # an ensemble: average the models\n"
+            "    return blend"
+            if len(models) > 1
+            else "    return preds[0]"
+        ),
     )
     doc = (plan or "A tabular model.").replace('"""', "'''")
     header = f"# recipe: {json.dumps(recipe, sort_keys=True)}\n" + f'"""{doc}"""\n\n'
