@@ -169,7 +169,7 @@ def _curve_svg(
         x = sx(v)
         parts.append(
             f'<text x="{x:.1f}" y="{height - B + 16}" text-anchor="middle" class="axis">'
-            f"{v:.0f}</text>"
+            f"{v:.3g}</text>"
         )
     parts.append(
         f'<text x="{(L + width - R) / 2}" y="{height - 6}" text-anchor="middle" class="label">'
@@ -425,7 +425,8 @@ openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code></p
 {_tree_svg(nodes, best_path)}
 <h2>Validation score</h2>
 <div class="grid"><div>{by_step}</div><div>{by_time}</div></div>
-<h2>Best lineage</h2>
+<h2>Best lineage <small style="font-weight:400;color:#6b7280">(first parents, oldest
+first)</small></h2>
 {_lineage_table(chain, hib) if chain else "<p>No successful node.</p>"}
 <h2>Budget</h2>
 {_bars(spent, m["budget"])}
