@@ -1,10 +1,12 @@
 """The grading child process: CSV checks, built-in metrics and the released metric contract.
 
-This module is self-contained on purpose (standard library and numpy; pandas only for metric
-classes written for the released system): :mod:`openmle.gym._grading` runs its *source* with
-``python -I -c`` in a fresh process, so the hidden answers are read only there, never in the
-caller's process and never inside the candidate's sandbox. The parent imports the same module
-for its pure helpers (CSV reading, built-in metrics), so both sides share one implementation.
+This module is self-contained on purpose (standard library only; pandas is imported only in
+the child, and only for metric classes written for the released system):
+:mod:`openmle.gym._package` runs its *source* with ``python -I -c`` in a fresh process, so
+the metric reads the hidden answers only there, never in the caller's process and never inside
+the candidate's sandbox. Leaving numpy out keeps a grading process to the interpreter's start-up
+time. The parent imports the same module for its pure helpers (CSV reading, built-in metrics),
+so both sides share one implementation.
 
 Every reason this module produces names the problem and the fix, and never contains an answer
 value: it speaks of columns, row counts and ids (ids are public, they are in ``test.csv``).
@@ -21,6 +23,7 @@ import importlib.util
 import io
 import json
 import math
+import numbers
 import re
 import sys
 import traceback
@@ -28,11 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 Rows = list[list[str]]
-FloatArray = npt.NDArray[np.float64]
 
 MAX_CSV_BYTES = 512 * 1024 * 1024
 """Largest CSV the grader reads (bytes); a larger submission is invalid, not a crash."""
@@ -105,15 +104,15 @@ def read_csv(path: Path, *, label: str, max_bytes: int = MAX_CSV_BYTES) -> Table
     return Table(header, rows)
 
 
-def to_floats(cells: Sequence[str], *, label: str, column: str) -> FloatArray:
+def to_floats(cells: Sequence[str], *, label: str, column: str) -> list[float]:
     """Parse ``cells`` as finite floats.
 
     Raises:
         CsvError: a cell is empty, not a number, NaN or infinite (the message counts them).
     """
-    out = np.empty(len(cells), dtype=np.float64)
+    out: list[float] = []
     bad = 0
-    for i, c in enumerate(cells):
+    for c in cells:
         try:
             v = float(c)
         except ValueError:
@@ -122,13 +121,26 @@ def to_floats(cells: Sequence[str], *, label: str, column: str) -> FloatArray:
         if not math.isfinite(v):
             bad += 1
             continue
-        out[i] = v
+        out.append(v)
     if bad:
         raise CsvError(
             f"{label} column {column!r} has {bad} value(s) that are empty, not numbers, NaN or "
             "infinite; write a finite number in every row"
         )
     return out
+
+
+def id_key(cell: str) -> str:
+    """An id as a matching key: stripped, and ``"7.0"`` read as ``"7"`` (integral numbers)."""
+    key = cell.strip()
+    if key and (key[0].isdigit() or key[0] in "+-") and "." in key:
+        try:
+            v = float(key)
+        except ValueError:
+            return key
+        if v.is_integer() and abs(v) < 2**53:
+            return str(int(v))
+    return key
 
 
 def align_submission(
@@ -174,7 +186,7 @@ def align_submission(
     by_id: dict[str, list[str]] = {}
     dupes = 0
     for r in rows:
-        key = r[k].strip()
+        key = id_key(r[k])
         if key in by_id:
             dupes += 1
         by_id[key] = r
@@ -182,7 +194,7 @@ def align_submission(
         raise CsvError(
             f"{label} repeats {dupes} id(s) in column {id_column!r}; write each test id once"
         )
-    wanted = [a.strip() for a in answer_ids]
+    wanted = [id_key(a) for a in answer_ids]
     missing_ids = [a for a in wanted if a not in by_id]
     if missing_ids:
         example = ", ".join(repr(m) for m in missing_ids[:3])
@@ -214,23 +226,23 @@ def accuracy(y_true: Sequence[str], y_pred: Sequence[str]) -> float:
     return sum(_same_label(a, b) for a, b in zip(y_true, y_pred, strict=True)) / len(y_true)
 
 
-def average_ranks(x: FloatArray) -> FloatArray:
+def average_ranks(x: Sequence[float]) -> list[float]:
     """1-based ranks of ``x`` with ties given their average rank."""
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    ranks = np.empty(len(x), dtype=np.float64)
-    i = 0
-    n = len(x)
+    order = sorted(range(len(x)), key=x.__getitem__)
+    ranks = [0.0] * len(x)
+    i, n = 0, len(x)
     while i < n:
         j = i
-        while j + 1 < n and xs[j + 1] == xs[i]:
+        while j + 1 < n and x[order[j + 1]] == x[order[i]]:
             j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        avg = (i + j) / 2.0 + 1.0
+        for k in range(i, j + 1):
+            ranks[order[k]] = avg
         i = j + 1
     return ranks
 
 
-def positive_labels(y_true: Sequence[str]) -> npt.NDArray[np.bool_]:
+def positive_labels(y_true: Sequence[str]) -> list[bool]:
     """Binary labels as booleans: ``1``/``true``/``yes`` or the larger of two numeric labels."""
     vals = [v.strip().lower() for v in y_true]
     kinds = sorted(set(vals))
@@ -238,59 +250,77 @@ def positive_labels(y_true: Sequence[str]) -> npt.NDArray[np.bool_]:
         raise CsvError(f"AUC needs a binary target but the answers hold {len(kinds)} labels")
     truthy = {"1", "1.0", "true", "yes", "y", "t"}
     if any(k in truthy for k in kinds):
-        return np.asarray([v in truthy for v in vals])
+        return [v in truthy for v in vals]
     try:
         hi = max(float(k) for k in kinds)
-        return np.asarray([float(v) == hi for v in vals])
+        return [float(v) == hi for v in vals]
     except ValueError:
-        return np.asarray([v == kinds[-1] for v in vals])
+        return [v == kinds[-1] for v in vals]
 
 
-def roc_auc(y_true: Sequence[str], scores: FloatArray) -> float:
+def roc_auc(y_true: Sequence[str], scores: Sequence[float]) -> float:
     """Area under the ROC curve (Mann-Whitney U with average ranks for ties)."""
     pos = positive_labels(y_true)
-    n_pos = int(pos.sum())
+    n_pos = sum(pos)
     n_neg = len(pos) - n_pos
     if n_pos == 0 or n_neg == 0:
         raise CsvError("AUC needs both classes among the answers; the task's answers lack one")
     ranks = average_ranks(scores)
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+    rank_sum = math.fsum(r for r, p in zip(ranks, pos, strict=True) if p)
+    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 
 
-def rmse(y_true: FloatArray, y_pred: FloatArray) -> float:
+def _check_rows(y_true: Sequence[float], y_pred: Sequence[float]) -> int:
+    if len(y_true) != len(y_pred) or not y_true:
+        raise CsvError("the metric needs the same, non-zero number of answers and predictions")
+    return len(y_true)
+
+
+def rmse(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
     """Root mean squared error."""
-    return float(np.sqrt(np.mean((y_true - y_pred) ** 2)))
+    n = _check_rows(y_true, y_pred)
+    return math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(y_true, y_pred, strict=True)) / n)
 
 
-def mae(y_true: FloatArray, y_pred: FloatArray) -> float:
+def mae(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
     """Mean absolute error."""
-    return float(np.mean(np.abs(y_true - y_pred)))
+    n = _check_rows(y_true, y_pred)
+    return math.fsum(abs(a - b) for a, b in zip(y_true, y_pred, strict=True)) / n
 
 
-def log_loss(labels: Sequence[str], classes: Sequence[str], probs: FloatArray) -> float:
+def log_loss(
+    labels: Sequence[str], classes: Sequence[str], probs: Sequence[Sequence[float]]
+) -> float:
     """Multiclass log loss (Kaggle's: rows renormalised, probabilities clipped to 1e-15).
 
     Args:
         labels: the true class of each row.
         classes: the class names, one per column of ``probs``.
-        probs: array of shape (rows, classes) of non-negative numbers.
+        probs: one row per label, one non-negative number per class.
     """
-    if np.any(probs < 0):
-        raise CsvError("the submission has negative probabilities; write probabilities in [0, 1]")
-    sums = probs.sum(axis=1, keepdims=True)
-    if np.any(sums <= 0):
-        raise CsvError(
-            "the submission has rows whose probabilities sum to 0; give every row positive mass"
-        )
-    p = np.clip(probs / sums, _PROB_EPS, 1 - _PROB_EPS)
     index = {c.strip(): j for j, c in enumerate(classes)}
-    try:
-        cols = np.asarray([index[lab.strip()] for lab in labels])
-    except KeyError:
-        raise CsvError(
-            "the answers hold a class with no column in the sample submission; fix the task"
-        ) from None
-    return float(-np.mean(np.log(p[np.arange(len(cols)), cols])))
+    total = []
+    for lab, row in zip(labels, probs, strict=True):
+        if any(p < 0 for p in row):
+            raise CsvError(
+                "the submission has negative probabilities; write probabilities in [0, 1]"
+            )
+        mass = math.fsum(row)
+        if mass <= 0:
+            raise CsvError(
+                "the submission has rows whose probabilities sum to 0; give every row positive mass"
+            )
+        try:
+            j = index[lab.strip()]
+        except KeyError:
+            raise CsvError(
+                "the answers hold a class with no column in the sample submission; fix the task"
+            ) from None
+        p = min(max(row[j] / mass, _PROB_EPS), 1 - _PROB_EPS)
+        total.append(-math.log(p))
+    if not total:
+        raise CsvError("log loss needs at least one row")
+    return math.fsum(total) / len(total)
 
 
 BUILTIN_METRICS: dict[str, bool] = {
@@ -312,9 +342,8 @@ def builtin_score(name: str, answers: Table, sub: Table, id_column: str | None) 
     targets = [c for c in answers.header if c != id_column]
     pred_cols = [c for c in sub.header if c != id_column]
     if name == "log_loss":
-        probs = np.column_stack(
-            [to_floats(sub.column(c), label="the submission", column=c) for c in pred_cols]
-        )
+        cols = [to_floats(sub.column(c), label="the submission", column=c) for c in pred_cols]
+        probs = [list(row) for row in zip(*cols, strict=True)] if cols else []
         return log_loss(answers.column(targets[0]), pred_cols, probs)
     if len(targets) != 1 or len(pred_cols) != 1:
         raise CsvError(f"metric {name!r} needs one target column; the task has {targets}")
@@ -381,7 +410,7 @@ def _class_score(metric_py: Path, answers_path: Path, sub: Table, id_column: str
                 f"{msg}); follow the format in description.txt"
             ) from None
     value = metric.evaluate(y_true, y_pred)
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise CsvError(
             f"the task's metric returned {type(value).__name__}, not a number; fix utils/metric.py"
         )
@@ -449,7 +478,10 @@ def inspect_metric(metric_py: Path) -> dict[str, Any]:
     hib = getattr(obj, "higher_is_better", None)
     return {
         "name": cls.__name__,
-        "higher_is_better": bool(hib) if isinstance(hib, bool | np.bool_) else None,
+        # numpy's bool_ is accepted without importing numpy here.
+        "higher_is_better": bool(hib)
+        if isinstance(hib, bool) or type(hib).__name__ == "bool_"
+        else None,
     }
 
 

@@ -43,6 +43,8 @@ process.
 from __future__ import annotations
 
 import contextlib
+import csv
+import functools
 import json
 import math
 import os
@@ -61,11 +63,16 @@ from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageErro
 from openmle.gym import _gradeproc
 from openmle.gym._gradeproc import BUILTIN_METRICS, CsvError, read_csv
 from openmle.gym._reports import GradeReport, ValidationReport
-from openmle.gym._split import valid_view_dir, valid_view_key
+from openmle.gym._split import valid_view_dir, valid_view_key, valid_view_path
 
 __all__ = ["Task", "load_task"]
 
-_SOURCE = Path(_gradeproc.__file__).read_text(encoding="utf-8")
+
+@functools.cache
+def _grader_source() -> str:
+    """The grading module's source, run in the child with ``python -I -c``."""
+    return Path(_gradeproc.__file__).read_text(encoding="utf-8")
+
 
 _KEYS = {
     "name": str,
@@ -96,7 +103,6 @@ class _Config:
     valid_fraction: float = 0.2
     grade_timeout_s: float = 600.0
     resources: Resources = field(factory=Resources)
-    has_toml: bool = False
 
 
 def _bad(key: str, expected: str, value: object, hint: str) -> TaskPackageError:
@@ -173,7 +179,6 @@ def _read_config(root: Path) -> _Config:
         valid_fraction=frac,
         grade_timeout_s=float(data.get("grade_timeout_s", 600.0)),
         resources=resources,
-        has_toml=True,
     )
 
 
@@ -199,7 +204,7 @@ def run_child(
         result = Path(tmp) / "result.json"
         cfg.write_text(json.dumps({**config, "result": str(result)}))
         proc = subprocess.run(
-            [sys.executable, "-I", "-c", _SOURCE, str(cfg)],
+            [sys.executable, "-I", "-c", _grader_source(), str(cfg)],
             cwd=cwd or tmp,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -314,11 +319,12 @@ class Task:
 
     @property
     def private_paths(self) -> tuple[Path, ...]:
-        """``data/private`` and the validation view's answers directory."""
-        paths = [self.root / "data" / "private"]
-        with contextlib.suppress(TaskPackageError):
-            paths.append(self._view_root() / "private")
-        return tuple(paths)
+        """``data/private`` and the validation view's answers directory.
+
+        The view's directory is listed whether or not it has been built yet (listing it does
+        not build it), so a sandbox can hide it either way.
+        """
+        return (self.root / "data" / "private", valid_view_path(self.name, self._key()) / "private")
 
     def public_dir(self, split: Split | str) -> Path:
         """The directory a program reads through ``$DATA_DIR``.
@@ -386,7 +392,9 @@ class Task:
         except TaskPackageError as exc:
             return self._invalid(s, path, hib, f"the task is broken: {exc}")
         real = path.resolve()
-        if any(real.is_relative_to(p.resolve()) for p in self.private_paths):
+        if any(real.is_relative_to(p.resolve()) for p in self.private_paths) or _same_file(
+            real, answers
+        ):
             return self._invalid(
                 s, path, hib, "the submission lies among the hidden answers; write your own file"
             )
@@ -417,7 +425,12 @@ class Task:
             higher_is_better=hib,
             submission_path=str(path),
         )
-        board = self.leaderboard if s is Split.TEST else None
+        board = None
+        if s is Split.TEST:
+            # A broken leaderboard is the task's problem (validate reports it), not the
+            # submission's: the score stands, without leaderboard fields.
+            with contextlib.suppress(TaskPackageError):
+                board = self.leaderboard
         return report.with_leaderboard(board) if board else report
 
     # ---------------------------------------------------------------- package tools
@@ -467,17 +480,20 @@ class Task:
             submission_exists=exists,
         )
 
-    def _view_root(self) -> Path:
+    def _key(self) -> str:
         if self._view_key is None:
             self._view_key = valid_view_key(
                 self.root, id_column=self.id_column, fraction=self._config.valid_fraction
             )
+        return self._view_key
+
+    def _view_root(self) -> Path:
         return valid_view_dir(
             self.root,
             name=self.name,
             id_column=self.id_column,
             fraction=self._config.valid_fraction,
-            key=self._view_key,
+            key=self._key(),
         )
 
     def _read_leaderboard(self) -> tuple[float, ...]:
@@ -520,6 +536,14 @@ class Task:
         return hib
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (a hard link to the answers, say)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _header_of(path: Path) -> list[str]:
     try:
         return read_csv(path, label=path.name, max_bytes=1 << 40).header
@@ -528,29 +552,17 @@ def _header_of(path: Path) -> list[str]:
 
 
 def read_leaderboard(path: Path) -> tuple[float, ...] | None:
-    """Finite scores of a leaderboard CSV's ``score`` column (any case), in file order.
+    """Finite scores of a leaderboard CSV (see :func:`openmle.rewards.read_leaderboard`).
 
     Raises:
         TaskPackageError: the file is unreadable or has no ``score`` column.
     """
+    from openmle.rewards import read_leaderboard as read_board
+
     try:
-        table = read_csv(path, label=path.name)
-    except CsvError as exc:
-        raise TaskPackageError(f"leaderboard: {exc}") from None
-    cols = [c for c in table.header if c.lower() in {"score", "scorenullable", "public_score"}]
-    if not cols:
-        raise TaskPackageError(
-            f"leaderboard {path.name} has no 'score' column (columns: {table.header}); add one"
-        )
-    out = []
-    for cell in table.column(cols[0]):
-        try:
-            v = float(cell)
-        except ValueError:
-            continue
-        if math.isfinite(v):
-            out.append(v)
-    return tuple(out)
+        return tuple(read_board(path))
+    except (InvalidArgument, OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TaskPackageError(f"leaderboard {path.name}: {exc}") from None
 
 
 def load_task(path: Path | str) -> Task:

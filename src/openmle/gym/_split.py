@@ -31,7 +31,7 @@ from openmle.errors import TaskPackageError
 from openmle.gym._cache import cache_root, publish_dir
 from openmle.gym._gradeproc import CsvError, Table, read_csv
 
-__all__ = ["VALID_SEED", "valid_view_dir", "valid_view_key"]
+__all__ = ["VALID_SEED", "valid_view_dir", "valid_view_key", "valid_view_path"]
 
 VALID_SEED = 20260729
 """Seed of the hold-out permutation (fixed: the view must be identical everywhere)."""
@@ -146,6 +146,12 @@ def _build(
     )
 
 
+def valid_view_path(name: str, key: str) -> Path:
+    """Where the view of task ``name`` with inputs digest ``key`` lives (built or not)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:60] or "task"
+    return cache_root() / "valid" / f"{safe}-{key[:16]}"
+
+
 def valid_view_dir(
     root: Path,
     *,
@@ -169,6 +175,9 @@ def valid_view_dir(
             small to split.
     """
     key = key or valid_view_key(root, id_column=id_column, fraction=fraction)
+    target = valid_view_path(name, key)
+    if target.is_dir():
+        return target
     answers_header = _header(root / _ANSWERS)
     if not answers_header:
         raise TaskPackageError(
@@ -176,8 +185,6 @@ def valid_view_dir(
             "the hidden answers there (id and target columns)"
         )
     targets = [c for c in answers_header if c != id_column]
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:60] or "task"
-    target = cache_root() / "valid" / f"{safe}-{key[:16]}"
     return publish_dir(
         target,
         lambda tmp: _build(tmp, root, id_column=id_column, targets=targets, fraction=fraction),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openmle.gym import (
@@ -37,6 +37,7 @@ def runs(draw: st.DrawFn) -> list[list[GradeReport]]:
     return out
 
 
+@settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(st.lists(finite, min_size=1, max_size=30))
 def test_aggregate_identities(values: list[float]) -> None:
     """Mean lies within the range, std >= 0, sem = std / sqrt(n), and order does not matter."""
@@ -48,6 +49,7 @@ def test_aggregate_identities(values: list[float]) -> None:
     assert math.isclose(a.std, b.std, rel_tol=1e-9, abs_tol=1e-9)
 
 
+@settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(runs())
 def test_rates_are_shares(rs: list[list[GradeReport]]) -> None:
     """Every rate is in [0, 1]; surpass <= match; gold <= any medal; invalid never medals."""
@@ -60,6 +62,7 @@ def test_rates_are_shares(rs: list[list[GradeReport]]) -> None:
     assert all(not r.any_medal and r.human_rank == 0.0 for run in rs for r in run if not r.valid)
 
 
+@settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(runs())
 def test_rates_ignore_run_order(rs: list[list[GradeReport]]) -> None:
     """Reversing the runs, or the tasks inside runs, leaves the means unchanged."""
@@ -68,6 +71,7 @@ def test_rates_ignore_run_order(rs: list[list[GradeReport]]) -> None:
         assert math.isclose(fn(rs).mean, fn(flipped).mean, abs_tol=1e-12)
 
 
+@settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(finite, nonzero, st.booleans())
 def test_relative_gap_sign(score: float, sota: float, hib: bool) -> None:
     """g >= 0 exactly when the score is at least as good as SOTA in the task's direction."""

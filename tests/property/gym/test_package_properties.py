@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openmle.gym import load_task, validate_path
+from openmle.gym._gradeproc import CsvError, read_csv
 
 FILES = (
     "data/public/train.csv",
@@ -22,7 +24,7 @@ FILES = (
 )
 
 
-def _csv(header: list[str], rows: list[list[object]]) -> str:
+def _csv(header: list[str], rows: Sequence[Sequence[object]]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -114,3 +116,56 @@ def test_grading_junk_never_crashes(text: str) -> None:
             assert report.valid == (report.score is not None)
             if not report.valid:
                 assert report.reason
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(FILES[1:4]),
+    st.integers(-3, 3).filter(bool),
+    st.integers(3, 12),
+)
+def test_mismatched_ids_are_named(rel: str, shift: int, n_test: int) -> None:
+    """Shifting the ids of one of test/sample/answers is an error naming an id file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "pkg"
+        _write_good(root, 20, n_test)
+        _apply(root, "shift_ids", rel, shift)
+        report = validate_path(root, smoke_test=False)
+        assert not report.ok
+        id_files = set(FILES[1:4])
+        assert any(p.file in id_files and "id" in p.message for p in report.errors), report
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(FILES[:4]), junk_text)
+def test_unparseable_csv_is_named(rel: str, text: str) -> None:
+    """A CSV the reader rejects is an error whose file is that CSV."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "pkg"
+        _write_good(root, 10, 3)
+        _apply(root, "replace", rel, text)
+        try:
+            read_csv(root / rel, label=rel)
+        except CsvError:
+            report = validate_path(root, smoke_test=False)
+            assert any(p.file == rel for p in report.errors), report
+        else:
+            validate_path(root, smoke_test=False)  # parseable junk: still no crash
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.permutations(list(range(8))), st.integers(0, 8))
+def test_row_order_is_irrelevant_and_row_loss_is_named(order: list[int], keep: int) -> None:
+    """Any row order grades the same; dropping rows is invalid with a row-count reason."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "pkg"
+        _write_good(root, 20, 8)
+        ids = list(range(20, 28))
+        rows = [[ids[i], ids[i] % 2] for i in order][:keep]
+        sub = Path(tmp) / "submission.csv"
+        sub.write_text(_csv(["id", "y"], rows))
+        report = load_task(root).grade(sub)
+        if keep == 8:
+            assert report.valid and report.score == 1.0
+        else:
+            assert not report.valid and "rows" in report.reason

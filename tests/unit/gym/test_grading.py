@@ -161,7 +161,7 @@ def test_report_round_trips() -> None:
 
 
 def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: Path) -> None:
-    """A submission that links to (or is) the hidden answers never grades."""
+    """A submission that is, or links (soft or hard) to, the hidden answers never grades."""
     root = make_package()
     task = load_task(root)
     for split in Split:
@@ -171,6 +171,13 @@ def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: P
         assert not report.valid and "symbolic link" in report.reason
         direct = task.grade(task.answers_path(split), split)
         assert not direct.valid and "hidden answers" in direct.reason
+        hard = tmp_path / f"hard-{split}.csv"
+        try:
+            hard.hardlink_to(task.answers_path(split))
+        except OSError:  # another filesystem: no hard link possible, nothing to check
+            continue
+        linked = task.grade(hard, split)
+        assert not linked.valid and "hidden answers" in linked.reason
 
 
 def test_metric_messages_mask_numbers(make_package: PackageBuilder) -> None:
@@ -199,3 +206,20 @@ def test_task_satisfies_the_sandbox_protocol(make_package: PackageBuilder) -> No
     handle: TaskHandle = load_task(make_package())
     resolver: TaskResolver = resolve_task
     assert isinstance(handle, TaskHandle) and resolver(str(handle.private_paths[0].parents[1]))
+
+
+def test_float_formatted_ids_match(make_package: PackageBuilder, tmp_path: Path) -> None:
+    """Integer ids written as floats ("41.0") match the answers' ids ("41")."""
+    root = make_package()
+    sub = tmp_path / "sub.csv"
+    write_csv(sub, ["id", "y"], [[f"{r[0]}.0", r[1]] for r in _solution(root)])
+    report = load_task(root).grade(sub)
+    assert report.valid and report.score == pytest.approx(0.0, abs=1e-9), report.reason
+
+
+def test_broken_leaderboard_keeps_the_score(make_package: PackageBuilder) -> None:
+    """A leaderboard without a score column does not stop grading; fields stay empty."""
+    root = make_package(toml='metric = "rmse"\nleaderboard = "lb.csv"\n')
+    write_csv(root / "lb.csv", ["team"], [["a"]])
+    report = load_task(root).grade(root / "data/public/sample_submission.csv")
+    assert report.valid and report.leaderboard_size == 0

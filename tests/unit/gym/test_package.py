@@ -119,3 +119,16 @@ def test_resolve_task(make_package: PackageBuilder) -> None:
         resolve_task("no-such-task")
     with pytest.raises(TypeError):
         resolve_task(None)  # type: ignore[arg-type]
+
+
+def test_private_paths_do_not_build_the_view(
+    make_package: PackageBuilder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing private paths names the view's answers without building the view."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "fresh-cache"))
+    task = load_task(make_package())
+    private = task.private_paths
+    assert private[0] == task.root / "data" / "private"
+    assert not private[1].exists()
+    task.public_dir("valid")
+    assert private[1].is_dir() and private[1] == task.answers_path("valid").parent

@@ -133,3 +133,22 @@ def test_released_metric_without_direction(make_package: PackageBuilder) -> None
     )
     problems = _problems(root)
     assert any(p.startswith("error: utils/metric.py") and "higher_is_better" in p for p in problems)
+
+
+def test_reports_never_quote_answers(make_package: PackageBuilder) -> None:
+    """With distinctive answer values and several breakages, no report mentions them."""
+    root = make_package()
+    secret = [f"98765{i}.4321" for i in range(10)]
+    write_csv(
+        root / "data/private/test_answer.csv",
+        ["id", "y"],
+        [[40 + i, s] for i, s in enumerate(secret)],
+    )
+    write_csv(
+        root / "data/public/sample_submission.csv", ["id", "y"], [[40 + i, "x"] for i in range(10)]
+    )
+    write_csv(root / "data/public/test.csv", ["id", "x", "y"], [[40 + i, 0, 0] for i in range(9)])
+    text = str(validate_path(root).to_dict())
+    graded = str(load_task(root).grade(root / "data/public/sample_submission.csv").to_dict())
+    for s in secret:
+        assert s not in text and s not in graded and s[:6] not in text

@@ -2,8 +2,9 @@
 
 Each golden group ran the released ``reward_func`` for a whole group (barrier, static fallback,
 adaptive bounds, history, mode shaping, penalties) and then the advantage hook. We rebuild the
-members from the scripted specs and compare every member's returned reward and base reward
-exactly and its advantage with rel 1e-9.
+members from the scripted specs and compare every member's returned reward, base reward,
+logged adaptive bounds and Improve delta exactly (the delta to 1e-15) and its advantage with
+rel 1e-9.
 """
 
 from __future__ import annotations
@@ -95,9 +96,19 @@ def test_pipeline_group(profile: str, group: dict[str, Any]) -> None:
         leaderboard=group.get("leaderboard_scores_in_rank_order"),
     )
     for k, m in enumerate(group["members"]):
+        meta_out = m["metadata_out"]
         assert out.rewards[k] == m["returned_reward"], (k, m["spec"])
-        assert out.base_rewards[k] == m["metadata_out"]["base_reward"], (k, m["spec"])
+        assert out.base_rewards[k] == meta_out["base_reward"], (k, m["spec"])
         assert math.isclose(out.advantages[k], m["advantage"], rel_tol=1e-9, abs_tol=1e-12), k
+        if meta_out["code_category"] == "generation_abort":
+            continue
+        bounds = out.bounds or (None, None)
+        logged = (meta_out["dynamic_bound_best_signed"], meta_out["dynamic_bound_worst_signed"])
+        assert bounds == logged, k
+        delta = meta_out["improve_delta"]
+        assert (delta is None) == (out.improve_deltas[k] is None), k
+        if delta is not None:
+            assert out.improve_deltas[k] == pytest.approx(delta, abs=1e-15), k
 
 
 @pytest.mark.parametrize("rec", records("group_adaptive_reward"), ids=lambda r: r["id"])

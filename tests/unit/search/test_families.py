@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.search._golden_io import records
+from tests._golden import records
 
 from openmle.search import FAMILY_TAGS, extract_imports, method_family
 

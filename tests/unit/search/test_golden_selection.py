@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import pytest
-from tests.unit.search._golden_io import decode, records
+from tests._golden import decode, records
 
 from openmle import Candidate
 from openmle.search import PRESETS, ThreeFactorSelector, rl_fitness
