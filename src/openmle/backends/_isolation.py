@@ -11,9 +11,11 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
 - ``"landlock"`` (the weaker fallback, used where bubblewrap is missing or cannot create
   namespaces): the program runs as a plain child in its own session. A Landlock ruleset
   (Linux >= 5.13) allows reads only beneath the runtime, a copied, symlink-free view of the
-  public data and the program, writes only beneath the workspace and a private temp dir, and
-  (Landlock ABI >= 4) no TCP connect or bind; with ABI >= 6 the program also cannot signal
-  processes outside its domain. It shares the host's PID namespace and UDP/Unix sockets.
+  public data and the program, its own ``/proc/<pid>`` and a few system-wide ``/proc`` files
+  (not other processes' environments), writes only beneath the workspace and a private temp
+  dir, and (Landlock ABI >= 4) no TCP connect or bind; with ABI >= 6 the program also cannot
+  signal processes outside its domain. It shares the host's PID namespace and UDP/Unix
+  sockets.
 
 In bwrap mode a ``/bin/sh`` one-liner joins the run's cgroups, reports on a status pipe and
 ``exec``s ``prlimit`` (util-linux) to set the rlimits, which ``exec``s bubblewrap, which
@@ -87,6 +89,17 @@ ETC_FILES = (
     "/etc/os-release",
     "/etc/passwd",
     "/etc/ssl",
+)
+# /proc entries the weak mode lets a program read (system-wide facts, no other process).
+PROC_FILES = (
+    "/proc/cpuinfo",
+    "/proc/filesystems",
+    "/proc/loadavg",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/sys",
+    "/proc/uptime",
+    "/proc/version",
 )
 _TOP_LEVEL = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 
@@ -455,7 +468,11 @@ def landlock_rules(
     rules += [(p, LL_READ_ONLY) for p in ETC_FILES if os.path.exists(p)]
     rules += [(p, LL_READ_ONLY) for p in info.roots]
     rules += [(str(p), LL_READ_ONLY) for p in extra_ro]
-    rules += [("/proc", LL_READ_ONLY), ("/sys", LL_READ_ONLY)]
+    # Not all of /proc: Landlock does not stop reading the environment or command line of
+    # other processes of the same user (the host's API keys). "/proc/self" is opened by the
+    # launcher, so it names the program's own directory (exec keeps the pid).
+    rules += [(p, LL_READ_ONLY) for p in PROC_FILES if os.path.exists(p)]
+    rules += [("/proc/self", LL_READ_ONLY), ("/sys", LL_READ_ONLY)]
     for dev in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"):
         rules.append((dev, LL_DEVICE))
     if os.path.isdir("/dev/shm"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -43,8 +44,10 @@ class HostileProgram:
         name: short identifier.
         description: what it attacks.
         body: Python source; it may use the constants ``PRIVATE_FILES``, ``PRIVATE_DIRS``,
-            ``TASK_ROOT``, ``SENTINELS`` (host paths it tries to create) and ``PORT`` (a TCP
-            port listening on the host's loopback), defined before it runs.
+            ``TASK_ROOT``, ``SENTINELS`` (host paths it tries to create), ``PORT`` (a TCP
+            port listening on the host's loopback), ``HOST_SECRET`` and ``HOST_PIDS`` (a
+            secret in the environment and command line of host processes), defined before it
+            runs.
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -215,6 +218,30 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         ),
         expected=[Outcome.MISSING_SUBMISSION],
         must_print="PRIVATE-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="read_host_environ",
+        description="looks for a host process's secret in /proc/*/environ and cmdline",
+        body=(
+            "import os\n"
+            "try:\n"
+            "    pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+            "except OSError:\n"
+            "    pids = []\n"
+            "for pid in sorted(set(pids) | set(HOST_PIDS)):\n"
+            "    for what in ('environ', 'cmdline'):\n"
+            "        try:\n"
+            "            with open(f'/proc/{pid}/{what}', 'rb') as f:\n"
+            "                data = f.read()\n"
+            "        except OSError:\n"
+            "            continue\n"
+            "        if HOST_SECRET.encode() in data:\n"
+            "            print('LEAKED', pid, what)\n"
+            "print('HOST-ENV-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="HOST-ENV-TRIED",
         must_not_print="LEAKED",
     ),
     HostileProgram(
@@ -416,7 +443,13 @@ async def run_hostile_battery(
         async with stream:
             connections.append("connection")
 
-    async with listener, anyio.create_task_group() as tg:
+    secret = uuid.uuid4().hex
+    holder = await anyio.open_process(
+        [sys.executable, "-c", "import time; time.sleep(3600)", secret],
+        env={**os.environ, "OPENMLE_HOSTILE_SECRET": secret},
+    )
+    host_pids = [os.getpid(), holder.pid]
+    async with holder, listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
         try:
             for program in programs:
@@ -431,6 +464,7 @@ async def run_hostile_battery(
                     f"PRIVATE_FILES = {files!r}\nPRIVATE_DIRS = {dirs!r}\n"
                     f"TASK_ROOT = {root!r}\n"
                     f"SENTINELS = {sentinels!r}\nPORT = {port!r}\n"
+                    f"HOST_SECRET = {secret!r}\nHOST_PIDS = {host_pids!r}\n"
                 )
                 before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
                 n_conn = len(connections)
@@ -490,4 +524,5 @@ async def run_hostile_battery(
                 )
         finally:
             tg.cancel_scope.cancel()
+            holder.kill()
     return reports

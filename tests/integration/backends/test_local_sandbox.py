@@ -14,7 +14,11 @@ from openmle.backends._isolation import live_pids_with_env
 from openmle.errors import InvalidArgument, SandboxError
 from openmle.testing import TOY_SOLUTION, ToyTask
 
-pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore:LocalSandbox is using its weaker:RuntimeWarning"),
+]
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
