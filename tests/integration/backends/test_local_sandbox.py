@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import anyio
@@ -11,7 +12,7 @@ import pytest
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import live_pids_with_env
-from openmle.errors import InvalidArgument, SandboxError
+from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
 
 pytestmark = [
@@ -239,3 +240,58 @@ async def test_gpu_leases_compose_with_inherited_mask(
         tg.start_soon(one)
     assert all("CVD=3,5\n" in x.logs for x in results)
     assert max(x.queue_s for x in results) >= 0.25  # the second waited for the lease
+
+
+async def test_auto_falls_back_to_landlock_with_one_warning(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without bubblewrap, "auto" warns once and runs in Landlock mode; "bwrap" refuses."""
+    from openmle.backends import _local
+    from openmle.backends._isolation import landlock_abi
+
+    if landlock_abi() == 0:
+        pytest.skip("Landlock is not supported by this kernel")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr(_local, "_warned", set())
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with pytest.warns(RuntimeWarning, match="weaker Landlock isolation"):
+        assert await sb.prepare() == "landlock"
+    again = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert await again.prepare() == "landlock"  # no second warning
+    r = await again.run(Job(code=TOY_SOLUTION, task="toy"))
+    assert r.outcome is Outcome.SUCCESS and r.score == 1.0
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        await LocalSandbox(ToyTask.resolver({"toy": toy}), isolation="bwrap").prepare()
+    monkeypatch.setattr("openmle.backends._isolation.landlock_abi", lambda: 0)
+    with pytest.raises(SandboxUnavailable, match="Install bubblewrap"):
+        await LocalSandbox(ToyTask.resolver({"toy": toy})).prepare()
+
+
+async def test_default_resolver_is_openmle_gym(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a resolver, jobs resolve through openmle.gym.resolve_task (looked up at run time)."""
+    import openmle.gym
+
+    monkeypatch.delattr(openmle.gym, "resolve_task", raising=False)
+    sb = LocalSandbox()
+    with pytest.raises(SandboxError, match="resolver="):
+        await sb.run(Job(code="pass", task="toy"))
+    seen: list[str] = []
+
+    def resolve(ref: str) -> ToyTask:
+        seen.append(ref)
+        return toy
+
+    monkeypatch.setattr(openmle.gym, "resolve_task", resolve, raising=False)
+    r = await sb.run(Job(code=TOY_SOLUTION, task="my-task"))
+    assert seen == ["my-task"] and r.outcome is Outcome.SUCCESS
+
+
+async def test_run_rejects_non_jobs(toy: ToyTask) -> None:
+    """run() takes an openmle.Job."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with pytest.raises(InvalidArgumentType, match="Job"):
+        await sb.run({"code": "pass"})  # type: ignore[arg-type]
