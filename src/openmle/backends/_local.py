@@ -693,8 +693,9 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroup.kill()
             if alive:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                # Not proc.kill(): Popen.send_signal polls first, which can reap the child
+                # under asyncio's watcher (which then reports exit status 255).
+                iso.kill_pids([main], signal.SIGKILL)
                 with anyio.move_on_after(5):
                     await proc.wait()
             else:
