@@ -146,8 +146,8 @@ class LocalSandbox(Sandbox):
         log_head_bytes, log_tail_bytes: output kept from the start and end of a run.
         python: the interpreter that runs programs (default: this one).
         workdir: where run directories are made (default: the system temp dir).
-        keep_workspaces: keep each run directory (path in ``RunResult.detail`` is not given;
-            look under ``workdir``) instead of deleting it.
+        keep_workspaces: keep each run directory (``openmle-run-*`` under ``workdir``, with
+            ``workspace/``, ``program/main.py`` and the graded copy) instead of deleting it.
         extra_ro_paths: more host directories programs may read (e.g. model weights).
 
     Raises:
@@ -287,16 +287,17 @@ class LocalSandbox(Sandbox):
             InvalidArgumentType: ``job`` is not a :class:`openmle.Job`.
             SandboxError: the sandbox is closed, or no task resolver is available.
             SandboxUnavailable: see :meth:`prepare`.
-            InvalidArgument: the resolver does not know ``job.task``.
+            InvalidArgument: the resolver does not know ``job.task`` (``TaskPackageError``, a
+                subclass, when the package is broken).
         """
         if not isinstance(job, Job):
             raise InvalidArgumentType(f"Expected an openmle.Job but got {type(job).__name__}")
         if self._closed:
             raise SandboxError("LocalSandbox is closed; create a new one to run more jobs")
-        submitted = time.monotonic()
         await self.prepare()
         resolver = self.resolver or _default_resolver
         task = await anyio.to_thread.run_sync(resolver, job.task)
+        submitted = time.monotonic()  # queue_s: waiting for a slot and for GPUs
         pool = self._gpu_pool
         assert pool is not None
         why = pool.problem(job.resources)
@@ -685,7 +686,10 @@ class LocalSandbox(Sandbox):
             return  # bwrap exited: its PID namespace, and everything in it, is gone.
         for _ in range(200):
             alive = proc.returncode is None
-            pids = await anyio.to_thread.run_sync(targets, alive)
+            if alive or cgroup is None:  # scans /proc: off the event loop
+                pids = await anyio.to_thread.run_sync(targets, alive)
+            else:  # reads the cgroup's member list: cheap
+                pids = targets(alive)
             if not pids and not alive:
                 return
             iso.kill_group(main, signal.SIGKILL)
