@@ -479,6 +479,8 @@ def landlock_rules(
         rules.append(("/dev/shm", LL_ALL))
     if gpu:
         rules += [(str(d), LL_DEVICE) for d in sorted(Path("/dev").glob("nvidia*"))]
+        if os.path.isdir("/proc/driver/nvidia"):
+            rules.append(("/proc/driver/nvidia", LL_READ_ONLY))
     rules += [(str(data_dir), LL_READ_ONLY), (str(program_dir), LL_READ_ONLY)]
     rules += [(str(workspace), LL_ALL), (str(tmp_dir), LL_ALL)]
     return rules

@@ -153,3 +153,25 @@ def test_bwrap_argv_direct_command_and_shell_chain(tmp_path: Path) -> None:
     script = chain[2]
     assert "echo 0 > '/cg/it'\"'\"'s'" in script
     assert "exec /usr/bin/prlimit --cpu=5:5 --fsize=10:10 -- bwrap 'a b'" in script
+
+
+def test_landlock_rules_are_an_allow_list(tmp_path: Path) -> None:
+    """Weak-mode rules: read-only runtime and data, read-write workspace, no blanket /proc."""
+    info = iso.RuntimeInfo(executable=sys.executable, roots=("/opt/py",), bin_dir="/opt/py/bin")
+    rules = dict(
+        iso.landlock_rules(
+            info=info,
+            data_dir=tmp_path / "data",
+            program_dir=tmp_path / "prog",
+            workspace=tmp_path / "ws",
+            tmp_dir=tmp_path / "tmp",
+            extra_ro=[],
+            gpu=False,
+        )
+    )
+    assert rules["/opt/py"] == iso.LL_READ_ONLY
+    assert rules[str(tmp_path / "data")] == iso.LL_READ_ONLY
+    assert rules[str(tmp_path / "ws")] == iso.LL_ALL
+    assert rules["/proc/self"] == iso.LL_READ_ONLY
+    assert "/proc" not in rules and "/" not in rules and "/etc" not in rules
+    assert not any(p.startswith(str(tmp_path)) and p.endswith("private") for p in rules)
