@@ -9,7 +9,8 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   paths are never mounted; if one lies inside a mounted runtime directory an empty tmpfs is
   mounted over it.
 - ``"landlock"`` (the weaker fallback, used where bubblewrap is missing or cannot create
-  namespaces): the program runs as a plain child in its own session. A Landlock ruleset
+  namespaces): the program runs as a plain child in its own session, with no capabilities
+  (the launcher empties the bounding set when it runs as root). A Landlock ruleset
   (Linux >= 5.13) allows reads only beneath the runtime, a copied, symlink-free view of the
   public data and the program, its own ``/proc/<pid>`` and a few system-wide ``/proc`` files
   (not other processes' environments), writes only beneath the workspace and a private temp
@@ -159,6 +160,11 @@ try:
             rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, pfd), 12)
             sc(445, rs, 1, rule, 0)
             os.close(pfd)
+        if os.geteuid() == 0:
+            # Empty the bounding set: root's exec then grants the program no capabilities.
+            for cap in range(64):
+                if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+                    raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap}) failed")
         if libc.prctl(38, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         sc(446, rs, 0)

@@ -178,6 +178,29 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_not_print="CONNECTED",
     ),
     HostileProgram(
+        name="privileges",
+        description="looks for capabilities and opens a raw socket",
+        body=(
+            "import socket\n"
+            "try:\n"
+            "    with open('/proc/self/status') as f:\n"
+            "        eff = [line.split()[1] for line in f if line.startswith('CapEff')]\n"
+            "    if eff and int(eff[0], 16):\n"
+            "        print('PRIVILEGED: capabilities', eff[0])\n"
+            "except OSError:\n"
+            "    pass\n"
+            "try:\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n"
+            "    print('PRIVILEGED: raw socket')\n"
+            "except OSError as exc:\n"
+            "    print('raw socket denied', exc.errno)\n"
+            "print('PRIVILEGES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="PRIVILEGES-TRIED",
+        must_not_print="PRIVILEGED:",
+    ),
+    HostileProgram(
         name="read_private",
         description="reads the answers by absolute, relative, symlinked and /proc paths",
         body=(
