@@ -15,8 +15,10 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   public data and the program, its own ``/proc/<pid>`` and a few system-wide ``/proc`` files
   (not other processes' environments), writes only beneath the workspace and a private temp
   dir, and (Landlock ABI >= 4) no TCP connect or bind; with ABI >= 6 the program also cannot
-  signal processes outside its domain. It shares the host's PID namespace and UDP/Unix
-  sockets.
+  signal processes outside its domain. A seccomp filter (x86-64 and arm64) lets ``socket()``
+  create only TCP sockets (none below ABI 4): no Unix sockets (Landlock cannot stop a
+  ``connect`` to a host service's socket), no UDP, netlink or packet sockets. It shares the
+  host's PID namespace.
 
 In bwrap mode a ``/bin/sh`` one-liner joins the run's cgroups, reports on a status pipe and
 ``exec``s ``prlimit`` (util-linux) to set the rlimits, which ``exec``s bubblewrap, which
@@ -169,6 +171,42 @@ try:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         sc(446, rs, 0)
         os.close(rs)
+        # seccomp: socket() only for TCP (which Landlock polices; none at all below ABI 4).
+        # Landlock cannot stop connect() to a host Unix socket (e.g. a container engine's).
+        machine = os.uname().machine
+        arch, nr_socket, x32 = {
+            "x86_64": (0xC000003E, 41, 0x40000000),
+            "aarch64": (0xC00000B7, 198, 0),
+        }.get(machine, (0, 0, 0))
+        if not arch:
+            raise OSError(0, f"no seccomp filter for this architecture ({machine})")
+        inet = 1 if abi >= 4 else 4  # jump to the type check, or to deny
+        deny, eperm = 0x00050000 | 13, 0x00050000 | 1
+        prog = [
+            (0x20, 0, 0, 4),  # 0: A = arch
+            (0x15, 0, 11, arch),  # 1: foreign arch -> 13
+            (0x20, 0, 0, 0),  # 2: A = nr
+            (0x45, 8, 0, x32),  # 3: x32 syscall -> 12
+            (0x15, 0, 6, nr_socket),  # 4: not socket() -> 11
+            (0x20, 0, 0, 16),  # 5: A = domain
+            (0x15, inet, 0, 2),  # 6: AF_INET
+            (0x15, inet - 1, 4, 10),  # 7: AF_INET6, else -> 12
+            (0x20, 0, 0, 24),  # 8: A = type
+            (0x54, 0, 0, 0xF),  # 9: A &= SOCK_TYPE_MASK
+            (0x15, 0, 1, 1),  # 10: SOCK_STREAM -> 11, else -> 12
+            (0x06, 0, 0, 0x7FFF0000),  # 11: allow
+            (0x06, 0, 0, deny),  # 12: EACCES
+            (0x06, 0, 0, eperm),  # 13: EPERM
+        ]
+        class Filter(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
+                        ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+        class Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+        filters = (Filter * len(prog))(*[Filter(*f) for f in prog])
+        fprog = Prog(len(prog), filters)
+        if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
     os.write(status, b"ok")
     os.close(status)
     argv = cfg["argv"]

@@ -258,9 +258,10 @@ class LocalSandbox(Sandbox):
                     _warn_once(
                         "landlock",
                         f"LocalSandbox is using its weaker Landlock isolation ({problem}): "
-                        "programs share the host's PID namespace and may use UDP and Unix "
-                        "sockets; TCP, writes outside the workspace and reads of the answers "
-                        "are denied. Install bubblewrap for full isolation.",
+                        "programs share the host's PID namespace and see the host's /usr "
+                        "and runtime; reads of the answers, writes outside the workspace and "
+                        "sockets other than TCP (itself denied from Landlock ABI 4) are "
+                        "refused. Install bubblewrap for full isolation.",
                     )
             probe = await anyio.to_thread.run_sync(
                 lambda: iso.Cgroup.create(pids_max=8, memory_bytes=None, cpus=None)

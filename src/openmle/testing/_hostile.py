@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -45,7 +46,8 @@ class HostileProgram:
         description: what it attacks.
         body: Python source; it may use the constants ``PRIVATE_FILES``, ``PRIVATE_DIRS``,
             ``TASK_ROOT``, ``SENTINELS`` (host paths it tries to create), ``PORT`` (a TCP
-            port listening on the host's loopback), ``HOST_SECRET`` and ``HOST_PIDS`` (a
+            port listening on the host's loopback), ``HOST_UNIX_SOCKET`` (a Unix socket a
+            host service listens on), ``HOST_SECRET`` and ``HOST_PIDS`` (a
             secret in the environment and command line of host processes), defined before it
             runs.
         expected: outcomes that count as correctly classified.
@@ -199,6 +201,25 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         expected=[Outcome.MISSING_SUBMISSION],
         must_print="PRIVILEGES-TRIED",
         must_not_print="PRIVILEGED:",
+    ),
+    HostileProgram(
+        name="host_unix_socket",
+        description="connects to a Unix socket a host service listens on",
+        body=(
+            "import socket\n"
+            "try:\n"
+            "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "    s.settimeout(3)\n"
+            "    s.connect(HOST_UNIX_SOCKET)\n"
+            "    s.sendall(b'hostile')\n"
+            "    print('CONNECTED', HOST_UNIX_SOCKET)\n"
+            "except OSError as exc:\n"
+            "    print('blocked', type(exc).__name__)\n"
+            "print('UNIX-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="UNIX-TRIED",
+        must_not_print="CONNECTED",
     ),
     HostileProgram(
         name="read_private",
@@ -467,13 +488,17 @@ async def run_hostile_battery(
             connections.append("connection")
 
     secret = uuid.uuid4().hex
+    sock_dir = tempfile.mkdtemp(prefix="openmle-hostile-")
+    sock_path = os.path.join(sock_dir, "host.sock")
+    unix_listener = await anyio.create_unix_listener(sock_path)
     holder = await anyio.open_process(
         [sys.executable, "-c", "import time; time.sleep(3600)", secret],
         env={**os.environ, "OPENMLE_HOSTILE_SECRET": secret},
     )
     host_pids = [os.getpid(), holder.pid]
-    async with holder, listener, anyio.create_task_group() as tg:
+    async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
+        tg.start_soon(unix_listener.serve, record)
         try:
             for program in programs:
                 marker = uuid.uuid4().hex
@@ -488,6 +513,7 @@ async def run_hostile_battery(
                     f"TASK_ROOT = {root!r}\n"
                     f"SENTINELS = {sentinels!r}\nPORT = {port!r}\n"
                     f"HOST_SECRET = {secret!r}\nHOST_PIDS = {host_pids!r}\n"
+                    f"HOST_UNIX_SOCKET = {sock_path!r}\n"
                 )
                 before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
                 n_conn = len(connections)
@@ -524,7 +550,7 @@ async def run_hostile_battery(
                     f"the program created {s} on the host" for s in _remove_existing(sentinels)
                 ]
                 if len(connections) != n_conn:
-                    problems.append("the program reached a TCP port on the host's loopback")
+                    problems.append("the program reached a host service (TCP loopback or Unix)")
                 if program.must_print and program.must_print not in result.logs:
                     problems.append(f"{program.must_print!r} missing: the attack did not run")
                 if program.must_not_print and program.must_not_print in result.logs:
@@ -548,4 +574,5 @@ async def run_hostile_battery(
         finally:
             tg.cancel_scope.cancel()
             holder.kill()
+            shutil.rmtree(sock_dir, ignore_errors=True)
     return reports
