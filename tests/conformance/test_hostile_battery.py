@@ -31,7 +31,7 @@ async def test_local_sandbox_survives_battery(local_sandbox: LocalSandbox, toy: 
 
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     """Against an unisolated sandbox the battery reports the leaks and the writes it made."""
-    names = {"read_private", "write_outside", "network", "host_unix_socket"}
+    names = {"read_private", "write_outside", "network", "host_unix_socket", "metadata_outside"}
     safe = [p for p in HOSTILE_PROGRAMS if p.name in names]
     reports = await run_hostile_battery(
         NaiveSandbox(toy),
@@ -43,5 +43,6 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     problems = {r.name: " ".join(r.problems) for r in reports}
     assert "the attack worked" in problems["read_private"]
     assert "task package changed" in problems["write_outside"]
+    assert "task package changed" in problems["metadata_outside"]
     assert "host service" in problems["network"]
     assert "host service" in problems["host_unix_socket"]

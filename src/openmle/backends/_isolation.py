@@ -70,6 +70,7 @@ __all__ = [
     "live_pids_with_env",
     "runtime_info",
     "safe_rmtree",
+    "seccomp_program",
     "shell_chain",
     "symlink_free_copy",
 ]
@@ -171,33 +172,9 @@ try:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         sc(446, rs, 0)
         os.close(rs)
-        # seccomp: socket() only for TCP (which Landlock polices; none at all below ABI 4).
-        # Landlock cannot stop connect() to a host Unix socket (e.g. a container engine's).
-        machine = os.uname().machine
-        arch, nr_socket, x32 = {
-            "x86_64": (0xC000003E, 41, 0x40000000),
-            "aarch64": (0xC00000B7, 198, 0),
-        }.get(machine, (0, 0, 0))
-        if not arch:
-            raise OSError(0, f"no seccomp filter for this architecture ({machine})")
-        inet = 1 if abi >= 4 else 4  # jump to the type check, or to deny
-        deny, eperm = 0x00050000 | 13, 0x00050000 | 1
-        prog = [
-            (0x20, 0, 0, 4),  # 0: A = arch
-            (0x15, 0, 11, arch),  # 1: foreign arch -> 13
-            (0x20, 0, 0, 0),  # 2: A = nr
-            (0x45, 8, 0, x32),  # 3: x32 syscall -> 12
-            (0x15, 0, 6, nr_socket),  # 4: not socket() -> 11
-            (0x20, 0, 0, 16),  # 5: A = domain
-            (0x15, inet, 0, 2),  # 6: AF_INET
-            (0x15, inet - 1, 4, 10),  # 7: AF_INET6, else -> 12
-            (0x20, 0, 0, 24),  # 8: A = type
-            (0x54, 0, 0, 0xF),  # 9: A &= SOCK_TYPE_MASK
-            (0x15, 0, 1, 1),  # 10: SOCK_STREAM -> 11, else -> 12
-            (0x06, 0, 0, 0x7FFF0000),  # 11: allow
-            (0x06, 0, 0, deny),  # 12: EACCES
-            (0x06, 0, 0, eperm),  # 13: EPERM
-        ]
+        prog = cfg.get("seccomp")
+        if prog is None:
+            raise OSError(0, f"no seccomp filter for this architecture ({os.uname().machine})")
         class Filter(ctypes.Structure):
             _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
                         ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
@@ -528,6 +505,105 @@ def landlock_rules(
     rules += [(str(data_dir), LL_READ_ONLY), (str(program_dir), LL_READ_ONLY)]
     rules += [(str(workspace), LL_ALL), (str(tmp_dir), LL_ALL)]
     return rules
+
+
+# --------------------------------------------------------------------------------------------
+# seccomp (weak mode)
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR_SOCKET = {"x86_64": 41, "aarch64": 198}
+# Syscalls that change a file's metadata by path (or O_PATH fd). Landlock does not cover them,
+# and a root program owns every root-owned file; in weak mode as root they become no-ops.
+_NR_METADATA = {
+    "x86_64": (
+        90,
+        91,
+        92,
+        93,
+        94,
+        132,
+        188,
+        189,
+        190,
+        197,
+        198,
+        199,
+        235,
+        260,
+        261,
+        268,
+        280,
+        452,
+        463,
+        466,
+    ),
+    "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
+}
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
+
+
+def seccomp_program(
+    machine: str, *, allow_tcp: bool, noop_metadata: bool
+) -> list[tuple[int, int, int, int]] | None:
+    """A classic-BPF seccomp filter for the weak mode, or None for an unknown architecture.
+
+    ``socket()`` may create only TCP sockets (none unless ``allow_tcp``), so no Unix socket of
+    a host service can be reached; with ``noop_metadata`` the chmod/chown/utime/xattr family
+    succeeds without effect. Syscalls of a foreign ABI (x32, 32-bit) fail with EPERM.
+    """
+    arch = _AUDIT_ARCH.get(machine)
+    if arch is None:
+        return None
+    ops: list[tuple[str, int, str | None, str | None]] = [
+        ("ld", 4, None, None),
+        ("jeq", arch, None, "foreign"),
+        ("ld", 0, None, None),
+    ]
+    if machine == "x86_64":
+        ops.append(("jset", 0x40000000, "deny", None))  # x32 syscalls
+    ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+    if noop_metadata:
+        ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
+    ops += [
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "socket", None),
+        ("ld", 16, None, None),
+        ("jeq", _AF_INET, "type" if allow_tcp else "deny", None),
+        ("jeq", _AF_INET6, "type" if allow_tcp else "deny", "deny"),
+        ("label", 0, "type", None),
+        ("ld", 24, None, None),
+        ("and", 0xF, None, None),
+        ("jeq", _SOCK_STREAM, "allow", "deny"),
+        ("label", 0, "allow", None),
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "noop", None),
+        ("ret", _RET_ERRNO | 0, None, None),
+        ("label", 0, "deny", None),
+        ("ret", _RET_ERRNO | errno.EACCES, None, None),
+        ("label", 0, "foreign", None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+    ]
+    labels: dict[str, int] = {}
+    n = 0
+    for op, _, name, _ in ops:
+        if op == "label":
+            assert name is not None
+            labels[name] = n
+        else:
+            n += 1
+    codes = {"ld": 0x20, "jeq": 0x15, "jset": 0x45, "and": 0x54, "ret": 0x06}
+    out: list[tuple[int, int, int, int]] = []
+    for op, k, t, f in ops:
+        if op == "label":
+            continue
+        here = len(out)
+        jt = labels[t] - here - 1 if op in ("jeq", "jset") and t else 0
+        jf = labels[f] - here - 1 if op in ("jeq", "jset") and f else 0
+        assert 0 <= jt < 256 and 0 <= jf < 256
+        out.append((codes[op], jt, jf, k))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

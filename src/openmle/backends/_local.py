@@ -247,6 +247,12 @@ class LocalSandbox(Sandbox):
                     if self.isolation == "bwrap":
                         raise SandboxUnavailable(f"isolation='bwrap' requested but {problem}")
             if mode is None:
+                machine = os.uname().machine
+                if iso.seccomp_program(machine, allow_tcp=False, noop_metadata=False) is None:
+                    raise SandboxUnavailable(
+                        f"bubblewrap: {problem}; and the Landlock mode has no seccomp filter "
+                        f"for this architecture ({machine}). Install bubblewrap."
+                    )
                 if iso.landlock_abi() == 0:
                     raise SandboxUnavailable(
                         "LocalSandbox needs bubblewrap or Landlock to keep the task's answers "
@@ -474,6 +480,11 @@ class LocalSandbox(Sandbox):
             else:
                 data = await self._data_view(public, private)
                 launcher["argv"] = [info.executable, str(program_dir / "main.py")]
+                launcher["seccomp"] = iso.seccomp_program(
+                    os.uname().machine,
+                    allow_tcp=iso.landlock_abi() >= 4,
+                    noop_metadata=os.geteuid() == 0,
+                )
                 launcher["landlock"] = {
                     "rules": iso.landlock_rules(
                         info=info,

@@ -317,6 +317,27 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_print="WRITES-TRIED",
     ),
     HostileProgram(
+        name="metadata_outside",
+        description="chmods, chowns and re-dates the task package and the answers",
+        body=(
+            "import os\n"
+            "targets = PRIVATE_FILES + PRIVATE_DIRS + [TASK_ROOT]\n"
+            "targets.append(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'))\n"
+            "for t in targets:\n"
+            "    for name, change in (('chmod', lambda p: os.chmod(p, 0o777)),\n"
+            "                         ('chown', lambda p: os.chown(p, 4242, 4242)),\n"
+            "                         ('utime', lambda p: os.utime(p, (0, 0)))):\n"
+            "        try:\n"
+            "            change(t)\n"
+            "            print('call returned', name, t)\n"
+            "        except OSError as exc:\n"
+            "            print('denied', name, t, exc.errno)\n"
+            "print('METADATA-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="METADATA-TRIED",
+    ),
+    HostileProgram(
         name="ignore_sigterm",
         description="ignores SIGTERM and sleeps forever",
         body=(
@@ -377,14 +398,15 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 over every path, mode, symlink target and file content under ``root``."""
+    """SHA-256 over every path, mode, owner, mtime, symlink target and content under ``root``."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         for name in sorted(dirnames + filenames):
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
-            h.update(f"{os.path.relpath(full, root)}\0{st.st_mode:o}\0".encode())
+            meta = f"{st.st_mode:o}:{st.st_uid}:{st.st_gid}:{st.st_mtime_ns}"
+            h.update(f"{os.path.relpath(full, root)}\0{meta}\0".encode())
             if os.path.islink(full):
                 h.update(os.readlink(full).encode())
             elif os.path.isfile(full):

@@ -295,3 +295,21 @@ async def test_run_rejects_non_jobs(toy: ToyTask) -> None:
     sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
     with pytest.raises(InvalidArgumentType, match="Job"):
         await sb.run({"code": "pass"})  # type: ignore[arg-type]
+
+
+async def test_everyday_library_calls_work_inside(sandbox: LocalSandbox) -> None:
+    """shutil.copy (chmod), multiprocessing, asyncio and temp files work under isolation."""
+    code = (
+        "import asyncio, multiprocessing as mp, os, shutil, tempfile\n"
+        "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+        "            'submission.csv')\n"
+        "with mp.Pool(2) as pool:\n"
+        "    print('pool', pool.map(abs, [-1, -2]))\n"
+        "print(asyncio.run(asyncio.sleep(0, 'asyncio ok')))\n"
+        "with tempfile.NamedTemporaryFile() as f:\n"
+        "    f.write(b'x')\n"
+        "print('cpus', os.environ['OMP_NUM_THREADS'])\n"
+    )
+    r = await sandbox.run(Job(code=code, task="toy", resources=Resources(cpus=2)))
+    assert r.outcome is Outcome.SUCCESS, r
+    assert "pool [1, 2]" in r.logs and "asyncio ok" in r.logs and "cpus 2" in r.logs

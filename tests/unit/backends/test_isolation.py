@@ -175,3 +175,58 @@ def test_landlock_rules_are_an_allow_list(tmp_path: Path) -> None:
     assert rules["/proc/self"] == iso.LL_READ_ONLY
     assert "/proc" not in rules and "/" not in rules and "/etc" not in rules
     assert not any(p.startswith(str(tmp_path)) and p.endswith("private") for p in rules)
+
+
+def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[int, ...]) -> int:
+    """A tiny classic-BPF interpreter over seccomp_data (nr, arch, ip, args)."""
+    import struct
+
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *(args + (0,) * (6 - len(args))))
+    a, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        pc += 1
+        if code == 0x20:
+            a = struct.unpack_from("<I", data, k)[0]
+        elif code == 0x54:
+            a &= k
+        elif code in (0x15, 0x45):
+            hit = a == k if code == 0x15 else bool(a & k)
+            pc += jt if hit else jf
+        else:
+            assert code == 0x06
+            return k
+
+
+@pytest.mark.parametrize("allow_tcp", [True, False])
+@pytest.mark.parametrize("root", [True, False])
+def test_seccomp_program_semantics(allow_tcp: bool, root: bool) -> None:
+    """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
+    foreign-ABI syscalls refused; everything else allowed."""
+    import errno
+    import socket
+
+    prog = iso.seccomp_program("x86_64", allow_tcp=allow_tcp, noop_metadata=root)
+    assert prog is not None
+    x86 = 0xC000003E
+    allow, eacces = 0x7FFF0000, 0x00050000 | errno.EACCES
+
+    def sock(family: int, kind: int) -> int:
+        assert prog is not None
+        return _bpf(prog, 41, x86, (family, kind))
+
+    tcp = allow if allow_tcp else eacces
+    assert sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) == tcp
+    assert sock(socket.AF_INET6, socket.SOCK_STREAM) == tcp
+    assert sock(socket.AF_INET, socket.SOCK_DGRAM) == eacces
+    assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == eacces
+    assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == eacces
+    assert _bpf(prog, 268, x86, ()) == (0x00050000 if root else allow)  # fchmodat
+    assert _bpf(prog, 0, x86, ()) == allow  # read
+    assert _bpf(prog, 41 | 0x40000000, x86, ()) == eacces  # x32 socket
+    assert _bpf(prog, 41, 0x40000003, ()) == 0x00050000 | errno.EPERM  # i386 ABI
+    assert iso.seccomp_program("ppc64le", allow_tcp=True, noop_metadata=False) is None
+    arm = iso.seccomp_program("aarch64", allow_tcp=True, noop_metadata=True)
+    assert arm is not None
+    assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eacces
+    assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
