@@ -105,6 +105,7 @@ PROC_FILES = (
     "/proc/uptime",
     "/proc/version",
 )
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi")
 _TOP_LEVEL = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 
 # --------------------------------------------------------------------------------------------
@@ -320,6 +321,12 @@ def _bwrap_base(info: RuntimeInfo) -> list[str]:
         "sandbox",
         "--proc",
         "/proc",
+    ]
+    # A program runs as uid 0 when we do; sysctls check the uid, not capabilities, so cover
+    # the writable corners of /proc read-only (as container engines do).
+    for sub in _PROC_READ_ONLY:
+        args += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
+    args += [
         "--dev",
         "/dev",
         "--ro-bind",

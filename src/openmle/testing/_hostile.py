@@ -338,6 +338,30 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_print="METADATA-TRIED",
     ),
     HostileProgram(
+        name="sysctl_write",
+        description="writes host sysctls (each rewritten with its current value: harmless)",
+        body=(
+            "import os\n"
+            "for path in ('/proc/sys/vm/swappiness', '/proc/sys/kernel/core_pattern',\n"
+            "             '/proc/sys/kernel/hostname'):\n"
+            "    try:\n"
+            "        with open(path, 'rb') as f:\n"
+            "            value = f.read()\n"
+            "        fd = os.open(path, os.O_WRONLY)\n"
+            "        try:\n"
+            "            os.write(fd, value)\n"
+            "        finally:\n"
+            "            os.close(fd)\n"
+            "        print('WROTE-SYSCTL', path)\n"
+            "    except OSError as exc:\n"
+            "        print('denied', path, exc.errno)\n"
+            "print('SYSCTL-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SYSCTL-TRIED",
+        must_not_print="WROTE-SYSCTL",
+    ),
+    HostileProgram(
         name="ignore_sigterm",
         description="ignores SIGTERM and sleeps forever",
         body=(
