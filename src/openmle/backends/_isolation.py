@@ -712,8 +712,8 @@ class Cgroup:
         try:
             if {"pids", "memory"} <= set(v1):
                 for ctrl in ("pids", "memory", "cpu"):
-                    if ctrl not in v1:
-                        continue
+                    if ctrl not in v1 or (ctrl == "cpu" and cpus is None):
+                        continue  # each controller costs the program one cgroup move
                     d = Path(v1[ctrl]) / own.get(ctrl, "/").lstrip("/") / name
                     d.mkdir()
                     made[ctrl] = d

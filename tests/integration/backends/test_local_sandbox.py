@@ -313,3 +313,18 @@ async def test_everyday_library_calls_work_inside(sandbox: LocalSandbox) -> None
     r = await sandbox.run(Job(code=code, task="toy", resources=Resources(cpus=2)))
     assert r.outcome is Outcome.SUCCESS, r
     assert "pool [1, 2]" in r.logs and "asyncio ok" in r.logs and "cpus 2" in r.logs
+
+
+async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """With cpu_quota=True a run also joins a CPU cgroup (where cgroups are available)."""
+    if not sandbox._cgroups:
+        pytest.skip("cgroups are not writable here")
+    mode = sandbox.isolation_mode
+    assert mode is not None
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, cpu_quota=True)
+    code = "print(open('/proc/self/cgroup').read())"
+    r = await sb.run(Job(code=code, task="toy", resources=Resources(cpus=0.5)))
+    assert r.outcome is Outcome.MISSING_SUBMISSION, r
+    cpu_lines = [line for line in r.logs.splitlines() if ":cpu:" in line or ":cpu," in line]
+    if mode == "landlock":  # bwrap's cgroup namespace shows "/" instead of the path
+        assert cpu_lines and all("openmle-" in line for line in cpu_lines), r.logs
