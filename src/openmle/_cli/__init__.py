@@ -16,7 +16,7 @@ from openmle.errors import OpenMLEError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = ("openmle._cli._demo",)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
