@@ -28,6 +28,12 @@ per run. The Landlock mode (and bwrap mode without ``prlimit``) uses a small Pyt
 the program. Either way a launch failure is an infrastructure error, never blamed on the
 program.
 
+Both modes load a seccomp filter (:func:`seccomp_program`): no new namespaces, mounts, kernel
+keyrings, ``bpf``, ``perf_event_open`` or ``userfaultfd``; the weak mode also limits
+``socket()`` to TCP and, as root, turns file-metadata calls into no-ops. The bwrap mode also
+mounts ``/proc/sys`` and its kin read-only: a program runs as uid 0 when we do, and sysctls
+check the uid, not capabilities.
+
 Limits: a per-run cgroup (v1 or v2, where this process may create one) caps processes, memory
 and CPU share and reports OOM kills; without one, ``RLIMIT_NPROC`` (not enforced for root) and
 ``RLIMIT_AS`` stand in. ``RLIMIT_CPU``, ``RLIMIT_FSIZE`` and ``RLIMIT_CORE`` are always set, each
@@ -49,11 +55,13 @@ import shlex
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from attrs import define, field, frozen
 
@@ -70,6 +78,7 @@ __all__ = [
     "live_pids_with_env",
     "runtime_info",
     "safe_rmtree",
+    "seccomp_bytes",
     "seccomp_program",
     "shell_chain",
     "symlink_free_copy",
@@ -358,6 +367,7 @@ def bwrap_argv(
     extra_ro: Sequence[Path],
     gpu: bool,
     info_fd: int | None,
+    seccomp_fd: int | None = None,
     launcher_cfg: dict[str, object] | None = None,
     command: Sequence[str] = (),
 ) -> list[str]:
@@ -395,6 +405,8 @@ def bwrap_argv(
                 args += ["--ro-bind", "/dev/null", real]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", "/workspace", "--"]
     if launcher_cfg is None:
         return [*args, *command]
@@ -546,19 +558,32 @@ _NR_METADATA = {
     ),
     "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
 }
+# unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd.
+_NR_DENIED = {
+    "x86_64": (272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
+    "aarch64": (97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
+}
+_NR_CLONE = {"x86_64": 56, "aarch64": 220}
+_NR_CLONE3 = 435
+_CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
 
 
 def seccomp_program(
-    machine: str, *, allow_tcp: bool, noop_metadata: bool
+    machine: str, *, sockets: Literal["tcp", "none", "any"], noop_metadata: bool
 ) -> list[tuple[int, int, int, int]] | None:
-    """A classic-BPF seccomp filter for the weak mode, or None for an unknown architecture.
+    """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
-    ``socket()`` may create only TCP sockets (none unless ``allow_tcp``), so no Unix socket of
-    a host service can be reached; with ``noop_metadata`` the chmod/chown/utime/xattr family
-    succeeds without effect. Syscalls of a foreign ABI (x32, 32-bit) fail with EPERM.
+    Always: new namespaces (``unshare``, ``setns``, ``clone`` with namespace flags), mounts,
+    kernel keyrings, ``bpf``, ``perf_event_open`` and ``userfaultfd`` fail with EPERM;
+    ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
+    ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
+    may create only TCP sockets, so no Unix socket of a host service can be reached;
+    ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
+    bwrap mode has its own network namespace). With ``noop_metadata`` the
+    chmod/chown/utime/xattr family succeeds without effect.
     """
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
@@ -569,16 +594,23 @@ def seccomp_program(
         ("ld", 0, None, None),
     ]
     if machine == "x86_64":
-        ops.append(("jset", 0x40000000, "deny", None))  # x32 syscalls
-    ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+        ops.append(("jset", 0x40000000, "foreign", None))  # x32 syscalls
+    ops += [("jeq", nr, "deny", None) for nr in _NR_DENIED[machine]]
+    ops.append(("jeq", _NR_CLONE3, "nosys", None))
+    ops.append(("jeq", _NR_CLONE[machine], "clone", None))
+    if sockets != "any":
+        ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
     ops += [
         ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "clone", None),
+        ("ld", 16, None, None),
+        ("jset", _CLONE_NAMESPACES, "deny", "allow"),
         ("label", 0, "socket", None),
         ("ld", 16, None, None),
-        ("jeq", _AF_INET, "type" if allow_tcp else "deny", None),
-        ("jeq", _AF_INET6, "type" if allow_tcp else "deny", "deny"),
+        ("jeq", _AF_INET, "type" if sockets == "tcp" else "deny", None),
+        ("jeq", _AF_INET6, "type" if sockets == "tcp" else "deny", "deny"),
         ("label", 0, "type", None),
         ("ld", 24, None, None),
         ("and", 0xF, None, None),
@@ -587,8 +619,10 @@ def seccomp_program(
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "noop", None),
         ("ret", _RET_ERRNO | 0, None, None),
+        ("label", 0, "nosys", None),
+        ("ret", _RET_ERRNO | errno.ENOSYS, None, None),
         ("label", 0, "deny", None),
-        ("ret", _RET_ERRNO | errno.EACCES, None, None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
         ("label", 0, "foreign", None),
         ("ret", _RET_ERRNO | errno.EPERM, None, None),
     ]
@@ -611,6 +645,11 @@ def seccomp_program(
         assert 0 <= jt < 256 and 0 <= jf < 256
         out.append((codes[op], jt, jf, k))
     return out
+
+
+def seccomp_bytes(program: Sequence[tuple[int, int, int, int]]) -> bytes:
+    """``program`` as an array of ``struct sock_filter`` (what ``bwrap --seccomp`` reads)."""
+    return b"".join(struct.pack("=HBBI", *ins) for ins in program)
 
 
 # --------------------------------------------------------------------------------------------

@@ -192,6 +192,7 @@ class LocalSandbox(Sandbox):
     _info: iso.RuntimeInfo | None = field(default=None, init=False)
     _bwrap: str | None = field(default=None, init=False)
     _prlimit: str | None = field(default=None, init=False)
+    _seccomp: bytes | None = field(default=None, init=False)
     _cgroups: bool = field(default=False, init=False)
     _views: dict[str, Path] = field(factory=dict, init=False)
     _view_root: Path | None = field(default=None, init=False)
@@ -248,13 +249,18 @@ class LocalSandbox(Sandbox):
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
                     self._prlimit = shutil.which("prlimit")
+                    program = iso.seccomp_program(
+                        os.uname().machine, sockets="any", noop_metadata=False
+                    )
+                    if program is not None:
+                        self._seccomp = iso.seccomp_bytes(program)
                 else:
                     problem = found
                     if self.isolation == "bwrap":
                         raise SandboxUnavailable(f"isolation='bwrap' requested but {problem}")
             if mode is None:
                 machine = os.uname().machine
-                if iso.seccomp_program(machine, allow_tcp=False, noop_metadata=False) is None:
+                if iso.seccomp_program(machine, sockets="none", noop_metadata=False) is None:
                     raise SandboxUnavailable(
                         f"bubblewrap: {problem}; and the Landlock mode has no seccomp filter "
                         f"for this architecture ({machine}). Install bubblewrap."
@@ -396,6 +402,8 @@ class LocalSandbox(Sandbox):
         cgroup: iso.Cgroup | None = None
         proc: anyio.abc.Process | None = None
         status_r = status_w = -1
+        seccomp_fd: int | None = None
+        extra_fds: list[int] = []
         try:
             for d in (workspace, program_dir, tmp_dir):
                 d.mkdir()
@@ -460,6 +468,10 @@ class LocalSandbox(Sandbox):
                     job, data="/data", workspace="/workspace", tmp="/tmp", gpus=gpus, marker=marker
                 )
                 procs = cgroup.procs_files if cgroup is not None else []
+                if self._seccomp is not None:
+                    (run_dir / "seccomp.bpf").write_bytes(self._seccomp)
+                    seccomp_fd = os.open(run_dir / "seccomp.bpf", os.O_RDONLY)
+                    extra_fds.append(seccomp_fd)
                 argv = iso.bwrap_argv(
                     bwrap=self._bwrap,
                     info=info,
@@ -472,6 +484,7 @@ class LocalSandbox(Sandbox):
                     extra_ro=self.extra_ro_paths,
                     gpu=bool(gpus),
                     info_fd=status_w if self._prlimit else None,
+                    seccomp_fd=seccomp_fd,
                     launcher_cfg=None if self._prlimit else launcher,
                     command=[info.executable, "/program/main.py"],
                 )
@@ -488,7 +501,7 @@ class LocalSandbox(Sandbox):
                 launcher["argv"] = [info.executable, str(program_dir / "main.py")]
                 launcher["seccomp"] = iso.seccomp_program(
                     os.uname().machine,
-                    allow_tcp=iso.landlock_abi() >= 4,
+                    sockets="tcp" if iso.landlock_abi() >= 4 else "none",
                     noop_metadata=os.geteuid() == 0,
                 )
                 launcher["landlock"] = {
@@ -520,7 +533,7 @@ class LocalSandbox(Sandbox):
                     cwd=workspace,
                     env=env,
                     start_new_session=True,
-                    pass_fds=(status_w,),
+                    pass_fds=(status_w, *extra_fds),
                 )
             except OSError as exc:
                 return RunResult.infra_error(
@@ -529,6 +542,9 @@ class LocalSandbox(Sandbox):
             finally:
                 os.close(status_w)
                 status_w = -1
+                for fd in extra_fds:
+                    os.close(fd)
+                extra_fds.clear()
             started = time.monotonic()
             cap = LogCap(head=self.log_head_bytes, tail=self.log_tail_bytes)
             timed_out = False
@@ -581,7 +597,7 @@ class LocalSandbox(Sandbox):
                 if proc is not None:
                     await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=bwrap)
                     await proc.aclose()
-                for fd in (status_r, status_w):
+                for fd in (status_r, status_w, *extra_fds):
                     if fd >= 0:
                         with contextlib.suppress(OSError):
                             os.close(fd)

@@ -362,6 +362,25 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_not_print="WROTE-SYSCTL",
     ),
     HostileProgram(
+        name="namespaces_and_keyrings",
+        description="creates a user namespace (capabilities in it) and opens the user keyring",
+        body=(
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.unshare(0x10000000) == 0:\n"
+            "    print('ESCALATED: new user namespace')\n"
+            "nr = {'x86_64': 250, 'aarch64': 219}.get(os.uname().machine)\n"
+            "if nr is not None:\n"
+            "    libc.syscall.restype = ctypes.c_long\n"
+            "    if libc.syscall(nr, 0, -4, 0, 0, 0) >= 0:\n"
+            "        print('ESCALATED: user keyring')\n"
+            "print('NAMESPACES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="NAMESPACES-TRIED",
+        must_not_print="ESCALATED",
+    ),
+    HostileProgram(
         name="ignore_sigterm",
         description="ignores SIGTERM and sleeps forever",
         body=(

@@ -7,6 +7,7 @@ import os
 import resource
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -198,35 +199,44 @@ def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[
             return k
 
 
-@pytest.mark.parametrize("allow_tcp", [True, False])
+@pytest.mark.parametrize("sockets", ["tcp", "none", "any"])
 @pytest.mark.parametrize("root", [True, False])
-def test_seccomp_program_semantics(allow_tcp: bool, root: bool) -> None:
+def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root: bool) -> None:
     """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
-    foreign-ABI syscalls refused; everything else allowed."""
+    namespaces, mounts, keyrings and foreign-ABI syscalls refused; everything else allowed."""
     import errno
     import socket
 
-    prog = iso.seccomp_program("x86_64", allow_tcp=allow_tcp, noop_metadata=root)
+    prog = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root)
     assert prog is not None
     x86 = 0xC000003E
-    allow, eacces = 0x7FFF0000, 0x00050000 | errno.EACCES
+    allow = 0x7FFF0000
 
     def sock(family: int, kind: int) -> int:
         assert prog is not None
         return _bpf(prog, 41, x86, (family, kind))
 
-    tcp = allow if allow_tcp else eacces
+    eperm, enosys = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    tcp = {"tcp": allow, "none": eperm, "any": allow}[sockets]
+    other = allow if sockets == "any" else eperm
     assert sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) == tcp
     assert sock(socket.AF_INET6, socket.SOCK_STREAM) == tcp
-    assert sock(socket.AF_INET, socket.SOCK_DGRAM) == eacces
-    assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == eacces
-    assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == eacces
+    assert sock(socket.AF_INET, socket.SOCK_DGRAM) == other
+    assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == other
+    assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == other
     assert _bpf(prog, 268, x86, ()) == (0x00050000 if root else allow)  # fchmodat
     assert _bpf(prog, 0, x86, ()) == allow  # read
-    assert _bpf(prog, 41 | 0x40000000, x86, ()) == eacces  # x32 socket
-    assert _bpf(prog, 41, 0x40000003, ()) == 0x00050000 | errno.EPERM  # i386 ABI
-    assert iso.seccomp_program("ppc64le", allow_tcp=True, noop_metadata=False) is None
-    arm = iso.seccomp_program("aarch64", allow_tcp=True, noop_metadata=True)
+    assert _bpf(prog, 56, x86, (0x01200011,)) == allow  # clone as fork() calls it
+    assert _bpf(prog, 56, x86, (0x10000000,)) == eperm  # clone(CLONE_NEWUSER)
+    assert _bpf(prog, 435, x86, ()) == enosys  # clone3
+    for nr in (272, 308, 165, 250, 321):  # unshare, setns, mount, keyctl, bpf
+        assert _bpf(prog, nr, x86, ()) == eperm
+    assert _bpf(prog, 41 | 0x40000000, x86, ()) == eperm  # x32 socket
+    assert _bpf(prog, 41, 0x40000003, ()) == eperm  # i386 ABI
+    assert iso.seccomp_program("ppc64le", sockets="tcp", noop_metadata=False) is None
+    arm = iso.seccomp_program("aarch64", sockets="tcp", noop_metadata=True)
     assert arm is not None
-    assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eacces
+    assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eperm
     assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
+    assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
+    assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
