@@ -34,10 +34,11 @@ keyrings, ``bpf``, ``perf_event_open`` or ``userfaultfd``; the weak mode also li
 mounts ``/proc/sys`` and its kin read-only: a program runs as uid 0 when we do, and sysctls
 check the uid, not capabilities.
 
-Limits: a per-run cgroup (v1 or v2, where this process may create one) caps processes, memory
-and CPU share and reports OOM kills; without one, ``RLIMIT_NPROC`` (not enforced for root) and
-``RLIMIT_AS`` stand in. ``RLIMIT_CPU``, ``RLIMIT_FSIZE`` and ``RLIMIT_CORE`` are always set, each
-clamped to the current hard limit (an unprivileged process cannot raise one).
+Limits: a per-run cgroup (v1 or v2, where this process may create one) caps processes and
+memory (and, when asked, CPU share) and reports OOM kills; without one, ``RLIMIT_NPROC`` (not
+enforced for root) and ``RLIMIT_DATA`` (private writable memory, per process) stand in.
+``RLIMIT_CPU``, ``RLIMIT_FSIZE`` and ``RLIMIT_CORE`` are always set, each clamped to the
+current hard limit (an unprivileged process cannot raise one).
 
 Peers: E2B's command timeout leaves the process running (E2B#500) and SWE-ReX/NeMo Gym kill the
 client, not the process tree; here every way out of a run ends with the whole tree killed.
@@ -447,6 +448,7 @@ _PRLIMIT_FLAGS = {
     "RLIMIT_AS": "as",
     "RLIMIT_CORE": "core",
     "RLIMIT_CPU": "cpu",
+    "RLIMIT_DATA": "data",
     "RLIMIT_FSIZE": "fsize",
     "RLIMIT_NOFILE": "nofile",
     "RLIMIT_NPROC": "nproc",

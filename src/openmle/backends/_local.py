@@ -450,8 +450,9 @@ class LocalSandbox(Sandbox):
                 if os.geteuid() != 0:
                     used = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
                     wanted.append(("RLIMIT_NPROC", used + self.max_processes))
-                if not gpus:  # CUDA reserves far more address space than it uses.
-                    wanted.append(("RLIMIT_AS", memory))
+                # RLIMIT_DATA counts private writable memory, not address-space reservations
+                # (CUDA and allocators reserve far more than they use, which RLIMIT_AS counts).
+                wanted.append(("RLIMIT_DATA", memory))
             rlimits = iso.clamp_rlimits(wanted)
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
@@ -624,7 +625,7 @@ class LocalSandbox(Sandbox):
         logs = cap.text()
         detail = ""
         if exit_code not in (0, None) and not oom:
-            # Without a memory cgroup, RLIMIT_AS makes allocations fail with MemoryError.
+            # Without a memory cgroup, RLIMIT_DATA makes allocations fail with MemoryError.
             oom = (error_signature(logs) or "").startswith("MemoryError")
         signum = _signal_of(exit_code, bwrap)
         if signum == signal.SIGXCPU and not timed_out:

@@ -172,7 +172,7 @@ def test_bad_arguments_name_the_field() -> None:
 
 
 async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask) -> None:
-    """Where cgroups are unavailable, RLIMIT_AS stops a memory bomb and the run is OOM."""
+    """Where cgroups are unavailable, RLIMIT_DATA stops a memory bomb and the run is OOM."""
     sb = LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256)
     await sb.prepare()
     sb._cgroups = False  # what a host without writable cgroups looks like
