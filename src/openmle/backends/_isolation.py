@@ -931,6 +931,9 @@ def safe_rmtree(path: Path) -> None:
 
     if not path.exists():
         return
+    with contextlib.suppress(OSError):
+        shutil.rmtree(path)  # the common case: nothing read-only or unsearchable
+        return
     for dirpath, dirnames, _ in os.walk(path):
         for d in dirnames:
             full = os.path.join(dirpath, d)

@@ -132,6 +132,9 @@ def _paths(value: object) -> tuple[Path, ...]:
 class LocalSandbox(Sandbox):
     """Runs candidate programs as isolated local processes and grades their submissions.
 
+    Linux only: isolation comes from bubblewrap (namespaces) or, as a weaker fallback,
+    Landlock and seccomp; see ``docs/how-to/custom-sandbox.md`` for what a program sees.
+
     Args:
         resolver: turns ``job.task`` into a :class:`~openmle._task_protocol.TaskHandle`
             (default: ``openmle.gym.resolve_task``, a bundled name or a package path).

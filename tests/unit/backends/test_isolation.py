@@ -240,3 +240,20 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
     assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
     assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
+
+
+def test_safe_rmtree_removes_locked_trees(tmp_path: Path) -> None:
+    """Read-only files, unsearchable dirs and outward symlinks are removed, never followed."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    root = tmp_path / "run"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "link").symlink_to(outside)
+    (root / "dirlink").symlink_to(tmp_path)
+    os.chmod(root / "a" / "b" / "f", 0)
+    os.chmod(root / "a" / "b", 0)
+    os.chmod(root / "a", 0o500)
+    iso.safe_rmtree(root)
+    assert not root.exists()
+    assert outside.read_text() == "keep"
