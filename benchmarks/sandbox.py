@@ -5,9 +5,11 @@ hits both alike; the figures are medians. The programs write no submission, so n
 grades: grading is a separate, task-specific cost (the toy task's grader is a child Python
 process), reported on its own line as ``grade_ms``.
 
-What the sandbox adds per job: a run directory, a per-run cgroup (where writable), the
-bubblewrap namespaces and mounts, a launcher (``python -I -S``) that joins the cgroup and
-sets rlimits before ``exec``, output capture, the leftover-process sweep and the cleanup.
+What the sandbox adds per job: a run directory, a per-run cgroup (where writable; joining
+each cgroup-v1 controller waits for an RCU grace period), the ``sh`` + ``prlimit`` chain that
+joins it and sets rlimits, the bubblewrap namespaces and mounts (Landlock mode: a
+``python -I -S`` launcher that applies Landlock and seccomp), output capture, the
+leftover-process sweep and the cleanup. The bare side gets the same environment variables.
 
 Run: ``python benchmarks/sandbox.py [--repeats 30]``.
 """
@@ -36,6 +38,7 @@ from openmle.testing import TOY_SOLUTION, ToyTask
 # ``benchmarks/`` is on sys.path when this runs as a script; mypy does not know that.
 emit: Callable[[str, dict[str, Any]], None] = importlib.import_module("_common").emit
 
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 PROGRAMS = {
     "trivial": "print('hello')\n",
     "numpy": "import numpy as np\nprint(np.arange(10).sum())\n",
@@ -48,7 +51,18 @@ def _bare(code: str, data_dir: Path) -> float:
         subprocess.run(
             [sys.executable, "-c", code],
             cwd=work,
-            env={"DATA_DIR": str(data_dir), "PATH": "/usr/bin:/bin"},
+            env={  # what LocalSandbox gives a program, so both start the same interpreter
+                "DATA_DIR": str(data_dir),
+                "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                "HOME": work,
+                "TMPDIR": work,
+                "LANG": "C.UTF-8",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONNOUSERSITE": "1",
+                "CUDA_VISIBLE_DEVICES": "",
+                **dict.fromkeys(THREAD_VARS, "1"),
+            },
             capture_output=True,
             timeout=120,
             check=True,

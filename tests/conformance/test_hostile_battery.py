@@ -31,7 +31,8 @@ async def test_local_sandbox_survives_battery(local_sandbox: LocalSandbox, toy: 
 
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     """Against an unisolated sandbox the battery reports the leaks and the writes it made."""
-    safe = [p for p in HOSTILE_PROGRAMS if p.name in {"read_private", "write_outside", "network"}]
+    names = {"read_private", "write_outside", "network", "host_unix_socket", "metadata_outside"}
+    safe = [p for p in HOSTILE_PROGRAMS if p.name in names]
     reports = await run_hostile_battery(
         NaiveSandbox(toy),
         task="toy",
@@ -42,4 +43,6 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     problems = {r.name: " ".join(r.problems) for r in reports}
     assert "the attack worked" in problems["read_private"]
     assert "task package changed" in problems["write_outside"]
-    assert "loopback" in problems["network"]
+    assert "task package changed" in problems["metadata_outside"]
+    assert "host service" in problems["network"]
+    assert "host service" in problems["host_unix_socket"]

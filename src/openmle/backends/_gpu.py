@@ -55,7 +55,7 @@ def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
 
 @define(eq=False)
 class GpuPool:
-    """Leases GPUs to jobs; waits (in FIFO-ish order) while the requested ones are busy.
+    """Leases GPUs to jobs; a request waits while its GPUs are busy (no fairness guarantee).
 
     Args:
         devices: the physical device names (as ``CUDA_VISIBLE_DEVICES`` entries) in CUDA order.

@@ -9,11 +9,16 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   paths are never mounted; if one lies inside a mounted runtime directory an empty tmpfs is
   mounted over it.
 - ``"landlock"`` (the weaker fallback, used where bubblewrap is missing or cannot create
-  namespaces): the program runs as a plain child in its own session. A Landlock ruleset
+  namespaces): the program runs as a plain child in its own session, with no capabilities
+  (the launcher empties the bounding set when it runs as root). A Landlock ruleset
   (Linux >= 5.13) allows reads only beneath the runtime, a copied, symlink-free view of the
-  public data and the program, writes only beneath the workspace and a private temp dir, and
-  (Landlock ABI >= 4) no TCP connect or bind; with ABI >= 6 the program also cannot signal
-  processes outside its domain. It shares the host's PID namespace and UDP/Unix sockets.
+  public data and the program, its own ``/proc/<pid>`` and a few system-wide ``/proc`` files
+  (not other processes' environments), writes only beneath the workspace and a private temp
+  dir, and (Landlock ABI >= 4) no TCP connect or bind; with ABI >= 6 the program also cannot
+  signal processes outside its domain. A seccomp filter (x86-64 and arm64) lets ``socket()``
+  create only TCP sockets (none below ABI 4): no Unix sockets (Landlock cannot stop a
+  ``connect`` to a host service's socket), no UDP, netlink or packet sockets. It shares the
+  host's PID namespace.
 
 In bwrap mode a ``/bin/sh`` one-liner joins the run's cgroups, reports on a status pipe and
 ``exec``s ``prlimit`` (util-linux) to set the rlimits, which ``exec``s bubblewrap, which
@@ -23,10 +28,17 @@ per run. The Landlock mode (and bwrap mode without ``prlimit``) uses a small Pyt
 the program. Either way a launch failure is an infrastructure error, never blamed on the
 program.
 
-Limits: a per-run cgroup (v1 or v2, where this process may create one) caps processes, memory
-and CPU share and reports OOM kills; without one, ``RLIMIT_NPROC`` (not enforced for root) and
-``RLIMIT_AS`` stand in. ``RLIMIT_CPU``, ``RLIMIT_FSIZE`` and ``RLIMIT_CORE`` are always set, each
-clamped to the current hard limit (an unprivileged process cannot raise one).
+Both modes load a seccomp filter (:func:`seccomp_program`): no new namespaces, mounts, kernel
+keyrings, ``bpf``, ``perf_event_open`` or ``userfaultfd``; the weak mode also limits
+``socket()`` to TCP and, as root, turns file-metadata calls into no-ops. The bwrap mode also
+mounts ``/proc/sys`` and its kin read-only: a program runs as uid 0 when we do, and sysctls
+check the uid, not capabilities.
+
+Limits: a per-run cgroup (v1 or v2, where this process may create one) caps processes and
+memory (and, when asked, CPU share) and reports OOM kills; without one, ``RLIMIT_NPROC`` (not
+enforced for root) and ``RLIMIT_DATA`` (private writable memory, per process) stand in.
+``RLIMIT_CPU``, ``RLIMIT_FSIZE`` and ``RLIMIT_CORE`` are always set, each clamped to the
+current hard limit (an unprivileged process cannot raise one).
 
 Peers: E2B's command timeout leaves the process running (E2B#500) and SWE-ReX/NeMo Gym kill the
 client, not the process tree; here every way out of a run ends with the whole tree killed.
@@ -44,11 +56,13 @@ import shlex
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from attrs import define, field, frozen
 
@@ -65,6 +79,8 @@ __all__ = [
     "live_pids_with_env",
     "runtime_info",
     "safe_rmtree",
+    "seccomp_bytes",
+    "seccomp_program",
     "shell_chain",
     "symlink_free_copy",
 ]
@@ -88,6 +104,18 @@ ETC_FILES = (
     "/etc/passwd",
     "/etc/ssl",
 )
+# /proc entries the weak mode lets a program read (system-wide facts, no other process).
+PROC_FILES = (
+    "/proc/cpuinfo",
+    "/proc/filesystems",
+    "/proc/loadavg",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/sys",
+    "/proc/uptime",
+    "/proc/version",
+)
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi")
 _TOP_LEVEL = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 
 # --------------------------------------------------------------------------------------------
@@ -146,10 +174,27 @@ try:
             rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, pfd), 12)
             sc(445, rs, 1, rule, 0)
             os.close(pfd)
+        if os.geteuid() == 0:
+            # Empty the bounding set: root's exec then grants the program no capabilities.
+            for cap in range(64):
+                if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+                    raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap}) failed")
         if libc.prctl(38, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         sc(446, rs, 0)
         os.close(rs)
+        prog = cfg.get("seccomp")
+        if prog is None:
+            raise OSError(0, f"no seccomp filter for this architecture ({os.uname().machine})")
+        class Filter(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
+                        ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+        class Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+        filters = (Filter * len(prog))(*[Filter(*f) for f in prog])
+        fprog = Prog(len(prog), filters)
+        if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
     os.write(status, b"ok")
     os.close(status)
     argv = cfg["argv"]
@@ -286,6 +331,12 @@ def _bwrap_base(info: RuntimeInfo) -> list[str]:
         "sandbox",
         "--proc",
         "/proc",
+    ]
+    # A program runs as uid 0 when we do; sysctls check the uid, not capabilities, so cover
+    # the writable corners of /proc read-only (as container engines do).
+    for sub in _PROC_READ_ONLY:
+        args += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
+    args += [
         "--dev",
         "/dev",
         "--ro-bind",
@@ -317,6 +368,7 @@ def bwrap_argv(
     extra_ro: Sequence[Path],
     gpu: bool,
     info_fd: int | None,
+    seccomp_fd: int | None = None,
     launcher_cfg: dict[str, object] | None = None,
     command: Sequence[str] = (),
 ) -> list[str]:
@@ -354,6 +406,8 @@ def bwrap_argv(
                 args += ["--ro-bind", "/dev/null", real]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", "/workspace", "--"]
     if launcher_cfg is None:
         return [*args, *command]
@@ -394,6 +448,7 @@ _PRLIMIT_FLAGS = {
     "RLIMIT_AS": "as",
     "RLIMIT_CORE": "core",
     "RLIMIT_CPU": "cpu",
+    "RLIMIT_DATA": "data",
     "RLIMIT_FSIZE": "fsize",
     "RLIMIT_NOFILE": "nofile",
     "RLIMIT_NPROC": "nproc",
@@ -455,16 +510,148 @@ def landlock_rules(
     rules += [(p, LL_READ_ONLY) for p in ETC_FILES if os.path.exists(p)]
     rules += [(p, LL_READ_ONLY) for p in info.roots]
     rules += [(str(p), LL_READ_ONLY) for p in extra_ro]
-    rules += [("/proc", LL_READ_ONLY), ("/sys", LL_READ_ONLY)]
+    # Not all of /proc: Landlock does not stop reading the environment or command line of
+    # other processes of the same user (the host's API keys). "/proc/self" is opened by the
+    # launcher, so it names the program's own directory (exec keeps the pid).
+    rules += [(p, LL_READ_ONLY) for p in PROC_FILES if os.path.exists(p)]
+    rules += [("/proc/self", LL_READ_ONLY), ("/sys", LL_READ_ONLY)]
     for dev in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"):
         rules.append((dev, LL_DEVICE))
     if os.path.isdir("/dev/shm"):
         rules.append(("/dev/shm", LL_ALL))
     if gpu:
         rules += [(str(d), LL_DEVICE) for d in sorted(Path("/dev").glob("nvidia*"))]
+        if os.path.isdir("/proc/driver/nvidia"):
+            rules.append(("/proc/driver/nvidia", LL_READ_ONLY))
     rules += [(str(data_dir), LL_READ_ONLY), (str(program_dir), LL_READ_ONLY)]
     rules += [(str(workspace), LL_ALL), (str(tmp_dir), LL_ALL)]
     return rules
+
+
+# --------------------------------------------------------------------------------------------
+# seccomp (weak mode)
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR_SOCKET = {"x86_64": 41, "aarch64": 198}
+# Syscalls that change a file's metadata by path (or O_PATH fd). Landlock does not cover them,
+# and a root program owns every root-owned file; in weak mode as root they become no-ops.
+_NR_METADATA = {
+    "x86_64": (
+        90,
+        91,
+        92,
+        93,
+        94,
+        132,
+        188,
+        189,
+        190,
+        197,
+        198,
+        199,
+        235,
+        260,
+        261,
+        268,
+        280,
+        452,
+        463,
+        466,
+    ),
+    "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
+}
+# unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd.
+_NR_DENIED = {
+    "x86_64": (272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
+    "aarch64": (97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
+}
+_NR_CLONE = {"x86_64": 56, "aarch64": 220}
+_NR_CLONE3 = 435
+_CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
+
+
+def seccomp_program(
+    machine: str, *, sockets: Literal["tcp", "none", "any"], noop_metadata: bool
+) -> list[tuple[int, int, int, int]] | None:
+    """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
+
+    Always: new namespaces (``unshare``, ``setns``, ``clone`` with namespace flags), mounts,
+    kernel keyrings, ``bpf``, ``perf_event_open`` and ``userfaultfd`` fail with EPERM;
+    ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
+    ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
+    may create only TCP sockets, so no Unix socket of a host service can be reached;
+    ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
+    bwrap mode has its own network namespace). With ``noop_metadata`` the
+    chmod/chown/utime/xattr family succeeds without effect.
+    """
+    arch = _AUDIT_ARCH.get(machine)
+    if arch is None:
+        return None
+    ops: list[tuple[str, int, str | None, str | None]] = [
+        ("ld", 4, None, None),
+        ("jeq", arch, None, "foreign"),
+        ("ld", 0, None, None),
+    ]
+    if machine == "x86_64":
+        ops.append(("jset", 0x40000000, "foreign", None))  # x32 syscalls
+    ops += [("jeq", nr, "deny", None) for nr in _NR_DENIED[machine]]
+    ops.append(("jeq", _NR_CLONE3, "nosys", None))
+    ops.append(("jeq", _NR_CLONE[machine], "clone", None))
+    if sockets != "any":
+        ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+    if noop_metadata:
+        ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
+    ops += [
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "clone", None),
+        ("ld", 16, None, None),
+        ("jset", _CLONE_NAMESPACES, "deny", "allow"),
+        ("label", 0, "socket", None),
+        ("ld", 16, None, None),
+        ("jeq", _AF_INET, "type" if sockets == "tcp" else "deny", None),
+        ("jeq", _AF_INET6, "type" if sockets == "tcp" else "deny", "deny"),
+        ("label", 0, "type", None),
+        ("ld", 24, None, None),
+        ("and", 0xF, None, None),
+        ("jeq", _SOCK_STREAM, "allow", "deny"),
+        ("label", 0, "allow", None),
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "noop", None),
+        ("ret", _RET_ERRNO | 0, None, None),
+        ("label", 0, "nosys", None),
+        ("ret", _RET_ERRNO | errno.ENOSYS, None, None),
+        ("label", 0, "deny", None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+        ("label", 0, "foreign", None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+    ]
+    labels: dict[str, int] = {}
+    n = 0
+    for op, _, name, _ in ops:
+        if op == "label":
+            assert name is not None
+            labels[name] = n
+        else:
+            n += 1
+    codes = {"ld": 0x20, "jeq": 0x15, "jset": 0x45, "and": 0x54, "ret": 0x06}
+    out: list[tuple[int, int, int, int]] = []
+    for op, k, t, f in ops:
+        if op == "label":
+            continue
+        here = len(out)
+        jt = labels[t] - here - 1 if op in ("jeq", "jset") and t else 0
+        jf = labels[f] - here - 1 if op in ("jeq", "jset") and f else 0
+        assert 0 <= jt < 256 and 0 <= jf < 256
+        out.append((codes[op], jt, jf, k))
+    return out
+
+
+def seccomp_bytes(program: Sequence[tuple[int, int, int, int]]) -> bytes:
+    """``program`` as an array of ``struct sock_filter`` (what ``bwrap --seccomp`` reads)."""
+    return b"".join(struct.pack("=HBBI", *ins) for ins in program)
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,8 +753,8 @@ class Cgroup:
         try:
             if {"pids", "memory"} <= set(v1):
                 for ctrl in ("pids", "memory", "cpu"):
-                    if ctrl not in v1:
-                        continue
+                    if ctrl not in v1 or (ctrl == "cpu" and cpus is None):
+                        continue  # each controller costs the program one cgroup move
                     d = Path(v1[ctrl]) / own.get(ctrl, "/").lstrip("/") / name
                     d.mkdir()
                     made[ctrl] = d
@@ -743,6 +930,9 @@ def safe_rmtree(path: Path) -> None:
                 os.unlink(p)
 
     if not path.exists():
+        return
+    with contextlib.suppress(OSError):
+        shutil.rmtree(path)  # the common case: nothing read-only or unsearchable
         return
     for dirpath, dirnames, _ in os.walk(path):
         for d in dirnames:

@@ -54,6 +54,7 @@ from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, S
 __all__ = ["LocalSandbox"]
 
 Isolation = Literal["auto", "bwrap", "landlock"]
+Mode = Literal["bwrap", "landlock"]
 
 RUN_ID_ENV = "OPENMLE_RUN_ID"
 """Every program process carries this variable (a fresh id per run); used to find leftovers."""
@@ -131,6 +132,9 @@ def _paths(value: object) -> tuple[Path, ...]:
 class LocalSandbox(Sandbox):
     """Runs candidate programs as isolated local processes and grades their submissions.
 
+    Linux only: isolation comes from bubblewrap (namespaces) or, as a weaker fallback,
+    Landlock and seccomp; see ``docs/how-to/custom-sandbox.md`` for what a program sees.
+
     Args:
         resolver: turns ``job.task`` into a :class:`~openmle._task_protocol.TaskHandle`
             (default: ``openmle.gym.resolve_task``, a bundled name or a package path).
@@ -146,9 +150,13 @@ class LocalSandbox(Sandbox):
         log_head_bytes, log_tail_bytes: output kept from the start and end of a run.
         python: the interpreter that runs programs (default: this one).
         workdir: where run directories are made (default: the system temp dir).
-        keep_workspaces: keep each run directory (path in ``RunResult.detail`` is not given;
-            look under ``workdir``) instead of deleting it.
+        keep_workspaces: keep each run directory (``openmle-run-*`` under ``workdir``, with
+            ``workspace/``, ``program/main.py`` and the graded copy) instead of deleting it.
         extra_ro_paths: more host directories programs may read (e.g. model weights).
+        cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
+            quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
+            ``resources.cpus`` sets the thread-count variables (``OMP_NUM_THREADS``, ...)
+            and the CPU-time limit only.
 
     Raises:
         InvalidArgument: a bad argument (names the field and the fix).
@@ -178,14 +186,16 @@ class LocalSandbox(Sandbox):
     workdir: Path | None = field(default=None, kw_only=True)
     keep_workspaces: bool = field(default=False, kw_only=True)
     extra_ro_paths: tuple[Path, ...] = field(default=(), kw_only=True, converter=_paths)
+    cpu_quota: bool = field(default=False, kw_only=True)
 
     _limiter: anyio.CapacityLimiter = field(init=False)
     _gpu_pool: GpuPool | None = field(default=None, init=False)
     _setup_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
-    _mode: str | None = field(default=None, init=False)
+    _mode: Mode | None = field(default=None, init=False)
     _info: iso.RuntimeInfo | None = field(default=None, init=False)
     _bwrap: str | None = field(default=None, init=False)
     _prlimit: str | None = field(default=None, init=False)
+    _seccomp: bytes | None = field(default=None, init=False)
     _cgroups: bool = field(default=False, init=False)
     _views: dict[str, Path] = field(factory=dict, init=False)
     _view_root: Path | None = field(default=None, init=False)
@@ -206,7 +216,7 @@ class LocalSandbox(Sandbox):
     # Public surface
 
     @property
-    def isolation_mode(self) -> str | None:
+    def isolation_mode(self) -> Mode | None:
         """``"bwrap"`` or ``"landlock"`` once :meth:`prepare` (or a first run) has chosen."""
         return self._mode
 
@@ -215,7 +225,7 @@ class LocalSandbox(Sandbox):
         """Programs running right now."""
         return self._running
 
-    async def prepare(self) -> str:
+    async def prepare(self) -> Mode:
         """Probe the isolation now (idempotent) and return the mode in use.
 
         Raises:
@@ -235,18 +245,29 @@ class LocalSandbox(Sandbox):
                     f"cannot use Python interpreter {python!r}: {exc}"
                 ) from exc
             problem = "not tried (isolation='landlock')"
-            mode: str | None = None
+            mode: Mode | None = None
             if self.isolation in ("auto", "bwrap"):
                 bwrap = shutil.which("bwrap")
                 found = await anyio.to_thread.run_sync(iso.bwrap_problem, bwrap, python)
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
                     self._prlimit = shutil.which("prlimit")
+                    program = iso.seccomp_program(
+                        os.uname().machine, sockets="any", noop_metadata=False
+                    )
+                    if program is not None:
+                        self._seccomp = iso.seccomp_bytes(program)
                 else:
                     problem = found
                     if self.isolation == "bwrap":
                         raise SandboxUnavailable(f"isolation='bwrap' requested but {problem}")
             if mode is None:
+                machine = os.uname().machine
+                if iso.seccomp_program(machine, sockets="none", noop_metadata=False) is None:
+                    raise SandboxUnavailable(
+                        f"bubblewrap: {problem}; and the Landlock mode has no seccomp filter "
+                        f"for this architecture ({machine}). Install bubblewrap."
+                    )
                 if iso.landlock_abi() == 0:
                     raise SandboxUnavailable(
                         "LocalSandbox needs bubblewrap or Landlock to keep the task's answers "
@@ -258,9 +279,10 @@ class LocalSandbox(Sandbox):
                     _warn_once(
                         "landlock",
                         f"LocalSandbox is using its weaker Landlock isolation ({problem}): "
-                        "programs share the host's PID namespace and may use UDP and Unix "
-                        "sockets; TCP, writes outside the workspace and reads of the answers "
-                        "are denied. Install bubblewrap for full isolation.",
+                        "programs share the host's PID namespace and see the host's /usr "
+                        "and runtime; reads of the answers, writes outside the workspace and "
+                        "sockets other than TCP (itself denied from Landlock ABI 4) are "
+                        "refused. Install bubblewrap for full isolation.",
                     )
             probe = await anyio.to_thread.run_sync(
                 lambda: iso.Cgroup.create(pids_max=8, memory_bytes=None, cpus=None)
@@ -287,16 +309,17 @@ class LocalSandbox(Sandbox):
             InvalidArgumentType: ``job`` is not a :class:`openmle.Job`.
             SandboxError: the sandbox is closed, or no task resolver is available.
             SandboxUnavailable: see :meth:`prepare`.
-            InvalidArgument: the resolver does not know ``job.task``.
+            InvalidArgument: the resolver does not know ``job.task`` (``TaskPackageError``, a
+                subclass, when the package is broken).
         """
         if not isinstance(job, Job):
             raise InvalidArgumentType(f"Expected an openmle.Job but got {type(job).__name__}")
         if self._closed:
             raise SandboxError("LocalSandbox is closed; create a new one to run more jobs")
-        submitted = time.monotonic()
         await self.prepare()
         resolver = self.resolver or _default_resolver
         task = await anyio.to_thread.run_sync(resolver, job.task)
+        submitted = time.monotonic()  # queue_s: waiting for a slot and for GPUs
         pool = self._gpu_pool
         assert pool is not None
         why = pool.problem(job.resources)
@@ -382,6 +405,8 @@ class LocalSandbox(Sandbox):
         cgroup: iso.Cgroup | None = None
         proc: anyio.abc.Process | None = None
         status_r = status_w = -1
+        seccomp_fd: int | None = None
+        extra_fds: list[int] = []
         try:
             for d in (workspace, program_dir, tmp_dir):
                 d.mkdir()
@@ -414,7 +439,7 @@ class LocalSandbox(Sandbox):
                 iso.Cgroup.create(
                     pids_max=self.max_processes,
                     memory_bytes=memory,
-                    cpus=job.resources.cpus,
+                    cpus=job.resources.cpus if self.cpu_quota else None,
                 )
                 if self._cgroups
                 else None
@@ -428,8 +453,9 @@ class LocalSandbox(Sandbox):
                 if os.geteuid() != 0:
                     used = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
                     wanted.append(("RLIMIT_NPROC", used + self.max_processes))
-                if not gpus:  # CUDA reserves far more address space than it uses.
-                    wanted.append(("RLIMIT_AS", memory))
+                # RLIMIT_DATA counts private writable memory, not address-space reservations
+                # (CUDA and allocators reserve far more than they use, which RLIMIT_AS counts).
+                wanted.append(("RLIMIT_DATA", memory))
             rlimits = iso.clamp_rlimits(wanted)
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
@@ -446,6 +472,10 @@ class LocalSandbox(Sandbox):
                     job, data="/data", workspace="/workspace", tmp="/tmp", gpus=gpus, marker=marker
                 )
                 procs = cgroup.procs_files if cgroup is not None else []
+                if self._seccomp is not None:
+                    (run_dir / "seccomp.bpf").write_bytes(self._seccomp)
+                    seccomp_fd = os.open(run_dir / "seccomp.bpf", os.O_RDONLY)
+                    extra_fds.append(seccomp_fd)
                 argv = iso.bwrap_argv(
                     bwrap=self._bwrap,
                     info=info,
@@ -458,6 +488,7 @@ class LocalSandbox(Sandbox):
                     extra_ro=self.extra_ro_paths,
                     gpu=bool(gpus),
                     info_fd=status_w if self._prlimit else None,
+                    seccomp_fd=seccomp_fd,
                     launcher_cfg=None if self._prlimit else launcher,
                     command=[info.executable, "/program/main.py"],
                 )
@@ -472,6 +503,11 @@ class LocalSandbox(Sandbox):
             else:
                 data = await self._data_view(public, private)
                 launcher["argv"] = [info.executable, str(program_dir / "main.py")]
+                launcher["seccomp"] = iso.seccomp_program(
+                    os.uname().machine,
+                    sockets="tcp" if iso.landlock_abi() >= 4 else "none",
+                    noop_metadata=os.geteuid() == 0,
+                )
                 launcher["landlock"] = {
                     "rules": iso.landlock_rules(
                         info=info,
@@ -501,7 +537,7 @@ class LocalSandbox(Sandbox):
                     cwd=workspace,
                     env=env,
                     start_new_session=True,
-                    pass_fds=(status_w,),
+                    pass_fds=(status_w, *extra_fds),
                 )
             except OSError as exc:
                 return RunResult.infra_error(
@@ -510,6 +546,9 @@ class LocalSandbox(Sandbox):
             finally:
                 os.close(status_w)
                 status_w = -1
+                for fd in extra_fds:
+                    os.close(fd)
+                extra_fds.clear()
             started = time.monotonic()
             cap = LogCap(head=self.log_head_bytes, tail=self.log_tail_bytes)
             timed_out = False
@@ -562,7 +601,7 @@ class LocalSandbox(Sandbox):
                 if proc is not None:
                     await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=bwrap)
                     await proc.aclose()
-                for fd in (status_r, status_w):
+                for fd in (status_r, status_w, *extra_fds):
                     if fd >= 0:
                         with contextlib.suppress(OSError):
                             os.close(fd)
@@ -589,7 +628,7 @@ class LocalSandbox(Sandbox):
         logs = cap.text()
         detail = ""
         if exit_code not in (0, None) and not oom:
-            # Without a memory cgroup, RLIMIT_AS makes allocations fail with MemoryError.
+            # Without a memory cgroup, RLIMIT_DATA makes allocations fail with MemoryError.
             oom = (error_signature(logs) or "").startswith("MemoryError")
         signum = _signal_of(exit_code, bwrap)
         if signum == signal.SIGXCPU and not timed_out:
@@ -685,7 +724,10 @@ class LocalSandbox(Sandbox):
             return  # bwrap exited: its PID namespace, and everything in it, is gone.
         for _ in range(200):
             alive = proc.returncode is None
-            pids = await anyio.to_thread.run_sync(targets, alive)
+            if alive or cgroup is None:  # scans /proc: off the event loop
+                pids = await anyio.to_thread.run_sync(targets, alive)
+            else:  # reads the cgroup's member list: cheap
+                pids = targets(alive)
             if not pids and not alive:
                 return
             iso.kill_group(main, signal.SIGKILL)
@@ -693,8 +735,9 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroup.kill()
             if alive:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                # Not proc.kill(): Popen.send_signal polls first, which can reap the child
+                # under asyncio's watcher (which then reports exit status 255).
+                iso.kill_pids([main], signal.SIGKILL)
                 with anyio.move_on_after(5):
                     await proc.wait()
             else:

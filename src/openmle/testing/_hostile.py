@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -43,8 +45,11 @@ class HostileProgram:
         name: short identifier.
         description: what it attacks.
         body: Python source; it may use the constants ``PRIVATE_FILES``, ``PRIVATE_DIRS``,
-            ``TASK_ROOT``, ``SENTINELS`` (host paths it tries to create) and ``PORT`` (a TCP
-            port listening on the host's loopback), defined before it runs.
+            ``TASK_ROOT``, ``SENTINELS`` (host paths it tries to create), ``PORT`` (a TCP
+            port listening on the host's loopback), ``HOST_UNIX_SOCKET`` (a Unix socket a
+            host service listens on), ``HOST_SECRET`` and ``HOST_PIDS`` (a
+            secret in the environment and command line of host processes), defined before it
+            runs.
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -175,6 +180,48 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_not_print="CONNECTED",
     ),
     HostileProgram(
+        name="privileges",
+        description="looks for capabilities and opens a raw socket",
+        body=(
+            "import socket\n"
+            "try:\n"
+            "    with open('/proc/self/status') as f:\n"
+            "        eff = [line.split()[1] for line in f if line.startswith('CapEff')]\n"
+            "    if eff and int(eff[0], 16):\n"
+            "        print('PRIVILEGED: capabilities', eff[0])\n"
+            "except OSError:\n"
+            "    pass\n"
+            "try:\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n"
+            "    print('PRIVILEGED: raw socket')\n"
+            "except OSError as exc:\n"
+            "    print('raw socket denied', exc.errno)\n"
+            "print('PRIVILEGES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="PRIVILEGES-TRIED",
+        must_not_print="PRIVILEGED:",
+    ),
+    HostileProgram(
+        name="host_unix_socket",
+        description="connects to a Unix socket a host service listens on",
+        body=(
+            "import socket\n"
+            "try:\n"
+            "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "    s.settimeout(3)\n"
+            "    s.connect(HOST_UNIX_SOCKET)\n"
+            "    s.sendall(b'hostile')\n"
+            "    print('CONNECTED', HOST_UNIX_SOCKET)\n"
+            "except OSError as exc:\n"
+            "    print('blocked', type(exc).__name__)\n"
+            "print('UNIX-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="UNIX-TRIED",
+        must_not_print="CONNECTED",
+    ),
+    HostileProgram(
         name="read_private",
         description="reads the answers by absolute, relative, symlinked and /proc paths",
         body=(
@@ -218,6 +265,30 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_not_print="LEAKED",
     ),
     HostileProgram(
+        name="read_host_environ",
+        description="looks for a host process's secret in /proc/*/environ and cmdline",
+        body=(
+            "import os\n"
+            "try:\n"
+            "    pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+            "except OSError:\n"
+            "    pids = []\n"
+            "for pid in sorted(set(pids) | set(HOST_PIDS)):\n"
+            "    for what in ('environ', 'cmdline'):\n"
+            "        try:\n"
+            "            with open(f'/proc/{pid}/{what}', 'rb') as f:\n"
+            "                data = f.read()\n"
+            "        except OSError:\n"
+            "            continue\n"
+            "        if HOST_SECRET.encode() in data:\n"
+            "            print('LEAKED', pid, what)\n"
+            "print('HOST-ENV-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="HOST-ENV-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
         name="symlinked_submission",
         description="makes submission.csv a symlink to the answers",
         body="import os\nos.symlink(PRIVATE_FILES[0], 'submission.csv')\n",
@@ -244,6 +315,70 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         ),
         expected=[Outcome.MISSING_SUBMISSION],
         must_print="WRITES-TRIED",
+    ),
+    HostileProgram(
+        name="metadata_outside",
+        description="chmods, chowns and re-dates the task package and the answers",
+        body=(
+            "import os\n"
+            "targets = PRIVATE_FILES + PRIVATE_DIRS + [TASK_ROOT]\n"
+            "targets.append(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'))\n"
+            "for t in targets:\n"
+            "    for name, change in (('chmod', lambda p: os.chmod(p, 0o777)),\n"
+            "                         ('chown', lambda p: os.chown(p, 4242, 4242)),\n"
+            "                         ('utime', lambda p: os.utime(p, (0, 0)))):\n"
+            "        try:\n"
+            "            change(t)\n"
+            "            print('call returned', name, t)\n"
+            "        except OSError as exc:\n"
+            "            print('denied', name, t, exc.errno)\n"
+            "print('METADATA-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="METADATA-TRIED",
+    ),
+    HostileProgram(
+        name="sysctl_write",
+        description="writes host sysctls (each rewritten with its current value: harmless)",
+        body=(
+            "import os\n"
+            "for path in ('/proc/sys/vm/swappiness', '/proc/sys/kernel/core_pattern',\n"
+            "             '/proc/sys/kernel/hostname'):\n"
+            "    try:\n"
+            "        with open(path, 'rb') as f:\n"
+            "            value = f.read()\n"
+            "        fd = os.open(path, os.O_WRONLY)\n"
+            "        try:\n"
+            "            os.write(fd, value)\n"
+            "        finally:\n"
+            "            os.close(fd)\n"
+            "        print('WROTE-SYSCTL', path)\n"
+            "    except OSError as exc:\n"
+            "        print('denied', path, exc.errno)\n"
+            "print('SYSCTL-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SYSCTL-TRIED",
+        must_not_print="WROTE-SYSCTL",
+    ),
+    HostileProgram(
+        name="namespaces_and_keyrings",
+        description="creates a user namespace (capabilities in it) and opens the user keyring",
+        body=(
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.unshare(0x10000000) == 0:\n"
+            "    print('ESCALATED: new user namespace')\n"
+            "nr = {'x86_64': 250, 'aarch64': 219}.get(os.uname().machine)\n"
+            "if nr is not None:\n"
+            "    libc.syscall.restype = ctypes.c_long\n"
+            "    if libc.syscall(nr, 0, -4, 0, 0, 0) >= 0:\n"
+            "        print('ESCALATED: user keyring')\n"
+            "print('NAMESPACES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="NAMESPACES-TRIED",
+        must_not_print="ESCALATED",
     ),
     HostileProgram(
         name="ignore_sigterm",
@@ -306,14 +441,15 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 over every path, mode, symlink target and file content under ``root``."""
+    """SHA-256 over every path, mode, owner, mtime, symlink target and content under ``root``."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames.sort()
         for name in sorted(dirnames + filenames):
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
-            h.update(f"{os.path.relpath(full, root)}\0{st.st_mode:o}\0".encode())
+            meta = f"{st.st_mode:o}:{st.st_uid}:{st.st_gid}:{st.st_mtime_ns}"
+            h.update(f"{os.path.relpath(full, root)}\0{meta}\0".encode())
             if os.path.islink(full):
                 h.update(os.readlink(full).encode())
             elif os.path.isfile(full):
@@ -416,8 +552,18 @@ async def run_hostile_battery(
         async with stream:
             connections.append("connection")
 
-    async with listener, anyio.create_task_group() as tg:
+    secret = uuid.uuid4().hex
+    sock_dir = tempfile.mkdtemp(prefix="openmle-hostile-")
+    sock_path = os.path.join(sock_dir, "host.sock")
+    unix_listener = await anyio.create_unix_listener(sock_path)
+    holder = await anyio.open_process(
+        [sys.executable, "-c", "import time; time.sleep(3600)", secret],
+        env={**os.environ, "OPENMLE_HOSTILE_SECRET": secret},
+    )
+    host_pids = [os.getpid(), holder.pid]
+    async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
+        tg.start_soon(unix_listener.serve, record)
         try:
             for program in programs:
                 marker = uuid.uuid4().hex
@@ -431,6 +577,8 @@ async def run_hostile_battery(
                     f"PRIVATE_FILES = {files!r}\nPRIVATE_DIRS = {dirs!r}\n"
                     f"TASK_ROOT = {root!r}\n"
                     f"SENTINELS = {sentinels!r}\nPORT = {port!r}\n"
+                    f"HOST_SECRET = {secret!r}\nHOST_PIDS = {host_pids!r}\n"
+                    f"HOST_UNIX_SOCKET = {sock_path!r}\n"
                 )
                 before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
                 n_conn = len(connections)
@@ -467,7 +615,7 @@ async def run_hostile_battery(
                     f"the program created {s} on the host" for s in _remove_existing(sentinels)
                 ]
                 if len(connections) != n_conn:
-                    problems.append("the program reached a TCP port on the host's loopback")
+                    problems.append("the program reached a host service (TCP loopback or Unix)")
                 if program.must_print and program.must_print not in result.logs:
                     problems.append(f"{program.must_print!r} missing: the attack did not run")
                 if program.must_not_print and program.must_not_print in result.logs:
@@ -490,4 +638,6 @@ async def run_hostile_battery(
                 )
         finally:
             tg.cancel_scope.cancel()
+            holder.kill()
+            shutil.rmtree(sock_dir, ignore_errors=True)
     return reports

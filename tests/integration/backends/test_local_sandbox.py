@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import anyio
@@ -11,10 +12,14 @@ import pytest
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import live_pids_with_env
-from openmle.errors import InvalidArgument, SandboxError
+from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
 
-pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore:LocalSandbox is using its weaker:RuntimeWarning"),
+]
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
@@ -167,7 +172,7 @@ def test_bad_arguments_name_the_field() -> None:
 
 
 async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask) -> None:
-    """Where cgroups are unavailable, RLIMIT_AS stops a memory bomb and the run is OOM."""
+    """Where cgroups are unavailable, RLIMIT_DATA stops a memory bomb and the run is OOM."""
     sb = LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256)
     await sb.prepare()
     sb._cgroups = False  # what a host without writable cgroups looks like
@@ -235,3 +240,91 @@ async def test_gpu_leases_compose_with_inherited_mask(
         tg.start_soon(one)
     assert all("CVD=3,5\n" in x.logs for x in results)
     assert max(x.queue_s for x in results) >= 0.25  # the second waited for the lease
+
+
+async def test_auto_falls_back_to_landlock_with_one_warning(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without bubblewrap, "auto" warns once and runs in Landlock mode; "bwrap" refuses."""
+    from openmle.backends import _local
+    from openmle.backends._isolation import landlock_abi
+
+    if landlock_abi() == 0:
+        pytest.skip("Landlock is not supported by this kernel")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr(_local, "_warned", set())
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with pytest.warns(RuntimeWarning, match="weaker Landlock isolation"):
+        assert await sb.prepare() == "landlock"
+    again = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert await again.prepare() == "landlock"  # no second warning
+    r = await again.run(Job(code=TOY_SOLUTION, task="toy"))
+    assert r.outcome is Outcome.SUCCESS and r.score == 1.0
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        await LocalSandbox(ToyTask.resolver({"toy": toy}), isolation="bwrap").prepare()
+    monkeypatch.setattr("openmle.backends._isolation.landlock_abi", lambda: 0)
+    with pytest.raises(SandboxUnavailable, match="Install bubblewrap"):
+        await LocalSandbox(ToyTask.resolver({"toy": toy})).prepare()
+
+
+async def test_default_resolver_is_openmle_gym(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a resolver, jobs resolve through openmle.gym.resolve_task (looked up at run time)."""
+    import openmle.gym
+
+    monkeypatch.delattr(openmle.gym, "resolve_task", raising=False)
+    sb = LocalSandbox()
+    with pytest.raises(SandboxError, match="resolver="):
+        await sb.run(Job(code="pass", task="toy"))
+    seen: list[str] = []
+
+    def resolve(ref: str) -> ToyTask:
+        seen.append(ref)
+        return toy
+
+    monkeypatch.setattr(openmle.gym, "resolve_task", resolve, raising=False)
+    r = await sb.run(Job(code=TOY_SOLUTION, task="my-task"))
+    assert seen == ["my-task"] and r.outcome is Outcome.SUCCESS
+
+
+async def test_run_rejects_non_jobs(toy: ToyTask) -> None:
+    """run() takes an openmle.Job."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with pytest.raises(InvalidArgumentType, match="Job"):
+        await sb.run({"code": "pass"})  # type: ignore[arg-type]
+
+
+async def test_everyday_library_calls_work_inside(sandbox: LocalSandbox) -> None:
+    """shutil.copy (chmod), multiprocessing, asyncio and temp files work under isolation."""
+    code = (
+        "import asyncio, multiprocessing as mp, os, shutil, tempfile\n"
+        "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+        "            'submission.csv')\n"
+        "with mp.Pool(2) as pool:\n"
+        "    print('pool', pool.map(abs, [-1, -2]))\n"
+        "print(asyncio.run(asyncio.sleep(0, 'asyncio ok')))\n"
+        "with tempfile.NamedTemporaryFile() as f:\n"
+        "    f.write(b'x')\n"
+        "print('cpus', os.environ['OMP_NUM_THREADS'])\n"
+    )
+    r = await sandbox.run(Job(code=code, task="toy", resources=Resources(cpus=2)))
+    assert r.outcome is Outcome.SUCCESS, r
+    assert "pool [1, 2]" in r.logs and "asyncio ok" in r.logs and "cpus 2" in r.logs
+
+
+async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """With cpu_quota=True a run also joins a CPU cgroup (where cgroups are available)."""
+    if not sandbox._cgroups:
+        pytest.skip("cgroups are not writable here")
+    mode = sandbox.isolation_mode
+    assert mode is not None
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, cpu_quota=True)
+    code = "print(open('/proc/self/cgroup').read())"
+    r = await sb.run(Job(code=code, task="toy", resources=Resources(cpus=0.5)))
+    assert r.outcome is Outcome.MISSING_SUBMISSION, r
+    cpu_lines = [line for line in r.logs.splitlines() if ":cpu:" in line or ":cpu," in line]
+    if mode == "landlock":  # bwrap's cgroup namespace shows "/" instead of the path
+        assert cpu_lines and all("openmle-" in line for line in cpu_lines), r.logs
