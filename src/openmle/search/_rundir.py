@@ -8,7 +8,8 @@ Layout::
       journal.jsonl        one JSON object per line, appended and fsync'd in the order the
                            search core saw them: {"event": "proposal" | "node" | "cancel" | "final"}
       sessions.jsonl       start/resume/end of each process working on the run (timestamps)
-      board.json           a summary rebuilt after every node (best node, counts, families)
+      board.json           the search board (best node, families, errors, lineage), rewritten
+                           at most once a second and at the end
       nodes/<id>/program.py, nodes/<id>/logs.txt
       final/program.py, final/test_logs.txt
 
@@ -69,6 +70,10 @@ JOURNAL = "journal.jsonl"
 MANIFEST = "manifest.json"
 SESSIONS = "sessions.jsonl"
 BOARD = "board.json"
+
+BOARD_INTERVAL_S = 1.0
+"""``board.json`` is a snapshot (the journal is the record): rewritten at most this often, and
+when the run directory is closed."""
 
 VOLATILE_KEYS = frozenset({"model_s", "wall_s", "queue_s", "elapsed_s", "latency_s"})
 """Fields that hold wall-clock measurements; :func:`journal_fingerprint` drops them."""
@@ -188,6 +193,8 @@ class RunDir:
     manifest: dict[str, Any]
     _fd: int | None = field(default=None, init=False)
     _board: Board | None = field(default=None, init=False)
+    _board_written: float = field(default=0.0, init=False)
+    _board_dirty: bool = field(default=False, init=False)
 
     # -------------------------------------------------------------------------------- opening
 
@@ -283,7 +290,9 @@ class RunDir:
             self._fd = os.open(self.path / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def close(self) -> None:
-        """Close the journal file."""
+        """Write the board if it changed and close the journal file."""
+        if self._board_dirty:
+            self._write_board()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -318,7 +327,9 @@ class RunDir:
         (d / "logs.txt").write_text(logs)
         self._append({"event": "node", "node": node.to_dict()})
         self._add_to_board(node)
-        self._write_board()
+        self._board_dirty = True
+        if time.monotonic() - self._board_written >= BOARD_INTERVAL_S:
+            self._write_board()
 
     def cancel(self, step: int, reason: str) -> None:
         """Journal a cancelled step."""
@@ -343,6 +354,8 @@ class RunDir:
         if self._board is not None:
             text = json.dumps(self._board.to_dict(), indent=1, sort_keys=True)
             _atomic_write(self.path / BOARD, text)
+        self._board_written = time.monotonic()
+        self._board_dirty = False
 
     # -------------------------------------------------------------------------------- reading
 
