@@ -123,7 +123,9 @@ class _Display:
         of = f"/{self.total}" if self.total else ""
         score = "      —" if node.score is None else f"{node.score:9.5g}"
         best = "—" if progress.best_score is None else f"{progress.best_score:.5g}"
-        fr = progress.fractions
+        fr = dict(progress.fractions)
+        if "steps" in fr and self.total:
+            fr["steps"] = done / self.total  # finished steps, not proposed ones
         used = max(fr.values()) if fr else 0.0
         self.stream.write(
             f"[{done:>3}{of}] {node.node_id} {node.operator.value:<9} "
