@@ -170,3 +170,30 @@ def test_resume_with_a_larger_budget_extends_the_run(tmp_path: Path) -> None:
     result = resume_search(a, budget=Budget(steps=8), **kwargs())
     assert len(result.nodes) == 8
     assert len(RunDir.open(a).nodes()) == 8
+
+
+def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """Without ordered commits, a cut-and-resumed run still has each step exactly once."""
+    a = tmp_path / "a"
+    run_search(
+        "toy",
+        **kwargs(),
+        budget=Budget(steps=12),
+        config=SearchConfig(initial_drafts=3, seed=2),
+        workers=3,
+        run_dir=a,
+        description="",
+    )
+    lines = (a / "journal.jsonl").read_bytes().split(b"\n")[:-1]
+    for cut in (1, 5, 13, len(lines) - 3):
+        b = tmp_path / f"b{cut}"
+        b.mkdir()
+        shutil.copy(a / "manifest.json", b / "manifest.json")
+        (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]))
+        resume_search(b, **kwargs())
+        records = read_journal(b)
+        steps = [r["node"]["step"] for r in records if r["event"] == "node"]
+        assert sorted(steps) == list(range(12)), f"cut at {cut}"
+        proposals = [r["proposal"]["step"] for r in records if r["event"] == "proposal"]
+        assert proposals == list(range(12))
+        assert sum(r["event"] == "final" for r in records) == 1
