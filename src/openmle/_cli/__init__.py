@@ -17,7 +17,7 @@ from openmle.errors import OpenMLEError
 __all__ = ["build_parser", "main"]
 
 _COMMAND_MODULES: tuple[str, ...] = (
-    "openmle._cli._demo",
+    "openmle._cli._search",
     "openmle._cli._serve",
     "openmle._cli._task",
 )

@@ -1,9 +1,10 @@
 """``openmle demo``: a small, real demonstration of the reward maths.
 
-Until the search loop exists, the demo runs the worked example of
+``openmle demo --rewards`` runs the worked example of
 ``docs/explanation/rewards.md``: one group of 16 log-loss scores (lower is better), rewarded
 with static bounds and with adaptive bounds, and the best candidate's advantage under GRPO and
-under the entropic advantage, printed as a table. A later command replaces it with a search.
+under the entropic advantage, printed as a table. (Plain ``openmle demo`` runs a search; see
+``openmle._cli._search``.)
 """
 
 from __future__ import annotations

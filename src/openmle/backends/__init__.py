@@ -13,15 +13,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from openmle.backends._docker import DockerSandbox as DockerSandbox
     from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
+    from openmle.backends._local import LocalSandbox as LocalSandbox
+    from openmle.backends._offline import OfflineModel as OfflineModel
     from openmle.backends._openai import OpenAIModel as OpenAIModel
     from openmle.backends._ray import RaySandbox as RaySandbox
+    from openmle.backends._replay import RecordingModel as RecordingModel
+    from openmle.backends._replay import ReplayModel as ReplayModel
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
     "DockerSandbox": "openmle.backends._docker",
     "JobServiceSandbox": "openmle.backends._jobclient",
+    "LocalSandbox": "openmle.backends._local",
+    "OfflineModel": "openmle.backends._offline",
     "OpenAIModel": "openmle.backends._openai",
     "RaySandbox": "openmle.backends._ray",
+    "RecordingModel": "openmle.backends._replay",
+    "ReplayModel": "openmle.backends._replay",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 

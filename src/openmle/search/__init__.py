@@ -88,3 +88,65 @@ for _name in __all__:
     if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith("openmle.search._"):
         _obj.__module__ = __name__
 del _name, _obj, FunctionType
+
+# --- The search loop, budgets and run directories (issue 5). Keep this block last. ---------
+from openmle.search._budget import Budget, Consumption, Ledger, PriceTable  # noqa: E402
+from openmle.search._driver import (  # noqa: E402
+    Progress,
+    Recorder,
+    SearchResult,
+    arun_search,
+    run_search,
+)
+from openmle.search._loop import (  # noqa: E402
+    Evaluation,
+    Node,
+    Proposal,
+    SearchConfig,
+    SearchCore,
+)
+from openmle.search._prompts import (  # noqa: E402
+    BasicPrompts,
+    OperatorPrompts,
+    PromptBuilder,
+    TaskInfo,
+)
+from openmle.search._rundir import (  # noqa: E402
+    RunDir,
+    aresume_search,
+    journal_fingerprint,
+    read_journal,
+    resume_search,
+)
+
+__all__ += [
+    "BasicPrompts",
+    "Budget",
+    "Consumption",
+    "Evaluation",
+    "Ledger",
+    "Node",
+    "OperatorPrompts",
+    "PriceTable",
+    "Progress",
+    "PromptBuilder",
+    "Proposal",
+    "Recorder",
+    "RunDir",
+    "SearchConfig",
+    "SearchCore",
+    "SearchResult",
+    "TaskInfo",
+    "aresume_search",
+    "arun_search",
+    "journal_fingerprint",
+    "read_journal",
+    "resume_search",
+    "run_search",
+]
+__all__.sort()
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("openmle.search._"):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -4,7 +4,10 @@
   :class:`RecordingTrainer` are in-memory implementations of the four protocols, each driven by a
   plain function or list.
 - :class:`ToyTask` is a tiny on-disk task (with ``TOY_SOLUTION``) for testing sandboxes.
-- ``check_*`` functions verify that an implementation keeps its protocol's contract.
+- ``check_*`` functions verify that an implementation keeps its protocol's contract;
+  :func:`check_sandbox` is the sandbox suite (any sandbox, any task).
+- :data:`HOSTILE_PROGRAMS` and :func:`run_hostile_battery` attack a sandbox and report what
+  each attack left behind.
 """
 
 from __future__ import annotations
@@ -21,20 +24,32 @@ from openmle.testing._fakes import (
     RecordingTrainer,
     ScriptedModel,
 )
+from openmle.testing._hostile import (
+    HOSTILE_PROGRAMS,
+    HostileProgram,
+    HostileReport,
+    run_hostile_battery,
+)
+from openmle.testing._sandbox_conformance import check_sandbox
 from openmle.testing._toytask import SOLUTION as TOY_SOLUTION
 from openmle.testing._toytask import ToyGrade, ToyTask
 
 __all__ = [
+    "HOSTILE_PROGRAMS",
     "TOY_SOLUTION",
     "FunctionSandbox",
     "FunctionSelector",
+    "HostileProgram",
+    "HostileReport",
     "RecordingTrainer",
     "ScriptedModel",
     "ToyGrade",
     "ToyTask",
     "check_operator_model",
+    "check_sandbox",
     "check_selector",
     "check_trainer",
+    "run_hostile_battery",
     "sample_candidates",
 ]
 

@@ -69,11 +69,15 @@ def _apply(root: Path, kind: str, rel: str, arg: object) -> None:
         assert isinstance(arg, str)
         path.write_bytes(arg.encode("utf-8", errors="surrogatepass"))
     elif kind == "shift_ids" and path.exists():
-        lines = path.read_text().splitlines()
-        out = [lines[0]]
+        # An earlier mutation may have replaced the file with junk: shift only integer ids.
+        lines = path.read_text(errors="replace").splitlines()
+        out = lines[:1]
         for line in lines[1:]:
             first, _, rest = line.partition(",")
-            out.append(f"{int(first) + int(str(arg))},{rest}")
+            try:
+                out.append(f"{int(first) + int(str(arg))},{rest}")
+            except ValueError:
+                out.append(line)
         path.write_text("\n".join(out) + "\n")
 
 

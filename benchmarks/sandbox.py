@@ -1,0 +1,147 @@
+"""Per-job overhead of LocalSandbox against a bare ``subprocess.run`` of the same program.
+
+Both run the same program, interleaved (bare, sandbox, bare, sandbox, ...) so background load
+hits both alike; the figures are medians. The programs write no submission, so neither side
+grades: grading is a separate, task-specific cost (the toy task's grader is a child Python
+process), reported on its own line as ``grade_ms``.
+
+What the sandbox adds per job: a run directory, a per-run cgroup (where writable; joining
+each cgroup-v1 controller waits for an RCU grace period), the ``sh`` + ``prlimit`` chain that
+joins it and sets rlimits, the bubblewrap namespaces and mounts (Landlock mode: a
+``python -I -S`` launcher that applies Landlock and seccomp), output capture, the
+leftover-process sweep and the cleanup. The bare side gets the same environment variables.
+
+Run: ``python benchmarks/sandbox.py [--repeats 30]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from openmle import Job, Outcome, Split
+from openmle.backends import LocalSandbox
+from openmle.backends._isolation import bwrap_problem, landlock_abi
+from openmle.testing import TOY_SOLUTION, ToyTask
+
+# ``benchmarks/`` is on sys.path when this runs as a script; mypy does not know that.
+emit: Callable[[str, dict[str, Any]], None] = importlib.import_module("_common").emit
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+PROGRAMS = {
+    "trivial": "print('hello')\n",
+    "numpy": "import numpy as np\nprint(np.arange(10).sum())\n",
+}
+
+
+def _bare(code: str, data_dir: Path) -> float:
+    with tempfile.TemporaryDirectory() as work:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=work,
+            env={  # what LocalSandbox gives a program, so both start the same interpreter
+                "DATA_DIR": str(data_dir),
+                "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                "HOME": work,
+                "TMPDIR": work,
+                "LANG": "C.UTF-8",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONNOUSERSITE": "1",
+                "CUDA_VISIBLE_DEVICES": "",
+                **dict.fromkeys(THREAD_VARS, "1"),
+            },
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        return time.perf_counter() - t0
+
+
+def _grade_ms(task: ToyTask, data_dir: Path, n: int) -> float:
+    """Median milliseconds of ``task.grade`` on a correct submission."""
+    with tempfile.TemporaryDirectory() as work:
+        subprocess.run(
+            [sys.executable, "-c", TOY_SOLUTION],
+            cwd=work,
+            env={"DATA_DIR": str(data_dir)},
+            check=True,
+            capture_output=True,
+        )
+        grades = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            task.grade(Path(work) / "submission.csv", Split.VALID)
+            grades.append(time.perf_counter() - t0)
+    return statistics.median(grades) * 1000
+
+
+async def _measure(repeats: int) -> dict[str, float | int | str]:
+    figures: dict[str, float | int | str] = {"repeats": repeats}
+    with tempfile.TemporaryDirectory() as tmp:
+        task = ToyTask.create(Path(tmp) / "toy")
+        data_dir = task.public_dir(Split.VALID)
+        modes: list[Literal["bwrap", "landlock"]] = []
+        if bwrap_problem(shutil.which("bwrap"), sys.executable) is None:
+            modes.append("bwrap")
+        if landlock_abi() > 0:
+            modes.append("landlock")
+        for mode in modes:
+            sb = LocalSandbox(ToyTask.resolver({"toy": task}), isolation=mode)
+            await sb.prepare()
+            for name, code in PROGRAMS.items():
+                bare: list[float] = []
+                ours: list[float] = []
+                runtimes: list[float] = []
+                for i in range(repeats + 2):
+                    b = _bare(code, data_dir)
+                    t0 = time.perf_counter()
+                    r = await sb.run(Job(code=code, task="toy"))
+                    o = time.perf_counter() - t0
+                    assert r.outcome is Outcome.MISSING_SUBMISSION, r
+                    if i >= 2:  # warm-up
+                        bare.append(b)
+                        ours.append(o)
+                        runtimes.append(r.runtime_s)
+                b_ms = statistics.median(bare) * 1000
+                o_ms = statistics.median(ours) * 1000
+                ratio = o_ms / b_ms
+                r_ms = statistics.median(runtimes) * 1000
+                print(
+                    f"{mode:9s} {name:8s} bare subprocess.run {b_ms:7.1f} ms | "
+                    f"LocalSandbox.run {o_ms:7.1f} ms (runtime_s {r_ms:6.1f} ms) | "
+                    f"ratio {ratio:4.2f}x | overhead {o_ms - b_ms:6.1f} ms"
+                )
+                figures[f"{mode}_{name}_bare_ms"] = round(b_ms, 2)
+                figures[f"{mode}_{name}_sandbox_ms"] = round(o_ms, 2)
+                figures[f"{mode}_{name}_ratio"] = round(ratio, 3)
+            await sb.aclose()
+        g_ms = _grade_ms(task, data_dir, max(5, repeats // 3))
+        print(f"grading (toy task, separate cost, not in the figures above): {g_ms:.1f} ms")
+        figures["grade_ms"] = round(g_ms, 2)
+        figures["target_ratio"] = 1.25
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    figures = anyio.run(_measure, args.repeats)
+    emit("sandbox", figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,817 @@
+"""``LocalSandbox``: the default :class:`openmle.Sandbox`, running programs on this machine.
+
+Each job gets a fresh run directory with a workspace (the program's working directory, where
+it writes ``submission.csv``). The program reads the task's public data for the job's split
+read-only through ``$DATA_DIR``; after it exits (or is killed), the sandbox grades the
+submission with ``task.grade`` in a worker thread, outside the program's isolation, and
+classifies the run with :func:`openmle._runlog.classify_run`.
+
+Isolation and limits are described in :mod:`openmle.backends._isolation`: bubblewrap where it
+works, else a weaker Landlock mode that warns once; never a mode in which the task's private
+paths are readable.
+
+Departures from the released system: it had no local sandbox (programs went to an external
+HTTP job service), mixed HTTP status codes with outcomes, and trusted the timeout of the remote
+service. Here the timeout kills the whole process tree (TERM, then KILL after ``kill_grace_s``)
+and frees the pipes; queue time (waiting for a slot or a GPU) and runtime are measured apart;
+the submission is copied (never followed through a symlink) before grading, so a program
+cannot point the grader at the answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import math
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, cast, final
+
+import anyio
+import anyio.abc
+from attrs import define, field, frozen
+
+from openmle._protocols import Sandbox
+from openmle._runlog import LogCap, classify_run
+from openmle._signature import error_signature
+from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
+from openmle._types import Job, RunResult
+from openmle.backends import _isolation as iso
+from openmle.backends._gpu import GpuPool
+from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
+
+__all__ = ["LocalSandbox"]
+
+Isolation = Literal["auto", "bwrap", "landlock"]
+Mode = Literal["bwrap", "landlock"]
+
+RUN_ID_ENV = "OPENMLE_RUN_ID"
+"""Every program process carries this variable (a fresh id per run); used to find leftovers."""
+
+_OWNED_ENV = ("CUDA_VISIBLE_DEVICES", "DATA_DIR", RUN_ID_ENV)
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+_PIPE_GRACE_S = 5.0
+_MAX_ARTIFACTS = 10_000
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def _default_resolver(ref: str) -> TaskHandle:
+    """``openmle.gym.resolve_task``, imported on first use."""
+    gym = importlib.import_module("openmle.gym")
+    resolve = getattr(gym, "resolve_task", None)
+    if resolve is None:
+        raise SandboxError(
+            "openmle.gym.resolve_task is not available in this installation; "
+            "pass LocalSandbox(resolver=...) to say how job.task names a task"
+        )
+    return cast(TaskResolver, resolve)(ref)
+
+
+@frozen(kw_only=True)
+class _Refused:
+    """A grade the sandbox gives without calling the grader (e.g. a symlinked submission)."""
+
+    reason: str
+    score: float | None = None
+    valid: bool = False
+
+
+def _positive_int(name: str) -> Any:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise InvalidArgument(f"Expected an integer > 0 but got LocalSandbox.{name}={value!r}")
+
+    return check
+
+
+def _positive_float(name: str) -> Any:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise InvalidArgument(f"Expected a number > 0 but got LocalSandbox.{name}={value!r}")
+
+    return check
+
+
+def _check_isolation(instance: object, attribute: object, value: object) -> None:
+    if value not in ("auto", "bwrap", "landlock"):
+        raise InvalidArgument(
+            f"Expected isolation to be one of 'auto', 'bwrap', 'landlock' but got {value!r}"
+        )
+
+
+def _paths(value: object) -> tuple[Path, ...]:
+    if isinstance(value, str | bytes | os.PathLike) or not hasattr(value, "__iter__"):
+        raise InvalidArgumentType(f"Expected a sequence of paths but got extra_ro_paths={value!r}")
+    return tuple(Path(os.path.abspath(p)) for p in value)
+
+
+@final
+@define(eq=False)
+class LocalSandbox(Sandbox):
+    """Runs candidate programs as isolated local processes and grades their submissions.
+
+    Linux only: isolation comes from bubblewrap (namespaces) or, as a weaker fallback,
+    Landlock and seccomp; see ``docs/how-to/custom-sandbox.md`` for what a program sees.
+
+    Args:
+        resolver: turns ``job.task`` into a :class:`~openmle._task_protocol.TaskHandle`
+            (default: ``openmle.gym.resolve_task``, a bundled name or a package path).
+        isolation: ``"auto"`` (bubblewrap if it works here, else Landlock with a one-time
+            ``RuntimeWarning``), ``"bwrap"`` or ``"landlock"`` to insist on one.
+        max_concurrency: programs running at once (default: CPU count); others queue.
+        gpus: GPUs this sandbox may lease: None for all visible (``CUDA_VISIBLE_DEVICES`` or
+            nvidia-smi), an int for the first ``n``, or indices into the visible list.
+        memory_mb: memory limit (MiB) of a job whose ``resources.memory_mb`` is None.
+        max_processes: processes (and threads) one run may have alive at once.
+        max_file_mb: largest file (MiB) a program may write; also the size of its ``/tmp``.
+        kill_grace_s: seconds between SIGTERM and SIGKILL at a timeout.
+        log_head_bytes, log_tail_bytes: output kept from the start and end of a run.
+        python: the interpreter that runs programs (default: this one).
+        workdir: where run directories are made (default: the system temp dir).
+        keep_workspaces: keep each run directory (``openmle-run-*`` under ``workdir``, with
+            ``workspace/``, ``program/main.py`` and the graded copy) instead of deleting it.
+        extra_ro_paths: more host directories programs may read (e.g. model weights).
+        cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
+            quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
+            ``resources.cpus`` sets the thread-count variables (``OMP_NUM_THREADS``, ...)
+            and the CPU-time limit only.
+
+    Raises:
+        InvalidArgument: a bad argument (names the field and the fix).
+    """
+
+    resolver: TaskResolver | None = None
+    isolation: Isolation = field(default="auto", kw_only=True, validator=_check_isolation)
+    max_concurrency: int = field(
+        factory=lambda: os.cpu_count() or 1,
+        kw_only=True,
+        validator=_positive_int("max_concurrency"),
+    )
+    gpus: int | Sequence[int] | None = field(default=None, kw_only=True)
+    memory_mb: int = field(default=4096, kw_only=True, validator=_positive_int("memory_mb"))
+    max_processes: int = field(default=256, kw_only=True, validator=_positive_int("max_processes"))
+    max_file_mb: int = field(default=1024, kw_only=True, validator=_positive_int("max_file_mb"))
+    kill_grace_s: float = field(
+        default=2.0, kw_only=True, validator=_positive_float("kill_grace_s")
+    )
+    log_head_bytes: int = field(
+        default=64 * 1024, kw_only=True, validator=_positive_int("log_head_bytes")
+    )
+    log_tail_bytes: int = field(
+        default=64 * 1024, kw_only=True, validator=_positive_int("log_tail_bytes")
+    )
+    python: str | None = field(default=None, kw_only=True)
+    workdir: Path | None = field(default=None, kw_only=True)
+    keep_workspaces: bool = field(default=False, kw_only=True)
+    extra_ro_paths: tuple[Path, ...] = field(default=(), kw_only=True, converter=_paths)
+    cpu_quota: bool = field(default=False, kw_only=True)
+
+    _limiter: anyio.CapacityLimiter = field(init=False)
+    _gpu_pool: GpuPool | None = field(default=None, init=False)
+    _setup_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
+    _mode: Mode | None = field(default=None, init=False)
+    _info: iso.RuntimeInfo | None = field(default=None, init=False)
+    _bwrap: str | None = field(default=None, init=False)
+    _prlimit: str | None = field(default=None, init=False)
+    _seccomp: bytes | None = field(default=None, init=False)
+    _cgroups: bool = field(default=False, init=False)
+    _views: dict[str, Path] = field(factory=dict, init=False)
+    _view_root: Path | None = field(default=None, init=False)
+    _view_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
+    _closed: bool = field(default=False, init=False)
+    _running: int = field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.resolver is not None and not callable(self.resolver):
+            raise InvalidArgumentType(
+                f"Expected a callable resolver(task_ref) -> TaskHandle but got {self.resolver!r}"
+            )
+        self._limiter = anyio.CapacityLimiter(self.max_concurrency)
+        if self.gpus is not None:
+            self._gpu_pool = GpuPool.from_spec(self.gpus)
+
+    # ----------------------------------------------------------------------------------------
+    # Public surface
+
+    @property
+    def isolation_mode(self) -> Mode | None:
+        """``"bwrap"`` or ``"landlock"`` once :meth:`prepare` (or a first run) has chosen."""
+        return self._mode
+
+    @property
+    def running(self) -> int:
+        """Programs running right now."""
+        return self._running
+
+    async def prepare(self) -> Mode:
+        """Probe the isolation now (idempotent) and return the mode in use.
+
+        Raises:
+            SandboxUnavailable: the requested isolation (or, for ``"auto"``, any isolation
+                that keeps the private answers unreadable) is not available here.
+        """
+        if self._mode is not None:
+            return self._mode
+        async with self._setup_lock:
+            if self._mode is not None:
+                return self._mode
+            python = self.python or sys.executable
+            try:
+                info = await anyio.to_thread.run_sync(iso.runtime_info, python)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                raise SandboxUnavailable(
+                    f"cannot use Python interpreter {python!r}: {exc}"
+                ) from exc
+            problem = "not tried (isolation='landlock')"
+            mode: Mode | None = None
+            if self.isolation in ("auto", "bwrap"):
+                bwrap = shutil.which("bwrap")
+                found = await anyio.to_thread.run_sync(iso.bwrap_problem, bwrap, python)
+                if found is None:
+                    mode, self._bwrap = "bwrap", bwrap
+                    self._prlimit = shutil.which("prlimit")
+                    program = iso.seccomp_program(
+                        os.uname().machine, sockets="any", noop_metadata=False
+                    )
+                    if program is not None:
+                        self._seccomp = iso.seccomp_bytes(program)
+                else:
+                    problem = found
+                    if self.isolation == "bwrap":
+                        raise SandboxUnavailable(f"isolation='bwrap' requested but {problem}")
+            if mode is None:
+                machine = os.uname().machine
+                if iso.seccomp_program(machine, sockets="none", noop_metadata=False) is None:
+                    raise SandboxUnavailable(
+                        f"bubblewrap: {problem}; and the Landlock mode has no seccomp filter "
+                        f"for this architecture ({machine}). Install bubblewrap."
+                    )
+                if iso.landlock_abi() == 0:
+                    raise SandboxUnavailable(
+                        "LocalSandbox needs bubblewrap or Landlock to keep the task's answers "
+                        f"away from programs; bubblewrap: {problem}; Landlock: not supported by "
+                        "this kernel (Linux >= 5.13 with Landlock enabled). Install bubblewrap."
+                    )
+                mode = "landlock"
+                if self.isolation == "auto":
+                    _warn_once(
+                        "landlock",
+                        f"LocalSandbox is using its weaker Landlock isolation ({problem}): "
+                        "programs share the host's PID namespace and see the host's /usr "
+                        "and runtime; reads of the answers, writes outside the workspace and "
+                        "sockets other than TCP (itself denied from Landlock ABI 4) are "
+                        "refused. Install bubblewrap for full isolation.",
+                    )
+            probe = await anyio.to_thread.run_sync(
+                lambda: iso.Cgroup.create(pids_max=8, memory_bytes=None, cpus=None)
+            )
+            if probe is not None:
+                probe.remove()
+                self._cgroups = True
+            elif os.geteuid() == 0:
+                _warn_once(
+                    "nproc",
+                    "LocalSandbox cannot create cgroups here and RLIMIT_NPROC does not bind "
+                    "root: a fork bomb is bounded only by the run's timeout"
+                    + (" and PID namespace" if mode == "bwrap" else ""),
+                )
+            if self._gpu_pool is None:
+                self._gpu_pool = await anyio.to_thread.run_sync(GpuPool.from_spec, None)
+            self._info, self._mode = info, mode
+            return mode
+
+    async def run(self, job: Job) -> RunResult:
+        """Run ``job`` to completion and return how it ended (see :class:`openmle.Sandbox`).
+
+        Raises:
+            InvalidArgumentType: ``job`` is not a :class:`openmle.Job`.
+            SandboxError: the sandbox is closed, or no task resolver is available.
+            SandboxUnavailable: see :meth:`prepare`.
+            InvalidArgument: the resolver does not know ``job.task`` (``TaskPackageError``, a
+                subclass, when the package is broken).
+        """
+        if not isinstance(job, Job):
+            raise InvalidArgumentType(f"Expected an openmle.Job but got {type(job).__name__}")
+        if self._closed:
+            raise SandboxError("LocalSandbox is closed; create a new one to run more jobs")
+        await self.prepare()
+        resolver = self.resolver or _default_resolver
+        task = await anyio.to_thread.run_sync(resolver, job.task)
+        submitted = time.monotonic()  # queue_s: waiting for a slot and for GPUs
+        pool = self._gpu_pool
+        assert pool is not None
+        why = pool.problem(job.resources)
+        if why is not None:
+            return RunResult.infra_error(why, split=job.split)
+        async with self._limiter, pool.lease(job.resources) as gpus:
+            queue_s = time.monotonic() - submitted
+            self._running += 1
+            try:
+                return await self._execute(job, task, gpus, queue_s)
+            finally:
+                self._running -= 1
+
+    async def aclose(self) -> None:
+        """Refuse new jobs and delete cached data views (idempotent)."""
+        self._closed = True
+        if self._view_root is not None:
+            root, self._view_root = self._view_root, None
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(iso.safe_rmtree, root)
+
+    async def __aenter__(self) -> LocalSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------------------------------
+    # One run
+
+    async def _data_view(self, public: Path, private: Sequence[Path]) -> Path:
+        """A cached read-only, symlink-free copy of ``public`` (Landlock mode only)."""
+        key = str(public)
+        async with self._view_lock:
+            if key in self._views:
+                return self._views[key]
+            if self._view_root is None:
+                self._view_root = Path(tempfile.mkdtemp(prefix="openmle-views-", dir=self.workdir))
+            dst = self._view_root / f"view{len(self._views)}"
+            await anyio.to_thread.run_sync(lambda: iso.symlink_free_copy(public, dst, deny=private))
+            self._views[key] = dst
+            return dst
+
+    def _limits(self, job: Job) -> tuple[int, int, int]:
+        """(memory bytes, file-size bytes, CPU seconds) for ``job``."""
+        memory_mb = job.resources.memory_mb or self.memory_mb
+        cpu_s = math.ceil(job.timeout_s * max(1, math.ceil(job.resources.cpus))) + 5
+        return memory_mb * 1024 * 1024, self.max_file_mb * 1024 * 1024, cpu_s
+
+    def _env(
+        self, job: Job, *, data: str, workspace: str, tmp: str, gpus: tuple[str, ...], marker: str
+    ) -> dict[str, str]:
+        assert self._info is not None
+        threads = str(max(1, math.ceil(job.resources.cpus)))
+        env = {
+            "PATH": f"{self._info.bin_dir}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": workspace,
+            "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "MPLBACKEND": "Agg",
+            **dict.fromkeys(_THREAD_VARS, threads),
+        }
+        env.update(job.env)
+        env.update({"DATA_DIR": data, "CUDA_VISIBLE_DEVICES": ",".join(gpus), RUN_ID_ENV: marker})
+        return env
+
+    async def _execute(
+        self, job: Job, task: TaskHandle, gpus: tuple[str, ...], queue_s: float
+    ) -> RunResult:
+        assert self._info is not None and self._mode is not None
+        info, bwrap = self._info, self._mode == "bwrap"
+        run_dir = Path(tempfile.mkdtemp(prefix="openmle-run-", dir=self.workdir))
+        workspace, program_dir, tmp_dir = (
+            run_dir / "workspace",
+            run_dir / "program",
+            run_dir / "tmp",
+        )
+        marker = uuid.uuid4().hex
+        cgroup: iso.Cgroup | None = None
+        proc: anyio.abc.Process | None = None
+        status_r = status_w = -1
+        seccomp_fd: int | None = None
+        extra_fds: list[int] = []
+        try:
+            for d in (workspace, program_dir, tmp_dir):
+                d.mkdir()
+            (program_dir / "main.py").write_text(job.code)
+            public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
+            overlap = [p for p in private if iso.is_within(public, p) or iso.is_within(p, public)]
+            if overlap:
+                return RunResult.infra_error(
+                    f"task {task.name!r}: public dir {public} overlaps private path {overlap[0]}; "
+                    "fix the task package",
+                    split=job.split,
+                    queue_s=queue_s,
+                )
+            if not bwrap:
+                inside = [
+                    (p, r)
+                    for p in private
+                    for r in (*info.roots, *map(str, self.extra_ro_paths))
+                    if iso.is_within(p, r)
+                ]
+                if inside:
+                    return RunResult.infra_error(
+                        f"private path {inside[0][0]} lies inside {inside[0][1]}, which Landlock "
+                        "mode must leave readable; move the task elsewhere or install bubblewrap",
+                        split=job.split,
+                        queue_s=queue_s,
+                    )
+            memory, fsize, cpu_s = self._limits(job)
+            cgroup = (
+                iso.Cgroup.create(
+                    pids_max=self.max_processes,
+                    memory_bytes=memory,
+                    cpus=job.resources.cpus if self.cpu_quota else None,
+                )
+                if self._cgroups
+                else None
+            )
+            wanted: list[tuple[str, int | None]] = [
+                ("RLIMIT_CPU", cpu_s),
+                ("RLIMIT_FSIZE", fsize),
+                ("RLIMIT_CORE", 0),
+            ]
+            if cgroup is None:
+                if os.geteuid() != 0:
+                    used = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
+                    wanted.append(("RLIMIT_NPROC", used + self.max_processes))
+                # RLIMIT_DATA counts private writable memory, not address-space reservations
+                # (CUDA and allocators reserve far more than they use, which RLIMIT_AS counts).
+                wanted.append(("RLIMIT_DATA", memory))
+            rlimits = iso.clamp_rlimits(wanted)
+            status_r, status_w = os.pipe()
+            os.set_blocking(status_r, False)
+            launcher: dict[str, object] = {
+                "status_fd": status_w,
+                "procs": cgroup.procs_files if cgroup is not None else [],
+                "rlimits": rlimits,
+                "landlock": None,
+            }
+            if bwrap:
+                assert self._bwrap is not None
+                launcher["argv"] = [info.executable, "/program/main.py"]
+                env = self._env(
+                    job, data="/data", workspace="/workspace", tmp="/tmp", gpus=gpus, marker=marker
+                )
+                procs = cgroup.procs_files if cgroup is not None else []
+                if self._seccomp is not None:
+                    (run_dir / "seccomp.bpf").write_bytes(self._seccomp)
+                    seccomp_fd = os.open(run_dir / "seccomp.bpf", os.O_RDONLY)
+                    extra_fds.append(seccomp_fd)
+                argv = iso.bwrap_argv(
+                    bwrap=self._bwrap,
+                    info=info,
+                    data_dir=public,
+                    workspace=workspace,
+                    program_dir=program_dir,
+                    tmp_bytes=fsize,
+                    private_paths=private,
+                    procs_files=procs,
+                    extra_ro=self.extra_ro_paths,
+                    gpu=bool(gpus),
+                    info_fd=status_w if self._prlimit else None,
+                    seccomp_fd=seccomp_fd,
+                    launcher_cfg=None if self._prlimit else launcher,
+                    command=[info.executable, "/program/main.py"],
+                )
+                if self._prlimit:
+                    argv = iso.shell_chain(
+                        procs_files=procs,
+                        rlimits=rlimits,
+                        status_fd=status_w,
+                        prlimit=self._prlimit,
+                        argv=argv,
+                    )
+            else:
+                data = await self._data_view(public, private)
+                launcher["argv"] = [info.executable, str(program_dir / "main.py")]
+                launcher["seccomp"] = iso.seccomp_program(
+                    os.uname().machine,
+                    sockets="tcp" if iso.landlock_abi() >= 4 else "none",
+                    noop_metadata=os.geteuid() == 0,
+                )
+                launcher["landlock"] = {
+                    "rules": iso.landlock_rules(
+                        info=info,
+                        data_dir=data,
+                        program_dir=program_dir,
+                        workspace=workspace,
+                        tmp_dir=tmp_dir,
+                        extra_ro=self.extra_ro_paths,
+                        gpu=bool(gpus),
+                    )
+                }
+                env = self._env(
+                    job,
+                    data=str(data),
+                    workspace=str(workspace),
+                    tmp=str(tmp_dir),
+                    gpus=gpus,
+                    marker=marker,
+                )
+                argv = [info.executable, "-I", "-S", "-c", iso.LAUNCHER, json.dumps(launcher)]
+            try:
+                proc = await anyio.open_process(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    cwd=workspace,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(status_w, *extra_fds),
+                )
+            except OSError as exc:
+                return RunResult.infra_error(
+                    f"could not start the program: {exc}", split=job.split, queue_s=queue_s
+                )
+            finally:
+                os.close(status_w)
+                status_w = -1
+                for fd in extra_fds:
+                    os.close(fd)
+                extra_fds.clear()
+            started = time.monotonic()
+            cap = LogCap(head=self.log_head_bytes, tail=self.log_tail_bytes)
+            timed_out = False
+            async with anyio.create_task_group() as tg:
+                drained = anyio.Event()
+                assert proc.stdout is not None
+                tg.start_soon(_pump, proc.stdout, cap, drained)
+                with anyio.move_on_after(job.timeout_s) as waited:
+                    await proc.wait()
+                runtime_s = time.monotonic() - started
+                timed_out = waited.cancelled_caught
+                with anyio.CancelScope(shield=True):
+                    await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
+                with anyio.move_on_after(_PIPE_GRACE_S):
+                    await drained.wait()
+                tg.cancel_scope.cancel()
+            status = _read_all(status_r)
+            logs = cap.text()
+            exit_code = proc.returncode
+            # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
+            started_ok = status.startswith(b"ok") and (
+                not (bwrap and self._prlimit) or b'"child-pid"' in status
+            )
+            if not started_ok:
+                why = status[4:].decode(errors="replace") if status.startswith(b"err:") else ""
+                if timed_out and not why:
+                    why = "the sandbox did not start within the job's timeout"
+                return RunResult.infra_error(
+                    "sandbox failed to start the program: "
+                    + (why or f"exit status {exit_code}; see logs"),
+                    split=job.split,
+                    queue_s=queue_s,
+                    logs=logs,
+                )
+            return await self._classify(
+                job=job,
+                task=task,
+                run_dir=run_dir,
+                workspace=workspace,
+                exit_code=exit_code,
+                timed_out=timed_out,
+                oom=cgroup.oom_killed() if cgroup is not None else False,
+                cap=cap,
+                runtime_s=runtime_s,
+                queue_s=queue_s,
+                bwrap=bwrap,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                if proc is not None:
+                    await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=bwrap)
+                    await proc.aclose()
+                for fd in (status_r, status_w, *extra_fds):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                if cgroup is not None:
+                    cgroup.remove()
+                if not self.keep_workspaces:
+                    await anyio.to_thread.run_sync(iso.safe_rmtree, run_dir)
+
+    async def _classify(
+        self,
+        *,
+        job: Job,
+        task: TaskHandle,
+        run_dir: Path,
+        workspace: Path,
+        exit_code: int | None,
+        timed_out: bool,
+        oom: bool,
+        cap: LogCap,
+        runtime_s: float,
+        queue_s: float,
+        bwrap: bool,
+    ) -> RunResult:
+        logs = cap.text()
+        detail = ""
+        if exit_code not in (0, None) and not oom:
+            # Without a memory cgroup, RLIMIT_DATA makes allocations fail with MemoryError.
+            oom = (error_signature(logs) or "").startswith("MemoryError")
+        signum = _signal_of(exit_code, bwrap)
+        if signum == signal.SIGXCPU and not timed_out:
+            timed_out, detail = True, "killed at its CPU-time limit"
+        elif signum is not None and not timed_out and not oom:
+            try:
+                detail = f"killed by {signal.Signals(signum).name}"
+            except ValueError:
+                detail = f"killed by signal {signum}"
+        artifacts = _artifacts(workspace)
+        submission: Path | None = None
+        grade: GradeLike | None = None
+        if exit_code == 0 and not timed_out and not oom:
+            sub = workspace / "submission.csv"
+            try:
+                st = os.lstat(sub)
+            except FileNotFoundError:
+                st = None
+            if st is not None:
+                submission = sub
+                if not stat.S_ISREG(st.st_mode):
+                    grade = _Refused(
+                        reason="submission.csv must be a regular file, not a symlink or directory"
+                    )
+                elif st.st_nlink != 1:
+                    grade = _Refused(reason="submission.csv must not be a hard link")
+                else:
+                    copy = run_dir / "graded" / "submission.csv"
+                    copy.parent.mkdir()
+                    try:
+                        _copy_nofollow(sub, copy)
+                    except OSError as exc:
+                        grade = _Refused(reason=f"submission.csv is unreadable: {exc.strerror}")
+                    else:
+                        try:
+                            grade = await anyio.to_thread.run_sync(
+                                task.grade, copy, job.split, abandon_on_cancel=True
+                            )
+                        except Exception as exc:
+                            return RunResult.infra_error(
+                                f"grader of task {task.name!r} raised {type(exc).__name__}",
+                                split=job.split,
+                                queue_s=queue_s,
+                                logs=logs,
+                            )
+        return classify_run(
+            split=job.split,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            oom=oom,
+            submission=submission,
+            grade=grade,
+            logs=logs,
+            logs_dropped_bytes=cap.dropped,
+            runtime_s=runtime_s,
+            queue_s=queue_s,
+            artifacts=artifacts,
+            detail=detail,
+        )
+
+    async def _kill_tree(
+        self,
+        proc: anyio.abc.Process,
+        cgroup: iso.Cgroup | None,
+        marker: str,
+        *,
+        graceful: bool,
+        bwrap: bool,
+    ) -> None:
+        """Kill every process of the run and reap the main one (TERM first when ``graceful``)."""
+        main = proc.pid
+
+        def targets(main_alive: bool) -> set[int]:
+            found: set[int] = set()
+            if main_alive:
+                found |= iso.descendants(main)
+            if cgroup is not None:
+                found |= cgroup.pids()  # authoritative: a program cannot leave its cgroup
+            elif not bwrap:
+                found |= iso.live_pids_with_env(RUN_ID_ENV, marker)
+            return found
+
+        if graceful and proc.returncode is None:
+            pids = await anyio.to_thread.run_sync(targets, True)
+            if bwrap:  # Spare bwrap itself: its death would SIGKILL the namespace at once.
+                pids = {p for p in pids if _comm(p) != "bwrap"}
+            else:
+                iso.kill_group(main, signal.SIGTERM)
+            iso.kill_pids(pids, signal.SIGTERM)
+            with anyio.move_on_after(self.kill_grace_s):
+                await proc.wait()
+        if bwrap and proc.returncode is not None and cgroup is None:
+            return  # bwrap exited: its PID namespace, and everything in it, is gone.
+        for _ in range(200):
+            alive = proc.returncode is None
+            if alive or cgroup is None:  # scans /proc: off the event loop
+                pids = await anyio.to_thread.run_sync(targets, alive)
+            else:  # reads the cgroup's member list: cheap
+                pids = targets(alive)
+            if not pids and not alive:
+                return
+            iso.kill_group(main, signal.SIGKILL)
+            iso.kill_pids(pids, signal.SIGKILL)
+            if cgroup is not None:
+                cgroup.kill()
+            if alive:
+                # Not proc.kill(): Popen.send_signal polls first, which can reap the child
+                # under asyncio's watcher (which then reports exit status 255).
+                iso.kill_pids([main], signal.SIGKILL)
+                with anyio.move_on_after(5):
+                    await proc.wait()
+            else:
+                await anyio.sleep(0.01)
+
+
+async def _pump(stream: anyio.abc.ByteReceiveStream, cap: LogCap, drained: anyio.Event) -> None:
+    try:
+        async for chunk in stream:
+            cap.feed(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass
+    finally:
+        drained.set()
+
+
+def _task_paths(task: TaskHandle, job: Job) -> tuple[Path, tuple[Path, ...]]:
+    """The split's public dir and the private paths (may build a task's validation view)."""
+    return Path(task.public_dir(job.split)), tuple(Path(p) for p in task.private_paths)
+
+
+def _read_all(fd: int) -> bytes:
+    out = bytearray()
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
+
+
+def _signal_of(exit_code: int | None, bwrap: bool) -> int | None:
+    """The signal that killed the program, if its exit status says so."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if bwrap and 128 < exit_code < 128 + 65:  # bwrap reports 128 + signal
+        return exit_code - 128
+    return None
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _copy_nofollow(src: Path, dst: Path) -> None:
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fin, dst.open("wb") as fout:
+            shutil.copyfileobj(fin, fout, 1024 * 1024)
+    finally:
+        os.close(fd)
+
+
+def _artifacts(workspace: Path) -> tuple[str, ...]:
+    """Relative paths of the files the program left (symlinks listed, never followed)."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
+        rel = os.path.relpath(dirpath, workspace)
+        for name in sorted(filenames) + sorted(
+            d for d in dirnames if os.path.islink(os.path.join(dirpath, d))
+        ):
+            out.append(name if rel == "." else f"{rel}/{name}")
+            if len(out) >= _MAX_ARTIFACTS:
+                return tuple(sorted(out))
+        dirnames.sort()
+    return tuple(sorted(out))
+
+
+LocalSandbox.__module__ = "openmle.backends"

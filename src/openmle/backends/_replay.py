@@ -1,0 +1,170 @@
+"""Record any operator model's answers to a file, and replay them without the model.
+
+:class:`RecordingModel` wraps a model and appends one JSON line per call (fsync'd):
+the request's key, the request itself and the response. :class:`ReplayModel` answers from such
+a file: a request gets the recorded response of the same key (messages, operator, seed and
+sampling settings; ``metadata`` is not part of the key). Identical requests recorded several
+times are replayed in recorded order. A request that was never recorded raises
+:class:`~openmle.errors.ModelNotFoundError` (or goes to ``fallback`` when one is given).
+
+Use it for deterministic tests, to re-run a search without a model server, and to share runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, final
+
+from attrs import define, field
+
+from openmle._protocols import OperatorModel
+from openmle._types import ModelRequest, ModelResponse, Usage
+from openmle.errors import InvalidArgument, ModelNotFoundError
+
+__all__ = ["RecordingModel", "ReplayModel", "request_key"]
+
+
+def request_key(request: ModelRequest) -> str:
+    """A stable key of what determines an answer (messages, operator, seed, sampling)."""
+    payload = {
+        "messages": [[m.role, m.content] for m in request.messages],
+        "operator": None if request.operator is None else request.operator.value,
+        "seed": request.seed,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_tokens": request.max_tokens,
+        "stop": list(request.stop),
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _response_dict(r: ModelResponse) -> dict[str, Any]:
+    return {
+        "text": r.text,
+        "reasoning": r.reasoning,
+        "usage": {
+            "prompt_tokens": r.usage.prompt_tokens,
+            "completion_tokens": r.usage.completion_tokens,
+        },
+        "model": r.model,
+        "finish_reason": r.finish_reason,
+        "latency_s": r.latency_s,
+        "cost_usd": r.cost_usd,
+    }
+
+
+def _response(d: Mapping[str, Any]) -> ModelResponse:
+    return ModelResponse(
+        text=str(d["text"]),
+        reasoning=d.get("reasoning"),
+        usage=Usage(**dict(d.get("usage") or {})),
+        model=str(d.get("model", "")),
+        finish_reason=d.get("finish_reason"),
+        latency_s=float(d.get("latency_s", 0.0)),
+        cost_usd=d.get("cost_usd"),
+    )
+
+
+@final
+@define(eq=False)
+class RecordingModel(OperatorModel):
+    """Wraps ``inner`` and appends every request and response to ``path`` (JSONL, fsync'd)."""
+
+    inner: OperatorModel
+    path: Path = field(converter=Path)
+
+    @property
+    def model(self) -> str:
+        """The wrapped model's id."""
+        return str(getattr(self.inner, "model", "") or type(self.inner).__name__)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Ask ``inner`` and record the exchange."""
+        response = await self.inner.complete(request)
+        record = {
+            "key": request_key(request),
+            "request": {
+                "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+                "operator": None if request.operator is None else request.operator.value,
+                "seed": request.seed,
+                "metadata": dict(request.metadata),
+            },
+            "response": _response_dict(response),
+        }
+        line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return response
+
+
+@final
+@define(eq=False)
+class ReplayModel(OperatorModel):
+    """Answers from a file written by :class:`RecordingModel`.
+
+    Args:
+        path: the recording (JSONL).
+        fallback: a model for requests that were not recorded (default: raise).
+        model: the model id reported (default: the recorded one).
+
+    Raises:
+        InvalidArgument: the file is missing or not a recording.
+    """
+
+    path: Path = field(converter=Path)
+    fallback: OperatorModel | None = None
+    model: str = "replay"
+    _table: dict[str, list[dict[str, Any]]] = field(init=False, factory=dict)
+    _used: dict[str, int] = field(init=False, factory=lambda: defaultdict(int))
+
+    def __attrs_post_init__(self) -> None:
+        if not self.path.is_file():
+            raise InvalidArgument(
+                f"Expected a recording file but got path={str(self.path)!r} (not found); "
+                "record one with RecordingModel or `openmle search --record FILE`"
+            )
+        table: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for i, line in enumerate(self.path.read_text().splitlines()):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                table[str(rec["key"])].append(rec["response"])
+            except (json.JSONDecodeError, KeyError, TypeError):
+                if i == len(self.path.read_text().splitlines()) - 1:
+                    break  # a torn last line
+                raise InvalidArgument(
+                    f"{self.path}: line {i + 1} is not a recording record"
+                ) from None
+        self._table = dict(table)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._table.values())
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The recorded answer to ``request``."""
+        key = request_key(request)
+        answers = self._table.get(key, [])
+        n = self._used[key]
+        if n < len(answers):
+            self._used[key] = n + 1
+            return _response(answers[n])
+        if answers:  # more identical requests than recorded: repeat the last answer
+            return _response(answers[-1])
+        if self.fallback is not None:
+            return await self.fallback.complete(request)
+        raise ModelNotFoundError(
+            f"no recorded answer for this request (key {key[:12]}) in {self.path}; "
+            "the prompt, operator or seed differ from the recording"
+        )

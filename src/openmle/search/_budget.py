@@ -1,0 +1,271 @@
+"""Budgets and the ledger that enforces them across workers.
+
+A :class:`Budget` caps five quantities: steps (nodes proposed), sandbox seconds (program run time,
+queue wait excluded), wall seconds (model plus sandbox time as the user waits for it, summed over
+sessions of a resumed run), tokens, and money (from a :class:`PriceTable`, or from the model's
+own ``cost_usd``). A :class:`Ledger` sums what every committed node consumed and says when a cap
+is reached; the search then stops proposing and either lets running work finish or cancels it
+(``Budget.on_exhaust``).
+
+Departures from the released system: there, the sandbox-time budget counts only successful
+validation runs and the model-plus-sandbox budget is a wall clock that restarts on resume
+(reference 5.10); here every run counts (a failed program used the machine too) and wall time
+carries over across resumes, so a resumed run cannot exceed its budget by restarting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, final
+
+from attrs import define, field, frozen
+
+from openmle._types import Usage
+from openmle._validation import check_choice, check_positive, fail
+
+__all__ = ["Budget", "Consumption", "Ledger", "PriceTable"]
+
+
+def _opt_positive(name: str) -> Any:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if value is None:
+            return
+        check_positive(value, f"Budget.{name}")  # type: ignore[arg-type]
+
+    return check
+
+
+def _opt_int(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise fail("an integer > 0 or None", "Budget.steps/tokens", value)
+    return value
+
+
+def _price_map(value: Mapping[str, Any]) -> Mapping[str, tuple[float, float]]:
+    return MappingProxyType({str(k): (float(v[0]), float(v[1])) for k, v in value.items()})
+
+
+@final
+@frozen(kw_only=True)
+class PriceTable:
+    """USD per million tokens, per model id (``"*"`` matches any model).
+
+    Args:
+        prices: ``{model_id: (prompt_usd_per_mtok, completion_usd_per_mtok)}``.
+    """
+
+    prices: Mapping[str, tuple[float, float]] = field(converter=_price_map)
+
+    def cost(self, model: str, usage: Usage) -> float | None:
+        """The cost of ``usage`` on ``model`` in USD, or None when the model has no price."""
+        price = self.prices.get(model, self.prices.get("*"))
+        if price is None:
+            return None
+        return (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+
+    def to_dict(self) -> dict[str, list[float]]:
+        """A JSON-ready dict."""
+        return {k: list(v) for k, v in self.prices.items()}
+
+
+@final
+@frozen(kw_only=True)
+class Budget:
+    """Hard caps on a search; None means uncapped.
+
+    Args:
+        steps: nodes to propose (each Draft/Improve/Debug/Crossover attempt is one step).
+        sandbox_s: program run seconds summed over all runs (queue wait excluded).
+        wall_s: wall seconds the search may run (model and sandbox time as experienced,
+            summed over the sessions of a resumed run).
+        tokens: prompt plus completion tokens.
+        usd: money, from ``prices`` or the model's reported ``cost_usd``.
+        prices: a price table for models that do not report their cost.
+        on_exhaust: ``"finish"`` lets running work complete (and be recorded) after a cap is
+            reached; ``"cancel"`` cancels it (the cancelled steps are journalled, not re-run).
+
+    Raises:
+        InvalidArgument: a non-positive cap, or no cap at all.
+    """
+
+    steps: int | None = field(default=None, converter=_opt_int)
+    sandbox_s: float | None = field(default=None, validator=_opt_positive("sandbox_s"))
+    wall_s: float | None = field(default=None, validator=_opt_positive("wall_s"))
+    tokens: int | None = field(default=None, converter=_opt_int)
+    usd: float | None = field(default=None, validator=_opt_positive("usd"))
+    prices: PriceTable | None = None
+    on_exhaust: Literal["finish", "cancel"] = "finish"
+
+    def __attrs_post_init__(self) -> None:
+        check_choice(self.on_exhaust, ("finish", "cancel"), "Budget.on_exhaust")
+        if all(v is None for v in (self.steps, self.sandbox_s, self.wall_s, self.tokens, self.usd)):
+            raise fail(
+                "at least one cap",
+                "Budget",
+                "no caps",
+                "set steps=, sandbox_s=, wall_s=, tokens= or usd= so the search can end",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for the manifest)."""
+        return {
+            "steps": self.steps,
+            "sandbox_s": self.sandbox_s,
+            "wall_s": self.wall_s,
+            "tokens": self.tokens,
+            "usd": self.usd,
+            "prices": None if self.prices is None else self.prices.to_dict(),
+            "on_exhaust": self.on_exhaust,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Budget:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(data)
+        if d.get("prices") is not None:
+            d["prices"] = PriceTable(prices=d["prices"])
+        return cls(**d)
+
+
+@final
+@frozen(kw_only=True)
+class Consumption:
+    """What one node consumed.
+
+    Args:
+        sandbox_s: program run seconds (queue wait excluded), summed over retries.
+        queue_s: seconds the job waited for a sandbox slot.
+        model_s: wall seconds of the model call(s).
+        wall_s: wall seconds of the whole expansion (model plus sandbox plus waits).
+        prompt_tokens, completion_tokens: token usage of the model call(s).
+        cost_usd: money spent, or None when unknown.
+    """
+
+    sandbox_s: float = 0.0
+    queue_s: float = 0.0
+    model_s: float = 0.0
+    wall_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "sandbox_s": self.sandbox_s,
+            "queue_s": self.queue_s,
+            "model_s": self.model_s,
+            "wall_s": self.wall_s,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Consumption:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**dict(data))
+
+
+@final
+@define(eq=False)
+class Ledger:
+    """Running totals against a :class:`Budget`; shared by every worker of one search.
+
+    The ledger is plain state (no locks): the search core is single-threaded on the event loop,
+    so every charge happens between two awaits.
+    """
+
+    budget: Budget
+    steps: int = 0
+    sandbox_s: float = 0.0
+    model_s: float = 0.0
+    tokens: int = 0
+    usd: float = 0.0
+    wall_offset_s: float = 0.0
+    """Wall seconds spent by earlier sessions of a resumed run."""
+    wall_now_s: float = field(default=0.0)
+    """Wall seconds of this session so far (set by the driver's clock)."""
+
+    @property
+    def wall_s(self) -> float:
+        """Wall seconds across all sessions."""
+        return self.wall_offset_s + self.wall_now_s
+
+    def charge_step(self) -> None:
+        """Count one proposed step."""
+        self.steps += 1
+
+    def charge(self, used: Consumption) -> None:
+        """Add one node's consumption."""
+        self.sandbox_s += used.sandbox_s
+        self.model_s += used.model_s
+        self.tokens += used.tokens
+        if used.cost_usd is not None and math.isfinite(used.cost_usd):
+            self.usd += used.cost_usd
+
+    def exhausted(self) -> str | None:
+        """The name of the first cap reached (``"steps"``, ``"sandbox_s"``, ...), or None."""
+        b = self.budget
+        checks: tuple[tuple[str, float | None, float], ...] = (
+            ("steps", b.steps, self.steps),
+            ("sandbox_s", b.sandbox_s, self.sandbox_s),
+            ("wall_s", b.wall_s, self.wall_s),
+            ("tokens", b.tokens, self.tokens),
+            ("usd", b.usd, self.usd),
+        )
+        for name, cap, spent in checks:
+            if cap is not None and spent >= cap:
+                return name
+        return None
+
+    def hard_exhausted(self) -> str | None:
+        """Like :meth:`exhausted` but ignoring the step cap (which never cancels running work)."""
+        reason = self.exhausted()
+        if reason == "steps":
+            b = self.budget
+            for name, cap, spent in (
+                ("sandbox_s", b.sandbox_s, self.sandbox_s),
+                ("wall_s", b.wall_s, self.wall_s),
+                ("tokens", b.tokens, self.tokens),
+                ("usd", b.usd, self.usd),
+            ):
+                if cap is not None and spent >= cap:
+                    return name
+            return None
+        return reason
+
+    def fractions(self) -> dict[str, float]:
+        """Share of each capped quantity used, in [0, inf) (1.0 = cap reached)."""
+        b = self.budget
+        out: dict[str, float] = {}
+        for name, cap, spent in (
+            ("steps", b.steps, self.steps),
+            ("sandbox_s", b.sandbox_s, self.sandbox_s),
+            ("wall_s", b.wall_s, self.wall_s),
+            ("tokens", b.tokens, self.tokens),
+            ("usd", b.usd, self.usd),
+        ):
+            if cap is not None:
+                out[name] = spent / cap
+        return out
+
+    def to_dict(self) -> dict[str, float]:
+        """The totals, JSON-ready."""
+        return {
+            "steps": self.steps,
+            "sandbox_s": self.sandbox_s,
+            "model_s": self.model_s,
+            "wall_s": self.wall_s,
+            "tokens": self.tokens,
+            "usd": self.usd,
+        }

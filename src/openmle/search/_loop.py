@@ -1,0 +1,680 @@
+"""The search core: an I/O-free state machine that proposes expansions and receives evaluations.
+
+:class:`SearchCore` decides *what* to try next (an operator, its parents and the context) and
+records *what happened* (a :class:`Node` per evaluated program); it never awaits, reads files or
+calls a model. The async driver (``openmle.search.arun_search``) runs the model and the sandbox
+and journals every call to the core, so a run directory can rebuild the core exactly.
+
+Phases, as in the paper (reference 5.2): the first ``initial_drafts`` steps are Drafts; after
+that the selector picks parents for Improve (one parent) or Crossover (two parents, with
+probability ``crossover_prob`` once ``crossover_after`` successful nodes exist); a program that
+fails enters a Debug cycle of at most ``max_debug_depth`` attempts; when ``repeated_errors``
+consecutive nodes of a Debug chain fail with the same error signature the chain is abandoned
+and a fresh Draft is forced. ``fresh_draft_prob`` draws an extra Draft at any step.
+
+Departures from the released system:
+- Debug is the only operator that follows a failure and it is driven by a queue, so concurrent
+  workers never debug the same node twice and never lose a pending debug.
+- Infrastructure failures (``Outcome.INFRA_ERROR``) are never debugged and never selected: they
+  say nothing about the program (reference bug B5).
+- The selection score is the sandbox's validation score. A score the program printed is
+  recorded on the node and used only when ``trust_printed_score=True`` (reference bug B6: the
+  released opt-in could not take effect; here it is explicit and written to the manifest).
+- All randomness comes from one ``numpy`` generator whose state is journalled with every
+  proposal, so a resumed run draws exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, final
+
+import attrs
+import numpy as np
+from attrs import define, field, frozen
+
+from openmle._protocols import Selector
+from openmle._types import (
+    Candidate,
+    Operator,
+    Outcome,
+    RunResult,
+    Selection,
+    Split,
+    TaskMeta,
+    Usage,
+)
+from openmle._validation import check_positive, check_probability, fail
+from openmle.errors import InvalidArgument
+from openmle.search._board import Board
+from openmle.search._budget import Budget, Consumption, Ledger
+from openmle.search._cards import ExperienceCard
+
+__all__ = ["Evaluation", "Node", "Proposal", "SearchConfig", "SearchCore"]
+
+_FEEDBACK_HEAD = 2000
+_FEEDBACK_TAIL = 6000
+
+
+def _nonneg_int(name: str) -> Any:
+    def check(instance: object, attribute: object, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise fail("an integer >= 0", f"SearchConfig.{name}", value)
+
+    return check
+
+
+@final
+@frozen(kw_only=True)
+class SearchConfig:
+    """How the search expands nodes. Every ratio is configurable.
+
+    Args:
+        initial_drafts: Drafts before any Improve/Crossover (paper: 5).
+        crossover_prob: probability of Crossover over Improve once it is allowed (paper: 0.5).
+        crossover_after: successful nodes needed before Crossover is allowed (at least 2).
+        fresh_draft_prob: probability of an unforced Draft at a selector step (paper: 0; 0.2 on
+            NatureBench).
+        max_debug_depth: Debug attempts per failed program before giving up (0 disables Debug).
+        repeated_errors: consecutive identical error signatures in a Debug chain that abandon it
+            and force a fresh Draft (at least 2).
+        trust_printed_score: use the score the program printed for selection instead of the
+            sandbox's validation score. Off by default; recorded in the manifest.
+        seed: seed of the search's random generator.
+        timeout_s: per-run wall-clock limit sent to the sandbox.
+        retries: retries of a failed model call, and of a sandbox run that ended in
+            ``INFRA_ERROR``, before the node is recorded as ``INFRA_ERROR``.
+        retry_backoff_s: first retry delay in seconds (doubling each retry).
+    """
+
+    initial_drafts: int = field(default=5, validator=_nonneg_int("initial_drafts"))
+    crossover_prob: float = field(default=0.5)
+    crossover_after: int = field(default=2)
+    fresh_draft_prob: float = field(default=0.0)
+    max_debug_depth: int = field(default=3, validator=_nonneg_int("max_debug_depth"))
+    repeated_errors: int = field(default=2)
+    trust_printed_score: bool = False
+    seed: int = field(default=0, validator=_nonneg_int("seed"))
+    timeout_s: float = 600.0
+    retries: int = field(default=2, validator=_nonneg_int("retries"))
+    retry_backoff_s: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        check_positive(self.retry_backoff_s, "SearchConfig.retry_backoff_s", allow_zero=True)
+        check_probability(self.crossover_prob, "SearchConfig.crossover_prob")
+        check_probability(self.fresh_draft_prob, "SearchConfig.fresh_draft_prob")
+        check_positive(self.timeout_s, "SearchConfig.timeout_s")
+        if isinstance(self.crossover_after, bool) or not (
+            isinstance(self.crossover_after, int) and self.crossover_after >= 2
+        ):
+            raise fail("an integer >= 2", "SearchConfig.crossover_after", self.crossover_after)
+        if isinstance(self.repeated_errors, bool) or not (
+            isinstance(self.repeated_errors, int) and self.repeated_errors >= 2
+        ):
+            raise fail("an integer >= 2", "SearchConfig.repeated_errors", self.repeated_errors)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchConfig:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**dict(data))
+
+
+def _selection_dict(sel: Selection | None) -> dict[str, Any] | None:
+    if sel is None:
+        return None
+    return {
+        "chosen": list(sel.chosen),
+        "node_ids": list(sel.node_ids),
+        "probabilities": list(sel.probabilities),
+        "utilities": list(sel.utilities),
+    }
+
+
+@final
+@frozen(kw_only=True)
+class Proposal:
+    """One expansion the core wants evaluated.
+
+    Args:
+        step: 0-based step index (also the order of proposals).
+        node_id: the id the resulting node will have.
+        operator: which operator to apply.
+        parent_ids: the parents (empty for Draft; one for Improve/Debug; two for Crossover).
+        generation: 1 + the parents' highest generation (0 for a Draft).
+        debug_depth: position in a Debug chain (0 outside Debug).
+        reason: why this operator: ``"initial"``, ``"selector"``, ``"debug"``, ``"forced_draft"``,
+            ``"fresh_draft"`` or ``"no_parent"``.
+        seed: a seed for the model request, derived from the run seed and the step.
+        selection: what the selector chose and the probability it gave every candidate.
+    """
+
+    step: int
+    node_id: str
+    operator: Operator
+    parent_ids: tuple[str, ...] = ()
+    generation: int = 0
+    debug_depth: int = 0
+    reason: str = "selector"
+    seed: int = 0
+    selection: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "step": self.step,
+            "node_id": self.node_id,
+            "operator": self.operator.value,
+            "parent_ids": list(self.parent_ids),
+            "generation": self.generation,
+            "debug_depth": self.debug_depth,
+            "reason": self.reason,
+            "seed": self.seed,
+            "selection": None if self.selection is None else dict(self.selection),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(data)
+        d["operator"] = Operator(d["operator"])
+        d["parent_ids"] = tuple(d["parent_ids"])
+        return cls(**d)
+
+
+@final
+@frozen(kw_only=True)
+class Evaluation:
+    """What happened to a proposal: the model's program and the sandbox's verdict.
+
+    Args:
+        code: the program ("" when the response held none).
+        plan: the model's plan or explanation, if any.
+        result: the sandbox's result on the validation split (MISSING_CODE when there was no
+            program; INFRA_ERROR when the model or sandbox failed).
+        usage: token usage of the model call(s).
+        model: the id of the model that answered.
+        model_s: wall seconds of the model call(s).
+        wall_s: wall seconds of the whole expansion.
+        cost_usd: money spent, if known.
+    """
+
+    code: str
+    result: RunResult
+    plan: str = ""
+    usage: Usage = field(factory=Usage)
+    model: str = ""
+    model_s: float = 0.0
+    wall_s: float = 0.0
+    cost_usd: float | None = None
+
+
+def _feedback(logs: str) -> str:
+    if len(logs) <= _FEEDBACK_HEAD + _FEEDBACK_TAIL:
+        return logs
+    dropped = len(logs) - _FEEDBACK_HEAD - _FEEDBACK_TAIL
+    return (
+        f"{logs[:_FEEDBACK_HEAD]}\n[... {dropped} characters dropped ...]\n{logs[-_FEEDBACK_TAIL:]}"
+    )
+
+
+@final
+@frozen(kw_only=True)
+class Node:
+    """One evaluated program: what was tried, how it ended, and what it cost.
+
+    Args:
+        node_id, step, operator, parent_ids, generation, debug_depth, reason: from the proposal.
+        code: the program; plan: the model's plan.
+        outcome: how the run ended.
+        score: the selection score (the sandbox's validation score, or the printed score when
+            the user opted in); None unless ``outcome`` is SUCCESS.
+        valid_score: the sandbox's validation score; printed_score: what the program printed.
+        error_signature, detail, exit_code: failure details.
+        feedback: the program's output, capped (head and tail kept) for prompts and reports.
+        family: method family; model: model id.
+        used: what the node consumed.
+        selection: the selector's choice that produced the proposal.
+        elapsed_s: wall seconds since the run started (across sessions) when it was committed.
+        card: the node's :class:`~openmle.search.ExperienceCard` (the board's record).
+    """
+
+    node_id: str
+    step: int
+    operator: Operator
+    parent_ids: tuple[str, ...]
+    generation: int
+    debug_depth: int
+    reason: str
+    code: str
+    plan: str
+    outcome: Outcome
+    score: float | None
+    valid_score: float | None
+    printed_score: float | None
+    error_signature: str | None
+    detail: str
+    exit_code: int | None
+    feedback: str
+    family: str
+    model: str
+    used: Consumption
+    selection: Mapping[str, Any] | None = None
+    elapsed_s: float = 0.0
+    card: ExperienceCard | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the program ran and has a selection score."""
+        return self.outcome is Outcome.SUCCESS and self.score is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "node_id": self.node_id,
+            "step": self.step,
+            "operator": self.operator.value,
+            "parent_ids": list(self.parent_ids),
+            "generation": self.generation,
+            "debug_depth": self.debug_depth,
+            "reason": self.reason,
+            "code": self.code,
+            "plan": self.plan,
+            "outcome": self.outcome.value,
+            "score": self.score,
+            "valid_score": self.valid_score,
+            "printed_score": self.printed_score,
+            "error_signature": self.error_signature,
+            "detail": self.detail,
+            "exit_code": self.exit_code,
+            "feedback": self.feedback,
+            "family": self.family,
+            "model": self.model,
+            "used": self.used.to_dict(),
+            "selection": None if self.selection is None else dict(self.selection),
+            "elapsed_s": self.elapsed_s,
+            "card": None if self.card is None else self.card.to_dict(),
+        }
+
+    def run_result(self) -> RunResult:
+        """The node's validation run as a :class:`RunResult` (logs capped to ``feedback``)."""
+        return RunResult(
+            outcome=self.outcome,
+            score=self.valid_score,
+            split=Split.VALID,
+            logs=self.feedback,
+            error_signature=None if self.outcome.is_success else self.error_signature,
+            detail=self.detail,
+            exit_code=self.exit_code,
+            runtime_s=self.used.sandbox_s,
+            queue_s=self.used.queue_s,
+            printed_score=self.printed_score,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Node:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(data)
+        card = d.get("card")
+        d["card"] = None if card is None else ExperienceCard.from_dict(card)
+        d["operator"] = Operator(d["operator"])
+        d["outcome"] = Outcome(d["outcome"])
+        d["parent_ids"] = tuple(d["parent_ids"])
+        d["used"] = Consumption.from_dict(d["used"])
+        return cls(**d)
+
+
+def _derive_seed(seed: int, step: int) -> int:
+    digest = hashlib.blake2b(f"{seed}:{step}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+@final
+@define(eq=False)
+class SearchCore:
+    """The search state machine. Single-threaded; no I/O; driven by ``propose``/``commit``.
+
+    Args:
+        config: how to expand.
+        selector: chooses parents among successful nodes.
+        budget: caps; the core stops proposing when one is reached.
+        higher_is_better: the task's metric direction (for the final choice and deltas).
+        family_count: optional ``(family) -> int`` hook for novelty; by default the core counts
+            committed nodes per family.
+
+    Usage::
+
+        core = SearchCore(config=SearchConfig(), selector=sel, budget=Budget(steps=10))
+        while (p := core.propose()) is not None:
+            core.commit(p, evaluate(p))
+    """
+
+    config: SearchConfig
+    selector: Selector
+    budget: Budget
+    higher_is_better: bool = True
+    nodes: dict[str, Node] = field(factory=dict, init=False)
+    pending: dict[int, Proposal] = field(factory=dict, init=False)
+    cancelled: set[int] = field(factory=set, init=False)
+    ledger: Ledger = field(init=False)
+    rng: np.random.Generator = field(init=False)
+    board: Board = field(init=False)
+    next_step: int = field(default=0, init=False)
+    stop_reason: str | None = field(default=None, init=False)
+    last_elapsed_s: float = field(default=0.0, init=False)
+    _debug_queue: deque[str] = field(factory=deque, init=False)
+    _forced_drafts: int = field(default=0, init=False)
+    _family_counts: dict[str, int] = field(factory=dict, init=False)
+    _n_ok: int = field(default=0, init=False)
+    _done: set[int] = field(factory=set, init=False)
+    _prefix: int = field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.ledger = Ledger(budget=self.budget)
+        self.rng = np.random.default_rng(self.config.seed)
+        self.board = Board(task=TaskMeta(higher_is_better=self.higher_is_better))
+
+    # ----------------------------------------------------------------------------------- views
+
+    @property
+    def committed_prefix(self) -> int:
+        """How many leading steps (0, 1, ...) are committed or cancelled."""
+        return self._prefix
+
+    @property
+    def steps_done(self) -> int:
+        """Steps committed or cancelled (in any order)."""
+        return self._prefix + len(self._done)
+
+    @property
+    def in_flight(self) -> int:
+        """Proposals not yet committed or cancelled."""
+        return len(self.pending)
+
+    def successful(self) -> list[Node]:
+        """Nodes with a selection score, in step order."""
+        return [n for n in self.nodes.values() if n.ok]
+
+    def best(self) -> Node | None:
+        """The node with the best selection score (earliest on ties), or None."""
+        best: Node | None = None
+        for n in self.nodes.values():
+            if not n.ok or n.score is None:
+                continue
+            if best is None or best.score is None or self._better(n.score, best.score):
+                best = n
+        return best
+
+    def _better(self, a: float, b: float) -> bool:
+        return a > b if self.higher_is_better else a < b
+
+    def exhausted(self) -> str | None:
+        """Why the core will propose nothing more (a cap name), or None."""
+        return self.stop_reason or self.ledger.exhausted()
+
+    # ---------------------------------------------------------------------------------- propose
+
+    def propose(self) -> Proposal | None:
+        """The next expansion to evaluate, or None once a budget cap is reached."""
+        if self.exhausted() is not None:
+            return None
+        step = self.next_step
+        node_id = f"n{step:05d}"
+        seed = _derive_seed(self.config.seed, step)
+        proposal = self._choose(step, node_id, seed)
+        self.next_step += 1
+        self.pending[step] = proposal
+        self.ledger.charge_step()
+        return proposal
+
+    def _choose(self, step: int, node_id: str, seed: int) -> Proposal:
+        cfg = self.config
+        if step < cfg.initial_drafts:
+            return Proposal(
+                step=step, node_id=node_id, operator=Operator.DRAFT, reason="initial", seed=seed
+            )
+        if self._debug_queue:
+            target = self.nodes[self._debug_queue.popleft()]
+            return Proposal(
+                step=step,
+                node_id=node_id,
+                operator=Operator.DEBUG,
+                parent_ids=(target.node_id,),
+                generation=target.generation + 1,
+                debug_depth=target.debug_depth + 1,
+                reason="debug",
+                seed=seed,
+            )
+        if self._forced_drafts:
+            self._forced_drafts -= 1
+            return Proposal(
+                step=step,
+                node_id=node_id,
+                operator=Operator.DRAFT,
+                reason="forced_draft",
+                seed=seed,
+            )
+        n_ok = self._n_ok
+        if not n_ok:
+            return Proposal(
+                step=step, node_id=node_id, operator=Operator.DRAFT, reason="no_parent", seed=seed
+            )
+        if cfg.fresh_draft_prob > 0 and self.rng.random() < cfg.fresh_draft_prob:
+            return Proposal(
+                step=step, node_id=node_id, operator=Operator.DRAFT, reason="fresh_draft", seed=seed
+            )
+        crossover = (
+            n_ok >= cfg.crossover_after
+            and cfg.crossover_prob > 0
+            and self.rng.random() < cfg.crossover_prob
+        )
+        op = Operator.CROSSOVER if crossover else Operator.IMPROVE
+        if cfg.trust_printed_score:
+            candidates = [self._candidate(n) for n in self.successful()]
+        else:
+            # The board caches one candidate per scored node; family_count is left to the
+            # selector (it counts families among the candidates, as the released code does).
+            candidates = self.board.candidates()
+        selection = self.selector.select(candidates, self.rng, k=op.n_parents)
+        if len(selection.chosen) != op.n_parents:
+            raise InvalidArgument(
+                f"selector returned {len(selection.chosen)} parents for {op.value}, "
+                f"expected {op.n_parents}"
+            )
+        parents = tuple(selection.chosen)
+        generation = 1 + max(self.nodes[p].generation for p in parents)
+        return Proposal(
+            step=step,
+            node_id=node_id,
+            operator=op,
+            parent_ids=parents,
+            generation=generation,
+            reason="selector",
+            seed=seed,
+            selection=_selection_dict(selection),
+        )
+
+    def _candidate(self, node: Node) -> Candidate:
+        parent_scores = [
+            self.nodes[p].score for p in node.parent_ids if self.nodes[p].score is not None
+        ]
+        parent_best: float | None = None
+        if parent_scores:
+            clean = [s for s in parent_scores if s is not None]
+            parent_best = max(clean) if self.higher_is_better else min(clean)
+        return Candidate(
+            node_id=node.node_id,
+            score=node.score,
+            parent_ids=node.parent_ids,
+            parent_best_score=parent_best,
+            family=node.family,
+            family_count=self._family_counts.get(node.family, 1) - 1,
+            generation=node.generation,
+        )
+
+    # ----------------------------------------------------------------------------------- commit
+
+    def make_node(
+        self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0
+    ) -> Node:
+        """Build (without applying) the node for ``proposal`` from its evaluation."""
+        if proposal.step not in self.pending:
+            raise InvalidArgument(
+                f"step {proposal.step} is not pending; it was never proposed or is already done"
+            )
+        r = evaluation.result
+        if r.split is not Split.VALID:
+            raise InvalidArgument("search evaluations must be on the 'valid' split")
+        valid = r.score if r.outcome is Outcome.SUCCESS else None
+        score = valid
+        if self.config.trust_printed_score and r.outcome is Outcome.SUCCESS:
+            score = r.printed_score if r.printed_score is not None else valid
+        cost = evaluation.cost_usd
+        if cost is None and self.budget.prices is not None:
+            cost = self.budget.prices.cost(evaluation.model, evaluation.usage)
+        used = Consumption(
+            sandbox_s=r.runtime_s,
+            queue_s=r.queue_s,
+            model_s=evaluation.model_s,
+            wall_s=evaluation.wall_s,
+            prompt_tokens=evaluation.usage.prompt_tokens,
+            completion_tokens=evaluation.usage.completion_tokens,
+            cost_usd=cost,
+        )
+        signature = r.error_signature
+        if signature is None and not r.outcome.is_success:
+            signature = r.outcome.value
+        card = ExperienceCard.build(
+            node_id=proposal.node_id,
+            operator=proposal.operator,
+            code=evaluation.code,
+            result=r,
+            task=self.board.task,
+            board=self.board,
+            parent_ids=proposal.parent_ids,
+            plan=evaluation.plan,
+            generation=proposal.generation,
+            model_s=evaluation.model_s,
+            usage=evaluation.usage,
+            cost_usd=cost,
+        )
+        return Node(
+            node_id=proposal.node_id,
+            step=proposal.step,
+            operator=proposal.operator,
+            parent_ids=proposal.parent_ids,
+            generation=proposal.generation,
+            debug_depth=proposal.debug_depth,
+            reason=proposal.reason,
+            code=evaluation.code,
+            plan=evaluation.plan,
+            outcome=r.outcome,
+            score=score,
+            valid_score=valid,
+            printed_score=r.printed_score,
+            error_signature=signature,
+            detail=r.detail,
+            exit_code=r.exit_code,
+            feedback=_feedback(r.logs),
+            family=card.family,
+            model=evaluation.model,
+            used=used,
+            selection=proposal.selection,
+            elapsed_s=elapsed_s,
+            card=card,
+        )
+
+    def commit(self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0) -> Node:
+        """Record the evaluation of a pending proposal and return its node."""
+        node = self.make_node(proposal, evaluation, elapsed_s=elapsed_s)
+        self.apply(node)
+        return node
+
+    def apply(self, node: Node) -> None:
+        """Apply a node built by :meth:`make_node` (also used to replay a journal)."""
+        if node.step not in self.pending:
+            raise InvalidArgument(f"node {node.node_id} is not pending")
+        del self.pending[node.step]
+        self.nodes[node.node_id] = node
+        if node.card is not None:
+            self.board.add(node.card)
+        self._family_counts[node.family] = self._family_counts.get(node.family, 0) + 1
+        self._n_ok += node.ok
+        self.ledger.charge(node.used)
+        self.last_elapsed_s = max(self.last_elapsed_s, node.elapsed_s)
+        self._mark_done(node.step)
+        if node.outcome.is_program_failure:
+            self._after_failure(node)
+
+    def _after_failure(self, node: Node) -> None:
+        cfg = self.config
+        if node.operator is Operator.DEBUG and self._repeats(node) >= cfg.repeated_errors:
+            self._forced_drafts += 1
+            return
+        if node.debug_depth < cfg.max_debug_depth:
+            self._debug_queue.append(node.node_id)
+
+    def _repeats(self, node: Node) -> int:
+        """Consecutive nodes ending at ``node`` along its Debug chain with its signature."""
+        count = 1
+        cur = node
+        while cur.operator is Operator.DEBUG and cur.parent_ids:
+            parent = self.nodes.get(cur.parent_ids[0])
+            if parent is None or parent.error_signature != node.error_signature:
+                break
+            count += 1
+            cur = parent
+        return count
+
+    def cancel(self, step: int) -> None:
+        """Drop a pending proposal (cancelled work); it will not be re-run on resume."""
+        if step not in self.pending:
+            raise InvalidArgument(f"step {step} is not pending")
+        del self.pending[step]
+        self.cancelled.add(step)
+        self._mark_done(step)
+
+    def _mark_done(self, step: int) -> None:
+        self._done.add(step)
+        while self._prefix in self._done:
+            self._done.discard(self._prefix)
+            self._prefix += 1
+
+    def stop(self, reason: str) -> None:
+        """Stop proposing (for example, the user interrupted the run)."""
+        self.stop_reason = reason
+
+    # ----------------------------------------------------------------------------- persistence
+
+    def rng_state(self) -> dict[str, Any]:
+        """The generator's state, JSON-ready."""
+        return dict(self.rng.bit_generator.state)
+
+    def restore_proposal(self, proposal: Proposal, rng_state: Mapping[str, Any]) -> None:
+        """Replay a journalled proposal: mark it pending and restore the generator after it.
+
+        Replaying is exact only in journal order (proposals and commits interleaved as they
+        happened); :func:`openmle.search.resume_search` does that.
+        """
+        if proposal.step != self.next_step:
+            raise InvalidArgument(
+                f"journal out of order: expected step {self.next_step}, got {proposal.step}"
+            )
+        # Re-derive the choice to keep the debug queue and forced drafts in step.
+        if proposal.operator is Operator.DEBUG and proposal.reason == "debug":
+            self._debug_queue.remove(proposal.parent_ids[0])
+        elif proposal.reason == "forced_draft":
+            self._forced_drafts -= 1
+        self.next_step += 1
+        self.pending[proposal.step] = proposal
+        self.ledger.charge_step()
+        self.rng.bit_generator.state = dict(rng_state)
+
+    def pending_in_order(self) -> Sequence[Proposal]:
+        """Pending proposals by step (the ones a resumed run re-queues)."""
+        return [self.pending[s] for s in sorted(self.pending)]

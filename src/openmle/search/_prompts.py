@@ -1,0 +1,219 @@
+"""How the driver turns a proposal into a model request and a response into a program.
+
+:class:`PromptBuilder` is the seam: ``build(proposal, parents, task, board=..., time_left_s=...)``
+returns the :class:`~openmle.ModelRequest`; ``parse(text)`` returns ``(plan, code)``.
+
+- :class:`OperatorPrompts` (the default) uses :mod:`openmle.operators` (the four operator
+  prompts, hard character budgets) with :class:`~openmle.search.OperatorMemory` built from the
+  search's board, so each operator sees its own small context: the parent's lineage and
+  siblings for Improve, both parents for Crossover, same-signature failures for Debug.
+- :class:`BasicPrompts` is a minimal builder (parents' code and feedback only) for tests and
+  for models that want short prompts.
+
+What reaches a prompt: the task's public description, parent programs, their (capped) output
+and *validation* scores. Test scores and hidden answers never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, final, runtime_checkable
+
+from attrs import field, frozen
+
+from openmle._types import Message, ModelRequest, Operator
+from openmle.operators import (
+    DEFAULT_TEMPLATES,
+    OperatorTemplates,
+    ParentView,
+    PromptBudget,
+    TaskBrief,
+    build_request,
+    parse_response,
+    render_feedback,
+)
+from openmle.search._board import Board
+from openmle.search._loop import Node, Proposal
+from openmle.search._memory import MemoryConfig, OperatorMemory
+
+__all__ = ["BasicPrompts", "OperatorPrompts", "PromptBuilder", "TaskInfo"]
+
+
+@frozen(kw_only=True)
+class TaskInfo:
+    """What prompts may say about the task.
+
+    Args:
+        name: the task reference (bundled name or path).
+        description: the task's public description.
+        higher_is_better: metric direction.
+        timeout_s: the per-run wall-clock limit.
+    """
+
+    name: str
+    description: str = ""
+    higher_is_better: bool = True
+    timeout_s: float = 600.0
+
+
+@runtime_checkable
+class PromptBuilder(Protocol):
+    """Builds operator requests and parses responses."""
+
+    def build(
+        self,
+        proposal: Proposal,
+        parents: Sequence[Node],
+        task: TaskInfo,
+        *,
+        board: Board | None = None,
+        time_left_s: float | None = None,
+    ) -> ModelRequest:
+        """The request for ``proposal`` given its parent nodes (in ``parent_ids`` order).
+
+        Args:
+            board: the search's board before this step (for memory), if any.
+            time_left_s: search wall time left, if the budget caps it.
+        """
+        ...
+
+    def parse(self, text: str) -> tuple[str, str | None]:
+        """``(plan, code)`` from a response; ``code`` is None when there is no program."""
+        ...
+
+
+def _metadata(proposal: Proposal, task: TaskInfo) -> dict[str, object]:
+    return {
+        "task": task.name,
+        "step": proposal.step,
+        "node_id": proposal.node_id,
+        "parent_ids": list(proposal.parent_ids),
+        "higher_is_better": task.higher_is_better,
+    }
+
+
+@final
+@frozen(kw_only=True)
+class OperatorPrompts(PromptBuilder):
+    """Operator prompts from :mod:`openmle.operators` with operator-conditioned memory.
+
+    Args:
+        templates: the wording (see :class:`openmle.operators.OperatorTemplates`).
+        budget: character limits of each prompt.
+        memory: how much memory each operator sees; None disables memory.
+        temperature, max_tokens: passed on to every request.
+    """
+
+    templates: OperatorTemplates = DEFAULT_TEMPLATES
+    budget: PromptBudget = field(factory=PromptBudget)
+    memory: MemoryConfig | None = field(factory=MemoryConfig)
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    def template_hash(self) -> str:
+        """A hash of the templates and limits (recorded in the run manifest)."""
+        import hashlib
+
+        blob = repr((self.templates, self.budget, self.memory)).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def build(
+        self,
+        proposal: Proposal,
+        parents: Sequence[Node],
+        task: TaskInfo,
+        *,
+        board: Board | None = None,
+        time_left_s: float | None = None,
+    ) -> ModelRequest:
+        """See :class:`PromptBuilder`."""
+        views = [
+            ParentView.from_result(
+                p.node_id, p.code, p.run_result(), max_log_chars=self.budget.feedback_chars
+            )
+            for p in parents
+        ]
+        memory = ""
+        if self.memory is not None and board is not None and len(board):
+            om = OperatorMemory(board=board, config=self.memory)
+            memory = om.render(om.plan(proposal.operator, proposal.parent_ids))
+        return build_request(
+            proposal.operator,
+            task=TaskBrief(description=task.description.strip() or task.name),
+            parents=views,
+            memory=memory,
+            execution_timeout_s=task.timeout_s,
+            time_left_s=time_left_s,
+            templates=self.templates,
+            budget=self.budget,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            seed=proposal.seed,
+            metadata=_metadata(proposal, task),
+        )
+
+    def parse(self, text: str) -> tuple[str, str | None]:
+        """See :class:`PromptBuilder` (:func:`openmle.operators.parse_response`)."""
+        parsed = parse_response(text)
+        return parsed.plan, parsed.code
+
+
+_GUIDANCE = {
+    Operator.DRAFT: "Write a complete first solution. Try one clear idea.",
+    Operator.IMPROVE: "Improve the previous solution by changing one thing, and say what.",
+    Operator.DEBUG: (
+        "The previous solution failed. Find the root cause in the feedback, keep its idea, "
+        "and fix it."
+    ),
+    Operator.CROSSOVER: "Combine the strengths of the two previous solutions into one program.",
+}
+
+
+@final
+@frozen(kw_only=True)
+class BasicPrompts(PromptBuilder):
+    """Short operator prompts: the task, each parent's code and feedback, one guidance line."""
+
+    feedback_chars: int = 3000
+
+    def build(
+        self,
+        proposal: Proposal,
+        parents: Sequence[Node],
+        task: TaskInfo,
+        *,
+        board: Board | None = None,
+        time_left_s: float | None = None,
+    ) -> ModelRequest:
+        """See :class:`PromptBuilder`."""
+        op = proposal.operator
+        parts = [f"## Task\n\n{task.description.strip() or task.name}\n"]
+        for i, node in enumerate(parents, start=1):
+            label = f" {i}" if len(parents) > 1 else ""
+            feedback = render_feedback(node.run_result(), max_log_chars=self.feedback_chars)
+            parts.append(
+                f"## Program{label}\n\n```python\n{node.code.rstrip()}\n```\n\n"
+                f"## Feedback{label}\n\n{feedback.rstrip()}\n"
+            )
+        limit = task.timeout_s if time_left_s is None else min(task.timeout_s, time_left_s)
+        parts.append(f"## What to do\n\n{_GUIDANCE[op]}\n")
+        parts.append(
+            "## Submission\n\nRead the data from the directory in $DATA_DIR and write "
+            "./submission.csv in the format of sample_submission.csv. The run must finish "
+            f"within {limit:.0f} seconds. Answer with a short plan, then one "
+            "```python``` block."
+        )
+        return ModelRequest(
+            messages=(
+                Message(role="system", content="You write machine-learning programs."),
+                Message(role="user", content="\n".join(parts)),
+            ),
+            operator=op,
+            seed=proposal.seed,
+            metadata=_metadata(proposal, task),
+        )
+
+    def parse(self, text: str) -> tuple[str, str | None]:
+        """See :class:`PromptBuilder`."""
+        parsed = parse_response(text)
+        return parsed.plan, parsed.code

@@ -1,0 +1,440 @@
+"""``openmle report``: one self-contained HTML file per run, plus a PNG/SVG score plot.
+
+The HTML has no external assets (inline CSS and SVG): the search tree coloured by operator and
+outcome (hover a node for its plan), the validation score over wall time and over steps with
+the running best, the best node's lineage with each step's change in score, the budget used
+against its caps, and outcome/operator counts. The final test score of the chosen program is
+shown next to its validation score, never mixed into the search curves.
+
+The PNG and SVG plots use matplotlib (``pip install 'openmle[data]'``); without it the HTML is
+still written and the plots are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from openmle._types import Operator
+from openmle.search._loop import Node
+from openmle.search._rundir import RunDir
+
+__all__ = ["write_report"]
+
+OP_COLORS = {
+    Operator.DRAFT: "#3b82f6",
+    Operator.IMPROVE: "#16a34a",
+    Operator.DEBUG: "#f59e0b",
+    Operator.CROSSOVER: "#a855f7",
+}
+FAIL = "#dc2626"
+BEST = "#111827"
+
+
+def _esc(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(v: float | None, nd: int = 4) -> str:
+    return "—" if v is None else f"{v:.{nd}g}"
+
+
+def _running_best(nodes: Sequence[Node], hib: bool) -> list[float | None]:
+    out: list[float | None] = []
+    best: float | None = None
+    for n in nodes:
+        if (
+            n.ok
+            and n.score is not None
+            and (best is None or (n.score > best if hib else n.score < best))
+        ):
+            best = n.score
+        out.append(best)
+    return out
+
+
+def _lineage(nodes: dict[str, Node], best: Node | None) -> list[Node]:
+    chain: list[Node] = []
+    cur = best
+    while cur is not None:
+        chain.append(cur)
+        cur = nodes.get(cur.parent_ids[0]) if cur.parent_ids else None
+    return chain[::-1]
+
+
+def _tree_svg(nodes: Sequence[Node], best_path: set[str], width: int = 1100) -> str:
+    if not nodes:
+        return "<p>No nodes.</p>"
+    by_id = {n.node_id: n for n in nodes}
+    max_gen = max(n.generation for n in nodes)
+    pad, row = 30, 46
+    height = pad * 2 + row * max_gen + 20
+    step_max = max(1, max(n.step for n in nodes))
+    r = 7 if len(nodes) <= 120 else 4
+
+    def pos(n: Node) -> tuple[float, float]:
+        return pad + (width - 2 * pad) * n.step / step_max, pad + row * n.generation
+
+    parts = [
+        f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="search tree" class="tree">'
+    ]
+    for g in range(max_gen + 1):
+        gy = pad + row * g
+        parts.append(
+            f'<line x1="0" x2="{width}" y1="{gy}" y2="{gy}" stroke="#f1f5f9" />'
+            f'<text x="2" y="{gy - 9}" class="axis">gen {g}</text>'
+        )
+    for n in nodes:
+        x2, y2 = pos(n)
+        for i, p in enumerate(n.parent_ids):
+            if p not in by_id:
+                continue
+            x1, y1 = pos(by_id[p])
+            on_best = n.node_id in best_path and p in best_path and i == 0
+            stroke = BEST if on_best else "#94a3b8"
+            w = 2.5 if on_best else 1
+            dash = ' stroke-dasharray="3 3"' if n.operator is Operator.CROSSOVER and i else ""
+            parts.append(
+                f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
+                f'stroke="{stroke}" stroke-width="{w}"{dash} />'
+            )
+    for n in nodes:
+        x, y = pos(n)
+        fill = OP_COLORS[n.operator]
+        title = (
+            f"{n.node_id} · {n.operator.value} · {n.outcome.value}"
+            f"{'' if n.score is None else f' · score {n.score:.5g}'}\n{n.plan[:300]}"
+        )
+        if n.ok:
+            shape = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{fill}" stroke="white" />'
+        else:
+            shape = (
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="white" stroke="{fill}" '
+                f'stroke-width="2" /><path d="M{x - r / 1.6:.1f},{y - r / 1.6:.1f} '
+                f"L{x + r / 1.6:.1f},{y + r / 1.6:.1f} M{x - r / 1.6:.1f},{y + r / 1.6:.1f} "
+                f'L{x + r / 1.6:.1f},{y - r / 1.6:.1f}" stroke="{FAIL}" stroke-width="2" />'
+            )
+        ring = (
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r + 4}" fill="none" stroke="{BEST}" '
+            'stroke-width="2" />'
+            if n.node_id in best_path
+            else ""
+        )
+        parts.append(f"<g><title>{_esc(title)}</title>{ring}{shape}</g>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _curve_svg(
+    xs: Sequence[float],
+    nodes: Sequence[Node],
+    best: Sequence[float | None],
+    xlabel: str,
+    hib: bool,
+    width: int = 540,
+    height: int = 300,
+) -> str:
+    pts = [(x, n) for x, n in zip(xs, nodes, strict=True)]
+    ys = [n.score for _, n in pts if n.ok and n.score is not None]
+    if not ys:
+        return "<p>No successful node yet.</p>"
+    lo, hi = min(ys), max(ys)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5, hi + 0.5
+    margin = (hi - lo) * 0.08
+    lo, hi = lo - margin, hi + margin
+    x_max = max(max(xs), 1e-9)
+    L, R, T, B = 60, 15, 15, 40
+
+    def sx(x: float) -> float:
+        return L + (width - L - R) * x / x_max
+
+    def sy(y: float) -> float:
+        return T + (height - T - B) * (hi - y) / (hi - lo)
+
+    parts = [f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" class="curve">']
+    for i in range(5):
+        v = lo + (hi - lo) * i / 4
+        y = sy(v)
+        parts.append(
+            f'<line x1="{L}" x2="{width - R}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e7eb" />'
+            f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end" class="axis">{v:.4g}</text>'
+        )
+    for i in range(5):
+        v = x_max * i / 4
+        x = sx(v)
+        parts.append(
+            f'<text x="{x:.1f}" y="{height - B + 16}" text-anchor="middle" class="axis">'
+            f"{v:.3g}</text>"
+        )
+    parts.append(
+        f'<text x="{(L + width - R) / 2}" y="{height - 6}" text-anchor="middle" class="label">'
+        f"{_esc(xlabel)}</text>"
+    )
+    line = []
+    for (x, _), b in zip(pts, best, strict=True):
+        if b is not None:
+            line.append(f"{sx(x):.1f},{sy(b):.1f}")
+    if line:
+        parts.append(
+            f'<polyline points="{" ".join(line)}" fill="none" stroke="{BEST}" stroke-width="2" />'
+        )
+    for x, n in pts:
+        if n.ok and n.score is not None:
+            parts.append(
+                f'<circle cx="{sx(x):.1f}" cy="{sy(n.score):.1f}" r="3.5" '
+                f'fill="{OP_COLORS[n.operator]}"><title>{_esc(n.node_id)} '
+                f"{n.score:.5g}</title></circle>"
+            )
+        else:
+            parts.append(
+                f'<text x="{sx(x):.1f}" y="{height - B - 4}" text-anchor="middle" '
+                f'fill="{FAIL}" font-size="10">×<title>{_esc(n.node_id)} '
+                f"{_esc(n.outcome.value)}</title></text>"
+            )
+    direction = "higher is better" if hib else "lower is better"
+    parts.append(
+        f'<text x="{L + 4}" y="{T + 10}" class="axis">validation score ({direction})</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _bars(spent: dict[str, float], caps: dict[str, Any]) -> str:
+    rows = []
+    labels = {
+        "steps": ("steps", ""),
+        "sandbox_s": ("sandbox time", " s"),
+        "wall_s": ("wall time", " s"),
+        "tokens": ("tokens", ""),
+        "usd": ("money", " USD"),
+    }
+    for key, (label, unit) in labels.items():
+        cap = caps.get(key)
+        used = spent.get(key, 0.0)
+        nd = 0 if key in ("steps", "tokens") else (2 if key == "usd" else 1)
+        if cap:
+            frac = min(1.0, used / cap)
+            bar = (
+                f'<div class="bar"><div style="width:{100 * frac:.1f}%"></div></div>'
+                f"<span>{used:,.{nd}f}{unit} of {cap:,.{nd}f}{unit} "
+                f"({100 * used / cap:.0f}%)</span>"
+            )
+        else:
+            bar = f'<div class="bar empty"></div><span>{used:,.{nd}f}{unit} (no cap)</span>'
+        rows.append(f"<tr><th>{label}</th><td>{bar}</td></tr>")
+    return '<table class="budget">' + "".join(rows) + "</table>"
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;
+color:#111827;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
+.sub{color:#4b5563;margin:0 0 16px}
+.cards{display:flex;gap:12px;flex-wrap:wrap}.card{border:1px solid #e5e7eb;border-radius:8px;
+padding:10px 14px;min-width:150px}.card b{display:block;font-size:20px}.card small{color:#6b7280}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+table{border-collapse:collapse;font-size:13px}td,th{padding:4px 8px;text-align:left;
+border-bottom:1px solid #f1f5f9;vertical-align:top}th{font-weight:600}
+.lineage td.plan{max-width:620px;color:#374151}.pos{color:#15803d}.neg{color:#b91c1c}
+.axis{font-size:10px;fill:#6b7280}.label{font-size:11px;fill:#374151}
+.legend span{display:inline-flex;align-items:center;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:11px;height:11px;border-radius:50%;margin-right:5px}
+.bar{display:inline-block;width:260px;height:10px;background:#f1f5f9;border-radius:5px;
+margin-right:8px;vertical-align:middle;overflow:hidden}.bar div{height:100%;background:#2563eb}
+.bar.empty{background:repeating-linear-gradient(45deg,#f8fafc,#f8fafc 4px,#e5e7eb 4px,#e5e7eb 6px)}
+code{font-size:12px}
+"""
+
+
+def _counts(nodes: Sequence[Node]) -> str:
+    ops: dict[str, dict[str, int]] = {}
+    for n in nodes:
+        row = ops.setdefault(n.operator.value, {})
+        key = "success" if n.ok else n.outcome.value
+        row[key] = row.get(key, 0) + 1
+    outcomes = sorted({k for r in ops.values() for k in r})
+    head = "<tr><th>operator</th>" + "".join(f"<th>{_esc(o)}</th>" for o in outcomes)
+    head += "<th>total</th></tr>"
+    body = "".join(
+        f"<tr><td>{_esc(op)}</td>"
+        + "".join(f"<td>{r.get(o, 0)}</td>" for o in outcomes)
+        + f"<td>{sum(r.values())}</td></tr>"
+        for op, r in sorted(ops.items())
+    )
+    return f"<table>{head}{body}</table>"
+
+
+def _lineage_table(chain: Sequence[Node], hib: bool) -> str:
+    rows = [
+        "<tr><th>node</th><th>operator</th><th>score</th><th>Δ vs parent</th><th>plan</th></tr>"
+    ]
+    prev: float | None = None
+    for n in chain:
+        delta = ""
+        if n.score is not None and prev is not None:
+            d = n.score - prev
+            good = d > 0 if hib else d < 0
+            delta = f'<span class="{"pos" if good else "neg"}">{d:+.4g}</span>'
+        rows.append(
+            f"<tr><td><code>{_esc(n.node_id)}</code></td><td>{_esc(n.operator.value)}</td>"
+            f"<td>{_fmt(n.score, 5)}</td><td>{delta}</td>"
+            f'<td class="plan">{_esc(n.plan[:400])}</td></tr>'
+        )
+        if n.score is not None:
+            prev = n.score
+    return '<table class="lineage">' + "".join(rows) + "</table>"
+
+
+def _plots(
+    path: Path, steps: list[int], nodes: Sequence[Node], best: list[float | None], hib: bool
+) -> list[Path]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
+    for op, color in OP_COLORS.items():
+        xs = [s for s, n in zip(steps, nodes, strict=True) if n.ok and n.operator is op]
+        ys = [float(n.score or 0.0) for n in nodes if n.ok and n.operator is op]
+        if xs:
+            ax.scatter(xs, ys, s=22, color=color, label=op.value, zorder=3)
+    fails = [s for s, n in zip(steps, nodes, strict=True) if not n.ok]
+    ok_scores = [n.score for n in nodes if n.ok and n.score is not None]
+    if fails and ok_scores:
+        lo = min(ok_scores)
+        hi = max(ok_scores)
+        y = lo - 0.05 * (hi - lo or 1.0) if hib else hi + 0.05 * (hi - lo or 1.0)
+        ax.scatter(fails, [y] * len(fails), marker="x", color=FAIL, s=20, label="failed", zorder=3)
+    bx = [s for s, b in zip(steps, best, strict=True) if b is not None]
+    by = [b for b in best if b is not None]
+    if bx:
+        ax.step(bx, by, where="post", color=BEST, linewidth=2, label="best so far")
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"validation score ({'higher' if hib else 'lower'} is better)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    out = []
+    for ext in ("png", "svg"):
+        p = path.with_suffix(f".{ext}")
+        fig.savefig(p)
+        out.append(p)
+    plt.close(fig)
+    return out
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``report.html`` (and ``score.png``/``score.svg``) for a run directory.
+
+    Args:
+        run_dir: the run directory.
+        out: the HTML path (default ``RUN_DIR/report.html``); the plots go next to it.
+
+    Returns:
+        The HTML path.
+
+    Raises:
+        RunDirError: not a run directory.
+    """
+    rd = RunDir.open(run_dir)
+    m = rd.manifest
+    hib = bool(m["task"]["higher_is_better"])
+    nodes = sorted(rd.nodes(), key=lambda n: n.step)
+    by_id = {n.node_id: n for n in nodes}
+    final = rd.final_result()
+    best: Node | None = None
+    for n in nodes:
+        if (
+            n.ok
+            and n.score is not None
+            and (
+                best is None
+                or best.score is None
+                or (n.score > best.score if hib else n.score < best.score)
+            )
+        ):
+            best = n
+    chain = _lineage(by_id, best)
+    best_path = {n.node_id for n in chain}
+    running = _running_best(nodes, hib)
+    time_order = sorted(nodes, key=lambda n: n.elapsed_s)
+    running_t = _running_best(time_order, hib)
+    spent = {
+        "steps": float(len(nodes)),
+        "sandbox_s": sum(n.used.sandbox_s for n in nodes),
+        "wall_s": max((n.elapsed_s for n in nodes), default=0.0),
+        "tokens": float(sum(n.used.tokens for n in nodes)),
+        "usd": sum(n.used.cost_usd or 0.0 for n in nodes),
+    }
+    path = Path(out) if out is not None else rd.path / "report.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plots = _plots(path.with_name("score"), [n.step for n in nodes], nodes, running, hib)
+    test = final[1] if final else None
+    ok = sum(n.ok for n in nodes)
+    cards = [
+        ("nodes", f"{len(nodes)}", f"{ok} succeeded"),
+        ("best validation", _fmt(best.score if best else None, 5), best.node_id if best else ""),
+        (
+            "test score (chosen program)",
+            _fmt(test.score if test else None, 5),
+            "graded once at the end" if test else "not graded",
+        ),
+        ("sandbox time", f"{spent['sandbox_s']:.0f} s", f"wall {spent['wall_s']:.0f} s"),
+        ("tokens", f"{spent['tokens']:,.0f}", f"{spent['usd']:.2f} USD"),
+    ]
+    legend = "".join(
+        f'<span><i style="background:{c}"></i>{op.value}</span>' for op, c in OP_COLORS.items()
+    )
+    legend += (
+        f'<span><i style="background:white;border:2px solid {FAIL}"></i>failed (×)</span>'
+        f'<span><i style="background:white;border:2px solid {BEST}"></i>best lineage</span>'
+    )
+    card_html = "".join(
+        f"<div class='card'><small>{_esc(a)}</small><b>{_esc(b)}</b><small>{_esc(c)}</small></div>"
+        for a, b, c in cards
+    )
+    by_step = _curve_svg([float(n.step) for n in nodes], nodes, running, "step", hib)
+    by_time = _curve_svg(
+        [n.elapsed_s for n in time_order], time_order, running_t, "wall seconds", hib
+    )
+    plot_names = ", ".join(_esc(p.name) for p in plots) or "matplotlib not installed"
+    stop = next(
+        (s.get("stop_reason") for s in reversed(rd.sessions()) if s["event"] == "end"), None
+    )
+    html_text = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>openmle run — {_esc(m["task"]["name"])}</title>
+<style>{_CSS}</style></head><body>
+<h1>Search on <code>{_esc(m["task"]["name"])}</code></h1>
+<p class="sub">model <code>{_esc(m["model"]["id"] or m["model"]["class"])}</code> ·
+selector <code>{_esc(m["selector"]["class"].rsplit(".", 1)[-1])}</code> ·
+seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
+{_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
+openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code></p>
+<div class="cards">{card_html}</div>
+<h2>Search tree</h2>
+<p class="legend">{legend} · x: step, y: generation · hover a node for its plan</p>
+{_tree_svg(nodes, best_path)}
+<h2>Validation score</h2>
+<div class="grid"><div>{by_step}</div><div>{by_time}</div></div>
+<h2>Best lineage <small style="font-weight:400;color:#6b7280">(first parents, oldest
+first)</small></h2>
+{_lineage_table(chain, hib) if chain else "<p>No successful node.</p>"}
+<h2>Budget</h2>
+{_bars(spent, m["budget"])}
+<h2>Outcomes by operator</h2>
+{_counts(nodes)}
+<p class="sub" style="margin-top:24px">Plots: {plot_names} ·
+manifest: <code>{_esc(json.dumps(m["budget"]))}</code></p>
+</body></html>
+"""
+    path.write_text(html_text)
+    return path

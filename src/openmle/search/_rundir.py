@@ -1,0 +1,534 @@
+"""The run directory: an append-only, fsync'd journal plus everything needed to resume.
+
+Layout::
+
+    RUN_DIR/
+      manifest.json        what ran: versions, task, model, sandbox, budget, config, seeds,
+                           prompt template hash, package versions, hardware
+      journal.jsonl        one JSON object per line, appended and fsync'd in the order the
+                           search core saw them: {"event": "proposal" | "node" | "cancel" | "final"}
+      sessions.jsonl       start/resume/end of each process working on the run (timestamps)
+      board.json           the search board (best node, families, errors, lineage), rewritten
+                           at most once a second and at the end
+      nodes/<id>/program.py, nodes/<id>/logs.txt
+      final/program.py, final/test_logs.txt
+
+Resume replays ``journal.jsonl`` into a fresh :class:`~openmle.search.SearchCore`: proposals
+restore the generator state recorded after them, nodes are re-applied, and proposals without a
+node or a cancel (work in flight when the process died) are re-queued with the same id,
+operator, parents and seed. A torn last line (the process died mid-write) is truncated. Nothing
+is lost and nothing is run twice into the journal.
+
+Departures from the released system (reference 5.12): one append-only journal instead of a
+checkpoint rewritten after each commit, no orphan step directories to archive, and no id gaps.
+Timestamps and wall seconds live in ``sessions.jsonl`` and in fields listed in
+:data:`VOLATILE_KEYS`, so two runs of a deterministic search compare equal with
+:func:`journal_fingerprint`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import inspect
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+from attrs import define, field
+
+from openmle._protocols import OperatorModel, Sandbox, Selector
+from openmle._types import ModelRequest, RunResult, TaskMeta
+from openmle._version import __version__
+from openmle.errors import InvalidArgument, RunDirError
+from openmle.search._board import Board
+from openmle.search._budget import Budget
+from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
+
+if TYPE_CHECKING:
+    from openmle.search._driver import Progress, SearchResult
+    from openmle.search._prompts import PromptBuilder
+
+__all__ = [
+    "VOLATILE_KEYS",
+    "RunDir",
+    "aresume_search",
+    "journal_fingerprint",
+    "read_journal",
+    "resume_search",
+]
+
+JOURNAL = "journal.jsonl"
+MANIFEST = "manifest.json"
+SESSIONS = "sessions.jsonl"
+BOARD = "board.json"
+
+BOARD_INTERVAL_S = 1.0
+"""``board.json`` is a snapshot (the journal is the record): rewritten at most this often, and
+when the run directory is closed."""
+
+VOLATILE_KEYS = frozenset({"model_s", "wall_s", "queue_s", "elapsed_s", "latency_s"})
+"""Fields that hold wall-clock measurements; :func:`journal_fingerprint` drops them."""
+
+_PACKAGES = ("numpy", "attrs", "anyio", "httpx", "scipy", "scikit-learn", "pyarrow", "pandas")
+
+
+def _json_line(obj: Mapping[str, Any]) -> bytes:
+    return (json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+def _package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _hardware() -> dict[str, Any]:
+    mem = None
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "memory_bytes": mem,
+    }
+
+
+def _describe(obj: object) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _template_hash(prompts: object) -> str:
+    hook = getattr(prompts, "template_hash", None)
+    if callable(hook):
+        return str(hook())
+    try:
+        source = inspect.getsource(type(prompts))
+    except (OSError, TypeError):
+        source = repr(prompts)
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def read_journal(path: str | Path, *, repair: bool = False) -> list[dict[str, Any]]:
+    """The records of a journal file, in order.
+
+    Args:
+        path: the journal (or its run directory).
+        repair: truncate a torn last line (a process killed mid-write) instead of ignoring it.
+
+    Raises:
+        RunDirError: a line other than the last is not valid JSON.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / JOURNAL
+    if not p.exists():
+        return []
+    data = p.read_bytes()
+    records: list[dict[str, Any]] = []
+    good = 0
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        if not line:
+            if not last:
+                good += 1
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if last:
+                break
+            raise RunDirError(
+                f"{p}: line {i + 1} is not valid JSON; the journal is damaged"
+            ) from None
+        if last:  # complete JSON but no newline: the write was torn before the newline
+            break
+        records.append(rec)
+        good += len(line) + 1
+    if repair and good < len(data):
+        with p.open("r+b") as f:
+            f.truncate(good)
+            f.flush()
+            os.fsync(f.fileno())
+    return records
+
+
+def journal_fingerprint(path: str | Path) -> list[dict[str, Any]]:
+    """The journal's records without wall-clock fields (:data:`VOLATILE_KEYS`), for comparison."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return [strip(r) for r in read_journal(path)]
+
+
+@final
+@define(eq=False)
+class RunDir:
+    """An open run directory; the driver's journal recorder.
+
+    Create one with :meth:`create` (a new run) or :meth:`open` (resume, export, report).
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    _fd: int | None = field(default=None, init=False)
+    _board: Board | None = field(default=None, init=False)
+    _board_written: float = field(default=0.0, init=False)
+    _board_dirty: bool = field(default=False, init=False)
+
+    # -------------------------------------------------------------------------------- opening
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path,
+        *,
+        task: Any,
+        config: SearchConfig,
+        budget: Budget,
+        workers: int,
+        ordered: bool,
+        selector: Selector,
+        model: OperatorModel,
+        sandbox: Sandbox,
+        prompts: object,
+        extra: Mapping[str, Any],
+    ) -> RunDir:
+        """Create a new run directory (``path`` must not exist or be empty).
+
+        Raises:
+            InvalidArgument: ``path`` holds files (resume it instead).
+            RunDirError: the directory cannot be written.
+        """
+        p = Path(path)
+        if p.exists() and (not p.is_dir() or any(p.iterdir())):
+            raise InvalidArgument(
+                f"run_dir={str(p)!r} already exists and is not empty; "
+                "resume it with `openmle resume` or choose a new directory"
+            )
+        manifest = {
+            "schema_version": 1,
+            "openmle_version": __version__,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "task": {
+                "name": task.name,
+                "higher_is_better": task.higher_is_better,
+                "description_sha256": hashlib.sha256(task.description.encode()).hexdigest(),
+            },
+            "model": {
+                "id": str(getattr(model, "model", "") or getattr(model, "model_id", "")),
+                "class": _describe(model),
+            },
+            "sandbox": {"class": _describe(sandbox)},
+            "selector": {"class": _describe(selector), "repr": repr(selector)[:500]},
+            "prompts": {"class": _describe(prompts), "template_sha256": _template_hash(prompts)},
+            "budget": budget.to_dict(),
+            "config": config.to_dict(),
+            "seeds": {"search": config.seed},
+            "trust_printed_score": config.trust_printed_score,
+            "score_used_for_selection": (
+                "printed_score" if config.trust_printed_score else "sandbox_valid_score"
+            ),
+            "workers": workers,
+            "ordered": ordered,
+            "packages": _package_versions(),
+            "hardware": _hardware(),
+            "extra": dict(extra),
+        }
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+            (p / "nodes").mkdir(exist_ok=True)
+            _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
+        except OSError as exc:
+            raise RunDirError(f"cannot write run directory {str(p)!r}: {exc}") from exc
+        rd = cls(path=p, manifest=manifest)
+        rd._open_journal()
+        rd.session("start")
+        return rd
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        """Open an existing run directory (read its manifest).
+
+        Raises:
+            RunDirError: no manifest, or an unreadable one.
+        """
+        p = Path(path)
+        try:
+            manifest = json.loads((p / MANIFEST).read_text())
+        except FileNotFoundError:
+            raise RunDirError(
+                f"{str(p)!r} is not a run directory (no {MANIFEST}); pass the directory "
+                "given to `openmle search --out`"
+            ) from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from exc
+        return cls(path=p, manifest=manifest)
+
+    def _open_journal(self) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.path / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def close(self) -> None:
+        """Write the board if it changed and close the journal file."""
+        if self._board_dirty:
+            self._write_board()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    # -------------------------------------------------------------------------------- writing
+
+    def _append(self, record: Mapping[str, Any]) -> None:
+        self._open_journal()
+        assert self._fd is not None
+        line = _json_line(record)
+        view = memoryview(line)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        os.fsync(self._fd)
+
+    def session(self, kind: str, **info: Any) -> None:
+        """Append a session event (start, resume, end) with a timestamp to ``sessions.jsonl``."""
+        rec = {"event": kind, "time": time.time(), "pid": os.getpid(), **info}
+        with (self.path / SESSIONS).open("a") as f:
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
+
+    def proposal(self, proposal: Proposal, rng_state: Mapping[str, Any]) -> None:
+        """Journal a proposal and the generator state after it."""
+        self._append({"event": "proposal", "proposal": proposal.to_dict(), "rng": dict(rng_state)})
+
+    def node(self, node: Node, logs: str) -> None:
+        """Store the node's program and logs, then journal it and refresh the board."""
+        d = self.path / "nodes" / node.node_id
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "program.py").write_text(node.code)
+        (d / "logs.txt").write_text(logs)
+        self._append({"event": "node", "node": node.to_dict()})
+        self._add_to_board(node)
+        self._board_dirty = True
+        if time.monotonic() - self._board_written >= BOARD_INTERVAL_S:
+            self._write_board()
+
+    def cancel(self, step: int, reason: str) -> None:
+        """Journal a cancelled step."""
+        self._append({"event": "cancel", "step": step, "reason": reason})
+
+    def final(self, node: Node, result: RunResult) -> None:
+        """Store and journal the chosen program's test-split result."""
+        d = self.path / "final"
+        d.mkdir(exist_ok=True)
+        (d / "program.py").write_text(node.code)
+        (d / "test_logs.txt").write_text(result.logs)
+        self._append({"event": "final", "node_id": node.node_id, "result": result.to_dict()})
+
+    def _add_to_board(self, node: Node) -> None:
+        if self._board is None:
+            hib = bool(self.manifest["task"]["higher_is_better"])
+            self._board = Board(task=TaskMeta(higher_is_better=hib))
+        if node.card is not None and not self._board.has(node.node_id):
+            self._board.add(node.card)
+
+    def _write_board(self) -> None:
+        if self._board is not None:
+            text = json.dumps(self._board.to_dict(), indent=1, sort_keys=True)
+            _atomic_write(self.path / BOARD, text)
+        self._board_written = time.monotonic()
+        self._board_dirty = False
+
+    # -------------------------------------------------------------------------------- reading
+
+    def records(self) -> list[dict[str, Any]]:
+        """The journal's records."""
+        return read_journal(self.path / JOURNAL)
+
+    def nodes(self) -> list[Node]:
+        """Every committed node, in journal order."""
+        return [Node.from_dict(r["node"]) for r in self.records() if r["event"] == "node"]
+
+    def final_result(self) -> tuple[str, RunResult] | None:
+        """``(node_id, test result)`` when the final grade was journalled."""
+        out: tuple[str, RunResult] | None = None
+        for r in self.records():
+            if r["event"] == "final":
+                out = str(r["node_id"]), RunResult.from_dict(r["result"])
+        return out
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """The session events."""
+        p = self.path / SESSIONS
+        if not p.exists():
+            return []
+        return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+
+    def replay(
+        self, core: SearchCore, on_proposal: Callable[[Proposal], object] | None = None
+    ) -> list[Proposal]:
+        """Rebuild ``core`` from the journal (repairing a torn last line).
+
+        Args:
+            core: a fresh core with the run's config.
+            on_proposal: called right after each proposal is replayed, with the core in the
+                state it had when the proposal was made (the driver builds prompts here).
+
+        Returns:
+            The proposals that were in flight (to re-queue), in step order.
+        """
+        records = read_journal(self.path / JOURNAL, repair=True)
+        for i, r in enumerate(records):
+            kind = r.get("event")
+            if kind == "proposal":
+                proposal = Proposal.from_dict(r["proposal"])
+                core.restore_proposal(proposal, r["rng"])
+                if on_proposal is not None:
+                    on_proposal(proposal)
+            elif kind == "node":
+                node = Node.from_dict(r["node"])
+                core.apply(node)
+                self._add_to_board(node)
+            elif kind == "cancel":
+                core.cancel(int(r["step"]))
+            elif kind == "final":
+                pass
+            else:
+                raise RunDirError(
+                    f"{self.path / JOURNAL}: record {i + 1} has unknown event {kind!r}"
+                )
+        return list(core.pending_in_order())
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+async def aresume_search(
+    run_dir: str | Path,
+    *,
+    model: OperatorModel,
+    sandbox: Sandbox,
+    selector: Selector | None = None,
+    prompts: PromptBuilder | None = None,
+    budget: Budget | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    final_test: bool = True,
+) -> SearchResult:
+    """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
+
+    In-flight steps are re-run with their journalled proposal; the random state is the one
+    journalled after the last proposal. Pass the same kind of model, sandbox and selector as
+    the original run (the manifest records which were used).
+
+    Args:
+        budget: a new budget (for example to extend a finished run); default: the manifest's.
+
+    Returns:
+        A :class:`~openmle.search.SearchResult`.
+
+    Raises:
+        RunDirError: not a run directory, or a damaged journal.
+    """
+    from openmle.search._driver import _drive, default_selector
+    from openmle.search._prompts import OperatorPrompts, TaskInfo
+
+    rd = RunDir.open(run_dir)
+    m = rd.manifest
+    cfg = SearchConfig.from_dict(m["config"])
+    bud = budget or Budget.from_dict(m["budget"])
+    hib = bool(m["task"]["higher_is_better"])
+    from openmle.search._driver import _description
+
+    info = TaskInfo(
+        name=m["task"]["name"],
+        description=_description(m["task"]["name"]),
+        higher_is_better=hib,
+        timeout_s=cfg.timeout_s,
+    )
+    core = SearchCore(
+        config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
+    )
+    prompts = prompts or OperatorPrompts()
+    built: dict[int, ModelRequest] = {}
+
+    def build(p: Proposal) -> None:
+        parents = [core.nodes[q] for q in p.parent_ids]
+        built[p.step] = prompts.build(p, parents, info, board=core.board)
+
+    pending = rd.replay(core, on_proposal=build)
+    requeue = [(p, built[p.step]) for p in pending]
+    done = rd.final_result()
+    final_done = None
+    if done is not None and not requeue and core.exhausted() is not None:
+        final_done = (core.nodes[done[0]], done[1])
+    rd.session("resume", requeued=[p.step for p in pending])
+    try:
+        result = await _drive(
+            core,
+            model=model,
+            sandbox=sandbox,
+            task=info,
+            prompts=prompts,
+            recorder=rd,
+            workers=int(m["workers"]),
+            ordered=bool(m["ordered"]),
+            limiter=limiter,
+            on_progress=on_progress,
+            final_test=final_test,
+            requeue=requeue,
+            final_done=final_done,
+            run_dir=rd.path,
+        )
+        rd.session("end", stop_reason=result.stop_reason)
+        return result
+    finally:
+        rd.close()
+
+
+def resume_search(
+    run_dir: str | Path,
+    *,
+    model: OperatorModel,
+    sandbox: Sandbox,
+    selector: Selector | None = None,
+    prompts: PromptBuilder | None = None,
+    budget: Budget | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    final_test: bool = True,
+) -> SearchResult:
+    """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
+    return anyio.run(
+        partial(
+            aresume_search,
+            run_dir,
+            model=model,
+            sandbox=sandbox,
+            selector=selector,
+            prompts=prompts,
+            budget=budget,
+            on_progress=on_progress,
+            final_test=final_test,
+        )
+    )

@@ -1,0 +1,643 @@
+"""The hostile-program battery: programs that attack a sandbox, and the checks after each one.
+
+Every program must end classified (an expected :class:`openmle.Outcome`, never an exception),
+leave no process behind, and leave the host and the task package untouched. Resource sizes are
+kept small enough for a CI machine (2 cores): the fork bomb stops at 2**12 processes, the
+memory bomb at 4 GiB (it runs with ``memory_mb=512``), the disk filler at 2 GiB (a sandbox's
+file-size limit should stop it first), the stdout flood is 100 MB.
+
+Process checks scan this machine's ``/proc`` for the marker variable each job carries in
+``job.env``; a sandbox that runs programs on another machine passes them vacuously.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import anyio.abc
+from attrs import field, frozen
+
+from openmle._protocols import Sandbox
+from openmle._types import Job, Outcome, Resources, RunResult
+
+__all__ = ["HOSTILE_PROGRAMS", "HostileProgram", "HostileReport", "run_hostile_battery"]
+
+MARKER_ENV = "OPENMLE_HOSTILE_MARKER"
+
+
+def _outcomes(value: Sequence[Outcome | str]) -> frozenset[Outcome]:
+    return frozenset(Outcome(v) for v in value)
+
+
+@frozen(kw_only=True)
+class HostileProgram:
+    """One attack.
+
+    Args:
+        name: short identifier.
+        description: what it attacks.
+        body: Python source; it may use the constants ``PRIVATE_FILES``, ``PRIVATE_DIRS``,
+            ``TASK_ROOT``, ``SENTINELS`` (host paths it tries to create), ``PORT`` (a TCP
+            port listening on the host's loopback), ``HOST_UNIX_SOCKET`` (a Unix socket a
+            host service listens on), ``HOST_SECRET`` and ``HOST_PIDS`` (a
+            secret in the environment and command line of host processes), defined before it
+            runs.
+        expected: outcomes that count as correctly classified.
+        timeout_s: the job's wall-clock limit.
+        memory_mb: the job's memory limit (None for the sandbox default).
+        must_print: text the program prints when it ran to the end (proves it ran).
+        must_not_print: text it prints only when the attack worked.
+        min_dropped_bytes: the log cap must have dropped at least this many bytes.
+    """
+
+    name: str
+    description: str
+    body: str
+    expected: frozenset[Outcome] = field(converter=_outcomes)
+    timeout_s: float = 30.0
+    memory_mb: int | None = None
+    must_print: str | None = None
+    must_not_print: str | None = None
+    min_dropped_bytes: int = 0
+
+
+@frozen(kw_only=True)
+class HostileReport:
+    """What one hostile program did to a sandbox; ``ok`` when nothing went wrong."""
+
+    name: str
+    outcome: Outcome
+    expected: tuple[Outcome, ...]
+    problems: tuple[str, ...]
+    result: RunResult
+
+    @property
+    def ok(self) -> bool:
+        """True when the run was classified as expected and left no trace."""
+        return not self.problems
+
+
+_SAMPLE = (
+    "import csv, os\n"
+    "with open(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'), newline='') as f:\n"
+    "    ROWS = list(csv.reader(f))\n"
+    "def write(rows):\n"
+    "    with open('submission.csv', 'w', newline='') as f:\n"
+    "        csv.writer(f).writerows(rows)\n"
+)
+
+HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
+    HostileProgram(
+        name="infinite_loop",
+        description="spins forever on the CPU",
+        body="while True:\n    pass\n",
+        expected=[Outcome.TIMEOUT],
+        timeout_s=2.0,
+    ),
+    HostileProgram(
+        name="fork_bomb",
+        description="doubles its processes 12 times, then keeps them alive",
+        body=(
+            "import os, time\n"
+            "for _ in range(12):\n"
+            "    try:\n"
+            "        os.fork()\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "while True:\n"
+            "    time.sleep(0.05)\n"
+        ),
+        expected=[Outcome.TIMEOUT, Outcome.RUNTIME_ERROR, Outcome.OOM],
+        timeout_s=3.0,
+    ),
+    HostileProgram(
+        name="memory_bomb",
+        description="touches 64 MiB blocks until 4 GiB (job limit 512 MiB)",
+        body=(
+            "blocks = []\n"
+            "for _ in range(64):\n"
+            "    blocks.append(b'\\x01' * (64 << 20))\n"
+            "print('ALLOCATED-4GiB')\n"
+        ),
+        expected=[Outcome.OOM],
+        timeout_s=60.0,
+        memory_mb=512,
+        must_not_print="ALLOCATED-4GiB",
+    ),
+    HostileProgram(
+        name="disk_filler",
+        description="writes 1 MiB blocks to one file until 2 GiB",
+        body=(
+            "block = b'\\0' * (1 << 20)\n"
+            "with open('fill.bin', 'wb') as f:\n"
+            "    for _ in range(2048):\n"
+            "        f.write(block)\n"
+            "        f.flush()\n"
+            "print('FILLED-2GiB')\n"
+        ),
+        expected=[Outcome.RUNTIME_ERROR],
+        timeout_s=120.0,
+        must_not_print="FILLED-2GiB",
+    ),
+    HostileProgram(
+        name="stdout_flood",
+        description="prints 100 MB, then exits 0 without a submission",
+        body=(
+            "import sys\n"
+            "line = (b'x' * 1023 + b'\\n') * 1024\n"
+            "for _ in range(100):\n"
+            "    sys.stdout.buffer.write(line)\n"
+            "sys.stdout.flush()\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        timeout_s=120.0,
+        min_dropped_bytes=50_000_000,
+    ),
+    HostileProgram(
+        name="network",
+        description="opens TCP connections to the host's loopback and to the internet",
+        body=(
+            "import socket\n"
+            "for host, port in [('127.0.0.1', PORT), ('1.1.1.1', 53), ('8.8.8.8', 443)]:\n"
+            "    try:\n"
+            "        s = socket.create_connection((host, port), timeout=3)\n"
+            "        s.sendall(b'hostile')\n"
+            "        print('CONNECTED', host, port)\n"
+            "    except OSError as exc:\n"
+            "        print('blocked', host, type(exc).__name__)\n"
+            "print('NETWORK-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="NETWORK-TRIED",
+        must_not_print="CONNECTED",
+    ),
+    HostileProgram(
+        name="privileges",
+        description="looks for capabilities and opens a raw socket",
+        body=(
+            "import socket\n"
+            "try:\n"
+            "    with open('/proc/self/status') as f:\n"
+            "        eff = [line.split()[1] for line in f if line.startswith('CapEff')]\n"
+            "    if eff and int(eff[0], 16):\n"
+            "        print('PRIVILEGED: capabilities', eff[0])\n"
+            "except OSError:\n"
+            "    pass\n"
+            "try:\n"
+            "    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n"
+            "    print('PRIVILEGED: raw socket')\n"
+            "except OSError as exc:\n"
+            "    print('raw socket denied', exc.errno)\n"
+            "print('PRIVILEGES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="PRIVILEGES-TRIED",
+        must_not_print="PRIVILEGED:",
+    ),
+    HostileProgram(
+        name="host_unix_socket",
+        description="connects to a Unix socket a host service listens on",
+        body=(
+            "import socket\n"
+            "try:\n"
+            "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "    s.settimeout(3)\n"
+            "    s.connect(HOST_UNIX_SOCKET)\n"
+            "    s.sendall(b'hostile')\n"
+            "    print('CONNECTED', HOST_UNIX_SOCKET)\n"
+            "except OSError as exc:\n"
+            "    print('blocked', type(exc).__name__)\n"
+            "print('UNIX-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="UNIX-TRIED",
+        must_not_print="CONNECTED",
+    ),
+    HostileProgram(
+        name="read_private",
+        description="reads the answers by absolute, relative, symlinked and /proc paths",
+        body=(
+            "import os\n"
+            "tried, leaked = 0, []\n"
+            "def attempt(path, how):\n"
+            "    global tried\n"
+            "    tried += 1\n"
+            "    try:\n"
+            "        if os.path.isdir(path):\n"
+            "            os.listdir(path)\n"
+            "        else:\n"
+            "            with open(path, 'rb') as f:\n"
+            "                f.read(1)\n"
+            "    except OSError:\n"
+            "        return\n"
+            "    leaked.append((how, path))\n"
+            "data = os.environ['DATA_DIR']\n"
+            "for i, p in enumerate(PRIVATE_FILES + PRIVATE_DIRS):\n"
+            "    attempt(p, 'absolute')\n"
+            "    attempt(os.path.relpath(p, os.getcwd()), 'relative-to-cwd')\n"
+            "    attempt('../' * 40 + p.lstrip('/'), 'relative-from-root')\n"
+            "    attempt('/proc/self/root' + p, 'proc-self-root')\n"
+            "    attempt('/proc/1/root' + p, 'proc-1-root')\n"
+            "    rel = os.path.relpath(p, TASK_ROOT)\n"
+            "    for up in range(1, 5):\n"
+            "        attempt(os.path.join(data, '../' * up + rel), 'relative-to-data')\n"
+            "    try:\n"
+            "        os.symlink(p, f'link{i}')\n"
+            "        attempt(f'link{i}', 'symlink')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "for rel in ('../private', '../../data/private', '../../valid/private'):\n"
+            "    attempt(os.path.join(data, rel), 'relative-to-data')\n"
+            "for how, path in leaked:\n"
+            "    print('LEAKED', how, path)\n"
+            "print('PRIVATE-TRIED', tried)\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="PRIVATE-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="read_host_environ",
+        description="looks for a host process's secret in /proc/*/environ and cmdline",
+        body=(
+            "import os\n"
+            "try:\n"
+            "    pids = [int(p) for p in os.listdir('/proc') if p.isdigit()]\n"
+            "except OSError:\n"
+            "    pids = []\n"
+            "for pid in sorted(set(pids) | set(HOST_PIDS)):\n"
+            "    for what in ('environ', 'cmdline'):\n"
+            "        try:\n"
+            "            with open(f'/proc/{pid}/{what}', 'rb') as f:\n"
+            "                data = f.read()\n"
+            "        except OSError:\n"
+            "            continue\n"
+            "        if HOST_SECRET.encode() in data:\n"
+            "            print('LEAKED', pid, what)\n"
+            "print('HOST-ENV-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="HOST-ENV-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="symlinked_submission",
+        description="makes submission.csv a symlink to the answers",
+        body="import os\nos.symlink(PRIVATE_FILES[0], 'submission.csv')\n",
+        expected=[Outcome.INVALID_SUBMISSION, Outcome.MISSING_SUBMISSION],
+    ),
+    HostileProgram(
+        name="write_outside",
+        description="writes into the task package, the data dir and host paths",
+        body=(
+            "import os\n"
+            "targets = [os.path.join(TASK_ROOT, 'pwned.txt'),\n"
+            "           os.path.join(os.environ['DATA_DIR'], 'pwned.csv'),\n"
+            "           os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv')]\n"
+            "targets += [os.path.join(d, 'pwned') for d in PRIVATE_DIRS] + PRIVATE_FILES\n"
+            "targets += SENTINELS\n"
+            "for t in targets:\n"
+            "    try:\n"
+            "        with open(t, 'a') as f:\n"
+            "            f.write('pwned')\n"
+            "        print('WROTE', t)\n"
+            "    except OSError as exc:\n"
+            "        print('denied', t, type(exc).__name__)\n"
+            "print('WRITES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="WRITES-TRIED",
+    ),
+    HostileProgram(
+        name="metadata_outside",
+        description="chmods, chowns and re-dates the task package and the answers",
+        body=(
+            "import os\n"
+            "targets = PRIVATE_FILES + PRIVATE_DIRS + [TASK_ROOT]\n"
+            "targets.append(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'))\n"
+            "for t in targets:\n"
+            "    for name, change in (('chmod', lambda p: os.chmod(p, 0o777)),\n"
+            "                         ('chown', lambda p: os.chown(p, 4242, 4242)),\n"
+            "                         ('utime', lambda p: os.utime(p, (0, 0)))):\n"
+            "        try:\n"
+            "            change(t)\n"
+            "            print('call returned', name, t)\n"
+            "        except OSError as exc:\n"
+            "            print('denied', name, t, exc.errno)\n"
+            "print('METADATA-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="METADATA-TRIED",
+    ),
+    HostileProgram(
+        name="sysctl_write",
+        description="writes host sysctls (each rewritten with its current value: harmless)",
+        body=(
+            "import os\n"
+            "for path in ('/proc/sys/vm/swappiness', '/proc/sys/kernel/core_pattern',\n"
+            "             '/proc/sys/kernel/hostname'):\n"
+            "    try:\n"
+            "        with open(path, 'rb') as f:\n"
+            "            value = f.read()\n"
+            "        fd = os.open(path, os.O_WRONLY)\n"
+            "        try:\n"
+            "            os.write(fd, value)\n"
+            "        finally:\n"
+            "            os.close(fd)\n"
+            "        print('WROTE-SYSCTL', path)\n"
+            "    except OSError as exc:\n"
+            "        print('denied', path, exc.errno)\n"
+            "print('SYSCTL-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SYSCTL-TRIED",
+        must_not_print="WROTE-SYSCTL",
+    ),
+    HostileProgram(
+        name="namespaces_and_keyrings",
+        description="creates a user namespace (capabilities in it) and opens the user keyring",
+        body=(
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.unshare(0x10000000) == 0:\n"
+            "    print('ESCALATED: new user namespace')\n"
+            "nr = {'x86_64': 250, 'aarch64': 219}.get(os.uname().machine)\n"
+            "if nr is not None:\n"
+            "    libc.syscall.restype = ctypes.c_long\n"
+            "    if libc.syscall(nr, 0, -4, 0, 0, 0) >= 0:\n"
+            "        print('ESCALATED: user keyring')\n"
+            "print('NAMESPACES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="NAMESPACES-TRIED",
+        must_not_print="ESCALATED",
+    ),
+    HostileProgram(
+        name="ignore_sigterm",
+        description="ignores SIGTERM and sleeps forever",
+        body=(
+            "import signal, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ignoring TERM', flush=True)\n"
+            "while True:\n"
+            "    time.sleep(1)\n"
+        ),
+        expected=[Outcome.TIMEOUT],
+        timeout_s=2.0,
+    ),
+    HostileProgram(
+        name="orphans",
+        description="leaves a new-session child and a double-forked daemon, then succeeds",
+        body=(
+            "import os, shutil, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+            "                 start_new_session=True)\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(600)\n"
+            "    os._exit(0)\n"
+            "shutil.copyfile(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+            "                'submission.csv')\n"
+            "print('PARENT-DONE')\n"
+        ),
+        expected=[Outcome.SUCCESS],
+        timeout_s=30.0,
+        must_print="PARENT-DONE",
+    ),
+    HostileProgram(
+        name="exit_zero_no_submission",
+        description="exits 0 without writing submission.csv",
+        body="print('done, no file')\n",
+        expected=[Outcome.MISSING_SUBMISSION],
+    ),
+    HostileProgram(
+        name="wrong_columns",
+        description="a submission with renamed columns",
+        body=_SAMPLE + "write([[f'wrong_{i}' for i in range(len(ROWS[0]))]] + ROWS[1:])\n",
+        expected=[Outcome.INVALID_SUBMISSION],
+    ),
+    HostileProgram(
+        name="nan_predictions",
+        description="a submission whose predictions are all NaN",
+        body=_SAMPLE + "write([ROWS[0]] + [[r[0]] + ['nan'] * (len(r) - 1) for r in ROWS[1:]])\n",
+        expected=[Outcome.INVALID_SUBMISSION],
+    ),
+    HostileProgram(
+        name="wrong_row_count",
+        description="a submission missing its last row",
+        body=_SAMPLE + "write(ROWS[:-1])\n",
+        expected=[Outcome.INVALID_SUBMISSION],
+    ),
+)
+
+
+def tree_digest(root: Path) -> str:
+    """SHA-256 over every path, mode, owner, mtime, symlink target and content under ``root``."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            meta = f"{st.st_mode:o}:{st.st_uid}:{st.st_gid}:{st.st_mtime_ns}"
+            h.update(f"{os.path.relpath(full, root)}\0{meta}\0".encode())
+            if os.path.islink(full):
+                h.update(os.readlink(full).encode())
+            elif os.path.isfile(full):
+                with open(full, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+    return h.hexdigest()
+
+
+def _marked_pids(value: str) -> set[int]:
+    needle = f"{MARKER_ENV}={value}".encode()
+    out: set[int] = set()
+    if not os.path.isdir("/proc"):
+        return out
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry.name}/environ").read_bytes()
+            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and needle in env.split(b"\0"):
+            out.add(int(entry.name))
+    return out
+
+
+def _private_layout(
+    private_paths: Sequence[Path], task_root: Path
+) -> tuple[list[str], list[str], str]:
+    """(private files, private dirs, task root) as absolute path strings."""
+    files: list[str] = []
+    dirs: list[str] = []
+    for p in map(Path, private_paths):
+        p = p.absolute()
+        if p.is_dir():
+            dirs.append(str(p))
+            for dirpath, _, filenames in os.walk(p):
+                files.extend(os.path.join(dirpath, n) for n in filenames)
+        else:
+            files.append(str(p))
+    root = Path(task_root).absolute()
+    if not files:
+        files.append(str(root / "no-private-file"))
+    return files, dirs, str(root)
+
+
+def _remove_existing(paths: Sequence[str]) -> list[str]:
+    """Delete whichever of ``paths`` exist; return those."""
+    found = [p for p in paths if os.path.lexists(p)]
+    for p in found:
+        os.unlink(p)
+    return found
+
+
+async def _leftovers(value: str) -> set[int]:
+    """Marked processes still alive after up to 10 s of settling (kills are asynchronous)."""
+    left: set[int] = set()
+    for _ in range(100):
+        left = await anyio.to_thread.run_sync(_marked_pids, value)
+        if not left:
+            return left
+        await anyio.sleep(0.1)
+    return left
+
+
+async def run_hostile_battery(
+    sandbox: Sandbox,
+    *,
+    task: str,
+    private_paths: Sequence[Path],
+    task_root: Path,
+    programs: Sequence[HostileProgram] = HOSTILE_PROGRAMS,
+) -> list[HostileReport]:
+    """Run each hostile program on ``sandbox`` and check what it left behind.
+
+    After each run: the outcome is one of the program's expected outcomes; no process carrying
+    the run's marker is alive; the task tree under ``task_root`` is byte-for-byte unchanged;
+    no host sentinel file exists; the program's success token is printed and its attack token
+    is not; the log cap dropped what it should.
+
+    Args:
+        sandbox: the sandbox under test (not closed here).
+        task: a task reference it resolves; its sample submission must be valid.
+        private_paths: host paths of the task's hidden answers.
+        task_root: the task package's root directory (checksummed before and after).
+        programs: the battery (default :data:`HOSTILE_PROGRAMS`).
+
+    Returns:
+        One :class:`HostileReport` per program, in order; assert ``all(r.ok for r in
+        reports)`` to require a clean pass.
+    """
+    files, dirs, root = _private_layout(private_paths, task_root)
+    reports: list[HostileReport] = []
+    connections: list[str] = []
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+
+    async def record(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            connections.append("connection")
+
+    secret = uuid.uuid4().hex
+    sock_dir = tempfile.mkdtemp(prefix="openmle-hostile-")
+    sock_path = os.path.join(sock_dir, "host.sock")
+    unix_listener = await anyio.create_unix_listener(sock_path)
+    holder = await anyio.open_process(
+        [sys.executable, "-c", "import time; time.sleep(3600)", secret],
+        env={**os.environ, "OPENMLE_HOSTILE_SECRET": secret},
+    )
+    host_pids = [os.getpid(), holder.pid]
+    async with holder, listener, unix_listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, record)
+        tg.start_soon(unix_listener.serve, record)
+        try:
+            for program in programs:
+                marker = uuid.uuid4().hex
+                tmp = Path(tempfile.gettempdir())
+                sentinels = [
+                    str(tmp / f"openmle-hostile-{marker}"),
+                    f"/openmle-hostile-{marker}",
+                    str(Path.home() / f"openmle-hostile-{marker}"),
+                ]
+                header = (
+                    f"PRIVATE_FILES = {files!r}\nPRIVATE_DIRS = {dirs!r}\n"
+                    f"TASK_ROOT = {root!r}\n"
+                    f"SENTINELS = {sentinels!r}\nPORT = {port!r}\n"
+                    f"HOST_SECRET = {secret!r}\nHOST_PIDS = {host_pids!r}\n"
+                    f"HOST_UNIX_SOCKET = {sock_path!r}\n"
+                )
+                before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
+                n_conn = len(connections)
+                job = Job(
+                    code=header + program.body,
+                    task=task,
+                    timeout_s=program.timeout_s,
+                    resources=Resources(memory_mb=program.memory_mb),
+                    env={MARKER_ENV: marker},
+                    name=f"hostile-{program.name}",
+                )
+                problems: list[str] = []
+                try:
+                    with anyio.fail_after(program.timeout_s + 300):
+                        result = await sandbox.run(job)
+                except TimeoutError:
+                    result = RunResult.infra_error("run() hung", split=job.split)
+                    problems.append("run() did not return within timeout_s + 300 s")
+                except Exception as exc:
+                    result = RunResult.infra_error(f"{type(exc).__name__}: {exc}", split=job.split)
+                    problems.append(f"run() raised {type(exc).__name__}: {exc}")
+                if result.outcome not in program.expected:
+                    problems.append(
+                        f"outcome {result.outcome.value!r} not in "
+                        f"{sorted(o.value for o in program.expected)} ({result.detail})"
+                    )
+                left = await _leftovers(marker)
+                if left:
+                    problems.append(f"processes left behind: {sorted(left)[:10]}")
+                after = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
+                if after != before:
+                    problems.append("the task package changed")
+                problems += [
+                    f"the program created {s} on the host" for s in _remove_existing(sentinels)
+                ]
+                if len(connections) != n_conn:
+                    problems.append("the program reached a host service (TCP loopback or Unix)")
+                if program.must_print and program.must_print not in result.logs:
+                    problems.append(f"{program.must_print!r} missing: the attack did not run")
+                if program.must_not_print and program.must_not_print in result.logs:
+                    lines = [
+                        line for line in result.logs.splitlines() if program.must_not_print in line
+                    ]
+                    problems.append(f"the attack worked: {lines[:5]}")
+                if result.logs_dropped_bytes < program.min_dropped_bytes:
+                    problems.append(
+                        f"only {result.logs_dropped_bytes} bytes dropped; output is not capped"
+                    )
+                reports.append(
+                    HostileReport(
+                        name=program.name,
+                        outcome=result.outcome,
+                        expected=tuple(sorted(program.expected)),
+                        problems=tuple(problems),
+                        result=result,
+                    )
+                )
+        finally:
+            tg.cancel_scope.cancel()
+            holder.kill()
+            shutil.rmtree(sock_dir, ignore_errors=True)
+    return reports

@@ -1,0 +1,203 @@
+"""The sandbox conformance suite: ``check_sandbox`` runs a fixed set of jobs on any sandbox.
+
+It relies only on the task-package conventions every sandbox shares: the program reads the
+public data through ``$DATA_DIR``, that directory holds ``sample_submission.csv``, and the
+program writes ``./submission.csv``. So it works for any :class:`openmle.Sandbox` (local,
+Docker, Ray, a remote job service) and any task whose sample submission is valid.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from openmle._protocols import Sandbox
+from openmle._types import Job, Outcome, RunResult, Split
+
+__all__ = ["check_sandbox"]
+
+_LIVENESS_S = 300.0
+"""Upper bound on any single check; exceeding it means the sandbox hangs (not that it is slow)."""
+
+_COPY_SAMPLE = """
+import os, shutil
+shutil.copyfile(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"), "submission.csv")
+print("CONFORMANCE-STDOUT", os.environ.get("OPENMLE_CONFORMANCE_ENV", "<unset>"))
+"""
+
+_RAISE = """
+print("about to fail")
+raise ValueError("conformance failure 12345")
+"""
+
+_SLEEP = """
+import time
+print("sleeping", flush=True)
+time.sleep(3600)
+"""
+
+_NO_SUBMISSION = """
+print("no submission written")
+"""
+
+_GARBAGE = """
+with open("submission.csv", "w") as f:
+    f.write("this is,not a\\nvalid,submission,at,all\\n???\\n")
+"""
+
+_READ_PRIVATE = """
+import os
+leaked = []
+for path in TARGETS:
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+    except OSError:
+        continue
+    leaked.append(path)
+for path in leaked:
+    print("LEAKED", path)
+print("PRIVATE-CHECKED", len(TARGETS))
+"""
+
+
+def _private_targets(private_paths: Sequence[Path]) -> list[str]:
+    out: list[str] = []
+    for p in private_paths:
+        p = Path(p).absolute()
+        out.append(str(p))
+        if p.is_dir():
+            for dirpath, dirnames, filenames in os.walk(p):
+                out.extend(os.path.join(dirpath, n) for n in (*dirnames, *filenames))
+    return out
+
+
+def _expect(r: object, outcome: Outcome, what: str) -> RunResult:
+    assert isinstance(r, RunResult), f"{what}: run() returned {type(r).__name__}, not RunResult"
+    assert r.outcome is outcome, (
+        f"{what}: expected outcome {outcome.value!r} but got {r.outcome.value!r} "
+        f"(detail={r.detail!r}, signature={r.error_signature!r}, logs tail={r.logs[-500:]!r})"
+    )
+    assert r.runtime_s >= 0 and r.queue_s >= 0, f"{what}: negative runtime or queue time"
+    again = RunResult.from_dict(r.to_dict())
+    assert again == r, f"{what}: RunResult does not round-trip through to_dict/from_dict"
+    if outcome is Outcome.SUCCESS:
+        assert r.error_signature is None, f"{what}: a success carries no error signature"
+    else:
+        assert r.score is None, f"{what}: a {outcome.value} run must have no score"
+        assert r.error_signature, f"{what}: a {outcome.value} run needs an error signature"
+    return r
+
+
+async def _run(sandbox: Sandbox, job: Job, what: str) -> RunResult:
+    try:
+        with anyio.fail_after(_LIVENESS_S + job.timeout_s):
+            return await sandbox.run(job)
+    except TimeoutError:
+        raise AssertionError(
+            f"{what}: run() did not return within {_LIVENESS_S + job.timeout_s:.0f} s"
+        ) from None
+
+
+async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[Path] = ()) -> None:
+    """Check that ``sandbox`` keeps the :class:`openmle.Sandbox` contract on ``task``.
+
+    Runs, in order: copying ``$DATA_DIR/sample_submission.csv`` gives SUCCESS with a finite
+    score on both splits, with stdout captured and ``job.env`` visible to the program; two
+    such jobs at once both succeed; a raise gives RUNTIME_ERROR with the exception in its
+    error signature; a sleep past ``timeout_s`` gives TIMEOUT; exiting 0 without a file gives
+    MISSING_SUBMISSION; a garbage CSV gives INVALID_SUBMISSION; reading any of
+    ``private_paths`` (and every file beneath them) fails; cancelling a running ``run``
+    returns promptly, and the sandbox still works afterwards.
+
+    Args:
+        sandbox: the sandbox under test (not closed by this function).
+        task: a task reference the sandbox resolves (its sample submission must be valid).
+        private_paths: host paths of the task's hidden answers.
+
+    Raises:
+        AssertionError: the first violated rule, with the result that broke it.
+    """
+    env = {"OPENMLE_CONFORMANCE_ENV": "env-reaches-program"}
+    for split in Split:
+        what = f"copying the sample submission (split={split.value})"
+        r = _expect(
+            await _run(sandbox, Job(code=_COPY_SAMPLE, task=task, split=split, env=env), what),
+            Outcome.SUCCESS,
+            what,
+        )
+        assert r.score is not None and math.isfinite(r.score), f"{what}: score {r.score!r}"
+        assert r.split is split, f"{what}: result split {r.split} != job split {split}"
+        assert "CONFORMANCE-STDOUT" in r.logs, f"{what}: stdout not captured: {r.logs!r}"
+        assert "env-reaches-program" in r.logs, f"{what}: job.env did not reach the program"
+        assert "submission.csv" in r.artifacts, f"{what}: artifacts {r.artifacts} lack it"
+
+    results: list[RunResult] = []
+
+    async def one() -> None:
+        results.append(await _run(sandbox, Job(code=_COPY_SAMPLE, task=task), "concurrent"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    for r in results:
+        _expect(r, Outcome.SUCCESS, "two jobs at once")
+
+    r = _expect(
+        await _run(sandbox, Job(code=_RAISE, task=task), "raise"), Outcome.RUNTIME_ERROR, "raise"
+    )
+    assert r.error_signature is not None and r.error_signature.startswith("ValueError"), (
+        f"raise: error signature {r.error_signature!r} should name the ValueError"
+    )
+    assert "about to fail" in r.logs, "raise: output before the exception was lost"
+
+    r = _expect(
+        await _run(sandbox, Job(code=_SLEEP, task=task, timeout_s=2.0), "timeout"),
+        Outcome.TIMEOUT,
+        "sleeping past timeout_s",
+    )
+
+    _expect(
+        await _run(sandbox, Job(code=_NO_SUBMISSION, task=task), "missing"),
+        Outcome.MISSING_SUBMISSION,
+        "exit 0 without submission.csv",
+    )
+    _expect(
+        await _run(sandbox, Job(code=_GARBAGE, task=task), "garbage"),
+        Outcome.INVALID_SUBMISSION,
+        "a garbage submission",
+    )
+
+    targets = _private_targets(private_paths)
+    if targets:
+        code = f"TARGETS = {targets!r}\n" + _READ_PRIVATE
+        for split in Split:
+            r = await _run(sandbox, Job(code=code, task=task, split=split), "private")
+            assert "PRIVATE-CHECKED" in r.logs, (
+                f"reading private paths: the probe did not run to the end ({r.outcome.value}: "
+                f"{r.logs[-500:]!r})"
+            )
+            leaked = [line for line in r.logs.splitlines() if line.startswith("LEAKED")]
+            assert not leaked, f"the program could read private paths: {leaked}"
+
+    cancelled_at = None
+    try:
+        with anyio.fail_after(60):
+            with anyio.move_on_after(2.0):
+                await sandbox.run(Job(code=_SLEEP, task=task, timeout_s=600))
+            cancelled_at = "returned"
+    except TimeoutError:
+        raise AssertionError("cancelling run() did not return within 60 s") from None
+    assert cancelled_at == "returned"
+    _expect(
+        await _run(sandbox, Job(code=_NO_SUBMISSION, task=task), "after cancel"),
+        Outcome.MISSING_SUBMISSION,
+        "a run after a cancelled run",
+    )

@@ -1,0 +1,48 @@
+"""Fixtures for the sandbox conformance suites: a toy task and a LocalSandbox per isolation mode."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from openmle.backends import LocalSandbox
+from openmle.backends._isolation import bwrap_problem, landlock_abi
+from openmle.testing import ToyTask
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> ToyTask:
+    """A fresh toy task under the test's temp dir."""
+    return ToyTask.create(tmp_path / "toy")
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+async def local_sandbox(
+    request: pytest.FixtureRequest, toy: ToyTask
+) -> AsyncIterator[LocalSandbox]:
+    """A LocalSandbox in each isolation mode (skipped where the mode is unavailable here)."""
+    mode = request.param
+    why = (
+        bwrap_problem(shutil.which("bwrap"), sys.executable)
+        if mode == "bwrap"
+        else (None if landlock_abi() > 0 else "Landlock is not supported by this kernel")
+    )
+    if why is not None:
+        pytest.skip(f"{mode} unavailable: {why}")
+    sb = LocalSandbox(
+        ToyTask.resolver({"toy": toy}),
+        isolation=mode,
+        max_file_mb=64,
+        memory_mb=1024,
+        max_processes=128,
+        kill_grace_s=1.0,
+    )
+    assert await sb.prepare() == mode
+    try:
+        yield sb
+    finally:
+        await sb.aclose()

@@ -1,0 +1,79 @@
+"""The sandbox conformance suite passes on LocalSandbox and catches a sandbox that leaks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+import pytest
+from attrs import define
+
+from openmle import Job, RunResult
+from openmle._runlog import LogCap, classify_run
+from openmle.backends import LocalSandbox
+from openmle.testing import ToyTask, check_sandbox
+
+pytestmark = [pytest.mark.conformance, pytest.mark.integration, pytest.mark.anyio]
+
+
+async def test_local_sandbox_conforms(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """LocalSandbox keeps the Sandbox contract in both isolation modes."""
+    await check_sandbox(local_sandbox, task="toy", private_paths=toy.private_paths)
+
+
+@define(eq=False)
+class NaiveSandbox:
+    """Runs programs as plain subprocesses with no isolation: classifies well, protects nothing."""
+
+    task: ToyTask
+
+    async def run(self, job: Job) -> RunResult:
+        """Run with subprocess.run in a thread (timeouts kill the child only)."""
+        with tempfile.TemporaryDirectory() as work:
+
+            def go() -> tuple[int | None, bool, bytes]:
+                try:
+                    p = subprocess.run(
+                        [sys.executable, "-c", job.code],
+                        cwd=work,
+                        env={
+                            **os.environ,
+                            **job.env,
+                            "DATA_DIR": str(self.task.public_dir(job.split)),
+                        },
+                        capture_output=True,
+                        timeout=job.timeout_s,
+                        check=False,
+                    )
+                except subprocess.TimeoutExpired as exc:
+                    return None, True, exc.stdout or b""
+                return p.returncode, False, p.stdout + p.stderr
+
+            code, timed_out, out = await anyio.to_thread.run_sync(go, abandon_on_cancel=True)
+            cap = LogCap()
+            cap.feed(out)
+            sub = Path(work) / "submission.csv"
+            grade = self.task.grade(sub, job.split) if sub.exists() else None
+            return classify_run(
+                split=job.split,
+                exit_code=code,
+                timed_out=timed_out,
+                oom=False,
+                submission=sub if sub.exists() else None,
+                grade=grade,
+                logs=cap.text(),
+                artifacts=tuple(sorted(os.listdir(work))),
+            )
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+async def test_suite_catches_a_leaking_sandbox(toy: ToyTask) -> None:
+    """An unisolated sandbox fails the private-path check, naming the leaked path."""
+    with pytest.raises(AssertionError, match="could read private paths"):
+        await check_sandbox(NaiveSandbox(toy), task="toy", private_paths=toy.private_paths)

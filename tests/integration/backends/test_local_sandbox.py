@@ -1,0 +1,330 @@
+"""LocalSandbox runs real programs in real isolation and classifies every way they end."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import anyio
+import pytest
+
+from openmle import Job, Outcome, Resources, RunResult, Split
+from openmle.backends import LocalSandbox
+from openmle.backends._isolation import live_pids_with_env
+from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
+from openmle.testing import TOY_SOLUTION, ToyTask
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.anyio,
+    pytest.mark.filterwarnings("ignore:LocalSandbox is using its weaker:RuntimeWarning"),
+]
+
+
+async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
+    """The toy solution scores 1.0 on both splits; output, runtime and artifacts are recorded."""
+    for split in Split:
+        code = TOY_SOLUTION + "\nopen('model.txt', 'w').write('w')\n"
+        r = await sandbox.run(Job(code=code, task="toy", split=split, timeout_s=60))
+        assert r.outcome is Outcome.SUCCESS, r
+        assert r.score == 1.0 and r.split is split
+        assert r.printed_score == 1.0
+        assert "Final Validation Score" in r.logs
+        assert r.artifacts == ("model.txt", "submission.csv")
+        assert r.runtime_s > 0 and r.queue_s >= 0
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome", "signature"),
+    [
+        ("raise KeyError('column 7')", Outcome.RUNTIME_ERROR, "KeyError: '<str>'"),
+        ("import sys; sys.exit(3)", Outcome.RUNTIME_ERROR, "exit_code_3"),
+        ("print('no file')", Outcome.MISSING_SUBMISSION, "submission_missing"),
+        ("open('submission.csv', 'w').write('x\\n1\\n')", Outcome.INVALID_SUBMISSION, None),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", Outcome.RUNTIME_ERROR, None),
+    ],
+)
+async def test_failures_are_classified(
+    sandbox: LocalSandbox, code: str, outcome: Outcome, signature: str | None
+) -> None:
+    """Crashes, exits, missing and invalid submissions come back as outcomes, never raises."""
+    r = await sandbox.run(Job(code=code, task="toy", timeout_s=60))
+    assert r.outcome is outcome, r
+    assert r.score is None
+    if signature is not None:
+        assert r.error_signature == signature
+    assert r.error_signature
+
+
+async def test_segfault_detail_names_the_signal(sandbox: LocalSandbox) -> None:
+    """A program killed by a signal says which one."""
+    r = await sandbox.run(
+        Job(code="import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", task="toy")
+    )
+    assert r.outcome is Outcome.RUNTIME_ERROR
+    assert "SIGSEGV" in r.detail
+
+
+async def test_timeout_kills_tree_and_keeps_output(sandbox: LocalSandbox) -> None:
+    """A program past its timeout is TIMEOUT; its children die too; output so far is kept."""
+    code = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        "print('working', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": "timeout-tree"})
+    with anyio.fail_after(60):
+        r = await sandbox.run(job)
+    assert r.outcome is Outcome.TIMEOUT
+    assert r.error_signature == "timeout"
+    assert "working" in r.logs
+    assert not live_pids_with_env("PROBE", "timeout-tree")
+
+
+async def test_env_and_data_dir_reach_program(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """job.env reaches the program; DATA_DIR lists the split's public files, not the host env."""
+    code = (
+        "import os\n"
+        "print('FOO=' + os.environ['FOO'])\n"
+        "print('FILES=' + ','.join(sorted(os.listdir(os.environ['DATA_DIR']))))\n"
+        "print('SECRET=' + os.environ.get('HOST_SECRET', 'absent'))\n"
+    )
+    os.environ["HOST_SECRET"] = "s3cr3t"
+    try:
+        r = await sandbox.run(Job(code=code, task="toy", env={"FOO": "bar"}))
+    finally:
+        del os.environ["HOST_SECRET"]
+    assert "FOO=bar" in r.logs
+    assert "FILES=description.txt,sample_submission.csv,test.csv,train.csv" in r.logs
+    assert "SECRET=absent" in r.logs
+
+
+async def test_symlinked_submission_is_not_followed(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """A submission.csv symlinked to the answers is refused, never graded against itself."""
+    answers = toy.root / "valid" / "private" / "answers.csv"
+    code = f"import os; os.symlink({str(answers)!r}, 'submission.csv')"
+    r = await sandbox.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.INVALID_SUBMISSION
+    assert "regular file" in r.detail
+    assert r.score is None
+
+
+async def test_concurrency_limit_queues_jobs(toy: ToyTask) -> None:
+    """With max_concurrency=1 two jobs run one after the other; the second reports queue time."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), max_concurrency=1)
+    await sb.prepare()
+    code = "import time; time.sleep(0.5); print('x')"
+    results = []
+
+    async def one() -> None:
+        results.append(await sb.run(Job(code=code, task="toy")))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    queued = max(r.queue_s for r in results)
+    assert queued >= min(r.runtime_s for r in results) * 0.9
+    assert all(r.outcome is Outcome.MISSING_SUBMISSION for r in results)
+
+
+async def test_cancellation_cleans_up(toy: ToyTask, tmp_path: Path) -> None:
+    """Cancelling run() kills the program, removes the run directory and propagates."""
+    work = tmp_path / "work"
+    work.mkdir()
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), workdir=work)
+    await sb.prepare()
+    job = Job(code="import time; time.sleep(300)", task="toy", env={"PROBE": "cancel"})
+    with anyio.fail_after(30), anyio.move_on_after(1.0):
+        await sb.run(job)
+    assert not live_pids_with_env("PROBE", "cancel")
+    assert list(work.iterdir()) == []
+
+
+async def test_closed_sandbox_refuses_jobs(toy: ToyTask) -> None:
+    """run() after aclose() raises SandboxError; aclose is idempotent."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    await sb.aclose()
+    await sb.aclose()
+    with pytest.raises(SandboxError, match="closed"):
+        await sb.run(Job(code="pass", task="toy"))
+
+
+async def test_unknown_task_and_impossible_gpu_request(toy: ToyTask) -> None:
+    """An unknown task is the resolver's InvalidArgument; an unservable GPU ask is INFRA_ERROR."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), gpus=0)
+    with pytest.raises(InvalidArgument, match="Unknown task"):
+        await sb.run(Job(code="pass", task="nope"))
+    r = await sb.run(Job(code="pass", task="toy", resources=Resources(gpus=1)))
+    assert r.outcome is Outcome.INFRA_ERROR
+    assert "gpus=1" in r.detail
+
+
+def test_bad_arguments_name_the_field() -> None:
+    """Constructor validation names the offending field."""
+    with pytest.raises(InvalidArgument, match="max_concurrency"):
+        LocalSandbox(max_concurrency=0)
+    with pytest.raises(InvalidArgument, match="isolation"):
+        LocalSandbox(isolation="docker")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="kill_grace_s"):
+        LocalSandbox(kill_grace_s=float("nan"))
+
+
+async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask) -> None:
+    """Where cgroups are unavailable, RLIMIT_DATA stops a memory bomb and the run is OOM."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256)
+    await sb.prepare()
+    sb._cgroups = False  # what a host without writable cgroups looks like
+    code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+    r = await sb.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.OOM, r
+    assert "ALLOCATED" not in r.logs
+    assert r.error_signature == "out_of_memory"
+
+
+async def test_cgroup_oom_kill_is_oom(sandbox: LocalSandbox) -> None:
+    """A memory bomb under the job's memory limit ends OOM with an out-of-memory detail."""
+    code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+    r = await sandbox.run(Job(code=code, task="toy", resources=Resources(memory_mb=256)))
+    assert r.outcome is Outcome.OOM, r
+    assert "memory" in r.detail
+
+
+async def test_leftovers_are_killed_without_cgroups(sandbox: LocalSandbox) -> None:
+    """Without cgroups, escaped children (new session, double fork) are still found and killed."""
+    sandbox._cgroups = False  # what a host without writable cgroups looks like
+    code = (
+        "import os, shutil, subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],\n"
+        "                 start_new_session=True)\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "print('parent done')\n"
+    )
+    for timeout_s, outcome in ((30.0, Outcome.MISSING_SUBMISSION), (1.0, Outcome.TIMEOUT)):
+        code_t = code if timeout_s > 1 else code + "time.sleep(300)\n"
+        env = {"PROBE": f"nocg-{timeout_s}"}
+        with anyio.fail_after(60):
+            r = await sandbox.run(Job(code=code_t, task="toy", timeout_s=timeout_s, env=env))
+        assert r.outcome is outcome, r
+        for _ in range(50):
+            if not live_pids_with_env("PROBE", env["PROBE"]):
+                break
+            await anyio.sleep(0.1)
+        assert not live_pids_with_env("PROBE", env["PROBE"])
+
+
+async def test_gpu_leases_compose_with_inherited_mask(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job GPU 1 under CUDA_VISIBLE_DEVICES=3,5 sees device 5; jobs without GPUs see none;
+    two jobs wanting the same GPU run one after the other."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    code = "import os, time; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(0.3)"
+    r = await sb.run(Job(code=code, task="toy", resources=Resources(gpu_ids=(1,))))
+    assert "CVD=5\n" in r.logs
+    r = await sb.run(Job(code=code, task="toy"))
+    assert "CVD=\n" in r.logs
+    results: list[RunResult] = []
+
+    async def one() -> None:
+        results.append(await sb.run(Job(code=code, task="toy", resources=Resources(gpus=2))))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    assert all("CVD=3,5\n" in x.logs for x in results)
+    assert max(x.queue_s for x in results) >= 0.25  # the second waited for the lease
+
+
+async def test_auto_falls_back_to_landlock_with_one_warning(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without bubblewrap, "auto" warns once and runs in Landlock mode; "bwrap" refuses."""
+    from openmle.backends import _local
+    from openmle.backends._isolation import landlock_abi
+
+    if landlock_abi() == 0:
+        pytest.skip("Landlock is not supported by this kernel")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setattr(_local, "_warned", set())
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with pytest.warns(RuntimeWarning, match="weaker Landlock isolation"):
+        assert await sb.prepare() == "landlock"
+    again = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert await again.prepare() == "landlock"  # no second warning
+    r = await again.run(Job(code=TOY_SOLUTION, task="toy"))
+    assert r.outcome is Outcome.SUCCESS and r.score == 1.0
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        await LocalSandbox(ToyTask.resolver({"toy": toy}), isolation="bwrap").prepare()
+    monkeypatch.setattr("openmle.backends._isolation.landlock_abi", lambda: 0)
+    with pytest.raises(SandboxUnavailable, match="Install bubblewrap"):
+        await LocalSandbox(ToyTask.resolver({"toy": toy})).prepare()
+
+
+async def test_default_resolver_is_openmle_gym(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a resolver, jobs resolve through openmle.gym.resolve_task (looked up at run time)."""
+    import openmle.gym
+
+    monkeypatch.delattr(openmle.gym, "resolve_task", raising=False)
+    sb = LocalSandbox()
+    with pytest.raises(SandboxError, match="resolver="):
+        await sb.run(Job(code="pass", task="toy"))
+    seen: list[str] = []
+
+    def resolve(ref: str) -> ToyTask:
+        seen.append(ref)
+        return toy
+
+    monkeypatch.setattr(openmle.gym, "resolve_task", resolve, raising=False)
+    r = await sb.run(Job(code=TOY_SOLUTION, task="my-task"))
+    assert seen == ["my-task"] and r.outcome is Outcome.SUCCESS
+
+
+async def test_run_rejects_non_jobs(toy: ToyTask) -> None:
+    """run() takes an openmle.Job."""
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    with pytest.raises(InvalidArgumentType, match="Job"):
+        await sb.run({"code": "pass"})  # type: ignore[arg-type]
+
+
+async def test_everyday_library_calls_work_inside(sandbox: LocalSandbox) -> None:
+    """shutil.copy (chmod), multiprocessing, asyncio and temp files work under isolation."""
+    code = (
+        "import asyncio, multiprocessing as mp, os, shutil, tempfile\n"
+        "shutil.copy(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+        "            'submission.csv')\n"
+        "with mp.Pool(2) as pool:\n"
+        "    print('pool', pool.map(abs, [-1, -2]))\n"
+        "print(asyncio.run(asyncio.sleep(0, 'asyncio ok')))\n"
+        "with tempfile.NamedTemporaryFile() as f:\n"
+        "    f.write(b'x')\n"
+        "print('cpus', os.environ['OMP_NUM_THREADS'])\n"
+    )
+    r = await sandbox.run(Job(code=code, task="toy", resources=Resources(cpus=2)))
+    assert r.outcome is Outcome.SUCCESS, r
+    assert "pool [1, 2]" in r.logs and "asyncio ok" in r.logs and "cpus 2" in r.logs
+
+
+async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """With cpu_quota=True a run also joins a CPU cgroup (where cgroups are available)."""
+    if not sandbox._cgroups:
+        pytest.skip("cgroups are not writable here")
+    mode = sandbox.isolation_mode
+    assert mode is not None
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, cpu_quota=True)
+    code = "print(open('/proc/self/cgroup').read())"
+    r = await sb.run(Job(code=code, task="toy", resources=Resources(cpus=0.5)))
+    assert r.outcome is Outcome.MISSING_SUBMISSION, r
+    cpu_lines = [line for line in r.logs.splitlines() if ":cpu:" in line or ":cpu," in line]
+    if mode == "landlock":  # bwrap's cgroup namespace shows "/" instead of the path
+        assert cpu_lines and all("openmle-" in line for line in cpu_lines), r.logs

@@ -1,0 +1,116 @@
+"""Shared harness of the search-quality tests: equal-budget searches across seeds and selectors.
+
+Programs are deterministic (fixed seeds, one thread), so a run's result depends only on its
+code and split; :class:`CachedSandbox` runs each distinct program once and replays its result,
+which keeps the comparison CI-sized without changing any outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Callable, Sequence
+
+import anyio
+from attrs import define, field
+
+from openmle import Job, RunResult, Sandbox, Selector
+from openmle.backends import LocalSandbox, OfflineModel
+from openmle.search import (
+    Budget,
+    GreedySelector,
+    SearchConfig,
+    ThreeFactorSelector,
+    UniformSelector,
+    arun_search,
+)
+
+SELECTORS: dict[str, Callable[[bool], Selector]] = {
+    "three-factor": lambda hib: ThreeFactorSelector.preset("released", higher_is_better=hib),
+    "greedy": lambda hib: GreedySelector(higher_is_better=hib),
+    "uniform": lambda hib: UniformSelector(),
+}
+
+
+@define(eq=False)
+class CachedSandbox(Sandbox):
+    """Runs each distinct (program, task, split) once; later runs get the recorded result."""
+
+    inner: Sandbox
+    cache: dict[str, RunResult] = field(factory=dict)
+    locks: dict[str, anyio.Lock] = field(factory=dict)
+    hits: int = 0
+
+    async def run(self, job: Job) -> RunResult:
+        key = hashlib.sha256(f"{job.task}\0{job.split}\0{job.code}".encode()).hexdigest()
+        lock = self.locks.setdefault(key, anyio.Lock())
+        async with lock:
+            if key in self.cache:
+                self.hits += 1
+                return self.cache[key]
+            result = await self.inner.run(job)
+            if not result.outcome.is_infra:
+                self.cache[key] = result
+            return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def compare(
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    steps: int,
+    initial_drafts: int,
+    workers: int = 2,
+    hib: dict[str, bool],
+) -> dict[str, dict[str, list[float]]]:
+    """Best validation score per (task, selector), one entry per seed."""
+    sandbox = CachedSandbox(LocalSandbox())
+    out: dict[str, dict[str, list[float]]] = {t: {s: [] for s in SELECTORS} for t in tasks}
+    for task in tasks:
+        for seed in seeds:
+            for name, make in SELECTORS.items():
+                result = await arun_search(
+                    task,
+                    model=OfflineModel(sklearn=False),
+                    sandbox=sandbox,
+                    budget=Budget(steps=steps),
+                    selector=make(hib[task]),
+                    config=SearchConfig(initial_drafts=initial_drafts, seed=seed, timeout_s=300),
+                    workers=workers,
+                    ordered=True,
+                    higher_is_better=hib[task],
+                    final_test=False,
+                )
+                score = result.best_valid_score
+                worst = float("-inf") if hib[task] else float("inf")
+                out[task][name].append(worst if score is None else score)
+    await sandbox.aclose()
+    return out
+
+
+def table(results: dict[str, dict[str, list[float]]], hib: dict[str, bool]) -> str:
+    """A printable mean (sd) table, best mean per task marked with '*'."""
+    lines = [f"{'task':<22}" + "".join(f"{s:>24}" for s in SELECTORS)]
+    for task, by_sel in results.items():
+        means = {s: statistics.fmean(v) for s, v in by_sel.items()}
+        best = (max if hib[task] else min)(means, key=lambda s: means[s])
+        cells = []
+        for s, v in by_sel.items():
+            sd = statistics.stdev(v) if len(v) > 1 else 0.0
+            cells.append(f"{means[s]:.5f} ({sd:.5f}){'*' if s == best else ' '}")
+        lines.append(f"{task:<22}" + "".join(f"{c:>24}" for c in cells))
+    return "\n".join(lines)
+
+
+def wins(results: dict[str, dict[str, list[float]]], hib: dict[str, bool]) -> dict[str, bool]:
+    """Per task, whether three-factor's mean beats both baselines' means."""
+    out = {}
+    for task, by_sel in results.items():
+        m = {s: statistics.fmean(v) for s, v in by_sel.items()}
+        sign = 1.0 if hib[task] else -1.0
+        tf = sign * m["three-factor"]
+        out[task] = tf > sign * m["greedy"] and tf > sign * m["uniform"]
+    return out

@@ -1,0 +1,259 @@
+"""Isolation helpers: rlimit clamping, symlink-free views, runtime discovery, bwrap layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from openmle.backends import _isolation as iso
+from openmle.backends._local import _signal_of
+
+
+def test_clamp_rlimits_never_exceeds_hard_limit() -> None:
+    """Wanted limits above the hard limit become the hard limit; None is dropped."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    got = dict(
+        (n, (s, h))
+        for n, s, h in iso.clamp_rlimits(
+            [("RLIMIT_NOFILE", 10**9), ("RLIMIT_CORE", 0), ("RLIMIT_CPU", None)]
+        )
+    )
+    want_nofile = 10**9 if hard == resource.RLIM_INFINITY else hard
+    assert got["RLIMIT_NOFILE"] == (want_nofile, want_nofile)
+    assert got["RLIMIT_CORE"] == (0, 0)
+    assert "RLIMIT_CPU" not in got
+
+
+def test_symlink_free_copy_drops_escaping_links(tmp_path: Path) -> None:
+    """Links inside the tree are copied as files; links out of it (to answers) are dropped."""
+    pub, priv = tmp_path / "public", tmp_path / "private"
+    pub.mkdir()
+    priv.mkdir()
+    (pub / "train.csv").write_text("a\n")
+    (priv / "answers.csv").write_text("secret\n")
+    (pub / "alias.csv").symlink_to(pub / "train.csv")
+    (pub / "leak.csv").symlink_to(priv / "answers.csv")
+    (pub / "leakdir").symlink_to(priv)
+    (pub / "rel.csv").symlink_to("../private/answers.csv")
+    out = tmp_path / "view"
+    iso.symlink_free_copy(pub, out, deny=[priv])
+    assert sorted(p.name for p in out.iterdir()) == ["alias.csv", "train.csv"]
+    assert not (out / "alias.csv").is_symlink()
+    assert (out / "alias.csv").read_text() == "a\n"
+    assert not os.access(out / "train.csv", os.W_OK) or os.geteuid() == 0
+    iso.safe_rmtree(out)
+    assert not out.exists()
+
+
+def test_runtime_info_covers_this_interpreter() -> None:
+    """The runtime roots include this interpreter's prefix and site-packages."""
+    info = iso.runtime_info(sys.executable)
+    assert any(
+        iso.is_within(sys.base_prefix, r) or sys.base_prefix.startswith("/usr") for r in info.roots
+    )
+    assert os.path.exists(info.executable)
+
+
+def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
+    """A private dir under a mounted runtime root gets a tmpfs over it; the launcher is last."""
+    root = tmp_path / "rt"
+    (root / "task" / "private").mkdir(parents=True)
+    info = iso.RuntimeInfo(executable=sys.executable, roots=(str(root),), bin_dir="/x")
+    argv = iso.bwrap_argv(
+        bwrap="bwrap",
+        info=info,
+        data_dir=tmp_path,
+        workspace=tmp_path,
+        program_dir=tmp_path,
+        tmp_bytes=1024,
+        private_paths=[root / "task" / "private"],
+        procs_files=["/sys/fs/cgroup/pids/x/cgroup.procs"],
+        extra_ro=[],
+        gpu=False,
+        info_fd=None,
+        launcher_cfg={"status_fd": 3, "procs": ["host"], "rlimits": [], "argv": ["p"]},
+    )
+    private = str((root / "task" / "private").resolve())
+    i = argv.index(private)
+    assert argv[i - 1] == "--tmpfs"
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    cfg = json.loads(argv[-1])
+    assert cfg["procs"] == ["/run/openmle/cg0"]
+    assert argv[-2] == iso.LAUNCHER
+
+
+@pytest.mark.parametrize(
+    ("code", "bwrap", "sig"),
+    [
+        (0, True, None),
+        (1, True, None),
+        (137, True, 9),
+        (137, False, None),
+        (-11, False, 11),
+        (None, False, None),
+    ],
+)
+def test_signal_of_exit_status(code: int | None, bwrap: bool, sig: int | None) -> None:
+    """bwrap reports 128+signal; a plain child reports -signal."""
+    assert _signal_of(code, bwrap) == sig
+
+
+def test_descendants_and_env_scan() -> None:
+    """A child process is found as a descendant and by its environment marker."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={**os.environ, "OPENMLE_TEST_MARK": "m1"},
+    )
+    try:
+        assert proc.pid in iso.descendants(os.getpid())
+        assert iso.live_pids_with_env("OPENMLE_TEST_MARK", "m1") == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert iso.live_pids_with_env("OPENMLE_TEST_MARK", "m1") == set()
+
+
+def test_bwrap_argv_direct_command_and_shell_chain(tmp_path: Path) -> None:
+    """Without a launcher bwrap runs the program itself; the shell chain quotes every path."""
+    info = iso.RuntimeInfo(executable=sys.executable, roots=(), bin_dir="/x")
+    argv = iso.bwrap_argv(
+        bwrap="bwrap",
+        info=info,
+        data_dir=tmp_path,
+        workspace=tmp_path,
+        program_dir=tmp_path,
+        tmp_bytes=1024,
+        private_paths=[],
+        procs_files=["/cg/procs"],
+        extra_ro=[],
+        gpu=False,
+        info_fd=7,
+        command=["python", "/program/main.py"],
+    )
+    assert argv[-2:] == ["python", "/program/main.py"]
+    assert argv[argv.index("--info-fd") + 1] == "7"
+    assert "/cg/procs" not in argv  # joined outside the sandbox instead
+    chain = iso.shell_chain(
+        procs_files=["/cg/it's"],
+        rlimits=[("RLIMIT_CPU", 5, 5), ("RLIMIT_FSIZE", 10, 10)],
+        status_fd=7,
+        prlimit="/usr/bin/prlimit",
+        argv=["bwrap", "a b"],
+    )
+    assert chain[:2] == ["/bin/sh", "-c"]
+    script = chain[2]
+    assert "echo 0 > '/cg/it'\"'\"'s'" in script
+    assert "exec /usr/bin/prlimit --cpu=5:5 --fsize=10:10 -- bwrap 'a b'" in script
+
+
+def test_landlock_rules_are_an_allow_list(tmp_path: Path) -> None:
+    """Weak-mode rules: read-only runtime and data, read-write workspace, no blanket /proc."""
+    info = iso.RuntimeInfo(executable=sys.executable, roots=("/opt/py",), bin_dir="/opt/py/bin")
+    rules = dict(
+        iso.landlock_rules(
+            info=info,
+            data_dir=tmp_path / "data",
+            program_dir=tmp_path / "prog",
+            workspace=tmp_path / "ws",
+            tmp_dir=tmp_path / "tmp",
+            extra_ro=[],
+            gpu=False,
+        )
+    )
+    assert rules["/opt/py"] == iso.LL_READ_ONLY
+    assert rules[str(tmp_path / "data")] == iso.LL_READ_ONLY
+    assert rules[str(tmp_path / "ws")] == iso.LL_ALL
+    assert rules["/proc/self"] == iso.LL_READ_ONLY
+    assert "/proc" not in rules and "/" not in rules and "/etc" not in rules
+    assert not any(p.startswith(str(tmp_path)) and p.endswith("private") for p in rules)
+
+
+def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[int, ...]) -> int:
+    """A tiny classic-BPF interpreter over seccomp_data (nr, arch, ip, args)."""
+    import struct
+
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *(args + (0,) * (6 - len(args))))
+    a, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        pc += 1
+        if code == 0x20:
+            a = struct.unpack_from("<I", data, k)[0]
+        elif code == 0x54:
+            a &= k
+        elif code in (0x15, 0x45):
+            hit = a == k if code == 0x15 else bool(a & k)
+            pc += jt if hit else jf
+        else:
+            assert code == 0x06
+            return k
+
+
+@pytest.mark.parametrize("sockets", ["tcp", "none", "any"])
+@pytest.mark.parametrize("root", [True, False])
+def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root: bool) -> None:
+    """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
+    namespaces, mounts, keyrings and foreign-ABI syscalls refused; everything else allowed."""
+    import errno
+    import socket
+
+    prog = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root)
+    assert prog is not None
+    x86 = 0xC000003E
+    allow = 0x7FFF0000
+
+    def sock(family: int, kind: int) -> int:
+        assert prog is not None
+        return _bpf(prog, 41, x86, (family, kind))
+
+    eperm, enosys = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    tcp = {"tcp": allow, "none": eperm, "any": allow}[sockets]
+    other = allow if sockets == "any" else eperm
+    assert sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) == tcp
+    assert sock(socket.AF_INET6, socket.SOCK_STREAM) == tcp
+    assert sock(socket.AF_INET, socket.SOCK_DGRAM) == other
+    assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == other
+    assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == other
+    assert _bpf(prog, 268, x86, ()) == (0x00050000 if root else allow)  # fchmodat
+    assert _bpf(prog, 0, x86, ()) == allow  # read
+    assert _bpf(prog, 56, x86, (0x01200011,)) == allow  # clone as fork() calls it
+    assert _bpf(prog, 56, x86, (0x10000000,)) == eperm  # clone(CLONE_NEWUSER)
+    assert _bpf(prog, 435, x86, ()) == enosys  # clone3
+    for nr in (272, 308, 165, 250, 321):  # unshare, setns, mount, keyctl, bpf
+        assert _bpf(prog, nr, x86, ()) == eperm
+    assert _bpf(prog, 41 | 0x40000000, x86, ()) == eperm  # x32 socket
+    assert _bpf(prog, 41, 0x40000003, ()) == eperm  # i386 ABI
+    assert iso.seccomp_program("ppc64le", sockets="tcp", noop_metadata=False) is None
+    arm = iso.seccomp_program("aarch64", sockets="tcp", noop_metadata=True)
+    assert arm is not None
+    assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eperm
+    assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
+    assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
+    assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
+
+
+def test_safe_rmtree_removes_locked_trees(tmp_path: Path) -> None:
+    """Read-only files, unsearchable dirs and outward symlinks are removed, never followed."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    root = tmp_path / "run"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "link").symlink_to(outside)
+    (root / "dirlink").symlink_to(tmp_path)
+    os.chmod(root / "a" / "b" / "f", 0)
+    os.chmod(root / "a" / "b", 0)
+    os.chmod(root / "a", 0o500)
+    iso.safe_rmtree(root)
+    assert not root.exists()
+    assert outside.read_text() == "keep"
