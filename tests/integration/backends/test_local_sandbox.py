@@ -328,3 +328,39 @@ async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(sandbox: LocalSandbox, toy: T
     cpu_lines = [line for line in r.logs.splitlines() if ":cpu:" in line or ":cpu," in line]
     if mode == "landlock":  # bwrap's cgroup namespace shows "/" instead of the path
         assert cpu_lines and all("openmle-" in line for line in cpu_lines), r.logs
+
+
+@pytest.mark.slow
+async def test_hostile_neighbours_do_not_disturb_honest_runs(sandbox: LocalSandbox) -> None:
+    """A fork bomb, a memory bomb and a stdout flood running alongside leave honest runs intact."""
+    from openmle.testing import HOSTILE_PROGRAMS
+
+    header = (
+        "PRIVATE_FILES = []\nPRIVATE_DIRS = []\nTASK_ROOT = '/nonexistent'\nSENTINELS = []\n"
+        "PORT = 1\nHOST_SECRET = 'x'\nHOST_PIDS = []\nHOST_UNIX_SOCKET = '/nonexistent'\n"
+    )
+    by_name = {p.name: p for p in HOSTILE_PROGRAMS}
+    jobs = [("solution", Job(code=TOY_SOLUTION, task="toy", timeout_s=120))] * 2
+    for name in ("fork_bomb", "memory_bomb", "stdout_flood"):
+        p = by_name[name]
+        job = Job(
+            code=header + p.body,
+            task="toy",
+            timeout_s=p.timeout_s,
+            resources=Resources(memory_mb=p.memory_mb),
+        )
+        jobs.append((name, job))
+    results: dict[int, tuple[str, RunResult]] = {}
+
+    async def one(i: int, name: str, job: Job) -> None:
+        results[i] = (name, await sandbox.run(job))
+
+    with anyio.fail_after(300):
+        async with anyio.create_task_group() as tg:
+            for i, (name, job) in enumerate(jobs):
+                tg.start_soon(one, i, name, job)
+    for name, r in results.values():
+        if name == "solution":
+            assert r.outcome is Outcome.SUCCESS and r.score == 1.0, r
+        else:
+            assert r.outcome in by_name[name].expected, (name, r)
