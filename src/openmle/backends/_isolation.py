@@ -942,7 +942,10 @@ def safe_rmtree(path: Path) -> None:
                     os.chmod(full, stat.S_IRWXU)
     with contextlib.suppress(OSError):
         os.chmod(path, stat.S_IRWXU)
-    shutil.rmtree(path, onerror=lambda f, p, e: onexc(f, p, e[1]))
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=onexc)
+    else:  # onerror is deprecated from 3.12 on
+        shutil.rmtree(path, onerror=lambda f, p, e: onexc(f, p, e[1]))
     if path.exists():  # pragma: no cover - last resort
         shutil.rmtree(path, ignore_errors=True)
 
