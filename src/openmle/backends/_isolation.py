@@ -317,7 +317,9 @@ def bwrap_problem(bwrap: str | None, python: str) -> str | None:
     return None
 
 
-def _bwrap_base(info: RuntimeInfo) -> list[str]:
+def _bwrap_base(info: RuntimeInfo, tmp_bytes: int | None = None) -> list[str]:
+    """Namespaces, /proc, /dev, a private /tmp, then the read-only runtime (the probe and every
+    run share it, so a runtime the probe can start is one every run can start)."""
     args = [
         "--unshare-pid",
         "--unshare-net",
@@ -336,13 +338,10 @@ def _bwrap_base(info: RuntimeInfo) -> list[str]:
     # the writable corners of /proc read-only (as container engines do).
     for sub in _PROC_READ_ONLY:
         args += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
-    args += [
-        "--dev",
-        "/dev",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
+    args += ["--dev", "/dev"]
+    if tmp_bytes is not None:
+        args += ["--size", str(tmp_bytes)]
+    args += ["--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
     for top in _TOP_LEVEL:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -379,8 +378,7 @@ def bwrap_argv(
     ``procs_files`` (host ``cgroup.procs`` files) bound at ``/run/openmle/cgN``. bubblewrap
     writes ``{"child-pid": ...}`` to ``info_fd`` once the sandbox is set up.
     """
-    args = [bwrap, *_bwrap_base(info)]
-    args += ["--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    args = [bwrap, *_bwrap_base(info, tmp_bytes)]
     for p in extra_ro:
         args += ["--ro-bind", str(p), str(p)]
     args += ["--ro-bind", str(data_dir), "/data"]
