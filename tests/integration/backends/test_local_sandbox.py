@@ -364,3 +364,20 @@ async def test_hostile_neighbours_do_not_disturb_honest_runs(sandbox: LocalSandb
             assert r.outcome is Outcome.SUCCESS and r.score == 1.0, r
         else:
             assert r.outcome in by_name[name].expected, (name, r)
+
+
+async def test_cgroups_can_be_turned_off(toy: ToyTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cgroups=False runs without per-run cgroups; rlimits still stop a memory bomb; root is
+    warned that fork bombs then go unbounded."""
+    monkeypatch.setattr("openmle.backends._local._warned", set())
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), cgroups=False, memory_mb=256)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await sb.prepare()
+    warned = any("RLIMIT_NPROC does not bind root" in str(w.message) for w in caught)
+    assert warned == (os.geteuid() == 0)
+    assert not sb._cgroups
+    r = await sb.run(Job(code=TOY_SOLUTION, task="toy"))
+    assert r.outcome is Outcome.SUCCESS
+    bomb = "blocks = [b'x' * (64 << 20) for _ in range(32)]"
+    assert (await sb.run(Job(code=bomb, task="toy"))).outcome is Outcome.OOM
