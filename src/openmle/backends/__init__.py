@@ -11,11 +11,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from openmle.backends._docker import DockerSandbox as DockerSandbox
+    from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
     from openmle.backends._local import LocalSandbox as LocalSandbox
+    from openmle.backends._openai import OpenAIModel as OpenAIModel
+    from openmle.backends._ray import RaySandbox as RaySandbox
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
+    "DockerSandbox": "openmle.backends._docker",
+    "JobServiceSandbox": "openmle.backends._jobclient",
     "LocalSandbox": "openmle.backends._local",
+    "OpenAIModel": "openmle.backends._openai",
+    "RaySandbox": "openmle.backends._ray",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 

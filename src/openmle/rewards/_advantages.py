@@ -28,8 +28,10 @@ group with distinct rewards can never reach a KL of ln 2, so the search saturate
 float arithmetic "reaches" it and the winner gets ``~1/eps = 1e12``; the doubling can leave
 ``beta`` at 2^20 > ``beta_max``. ``compat="default"`` fixes both: ``beta`` never exceeds
 ``beta_max``, and the KL target is capped at half of the largest KL the group can reach
-(``log(k / m)`` with m tied maxima), so every advantage stays bounded; groups whose target is
-reachable with room to spare (for k >= 4 with a unique best, ln 2 <= log(k)/2) are unchanged.
+(``log(k / m)`` with m tied maxima, members within ``span / 1e8`` of the best counting as
+tied, so the cap is continuous and shift/scale invariant), so every advantage stays bounded;
+groups whose target is reachable with room to spare (for k >= 4 with a unique best,
+ln 2 <= log(k)/2) are unchanged.
 """
 
 from __future__ import annotations
@@ -101,6 +103,31 @@ def _check_params(target_kl: float, beta_max: float, iters: int, eps: float, com
     check_choice(compat, ("default", "openrsi"), "compat")
 
 
+_TIE_RESOLUTION = 1e8
+"""Members closer to the best than ``span / _TIE_RESOLUTION`` count as tied with it."""
+
+
+def _reachable_kl(c: FloatArray, mask: BoolArray, log_k: FloatArray) -> FloatArray:
+    """The KL a group can reach, measured at ``beta = _TIE_RESOLUTION / span``.
+
+    With m exactly tied maxima among k members this is ``log(k / m)``; it is continuous in the
+    rewards (a near-tie counts as a tie, so a one-ulp change cannot flip the KL cap) and, being
+    taken at a beta proportional to ``1 / span``, invariant to shifting and scaling the group.
+    """
+    span = -np.where(mask, c, np.inf).min(axis=1)
+    rows = np.flatnonzero(np.isfinite(span) & (span > 0))
+    out: FloatArray = np.zeros(c.shape[0])
+    if rows.size == 0:
+        return out
+    m = mask[rows]
+    z = np.where(m, _TIE_RESOLUTION * (c[rows] / span[rows, None]), -np.inf)  # best at 0
+    log_q = z - np.log(np.where(m, np.exp(z), 0.0).sum(axis=1))[:, None]
+    q = np.where(m, np.exp(log_q), 0.0)
+    safe = np.where(q > 0, log_q, 0.0)
+    out[rows] = (q * (safe + log_k[rows, None])).sum(axis=1)
+    return out
+
+
 def _solve(
     r: FloatArray,
     mask: BoolArray,
@@ -122,8 +149,7 @@ def _solve(
     log_k = np.log(np.maximum(k, 1.0))
     target = np.full(n_groups, float(target_kl))
     if compat == "default":
-        n_top = np.where(mask, c == 0.0, False).sum(axis=1).astype(np.float64)
-        reach = np.log(np.maximum(k, 1.0) / np.maximum(n_top, 1.0))
+        reach = _reachable_kl(c, mask, log_k)
         target = np.where(reach > 0, np.minimum(target, 0.5 * reach), target)
 
     # Work in (members, groups) layout: each member row is contiguous, and sums run over the

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import warnings
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -11,7 +14,7 @@ import pytest
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
-from openmle.backends._isolation import live_pids_with_env
+from openmle.backends._isolation import bwrap_problem, landlock_abi, live_pids_with_env
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
 
@@ -20,6 +23,42 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.filterwarnings("ignore:LocalSandbox is using its weaker:RuntimeWarning"),
 ]
+
+
+def mode_available(mode: str) -> str | None:
+    """Why isolation ``mode`` cannot run here, or None."""
+    if mode == "bwrap":
+        return bwrap_problem(shutil.which("bwrap"), sys.executable)
+    return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> ToyTask:
+    """A fresh toy task under the test's temp dir."""
+    return ToyTask.create(tmp_path / "toy")
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator[LocalSandbox]:
+    """A LocalSandbox in each isolation mode (skipped where the mode is unavailable)."""
+    mode = request.param
+    why = mode_available(mode)
+    if why is not None:
+        pytest.skip(f"{mode} unavailable: {why}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb = LocalSandbox(
+            ToyTask.resolver({"toy": toy}),
+            isolation=mode,
+            max_file_mb=64,
+            memory_mb=1024,
+            kill_grace_s=1.0,
+        )
+        assert await sb.prepare() == mode
+    try:
+        yield sb
+    finally:
+        await sb.aclose()
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
