@@ -59,6 +59,7 @@ import stat
 import struct
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -834,13 +835,27 @@ class Cgroup:
                 self._write("", "cgroup.kill", "1")
         kill_pids(self.pids(), signal.SIGKILL)
 
-    def remove(self) -> None:
-        """Remove the cgroup directories (after :meth:`kill`; idempotent, best effort)."""
+    def remove(self, *, wait_s: float = 2.0) -> None:
+        """Remove the cgroup directories (after :meth:`kill`; idempotent, best effort).
+
+        A process that has just been reaped can keep a cgroup busy for a moment, so a busy
+        directory is retried for up to ``wait_s`` seconds (blocking: call it off the loop).
+        """
         if self._removed:
             return
+        deadline = time.monotonic() + wait_s
         for d in self.dirs.values():
-            with contextlib.suppress(OSError):
-                d.rmdir()
+            while True:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno == errno.EBUSY and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                        continue
+                    break
+                break
         self._removed = True
 
 

@@ -34,6 +34,7 @@ import tempfile
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast, final
@@ -367,6 +368,8 @@ class LocalSandbox(Sandbox):
                 return self._views[key]
             if self._view_root is None:
                 self._view_root = Path(tempfile.mkdtemp(prefix="openmle-views-", dir=self.workdir))
+                # Removed by aclose(); also when the sandbox is garbage-collected or at exit.
+                weakref.finalize(self, iso.safe_rmtree, self._view_root)
             dst = self._view_root / f"view{len(self._views)}"
             await anyio.to_thread.run_sync(lambda: iso.symlink_free_copy(public, dst, deny=private))
             self._views[key] = dst
@@ -615,7 +618,7 @@ class LocalSandbox(Sandbox):
                         with contextlib.suppress(OSError):
                             os.close(fd)
                 if cgroup is not None:
-                    cgroup.remove()
+                    await anyio.to_thread.run_sync(cgroup.remove)
                 if not self.keep_workspaces:
                     await anyio.to_thread.run_sync(iso.safe_rmtree, run_dir)
 

@@ -420,3 +420,26 @@ async def test_cgroups_can_be_turned_off(toy: ToyTask, monkeypatch: pytest.Monke
     assert r.outcome is Outcome.SUCCESS
     bomb = "blocks = [b'x' * (64 << 20) for _ in range(32)]"
     assert (await sb.run(Job(code=bomb, task="toy"))).outcome is Outcome.OOM
+
+
+async def test_runs_leave_no_cgroups_or_directories(toy: ToyTask, tmp_path: Path) -> None:
+    """After runs of every kind and aclose(), no run cgroup, run directory or data view is left."""
+    import glob
+
+    work = tmp_path / "work"
+    work.mkdir()
+    patterns = [f"/sys/fs/cgroup/{'*/' * depth}openmle-{os.getpid()}-*" for depth in range(5)]
+
+    def ours() -> set[str]:
+        return {path for pattern in patterns for path in glob.glob(pattern)}
+
+    before = ours()
+    for mode in ("bwrap", "landlock"):
+        if mode_available(mode) is not None:
+            continue
+        sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, workdir=work)
+        for code in (TOY_SOLUTION, "import time; time.sleep(60)", "raise SystemExit(3)"):
+            await sb.run(Job(code=code, task="toy", timeout_s=1.0))
+        await sb.aclose()
+    assert ours() == before
+    assert list(work.iterdir()) == []
