@@ -7,9 +7,10 @@ process), reported on its own line as ``grade_ms``.
 
 What the sandbox adds per job: a run directory, a per-run cgroup (where writable; joining
 each cgroup-v1 controller waits for an RCU grace period), the ``sh`` + ``prlimit`` chain that
-joins it and sets rlimits, the bubblewrap namespaces and mounts (Landlock mode: a
-``python -I -S`` launcher that applies Landlock and seccomp), output capture, the
+joins it and sets rlimits, the bubblewrap namespaces and mounts, the seccomp filter (Landlock
+mode: a ``python -I -S`` launcher that applies Landlock and seccomp), output capture, the
 leftover-process sweep and the cleanup. The bare side gets the same environment variables.
+The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what the cgroup moves cost.
 
 Run: ``python benchmarks/sandbox.py [--repeats 30]``.
 """
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -93,14 +95,16 @@ async def _measure(repeats: int) -> dict[str, float | int | str]:
     with tempfile.TemporaryDirectory() as tmp:
         task = ToyTask.create(Path(tmp) / "toy")
         data_dir = task.public_dir(Split.VALID)
-        modes: list[Literal["bwrap", "landlock"]] = []
+        modes: list[tuple[str, Literal["bwrap", "landlock"], bool]] = []
         if bwrap_problem(shutil.which("bwrap"), sys.executable) is None:
-            modes.append("bwrap")
+            modes += [("bwrap", "bwrap", True), ("bwrap-nocg", "bwrap", False)]
         if landlock_abi() > 0:
-            modes.append("landlock")
-        for mode in modes:
-            sb = LocalSandbox(ToyTask.resolver({"toy": task}), isolation=mode)
-            await sb.prepare()
+            modes.append(("landlock", "landlock", True))
+        for mode, isolation, cgroups in modes:
+            sb = LocalSandbox(ToyTask.resolver({"toy": task}), isolation=isolation, cgroups=cgroups)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # cgroups=False as root warns about fork bombs
+                await sb.prepare()
             for name, code in PROGRAMS.items():
                 bare: list[float] = []
                 ours: list[float] = []
@@ -120,7 +124,7 @@ async def _measure(repeats: int) -> dict[str, float | int | str]:
                 ratio = o_ms / b_ms
                 r_ms = statistics.median(runtimes) * 1000
                 print(
-                    f"{mode:9s} {name:8s} bare subprocess.run {b_ms:7.1f} ms | "
+                    f"{mode:10s} {name:8s} bare subprocess.run {b_ms:7.1f} ms | "
                     f"LocalSandbox.run {o_ms:7.1f} ms (runtime_s {r_ms:6.1f} ms) | "
                     f"ratio {ratio:4.2f}x | overhead {o_ms - b_ms:6.1f} ms"
                 )

@@ -77,3 +77,24 @@ async def test_suite_catches_a_leaking_sandbox(toy: ToyTask) -> None:
     """An unisolated sandbox fails the private-path check, naming the leaked path."""
     with pytest.raises(AssertionError, match="could read private paths"):
         await check_sandbox(NaiveSandbox(toy), task="toy", private_paths=toy.private_paths)
+
+
+@pytest.mark.slow
+async def test_local_sandbox_conforms_on_a_bundled_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the default resolver (openmle.gym), a bundled task passes the suite and the battery."""
+    from openmle.gym import resolve_task
+    from openmle.testing import run_hostile_battery
+
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    task = resolve_task("tabular-binary")
+    async with LocalSandbox(max_file_mb=64, memory_mb=1024, kill_grace_s=1.0) as sandbox:
+        await check_sandbox(sandbox, task="tabular-binary", private_paths=task.private_paths)
+        reports = await run_hostile_battery(
+            sandbox,
+            task="tabular-binary",
+            private_paths=task.private_paths,
+            task_root=task.root,
+        )
+    assert all(r.ok for r in reports), [(r.name, r.problems) for r in reports if not r.ok]

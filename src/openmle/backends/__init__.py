@@ -41,6 +41,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'openmle.backends' has no attribute {name!r}")
     obj = getattr(importlib.import_module(module), name)
+    if getattr(obj, "__module__", "").startswith("openmle.backends._"):
+        obj.__module__ = __name__  # reprs and docs name the public path
     globals()[name] = obj
     return obj
 

@@ -59,6 +59,7 @@ import stat
 import struct
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -317,7 +318,9 @@ def bwrap_problem(bwrap: str | None, python: str) -> str | None:
     return None
 
 
-def _bwrap_base(info: RuntimeInfo) -> list[str]:
+def _bwrap_base(info: RuntimeInfo, tmp_bytes: int | None = None) -> list[str]:
+    """Namespaces, /proc, /dev, a private /tmp, then the read-only runtime (the probe and every
+    run share it, so a runtime the probe can start is one every run can start)."""
     args = [
         "--unshare-pid",
         "--unshare-net",
@@ -336,13 +339,10 @@ def _bwrap_base(info: RuntimeInfo) -> list[str]:
     # the writable corners of /proc read-only (as container engines do).
     for sub in _PROC_READ_ONLY:
         args += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
-    args += [
-        "--dev",
-        "/dev",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-    ]
+    args += ["--dev", "/dev"]
+    if tmp_bytes is not None:
+        args += ["--size", str(tmp_bytes)]
+    args += ["--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
     for top in _TOP_LEVEL:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -379,8 +379,7 @@ def bwrap_argv(
     ``procs_files`` (host ``cgroup.procs`` files) bound at ``/run/openmle/cgN``. bubblewrap
     writes ``{"child-pid": ...}`` to ``info_fd`` once the sandbox is set up.
     """
-    args = [bwrap, *_bwrap_base(info)]
-    args += ["--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    args = [bwrap, *_bwrap_base(info, tmp_bytes)]
     for p in extra_ro:
         args += ["--ro-bind", str(p), str(p)]
     args += ["--ro-bind", str(data_dir), "/data"]
@@ -836,13 +835,27 @@ class Cgroup:
                 self._write("", "cgroup.kill", "1")
         kill_pids(self.pids(), signal.SIGKILL)
 
-    def remove(self) -> None:
-        """Remove the cgroup directories (after :meth:`kill`; idempotent, best effort)."""
+    def remove(self, *, wait_s: float = 2.0) -> None:
+        """Remove the cgroup directories (after :meth:`kill`; idempotent, best effort).
+
+        A process that has just been reaped can keep a cgroup busy for a moment, so a busy
+        directory is retried for up to ``wait_s`` seconds (blocking: call it off the loop).
+        """
         if self._removed:
             return
+        deadline = time.monotonic() + wait_s
         for d in self.dirs.values():
-            with contextlib.suppress(OSError):
-                d.rmdir()
+            while True:
+                try:
+                    d.rmdir()
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno == errno.EBUSY and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                        continue
+                    break
+                break
         self._removed = True
 
 
@@ -942,7 +955,10 @@ def safe_rmtree(path: Path) -> None:
                     os.chmod(full, stat.S_IRWXU)
     with contextlib.suppress(OSError):
         os.chmod(path, stat.S_IRWXU)
-    shutil.rmtree(path, onerror=lambda f, p, e: onexc(f, p, e[1]))
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=onexc)
+    else:  # onerror is deprecated from 3.12 on
+        shutil.rmtree(path, onerror=lambda f, p, e: onexc(f, p, e[1]))
     if path.exists():  # pragma: no cover - last resort
         shutil.rmtree(path, ignore_errors=True)
 

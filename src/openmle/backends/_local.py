@@ -34,6 +34,7 @@ import tempfile
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast, final
@@ -153,6 +154,10 @@ class LocalSandbox(Sandbox):
         keep_workspaces: keep each run directory (``openmle-run-*`` under ``workdir``, with
             ``workspace/``, ``program/main.py`` and the graded copy) instead of deleting it.
         extra_ro_paths: more host directories programs may read (e.g. model weights).
+        cgroups: give each run its own cgroup where this process may create one (limits
+            memory and processes across the whole tree, detects OOM kills). False saves the
+            cgroup moves (a few ms each on cgroup v1) and falls back to per-process
+            ``RLIMIT_DATA`` and ``RLIMIT_NPROC`` (which does not bind root).
         cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
             quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
             ``resources.cpus`` sets the thread-count variables (``OMP_NUM_THREADS``, ...)
@@ -187,6 +192,7 @@ class LocalSandbox(Sandbox):
     keep_workspaces: bool = field(default=False, kw_only=True)
     extra_ro_paths: tuple[Path, ...] = field(default=(), kw_only=True, converter=_paths)
     cpu_quota: bool = field(default=False, kw_only=True)
+    cgroups: bool = field(default=True, kw_only=True)
 
     _limiter: anyio.CapacityLimiter = field(init=False)
     _gpu_pool: GpuPool | None = field(default=None, init=False)
@@ -284,8 +290,12 @@ class LocalSandbox(Sandbox):
                         "sockets other than TCP (itself denied from Landlock ABI 4) are "
                         "refused. Install bubblewrap for full isolation.",
                     )
-            probe = await anyio.to_thread.run_sync(
-                lambda: iso.Cgroup.create(pids_max=8, memory_bytes=None, cpus=None)
+            probe = (
+                await anyio.to_thread.run_sync(
+                    lambda: iso.Cgroup.create(pids_max=8, memory_bytes=None, cpus=None)
+                )
+                if self.cgroups
+                else None
             )
             if probe is not None:
                 probe.remove()
@@ -293,8 +303,8 @@ class LocalSandbox(Sandbox):
             elif os.geteuid() == 0:
                 _warn_once(
                     "nproc",
-                    "LocalSandbox cannot create cgroups here and RLIMIT_NPROC does not bind "
-                    "root: a fork bomb is bounded only by the run's timeout"
+                    "LocalSandbox has no cgroups here (or cgroups=False) and RLIMIT_NPROC does "
+                    "not bind root: a fork bomb is bounded only by the run's timeout"
                     + (" and PID namespace" if mode == "bwrap" else ""),
                 )
             if self._gpu_pool is None:
@@ -358,6 +368,8 @@ class LocalSandbox(Sandbox):
                 return self._views[key]
             if self._view_root is None:
                 self._view_root = Path(tempfile.mkdtemp(prefix="openmle-views-", dir=self.workdir))
+                # Removed by aclose(); also when the sandbox is garbage-collected or at exit.
+                weakref.finalize(self, iso.safe_rmtree, self._view_root)
             dst = self._view_root / f"view{len(self._views)}"
             await anyio.to_thread.run_sync(lambda: iso.symlink_free_copy(public, dst, deny=private))
             self._views[key] = dst
@@ -606,7 +618,7 @@ class LocalSandbox(Sandbox):
                         with contextlib.suppress(OSError):
                             os.close(fd)
                 if cgroup is not None:
-                    cgroup.remove()
+                    await anyio.to_thread.run_sync(cgroup.remove)
                 if not self.keep_workspaces:
                     await anyio.to_thread.run_sync(iso.safe_rmtree, run_dir)
 

@@ -1,4 +1,4 @@
-"""Engine, cluster and local-sandbox fixtures for the backend integration tests.
+"""Engine and cluster fixtures for the backend integration tests.
 
 ``docker_engine`` finds a Docker Engine API for the whole session: ``DOCKER_HOST`` or
 ``/var/run/docker.sock`` when a real daemon answers there, otherwise it starts
@@ -19,18 +19,13 @@ import socket
 import subprocess
 import tempfile
 import time
-import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from attrs import frozen
-
-from openmle.backends import LocalSandbox
-from openmle.backends._isolation import bwrap_problem, landlock_abi
-from openmle.testing import ToyTask
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_IMAGE = "localhost/openmle-sandbox:bookworm"
@@ -217,44 +212,3 @@ def ray_cluster() -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
-
-
-# --- local sandbox fixtures ---------------------------------------------------------------
-
-
-def mode_available(mode: str) -> str | None:
-    """Why ``mode`` cannot run here, or None."""
-    if mode == "bwrap":
-        import sys
-
-        return bwrap_problem(shutil.which("bwrap"), sys.executable)
-    return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
-
-
-@pytest.fixture
-def toy(tmp_path: Path) -> ToyTask:
-    """A fresh toy task under the test's temp dir."""
-    return ToyTask.create(tmp_path / "toy")
-
-
-@pytest.fixture(params=["bwrap", "landlock"])
-async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator[LocalSandbox]:
-    """A LocalSandbox in each isolation mode (skipped where the mode is unavailable)."""
-    mode = request.param
-    why = mode_available(mode)
-    if why is not None:
-        pytest.skip(f"{mode} unavailable: {why}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        sb = LocalSandbox(
-            ToyTask.resolver({"toy": toy}),
-            isolation=mode,
-            max_file_mb=64,
-            memory_mb=1024,
-            kill_grace_s=1.0,
-        )
-        assert await sb.prepare() == mode
-    try:
-        yield sb
-    finally:
-        await sb.aclose()

@@ -34,11 +34,28 @@ if check_sandbox is None or run_hostile_battery is None:
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
-async def _call(fn: Callable[..., Any] | None, *args: Any, **kwargs: Any) -> None:
+async def _call(fn: Callable[..., Any] | None, *args: Any, **kwargs: Any) -> Any:
     assert fn is not None
     out = fn(*args, **kwargs)
     if inspect.isawaitable(out):
-        await out
+        out = await out
+    return out
+
+
+# Gaps of DockerSandbox the battery found at merge time (reported to its owner); any other
+# failure, or a gap that reappears under a new name, fails the test.
+DOCKER_KNOWN_GAPS = {
+    "disk_filler": "no file-size limit (ulimit fsize) on the container: the 2 GiB file is written",
+    "namespaces_and_keyrings": "the engine's seccomp profile lets the program unshare a user "
+    "namespace and open the user keyring",
+}
+
+
+def _assert_clean(reports: Any, known: dict[str, str] | None = None) -> None:
+    """Every hostile program ended as expected and left nothing behind (except known gaps)."""
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    unexpected = {k: v for k, v in failures.items() if k not in (known or {})}
+    assert not unexpected, unexpected
 
 
 @pytest.fixture
@@ -71,7 +88,7 @@ async def test_docker_sandbox_conforms(docker_engine: Engine, toy: ToyTask) -> N
     """DockerSandbox passes the shared conformance suite."""
     sandbox = _docker(docker_engine, toy)
     try:
-        await _call(check_sandbox, sandbox, task=toy, private_paths=toy.private_paths)
+        await _call(check_sandbox, sandbox, task=toy.name, private_paths=toy.private_paths)
     finally:
         await sandbox.aclose()
 
@@ -84,15 +101,16 @@ async def test_docker_sandbox_survives_the_hostile_battery(
     """DockerSandbox passes every hostile program and leaves no container behind."""
     sandbox = _docker(docker_engine, toy)
     try:
-        await _call(
+        reports = await _call(
             run_hostile_battery,
             sandbox,
-            task=toy,
+            task=toy.name,
             private_paths=toy.private_paths,
             task_root=toy.root,
         )
     finally:
         await sandbox.aclose()
+    _assert_clean(reports, DOCKER_KNOWN_GAPS)
     assert managed_containers() == []
 
 
@@ -103,7 +121,7 @@ async def test_ray_sandbox_conforms(ray_cluster: Any, toy: ToyTask) -> None:
     from openmle.backends import RaySandbox
 
     sandbox = RaySandbox(inner="local", resolver=ToyTask.resolver({toy.name: toy}))
-    await _call(check_sandbox, sandbox, task=toy, private_paths=toy.private_paths)
+    await _call(check_sandbox, sandbox, task=toy.name, private_paths=toy.private_paths)
 
 
 @pytest.mark.ray
@@ -113,10 +131,11 @@ async def test_ray_sandbox_survives_the_hostile_battery(ray_cluster: Any, toy: T
     from openmle.backends import RaySandbox
 
     sandbox = RaySandbox(inner="local", resolver=ToyTask.resolver({toy.name: toy}))
-    await _call(
+    reports = await _call(
         run_hostile_battery,
         sandbox,
-        task=toy,
+        task=toy.name,
         private_paths=toy.private_paths,
         task_root=toy.root,
     )
+    _assert_clean(reports)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 import warnings
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -11,7 +14,7 @@ import pytest
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
-from openmle.backends._isolation import live_pids_with_env
+from openmle.backends._isolation import bwrap_problem, landlock_abi, live_pids_with_env
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
 
@@ -20,6 +23,42 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.filterwarnings("ignore:LocalSandbox is using its weaker:RuntimeWarning"),
 ]
+
+
+def mode_available(mode: str) -> str | None:
+    """Why isolation ``mode`` cannot run here, or None."""
+    if mode == "bwrap":
+        return bwrap_problem(shutil.which("bwrap"), sys.executable)
+    return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> ToyTask:
+    """A fresh toy task under the test's temp dir."""
+    return ToyTask.create(tmp_path / "toy")
+
+
+@pytest.fixture(params=["bwrap", "landlock"])
+async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator[LocalSandbox]:
+    """A LocalSandbox in each isolation mode (skipped where the mode is unavailable)."""
+    mode = request.param
+    why = mode_available(mode)
+    if why is not None:
+        pytest.skip(f"{mode} unavailable: {why}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb = LocalSandbox(
+            ToyTask.resolver({"toy": toy}),
+            isolation=mode,
+            max_file_mb=64,
+            memory_mb=1024,
+            kill_grace_s=1.0,
+        )
+        assert await sb.prepare() == mode
+    try:
+        yield sb
+    finally:
+        await sb.aclose()
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
@@ -328,3 +367,79 @@ async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(sandbox: LocalSandbox, toy: T
     cpu_lines = [line for line in r.logs.splitlines() if ":cpu:" in line or ":cpu," in line]
     if mode == "landlock":  # bwrap's cgroup namespace shows "/" instead of the path
         assert cpu_lines and all("openmle-" in line for line in cpu_lines), r.logs
+
+
+@pytest.mark.slow
+async def test_hostile_neighbours_do_not_disturb_honest_runs(sandbox: LocalSandbox) -> None:
+    """A fork bomb, a memory bomb and a stdout flood running alongside leave honest runs intact."""
+    from openmle.testing import HOSTILE_PROGRAMS
+
+    header = (
+        "PRIVATE_FILES = []\nPRIVATE_DIRS = []\nTASK_ROOT = '/nonexistent'\nSENTINELS = []\n"
+        "PORT = 1\nHOST_SECRET = 'x'\nHOST_PIDS = []\nHOST_UNIX_SOCKET = '/nonexistent'\n"
+    )
+    by_name = {p.name: p for p in HOSTILE_PROGRAMS}
+    jobs = [("solution", Job(code=TOY_SOLUTION, task="toy", timeout_s=120))] * 2
+    for name in ("fork_bomb", "memory_bomb", "stdout_flood"):
+        p = by_name[name]
+        job = Job(
+            code=header + p.body,
+            task="toy",
+            timeout_s=p.timeout_s,
+            resources=Resources(memory_mb=p.memory_mb),
+        )
+        jobs.append((name, job))
+    results: dict[int, tuple[str, RunResult]] = {}
+
+    async def one(i: int, name: str, job: Job) -> None:
+        results[i] = (name, await sandbox.run(job))
+
+    with anyio.fail_after(300):
+        async with anyio.create_task_group() as tg:
+            for i, (name, job) in enumerate(jobs):
+                tg.start_soon(one, i, name, job)
+    for name, r in results.values():
+        if name == "solution":
+            assert r.outcome is Outcome.SUCCESS and r.score == 1.0, r
+        else:
+            assert r.outcome in by_name[name].expected, (name, r)
+
+
+async def test_cgroups_can_be_turned_off(toy: ToyTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cgroups=False runs without per-run cgroups; rlimits still stop a memory bomb; root is
+    warned that fork bombs then go unbounded."""
+    monkeypatch.setattr("openmle.backends._local._warned", set())
+    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), cgroups=False, memory_mb=256)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await sb.prepare()
+    warned = any("RLIMIT_NPROC does not bind root" in str(w.message) for w in caught)
+    assert warned == (os.geteuid() == 0)
+    assert not sb._cgroups
+    r = await sb.run(Job(code=TOY_SOLUTION, task="toy"))
+    assert r.outcome is Outcome.SUCCESS
+    bomb = "blocks = [b'x' * (64 << 20) for _ in range(32)]"
+    assert (await sb.run(Job(code=bomb, task="toy"))).outcome is Outcome.OOM
+
+
+async def test_runs_leave_no_cgroups_or_directories(toy: ToyTask, tmp_path: Path) -> None:
+    """After runs of every kind and aclose(), no run cgroup, run directory or data view is left."""
+    import glob
+
+    work = tmp_path / "work"
+    work.mkdir()
+    patterns = [f"/sys/fs/cgroup/{'*/' * depth}openmle-{os.getpid()}-*" for depth in range(5)]
+
+    def ours() -> set[str]:
+        return {path for pattern in patterns for path in glob.glob(pattern)}
+
+    before = ours()
+    for mode in ("bwrap", "landlock"):
+        if mode_available(mode) is not None:
+            continue
+        sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, workdir=work)
+        for code in (TOY_SOLUTION, "import time; time.sleep(60)", "raise SystemExit(3)"):
+            await sb.run(Job(code=code, task="toy", timeout_s=1.0))
+        await sb.aclose()
+    assert ours() == before
+    assert list(work.iterdir()) == []

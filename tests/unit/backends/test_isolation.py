@@ -82,6 +82,8 @@ def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
     private = str((root / "task" / "private").resolve())
     i = argv.index(private)
     assert argv[i - 1] == "--tmpfs"
+    # A runtime under /tmp (a venv made there) is bound after the private /tmp, not hidden.
+    assert argv.index("/tmp") < argv.index(str(root))
     for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
