@@ -11,10 +11,34 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from openmle.backends._torch._batch import RolloutBatch as RolloutBatch
+    from openmle.backends._torch._batch import SFTBatch as SFTBatch
+    from openmle.backends._torch._loss import GSPOLossOutput as GSPOLossOutput
+    from openmle.backends._torch._loss import gspo_loss as gspo_loss
+    from openmle.backends._torch._loss import sft_loss as sft_loss
+    from openmle.backends._torch._model import TinyCausalLM as TinyCausalLM
+    from openmle.backends._torch._model import TinyLMConfig as TinyLMConfig
+    from openmle.backends._torch._tokenizer import ByteTokenizer as ByteTokenizer
+    from openmle.backends._torch._tokenizer import HFTokenizer as HFTokenizer
+    from openmle.backends._torch._tokenizer import Tokenizer as Tokenizer
+    from openmle.backends._torch._trainer import GSPOConfig as GSPOConfig
+    from openmle.backends._torch._trainer import GSPOTrainer as GSPOTrainer
 
 # name -> private module that defines it. Keep alphabetical.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "ByteTokenizer": "openmle.backends._torch._tokenizer",
+    "GSPOConfig": "openmle.backends._torch._trainer",
+    "GSPOLossOutput": "openmle.backends._torch._loss",
+    "GSPOTrainer": "openmle.backends._torch._trainer",
+    "HFTokenizer": "openmle.backends._torch._tokenizer",
+    "RolloutBatch": "openmle.backends._torch._batch",
+    "SFTBatch": "openmle.backends._torch._batch",
+    "TinyCausalLM": "openmle.backends._torch._model",
+    "TinyLMConfig": "openmle.backends._torch._model",
+    "Tokenizer": "openmle.backends._torch._tokenizer",
+    "gspo_loss": "openmle.backends._torch._loss",
+    "sft_loss": "openmle.backends._torch._loss",
+}
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 
 __all__ = sorted(_LAZY)
