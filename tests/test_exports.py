@@ -38,6 +38,8 @@ PUBLIC = {
         "HFTokenizer",
         "RolloutBatch",
         "SFTBatch",
+        "SFTConfig",
+        "SFTTrainer",
         "TinyCausalLM",
         "TinyLMConfig",
         "Tokenizer",

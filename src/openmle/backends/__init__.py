@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from openmle.backends._torch._loss import sft_loss as sft_loss
     from openmle.backends._torch._model import TinyCausalLM as TinyCausalLM
     from openmle.backends._torch._model import TinyLMConfig as TinyLMConfig
+    from openmle.backends._torch._sft import SFTConfig as SFTConfig
+    from openmle.backends._torch._sft import SFTTrainer as SFTTrainer
     from openmle.backends._torch._tokenizer import ByteTokenizer as ByteTokenizer
     from openmle.backends._torch._tokenizer import HFTokenizer as HFTokenizer
     from openmle.backends._torch._tokenizer import Tokenizer as Tokenizer
@@ -33,6 +35,8 @@ _LAZY: dict[str, str] = {
     "HFTokenizer": "openmle.backends._torch._tokenizer",
     "RolloutBatch": "openmle.backends._torch._batch",
     "SFTBatch": "openmle.backends._torch._batch",
+    "SFTConfig": "openmle.backends._torch._sft",
+    "SFTTrainer": "openmle.backends._torch._sft",
     "TinyCausalLM": "openmle.backends._torch._model",
     "TinyLMConfig": "openmle.backends._torch._model",
     "Tokenizer": "openmle.backends._torch._tokenizer",
