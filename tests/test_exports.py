@@ -32,6 +32,7 @@ PUBLIC = {
     ],
     "openmle.backends": [
         "ByteTokenizer",
+        "Completion",
         "GSPOConfig",
         "GSPOLossOutput",
         "GSPOTrainer",
@@ -43,7 +44,9 @@ PUBLIC = {
         "TinyCausalLM",
         "TinyLMConfig",
         "Tokenizer",
+        "encode_chat",
         "gspo_loss",
+        "sample_completions",
         "sft_loss",
     ],
     "openmle.errors": [

@@ -16,19 +16,23 @@ if TYPE_CHECKING:
     from openmle.backends._torch._loss import GSPOLossOutput as GSPOLossOutput
     from openmle.backends._torch._loss import gspo_loss as gspo_loss
     from openmle.backends._torch._loss import sft_loss as sft_loss
+    from openmle.backends._torch._model import Completion as Completion
     from openmle.backends._torch._model import TinyCausalLM as TinyCausalLM
     from openmle.backends._torch._model import TinyLMConfig as TinyLMConfig
+    from openmle.backends._torch._model import sample_completions as sample_completions
     from openmle.backends._torch._sft import SFTConfig as SFTConfig
     from openmle.backends._torch._sft import SFTTrainer as SFTTrainer
     from openmle.backends._torch._tokenizer import ByteTokenizer as ByteTokenizer
     from openmle.backends._torch._tokenizer import HFTokenizer as HFTokenizer
     from openmle.backends._torch._tokenizer import Tokenizer as Tokenizer
+    from openmle.backends._torch._tokenizer import encode_chat as encode_chat
     from openmle.backends._torch._trainer import GSPOConfig as GSPOConfig
     from openmle.backends._torch._trainer import GSPOTrainer as GSPOTrainer
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
     "ByteTokenizer": "openmle.backends._torch._tokenizer",
+    "Completion": "openmle.backends._torch._model",
     "GSPOConfig": "openmle.backends._torch._trainer",
     "GSPOLossOutput": "openmle.backends._torch._loss",
     "GSPOTrainer": "openmle.backends._torch._trainer",
@@ -40,7 +44,9 @@ _LAZY: dict[str, str] = {
     "TinyCausalLM": "openmle.backends._torch._model",
     "TinyLMConfig": "openmle.backends._torch._model",
     "Tokenizer": "openmle.backends._torch._tokenizer",
+    "encode_chat": "openmle.backends._torch._tokenizer",
     "gspo_loss": "openmle.backends._torch._loss",
+    "sample_completions": "openmle.backends._torch._model",
     "sft_loss": "openmle.backends._torch._loss",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"

@@ -6,6 +6,7 @@ Composition, not inheritance: each trainer owns one :class:`_Engine` and writes 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -85,12 +86,26 @@ class Engine:
             return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def logits(self, input_ids: Tensor, attention_mask: Tensor, *, train: bool = True) -> Tensor:
-        """``(B, T, V)`` logits from a Hugging Face style forward (``.logits`` or a tensor)."""
-        model = self.wrapped if train else self.model
+    def logits(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        *,
+        keep: int | None = None,
+        train: bool = True,
+        model: nn.Module | None = None,
+    ) -> Tensor:
+        """``(B, K, V)`` logits of the last ``K`` positions from a Hugging Face style forward.
+
+        ``K = keep`` when the model's forward takes ``logits_to_keep`` (transformers models,
+        :class:`TinyCausalLM`), which skips the output layer on prompt positions; else ``T``.
+        """
+        model = model if model is not None else self.wrapped if train else self.model
         kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if hasattr(getattr(self.model, "config", None), "use_cache"):
+        if hasattr(getattr(model, "config", None), "use_cache"):
             kwargs["use_cache"] = False  # transformers models: no KV cache while training
+        if keep is not None and keep < input_ids.size(1) and _takes_logits_to_keep(model):
+            kwargs["logits_to_keep"] = keep
         with self.autocast():
             out = model(**kwargs)
         logits = out.logits if hasattr(out, "logits") else out
@@ -99,11 +114,17 @@ class Engine:
         return logits
 
     def logprobs(
-        self, input_ids: Tensor, attention_mask: Tensor, *, entropy: bool = False
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        *,
+        keep: int | None = None,
+        entropy: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Token-aligned ``(B, T)`` log-probs (with gradient), and entropies when asked."""
-        logits = self.logits(input_ids, attention_mask)
-        return token_logprobs(logits, input_ids), token_entropy(logits) if entropy else None
+        logits = self.logits(input_ids, attention_mask, keep=keep)
+        ent = token_entropy(logits, input_ids.size(1)) if entropy else None
+        return token_logprobs(logits, input_ids), ent
 
     @torch.no_grad()
     def frozen_logprobs(
@@ -112,18 +133,22 @@ class Engine:
         input_ids: Tensor,
         attention_mask: Tensor,
         micro: list[Tensor],
+        keep: int | None = None,
     ) -> Tensor:
         """``(B, T)`` log-probs without gradient, micro-batch by micro-batch (``model`` or ours)."""
         out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
         for rows in micro:
-            if model is None:
-                logits = self.logits(input_ids[rows], attention_mask[rows], train=False)
-            else:
-                with self.autocast():
-                    res = model(input_ids=input_ids[rows], attention_mask=attention_mask[rows])
-                logits = res.logits if hasattr(res, "logits") else res
-            out[rows] = token_logprobs(logits, input_ids[rows])
+            ids = input_ids[rows]
+            logits = self.logits(ids, attention_mask[rows], keep=keep, train=False, model=model)
+            out[rows] = token_logprobs(logits, ids)
         return out
+
+    @staticmethod
+    def keep_from(mask: Tensor) -> int:
+        """Positions whose logits are needed to score ``mask`` ``(B, T)``: from the position
+        before the earliest masked token to the end."""
+        cols = mask.any(0).nonzero()
+        return int(mask.size(1) - cols[0]) + 1 if len(cols) else 1
 
     # -- batching ----------------------------------------------------------------------------
 
@@ -206,6 +231,14 @@ class Engine:
         _set_rng_state(rng)
         self.step_count = int(info["step"])
         return dict(info)
+
+
+def _takes_logits_to_keep(model: nn.Module) -> bool:
+    inner = getattr(model, "module", model)  # DDP keeps the model in .module
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _rng_state() -> dict[str, Any]:

@@ -75,33 +75,39 @@ def token_logprobs(logits: Tensor, input_ids: Tensor) -> Tensor:
     """Log-probability of each token given the tokens before it, token aligned.
 
     Args:
-        logits: ``(B, T, V)`` model outputs; ``logits[:, t]`` predicts ``input_ids[:, t + 1]``.
+        logits: ``(B, K, V)`` model outputs for the last ``K <= T`` positions (``K = T`` for a
+            full forward; less when the model was asked for ``logits_to_keep=K``);
+            ``logits[:, k]`` predicts the token after position ``T - K + k``.
         input_ids: ``(B, T)`` token ids.
 
     Returns:
-        ``(B, T)`` float32 log-probabilities; position 0 (no prediction) is 0.
+        ``(B, T)`` float32 log-probabilities; positions with no prediction (position 0, and the
+        first ``T - K`` positions of a partial forward) are 0.
     """
-    pred = logits[:, :-1].float()  # (B, T-1, V)
-    target = input_ids[:, 1:]  # (B, T-1)
+    offset = input_ids.size(1) - logits.size(1)  # leading positions without logits
+    pred = logits[:, :-1].float()  # (B, K-1, V)
+    target = input_ids[:, offset + 1 :]  # (B, K-1)
     # cross_entropy = logsumexp - logit[target], without materialising the log-softmax
     nll = torch.nn.functional.cross_entropy(
         pred.reshape(-1, pred.size(-1)), target.reshape(-1), reduction="none"
-    ).view_as(target)  # (B, T-1)
-    return torch.nn.functional.pad(-nll, (1, 0))  # (B, T)
+    ).view_as(target)  # (B, K-1)
+    return torch.nn.functional.pad(-nll, (offset + 1, 0))  # (B, T)
 
 
-def token_entropy(logits: Tensor) -> Tensor:
+def token_entropy(logits: Tensor, length: int | None = None) -> Tensor:
     """Entropy of each next-token distribution, token aligned like :func:`token_logprobs`.
 
     Args:
-        logits: ``(B, T, V)``.
+        logits: ``(B, K, V)`` for the last ``K`` positions.
+        length: ``T``, the full sequence length (``K`` when ``None``).
 
     Returns:
-        ``(B, T)`` float32 entropies in nats; position 0 is 0.
+        ``(B, T)`` float32 entropies in nats; positions with no prediction are 0.
     """
-    logp = logits[:, :-1].float().log_softmax(-1)  # (B, T-1, V)
-    ent = -(logp.exp() * logp).sum(-1)  # (B, T-1)
-    return torch.nn.functional.pad(ent, (1, 0))  # (B, T)
+    offset = (logits.size(1) if length is None else length) - logits.size(1)
+    logp = logits[:, :-1].float().log_softmax(-1)  # (B, K-1, V)
+    ent = -(logp.exp() * logp).sum(-1)  # (B, K-1)
+    return torch.nn.functional.pad(ent, (offset + 1, 0))  # (B, T)
 
 
 def low_var_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:

@@ -6,8 +6,8 @@ causal scaled-dot-product attention, GELU MLP, tied input/output embeddings; no 
 forward is a pure function of the parameters (which makes exact resume and DDP parity tests
 meaningful). Positions come from the attention mask, so left and right padding both work.
 
-:func:`sample` is a small sampler (no KV cache: it re-runs the prefix each step), enough for
-rollouts of a few dozen tokens on the CPU; use a real inference engine for anything larger.
+:func:`sample_completions` is a small sampler (no KV cache: it re-runs the prefix each step),
+enough for rollouts of a few dozen tokens on the CPU; use an inference engine for anything larger.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from openmle._validation import check_positive, check_type, fail
 
-__all__ = ["CausalLMOutput", "Completion", "TinyCausalLM", "TinyLMConfig", "sample"]
+__all__ = ["CausalLMOutput", "Completion", "TinyCausalLM", "TinyLMConfig", "sample_completions"]
 
 
 @final
@@ -107,15 +107,19 @@ class TinyCausalLM(nn.Module):
                 assert isinstance(block, _Block)
                 nn.init.normal_(block.proj.weight, std=0.02 / math.sqrt(2 * c.n_layers))
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> CausalLMOutput:
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, logits_to_keep: int = 0
+    ) -> CausalLMOutput:
         """Next-token logits.
 
         Args:
             input_ids: ``(B, T)`` token ids, ``T <= max_seq_len``.
             attention_mask: ``(B, T)`` 1 for real tokens, 0 for padding (left or right).
+            logits_to_keep: compute logits for the last ``K`` positions only (0: all), as in
+                ``transformers``.
 
         Returns:
-            :class:`CausalLMOutput` with ``logits`` ``(B, T, V)``.
+            :class:`CausalLMOutput` with ``logits`` ``(B, T, V)`` (``(B, K, V)`` with ``K``).
         """
         b, t = input_ids.shape
         if t > self.config.max_seq_len:
@@ -133,7 +137,9 @@ class TinyCausalLM(nn.Module):
         x = self.embed(input_ids) + self.pos(pos)  # (B, T, D)
         for block in self.blocks:
             x = block(x, mask)
-        logits = self.norm(x) @ self.embed.weight.T  # (B, T, V)
+        if logits_to_keep > 0:
+            x = x[:, -logits_to_keep:]  # (B, K, D)
+        logits = self.norm(x) @ self.embed.weight.T  # (B, T or K, V)
         return CausalLMOutput(logits=logits)
 
 
@@ -151,7 +157,7 @@ class Completion(NamedTuple):
 
 
 @torch.no_grad()
-def sample(
+def sample_completions(
     model: nn.Module,
     prompts: Sequence[Sequence[int]],
     *,
@@ -202,5 +208,5 @@ def sample(
 
 
 # Public names report the public module (``openmle.backends.X``).
-for _obj in (TinyCausalLM, TinyLMConfig):
+for _obj in (Completion, TinyCausalLM, TinyLMConfig, sample_completions):
     _obj.__module__ = "openmle.backends"

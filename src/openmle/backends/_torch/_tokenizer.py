@@ -179,5 +179,5 @@ def encode_chat(
 
 
 # Public names report the public module (``openmle.backends.X``).
-for _obj in (ByteTokenizer, HFTokenizer, Tokenizer):
+for _obj in (ByteTokenizer, HFTokenizer, Tokenizer, encode_chat):
     _obj.__module__ = "openmle.backends"

@@ -181,8 +181,10 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         with eng.training():
             # 1. the log-probs every optimiser step of this batch is judged against
             micro_all = eng.split(all_rows, cfg.micro_batch_size)
+            keep = eng.keep_from(batch.response_mask)  # skip the output layer on prompts
+            ids, attn = batch.input_ids, batch.attention_mask
             if batch.old_logprobs is None:
-                old = eng.frozen_logprobs(None, batch.input_ids, batch.attention_mask, micro_all)
+                old = eng.frozen_logprobs(None, ids, attn, micro_all, keep)
                 batch = batch.with_logprobs(old=old)
             if cfg.kl_coef > 0 and batch.ref_logprobs is None:
                 if self.ref_model is None:
@@ -202,7 +204,7 @@ class GSPOTrainer(Trainer[RolloutBatch]):
                 "tokens": 0.0,
             }
             for mini in torch.tensor_split(all_rows, cfg.steps_per_batch):
-                stats, n, totals_step = self._optimizer_step(batch.select(mini))
+                stats, n, totals_step = self._optimizer_step(batch.select(mini), keep)
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_micro += n
@@ -221,7 +223,9 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         )
         return metrics
 
-    def _optimizer_step(self, mini: RolloutBatch) -> tuple[dict[str, float], int, dict[str, float]]:
+    def _optimizer_step(
+        self, mini: RolloutBatch, keep: int
+    ) -> tuple[dict[str, float], int, dict[str, float]]:
         """Accumulate over micro-batches of ``mini`` and take one optimiser step."""
         cfg, eng = self.config, self._engine
         lengths = mini.response_mask.sum(-1)
@@ -233,7 +237,9 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         for i, rows in enumerate(micro):
             mb = mini.select(rows)
             assert mb.old_logprobs is not None
-            logp, ent = eng.logprobs(mb.input_ids, mb.attention_mask, entropy=cfg.entropy_coef > 0)
+            logp, ent = eng.logprobs(
+                mb.input_ids, mb.attention_mask, keep=keep, entropy=cfg.entropy_coef > 0
+            )
             out = gspo_loss(
                 logp,
                 mb.old_logprobs,

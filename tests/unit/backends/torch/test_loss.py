@@ -173,6 +173,17 @@ def test_token_logprobs_and_entropy_are_aligned() -> None:
     torch.testing.assert_close(ent, torch.tensor([[0.0, math.log(4), math.log(4)]]))
 
 
+def test_partial_logits_align_with_full_ones() -> None:
+    """Logits of the last K positions (logits_to_keep) give the same tail log-probs, entropies."""
+    gen = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 6, 5, generator=gen)
+    ids = torch.randint(0, 5, (2, 6), generator=gen)
+    full, part = token_logprobs(logits, ids), token_logprobs(logits[:, 3:], ids)
+    assert part.shape == (2, 6) and torch.all(part[:, :4] == 0)
+    torch.testing.assert_close(part[:, 4:], full[:, 4:])
+    torch.testing.assert_close(token_entropy(logits[:, 3:], 6)[:, 4:], token_entropy(logits)[:, 4:])
+
+
 def test_sft_loss_is_masked_token_mean_nll() -> None:
     """Uniform logits over V=4 give nll ln 4 on every answer token."""
     logits = torch.zeros(2, 4, 4)

@@ -9,9 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from openmle.backends import TinyCausalLM, TinyLMConfig  # noqa: E402
+from openmle.backends import TinyCausalLM, TinyLMConfig, sample_completions  # noqa: E402
 from openmle.backends._torch._loss import token_logprobs  # noqa: E402
-from openmle.backends._torch._model import sample  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -45,6 +44,14 @@ def test_left_and_right_padding_agree(tiny_model: Callable[..., Any]) -> None:
     assert torch.isfinite(left.logits).all()
 
 
+def test_logits_to_keep_is_the_tail(tiny_model: Callable[..., Any]) -> None:
+    """logits_to_keep=K returns the last K positions of the full logits."""
+    model = tiny_model()
+    ids = torch.randint(0, 32, (2, 7))
+    full = model(input_ids=ids).logits
+    torch.testing.assert_close(model(input_ids=ids, logits_to_keep=3).logits, full[:, -3:])
+
+
 def test_config_validation() -> None:
     """Widths not divisible by the heads and non-positive sizes are refused."""
     with pytest.raises(InvalidArgument, match="dim"):
@@ -60,14 +67,14 @@ def test_sampler_logprobs_match_the_trainer(tiny_model: Callable[..., Any]) -> N
     model = tiny_model()
     prompts = [[1, 2, 3], [4, 5]]
     gen = torch.Generator().manual_seed(0)
-    outs = sample(model, prompts, max_new_tokens=6, eos_token_id=31, generator=gen)
+    outs = sample_completions(model, prompts, max_new_tokens=6, eos_token_id=31, generator=gen)
     assert all(1 <= len(o.token_ids) <= 6 for o in outs)
     assert all(o.token_ids[-1] == 31 or len(o.token_ids) == 6 for o in outs)
     for p, o in zip(prompts, outs, strict=True):
         ids = torch.tensor([p + o.token_ids])
         lp = token_logprobs(model(input_ids=ids).logits, ids)[0, len(p) :]
         torch.testing.assert_close(lp, torch.tensor(o.logprobs), rtol=1e-4, atol=1e-5)
-    again = sample(
+    again = sample_completions(
         model,
         prompts,
         max_new_tokens=6,
