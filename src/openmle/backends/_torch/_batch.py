@@ -49,6 +49,12 @@ def _pad(
     return ids, attn, mask
 
 
+def _width(attention_mask: Tensor) -> int:
+    """One past the last column holding a real token in any row (at least 1)."""
+    cols = attention_mask.bool().any(0).nonzero()
+    return int(cols[-1]) + 1 if len(cols) else 1
+
+
 def _place(
     values: Sequence[Sequence[float]], prompts: Sequence[Sequence[int]], like: Tensor
 ) -> Tensor:
@@ -108,6 +114,14 @@ class RolloutBatch:
     def to(self, device: torch.device | str) -> RolloutBatch:
         """The same batch with every tensor on ``device``."""
         return self._map(lambda t: t.to(device))
+
+    def trimmed(self) -> RolloutBatch:
+        """The batch without its trailing all-padding columns (a sub-batch of short sequences
+        taken from a batch padded to a long one does not pay for the padding)."""
+        width = _width(self.attention_mask)
+        if width == self.input_ids.size(1):
+            return self
+        return self._map(lambda t: t[:, :width] if t.dim() == 2 else t)
 
     def _map(self, fn: Callable[[Tensor], Tensor]) -> RolloutBatch:
         names = ("input_ids", "attention_mask", "response_mask", "advantages")
@@ -198,6 +212,17 @@ class SFTBatch:
             input_ids=self.input_ids[rows],
             attention_mask=self.attention_mask[rows],
             loss_mask=self.loss_mask[rows],
+        )
+
+    def trimmed(self) -> SFTBatch:
+        """The batch without its trailing all-padding columns."""
+        w = _width(self.attention_mask)
+        if w == self.input_ids.size(1):
+            return self
+        return SFTBatch(
+            input_ids=self.input_ids[:, :w],
+            attention_mask=self.attention_mask[:, :w],
+            loss_mask=self.loss_mask[:, :w],
         )
 
     def to(self, device: torch.device | str) -> SFTBatch:

@@ -132,15 +132,19 @@ class Engine:
         model: nn.Module | None,
         input_ids: Tensor,
         attention_mask: Tensor,
+        score_mask: Tensor,
         micro: list[Tensor],
-        keep: int | None = None,
     ) -> Tensor:
-        """``(B, T)`` log-probs without gradient, micro-batch by micro-batch (``model`` or ours)."""
+        """``(B, T)`` log-probs without gradient of the tokens in ``score_mask``, micro-batch by
+        micro-batch, each cut to its own width (``model``, or the trained one when ``None``)."""
         out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
         for rows in micro:
-            ids = input_ids[rows]
-            logits = self.logits(ids, attention_mask[rows], keep=keep, train=False, model=model)
-            out[rows] = token_logprobs(logits, ids)
+            cols = attention_mask[rows].bool().any(0).nonzero()
+            width = int(cols[-1]) + 1 if len(cols) else 1
+            ids, attn = input_ids[rows, :width], attention_mask[rows, :width]
+            keep = self.keep_from(score_mask[rows, :width])
+            logits = self.logits(ids, attn, keep=keep, train=False, model=model)
+            out[rows, :width] = token_logprobs(logits, ids)
         return out
 
     @staticmethod

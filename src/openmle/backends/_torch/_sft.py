@@ -112,11 +112,11 @@ class SFTTrainer(Trainer[SFTBatch]):
         batch = batch.to(eng.device)
         (n_tok,) = eng.global_sum(batch.loss_mask.sum())
         micro = eng.split(torch.arange(batch.size, device=eng.device), self.config.micro_batch_size)
-        keep = eng.keep_from(batch.loss_mask)
         loss_sum = torch.zeros((), dtype=torch.float64, device=eng.device)
         with eng.training():
             for i, rows in enumerate(micro):
-                mb = batch.select(rows)
+                mb = batch.select(rows).trimmed()  # no compute on trailing padding
+                keep = eng.keep_from(mb.loss_mask)  # no output layer on prompt positions
                 logits = eng.logits(mb.input_ids, mb.attention_mask, keep=keep)
                 loss = sft_loss(logits, mb.input_ids, mb.loss_mask, denominator=n_tok)
                 eng.backward(loss, sync=i == len(micro) - 1)

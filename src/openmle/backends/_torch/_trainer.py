@@ -181,17 +181,14 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         with eng.training():
             # 1. the log-probs every optimiser step of this batch is judged against
             micro_all = eng.split(all_rows, cfg.micro_batch_size)
-            keep = eng.keep_from(batch.response_mask)  # skip the output layer on prompts
-            ids, attn = batch.input_ids, batch.attention_mask
+            ids, attn, resp = batch.input_ids, batch.attention_mask, batch.response_mask
             if batch.old_logprobs is None:
-                old = eng.frozen_logprobs(None, ids, attn, micro_all, keep)
+                old = eng.frozen_logprobs(None, ids, attn, resp, micro_all)
                 batch = batch.with_logprobs(old=old)
             if cfg.kl_coef > 0 and batch.ref_logprobs is None:
                 if self.ref_model is None:
                     raise fail("ref_model or batch.ref_logprobs", "ref_model", None, "kl_coef > 0")
-                ref = eng.frozen_logprobs(
-                    self.ref_model, batch.input_ids, batch.attention_mask, micro_all
-                )
+                ref = eng.frozen_logprobs(self.ref_model, ids, attn, resp, micro_all)
                 batch = batch.with_logprobs(ref=ref)
             # 2. one optimiser step per mini-batch
             sums: dict[str, float] = {}
@@ -204,7 +201,7 @@ class GSPOTrainer(Trainer[RolloutBatch]):
                 "tokens": 0.0,
             }
             for mini in torch.tensor_split(all_rows, cfg.steps_per_batch):
-                stats, n, totals_step = self._optimizer_step(batch.select(mini), keep)
+                stats, n, totals_step = self._optimizer_step(batch.select(mini))
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 n_micro += n
@@ -223,9 +220,7 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         )
         return metrics
 
-    def _optimizer_step(
-        self, mini: RolloutBatch, keep: int
-    ) -> tuple[dict[str, float], int, dict[str, float]]:
+    def _optimizer_step(self, mini: RolloutBatch) -> tuple[dict[str, float], int, dict[str, float]]:
         """Accumulate over micro-batches of ``mini`` and take one optimiser step."""
         cfg, eng = self.config, self._engine
         lengths = mini.response_mask.sum(-1)
@@ -235,7 +230,8 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         sums: dict[str, float] = {}
         loss_sum = torch.zeros(2, dtype=torch.float64, device=eng.device)
         for i, rows in enumerate(micro):
-            mb = mini.select(rows)
+            mb = mini.select(rows).trimmed()  # no compute on trailing padding
+            keep = eng.keep_from(mb.response_mask)  # no output layer on prompt positions
             assert mb.old_logprobs is not None
             logp, ent = eng.logprobs(
                 mb.input_ids, mb.attention_mask, keep=keep, entropy=cfg.entropy_coef > 0

@@ -222,3 +222,21 @@ def test_bf16_step_on_gpu(tiny_model: Callable[..., Any], random_batch: Callable
     with trainer._engine.autocast():
         logits = trainer.model(input_ids=batch.input_ids).logits
     assert logits.dtype == torch.bfloat16
+
+
+def test_micro_batches_skip_trailing_padding(tiny_model: Callable[..., Any]) -> None:
+    """Each micro-batch is cut to its own longest sequence; the output layer skips prompts."""
+    batch = RolloutBatch.from_sequences(
+        [[1, 2], [3, 4, 5]], [[6] * 20, [7, 8]], [1.0, -1.0], pad_token_id=0
+    )
+    model = tiny_model()
+    seen: list[tuple[int, int]] = []
+
+    def record(module: Any, args: Any, kwargs: Any, out: Any) -> None:
+        seen.append((kwargs["input_ids"].shape[1], out.logits.shape[1]))
+
+    model.register_forward_hook(record, with_kwargs=True)
+    GSPOTrainer(model, config=GSPOConfig(micro_batch_size=1)).step(batch)
+    # recompute of old log-probs, then training: row 0 is 22 wide (logits from position 1),
+    # row 1 is 5 wide (logits from position 2)
+    assert seen == [(22, 21), (5, 3), (22, 21), (5, 3)]
