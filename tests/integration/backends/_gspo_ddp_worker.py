@@ -3,7 +3,8 @@
 ``python _gspo_ddp_worker.py OUT`` under ``torchrun --nproc_per_node=N`` trains on this rank's
 shard of each global batch; with ``--single`` one process trains on the whole batch, ordered so
 its k-th mini-batch is the union of the ranks' k-th mini-batches. Each run saves its final
-parameters to ``OUT/params-<rank or single>.pt`` and a checkpoint to ``OUT/ck``.
+parameters to ``OUT/params-<rank or single>.pt`` and a checkpoint to ``OUT/ck``; then one SFT
+step on the answers of the first batch saves ``OUT/sft-params-<rank or single>.pt``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from openmle.backends import GSPOConfig, GSPOTrainer, RolloutBatch, TinyCausalLM, TinyLMConfig
+from openmle.backends import (
+    GSPOConfig,
+    GSPOTrainer,
+    RolloutBatch,
+    SFTBatch,
+    SFTConfig,
+    SFTTrainer,
+    TinyCausalLM,
+    TinyLMConfig,
+)
 
 WORLD, PER_RANK, STEPS = 2, 4, 2
 # adam_eps well above gradient noise: Adam's near-sign first step would otherwise amplify the
@@ -65,6 +75,17 @@ def main(out: Path, single: bool) -> None:
         trainer.step(single_order(batch) if single else shard(batch, dist.get_rank()))
     torch.save([p.detach() for p in model.parameters()], out / f"params-{tag}.pt")
     trainer.save(out / ("ck-single" if single else "ck"))
+
+    # SFT: one step on the answer tokens of batch 0 (its rank shard, or the whole batch)
+    sft_model = TinyCausalLM(TinyLMConfig(vocab_size=32, dim=32, n_layers=1, n_heads=2, seed=1))
+    sft = SFTTrainer(sft_model, config=SFTConfig(lr=1e-2, adam_eps=1e-3, micro_batch_size=1))
+    rb = global_batch(0) if single else shard(global_batch(0), dist.get_rank())
+    sft.step(
+        SFTBatch(
+            input_ids=rb.input_ids, attention_mask=rb.attention_mask, loss_mask=rb.response_mask
+        )
+    )
+    torch.save([p.detach() for p in sft_model.parameters()], out / f"sft-params-{tag}.pt")
     if not single:
         dist.destroy_process_group()
 

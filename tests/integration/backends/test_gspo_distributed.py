@@ -34,7 +34,8 @@ def _run(args: list[str], out: Path) -> None:
 
 def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
     """After two rollout batches (4 optimiser steps, accumulation of 1-sequence micro-batches),
-    both DDP ranks hold the parameters one process gets on the whole batches."""
+    both DDP ranks hold the parameters one process gets on the whole batches; same for an SFT
+    step."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     _run(torchrun, tmp_path)
     _run([sys.executable], tmp_path)
@@ -46,6 +47,11 @@ def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
             torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
     moved = max(float((a - b).abs().max()) for a, b in zip(single, initial, strict=True))
     assert moved > 1e-2  # the comparison is not vacuous: the parameters really moved
+    sft_single = torch.load(tmp_path / "sft-params-single.pt")
+    for rank in (0, 1):
+        sft_ranked = torch.load(tmp_path / f"sft-params-{rank}.pt")
+        for a, b in zip(sft_ranked, sft_single, strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
     names = sorted(p.name for p in (tmp_path / "ck").iterdir())
     assert names == ["model.pt", "optimizer.pt", "rng-0.pt", "rng-1.pt", "trainer.json"]
 

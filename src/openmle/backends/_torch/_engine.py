@@ -136,15 +136,26 @@ class Engine:
         micro: list[Tensor],
     ) -> Tensor:
         """``(B, T)`` log-probs without gradient of the tokens in ``score_mask``, micro-batch by
-        micro-batch, each cut to its own width (``model``, or the trained one when ``None``)."""
+        micro-batch, each cut to its own width (``model``, or the trained one when ``None``).
+
+        Runs in eval mode (no dropout); the training forward runs in train mode, so a model
+        with dropout sees ratios that are not exactly 1 on the first step. LLMs usually train
+        with dropout off (``attention_dropout=0``); TRL switches it off for RL.
+        """
         out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
-        for rows in micro:
-            cols = attention_mask[rows].bool().any(0).nonzero()
-            width = int(cols[-1]) + 1 if len(cols) else 1
-            ids, attn = input_ids[rows, :width], attention_mask[rows, :width]
-            keep = self.keep_from(score_mask[rows, :width])
-            logits = self.logits(ids, attn, keep=keep, train=False, model=model)
-            out[rows, :width] = token_logprobs(logits, ids)
+        scorer = self.model if model is None else model
+        was_training = scorer.training
+        scorer.eval()  # no dropout in a reference computation
+        try:
+            for rows in micro:
+                cols = attention_mask[rows].bool().any(0).nonzero()
+                width = int(cols[-1]) + 1 if len(cols) else 1
+                ids, attn = input_ids[rows, :width], attention_mask[rows, :width]
+                keep = self.keep_from(score_mask[rows, :width])
+                logits = self.logits(ids, attn, keep=keep, train=False, model=scorer)
+                out[rows, :width] = token_logprobs(logits, ids)
+        finally:
+            scorer.train(was_training)
         return out
 
     @staticmethod
