@@ -60,7 +60,12 @@ def wrap_ddp(model: nn.Module, device: torch.device) -> nn.Module:
         return model
     from torch.nn.parallel import DistributedDataParallel
 
-    ids = [device.index] if device.type == "cuda" else None
+    if device.type == "cuda":
+        ids: list[int] | None = [
+            torch.cuda.current_device() if device.index is None else device.index
+        ]
+    else:
+        ids = None
     return DistributedDataParallel(model, device_ids=ids)
 
 

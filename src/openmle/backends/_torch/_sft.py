@@ -6,6 +6,10 @@ gradient accumulation and DDP give the same step as one pass. One ``step`` call 
 optimiser step. Same model contract, checkpoint layout and distribution rules as
 :class:`GSPOTrainer`, so a model can be fine-tuned on search transitions and then trained with
 GSPO in the same process.
+
+The released system ran SFT inside SLIME/Megatron with its own launcher settings; the defaults
+here (AdamW lr 1e-5 constant, weight decay 0.1, betas 0.9/0.98, clipping at 1.0) are ours, chosen
+to match the GSPO optimiser, not read from the paper.
 """
 
 from __future__ import annotations

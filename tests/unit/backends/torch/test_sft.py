@@ -99,3 +99,13 @@ def test_config_validation() -> None:
         SFTConfig(lr=0.0)
     with pytest.raises(InvalidArgument, match="micro_batch_size"):
         SFTConfig(micro_batch_size=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_sft_on_gpu_resumes_exactly() -> None:
+    """On CUDA (bf16 autocast, fused AdamW) SFT steps are finite and resume exactly."""
+    tok = ByteTokenizer()
+    recs = _records()
+    batches = [SFTBatch.from_messages(tok, recs[i : i + 2]) for i in (0, 2, 0, 2)]
+    check_trainer(lambda: SFTTrainer(_model().cuda(), config=SFTConfig(lr=1e-3)), batches)
