@@ -101,6 +101,8 @@ class RolloutBatch:
         _check_2d("ref_logprobs", self.ref_logprobs, shape)
         if self.advantages.shape != shape[:1]:
             raise fail(f"a ({shape[0]},) tensor", "advantages", tuple(self.advantages.shape))
+        if not bool(torch.isfinite(self.advantages).all()):
+            raise fail("finite advantages", "advantages", self.advantages.tolist())
 
     @property
     def size(self) -> int:

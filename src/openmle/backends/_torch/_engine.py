@@ -1,6 +1,6 @@
 """What the GSPO and SFT trainers share: the optimiser, the forward, the step and checkpoints.
 
-Composition, not inheritance: each trainer owns one :class:`_Engine` and writes its own loop.
+Composition, not inheritance: each trainer owns one :class:`Engine` and writes its own loop.
 """
 
 from __future__ import annotations
@@ -195,10 +195,20 @@ class Engine:
             torch.autograd.backward(loss * D.world_size())
 
     def optimizer_step(self) -> float:
-        """Clip gradients, take an AdamW step, zero the gradients; returns the pre-clip norm."""
+        """Clip gradients, take an AdamW step, zero the gradients; returns the pre-clip norm.
+
+        Raises:
+            TrainerError: the gradient norm is not finite (no update is made).
+        """
         params = [p for p in self.model.parameters() if p.grad is not None]
         max_norm = self.optim.max_grad_norm
         norm = torch.nn.utils.clip_grad_norm_(params, math.inf if max_norm is None else max_norm)
+        if not math.isfinite(float(norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainerError(
+                f"non-finite gradient norm ({float(norm)}) at step {self.step_count}: the update"
+                " was skipped; check the batch's advantages and log-probs for NaN or overflow"
+            )
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step_count += 1

@@ -36,9 +36,11 @@ from openmle._validation import check_choice, check_positive, check_type, fail
 
 from ._batch import RolloutBatch
 from ._engine import Engine, OptimConfig
-from ._loss import AGGREGATIONS, gspo_loss
+from ._loss import AGGREGATIONS, GSPOLossOutput, gspo_loss
 
 __all__ = ["GSPOConfig", "GSPOTrainer"]
+
+_STAT_KEYS = tuple(k for k in GSPOLossOutput._fields if k not in ("loss", "pg_loss"))
 
 
 @final
@@ -138,6 +140,10 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         ref_model: a frozen reference policy for the KL term (only used when
             ``config.kl_coef > 0`` and a batch has no ``ref_logprobs``).
 
+    A mini-batch with no response token on any rank is skipped (no forward, no update: AdamW's
+    weight decay would otherwise still move the weights). ``step`` raises
+    :class:`~openmle.errors.TrainerError` without updating when the gradient norm is not finite.
+
     ``step`` returns the mean over micro-batches (and ranks) of the loss statistics, with
     ``loss`` and ``pg_loss`` as the full mini-batch values averaged over the batch's optimiser
     steps, plus ``grad_norm`` (pre-clip, mean over steps), ``lr``, ``step`` (optimiser steps
@@ -207,6 +213,9 @@ class GSPOTrainer(Trainer[RolloutBatch]):
                 n_micro += n
                 for k, v in totals_step.items():
                     totals[k] += v
+        if n_micro == 0:  # every mini-batch was empty: no update, neutral statistics
+            sums, n_micro = {k: 0.0 for k in _STAT_KEYS}, 1
+            sums.update(ratio_mean=1.0, ratio_min=1.0, ratio_max=1.0, tis_weight_mean=1.0)
         metrics = eng.global_mean({k: v / n_micro for k, v in sums.items()})
         steps = cfg.steps_per_batch
         metrics.update(
@@ -226,6 +235,12 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         lengths = mini.response_mask.sum(-1)
         n_seq, n_tok = eng.global_sum((lengths > 0).sum(), lengths.sum())
         denom = n_tok if cfg.aggregation == "token-mean" else n_seq
+        if n_tok == 0:  # nothing to train on anywhere (e.g. every member an infra error)
+            return (
+                {},
+                0,
+                {"loss": 0.0, "pg_loss": 0.0, "grad_norm": 0.0, "sequences": 0.0, "tokens": 0.0},
+            )
         micro = eng.split(torch.arange(mini.size, device=eng.device), cfg.micro_batch_size)
         sums: dict[str, float] = {}
         loss_sum = torch.zeros(2, dtype=torch.float64, device=eng.device)

@@ -240,3 +240,30 @@ def test_micro_batches_skip_trailing_padding(tiny_model: Callable[..., Any]) -> 
     # recompute of old log-probs, then training: row 0 is 22 wide (logits from position 1),
     # row 1 is 5 wide (logits from position 2)
     assert seen == [(22, 21), (5, 3), (22, 21), (5, 3)]
+
+
+def test_empty_batch_makes_no_update(tiny_model: Callable[..., Any]) -> None:
+    """A batch with no response token (all infra errors) leaves the weights and step alone."""
+    batch = RolloutBatch.from_sequences([[1, 2], [3]], [[], []], [0.5, -0.5], pad_token_id=0)
+    trainer = GSPOTrainer(tiny_model(), config=FAST)
+    before = _params(trainer.model)
+    m = trainer.step(batch)
+    assert m["step"] == 0.0 and m["tokens"] == 0.0 and m["loss"] == 0.0
+    assert m["ratio_mean"] == 1.0 and "clip_fraction" in m
+    for a, b in zip(before, _params(trainer.model), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_non_finite_inputs_are_refused(tiny_model: Callable[..., Any]) -> None:
+    """NaN advantages are an argument error; a non-finite gradient skips the update loudly."""
+    with pytest.raises(InvalidArgument, match="finite advantages"):
+        RolloutBatch.from_sequences([[1]], [[2]], [float("nan")], pad_token_id=0)
+    batch = RolloutBatch.from_sequences([[1, 2]], [[3, 4]], [1.0], pad_token_id=0)
+    bad = batch.with_logprobs(old=torch.full_like(batch.input_ids, float("nan"), dtype=torch.float))
+    trainer = GSPOTrainer(tiny_model(), config=GSPOConfig(lr=1e-3))
+    before = _params(trainer.model)
+    with pytest.raises(TrainerError, match="non-finite gradient norm"):
+        trainer.step(bad)
+    assert trainer.step_count == 0
+    for a, b in zip(before, _params(trainer.model), strict=True):
+        assert torch.equal(a, b)
