@@ -16,7 +16,11 @@ from openmle.errors import OpenMLEError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = (
+    "openmle._cli._demo",
+    "openmle._cli._serve",
+    "openmle._cli._task",
+)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

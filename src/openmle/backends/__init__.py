@@ -11,6 +11,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from openmle.backends._docker import DockerSandbox as DockerSandbox
+    from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
+    from openmle.backends._openai import OpenAIModel as OpenAIModel
+    from openmle.backends._ray import RaySandbox as RaySandbox
     from openmle.backends._torch._batch import RolloutBatch as RolloutBatch
     from openmle.backends._torch._batch import SFTBatch as SFTBatch
     from openmle.backends._torch._loss import GSPOLossOutput as GSPOLossOutput
@@ -33,10 +37,14 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "ByteTokenizer": "openmle.backends._torch._tokenizer",
     "Completion": "openmle.backends._torch._model",
+    "DockerSandbox": "openmle.backends._docker",
     "GSPOConfig": "openmle.backends._torch._trainer",
     "GSPOLossOutput": "openmle.backends._torch._loss",
     "GSPOTrainer": "openmle.backends._torch._trainer",
     "HFTokenizer": "openmle.backends._torch._tokenizer",
+    "JobServiceSandbox": "openmle.backends._jobclient",
+    "OpenAIModel": "openmle.backends._openai",
+    "RaySandbox": "openmle.backends._ray",
     "RolloutBatch": "openmle.backends._torch._batch",
     "SFTBatch": "openmle.backends._torch._batch",
     "SFTConfig": "openmle.backends._torch._sft",

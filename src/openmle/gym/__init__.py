@@ -1,5 +1,63 @@
-"""The task-package contract, validation, grading outside the sandbox and MLE metrics."""
+"""Task packages, validation, grading outside the sandbox, bundled tasks and MLE metrics.
+
+- :func:`load_task` / :func:`bundled` / :func:`resolve_task` give a :class:`Task`: its public
+  data per split (``public_dir``), grading in a separate process (``grade`` ->
+  :class:`GradeReport`), package checks (``validate`` -> :class:`ValidationReport`) and
+  ``prepare``.
+- :func:`validate_path` checks a package even when it does not load.
+- :func:`summarize` and the per-metric functions judge an agent over many runs: valid rate,
+  medal rates, human rank and NatureBench's relative gap with Match-/Surpass-SOTA, each as
+  mean, standard deviation and standard error over runs.
+- The ``valid`` split is a deterministic hold-out of the public training data; ``test`` uses
+  the private answers. Every score carries its split.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from openmle.gym._mle import (
+    Aggregate,
+    MLESummary,
+    aggregate,
+    human_rank,
+    match_sota_rate,
+    mean_relative_gap,
+    medal_rate,
+    relative_gap,
+    summarize,
+    surpass_sota_rate,
+    valid_rate,
+)
+from openmle.gym._package import Task, load_task
+from openmle.gym._reports import GradeReport, Problem, Severity, ValidationReport
+from openmle.gym._resolve import bundled, bundled_names, resolve_task
+from openmle.gym._validate import validate_path
+
+__all__ = [
+    "Aggregate",
+    "GradeReport",
+    "MLESummary",
+    "Problem",
+    "Severity",
+    "Task",
+    "ValidationReport",
+    "aggregate",
+    "bundled",
+    "bundled_names",
+    "human_rank",
+    "load_task",
+    "match_sota_rate",
+    "mean_relative_gap",
+    "medal_rate",
+    "relative_gap",
+    "resolve_task",
+    "summarize",
+    "surpass_sota_rate",
+    "valid_rate",
+    "validate_path",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("openmle.gym."):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -1,5 +1,58 @@
-"""The four operators as prompt builders and response parsers."""
+"""The four operators as prompt builders and response parsers.
+
+- :func:`build_request` builds the Draft, Improve, Debug or Crossover request from a
+  :class:`TaskBrief`, :class:`ParentView` values (program + feedback), a memory block and the
+  execution budget, in the wording of :class:`OperatorTemplates`, within a hard
+  :class:`PromptBudget`.
+- :func:`parse_response` reads a plan and exactly one program from an answer;
+  :func:`same_program` flags a child identical to its parent.
+- Prompts show validation scores only: :func:`render_feedback` refuses test-split results.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from types import FunctionType
+
+from openmle.operators._budget import Section, clip, fit_sections
+from openmle.operators._parse import (
+    Proposal,
+    extract_code_blocks,
+    parse_response,
+    program_fingerprint,
+    same_program,
+)
+from openmle.operators._prompts import (
+    DEFAULT_TEMPLATES,
+    OperatorTemplates,
+    ParentView,
+    PromptBudget,
+    TaskBrief,
+    build_request,
+    format_duration,
+    render_feedback,
+)
+
+__all__ = [
+    "DEFAULT_TEMPLATES",
+    "OperatorTemplates",
+    "ParentView",
+    "PromptBudget",
+    "Proposal",
+    "Section",
+    "TaskBrief",
+    "build_request",
+    "clip",
+    "extract_code_blocks",
+    "fit_sections",
+    "format_duration",
+    "parse_response",
+    "program_fingerprint",
+    "render_feedback",
+    "same_program",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith("openmle.operators._"):
+        _obj.__module__ = __name__
+del _name, _obj, FunctionType

@@ -1,5 +1,90 @@
-"""Search: experience cards, the task board, parent selection, operator memory and the loop."""
+"""Search: experience cards, the task board, parent selection, operator memory and the loop.
+
+- :class:`ExperienceCard` records one evaluated node; :class:`Board` aggregates the cards of a
+  task (best node, per-family statistics, repeated errors, lineage).
+- :func:`method_family` is the one method-family detector.
+- Parent selection (:class:`openmle.Selector` implementations): :class:`ThreeFactorSelector`
+  (score, gain, novelty; presets ``paper`` and ``released``), :class:`IslandSelector` over
+  :class:`Islands`, :class:`GreedySelector` and :class:`UniformSelector` baselines, and
+  :class:`RLParentSelector` with :func:`rl_fitness`, :class:`OperatorMix` and
+  :func:`plan_rl_step` for training.
+- Operator-conditioned memory: :class:`OperatorMemory` picks the nodes each operator sees
+  and renders them within a budget; :class:`SummaryStore` writes node summaries lazily
+  through an :class:`openmle.OperatorModel`, cached in memory and on disk.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from types import FunctionType
+
+from openmle.search._board import Board, FamilyStats
+from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard, novelty_of
+from openmle.search._families import FAMILY_TAGS, UNKNOWN_FAMILY, extract_imports, method_family
+from openmle.search._memory import (
+    MemoryConfig,
+    MemoryPlan,
+    OperatorMemory,
+    SummaryStore,
+    card_line,
+)
+from openmle.search._rl import (
+    DEFAULT_MIX,
+    OperatorMix,
+    RLFitness,
+    RLParentSelector,
+    RLStep,
+    plan_rl_step,
+    rl_fitness,
+)
+from openmle.search._select import (
+    PRESETS,
+    GreedySelector,
+    Islands,
+    IslandSelector,
+    Normalization,
+    ThreeFactorSelector,
+    UniformSelector,
+    UtilityRow,
+    draw_without_replacement,
+    softmax,
+)
+
+__all__ = [
+    "CARD_SCHEMA_VERSION",
+    "DEFAULT_MIX",
+    "FAMILY_TAGS",
+    "PRESETS",
+    "UNKNOWN_FAMILY",
+    "Board",
+    "ExperienceCard",
+    "FamilyStats",
+    "GreedySelector",
+    "IslandSelector",
+    "Islands",
+    "MemoryConfig",
+    "MemoryPlan",
+    "Normalization",
+    "OperatorMemory",
+    "OperatorMix",
+    "RLFitness",
+    "RLParentSelector",
+    "RLStep",
+    "SummaryStore",
+    "ThreeFactorSelector",
+    "UniformSelector",
+    "UtilityRow",
+    "card_line",
+    "draw_without_replacement",
+    "extract_imports",
+    "method_family",
+    "novelty_of",
+    "plan_rl_step",
+    "rl_fitness",
+    "softmax",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith("openmle.search._"):
+        _obj.__module__ = __name__
+del _name, _obj, FunctionType

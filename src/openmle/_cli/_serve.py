@@ -1,0 +1,90 @@
+"""``openmle serve``: run the sandbox job service (needs the ``service`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` command."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run the sandbox job service (/api/v1/jobs) over HTTP",
+        description=(
+            "Run the job service: clients (openmle.backends.JobServiceSandbox or the released "
+            "OpenMLE clients) submit programs, the service runs them on a sandbox and keeps "
+            "jobs and results in SQLite. API keys come from $OPENMLE_SERVICE_API_KEYS "
+            "(comma-separated) and/or --api-key-file."
+        ),
+    )
+    p.add_argument("--db", required=True, help="SQLite file for jobs and results")
+    p.add_argument(
+        "--task-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of task packages clients may name (repeatable)",
+    )
+    p.add_argument(
+        "--sandbox", default="local", help="'local' or a 'module:callable' factory (default local)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument(
+        "--cpu-slots", type=int, default=os.cpu_count() or 1, help="CPU jobs run at once"
+    )
+    p.add_argument("--gpu-slots", type=int, default=0, help="GPU jobs run at once (default 0)")
+    p.add_argument("--max-queued", type=int, default=10_000, help="queue bound (429 beyond)")
+    p.add_argument("--default-timeout", type=float, default=7200.0, help="job seconds if unset")
+    p.add_argument("--max-job-timeout", type=float, default=86_400.0, help="refuse above this")
+    p.add_argument(
+        "--grace", type=float, default=60.0, help="seconds past a job's timeout before it fails"
+    )
+    p.add_argument("--max-wait", type=float, default=60.0, help="cap on a long-poll's wait")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=2,
+        help="starts allowed per job; a job running at a crash is re-queued below this",
+    )
+    p.add_argument("--api-key-file", default=None, help="file with one accepted key per line")
+    p.add_argument(
+        "--no-auth", action="store_true", help="accept requests without a key (loopback only!)"
+    )
+    p.add_argument("--durable", action="store_true", help="SQLite synchronous=FULL")
+    p.add_argument(
+        "--retain-days",
+        type=float,
+        default=7.0,
+        help="delete finished jobs this many days after they end (0: keep forever)",
+    )
+    p.add_argument("--log-level", default="info", help="uvicorn log level")
+    p.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from openmle.gym.service import ServiceConfig, load_api_keys, serve
+
+    config = ServiceConfig(
+        db_path=args.db,
+        task_roots=args.task_root,
+        sandbox=args.sandbox,
+        api_keys=load_api_keys(file=args.api_key_file),
+        allow_no_auth=args.no_auth,
+        cpu_slots=args.cpu_slots,
+        gpu_slots=args.gpu_slots,
+        max_queued=args.max_queued,
+        default_timeout_s=args.default_timeout,
+        max_job_timeout_s=args.max_job_timeout,
+        max_attempts=args.max_attempts,
+        grace_s=args.grace,
+        max_wait_s=args.max_wait,
+        durable=args.durable,
+        retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
+    )
+    serve(config, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

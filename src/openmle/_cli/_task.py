@@ -1,0 +1,159 @@
+"""``openmle task``: validate task packages, grade submissions, list bundled tasks.
+
+Exit codes: 0 the package is valid / the submission graded; 1 validation errors / an invalid
+submission; 2 usage errors (no such task, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from openmle.errors import InvalidArgument
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``task validate``, ``task grade`` and ``task list`` to the ``openmle`` parser."""
+    task = subparsers.add_parser(
+        "task",
+        help="validate task packages and grade submissions",
+        description="Validate task packages, grade submissions and list the bundled tasks. "
+        "Exit codes: 0 ok, 1 validation errors or an invalid submission, 2 usage errors.",
+    )
+    sub = task.add_subparsers(dest="task_command", metavar="SUBCOMMAND")
+    task.set_defaults(handler=lambda args: _usage(task))
+
+    v = sub.add_parser("validate", help="run the deterministic checks of a task package")
+    v.add_argument("path", metavar="PATH", help="task package directory or bundled task name")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument(
+        "--no-smoke-test",
+        dest="smoke_test",
+        action="store_false",
+        help="skip grading the sample submissions",
+    )
+    v.set_defaults(handler=_validate)
+
+    g = sub.add_parser("grade", help="grade a submission CSV (in a separate process)")
+    g.add_argument("path", metavar="PATH", help="task package directory or bundled task name")
+    g.add_argument("submission", metavar="SUBMISSION", help="the CSV to grade")
+    g.add_argument(
+        "--split",
+        choices=("valid", "test"),
+        default="test",
+        help="answers to grade against: the validation hold-out or the private test answers",
+    )
+    g.add_argument("--json", action="store_true", help="print the report as JSON")
+    g.set_defaults(handler=_grade)
+
+    ls = sub.add_parser("list", help="list the bundled tasks (generated on first use)")
+    ls.add_argument("--json", action="store_true", help="print the list as JSON")
+    ls.set_defaults(handler=_list)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return EXIT_USAGE
+
+
+def _root_of(ref: str) -> Path | None:
+    from openmle.gym import bundled, bundled_names
+
+    if ref in bundled_names():
+        return bundled(ref).root
+    path = Path(ref).expanduser()
+    return path if path.is_dir() else None
+
+
+def _no_task(ref: str) -> int:
+    from openmle.gym import bundled_names
+
+    print(
+        f"openmle: error: no task package at {ref!r} (not a directory, not a bundled task "
+        f"{list(bundled_names())})",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from openmle.gym import validate_path
+
+    root = _root_of(args.path)
+    if root is None:
+        return _no_task(args.path)
+    report = validate_path(root, smoke_test=args.smoke_test)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(f"task {report.task} ({report.path})")
+        print(f"checks: {', '.join(report.checks)}")
+        if report.sample_score is not None:
+            print(f"sample submission scores {report.sample_score:.6g} on the test split")
+        verdict = "OK" if report.ok else "FAILED"
+        print(f"{verdict}: {len(report.errors)} error(s), {len(report.warnings)} warning(s)")
+        for p in report.problems:
+            print(f"  {p}")
+    return EXIT_OK if report.ok else EXIT_FAILURE
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from openmle.gym import load_task
+
+    root = _root_of(args.path)
+    if root is None:
+        return _no_task(args.path)
+    task = load_task(root)
+    report = task.grade(Path(args.submission), args.split)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return EXIT_OK if report.valid else EXIT_FAILURE
+    direction = "higher" if report.higher_is_better else "lower"
+    head = f"task {report.task}, split {report.split.value}"
+    if not report.valid:
+        print(f"{head}: INVALID submission: {report.reason}")
+        return EXIT_FAILURE
+    print(f"{head}: score {report.score:.6g} ({direction} is better)")
+    if report.leaderboard_size:
+        rank = report.human_rank or 0.0
+        print(
+            f"leaderboard ({report.leaderboard_size} entries): beats {rank:.1%}, medal "
+            f"{report.medal or 'none'}, above median: {'yes' if report.above_median else 'no'} "
+            f"(gold {report.gold_threshold:.6g}, silver {report.silver_threshold:.6g}, "
+            f"bronze {report.bronze_threshold:.6g}, median {report.median_threshold:.6g})"
+        )
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    from openmle.gym import bundled, bundled_names
+
+    rows = []
+    for name in bundled_names():
+        try:
+            task = bundled(name)
+        except InvalidArgument as exc:  # pragma: no cover - names come from the registry
+            print(f"openmle: error: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        rows.append(
+            {
+                "name": name,
+                "metric": task.metric_name,
+                "higher_is_better": task.higher_is_better,
+                "path": str(task.root),
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            way = "higher" if r["higher_is_better"] else "lower"
+            print(f"{r['name']:<20} {r['metric']:<10} {way} is better  {r['path']}")
+    return EXIT_OK

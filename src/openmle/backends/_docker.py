@@ -1,0 +1,746 @@
+"""``DockerSandbox``: one fresh container per job, over the Docker Engine API.
+
+Each job runs ``python3 main.py`` in a new container made from a configurable image (per
+sandbox, or per task through ``task_images``). The task's public data for the job's split is
+bind-mounted read-only at ``/data`` (passed as ``$DATA_DIR``); a fresh host directory is mounted
+read-write at ``/workspace`` (the working directory, where ``submission.csv`` goes). The task's
+private paths are never mounted. The network is off, memory, CPU and PIDs are limited, every
+capability is dropped and privilege escalation is refused. Grading happens outside the
+container, on the host, through ``task.grade``; the outcome comes from the shared
+:func:`openmle._runlog.classify_run`, so a run is classified exactly as the local sandbox would.
+
+Lifecycle guarantees (the failure modes seen in peers, see ``peers.md``):
+
+- the container is removed on every path, cancellation included (shielded cleanup), so none is
+  leaked (SWE-ReX leaked containers when a start timed out);
+- the program's output goes to the engine's log driver, not to a pipe we must drain, and is read
+  back through :class:`openmle._runlog.LogCap` (head and tail kept), so a chatty program can
+  neither block nor exhaust memory;
+- a timeout stops the *container* (SIGTERM, then SIGKILL after ``stop_grace_s``), so no process
+  outlives the job (killing a ``docker exec`` client does not, as NeMo Gym found);
+- engine failures give ``INFRA_ERROR``, never a program failure.
+
+Departures from the released system: the released search and RL talked to an external HTTP job
+service and never ran containers themselves; the paper's pool was Docker workers with one GPU
+each. Here the container engine is driven directly, and GPUs are requested per job through
+``DeviceRequests`` (see :class:`DockerSandbox`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import shutil
+import socket
+import stat
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, final
+
+import anyio
+from attrs import define, field, frozen
+
+from openmle._compat import require
+from openmle._protocols import Sandbox
+from openmle._runlog import LogCap, classify_run
+from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
+from openmle._types import Job, RunResult
+from openmle._validation import check_positive, fail
+from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
+
+__all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
+
+DEFAULT_IMAGE = "localhost/openmle-sandbox:bookworm"
+"""The image built by ``scripts/build-sandbox-image.sh`` (Debian bookworm, python3, numpy)."""
+
+DATA_MOUNT = "/data"
+WORKSPACE_MOUNT = "/workspace"
+MANAGED_LABEL = "openmle.managed"
+"""Every container the sandbox makes carries this label (value ``"1"``)."""
+
+_SIGNAL_BASE = 128
+
+
+def _default_resolver(ref: str) -> TaskHandle:
+    from openmle.gym import resolve_task
+
+    handle: TaskHandle = resolve_task(ref)
+    return handle
+
+
+def _visible_gpus_from_env() -> tuple[str, ...] | None:
+    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if mask is None or not mask.strip():
+        return None
+    return tuple(part.strip() for part in mask.split(",") if part.strip())
+
+
+def _gpu_pool(value: Sequence[int | str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes):
+        raise fail("a sequence of GPU ids or None", "DockerSandbox.gpus", value)
+    return tuple(str(v) for v in value)
+
+
+@frozen(kw_only=True)
+class _Refused:
+    """A grade for a submission we refused to hand to the grader."""
+
+    reason: str
+    score: float | None = None
+    valid: bool = False
+
+
+@define(eq=False)
+class _GpuLease:
+    """Hands out GPU ids from a fixed pool, round-robin; a job waits until its ids are free."""
+
+    pool: tuple[str, ...]
+    _busy: set[str] = field(factory=set, init=False)
+    _next: int = field(default=0, init=False)
+    _changed: anyio.Event | None = field(default=None, init=False)
+
+    def _pick(self, count: int, wanted: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if wanted is not None:
+            return None if self._busy.intersection(wanted) else wanted
+        n = len(self.pool)
+        order = [self.pool[(self._next + i) % n] for i in range(n)]
+        free = [g for g in order if g not in self._busy]
+        if len(free) < count:
+            return None
+        picked = tuple(free[:count])
+        self._next = (self.pool.index(picked[-1]) + 1) % n
+        return picked
+
+    @asynccontextmanager
+    async def hold(
+        self, count: int, wanted: tuple[str, ...] | None
+    ) -> AsyncIterator[tuple[str, ...]]:
+        """Lease ``wanted`` (or any ``count`` free ids) for the duration of the block."""
+        while (picked := self._pick(count, wanted)) is None:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+        self._busy.update(picked)
+        try:
+            yield picked
+        finally:
+            self._busy.difference_update(picked)
+            if self._changed is not None:
+                self._changed.set()
+                self._changed = None
+
+
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    docker_errors = require("docker.errors", "docker")
+    requests_exc = require("requests.exceptions", "docker")
+    return (docker_errors.DockerException, requests_exc.RequestException, ConnectionError)
+
+
+def _signal_exit(code: int | None) -> int | None:
+    """Docker reports death by signal N as 128+N; report -N like the local sandbox."""
+    if code is not None and _SIGNAL_BASE < code <= _SIGNAL_BASE + 64:
+        return _SIGNAL_BASE - code
+    return code
+
+
+def _artifacts(workspace: Path, limit: int = 1000) -> tuple[str, ...]:
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            rel = os.path.relpath(os.path.join(dirpath, name), workspace)
+            if rel != "main.py":
+                found.append(rel)
+            if len(found) >= limit:
+                return tuple(found)
+    return tuple(found)
+
+
+def _take_submission(workspace: Path, into: Path) -> tuple[Path | None, str]:
+    """Copy ``submission.csv`` out of the workspace without following links.
+
+    Returns ``(path, "")`` for a regular file, ``(None, "")`` when there is none, and
+    ``(None, reason)`` when the program left something we will not grade (a symlink could
+    point the host-side grader at the answers).
+    """
+    src = workspace / "submission.csv"
+    try:
+        st = os.lstat(src)
+    except FileNotFoundError:
+        return None, ""
+    if not stat.S_ISREG(st.st_mode):
+        return None, "submission.csv is not a regular file (links and directories are refused)"
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, "submission.csv is a symbolic link"
+        return None, f"submission.csv is unreadable: {exc.strerror}"
+    dst = into / "submission.csv"
+    with os.fdopen(fd, "rb") as fin, dst.open("wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    return dst, ""
+
+
+def _public_dir(task: TaskHandle, job: Job) -> Path:
+    public = Path(task.public_dir(job.split))
+    if not public.is_dir():
+        raise TaskPackageError(
+            f"Task {task.name!r} has no public directory for split {job.split.value!r} "
+            f"(expected {public})"
+        )
+    _check_disjoint(public, task.private_paths)
+    return public
+
+
+def _check_disjoint(public: Path, private: Sequence[Path]) -> None:
+    pub = public.resolve()
+    for p in private:
+        q = Path(p).resolve()
+        if pub == q or pub.is_relative_to(q) or q.is_relative_to(pub):
+            raise TaskPackageError(
+                f"The public data directory {pub} overlaps the private path {q}; mounting it "
+                "would expose the hidden answers. Keep private answers outside the public "
+                "directory."
+            )
+
+
+@final
+@define(eq=False)
+class DockerSandbox(Sandbox):
+    """Runs each job in a fresh container through the Docker Engine API (Docker or Podman).
+
+    Args:
+        image: image for every job (``python3`` on its PATH), unless ``task_images`` names one
+            for the job's task. Default: the image ``scripts/build-sandbox-image.sh`` builds.
+        task_images: per-task images, keyed by task name.
+        base_url: engine URL (``unix:///run/podman/podman.sock``, ``tcp://host:2375``); None
+            reads ``DOCKER_HOST`` (and ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``), falling back
+            to ``/var/run/docker.sock``. Bind mounts need the engine on this host.
+        resolver: turns ``Job.task`` into a :class:`~openmle._task_protocol.TaskHandle`;
+            default ``openmle.gym.resolve_task``.
+        max_concurrency: jobs running at once; others wait (their wait is ``queue_s``).
+        memory_mb: memory limit when the job does not set ``resources.memory_mb`` (MiB; swap
+            is disabled, so this is the whole budget).
+        pids_limit: most processes/threads in the container.
+        network: allow network access (off by default: ``NetworkMode=none``).
+        user: run as this ``uid[:gid]`` (or name known to the image) instead of the image's
+            default user; the workspace is made writable for it.
+        stop_grace_s: seconds between SIGTERM and SIGKILL when a job times out (> 0).
+        gpus: host GPU ids this sandbox may lease to jobs, round-robin (a job asking for 2 GPUs
+            gets 2 free ids from the pool; it waits when too few are free). Default: the
+            inherited ``CUDA_VISIBLE_DEVICES`` mask if set, else no pool. ``Resources.gpu_ids``
+            are indices into the pool (relative, like CUDA's), or host ids without a pool.
+            Without a pool a count request is passed to the engine as ``Count`` and the engine
+            picks, with no coordination between concurrent jobs.
+        gpu_driver: the ``DeviceRequests`` driver (``"nvidia"``).
+        shm_size_mb: size of ``/dev/shm`` (MiB), None for the engine's default (64 MiB).
+        oom_from_sigkill: also classify a SIGKILL we did not send as OOM. Podman's Docker API
+            does not report ``OOMKilled`` on cgroup-v1 hosts; None (default) turns this on for
+            Podman engines only.
+        workspace_root: where job workspaces are created (default: the system temp dir).
+        log_head, log_tail: bytes of output kept from the start and the end.
+        python: the interpreter command inside the image.
+
+    The container request for a job is :meth:`container_request` (the exact body of
+    ``POST /containers/create``).
+
+    GPUs compose with a GPU lease held by the caller: give the leased ids as ``gpus`` (or run
+    the sandbox under the leased ``CUDA_VISIBLE_DEVICES``), and each job's relative ids are
+    mapped through them, so concurrent runs never collide.
+    """
+
+    image: str = DEFAULT_IMAGE
+    task_images: Mapping[str, str] = field(factory=dict)
+    base_url: str | None = None
+    resolver: TaskResolver = field(default=_default_resolver)
+    max_concurrency: int = 4
+    memory_mb: int = 4096
+    pids_limit: int = 512
+    network: bool = False
+    user: str | None = None
+    stop_grace_s: float = 5.0
+    gpus: tuple[str, ...] | None = field(factory=_visible_gpus_from_env, converter=_gpu_pool)
+    gpu_driver: str = "nvidia"
+    shm_size_mb: int | None = None
+    oom_from_sigkill: bool | None = None
+    workspace_root: Path | None = None
+    log_head: int = 64 * 1024
+    log_tail: int = 64 * 1024
+    python: str = "python3"
+    _id: str = field(factory=lambda: uuid.uuid4().hex[:12], init=False)
+    _api: Any = field(default=None, init=False)
+    _engine: str | None = field(default=None, init=False)
+    _limiter: anyio.CapacityLimiter | None = field(default=None, init=False)
+    _lease: _GpuLease | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("max_concurrency", "memory_mb", "pids_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise fail("an integer > 0", f"DockerSandbox.{name}", value)
+        check_positive(self.stop_grace_s, "DockerSandbox.stop_grace_s")
+        if self.shm_size_mb is not None and (
+            isinstance(self.shm_size_mb, bool)
+            or not isinstance(self.shm_size_mb, int)
+            or self.shm_size_mb <= 0
+        ):
+            raise fail("an integer > 0 or None", "DockerSandbox.shm_size_mb", self.shm_size_mb)
+        if not self.image:
+            raise fail("a non-empty image reference", "DockerSandbox.image", self.image)
+        if self.gpus is not None:
+            self._lease = _GpuLease(self.gpus)
+
+    # ---------------------------------------------------------------- the container request
+
+    def image_for(self, task_name: str) -> str:
+        """The image a job for ``task_name`` runs in."""
+        return self.task_images.get(task_name, self.image)
+
+    def device_ids(self, job: Job) -> tuple[str, ...] | None:
+        """Host GPU ids for ``job``'s explicit ``gpu_ids`` (mapped through the pool), else None.
+
+        Raises:
+            InvalidArgument: an id is outside the pool.
+        """
+        ids = job.resources.gpu_ids
+        if ids is None:
+            return None
+        if self.gpus is None:
+            return tuple(str(i) for i in ids)
+        out = []
+        for i in ids:
+            if i >= len(self.gpus):
+                raise InvalidArgument(
+                    f"Expected Resources.gpu_ids within the sandbox's {len(self.gpus)} GPUs "
+                    f"{list(self.gpus)} but got gpu_ids={list(ids)}; ids are relative to "
+                    "DockerSandbox.gpus (or CUDA_VISIBLE_DEVICES)"
+                )
+            out.append(self.gpus[i])
+        return tuple(out)
+
+    def container_request(
+        self,
+        job: Job,
+        *,
+        task_name: str,
+        public_dir: Path,
+        workspace: Path,
+        device_ids: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """The exact body of ``POST /containers/create`` for ``job``.
+
+        Args:
+            task_name: the resolved task's name (selects the image, labels the container).
+            public_dir: host directory mounted read-only at ``/data``.
+            workspace: host directory mounted read-write at ``/workspace``.
+            device_ids: host GPU ids leased for the job; None requests
+                ``job.resources.gpu_count`` GPUs by count (none when the count is 0).
+        """
+        res = job.resources
+        memory = (res.memory_mb or self.memory_mb) * 1024 * 1024
+        env = {"PYTHONUNBUFFERED": "1", "HOME": WORKSPACE_MOUNT, **job.env}
+        env["DATA_DIR"] = DATA_MOUNT
+        host: dict[str, Any] = {
+            "Binds": [
+                f"{public_dir}:{DATA_MOUNT}:ro",
+                f"{workspace}:{WORKSPACE_MOUNT}:rw",
+            ],
+            "Memory": memory,
+            "MemorySwap": memory,
+            "NanoCpus": round(res.cpus * 1e9),
+            "PidsLimit": self.pids_limit,
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+        }
+        if not self.network:
+            host["NetworkMode"] = "none"
+        if self.shm_size_mb is not None:
+            host["ShmSize"] = self.shm_size_mb * 1024 * 1024
+        if device_ids:
+            host["DeviceRequests"] = [
+                {
+                    "Driver": self.gpu_driver,
+                    "DeviceIDs": list(device_ids),
+                    "Capabilities": [["gpu"]],
+                }
+            ]
+        elif res.gpu_count > 0:
+            host["DeviceRequests"] = [
+                {"Driver": self.gpu_driver, "Count": res.gpu_count, "Capabilities": [["gpu"]]}
+            ]
+        body: dict[str, Any] = {
+            "Image": self.image_for(task_name),
+            "Cmd": [self.python, "main.py"],
+            "WorkingDir": WORKSPACE_MOUNT,
+            "Env": [f"{k}={v}" for k, v in sorted(env.items())],
+            "Labels": {
+                MANAGED_LABEL: "1",
+                "openmle.sandbox": self._id,
+                "openmle.task": task_name,
+                "openmle.job": job.name or "",
+            },
+            "NetworkDisabled": not self.network,
+            "HostConfig": host,
+        }
+        if self.user is not None:
+            body["User"] = self.user
+        return body
+
+    # ---------------------------------------------------------------- engine plumbing
+
+    def _connect(self) -> Any:
+        docker = require("docker", "docker")
+        kwargs: dict[str, Any] = (
+            {"base_url": self.base_url} if self.base_url else docker.utils.kwargs_from_env()
+        )
+        kwargs.setdefault("base_url", "unix:///var/run/docker.sock")
+        _probe(str(kwargs["base_url"]))
+        return docker.APIClient(
+            version="auto", timeout=120, max_pool_size=2 * self.max_concurrency + 4, **kwargs
+        )
+
+    async def _client(self) -> Any:
+        if self._api is None:
+            api = await anyio.to_thread.run_sync(self._connect)
+            if self._api is None:
+                self._api = api
+            else:  # pragma: no cover - two first jobs raced; keep one client
+                api.close()
+        return self._api
+
+    async def _engine_name(self, api: Any) -> str:
+        if self._engine is None:
+            version = await anyio.to_thread.run_sync(api.version)
+            names = " ".join(str(c.get("Name", "")) for c in version.get("Components") or [])
+            self._engine = "podman" if "podman" in names.lower() else "docker"
+        return self._engine
+
+    def _workspace(self, code: str, made: list[Path]) -> Path:
+        """A fresh workspace holding ``main.py``, inside a private (0700) directory.
+
+        The workspace itself is opened up (0777) only when a sandbox ``user`` must write it;
+        the private parent keeps other host users from reaching files the program leaves.
+        """
+        holder = Path(tempfile.mkdtemp(prefix="openmle-job-", dir=self.workspace_root))
+        made.append(holder)
+        workspace = holder / "workspace"
+        workspace.mkdir()
+        (workspace / "main.py").write_text(code, encoding="utf-8")
+        if self.user is not None:
+            workspace.chmod(0o777)
+        return workspace
+
+    # ---------------------------------------------------------------- running a job
+
+    async def run(self, job: Job) -> RunResult:
+        """Run ``job`` in a fresh container and grade its submission on the host.
+
+        Returns:
+            The classified result; engine failures give ``INFRA_ERROR``.
+
+        Raises:
+            SandboxError: the sandbox is closed, or the job asks for GPUs and the engine has no
+                GPU runtime (Podman's Docker API ignores ``DeviceRequests``; a Docker daemon
+                without the NVIDIA Container Toolkit refuses them).
+            InvalidArgument: the job's task cannot be resolved or its GPU ids are out of range.
+            TaskPackageError: the task's public directory overlaps a private path.
+        """
+        if not isinstance(job, Job):
+            raise fail("a Job", "job", job)
+        if self._closed:
+            raise SandboxError("DockerSandbox.run called after aclose()")
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.max_concurrency)
+        task = await anyio.to_thread.run_sync(self.resolver, job.task)
+        public = await anyio.to_thread.run_sync(_public_dir, task, job)
+        wanted = self.device_ids(job)
+        queued = time.monotonic()
+        async with self._limiter:
+            if job.resources.gpu_count > 0 and self._lease is not None:
+                async with self._lease.hold(job.resources.gpu_count, wanted) as ids:
+                    return await self._run(job, task, public, ids, time.monotonic() - queued)
+            return await self._run(job, task, public, wanted, time.monotonic() - queued)
+
+    async def _run(
+        self,
+        job: Job,
+        task: TaskHandle,
+        public: Path,
+        device_ids: tuple[str, ...] | None,
+        queue_s: float,
+    ) -> RunResult:
+        errors = _engine_errors()
+        # Everything made inside a worker thread is recorded there, so a cancellation that
+        # lands while the thread runs still finds it to clean up.
+        made: list[str] = []
+        streams: list[Any] = []
+        workspaces: list[Path] = []
+        split = job.split
+        api: Any = None
+
+        def infra(detail: str, logs: str = "") -> RunResult:
+            return RunResult.infra_error(detail, split=split, queue_s=queue_s, logs=logs)
+
+        try:
+            workspace = await anyio.to_thread.run_sync(self._workspace, job.code, workspaces)
+            try:
+                api = await self._client()
+                if job.resources.gpu_count > 0 and await self._engine_name(api) == "podman":
+                    raise SandboxError(
+                        f"Job {job.name or job.task!r} asks for {job.resources.gpu_count} GPU(s) "
+                        "but the engine is Podman, whose Docker API ignores DeviceRequests (the "
+                        "job would silently run without GPUs). Use a Docker daemon with the "
+                        "NVIDIA Container Toolkit for GPU jobs."
+                    )
+                body = self.container_request(
+                    job,
+                    task_name=task.name,
+                    public_dir=public,
+                    workspace=workspace,
+                    device_ids=device_ids,
+                )
+
+                def create() -> str:
+                    made.append(str(api.create_container_from_config(body)["Id"]))
+                    return made[0]
+
+                container_id = cid = await anyio.to_thread.run_sync(create)
+
+                def attach() -> Any:
+                    streams.append(
+                        api.attach(cid, stdout=True, stderr=True, stream=True, logs=False)
+                    )
+                    return streams[0]
+
+                stream = await anyio.to_thread.run_sync(attach)
+                await anyio.to_thread.run_sync(api.start, container_id)
+            except errors as exc:
+                if job.resources.gpu_count > 0 and _no_gpu_runtime(str(exc)):
+                    raise SandboxError(
+                        f"The engine cannot give job {job.name or job.task!r} GPUs: {exc}. "
+                        "Install the NVIDIA Container Toolkit and restart the daemon, or run "
+                        "GPU-free jobs."
+                    ) from exc
+                return infra(f"the engine refused the container: {_short(exc)}")
+
+            started = time.monotonic()
+            timed_out = False
+            cap = LogCap(head=self.log_head, tail=self.log_tail)
+            drained = anyio.Event()
+
+            async def drain() -> None:
+                try:
+                    await anyio.to_thread.run_sync(_drain, stream, cap, abandon_on_cancel=True)
+                except errors:  # the stream broke; the state below says what happened
+                    pass
+                finally:
+                    drained.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drain)
+                with anyio.move_on_after(job.timeout_s) as deadline:
+                    # The output stream ends when the program's stdio closes (normally at
+                    # exit); then poll the state, which is much quicker than the engine's
+                    # ``wait`` (Podman's polls every 250 ms).
+                    await drained.wait()
+                    try:
+                        await anyio.to_thread.run_sync(
+                            _until_exited, api, cid, abandon_on_cancel=True
+                        )
+                    except errors as exc:
+                        tg.cancel_scope.cancel()
+                        return infra(f"lost the container while waiting: {_short(exc)}")
+                if deadline.cancelled_caught:
+                    timed_out = True
+                    try:
+                        await anyio.to_thread.run_sync(
+                            lambda: api.stop(cid, timeout=math.ceil(self.stop_grace_s))
+                        )
+                    except errors as exc:
+                        tg.cancel_scope.cancel()
+                        return infra(f"could not stop the container at its timeout: {_short(exc)}")
+                runtime_s = time.monotonic() - started
+                # After a stop, the output stream ends once the engine has copied all of it.
+                with anyio.move_on_after(30):
+                    await drained.wait()
+                tg.cancel_scope.cancel()
+            try:
+                state = (await anyio.to_thread.run_sync(api.inspect_container, container_id))[
+                    "State"
+                ]
+            except errors as exc:
+                return infra(f"could not read the finished container: {_short(exc)}")
+            exit_code = _signal_exit(state.get("ExitCode"))
+            oom = bool(state.get("OOMKilled"))
+            detail = ""
+            if not oom and not timed_out and exit_code == -9:
+                guess = self.oom_from_sigkill
+                if guess is None:
+                    guess = await self._engine_name(api) == "podman"
+                if guess:
+                    oom = True
+                    detail = (
+                        "killed by SIGKILL under its memory limit; the engine does not report "
+                        "OOMKilled here, so this is taken as out of memory"
+                    )
+            return await self._classify(
+                job, task, workspace, exit_code, timed_out, oom, cap, runtime_s, queue_s, detail
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                for opened in streams:
+                    await anyio.to_thread.run_sync(_close_stream, opened)
+                for container_id in made:
+                    # If the engine is gone there is nothing more we can do here.
+                    with contextlib.suppress(*errors):
+                        await anyio.to_thread.run_sync(_remove, api, container_id)
+                for path in workspaces:
+                    await anyio.to_thread.run_sync(
+                        lambda p=path: shutil.rmtree(p, ignore_errors=True)  # type: ignore[misc]
+                    )
+
+    async def _classify(
+        self,
+        job: Job,
+        task: TaskHandle,
+        workspace: Path,
+        exit_code: int | None,
+        timed_out: bool,
+        oom: bool,
+        cap: LogCap,
+        runtime_s: float,
+        queue_s: float,
+        detail: str,
+    ) -> RunResult:
+        grading = Path(tempfile.mkdtemp(prefix="openmle-grade-", dir=self.workspace_root))
+        try:
+            submission: Path | None = None
+            grade: GradeLike | None = None
+            if not timed_out and not oom and exit_code == 0:
+                submission, refused = await anyio.to_thread.run_sync(
+                    _take_submission, workspace, grading
+                )
+                if refused:  # classified as an invalid submission with this reason
+                    submission, grade = grading / "refused", _Refused(reason=refused)
+                elif submission is not None:
+                    try:
+                        grade = await anyio.to_thread.run_sync(task.grade, submission, job.split)
+                    except Exception as exc:  # the grader broke, not the program
+                        return RunResult.infra_error(
+                            f"the grader failed: {_short(exc)}",
+                            split=job.split,
+                            queue_s=queue_s,
+                            logs=cap.text(),
+                        )
+            artifacts = await anyio.to_thread.run_sync(_artifacts, workspace)
+            return classify_run(
+                split=job.split,
+                exit_code=exit_code,
+                timed_out=timed_out,
+                oom=oom,
+                submission=submission,
+                grade=grade,
+                logs=cap.text(),
+                logs_dropped_bytes=cap.dropped,
+                runtime_s=runtime_s,
+                queue_s=queue_s,
+                artifacts=artifacts,
+                detail=detail,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(grading, ignore_errors=True))
+
+    async def aclose(self) -> None:
+        """Close the engine connection (idempotent); later ``run`` calls raise."""
+        self._closed = True
+        api, self._api = self._api, None
+        if api is not None:
+            await anyio.to_thread.run_sync(api.close)
+
+    async def __aenter__(self) -> DockerSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _probe(base_url: str) -> None:
+    """Fail fast (and without leaking a socket, as the SDK does) when a Unix socket is dead."""
+    if not base_url.startswith(("unix://", "http+unix://")):
+        return
+    path = base_url.split("://", 1)[1]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10.0)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            raise ConnectionError(f"no engine answers at {base_url}: {exc.strerror}") from exc
+
+
+def _until_exited(api: Any, container_id: str) -> None:
+    """Return once the container is no longer running (polling with a short backoff)."""
+    delay = 0.005
+    while True:
+        state = api.inspect_container(container_id)["State"]
+        if not state.get("Running") and state.get("Status") != "created":
+            return
+        time.sleep(delay)
+        delay = min(2 * delay, 0.2)
+
+
+def _remove(api: Any, container_id: str) -> None:
+    """Force-remove a container (and its anonymous volumes); a few tries, gone is fine."""
+    errors = _engine_errors()
+    docker_errors = require("docker.errors", "docker")
+    for attempt in range(3):
+        try:
+            api.remove_container(container_id, force=True, v=True)
+            return
+        except docker_errors.NotFound:
+            return
+        except errors:
+            if attempt == 2:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _close_stream(stream: Any) -> None:
+    """Close an attach stream: ``close`` shuts the socket; closing the response releases its
+    file objects too (otherwise the socket is finalised open and warns)."""
+    with contextlib.suppress(Exception):
+        stream.close()
+    with contextlib.suppress(Exception):
+        stream._response.close()
+
+
+def _drain(stream: Any, cap: LogCap) -> None:
+    """Feed the attached output stream to ``cap`` until the container closes it."""
+    try:
+        for chunk in stream:
+            cap.feed(chunk)
+    finally:
+        _close_stream(stream)
+
+
+def _no_gpu_runtime(message: str) -> bool:
+    text = message.lower()
+    return "device driver" in text or "nvidia" in text or "gpu" in text
+
+
+def _short(exc: BaseException, limit: int = 500) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+DockerSandbox.__module__ = "openmle.backends"

@@ -1,0 +1,441 @@
+"""A :class:`~openmle.Sandbox` that runs jobs on a remote job service (``/api/v1/jobs``).
+
+Speaks the protocol of ``openmle serve`` (:mod:`openmle.gym.service`) and of the released
+OpenMLE sandbox routers. Uses ``httpx`` (a core dependency), so it needs no extra.
+
+Where we depart from the released clients (reference section 4 and bugs B5, B8-B10):
+
+- Infrastructure failures (submit retries exhausted, the service unreachable while polling,
+  the wait deadline, a job the service failed or cancelled) come back as
+  ``Outcome.INFRA_ERROR`` results, never as a program failure, a score or an HTTP-200 "terminal"
+  body (B8). A 4xx answer (bad key, bad path, bad field) is the caller's mistake and raises
+  :class:`~openmle.errors.JobServiceError` at once.
+- One idempotency key per :meth:`JobServiceSandbox.run`, reused by every submit retry, so a
+  retry after a lost answer returns the job already created instead of running it twice.
+- ``resource_type`` follows the job's resources (B10) unless set; ``priority`` is sent (B7);
+  timeouts are sent as given, never clamped (B9).
+- Long-poll (``?wait=``) when the service advertises it (``X-Long-Poll``), so the client knows
+  a job ended within a round trip instead of up to a poll interval later.
+- Every request has a read timeout (E2B#1128: a hung call must not hang the search).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, final
+
+import anyio
+import anyio.lowlevel
+import attrs
+import httpx
+from attrs import define, field
+
+from openmle._protocols import Sandbox
+from openmle._signature import error_signature
+from openmle._types import Job, Outcome, RunResult
+from openmle._validation import check_positive, fail
+from openmle.errors import JobServiceError, SandboxError
+
+__all__ = ["JobServiceSandbox"]
+
+_TRANSIENT = frozenset({429, 500, 502, 503, 504})
+_WAITING = frozenset({"queued", "running"})
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+_SUCCESS_WORDS = frozenset({"ok", "passed", "success", "successful", "valid", "completed"})
+_OUTCOME_WORDS = {
+    "timeout": Outcome.TIMEOUT,
+    "submission_missing": Outcome.MISSING_SUBMISSION,
+    "scoring_failed": Outcome.INVALID_SUBMISSION,
+    "invalid": Outcome.INVALID_SUBMISSION,
+    "buggy": Outcome.RUNTIME_ERROR,
+    "error": Outcome.RUNTIME_ERROR,
+    "failed": Outcome.RUNTIME_ERROR,
+    "failure": Outcome.RUNTIME_ERROR,
+}
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        v = float(value)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _count(name: str, minimum: int) -> Any:
+    def check(instance: Any, attribute: Any, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise fail(f"an integer >= {minimum}", f"JobServiceSandbox.{name}", value)
+
+    return check
+
+
+@final
+@define(eq=False)
+class JobServiceSandbox(Sandbox):
+    """Runs each job on a job service over HTTP and waits for its result.
+
+    Args:
+        base_url: the service root, e.g. ``"http://127.0.0.1:8000"``.
+        api_key: the ``X-API-Key``; None reads ``$<api_key_env>``.
+        api_key_env: environment variable holding the key.
+        resource_type: ``"cpu"`` or ``"gpu"``; None picks ``"gpu"`` for jobs that ask for GPUs.
+        priority: 1 (runs first) or 2.
+        poll_interval_s: seconds between polls when the service has no long-poll.
+        long_poll_s: seconds each poll may wait on the service for the job to end (0: never).
+        wait_timeout_s: give up waiting after this many seconds from submission; None means
+            the job's timeout plus one hour. The job is then cancelled on the service and the
+            result is ``INFRA_ERROR``.
+        max_submit_attempts: submissions tried on 429/5xx answers and transport errors.
+        max_poll_failures: consecutive failed polls tolerated (the count resets on success).
+        backoff_s: base of the exponential backoff (``backoff_s * 1.5**n`` plus jitter).
+        max_backoff_s: cap on any wait, a server's ``Retry-After`` included (30 s).
+        request_timeout_s: read/write timeout of one request (a long-poll adds its wait).
+        max_connections: HTTP connections kept to the service.
+        verify_tls: verify the service's certificate (https).
+
+    ``run`` raises :class:`~openmle.errors.JobServiceError` for a 4xx answer (bad key, a path
+    outside the task roots, a malformed field), and :class:`~openmle.errors.SandboxError` after
+    :meth:`aclose`; everything else comes back as a :class:`~openmle.RunResult`.
+    """
+
+    base_url: str = field()
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str = "OPENMLE_SERVICE_API_KEY"
+    resource_type: str | None = None
+    priority: int = 1
+    poll_interval_s: float = 10.0
+    long_poll_s: float = 30.0
+    wait_timeout_s: float | None = None
+    max_submit_attempts: int = field(default=50, validator=_count("max_submit_attempts", 1))
+    max_poll_failures: int = field(default=20, validator=_count("max_poll_failures", 0))
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    request_timeout_s: float = 30.0
+    max_connections: int = field(default=64, validator=_count("max_connections", 1))
+    verify_tls: bool = True
+    _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
+    _loop: object = field(default=None, init=False, repr=False)
+
+    @base_url.validator
+    def _check_url(self, attribute: Any, value: object) -> None:
+        if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+            raise fail("an http:// or https:// URL", "JobServiceSandbox.base_url", value)
+
+    def __attrs_post_init__(self) -> None:
+        if self.resource_type not in (None, "cpu", "gpu"):
+            raise fail(
+                "'cpu', 'gpu' or None", "JobServiceSandbox.resource_type", self.resource_type
+            )
+        if self.priority not in (1, 2) or isinstance(self.priority, bool):
+            raise fail("1 or 2", "JobServiceSandbox.priority", self.priority)
+        check_positive(self.poll_interval_s, "JobServiceSandbox.poll_interval_s")
+        check_positive(self.long_poll_s, "JobServiceSandbox.long_poll_s", allow_zero=True)
+        check_positive(self.backoff_s, "JobServiceSandbox.backoff_s", allow_zero=True)
+        check_positive(self.max_backoff_s, "JobServiceSandbox.max_backoff_s", allow_zero=True)
+        check_positive(self.request_timeout_s, "JobServiceSandbox.request_timeout_s")
+        if self.wait_timeout_s is not None:
+            check_positive(self.wait_timeout_s, "JobServiceSandbox.wait_timeout_s")
+
+    # ------------------------------------------------------------------------------------
+    def _get_client(self) -> httpx.AsyncClient:
+        token = anyio.lowlevel.current_token()  # connection pools belong to one event loop
+        if self._loop != token:
+            self._client, self._loop = None, token
+        if self._client is None:
+            key = self.api_key or os.environ.get(self.api_key_env, "")
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url.rstrip("/"),
+                headers={"X-API-Key": key} if key else {},
+                # pool=None: with more runs than connections, a run waits for a free one (each
+                # long-poll frees its connection within long_poll_s) instead of failing.
+                timeout=httpx.Timeout(self.request_timeout_s, connect=10.0, pool=None),
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=self.max_connections,
+                ),
+                trust_env=False,
+                verify=self.verify_tls,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the connection pool (idempotent); ``run`` afterwards raises ``SandboxError``."""
+        self._closed = True
+        client, self._client = self._client, None
+        # A pool opened under another (finished) event loop cannot be closed from this one.
+        if client is not None and self._loop == anyio.lowlevel.current_token():
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+
+    def _backoff(self, attempt: int) -> float:
+        return min(
+            self.max_backoff_s, self.backoff_s * 1.5**attempt + random.random() * self.backoff_s
+        )
+
+    def _body(self, job: Job, key: str) -> dict[str, Any]:
+        rtype = self.resource_type or ("gpu" if job.resources.gpu_count > 0 else "cpu")
+        body: dict[str, Any] = {
+            "name": job.name or job.task,
+            "code": job.code,
+            "timeout": job.timeout_s,
+            "resource_type": rtype,
+            "priority": self.priority,
+            "environment": dict(job.env),
+            "eval_split": job.split.value,
+            "resources": job.resources.to_dict(),
+            "idempotency_key": key,
+        }
+        is_path = os.sep in job.task or "/" in job.task or job.task.startswith(".")
+        body["data_dir" if is_path else "task"] = job.task
+        return body
+
+    async def run(self, job: Job) -> RunResult:
+        """Submit ``job``, wait for it to end and return its result (see the class docstring)."""
+        if self._closed:
+            raise SandboxError("JobServiceSandbox.run called after aclose()")
+        if not isinstance(job, Job):
+            raise fail("a Job", "job", job)
+        client = self._get_client()
+        key = uuid.uuid4().hex
+        t0 = time.monotonic()
+        wait_total = (
+            self.wait_timeout_s if self.wait_timeout_s is not None else job.timeout_s + 3600
+        )
+        deadline = t0 + wait_total
+        job_id: str | None = None
+        try:
+            submitted = await self._submit(client, self._body(job, key), job, deadline)
+            if isinstance(submitted, RunResult):
+                return submitted
+            job_id = str(submitted["job_id"])
+            result = await self._wait(client, job_id, job, deadline, submitted)
+            if result is None:
+                await self._cancel_quietly(client, job_id)
+                return RunResult.infra_error(
+                    f"job {job_id} did not end within wait_timeout_s={wait_total} s; "
+                    "it was cancelled on the service",
+                    split=job.split,
+                )
+            return result
+        except anyio.get_cancelled_exc_class():
+            if job_id is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._cancel_quietly(client, job_id)
+            raise
+
+    async def _cancel_quietly(self, client: httpx.AsyncClient, job_id: str) -> None:
+        with anyio.move_on_after(10):
+            with contextlib.suppress(httpx.HTTPError):
+                await client.delete(f"/api/v1/jobs/{job_id}")
+
+    def _refused(self, what: str, resp: httpx.Response) -> JobServiceError:
+        try:
+            detail: Any = resp.json()
+        except ValueError:
+            detail = resp.text[:500]
+        said = detail.get("detail", detail) if isinstance(detail, Mapping) else detail
+        hint = ""
+        if resp.status_code == 401:
+            hint = f"; pass JobServiceSandbox(api_key=...) or set ${self.api_key_env}"
+        return JobServiceError(
+            f"the job service at {self.base_url} refused to {what} (HTTP {resp.status_code}: "
+            f"{said}){hint}",
+            status=resp.status_code,
+            detail=detail,
+        )
+
+    async def _submit(
+        self, client: httpx.AsyncClient, body: dict[str, Any], job: Job, deadline: float
+    ) -> dict[str, Any] | RunResult:
+        last = ""
+        for attempt in range(self.max_submit_attempts):
+            wait: float | None = None
+            try:
+                resp = await client.post(
+                    "/api/v1/jobs", json=body, headers={"X-Trace-ID": body["idempotency_key"]}
+                )
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code in _TRANSIENT:
+                    last = f"HTTP {resp.status_code}"
+                    wait = _retry_after(resp.headers)
+                elif resp.status_code >= 400:
+                    raise self._refused("accept the job", resp)
+                else:
+                    try:
+                        data = resp.json()
+                    except ValueError:
+                        data = None
+                    if not isinstance(data, dict) or not data.get("job_id"):
+                        return RunResult.infra_error(
+                            f"the job service answered a submission without a job_id: "
+                            f"{resp.text[:200]!r}",
+                            split=job.split,
+                        )
+                    return data
+            if attempt + 1 == self.max_submit_attempts:
+                break
+            delay = self._backoff(attempt) if wait is None else max(0.0, wait)
+            delay = min(delay, self.max_backoff_s, max(0.0, deadline - time.monotonic()))
+            if delay <= 0 and time.monotonic() >= deadline:
+                break
+            await anyio.sleep(delay)
+        return RunResult.infra_error(
+            f"could not submit to the job service at {self.base_url} after "
+            f"{self.max_submit_attempts} attempts; last error: {last}",
+            split=job.split,
+        )
+
+    async def _wait(
+        self,
+        client: httpx.AsyncClient,
+        job_id: str,
+        job: Job,
+        deadline: float,
+        first: dict[str, Any],
+    ) -> RunResult | None:
+        data: dict[str, Any] | None = first
+        supports_long_poll = True  # until an answer without X-Long-Poll says otherwise
+        failures = 0
+        last = ""
+        odd = 0
+        while True:
+            if data is not None:
+                status = data.get("status")
+                if status in _TERMINAL:
+                    return self._to_result(data, job)
+                if status not in _WAITING:
+                    odd += 1
+                    if odd > 3:
+                        return RunResult.infra_error(
+                            f"the job service reported an unknown status {status!r} for job "
+                            f"{job_id}",
+                            split=job.split,
+                        )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if data is not None and not (supports_long_poll and self.long_poll_s > 0):
+                pause = self.poll_interval_s + random.random() * min(
+                    0.5, 0.05 * self.poll_interval_s
+                )
+                await anyio.sleep(min(pause, remaining))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+            wait = min(self.long_poll_s, remaining) if self.long_poll_s > 0 else 0.0
+            data = None
+            try:
+                resp = await client.get(
+                    f"/api/v1/jobs/{job_id}",
+                    params={"wait": f"{wait:.3f}"} if wait > 0 else None,
+                    timeout=httpx.Timeout(self.request_timeout_s + wait, connect=10.0, pool=None),
+                )
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code in _TRANSIENT:
+                    last = f"HTTP {resp.status_code}"
+                elif resp.status_code == 404:
+                    return RunResult.infra_error(
+                        f"the job service no longer knows job {job_id} (HTTP 404)",
+                        split=job.split,
+                    )
+                elif resp.status_code >= 400:
+                    raise self._refused(f"report job {job_id}", resp)
+                else:
+                    try:
+                        data = resp.json()
+                    except ValueError:
+                        data = {"status": None}
+                    failures = 0
+                    supports_long_poll = "x-long-poll" in resp.headers
+                    continue
+            failures += 1
+            if failures > self.max_poll_failures:
+                return RunResult.infra_error(
+                    f"lost contact with the job service while waiting for job {job_id}: "
+                    f"{failures} failed polls in a row; last error: {last}",
+                    split=job.split,
+                )
+            pause = (
+                min(5.0, self.backoff_s * (1 + 0.25 * failures))
+                + random.random() * 0.5 * self.backoff_s
+            )
+            await anyio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+
+    def _to_result(self, data: Mapping[str, Any], job: Job) -> RunResult:
+        status = data.get("status")
+        res = data.get("result") or {}
+        if not isinstance(res, Mapping):
+            res = {}
+        detail = str(data.get("detail") or res.get("detail") or "")
+        if status == "cancelled":
+            return RunResult.infra_error(
+                f"the job was cancelled on the service{': ' + detail if detail else ''}",
+                split=job.split,
+            )
+        run_result = res.get("run_result")
+        if isinstance(run_result, Mapping):
+            try:
+                result = RunResult.from_dict(run_result)
+            except (TypeError, ValueError) as exc:
+                return RunResult.infra_error(
+                    f"the job service returned an unreadable result: {exc}", split=job.split
+                )
+            if status == "failed" and not result.outcome.is_infra:
+                return RunResult.infra_error(result.detail or "the job failed", split=job.split)
+            return result
+        if status == "failed":
+            return RunResult.infra_error(
+                detail or "the job service failed the job", split=job.split
+            )
+        return _foreign_result(res, job)
+
+
+def _foreign_result(res: Mapping[str, Any], job: Job) -> RunResult:
+    """Map a released-router result (``result``, ``score``, ``valid_score``, ``run_log``)."""
+    text = str(res.get("result", "")).strip().lower()
+    logs = str(res.get("run_log", "") or "")
+    score = _finite(res.get("valid_score", res.get("validation_score")))
+    if score is None:
+        score = _finite(res.get("score"))
+    if text in _SUCCESS_WORDS and score is not None:
+        return RunResult(outcome=Outcome.SUCCESS, score=score, split=job.split, logs=logs)
+    outcome = _OUTCOME_WORDS.get(text)
+    if outcome is None and text in _SUCCESS_WORDS:
+        outcome = Outcome.INVALID_SUBMISSION  # ran, but no finite score
+    if outcome is None:
+        return RunResult.infra_error(
+            f"the job service returned an unrecognised result {text!r}", split=job.split, logs=logs
+        )
+    signature = "timeout" if outcome is Outcome.TIMEOUT else error_signature(logs, fallback=text)
+    return attrs.evolve(
+        RunResult(outcome=outcome, split=job.split, logs=logs, detail=f"service result {text!r}"),
+        error_signature=signature,
+    )
+
+
+JobServiceSandbox.__module__ = "openmle.backends"  # documented and shown under its public path

@@ -1,0 +1,511 @@
+"""The grading child process: CSV checks, built-in metrics and the released metric contract.
+
+This module is self-contained on purpose (standard library only; pandas is imported only in
+the child, and only for metric classes written for the released system):
+:mod:`openmle.gym._package` runs its *source* with ``python -I -c`` in a fresh process, so
+the metric reads the hidden answers only there, never in the caller's process and never inside
+the candidate's sandbox. Leaving numpy out keeps a grading process to the interpreter's start-up
+time. The parent imports the same module for its pure helpers (CSV reading, built-in metrics),
+so both sides share one implementation.
+
+Every reason this module produces names the problem and the fix, and never contains an answer
+value: it speaks of columns, row counts and ids (ids are public, they are in ``test.csv``).
+
+Departure from the released system: submissions are checked against the sample submission's
+columns and ids before any metric runs, and rows are aligned to the answers by id, so a
+correctly formatted submission in another row order grades the same.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import math
+import numbers
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+Rows = list[list[str]]
+
+MAX_CSV_BYTES = 512 * 1024 * 1024
+"""Largest CSV the grader reads (bytes); a larger submission is invalid, not a crash."""
+
+_PROB_EPS = 1e-15
+
+
+class CsvError(Exception):
+    """A CSV cannot be used; the message names the problem and the fix (no cell values)."""
+
+
+class Table:
+    """A parsed CSV: a header and rows of strings, every row as wide as the header."""
+
+    __slots__ = ("header", "rows")
+
+    def __init__(self, header: list[str], rows: Rows) -> None:
+        self.header = header
+        self.rows = rows
+
+    def column(self, name: str) -> list[str]:
+        """The cells of column ``name``."""
+        i = self.header.index(name)
+        return [r[i] for r in self.rows]
+
+
+def read_csv(path: Path, *, label: str, max_bytes: int = MAX_CSV_BYTES) -> Table:
+    """Read ``path`` as a CSV with a header.
+
+    Raises:
+        CsvError: missing or unreadable file, not UTF-8, no header, blank or duplicate column
+            names, or a row whose width differs from the header's. The message names ``label``.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        raise CsvError(f"{label} does not exist; write it as a CSV file with a header") from None
+    if not path.is_file():
+        raise CsvError(f"{label} is not a regular file; write a CSV file there")
+    if size > max_bytes:
+        raise CsvError(f"{label} is {size} bytes, above the {max_bytes}-byte limit; shrink it")
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise CsvError(f"{label} cannot be read ({type(exc).__name__}); check it") from None
+    except UnicodeDecodeError:
+        raise CsvError(f"{label} is not UTF-8 text; save it as a UTF-8 CSV") from None
+    if "\x00" in text:
+        raise CsvError(f"{label} contains NUL bytes; save it as a plain UTF-8 CSV")
+    try:
+        records = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise CsvError(f"{label} is not a valid CSV ({exc}); fix its quoting") from None
+    records = [r for r in records if r]  # blank lines carry no data
+    if not records:
+        raise CsvError(f"{label} is empty; it needs a header row")
+    header = [h.strip() for h in records[0]]
+    if any(h == "" for h in header):
+        raise CsvError(f"{label} has a blank column name in its header; name every column")
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise CsvError(f"{label} repeats the column(s) {dupes}; give each column one name")
+    rows = records[1:]
+    for n, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            raise CsvError(
+                f"{label} line {n} has {len(row)} fields but the header has {len(header)}; "
+                "give every row one value per column"
+            )
+    return Table(header, rows)
+
+
+def to_floats(cells: Sequence[str], *, label: str, column: str) -> list[float]:
+    """Parse ``cells`` as finite floats.
+
+    Raises:
+        CsvError: a cell is empty, not a number, NaN or infinite (the message counts them).
+    """
+    out: list[float] = []
+    bad = 0
+    for c in cells:
+        try:
+            v = float(c)
+        except ValueError:
+            bad += 1
+            continue
+        if not math.isfinite(v):
+            bad += 1
+            continue
+        out.append(v)
+    if bad:
+        raise CsvError(
+            f"{label} column {column!r} has {bad} value(s) that are empty, not numbers, NaN or "
+            "infinite; write a finite number in every row"
+        )
+    return out
+
+
+def id_key(cell: str) -> str:
+    """An id as a matching key: stripped, and ``"7.0"`` read as ``"7"`` (integral numbers)."""
+    key = cell.strip()
+    if key and (key[0].isdigit() or key[0] in "+-") and "." in key:
+        try:
+            v = float(key)
+        except ValueError:
+            return key
+        if v.is_integer() and abs(v) < 2**53:
+            return str(int(v))
+    return key
+
+
+def align_submission(
+    sub: Table,
+    *,
+    expected_columns: Sequence[str],
+    id_column: str | None,
+    answer_ids: Sequence[str] | None,
+    n_rows: int,
+    label: str = "the submission",
+) -> Table:
+    """Check ``sub`` against the expected format and return it in the answers' row order.
+
+    Args:
+        sub: the parsed submission.
+        expected_columns: the sample submission's header.
+        id_column: the id column, or None when rows are matched by position.
+        answer_ids: the ids of the answer rows in order (None when ``id_column`` is None).
+        n_rows: the number of answer rows.
+        label: how to name the submission in messages.
+
+    Raises:
+        CsvError: wrong columns, wrong row count, duplicate, missing or unknown ids.
+    """
+    if sorted(sub.header) != sorted(expected_columns):
+        missing = [c for c in expected_columns if c not in sub.header]
+        extra = [c for c in sub.header if c not in expected_columns]
+        raise CsvError(
+            f"{label} has columns {sub.header} but the task expects {list(expected_columns)} "
+            f"(missing {missing}, unexpected {extra}); write exactly the sample submission's "
+            "columns"
+        )
+    if len(sub.rows) != n_rows:
+        raise CsvError(
+            f"{label} has {len(sub.rows)} rows but the task expects {n_rows} (one per row of "
+            "test.csv); predict every test row once"
+        )
+    order = [sub.header.index(c) for c in expected_columns]
+    rows = [[r[i] for i in order] for r in sub.rows]
+    if id_column is None or answer_ids is None:
+        return Table(list(expected_columns), rows)
+    k = list(expected_columns).index(id_column)
+    by_id: dict[str, list[str]] = {}
+    dupes = 0
+    for r in rows:
+        key = id_key(r[k])
+        if key in by_id:
+            dupes += 1
+        by_id[key] = r
+    if dupes:
+        raise CsvError(
+            f"{label} repeats {dupes} id(s) in column {id_column!r}; write each test id once"
+        )
+    wanted = [id_key(a) for a in answer_ids]
+    missing_ids = [a for a in wanted if a not in by_id]
+    if missing_ids:
+        example = ", ".join(repr(m) for m in missing_ids[:3])
+        raise CsvError(
+            f"{label} lacks {len(missing_ids)} test id(s) in column {id_column!r} (e.g. "
+            f"{example}); use the ids of test.csv / the sample submission"
+        )
+    return Table(list(expected_columns), [by_id[a] for a in wanted])
+
+
+# --------------------------------------------------------------------------------------------
+# Built-in metrics: (answer targets, submission targets) -> float.
+
+
+def _same_label(a: str, b: str) -> bool:
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a.lower() == b.lower()
+
+
+def accuracy(y_true: Sequence[str], y_pred: Sequence[str]) -> float:
+    """Share of rows whose predicted label equals the answer (``"1"`` equals ``"1.0"``)."""
+    if not y_true:
+        raise CsvError("accuracy needs at least one row")
+    return sum(_same_label(a, b) for a, b in zip(y_true, y_pred, strict=True)) / len(y_true)
+
+
+def average_ranks(x: Sequence[float]) -> list[float]:
+    """1-based ranks of ``x`` with ties given their average rank."""
+    order = sorted(range(len(x)), key=x.__getitem__)
+    ranks = [0.0] * len(x)
+    i, n = 0, len(x)
+    while i < n:
+        j = i
+        while j + 1 < n and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        avg = (i + j) / 2.0 + 1.0
+        for k in range(i, j + 1):
+            ranks[order[k]] = avg
+        i = j + 1
+    return ranks
+
+
+def positive_labels(y_true: Sequence[str]) -> list[bool]:
+    """Binary labels as booleans: ``1``/``true``/``yes`` or the larger of two numeric labels."""
+    vals = [v.strip().lower() for v in y_true]
+    kinds = sorted(set(vals))
+    if len(kinds) > 2:
+        raise CsvError(f"AUC needs a binary target but the answers hold {len(kinds)} labels")
+    truthy = {"1", "1.0", "true", "yes", "y", "t"}
+    if any(k in truthy for k in kinds):
+        return [v in truthy for v in vals]
+    try:
+        hi = max(float(k) for k in kinds)
+        return [float(v) == hi for v in vals]
+    except ValueError:
+        return [v == kinds[-1] for v in vals]
+
+
+def roc_auc(y_true: Sequence[str], scores: Sequence[float]) -> float:
+    """Area under the ROC curve (Mann-Whitney U with average ranks for ties)."""
+    pos = positive_labels(y_true)
+    n_pos = sum(pos)
+    n_neg = len(pos) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise CsvError("AUC needs both classes among the answers; the task's answers lack one")
+    ranks = average_ranks(scores)
+    rank_sum = math.fsum(r for r, p in zip(ranks, pos, strict=True) if p)
+    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+def _check_rows(y_true: Sequence[float], y_pred: Sequence[float]) -> int:
+    if len(y_true) != len(y_pred) or not y_true:
+        raise CsvError("the metric needs the same, non-zero number of answers and predictions")
+    return len(y_true)
+
+
+def rmse(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
+    """Root mean squared error."""
+    n = _check_rows(y_true, y_pred)
+    return math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(y_true, y_pred, strict=True)) / n)
+
+
+def mae(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
+    """Mean absolute error."""
+    n = _check_rows(y_true, y_pred)
+    return math.fsum(abs(a - b) for a, b in zip(y_true, y_pred, strict=True)) / n
+
+
+def log_loss(
+    labels: Sequence[str], classes: Sequence[str], probs: Sequence[Sequence[float]]
+) -> float:
+    """Multiclass log loss (Kaggle's: rows renormalised, probabilities clipped to 1e-15).
+
+    Args:
+        labels: the true class of each row.
+        classes: the class names, one per column of ``probs``.
+        probs: one row per label, one non-negative number per class.
+    """
+    index = {c.strip(): j for j, c in enumerate(classes)}
+    total = []
+    for lab, row in zip(labels, probs, strict=True):
+        if any(p < 0 for p in row):
+            raise CsvError(
+                "the submission has negative probabilities; write probabilities in [0, 1]"
+            )
+        mass = math.fsum(row)
+        if mass <= 0:
+            raise CsvError(
+                "the submission has rows whose probabilities sum to 0; give every row positive mass"
+            )
+        try:
+            j = index[lab.strip()]
+        except KeyError:
+            raise CsvError(
+                "the answers hold a class with no column in the sample submission; fix the task"
+            ) from None
+        p = min(max(row[j] / mass, _PROB_EPS), 1 - _PROB_EPS)
+        total.append(-math.log(p))
+    if not total:
+        raise CsvError("log loss needs at least one row")
+    return math.fsum(total) / len(total)
+
+
+BUILTIN_METRICS: dict[str, bool] = {
+    "accuracy": True,
+    "auc": True,
+    "log_loss": False,
+    "mae": False,
+    "rmse": False,
+}
+"""Built-in metric names and whether higher is better."""
+
+
+def builtin_score(name: str, answers: Table, sub: Table, id_column: str | None) -> float:
+    """Score an aligned submission with a built-in metric.
+
+    Raises:
+        CsvError: bad values in the submission (the message says which column and the fix).
+    """
+    targets = [c for c in answers.header if c != id_column]
+    pred_cols = [c for c in sub.header if c != id_column]
+    if name == "log_loss":
+        cols = [to_floats(sub.column(c), label="the submission", column=c) for c in pred_cols]
+        probs = [list(row) for row in zip(*cols, strict=True)] if cols else []
+        return log_loss(answers.column(targets[0]), pred_cols, probs)
+    if len(targets) != 1 or len(pred_cols) != 1:
+        raise CsvError(f"metric {name!r} needs one target column; the task has {targets}")
+    t, c = targets[0], pred_cols[0]
+    if name == "accuracy":
+        return accuracy(answers.column(t), sub.column(c))
+    pred = to_floats(sub.column(c), label="the submission", column=c)
+    if name == "auc":
+        return roc_auc(answers.column(t), pred)
+    truth = to_floats(answers.column(t), label="the answers", column=t)
+    return rmse(truth, pred) if name == "rmse" else mae(truth, pred)
+
+
+# --------------------------------------------------------------------------------------------
+# Metric classes written for the released system.
+
+
+def load_metric_class(metric_py: Path) -> Any:
+    """Import ``metric_py`` and return its one class whose name ends in ``Metrics``.
+
+    Raises:
+        CsvError: no such class, or more than one.
+    """
+    sys.path.insert(0, str(metric_py.parent))
+    spec = importlib.util.spec_from_file_location("_openmle_task_metric", metric_py)
+    if spec is None or spec.loader is None:
+        raise CsvError(f"{metric_py.name} cannot be imported; make it a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    found = [
+        v
+        for k, v in vars(module).items()
+        if k.endswith("Metrics") and isinstance(v, type) and v.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        names = sorted(v.__name__ for v in found)
+        raise CsvError(
+            f"utils/metric.py must define exactly one class whose name ends in 'Metrics' "
+            f"(found {names}); define one such class"
+        )
+    return found[0]
+
+
+def _class_score(metric_py: Path, answers_path: Path, sub: Table, id_column: str | None) -> float:
+    import pandas as pd
+
+    metric = load_metric_class(metric_py)()
+    y_true = pd.read_csv(answers_path)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(sub.header)
+    w.writerows(sub.rows)
+    buf.seek(0)
+    y_pred = pd.read_csv(buf)
+    if hasattr(metric, "validate_submission"):
+        try:
+            metric.validate_submission(y_pred, y_true)
+        except Exception as exc:
+            # Numbers are masked: a task's message might quote answer values.
+            msg = re.sub(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", "<n>", str(exc))
+            msg = msg.splitlines()[0][:200] if msg else ""
+            raise CsvError(
+                f"the task's validate_submission rejected the submission ({type(exc).__name__}: "
+                f"{msg}); follow the format in description.txt"
+            ) from None
+    value = metric.evaluate(y_true, y_pred)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CsvError(
+            f"the task's metric returned {type(value).__name__}, not a number; fix utils/metric.py"
+        )
+    return float(value)
+
+
+# --------------------------------------------------------------------------------------------
+# The child process entry point.
+
+
+def grade_files(config: dict[str, Any]) -> dict[str, Any]:
+    """Grade one submission; returns ``{"score", "valid", "reason"}`` (never raises CsvError).
+
+    ``config`` keys: ``answers``, ``sample``, ``submission`` (paths), ``id_column`` (str or
+    None), ``metric`` (a built-in name or None), ``metric_py`` (path or None).
+    """
+
+    def bad(reason: str) -> dict[str, Any]:
+        return {"score": None, "valid": False, "reason": reason}
+
+    try:
+        answers = read_csv(Path(config["answers"]), label="the answers file")
+        sample = read_csv(Path(config["sample"]), label="sample_submission.csv")
+    except CsvError as exc:
+        return bad(f"the task is broken: {exc}")
+    id_column = config.get("id_column")
+    if id_column is not None and (
+        id_column not in answers.header or id_column not in sample.header
+    ):
+        id_column = None
+    try:
+        sub = read_csv(Path(config["submission"]), label="the submission")
+        aligned = align_submission(
+            sub,
+            expected_columns=sample.header,
+            id_column=id_column,
+            answer_ids=answers.column(id_column) if id_column else None,
+            n_rows=len(answers.rows),
+        )
+        if config.get("metric"):
+            score = builtin_score(str(config["metric"]), answers, aligned, id_column)
+        else:
+            score = _class_score(
+                Path(config["metric_py"]), Path(config["answers"]), aligned, id_column
+            )
+    except CsvError as exc:
+        return bad(str(exc))
+    if not math.isfinite(score):
+        return bad(f"the metric gave a non-finite score ({score}); check the predicted values")
+    return {"score": score, "valid": True, "reason": ""}
+
+
+def inspect_metric(metric_py: Path) -> dict[str, Any]:
+    """``{"name", "higher_is_better"}`` of the metric class, or ``{"error"}`` saying the fix."""
+    try:
+        cls = load_metric_class(metric_py)
+        obj = cls()
+    except CsvError as exc:
+        return {"error": str(exc)}
+    except Exception as exc:
+        return {
+            "error": f"importing or constructing the metric class raised {type(exc).__name__}"
+            f" ({str(exc)[:200]}); make it import cleanly and construct with no arguments"
+        }
+    hib = getattr(obj, "higher_is_better", None)
+    return {
+        "name": cls.__name__,
+        # numpy's bool_ is accepted without importing numpy here.
+        "higher_is_better": bool(hib)
+        if isinstance(hib, bool) or type(hib).__name__ == "bool_"
+        else None,
+    }
+
+
+def _main(argv: Sequence[str]) -> int:
+    config = json.loads(Path(argv[1]).read_text())
+    out = Path(config["result"])
+    if config.get("mode") == "inspect":
+        out.write_text(json.dumps(inspect_metric(Path(config["metric_py"]))))
+        return 0
+    try:
+        result = grade_files(config)
+    except Exception as exc:
+        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
+        result = {
+            "score": None,
+            "valid": False,
+            "reason": f"the metric raised {type(exc).__name__}{where}; check the submission "
+            "format against description.txt",
+            "metric_error": True,
+        }
+    out.write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv))

@@ -1,0 +1,239 @@
+"""What grading and validation return: :class:`GradeReport` and :class:`ValidationReport`.
+
+``GradeReport`` carries MLE-bench's grading-report fields (medal thresholds and flags,
+above-median, lower-is-better) plus the split the score came from and the share of the
+leaderboard it beats ("human rank"). Leaderboard fields are filled only for the ``test`` split
+of a task with a leaderboard: a validation score is measured on different rows, so placing it on
+the test leaderboard would mislead.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any, final
+
+from attrs import field, frozen
+
+from openmle._leaderboard import MedalThresholds, beaten_fraction, medal_of
+from openmle._types import Split, check_split
+
+__all__ = ["GradeReport", "Problem", "Severity", "ValidationReport"]
+
+
+def _finite_or_none(value: object) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+@final
+@frozen(kw_only=True)
+class GradeReport:
+    """The grade of one submission on one split of one task.
+
+    Args:
+        task: the task name.
+        split: the split whose answers the score was computed against.
+        score: the metric value (finite) when ``valid``, else None.
+        valid: whether the submission had the task's format and graded to a finite number.
+        reason: why it is invalid, naming the problem and the fix (empty when valid). Never
+            holds answer values.
+        higher_is_better: the metric's direction.
+        submission_path: the graded file.
+        submission_exists: whether that file existed.
+        gold_threshold, silver_threshold, bronze_threshold, median_threshold: leaderboard
+            thresholds in score units (None without a leaderboard or on the valid split).
+        gold_medal, silver_medal, bronze_medal, any_medal, above_median: MLE-bench's flags
+            (medals are exclusive: a gold is not also a silver).
+        human_rank: share of leaderboard entries strictly beaten, in [0, 1], or None.
+        leaderboard_size: entries on the leaderboard (0 without one).
+        leaderboard_best: the best leaderboard score (the SOTA default for relative gaps).
+    """
+
+    task: str
+    split: Split = field(converter=check_split)
+    score: float | None = field(default=None, converter=_finite_or_none)
+    valid: bool = False
+    reason: str = ""
+    higher_is_better: bool = True
+    submission_path: str | None = None
+    submission_exists: bool = True
+    gold_threshold: float | None = None
+    silver_threshold: float | None = None
+    bronze_threshold: float | None = None
+    median_threshold: float | None = None
+    gold_medal: bool = False
+    silver_medal: bool = False
+    bronze_medal: bool = False
+    any_medal: bool = False
+    above_median: bool = False
+    human_rank: float | None = None
+    leaderboard_size: int = 0
+    leaderboard_best: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.valid and self.score is None:
+            object.__setattr__(self, "valid", False)
+            if not self.reason:
+                object.__setattr__(self, "reason", "the metric gave no finite score")
+
+    @property
+    def is_lower_better(self) -> bool:
+        """MLE-bench's name for ``not higher_is_better``."""
+        return not self.higher_is_better
+
+    @property
+    def medal(self) -> str | None:
+        """``"gold"``, ``"silver"``, ``"bronze"`` or None."""
+        for name in ("gold", "silver", "bronze"):
+            if getattr(self, f"{name}_medal"):
+                return name
+        return None
+
+    def with_leaderboard(self, scores_best_first: tuple[float, ...]) -> GradeReport:
+        """This report with the leaderboard fields filled from ``scores_best_first``."""
+        from openmle._leaderboard import medal_thresholds
+
+        th: MedalThresholds = medal_thresholds(
+            scores_best_first, higher_is_better=self.higher_is_better
+        )
+        medal = medal_of(self.score if self.valid else None, th)
+        s = self.score if self.valid else None
+        above = s is not None and (s > th.median if self.higher_is_better else s < th.median)
+        return GradeReport(
+            **{
+                **self.to_dict(),
+                "gold_threshold": th.gold,
+                "silver_threshold": th.silver,
+                "bronze_threshold": th.bronze,
+                "median_threshold": th.median,
+                "gold_medal": medal == "gold",
+                "silver_medal": medal == "silver",
+                "bronze_medal": medal == "bronze",
+                "any_medal": medal is not None,
+                "above_median": above,
+                "human_rank": beaten_fraction(
+                    s, scores_best_first, higher_is_better=self.higher_is_better
+                ),
+                "leaderboard_size": th.n_entries,
+                "leaderboard_best": (
+                    max(scores_best_first) if self.higher_is_better else min(scores_best_first)
+                ),
+            }
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``split`` as its string value)."""
+        return {
+            "task": self.task,
+            "split": self.split.value,
+            "score": self.score,
+            "valid": self.valid,
+            "reason": self.reason,
+            "higher_is_better": self.higher_is_better,
+            "submission_path": self.submission_path,
+            "submission_exists": self.submission_exists,
+            "gold_threshold": self.gold_threshold,
+            "silver_threshold": self.silver_threshold,
+            "bronze_threshold": self.bronze_threshold,
+            "median_threshold": self.median_threshold,
+            "gold_medal": self.gold_medal,
+            "silver_medal": self.silver_medal,
+            "bronze_medal": self.bronze_medal,
+            "any_medal": self.any_medal,
+            "above_median": self.above_median,
+            "human_rank": self.human_rank,
+            "leaderboard_size": self.leaderboard_size,
+            "leaderboard_best": self.leaderboard_best,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GradeReport:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**dict(data))
+
+
+class Severity(enum.StrEnum):
+    """How bad a validation problem is: errors make a package unusable, warnings do not."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@final
+@frozen(kw_only=True)
+class Problem:
+    """One validation finding.
+
+    Args:
+        severity: error or warning.
+        file: the file or directory at fault, relative to the package root.
+        message: what is wrong (never holds answer values).
+        fix: what to do about it.
+    """
+
+    severity: Severity = field(converter=Severity)
+    file: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.severity.value}: {self.file}: {self.message} Fix: {self.fix}"
+
+    def to_dict(self) -> dict[str, str]:
+        """A JSON-ready dict."""
+        return {
+            "severity": self.severity.value,
+            "file": self.file,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+
+@final
+@frozen(kw_only=True)
+class ValidationReport:
+    """The deterministic checks of a task package.
+
+    Args:
+        task: the task name (the directory name when the package cannot be loaded).
+        path: the package root.
+        problems: every finding, errors first.
+        sample_score: what the sample submission grades to on the test split, if it graded.
+        checks: names of the checks that ran.
+    """
+
+    task: str
+    path: str
+    problems: tuple[Problem, ...] = ()
+    sample_score: float | None = field(default=None, converter=_finite_or_none)
+    checks: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error (warnings allowed)."""
+        return not self.errors
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems of severity error."""
+        return tuple(p for p in self.problems if p.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        """The problems of severity warning."""
+        return tuple(p for p in self.problems if p.severity is Severity.WARNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "task": self.task,
+            "path": self.path,
+            "ok": self.ok,
+            "problems": [p.to_dict() for p in self.problems],
+            "sample_score": self.sample_score,
+            "checks": list(self.checks),
+        }

@@ -1,0 +1,1 @@
+"""Private implementation of :mod:`openmle.gym.service` (the sandbox job service)."""

@@ -1,0 +1,298 @@
+"""Scheduling and running of jobs: CPU and GPU pools over one :class:`~openmle.Sandbox`.
+
+Each pool has its own slot count; within a pool the next job is the queued one with the
+smallest priority number (1 before 2), FIFO among equals. The claim is one SQLite statement,
+so a job is started at most once per claim and the store is always the truth.
+
+Restart rule (documented in ``docs/how-to/scale-out-with-the-job-service.md``): a job found
+``running`` when the service starts was interrupted by a crash. It is re-queued (same priority
+and place) while it has been started fewer than ``max_attempts`` times (default 2); otherwise it
+ends ``failed`` with an ``INFRA_ERROR`` result. Programs are re-run from scratch in a fresh
+workspace, so a re-run is safe; a program that kills the service every time stops after
+``max_attempts`` starts. A graceful stop (SIGTERM/Ctrl-C) cancels the runs and puts their jobs
+back in the queue without counting the interrupted start.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import attrs
+from anyio.abc import TaskGroup
+from attrs import define, field
+
+from openmle._protocols import Sandbox
+from openmle._types import Job, RunResult
+from openmle.errors import InvalidArgument
+from openmle.gym._service._config import ServiceConfig
+from openmle.gym._service._payload import SubmitRequest
+from openmle.gym._service._store import JobRow, JobStore, Status
+
+__all__ = ["JobService", "load_sandbox"]
+
+T = TypeVar("T")
+log = logging.getLogger("openmle.service")
+POOLS = ("cpu", "gpu")
+
+
+def load_sandbox(spec: str) -> Sandbox:
+    """Build the sandbox named by ``spec``: ``"local"`` or ``"module:callable"``.
+
+    Raises:
+        InvalidArgument: the spec does not name an importable factory, or it returned
+            something that is not a Sandbox.
+    """
+    if spec == "local":
+        backends = importlib.import_module("openmle.backends")
+        factory = backends.LocalSandbox
+    else:
+        module, sep, attr = spec.partition(":")
+        if not sep or not module or not attr:
+            raise InvalidArgument(f"Expected 'local' or 'module:callable' but got sandbox={spec!r}")
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise InvalidArgument(f"cannot load sandbox factory {spec!r}: {exc}") from None
+    sandbox = factory()
+    if not isinstance(sandbox, Sandbox):
+        raise InvalidArgument(
+            f"sandbox factory {spec!r} returned {type(sandbox).__name__}, not a Sandbox "
+            "(needs async run(job) and async aclose())"
+        )
+    return sandbox
+
+
+@define(eq=False)
+class JobService:
+    """The state and the scheduler of one job service process."""
+
+    config: ServiceConfig
+    sandbox: Sandbox
+    store: JobStore
+    _db_lock: anyio.CapacityLimiter = field(factory=lambda: anyio.CapacityLimiter(1), init=False)
+    _done: dict[str, anyio.Event] = field(factory=dict, init=False)
+    _scopes: dict[str, anyio.CancelScope] = field(factory=dict, init=False)
+    _ended: dict[str, anyio.Event] = field(factory=dict, init=False)
+    _cancel_requested: set[str] = field(factory=set, init=False)
+    _wake: dict[str, anyio.Event] = field(factory=dict, init=False)
+    _busy: dict[str, dict[int, str | None]] = field(factory=dict, init=False)
+    started_at: float = field(factory=time.time, init=False)
+    recovered: tuple[int, int] = field(default=(0, 0), init=False)
+
+    async def db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a store call in the worker thread (one at a time)."""
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._db_lock)
+
+    def slots(self, pool: str) -> int:
+        """Slots of ``pool``."""
+        return self.config.cpu_slots if pool == "cpu" else self.config.gpu_slots
+
+    # ------------------------------------------------------------------------------------
+    async def recover(self) -> None:
+        """Apply the restart rule to jobs a crash left running."""
+        requeued, exhausted = await self.db(
+            self.store.recover, max_attempts=self.config.max_attempts
+        )
+        for row in exhausted:
+            result = RunResult.infra_error(
+                f"the service stopped while the job was running, {row.attempts} time(s); "
+                f"not re-run (max_attempts={self.config.max_attempts})",
+                split=row.spec["job"]["split"],
+            )
+            await self.db(
+                self.store.finish, row.id, Status.FAILED, _result_body(result), result.detail
+            )
+        self.recovered = (requeued, len(exhausted))
+
+    async def run(self, tg: TaskGroup) -> None:
+        """Start one scheduler loop per pool with slots, and the retention sweep."""
+        if self.config.retain_s is not None:
+            tg.start_soon(self._sweep, self.config.retain_s)
+        for pool in POOLS:
+            n = self.slots(pool)
+            if n:
+                self._busy[pool] = dict.fromkeys(range(n))
+                self._wake[pool] = anyio.Event()
+                tg.start_soon(self._schedule, pool, tg)
+
+    async def _sweep(self, retain_s: float) -> None:
+        """Delete finished jobs older than ``retain_s``, every ``min(1 h, retain_s / 4)``."""
+        while True:
+            try:
+                n = await self.db(self.store.purge, time.time() - retain_s)
+                if n:
+                    log.info("deleted %d finished jobs older than %.0f s", n, retain_s)
+            except Exception:
+                log.exception("the retention sweep failed; retrying later")
+            await anyio.sleep(min(3600.0, retain_s / 4))
+
+    def poke(self, pool: str) -> None:
+        """Wake ``pool``'s scheduler after a submission."""
+        ev = self._wake.get(pool)
+        if ev is not None:
+            ev.set()
+
+    async def _schedule(self, pool: str, tg: TaskGroup) -> None:
+        sem = anyio.Semaphore(self.slots(pool))
+        while True:
+            await sem.acquire()
+            row = None
+            try:
+                self._wake[pool] = anyio.Event()
+                row = await self.db(self.store.claim_next, pool)
+            except Exception:  # e.g. the disk is full: keep serving, retry shortly
+                log.exception("could not claim the next %s job; retrying in 1 s", pool)
+                await anyio.sleep(1.0)
+            finally:
+                if row is None:
+                    sem.release()
+            if row is None:
+                await self._wake[pool].wait()
+                continue
+            slot = next(i for i, j in self._busy[pool].items() if j is None)
+            self._busy[pool][slot] = row.id
+            tg.start_soon(self._execute, row, sem, pool, slot)
+
+    async def _run_on_sandbox(self, row: JobRow, scope: anyio.CancelScope) -> RunResult | None:
+        """The job's result, an INFRA_ERROR result, or None when it was cancelled."""
+        split = row.spec.get("job", {}).get("split", "valid")
+        try:
+            job = Job.from_dict(row.spec["job"])
+        except Exception as exc:
+            return RunResult.infra_error(f"the stored job is unreadable: {exc}", split=split)
+        with scope:
+            with anyio.move_on_after(job.timeout_s + self.config.grace_s) as deadline:
+                try:
+                    result = await self.sandbox.run(job)
+                except Exception as exc:  # the sandbox broke, not the program
+                    return RunResult.infra_error(
+                        f"the sandbox raised {type(exc).__name__}: {exc}", split=job.split
+                    )
+                if not isinstance(result, RunResult):
+                    return RunResult.infra_error(
+                        f"the sandbox returned {type(result).__name__}, not a RunResult",
+                        split=job.split,
+                    )
+                return result
+            if deadline.cancelled_caught:
+                return RunResult.infra_error(
+                    f"the sandbox did not return within the job's timeout "
+                    f"({job.timeout_s} s) plus {self.config.grace_s} s",
+                    split=job.split,
+                )
+        return None
+
+    async def _execute(self, row: JobRow, sem: anyio.Semaphore, pool: str, slot: int) -> None:
+        scope = anyio.CancelScope()
+        self._scopes[row.id] = scope
+        self._ended[row.id] = anyio.Event()
+        try:
+            result = await self._run_on_sandbox(row, scope)
+            queued = max(0.0, (row.started_at or time.time()) - row.created_at)
+            with anyio.CancelScope(shield=True):
+                try:
+                    if row.id in self._cancel_requested or result is None:
+                        await self.db(
+                            self.store.finish,
+                            row.id,
+                            Status.CANCELLED,
+                            None,
+                            "cancelled while running",
+                        )
+                    else:
+                        result = attrs.evolve(result, queue_s=result.queue_s + queued)
+                        status = Status.FAILED if result.outcome.is_infra else Status.COMPLETED
+                        await self.db(
+                            self.store.finish, row.id, status, _result_body(result), result.detail
+                        )
+                except Exception:  # the job stays "running": the restart rule will see it
+                    log.exception("could not record the end of job %s", row.id)
+                self.notify(row.id)
+        finally:
+            self._scopes.pop(row.id, None)
+            self._ended.pop(row.id).set()
+            self._cancel_requested.discard(row.id)
+            self._busy[pool][slot] = None
+            sem.release()
+
+    # ------------------------------------------------------------------------------------
+    def notify(self, job_id: str) -> None:
+        """Wake long-polls waiting on ``job_id``."""
+        ev = self._done.pop(job_id, None)
+        if ev is not None:
+            ev.set()
+
+    async def submit(self, req: SubmitRequest) -> tuple[JobRow | None, bool]:
+        """Store a submission; ``(row, created)``, or ``(None, False)`` when the queue is full."""
+        row, created = await self.db(
+            self.store.insert,
+            idempotency_key=req.idempotency_key,
+            request_hash=req.request_hash(),
+            name=req.job.name,
+            pool=req.pool,
+            priority=req.priority,
+            spec=req.spec(),
+            max_queued=self.config.max_queued,
+        )
+        if created:
+            self.poke(req.pool)
+        return row, created
+
+    async def get(self, job_id: str, *, wait_s: float = 0.0) -> JobRow | None:
+        """The job, after waiting up to ``wait_s`` seconds for it to end."""
+        row = await self.db(self.store.get, job_id)
+        if row is None or row.status in Status.TERMINAL or wait_s <= 0:
+            return row
+        ev = self._done.setdefault(job_id, anyio.Event())
+        # Re-read: it may have ended between the read and the registration.
+        row = await self.db(self.store.get, job_id)
+        if row is not None and row.status not in Status.TERMINAL:
+            with anyio.move_on_after(wait_s):
+                await ev.wait()
+            row = await self.db(self.store.get, job_id)
+        return row
+
+    async def cancel(self, job_id: str) -> JobRow | None:
+        """Cancel a queued or running job; a finished one is left as it is."""
+        if await self.db(self.store.cancel_queued, job_id):
+            self.notify(job_id)
+        else:
+            scope = self._scopes.get(job_id)
+            ended = self._ended.get(job_id)
+            if scope is not None and ended is not None:
+                self._cancel_requested.add(job_id)
+                scope.cancel()
+                with anyio.move_on_after(30):
+                    await ended.wait()
+        return await self.db(self.store.get, job_id)
+
+    async def workers(self) -> dict[str, Any]:
+        """Per-slot and per-pool status (``workers_show`` as the released router shows it)."""
+        counts = await self.db(self.store.counts)
+        show = []
+        pools: dict[str, Any] = {}
+        for pool, busy in self._busy.items():
+            for slot, job_id in busy.items():
+                show.append(
+                    {
+                        "worker_id": f"{pool}-{slot}",
+                        "resource_type": pool,
+                        "status": "idle" if job_id is None else "busy",
+                        "job_id": job_id,
+                    }
+                )
+            pools[pool] = {
+                "slots": len(busy),
+                "running": counts.get((pool, Status.RUNNING), 0),
+                "queued": counts.get((pool, Status.QUEUED), 0),
+            }
+        return {"workers_show": show, "pools": pools}
+
+
+def _result_body(result: RunResult) -> dict[str, Any]:
+    return result.to_dict()

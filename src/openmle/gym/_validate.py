@@ -1,0 +1,316 @@
+"""The deterministic checks of a task package (the released Gym's, plus the validation view).
+
+Checks, in order: required files; every CSV parses (header, no blank or duplicate column
+names, one value per column in every row); the description is not empty; the sample
+submission and the answers have one row per row of ``test.csv``; ids (when the task has an id
+column) are present, unique and identically ordered in ``test.csv``, the sample submission and
+the answers; no target column leaks into ``test.csv``; ``train.csv`` holds the target columns;
+the leaderboard parses; the metric's direction can be read; the sample submission grades to a
+finite number on the test split; the validation view builds and its sample submission grades.
+
+Every problem names the file and the fix, and never quotes a cell of the answers file. A check
+that hits something unexpected reports it as a problem instead of raising: ``validate`` never
+raises for a broken package.
+
+The released Gym then asked an LLM judge to score the task; that is out of scope here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from openmle.errors import TaskPackageError
+from openmle.gym._gradeproc import CsvError, Table, read_csv
+from openmle.gym._reports import Problem, Severity, ValidationReport
+
+if TYPE_CHECKING:
+    from openmle.gym._package import Task
+
+__all__ = ["validate_path", "validate_task"]
+
+_PUBLIC = "data/public"
+_ANSWERS = "data/private/test_answer.csv"
+_FILES = {
+    "train": f"{_PUBLIC}/train.csv",
+    "test": f"{_PUBLIC}/test.csv",
+    "sample": f"{_PUBLIC}/sample_submission.csv",
+    "answers": _ANSWERS,
+}
+
+
+class _Checker:
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.root = task.root
+        self.problems: list[Problem] = []
+        self.checks: list[str] = []
+        self.tables: dict[str, Table] = {}
+        self.sample_score: float | None = None
+
+    def error(self, file: str, message: str, fix: str) -> None:
+        self.problems.append(Problem(severity=Severity.ERROR, file=file, message=message, fix=fix))
+
+    def warn(self, file: str, message: str, fix: str) -> None:
+        self.problems.append(
+            Problem(severity=Severity.WARNING, file=file, message=message, fix=fix)
+        )
+
+    def run(self, name: str, check: Callable[[], None]) -> None:
+        self.checks.append(name)
+        try:
+            check()
+        except Exception as exc:  # a check must never crash validation
+            self.error(
+                ".",
+                f"the {name} check could not finish ({type(exc).__name__})",
+                "fix the problems reported before it and validate again",
+            )
+
+    # ------------------------------------------------------------------ checks
+
+    def files(self) -> None:
+        required = {
+            f"{_PUBLIC}/description.txt": "describe the task, the data and the submission format",
+            _FILES["train"]: "add the labelled training data",
+            _FILES["test"]: "add the test inputs (without targets)",
+            _FILES["sample"]: "add a sample submission with the expected columns and ids",
+            _ANSWERS: "add the hidden answers (id and target columns)",
+        }
+        for rel, fix in required.items():
+            if not (self.root / rel).is_file():
+                self.error(rel, "is missing.", fix.capitalize() + ".")
+        if self.task._config.metric is None and not (self.root / "utils/metric.py").is_file():
+            self.error(
+                "utils/metric.py",
+                "is missing and task.toml names no built-in metric.",
+                "Add a class whose name ends in 'Metrics', or set metric = \"...\" in task.toml.",
+            )
+        if not (self.root / "utils/prepare.py").is_file():
+            self.warn(
+                "utils/prepare.py",
+                "is missing, so the data cannot be rebuilt from raw/.",
+                "Add prepare(raw, public, private).",
+            )
+
+    def csvs(self) -> None:
+        for key, rel in _FILES.items():
+            path = self.root / rel
+            if not path.is_file():
+                continue
+            try:
+                table = read_csv(path, label=rel)
+            except CsvError as exc:
+                self.error(rel, f"cannot be used: {exc}.", "Rewrite it as a well-formed CSV.")
+                continue
+            if not table.rows:
+                self.error(rel, "has a header but no rows.", "Add the data rows.")
+            self.tables[key] = table
+
+    def description(self) -> None:
+        rel = f"{_PUBLIC}/description.txt"
+        path = self.root / rel
+        if not path.is_file():
+            return
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            self.error(rel, "is not readable UTF-8 text.", "Save it as UTF-8.")
+            return
+        if not text.strip():
+            self.error(rel, "is empty.", "Describe the task, the metric and the submission.")
+
+    def rows(self) -> None:
+        test = self.tables.get("test")
+        if test is None:
+            return
+        for key in ("sample", "answers"):
+            t = self.tables.get(key)
+            if t is not None and len(t.rows) != len(test.rows):
+                self.error(
+                    _FILES[key],
+                    f"has {len(t.rows)} rows but test.csv has {len(test.rows)}.",
+                    "Give it exactly one row per row of test.csv.",
+                )
+
+    def ids(self) -> None:
+        col = self.task.id_column
+        if col is None:
+            self.warn(
+                _FILES["sample"],
+                "has no id column (its first column does not look like an id), so rows are "
+                "matched by position.",
+                "Put an id column first, or set id_column in task.toml.",
+            )
+            return
+        orders: dict[str, list[str]] = {}
+        for key in ("test", "sample", "answers"):
+            t = self.tables.get(key)
+            if t is None:
+                continue
+            if col not in t.header:
+                self.error(
+                    _FILES[key],
+                    f"lacks the id column {col!r}.",
+                    f"Add the column {col!r} with the test ids.",
+                )
+                continue
+            ids = [v.strip() for v in t.column(col)]
+            dupes = len(ids) - len(set(ids))
+            if dupes:
+                self.error(
+                    _FILES[key],
+                    f"repeats {dupes} id(s) in column {col!r}.",
+                    "Give every row a unique id.",
+                )
+            orders[key] = ids
+        test_ids = orders.get("test")
+        for key in ("sample", "answers"):
+            other = orders.get(key)
+            if test_ids is None or other is None or len(other) != len(test_ids):
+                continue
+            if other != test_ids:
+                same_set = sorted(other) == sorted(test_ids)
+                self.error(
+                    _FILES[key],
+                    "lists the test ids in a different order than test.csv."
+                    if same_set
+                    else "holds ids that test.csv does not have (or lacks some of its ids).",
+                    "Write the ids of test.csv, in the same order.",
+                )
+        train = self.tables.get("train")
+        if train is not None and col not in train.header:
+            self.error(
+                _FILES["train"],
+                f"lacks the id column {col!r}, so the validation split cannot be built.",
+                f"Keep the column {col!r} in train.csv.",
+            )
+
+    def targets(self) -> None:
+        test = self.tables.get("test")
+        col = self.task.id_column
+        for key in ("sample", "answers"):
+            t = self.tables.get(key)
+            if t is None or test is None:
+                continue
+            leaked = [c for c in t.header if c != col and c in test.header]
+            if leaked:
+                self.error(
+                    _FILES["test"],
+                    f"contains the target column(s) {leaked} (from {Path(_FILES[key]).name}).",
+                    "Remove the target columns from test.csv.",
+                )
+        answers, train = self.tables.get("answers"), self.tables.get("train")
+        if answers is not None and train is not None:
+            missing = [c for c in answers.header if c != col and c not in train.header]
+            if missing:
+                self.error(
+                    _FILES["train"],
+                    f"lacks the target column(s) {missing} that the answers file has.",
+                    "Keep the target columns in train.csv (the validation split needs them).",
+                )
+
+    def leaderboard(self) -> None:
+        path = self.task.leaderboard_path
+        if path is None:
+            return
+        rel = str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+        if not path.is_file():
+            self.error(rel, "is named in task.toml but missing.", "Add it or remove the key.")
+            return
+        try:
+            board = self.task.leaderboard
+        except TaskPackageError as exc:
+            self.error(rel, str(exc) + ".", "Write a CSV with a 'score' column.")
+            return
+        if not board:
+            self.error(rel, "has no finite score.", "Write one finite score per entry.")
+
+    def metric(self, smoke_test: bool) -> None:
+        try:
+            _ = self.task.higher_is_better
+        except TaskPackageError as exc:
+            self.error("utils/metric.py", f"{exc}.", "Fix the metric class.")
+            return
+        if not smoke_test or not {"sample", "answers"} <= set(self.tables):
+            return
+        report = self.task.grade(self.root / _FILES["sample"], "test")
+        if not report.valid:
+            self.error(
+                _FILES["sample"],
+                f"does not grade on the test split: {report.reason}.",
+                "Make the sample submission, the answers and the metric agree.",
+            )
+        else:
+            self.sample_score = report.score
+
+    def valid_split(self, smoke_test: bool) -> None:
+        if not {"train", "sample", "answers"} <= set(self.tables):
+            return
+        try:
+            public = self.task.public_dir("valid")
+        except TaskPackageError as exc:
+            self.error(_FILES["train"], f"{exc}.", "Fix train.csv so it can be split.")
+            return
+        if smoke_test and self.sample_score is not None:
+            report = self.task.grade(public / "sample_submission.csv", "valid")
+            if not report.valid:
+                self.error(
+                    _FILES["train"],
+                    f"the validation split's sample submission does not grade: {report.reason}.",
+                    "Make train.csv's target columns match the answers file's.",
+                )
+
+
+def validate_task(task: Task, *, smoke_test: bool = True) -> ValidationReport:
+    """Run every check on ``task``; never raises for a broken package.
+
+    Args:
+        task: the loaded package.
+        smoke_test: also grade the sample submissions (spawns grading processes).
+    """
+    c = _Checker(task)
+    c.run("files", c.files)
+    c.run("csv", c.csvs)
+    c.run("description", c.description)
+    c.run("rows", c.rows)
+    c.run("ids", c.ids)
+    c.run("targets", c.targets)
+    c.run("leaderboard", c.leaderboard)
+    c.run("metric", lambda: c.metric(smoke_test))
+    if not c.problems or all(p.severity is Severity.WARNING for p in c.problems):
+        c.run("valid_split", lambda: c.valid_split(smoke_test))
+    problems = sorted(c.problems, key=lambda p: p.severity is not Severity.ERROR)
+    return ValidationReport(
+        task=task.name,
+        path=str(task.root),
+        problems=tuple(problems),
+        sample_score=c.sample_score,
+        checks=tuple(c.checks),
+    )
+
+
+def validate_path(path: Path | str, *, smoke_test: bool = True) -> ValidationReport:
+    """Load the package at ``path`` and validate it; a load failure becomes an error problem."""
+    from openmle.gym._package import load_task
+
+    try:
+        task = load_task(path)
+    except TaskPackageError as exc:
+        p = Path(path)
+        file = "task.toml" if str(exc).startswith("task.toml") else "."
+        return ValidationReport(
+            task=p.name,
+            path=str(p),
+            problems=(
+                Problem(
+                    severity=Severity.ERROR,
+                    file=file,
+                    message=str(exc),
+                    fix="Fix the package so it loads.",
+                ),
+            ),
+            checks=("load",),
+        )
+    return validate_task(task, smoke_test=smoke_test)

@@ -1,0 +1,377 @@
+"""The four operators as prompt builders.
+
+A prompt is a system message and one user message made of titled sections, in this order:
+task, data, the operator's inputs (parent programs with their feedback), the operator's
+guidance, the search memory block, the execution budget (with the time left), Debug's timeout
+advice, the submission check, the answer format, and any extra task instructions. Every
+prompt has a hard character budget (:class:`PromptBudget`); over it, sections are cut
+deterministically (memory first, then feedback, then parent code, then the data description).
+
+Which scores may reach a prompt is explicit: **validation scores yes, test scores never**.
+Parent feedback is rendered from a :class:`~openmle.RunResult` by :func:`render_feedback`,
+which refuses a result graded on the test split; memory blocks come from experience cards,
+which cannot hold one. No other argument of the builders carries a score.
+
+The wording is our own (the released templates are not reused). Users can pass their own
+:class:`OperatorTemplates`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final
+
+import attrs
+from attrs import field, frozen
+
+from openmle._types import (
+    Message,
+    ModelRequest,
+    Operator,
+    Outcome,
+    RunResult,
+    Split,
+    check_operator,
+)
+from openmle._validation import check_type, fail
+from openmle.errors import InvalidArgument
+from openmle.operators._budget import Section, clip, fit_sections
+
+__all__ = [
+    "DEFAULT_TEMPLATES",
+    "OperatorTemplates",
+    "ParentView",
+    "PromptBudget",
+    "TaskBrief",
+    "build_request",
+    "format_duration",
+    "render_feedback",
+]
+
+
+def _frozen_map(value: Mapping[Any, str]) -> Mapping[Operator, str]:
+    return MappingProxyType({check_operator(k): str(v) for k, v in dict(value).items()})
+
+
+@frozen(kw_only=True)
+class OperatorTemplates:
+    """The fixed wording of the prompts; replace any field to customise.
+
+    Args:
+        system: the system message shared by every operator.
+        role: one line per operator appended to the system message.
+        guidance: per operator, what to do this step.
+        memory_intro: per operator, one line introducing the memory block.
+        no_memory: shown when there is no memory yet.
+        budget: the execution budget line; ``{limit}`` is replaced by the time a run may take.
+        timeout_advice: Debug only, when the parent timed out or ran out of memory.
+        submission_check: what a valid submission looks like.
+        answer_format: how to lay out the answer (plan, then exactly one program).
+    """
+
+    system: str = (
+        "You are an experienced machine-learning engineer who writes complete, runnable Python "
+        "programs for tabular, text and image prediction tasks. You reason about the data "
+        "before modelling, validate honestly on held-out data, and keep programs within "
+        "their time limits."
+    )
+    role: Mapping[Operator, str] = field(
+        converter=_frozen_map,
+        factory=lambda: {
+            Operator.DRAFT: "This step starts a fresh solution from scratch.",
+            Operator.IMPROVE: "This step refines one existing solution.",
+            Operator.DEBUG: "This step repairs one solution that failed.",
+            Operator.CROSSOVER: "This step merges the strengths of two existing solutions.",
+        },
+    )
+    guidance: Mapping[Operator, str] = field(
+        converter=_frozen_map,
+        factory=lambda: {
+            Operator.DRAFT: (
+                "Propose one complete approach that differs from the ideas already explored "
+                "(see the search memory). Prefer a solid, simple baseline over an ambitious "
+                "one that may not finish. Hold out part of the training data, report the "
+                "validation metric, then predict the test set."
+            ),
+            Operator.IMPROVE: (
+                "Pick one concrete change that should raise the validation metric of the "
+                "parent program (features, model, tuning, training schedule or "
+                "post-processing), explain why, and apply only that change. Keep the parent's "
+                "validation scheme so the numbers stay comparable."
+            ),
+            Operator.DEBUG: (
+                "Work out the root cause of the failure from the feedback before editing. Fix "
+                "it while keeping the parent's core idea; do not swap in a different method to "
+                "dodge the bug. If the fix is small, you may also make one safe improvement."
+            ),
+            Operator.CROSSOVER: (
+                "Read both parents, name what each does better, and write one program that "
+                "combines those parts into a single coherent approach (for example the "
+                "features of one with the model of the other, or a blend of both). Keep one "
+                "consistent validation scheme."
+            ),
+        },
+    )
+    memory_intro: Mapping[Operator, str] = field(
+        converter=_frozen_map,
+        factory=lambda: {
+            Operator.DRAFT: "Ideas this search has already tried (avoid repeating them):",
+            Operator.IMPROVE: (
+                "What the search learned around this parent. Build on changes that helped, "
+                "avoid ones that hurt, and do not repeat a sibling's attempt."
+            ),
+            Operator.DEBUG: (
+                "Related attempts, same error first. Do not repeat a fix that already failed."
+            ),
+            Operator.CROSSOVER: ("What the search learned about both parents and how they differ."),
+        },
+    )
+    no_memory: str = "Nothing recorded yet."
+    budget: str = (
+        "A single run of your program may take at most {limit}, including data loading, "
+        "training, validation and writing the submission. Size the model, the number of "
+        "folds and epochs so it finishes well inside that limit."
+    )
+    timeout_advice: str = (
+        "The parent ran out of time or memory. Cut the cost first: fewer epochs or folds, a "
+        "smaller model, a sample of the training data, or lower-resolution inputs."
+    )
+    submission_check: str = (
+        "Before finishing, the program must write ./submission.csv with the same columns, "
+        "column order and number of rows as sample_submission.csv, the same ids in the same "
+        "order, and no missing or infinite values. Align train and test features and handle "
+        "missing values first."
+    )
+    answer_format: str = (
+        "Answer with a short plan (a few sentences) followed by exactly one fenced Python code "
+        "block holding the whole program: ```python ... ```. The program reads the data from "
+        "the directory in the DATA_DIR environment variable and prints the validation metric."
+    )
+
+
+DEFAULT_TEMPLATES: Final = OperatorTemplates()
+"""The default wording."""
+
+
+@frozen(kw_only=True)
+class TaskBrief:
+    """What the task says: description, data description, and optional extra instructions."""
+
+    description: str = field(validator=attrs.validators.instance_of(str))
+    data_description: str = ""
+    instructions: str = ""
+
+
+@frozen(kw_only=True)
+class PromptBudget:
+    """Character limits of one prompt (system + user message).
+
+    Args:
+        max_chars: hard cap on the whole prompt.
+        code_chars: cap on each parent program.
+        feedback_chars: cap on each parent's feedback.
+        memory_chars: cap on the memory block.
+    """
+
+    max_chars: int = 48_000
+    code_chars: int = 16_000
+    feedback_chars: int = 3_000
+    memory_chars: int = 8_000
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("max_chars", "code_chars", "feedback_chars", "memory_chars"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise fail("an integer > 0", f"PromptBudget.{name}", v)
+        if self.max_chars < 2_000:
+            raise fail("at least 2000", "PromptBudget.max_chars", self.max_chars)
+
+
+def render_feedback(result: RunResult, *, max_log_chars: int = 3_000) -> str:
+    """What a parent's run looked like, for the model: outcome, validation score, logs.
+
+    Args:
+        result: the parent's validation run.
+        max_log_chars: cap on the log excerpt (head and tail kept).
+
+    Raises:
+        InvalidArgument: ``result`` was graded on the test split (test scores never reach a
+            prompt).
+    """
+    check_type(result, RunResult, "result")
+    if result.split is not Split.VALID:
+        raise InvalidArgument(
+            "render_feedback got a result graded on the test split; prompts may show "
+            "validation results only"
+        )
+    lines = [f"Outcome: {result.outcome.value}"]
+    if result.score is not None:
+        lines.append(f"Validation score: {result.score:.6g}")
+    if result.error_signature and not result.outcome.is_success:
+        lines.append(f"Error: {result.error_signature}")
+    if result.detail:
+        lines.append(f"Detail: {result.detail}")
+    lines.append(f"Runtime: {format_duration(result.runtime_s)}")
+    if result.logs.strip():
+        lines.append("Output:\n" + clip(result.logs.strip(), max_log_chars, keep_head=0.3))
+    return "\n".join(lines)
+
+
+@frozen(kw_only=True)
+class ParentView:
+    """A parent as a prompt shows it: its program and the feedback of its run.
+
+    Build one with :meth:`from_result` so the feedback goes through :func:`render_feedback`.
+    """
+
+    node_id: str
+    code: str
+    feedback: str = ""
+    timed_out: bool = False
+
+    @classmethod
+    def from_result(
+        cls, node_id: str, code: str, result: RunResult, *, max_log_chars: int = 3_000
+    ) -> ParentView:
+        """A view with feedback rendered from a validation ``result``."""
+        return cls(
+            node_id=node_id,
+            code=code,
+            feedback=render_feedback(result, max_log_chars=max_log_chars),
+            timed_out=result.outcome in (Outcome.TIMEOUT, Outcome.OOM),
+        )
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as words: ``"45 seconds"``, ``"12 minutes"``, ``"2 hours 5 minutes"``."""
+    s = max(0, math.floor(seconds))
+    if s < 90:
+        return f"{s} second{'s' if s != 1 else ''}"
+    minutes = s // 60
+    if minutes < 90:
+        return f"{minutes} minutes"
+    hours, rest = divmod(minutes, 60)
+    out = f"{hours} hour{'s' if hours != 1 else ''}"
+    return f"{out} {rest} minutes" if rest else out
+
+
+_TITLES = {1: ("Program", "Feedback"), 2: ("Program {i}", "Feedback {i}")}
+
+
+def build_request(
+    operator: Operator | str,
+    *,
+    task: TaskBrief,
+    parents: Sequence[ParentView] = (),
+    memory: str = "",
+    execution_timeout_s: float,
+    time_left_s: float | None = None,
+    templates: OperatorTemplates = DEFAULT_TEMPLATES,
+    budget: PromptBudget | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    seed: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> ModelRequest:
+    """Build one operator's request.
+
+    Args:
+        operator: Draft (no parent), Improve or Debug (one), Crossover (two).
+        task: the task's description.
+        parents: the parents, as many as the operator takes.
+        memory: the memory block (see :class:`openmle.search.OperatorMemory`).
+        execution_timeout_s: the sandbox limit of one run.
+        time_left_s: search time left; the budget line shows ``min(timeout, time left)``.
+        templates: the wording.
+        budget: character limits (default :class:`PromptBudget`).
+        temperature, max_tokens, seed: passed on to the request.
+        metadata: passed on (the operator and parent ids are added).
+
+    Returns:
+        A :class:`~openmle.ModelRequest` whose prompt is at most ``budget.max_chars`` long.
+
+    Raises:
+        InvalidArgument: the wrong number of parents.
+    """
+    op = check_operator(operator)
+    budget = budget or PromptBudget()
+    parents = tuple(parents)
+    if len(parents) != op.n_parents:
+        raise InvalidArgument(
+            f"{op.value} takes {op.n_parents} parent(s) but got {len(parents)}; pass "
+            f"parents=[ParentView, ...]"
+        )
+    system = clip(f"{templates.system}\n\n{templates.role[op]}", budget.max_chars // 4)
+    limit = execution_timeout_s if time_left_s is None else min(execution_timeout_s, time_left_s)
+    sections = [
+        Section(title="Task", body=task.description, priority=5, keep_head=0.7),
+        Section(title="Data", body=task.data_description, priority=3, keep_head=0.7),
+    ]
+    if parents:
+        intro = (
+            "Below is the current program and what happened when it ran."
+            if len(parents) == 1
+            else "Below are two programs and what happened when each ran."
+        )
+        sections.append(Section(title="Starting point", body=intro, priority=-1))
+    for i, p in enumerate(parents, start=1):
+        code_t, fb_t = _TITLES[len(parents)]
+        sections.append(
+            Section(
+                title=code_t.format(i=i),
+                body="```python\n" + clip(p.code, budget.code_chars, keep_head=0.6) + "\n```",
+                priority=2,
+                keep_head=0.6,
+            )
+        )
+        sections.append(
+            Section(
+                title=fb_t.format(i=i),
+                body=clip(p.feedback, budget.feedback_chars, keep_head=0.3),
+                priority=1,
+                keep_head=0.3,
+            )
+        )
+    sections.append(Section(title="What to do", body=templates.guidance[op], priority=-1))
+    mem = memory.strip() or templates.no_memory
+    sections.append(
+        Section(
+            title="Search memory",
+            body=templates.memory_intro[op]
+            + "\n\n"
+            + clip(mem, budget.memory_chars, keep_head=0.8),
+            priority=0,
+            keep_head=0.8,
+        )
+    )
+    sections.append(
+        Section(
+            title="Execution budget",
+            body=templates.budget.format(limit=format_duration(limit)),
+            priority=-1,
+        )
+    )
+    if op is Operator.DEBUG and any(p.timed_out for p in parents):
+        sections.append(
+            Section(title="Time and memory", body=templates.timeout_advice, priority=-1)
+        )
+    sections.append(Section(title="Submission check", body=templates.submission_check, priority=-1))
+    sections.append(Section(title="Answer format", body=templates.answer_format, priority=-1))
+    if task.instructions.strip():
+        sections.append(Section(title="Task instructions", body=task.instructions, priority=4))
+    user = fit_sections(sections, max(0, budget.max_chars - len(system)))
+    meta = {
+        **dict(metadata or {}),
+        "operator": op.value,
+        "parent_ids": [p.node_id for p in parents],
+    }
+    return ModelRequest(
+        messages=(Message(role="system", content=system), Message(role="user", content=user)),
+        operator=op,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        metadata=meta,
+    )

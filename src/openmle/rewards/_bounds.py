@@ -1,0 +1,241 @@
+"""Static and adaptive reward bounds, in signed space (larger is better).
+
+- :func:`static_bounds` reads the widest limits the task metadata allows.
+- :func:`adaptive_bounds` derives a (best, worst) pair from observed scores: the best score seen
+  and the k-th best (or the mean/median), pushed down by a share of the span, then clipped to the
+  static limits.
+- :func:`resolve_bounds` is the rule the released ``score2reward`` uses to combine an adaptive
+  pair with the static limits (including the 1e6 range clamp).
+- :func:`preferred_static_bounds` picks one source per side (leaderboard or theoretical) with an
+  optional constant fallback pair: the released "static view".
+
+All of them reproduce the released OpenRSI rules exactly (golden vectors ``static_bounds`` and
+``adaptive_bound_pair``); departures live in :class:`openmle.rewards.RewardProfile`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Literal, TypeAlias
+
+import numpy as np
+
+from openmle._validation import check_choice, fail
+from openmle.rewards._scores import MetaLike, as_meta, finite_signed
+
+__all__ = [
+    "BOUND_MODES",
+    "MAX_RANGE",
+    "BoundMode",
+    "Bounds",
+    "adaptive_bounds",
+    "preferred_static_bounds",
+    "resolve_bounds",
+    "static_bounds",
+]
+
+Bounds: TypeAlias = tuple[float | None, float | None]
+"""A signed ``(best, worst)`` pair; either side may be None when unknown."""
+
+BoundMode: TypeAlias = Literal[
+    "top1_top8", "top1_top16", "top1_all_mean", "top1_all_median", "theoretical"
+]
+BOUND_MODES: tuple[str, ...] = (
+    "top1_top8",
+    "top1_top16",
+    "top1_all_mean",
+    "top1_all_median",
+    "theoretical",
+)
+
+MAX_RANGE = 1e6
+"""Widest span (best - worst) a bound pair may have before it is narrowed."""
+
+
+def _is_finite(v: float | None) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def static_bounds(meta: MetaLike) -> Bounds:
+    """The widest static limits of a task, in signed space.
+
+    best = max of the available best-side bounds (``theoretical_max``, ``leaderboard_max`` for a
+    higher-is-better metric; ``-theoretical_min``, ``-leaderboard_min`` otherwise); worst = min of
+    the worst-side bounds. Either side is None when no bound of that side is known. No range clamp
+    is applied here (see :func:`resolve_bounds`).
+
+    Args:
+        meta: a :class:`openmle.TaskMeta` or a mapping with its keys.
+
+    Returns:
+        ``(best, worst)`` signed, each a float or None.
+    """
+    m = as_meta(meta)
+    if m.higher_is_better:
+        best_side = [m.theoretical_max, m.leaderboard_max]
+        worst_side = [m.theoretical_min, m.leaderboard_min]
+    else:
+        best_side = [None if v is None else -v for v in (m.theoretical_min, m.leaderboard_min)]
+        worst_side = [None if v is None else -v for v in (m.theoretical_max, m.leaderboard_max)]
+    bests = [v for v in best_side if v is not None]
+    worsts = [v for v in worst_side if v is not None]
+    return (max(bests) if bests else None, min(worsts) if worsts else None)
+
+
+def _apply_max_range(best: float, worst: float, fallback: Bounds | None) -> tuple[float, float]:
+    if best - worst > MAX_RANGE:
+        if fallback is not None:
+            fb, fw = fallback
+            if fb is not None and fw is not None and 0 < fb - fw <= MAX_RANGE:
+                return fb, fw
+        worst = best - MAX_RANGE
+    return best, worst
+
+
+def resolve_bounds(meta: MetaLike, dynamic: Bounds | None = None) -> Bounds:
+    """The bound pair the released ``score2reward`` maps with.
+
+    A finite ``dynamic`` pair is clipped into the static limits (best down to the static best,
+    worst up to the static worst); if it still has best > worst it is used. Otherwise the static
+    pair is used when both sides are known. A span above :data:`MAX_RANGE` is narrowed (to the
+    static pair when that fits, else by raising worst to ``best - MAX_RANGE``).
+
+    Returns:
+        ``(best, worst)`` with best > worst, or ``(None, None)`` when no usable pair exists.
+    """
+    sb, sw = static_bounds(meta)
+    if dynamic is not None:
+        db, dw = dynamic
+        if _is_finite(db) and _is_finite(dw):
+            assert db is not None and dw is not None
+            if sb is not None:
+                db = min(db, sb)
+            if sw is not None:
+                dw = max(dw, sw)
+            if db > dw:
+                return _apply_max_range(db, dw, (sb, sw))
+    if _is_finite(sb) and _is_finite(sw):
+        assert sb is not None and sw is not None
+        if sb > sw:
+            return _apply_max_range(sb, sw, None)
+    return (None, None)
+
+
+def preferred_static_bounds(
+    meta: MetaLike,
+    *,
+    priority: Literal["leaderboard", "theoretical"] = "leaderboard",
+    fallback: Bounds | None = (100.0, -100.0),
+) -> Bounds:
+    """One source per side (leaderboard or theoretical first), with a constant fallback pair.
+
+    If either side has no bound, the whole ``fallback`` pair is used (when given). The result
+    goes through the :data:`MAX_RANGE` clamp.
+
+    Args:
+        meta: task metadata.
+        priority: which source to prefer on each side.
+        fallback: signed ``(best, worst)`` used when a side is missing, or None for no fallback.
+
+    Returns:
+        ``(best, worst)`` signed, or ``(None, None)`` without bounds.
+    """
+    check_choice(priority, ("leaderboard", "theoretical"), "priority")
+    m = as_meta(meta)
+    if m.higher_is_better:
+        lb = (m.leaderboard_max, m.leaderboard_min)
+        th = (m.theoretical_max, m.theoretical_min)
+    else:
+        lb = tuple(None if v is None else -v for v in (m.leaderboard_min, m.leaderboard_max))  # type: ignore[assignment]
+        th = tuple(None if v is None else -v for v in (m.theoretical_min, m.theoretical_max))  # type: ignore[assignment]
+    first, second = (lb, th) if priority == "leaderboard" else (th, lb)
+    best = first[0] if first[0] is not None else second[0]
+    worst = first[1] if first[1] is not None else second[1]
+    if best is None or worst is None:
+        if fallback is None or fallback[0] is None or fallback[1] is None:
+            return (None, None)
+        best, worst = fallback
+        assert best is not None and worst is not None
+    return _apply_max_range(best, worst, fallback)
+
+
+def _sanitize(best: float | None, worst: float | None, static: Bounds, min_span: float) -> Bounds:
+    sb, sw = static
+    if not (_is_finite(best) and _is_finite(worst)):
+        # An overflowed or missing pair (e.g. a history poisoned by +-1.797e308) falls back to
+        # the static pair before any clipping, as released.
+        if not (_is_finite(sb) and _is_finite(sw)):
+            return (None, None)
+        best, worst = sb, sw
+    assert best is not None and worst is not None
+    if sb is not None:
+        best = min(best, sb)
+    if sw is not None:
+        worst = max(worst, sw)
+    if best <= worst:
+        best = worst + max(min_span, 1e-12)
+    return (best, worst)
+
+
+def adaptive_bounds(
+    history: Iterable[float | None] | None,
+    group: Iterable[float | None] | None,
+    *,
+    meta: MetaLike,
+    mode: BoundMode | str = "top1_top16",
+    lower_shift_ratio: float = 0.25,
+    min_span: float = 1e-6,
+) -> Bounds:
+    """Adaptive (best, worst) bounds from the scores seen so far, in signed space.
+
+    best is the best signed score of ``history`` and ``group`` together; worst is the 8th or
+    16th best (the last one when there are fewer), or the mean or median of all, by ``mode``
+    (``"theoretical"`` uses the static limits only). worst is then lowered by
+    ``lower_shift_ratio * (best - worst)`` (negative ratios count as 0), both are clipped into
+    :func:`static_bounds`, and best is raised to ``worst + min_span`` when the pair collapsed.
+
+    Args:
+        history: raw scores from earlier groups of the task (None/NaN/inf are ignored).
+        group: raw scores of the current group (None/NaN/inf are ignored).
+        meta: task metadata (direction and static bounds); a TaskMeta or a mapping.
+        mode: ``top1_top8``, ``top1_top16``, ``top1_all_mean``, ``top1_all_median`` or
+            ``theoretical``.
+        lower_shift_ratio: share of the span to push worst down by (>= 0 to have an effect).
+        min_span: smallest allowed best - worst.
+
+    Returns:
+        ``(best, worst)`` signed with best > worst, or ``(None, None)`` when there is no score
+        and no complete static pair.
+
+    Raises:
+        InvalidArgument: unknown ``mode`` (a ValueError).
+    """
+    if mode not in BOUND_MODES:
+        raise fail(
+            f"one of {list(BOUND_MODES)}",
+            "mode",
+            mode,
+            f"Unsupported adaptive reward bound mode: {mode}",
+        )
+    m = as_meta(meta)
+    static = static_bounds(m)
+    if mode == "theoretical":
+        return _sanitize(static[0], static[1], static, min_span)
+    scores = finite_signed(history, m.higher_is_better) + finite_signed(group, m.higher_is_better)
+    if not scores:
+        return _sanitize(static[0], static[1], static, min_span)
+    ordered = sorted(scores, reverse=True)
+    best = ordered[0]
+    if mode == "top1_top8":
+        worst = ordered[min(7, len(ordered) - 1)]
+    elif mode == "top1_top16":
+        worst = ordered[min(15, len(ordered) - 1)]
+    elif mode == "top1_all_mean":
+        worst = float(np.mean(np.asarray(scores, dtype=np.float64)))
+    else:
+        worst = float(np.median(np.asarray(scores, dtype=np.float64)))
+    ratio = max(float(lower_shift_ratio), 0.0)
+    if ratio > 0:
+        worst = worst - ratio * max(best - worst, 0.0)
+    return _sanitize(best, worst, static, min_span)

@@ -1,0 +1,125 @@
+"""Leaderboard rewards: a medal (MLE-bench rules) or the share of the human leaderboard beaten.
+
+Both take the leaderboard's scores listed best first (rank order) and use the medal rules of
+:mod:`openmle._leaderboard`. When ``higher_is_better`` is None the direction is inferred from the
+list as the released code does (reference bug B12: first score < last score means lower is
+better, a tie means higher); pass the task's direction to avoid that guess.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from openmle._leaderboard import infer_higher_is_better, medal_of, medal_thresholds
+from openmle.errors import InvalidArgument
+
+__all__ = ["human_rank", "medal_binary", "read_leaderboard"]
+
+
+def read_leaderboard(path: str | os.PathLike[str]) -> list[float]:
+    """Scores of a leaderboard CSV, best first.
+
+    Columns are matched case-insensitively (``score``, optional ``rank``; a UTF-8 BOM is
+    ignored); rows whose score is not a finite number are dropped; rows are ordered by rank
+    when the file has a rank column, else kept in file order.
+
+    Raises:
+        InvalidArgument: the file has no ``score`` column.
+        OSError: the file cannot be read.
+    """
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = {name.strip().lower(): name for name in reader.fieldnames or ()}
+        if "score" not in fields:
+            raise InvalidArgument(
+                f"Expected a 'score' column in leaderboard {os.fspath(path)!r} but got "
+                f"columns {list(fields)}"
+            )
+        rows: list[tuple[float, int, float]] = []
+        for i, row in enumerate(reader):
+            try:
+                score = float(row[fields["score"]])
+            except (TypeError, ValueError):
+                continue
+            if not math.isfinite(score):
+                continue
+            rank = math.inf
+            if "rank" in fields:
+                try:
+                    rank = float(row[fields["rank"]])
+                except (TypeError, ValueError):
+                    rank = math.inf
+            rows.append((rank, i, score))
+    rows.sort()
+    return [score for _, _, score in rows]
+
+
+def _clean(scores: Sequence[float | None]) -> list[float]:
+    out = []
+    for s in scores:
+        if s is None:
+            continue
+        v = float(s)
+        if math.isfinite(v):
+            out.append(v)
+    return out
+
+
+def _direction(board: list[float], higher_is_better: bool | None) -> bool:
+    return infer_higher_is_better(board) if higher_is_better is None else bool(higher_is_better)
+
+
+def medal_binary(
+    score: float | None,
+    leaderboard: Sequence[float | None],
+    *,
+    higher_is_better: bool | None = None,
+) -> float:
+    """1.0 if ``score`` earns a bronze medal or better on ``leaderboard``, else 0.0.
+
+    Args:
+        score: raw score in task units; None or non-finite gives 0.0.
+        leaderboard: the leaderboard's scores, best first; non-finite entries are dropped.
+        higher_is_better: metric direction, or None to infer it from the list (released rule).
+
+    Returns:
+        1.0 or 0.0 (also 0.0 for an empty leaderboard).
+    """
+    board = _clean(leaderboard)
+    if score is None or not math.isfinite(float(score)) or not board:
+        return 0.0
+    hib = _direction(board, higher_is_better)
+    return 1.0 if medal_of(float(score), medal_thresholds(board, higher_is_better=hib)) else 0.0
+
+
+def human_rank(
+    score: float | None,
+    leaderboard: Sequence[float | None],
+    *,
+    higher_is_better: bool | None = None,
+) -> float:
+    """``1 - (entries strictly better than score) / (N - 1)``, clipped to [0, 1].
+
+    1.0 means no entry beats ``score``; 0.0 means (at least) every other entry does. A
+    one-entry leaderboard gives 1.0; a missing score or an empty leaderboard gives 0.0.
+
+    Args:
+        score: raw score in task units.
+        leaderboard: the leaderboard's scores, best first; non-finite entries are dropped.
+        higher_is_better: metric direction, or None to infer it from the list (released rule).
+    """
+    board = _clean(leaderboard)
+    if score is None or not math.isfinite(float(score)) or not board:
+        return 0.0
+    n = len(board)
+    if n <= 1:
+        return 1.0
+    hib = _direction(board, higher_is_better)
+    arr = np.asarray(board, dtype=np.float64)
+    better = int(np.count_nonzero(arr > score if hib else arr < score))
+    return min(max(1.0 - better / (n - 1), 0.0), 1.0)

@@ -1,0 +1,508 @@
+"""Operator-conditioned memory: a small, targeted context block per operator call.
+
+Instead of showing the model the whole search history, each operator sees only the nodes that
+bear on its step (defaults, all configurable in :class:`MemoryConfig`):
+
+- **Draft**: a compact summary of the ideas explored so far (per family: tries, failures, best
+  validation score, the best node's plan), repeated errors, and under-explored families.
+- **Improve**: the parent, up to 3 ancestors, and up to 3 *siblings* of the parent (other
+  nodes sharing a parent with it, see :class:`~openmle.search.Board`), scored siblings first
+  ranked by three-factor utility (released weights), then failed ones, newest first.
+- **Crossover**: both parents, up to 2 ancestors and 2 siblings of each, and a
+  complementarity line (different families: combine the models; same family: combine the
+  changes).
+- **Debug**: the failing parent and up to 8 related nodes: same error signature first (newest
+  first), then other recent nodes.
+
+Every block starts with board lines (best node, the parents' family statistics, repeated
+errors, score trend) and is cut to a hard character budget by dropping whole entries from the
+end, then clipping.
+
+Scores in memory are validation scores (cards cannot hold test scores). Summaries are
+synthesised lazily by :class:`SummaryStore` only for the nodes a prompt is about to show.
+
+Departures from the released code: the released RL memory called the parent's children its
+"siblings" and Evo called the parent's siblings so (S10); here sibling means one thing. The
+memory block is budgeted by whole entries rather than truncated mid-line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, final
+
+import anyio
+from attrs import define, field, frozen
+
+from openmle._protocols import OperatorModel
+from openmle._types import Message, ModelRequest, Operator, check_operator
+from openmle._validation import check_type
+from openmle.errors import InvalidArgument
+from openmle.operators._budget import clip
+from openmle.search._board import Board
+from openmle.search._cards import ExperienceCard
+from openmle.search._select import ThreeFactorSelector
+
+__all__ = ["MemoryConfig", "MemoryPlan", "OperatorMemory", "SummaryStore", "card_line"]
+
+
+@frozen(kw_only=True)
+class MemoryConfig:
+    """How much each operator's memory shows.
+
+    Args:
+        improve_ancestors, improve_siblings: Improve's vertical and horizontal context.
+        crossover_ancestors, crossover_siblings: per parent, for Crossover.
+        debug_related: related nodes shown to Debug.
+        draft_families: families listed in Draft's summary (most tried first).
+        plan_chars: cap on a plan excerpt on a card line.
+        summary_chars: cap on a model-written summary on a card line.
+        max_chars: hard cap on the whole block.
+    """
+
+    improve_ancestors: int = 3
+    improve_siblings: int = 3
+    crossover_ancestors: int = 2
+    crossover_siblings: int = 2
+    debug_related: int = 8
+    draft_families: int = 12
+    plan_chars: int = 280
+    summary_chars: int = 420
+    max_chars: int = 8_000
+
+
+@frozen(kw_only=True)
+class MemoryPlan:
+    """Which nodes a memory block will show, by role (ids in display order)."""
+
+    operator: Operator
+    parents: tuple[str, ...]
+    ancestors: tuple[tuple[str, ...], ...] = ()
+    siblings: tuple[tuple[str, ...], ...] = ()
+    related: tuple[str, ...] = ()
+
+    def node_ids(self) -> tuple[str, ...]:
+        """Every node the block shows, each once, in display order."""
+        seen: dict[str, None] = {}
+        for n in self.parents:
+            seen[n] = None
+        for group in (*self.ancestors, *self.siblings):
+            for n in group:
+                seen[n] = None
+        for n in self.related:
+            seen[n] = None
+        return tuple(seen)
+
+
+def _fmt(score: float | None) -> str:
+    return "none" if score is None else f"{score:.6g}"
+
+
+def card_line(card: ExperienceCard, board: Board, config: MemoryConfig) -> str:
+    """One node as memory shows it: id, lineage, family, validation score, gain, rank, time,
+    then the model-written summary (or, without one, the plan)."""
+    parts = [f"[{card.node_id}] {card.operator.value}"]
+    if card.parent_ids:
+        parts[0] += " of " + "+".join(card.parent_ids)
+    parts.append(card.family)
+    if card.score is not None:
+        parts.append(f"valid {_fmt(card.score)}")
+        if card.delta_vs_parent is not None:
+            parts.append(f"gain {card.delta_vs_parent:+.4g}")
+        rank = board.rank_of(card.node_id)
+        parts.append(f"rank {rank}")
+    else:
+        parts.append(f"{card.outcome.value}: {card.error_signature or '-'}")
+    parts.append(f"{card.sandbox_s:.0f}s")
+    if card.node_id == board.best_node:
+        parts.append("current best")
+    if card.is_new_direction:
+        parts.append("new direction")
+    head = " | ".join(parts)
+    text = card.summary or card.plan
+    limit = config.summary_chars if card.summary else config.plan_chars
+    text = " ".join(text.split())
+    return f"{head}\n    {clip(text, limit, keep_head=1.0)}" if text else head
+
+
+def _rank_siblings(board: Board, ids: Sequence[str], limit: int) -> tuple[str, ...]:
+    scored = [n for n in ids if board.card(n).score is not None]
+    failed = [n for n in ids if board.card(n).score is None]
+    ranked: list[str] = []
+    if scored:
+        sel = ThreeFactorSelector.preset("released", higher_is_better=board.task.higher_is_better)
+        rows = sel.utilities(board.candidates(scored))
+        order = sorted(range(len(rows)), key=lambda i: (-rows[i].utility, i))
+        ranked = [scored[i] for i in order]
+    ranked += sorted(failed, key=lambda n: -board.card(n).step)
+    return tuple(ranked[:limit])
+
+
+@define(eq=False)
+class OperatorMemory:
+    """Builds the memory block of an operator call from the board.
+
+    Args:
+        board: the task board.
+        config: how much to show.
+    """
+
+    board: Board
+    config: MemoryConfig = field(factory=MemoryConfig)
+
+    def plan(self, operator: Operator | str, parent_ids: Sequence[str] = ()) -> MemoryPlan:
+        """Which nodes the block for ``operator`` on ``parent_ids`` shows."""
+        op = check_operator(operator)
+        parents = tuple(parent_ids)
+        if len(parents) != op.n_parents:
+            raise InvalidArgument(
+                f"{op.value} takes {op.n_parents} parent(s) but got parent_ids={list(parents)}"
+            )
+        for p in parents:
+            self.board.card(p)
+        cfg = self.config
+        if op is Operator.DRAFT:
+            return MemoryPlan(operator=op, parents=())
+        if op is Operator.DEBUG:
+            focus = self.board.card(parents[0])
+            related: list[str] = []
+            if focus.error_signature:
+                same = self.board.nodes_with_signature(focus.error_signature)
+                related += [n for n in reversed(same) if n != focus.node_id]
+            if len(related) < cfg.debug_related:
+                ids = self.board.node_ids
+                for n in reversed(ids[-(cfg.debug_related * 4 + 1) :]):
+                    if n != focus.node_id and n not in related:
+                        related.append(n)
+                    if len(related) >= cfg.debug_related:
+                        break
+            return MemoryPlan(
+                operator=op, parents=parents, related=tuple(related[: cfg.debug_related])
+            )
+        n_anc = cfg.improve_ancestors if op is Operator.IMPROVE else cfg.crossover_ancestors
+        n_sib = cfg.improve_siblings if op is Operator.IMPROVE else cfg.crossover_siblings
+        ancestors = tuple(self.board.ancestors(p, limit=n_anc) for p in parents)
+        siblings = tuple(
+            _rank_siblings(
+                self.board, [s for s in self.board.siblings(p) if s not in parents], n_sib
+            )
+            for p in parents
+        )
+        return MemoryPlan(operator=op, parents=parents, ancestors=ancestors, siblings=siblings)
+
+    def _board_lines(self, parents: Sequence[str]) -> list[str]:
+        b = self.board
+        lines = [
+            f"Nodes so far: {len(b)}; best: {b.best_node or 'none'} "
+            f"(valid {_fmt(b.best_score)}, {b.best_family or '-'})"
+        ]
+        stats = b.family_stats()
+        for fam in dict.fromkeys(b.card(p).family for p in parents):
+            s = stats[fam]
+            lines.append(
+                f"Family {fam}: {s.count} tried, {s.fail_count} failed, best valid "
+                f"{_fmt(s.best_score)} ({s.best_node or '-'})"
+            )
+        under = b.underexplored_families()
+        if under:
+            lines.append("Under-explored families: " + ", ".join(under))
+        errors = b.repeated_errors()
+        if errors:
+            lines.append("Repeated errors: " + "; ".join(f"{sig} (x{n})" for sig, n in errors[:3]))
+        trend = b.score_trend()
+        if trend is not None:
+            lines.append(f"Recent gain trend: {trend:+.4g}")
+        return lines
+
+    def render(self, plan: MemoryPlan) -> str:
+        """The memory block for ``plan``, within ``config.max_chars`` (deterministic)."""
+        b, cfg = self.board, self.config
+        if plan.operator is Operator.DRAFT:
+            return self._render_draft()
+        entries: list[str] = ["\n".join(self._board_lines(plan.parents))]
+
+        def line(n: str) -> str:
+            return card_line(b.card(n), b, cfg)
+
+        if plan.operator is Operator.DEBUG:
+            entries.append("Failing program:\n" + line(plan.parents[0]))
+            entries.extend("Related: " + line(n) for n in plan.related)
+        else:
+            for i, p in enumerate(plan.parents):
+                label = "Parent" if len(plan.parents) == 1 else f"Parent {i + 1}"
+                entries.append(f"{label}:\n" + line(p))
+                entries.extend(f"Ancestor of {p}: " + line(n) for n in plan.ancestors[i])
+                entries.extend(f"Sibling of {p}: " + line(n) for n in plan.siblings[i])
+            if plan.operator is Operator.CROSSOVER:
+                fa, fb = (b.card(p).family for p in plan.parents)
+                if fa != fb:
+                    entries.append(
+                        f"Complementarity: the parents use different methods ({fa} vs {fb}); "
+                        f"combine their models or blend their predictions."
+                    )
+                else:
+                    entries.append(
+                        f"Complementarity: both parents are {fa}; combine their feature and "
+                        f"tuning changes rather than the model."
+                    )
+        return _fit_entries(entries, cfg.max_chars)
+
+    def _render_draft(self) -> str:
+        b, cfg = self.board, self.config
+        if not len(b):
+            return ""
+        stats = b.family_stats()
+        fams = sorted(stats, key=lambda f: (-stats[f].count, f))[: cfg.draft_families]
+        entries = [f"Nodes so far: {len(b)}; best valid {_fmt(b.best_score)} ({b.best_family})"]
+        for f in fams:
+            s = stats[f]
+            line = f"- {f}: {s.count} tried, {s.fail_count} failed, best valid {_fmt(s.best_score)}"
+            if s.best_node is not None:
+                card = b.card(s.best_node)
+                idea = " ".join((card.summary or card.plan).split())
+                if idea:
+                    line += "\n    " + clip(idea, cfg.plan_chars, keep_head=1.0)
+            entries.append(line)
+        under = b.underexplored_families()
+        if under:
+            entries.append("Under-explored families: " + ", ".join(under))
+        errors = b.repeated_errors()
+        if errors:
+            entries.append(
+                "Repeated errors: " + "; ".join(f"{sig} (x{n})" for sig, n in errors[:3])
+            )
+        return _fit_entries(entries, cfg.max_chars)
+
+    async def build(
+        self,
+        operator: Operator | str,
+        parent_ids: Sequence[str] = (),
+        *,
+        store: SummaryStore | None = None,
+        code_of: Callable[[str], str | None] | None = None,
+    ) -> str:
+        """Plan the block, synthesise missing summaries for exactly those nodes, render it.
+
+        Args:
+            operator, parent_ids: the operator call.
+            store: where summaries come from (None: plans only).
+            code_of: the program of a node by id (summaries need it).
+        """
+        plan = self.plan(operator, parent_ids)
+        if store is not None:
+            ids = plan.node_ids()
+            if plan.operator is Operator.DRAFT:
+                stats = self.board.family_stats()
+                ids = tuple(s.best_node for s in stats.values() if s.best_node is not None)
+            await store.ensure(self.board, ids, code_of=code_of)
+        return self.render(plan)
+
+
+def _fit_entries(entries: Sequence[str], max_chars: int) -> str:
+    out: list[str] = []
+    used = 0
+    for e in entries:
+        add = len(e) + (1 if out else 0)
+        if used + add > max_chars:
+            if not out:
+                out.append(clip(e, max_chars, keep_head=1.0))
+            break
+        out.append(e)
+        used += add
+    return "\n".join(out)
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_SUMMARY_KEYS = ("method", "lesson")
+
+
+def _summary_prompt(card: ExperienceCard, board: Board, code: str) -> list[Message]:
+    parent = None
+    if card.parent_ids and board.has(card.parent_ids[0]):
+        parent = board.card(card.parent_ids[0])
+    lines = [
+        f"Node {card.node_id} ({card.operator.value}, family {card.family}).",
+        f"Outcome: {card.outcome.value}; validation score: {_fmt(card.score)}.",
+    ]
+    if card.error_signature:
+        lines.append(f"Error: {card.error_signature}")
+    if parent is not None:
+        lines.append(
+            f"First parent {parent.node_id}: {parent.family}, validation score "
+            f"{_fmt(parent.score)}; plan: {clip(parent.plan, 600, keep_head=1.0)}"
+        )
+    lines.append(f"Plan: {clip(card.plan, 1200, keep_head=1.0)}")
+    lines.append("Program:\n```python\n" + clip(code, 12_000, keep_head=0.7) + "\n```")
+    system = (
+        "You summarise one attempt of a machine-learning search for later attempts to learn "
+        "from. Answer with one JSON object and nothing else, with two string fields: "
+        '"method" (2-4 sentences: the model, features and validation used) and "lesson" '
+        "(2-4 sentences: what changed against the parent and what it did to the validation "
+        "score, or why it failed)."
+    )
+    return [Message(role="system", content=system), Message(role="user", content="\n".join(lines))]
+
+
+def _parse_summary(text: str) -> str | None:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        data = json.loads(text[start : end + 1])
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    parts = []
+    for key in _SUMMARY_KEYS:
+        value = data.get(key)
+        if not isinstance(value, str) or not value.strip():
+            return None
+        parts.append(" ".join(value.split()))
+    return " ".join(parts)
+
+
+def _opt_path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+@final
+@define(eq=False)
+class SummaryStore:
+    """Lazily synthesised node summaries: memory cache, disk cache, then the model.
+
+    Args:
+        model: the model that writes summaries (temperature 0, up to ``max_tokens``).
+        cache_dir: a directory for ``<node_id>.json`` files (None: memory only).
+        max_tokens: completion cap of one summary call.
+
+    Lookup order for a node: the card's ``summary``, the memory cache, the disk cache, then
+    one model call. Concurrent requests for one node share one call. A failed call or an
+    answer that is not the expected JSON leaves the node without a summary (memory shows its
+    plan instead) and is retried the next time the node is needed.
+    """
+
+    model: OperatorModel | None = None
+    cache_dir: Path | None = field(default=None, converter=_opt_path)
+    max_tokens: int = 512
+    calls: int = field(default=0, init=False)
+    failures: int = field(default=0, init=False)
+    last_error: str | None = field(default=None, init=False)
+    _memory: dict[str, str] = field(factory=dict, init=False)
+    _inflight: dict[str, anyio.Event] = field(factory=dict, init=False)
+
+    def _path(self, node_id: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        name = node_id if _SAFE.match(node_id) else hashlib.sha256(node_id.encode()).hexdigest()
+        return self.cache_dir / f"{name}.json"
+
+    async def _read_disk(self, node_id: str) -> str | None:
+        path = self._path(node_id)
+        if path is None:
+            return None
+        apath = anyio.Path(path)
+        if not await apath.is_file():
+            return None
+        try:
+            data: Any = json.loads(await apath.read_text(encoding="utf-8"))
+        except ValueError:
+            return None
+        if isinstance(data, dict) and data.get("node_id") == node_id:
+            summary = data.get("summary")
+            return summary if isinstance(summary, str) and summary else None
+        return None
+
+    async def _write_disk(self, node_id: str, summary: str) -> None:
+        path = self._path(node_id)
+        if path is None:
+            return
+        await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+        tmp = anyio.Path(str(path) + ".tmp")
+        await tmp.write_text(json.dumps({"node_id": node_id, "summary": summary}), "utf-8")
+        await tmp.rename(path)
+
+    async def get(
+        self, board: Board, node_id: str, *, code_of: Callable[[str], str | None] | None = None
+    ) -> str | None:
+        """The summary of one node (synthesised if needed); None on failure."""
+        card = board.card(node_id)
+        if card.summary:
+            return card.summary
+        if node_id in self._memory:
+            board.set_summary(node_id, self._memory[node_id])
+            return self._memory[node_id]
+        pending = self._inflight.get(node_id)
+        if pending is not None:
+            await pending.wait()
+            found = self._memory.get(node_id)
+            if found:
+                board.set_summary(node_id, found)
+            return found
+        event = anyio.Event()
+        self._inflight[node_id] = event
+        try:
+            summary = await self._read_disk(node_id)
+            if summary is None and self.model is not None:
+                summary = await self._synthesise(board, card, code_of)
+                if summary is not None:
+                    await self._write_disk(node_id, summary)
+            if summary is not None:
+                self._memory[node_id] = summary
+                board.set_summary(node_id, summary)
+            return summary
+        finally:
+            del self._inflight[node_id]
+            event.set()
+
+    async def _synthesise(
+        self,
+        board: Board,
+        card: ExperienceCard,
+        code_of: Callable[[str], str | None] | None,
+    ) -> str | None:
+        assert self.model is not None
+        code = (code_of(card.node_id) if code_of is not None else None) or ""
+        request = ModelRequest(
+            messages=_summary_prompt(card, board, code),
+            temperature=0.0,
+            max_tokens=self.max_tokens,
+            metadata={"purpose": "node_summary", "node_id": card.node_id},
+        )
+        self.calls += 1
+        try:
+            response = await self.model.complete(request)
+        except Exception as exc:  # a failed summary is data: fall back and retry later
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return None
+        summary = _parse_summary(response.text)
+        if summary is None:
+            self.failures += 1
+            self.last_error = "the answer was not a JSON object with 'method' and 'lesson'"
+        return summary
+
+    async def ensure(
+        self,
+        board: Board,
+        node_ids: Sequence[str],
+        *,
+        code_of: Callable[[str], str | None] | None = None,
+    ) -> Mapping[str, str]:
+        """Summaries of ``node_ids`` (those that could be had), fetched concurrently."""
+        check_type(board, Board, "board")
+        out: dict[str, str] = {}
+
+        async def one(n: str) -> None:
+            s = await self.get(board, n, code_of=code_of)
+            if s:
+                out[n] = s
+
+        async with anyio.create_task_group() as tg:
+            for n in dict.fromkeys(node_ids):
+                tg.start_soon(one, n)
+        return {n: out[n] for n in node_ids if n in out}

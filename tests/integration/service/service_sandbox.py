@@ -1,0 +1,105 @@
+"""Real sandboxes for the job-service integration tests and benchmark.
+
+``make`` builds a small one that runs the program in a child process against a
+:class:`~openmle.testing.ToyTask` and grades it out of process; ``make_local`` builds
+``openmle.backends.LocalSandbox`` (isolated runs) over the same toy tasks.
+
+The server subprocess loads it by name (``--sandbox service_sandbox:make``). Every execution
+appends ``start <name>`` and ``end <name>`` lines to the ledger file named by
+``$OPENMLE_TEST_LEDGER`` (if set), so tests can count how often each job really ran.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import final
+
+import anyio
+from attrs import define, field
+
+from openmle import Job, RunResult
+from openmle._protocols import Sandbox
+from openmle._runlog import classify_run
+from openmle.errors import SandboxError
+from openmle.testing import ToyTask
+
+__all__ = ["ToyProcessSandbox", "make", "make_local"]
+
+
+def _ledger(line: str) -> None:
+    path = os.environ.get("OPENMLE_TEST_LEDGER")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{line}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def _artifacts(work: str) -> tuple[str, ...]:
+    return tuple(sorted(str(p.relative_to(work)) for p in Path(work).rglob("*") if p.is_file()))
+
+
+@final
+@define(eq=False)
+class ToyProcessSandbox(Sandbox):
+    """Runs ``job.code`` with this Python in a fresh directory; ``job.task`` is a toy task root."""
+
+    closed: bool = field(default=False, init=False)
+
+    async def run(self, job: Job) -> RunResult:
+        """Run, grade and classify one job."""
+        if self.closed:
+            raise SandboxError("ToyProcessSandbox.run called after aclose()")
+        task = ToyTask(root=Path(job.task))
+        _ledger(f"start {job.name}")
+        with tempfile.TemporaryDirectory(prefix="openmle-svc-") as work:
+            env = {**os.environ, **job.env, "DATA_DIR": str(task.public_dir(job.split))}
+            t0 = time.monotonic()
+            timed_out = False
+            proc = None
+            with anyio.move_on_after(job.timeout_s) as scope:
+                proc = await anyio.run_process(
+                    [sys.executable, "-c", job.code], cwd=work, env=env, check=False
+                )
+            timed_out = scope.cancelled_caught
+            runtime = time.monotonic() - t0
+            logs = "" if proc is None else (proc.stdout + proc.stderr).decode(errors="replace")
+            sub = Path(work) / "submission.csv"
+            exists = proc is not None and proc.returncode == 0 and sub.exists()
+            grade = await anyio.to_thread.run_sync(task.grade, sub, job.split) if exists else None
+            artifacts = await anyio.to_thread.run_sync(_artifacts, work)
+            result = classify_run(
+                split=job.split,
+                exit_code=None if proc is None else proc.returncode,
+                timed_out=timed_out,
+                oom=False,
+                submission=sub if exists else None,
+                grade=grade,
+                logs=logs,
+                runtime_s=runtime,
+                artifacts=artifacts,
+            )
+        _ledger(f"end {job.name}")
+        return result
+
+    async def aclose(self) -> None:
+        """Mark closed."""
+        self.closed = True
+
+
+def make() -> ToyProcessSandbox:
+    """The ``module:callable`` factory the service calls."""
+    return ToyProcessSandbox()
+
+
+def make_local() -> Sandbox:
+    """``openmle.backends.LocalSandbox`` resolving every task reference as a toy-task root."""
+    from openmle.backends import LocalSandbox  # type: ignore[attr-defined,unused-ignore]
+
+    sandbox: Sandbox = LocalSandbox(resolver=lambda ref: ToyTask(root=Path(ref)))
+    return sandbox

@@ -1,0 +1,212 @@
+"""The exact container request ``DockerSandbox`` sends, GPU requests included (no engine needed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+
+from openmle import Job, Resources
+from openmle.backends import DockerSandbox
+from openmle.backends._docker import (
+    _check_disjoint,
+    _GpuLease,
+    _signal_exit,
+    _take_submission,
+)
+from openmle.errors import InvalidArgument, TaskPackageError
+
+PUB = Path("/srv/task/valid/public")
+WS = Path("/tmp/openmle-job-x")
+
+
+def _request(sandbox: DockerSandbox, job: Job, **kw: object) -> dict[str, object]:
+    body = sandbox.container_request(job, task_name="toy", public_dir=PUB, workspace=WS, **kw)  # type: ignore[arg-type]
+    labels = body["Labels"]
+    assert isinstance(labels, dict)
+    labels.pop("openmle.sandbox")  # random per sandbox
+    return body
+
+
+def test_cpu_job_request_is_exact() -> None:
+    """A CPU job: read-only data, writable workspace, limits, no network, no devices."""
+    sandbox = DockerSandbox(gpus=None, memory_mb=1024, pids_limit=128)
+    job = Job(code="print(1)", task="toy", resources=Resources(cpus=1.5), env={"SEED": "3"})
+    assert _request(sandbox, job) == {
+        "Image": "localhost/openmle-sandbox:bookworm",
+        "Cmd": ["python3", "main.py"],
+        "WorkingDir": "/workspace",
+        "Env": [
+            "DATA_DIR=/data",
+            "HOME=/workspace",
+            "PYTHONUNBUFFERED=1",
+            "SEED=3",
+        ],
+        "Labels": {"openmle.managed": "1", "openmle.task": "toy", "openmle.job": ""},
+        "NetworkDisabled": True,
+        "HostConfig": {
+            "Binds": [f"{PUB}:/data:ro", f"{WS}:/workspace:rw"],
+            "Memory": 1024 * 2**20,
+            "MemorySwap": 1024 * 2**20,
+            "NanoCpus": 1_500_000_000,
+            "PidsLimit": 128,
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+            "NetworkMode": "none",
+        },
+    }
+
+
+def test_job_memory_overrides_default_and_env_cannot_move_data_dir() -> None:
+    """``resources.memory_mb`` wins over the sandbox default; ``DATA_DIR`` stays ``/data``."""
+    sandbox = DockerSandbox(gpus=None)
+    job = Job(code="", task="toy", resources=Resources(memory_mb=300), env={"DATA_DIR": "/x"})
+    body = _request(sandbox, job)
+    host = body["HostConfig"]
+    assert isinstance(host, dict)
+    assert host["Memory"] == host["MemorySwap"] == 300 * 2**20
+    assert "DATA_DIR=/data" in body["Env"]  # type: ignore[operator]
+    assert "DATA_DIR=/x" not in body["Env"]  # type: ignore[operator]
+
+
+def test_gpu_job_by_count_without_pool_asks_the_engine() -> None:
+    """Without a GPU pool a count request becomes ``Count`` and the engine picks devices."""
+    sandbox = DockerSandbox(gpus=None)
+    job = Job(code="", task="toy", resources=Resources(gpus=2))
+    host = _request(sandbox, job)["HostConfig"]
+    assert isinstance(host, dict)
+    assert host["DeviceRequests"] == [{"Driver": "nvidia", "Count": 2, "Capabilities": [["gpu"]]}]
+
+
+def test_gpu_job_by_ids_maps_through_the_pool() -> None:
+    """Relative ``gpu_ids`` are mapped through the pool (like CUDA_VISIBLE_DEVICES) to host ids."""
+    sandbox = DockerSandbox(gpus=[4, 5, 6, 7])
+    job = Job(code="", task="toy", resources=Resources(gpu_ids=(1, 3)))
+    ids = sandbox.device_ids(job)
+    assert ids == ("5", "7")
+    host = _request(sandbox, job, device_ids=ids)["HostConfig"]
+    assert isinstance(host, dict)
+    assert host["DeviceRequests"] == [
+        {"Driver": "nvidia", "DeviceIDs": ["5", "7"], "Capabilities": [["gpu"]]}
+    ]
+
+
+def test_gpu_ids_without_pool_are_host_ids_and_out_of_pool_ids_are_refused() -> None:
+    """Without a pool ids pass through; with one, an id past its end is an InvalidArgument."""
+    job = Job(code="", task="toy", resources=Resources(gpu_ids=(0, 2)))
+    assert DockerSandbox(gpus=None).device_ids(job) == ("0", "2")
+    with pytest.raises(InvalidArgument, match="gpu_ids"):
+        DockerSandbox(gpus=["GPU-a"]).device_ids(job)
+
+
+def test_pool_defaults_to_inherited_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inherited CUDA_VISIBLE_DEVICES mask is the default pool, so runs compose with it."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    sandbox = DockerSandbox()
+    assert sandbox.gpus == ("2", "3")
+    job = Job(code="", task="toy", resources=Resources(gpu_ids=(1,)))
+    assert sandbox.device_ids(job) == ("3",)
+
+
+def test_network_user_image_and_shm_options() -> None:
+    """Network on drops ``NetworkMode``; user, per-task image and shm size are passed through."""
+    sandbox = DockerSandbox(
+        gpus=None,
+        network=True,
+        user="65534:65534",
+        task_images={"toy": "my/image:1"},
+        shm_size_mb=256,
+        python="python3.11",
+    )
+    body = _request(sandbox, Job(code="", task="toy", name="n1"))
+    host = body["HostConfig"]
+    assert isinstance(host, dict)
+    assert "NetworkMode" not in host
+    assert body["NetworkDisabled"] is False
+    assert body["User"] == "65534:65534"
+    assert body["Image"] == "my/image:1"
+    assert body["Cmd"] == ["python3.11", "main.py"]
+    assert host["ShmSize"] == 256 * 2**20
+    assert body["Labels"] == {"openmle.managed": "1", "openmle.task": "toy", "openmle.job": "n1"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"max_concurrency": 0}, "max_concurrency"),
+        ({"memory_mb": -1}, "memory_mb"),
+        ({"pids_limit": True}, "pids_limit"),
+        ({"stop_grace_s": 0}, "stop_grace_s"),
+        ({"shm_size_mb": 0}, "shm_size_mb"),
+        ({"image": ""}, "image"),
+        ({"gpus": "0,1"}, "gpus"),
+    ],
+)
+def test_bad_settings_name_the_field(kwargs: dict[str, object], field: str) -> None:
+    """Each invalid setting raises InvalidArgument naming it."""
+    with pytest.raises(InvalidArgument, match=f"DockerSandbox.{field}"):
+        DockerSandbox(**kwargs)  # type: ignore[arg-type]
+
+
+def test_signal_exit_codes_are_reported_negative() -> None:
+    """128+N from the engine becomes -N (as the local sandbox reports signals)."""
+    assert _signal_exit(137) == -9
+    assert _signal_exit(143) == -15
+    assert _signal_exit(1) == 1
+    assert _signal_exit(0) == 0
+    assert _signal_exit(None) is None
+
+
+def test_symlinked_submission_is_refused(tmp_path: Path) -> None:
+    """A submission.csv that is a link (maybe to the answers) is never handed to the grader."""
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    (tmp_path / "answers.csv").write_text("id,target\n0,1\n")
+    os.symlink(tmp_path / "answers.csv", ws / "submission.csv")
+    path, reason = _take_submission(ws, out)
+    assert path is None and "not a regular file" in reason
+    (ws / "submission.csv").unlink()
+    assert _take_submission(ws, out) == (None, "")
+    (ws / "submission.csv").write_text("id,target\n0,1\n")
+    path, reason = _take_submission(ws, out)
+    assert reason == "" and path == out / "submission.csv"
+    assert path.read_text() == "id,target\n0,1\n"
+
+
+def test_public_dir_overlapping_private_is_refused(tmp_path: Path) -> None:
+    """A public directory that contains (or is inside) a private path would leak the answers."""
+    (tmp_path / "public" / "private").mkdir(parents=True)
+    with pytest.raises(TaskPackageError, match="overlaps"):
+        _check_disjoint(tmp_path / "public", [tmp_path / "public" / "private"])
+    with pytest.raises(TaskPackageError, match="overlaps"):
+        _check_disjoint(tmp_path / "public" / "private", [tmp_path / "public"])
+    _check_disjoint(tmp_path / "public", [tmp_path / "elsewhere"])
+
+
+@pytest.mark.anyio
+async def test_gpu_lease_round_robin_and_waits_for_free_ids() -> None:
+    """Count leases go round-robin over the pool; a job waits until enough ids are free."""
+    lease = _GpuLease(("a", "b", "c"))
+    async with lease.hold(1, None) as first:
+        assert first == ("a",)
+    async with lease.hold(2, None) as second:
+        assert second == ("b", "c")
+    order: list[str] = []
+
+    async def holder() -> None:
+        async with lease.hold(3, None) as ids:
+            order.append("all:" + ",".join(sorted(ids)))
+            await anyio.sleep(0.05)
+
+    async def waiter() -> None:
+        await anyio.sleep(0.01)
+        async with lease.hold(1, ("b",)) as ids:
+            order.append("b:" + ",".join(ids))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(holder)
+        tg.start_soon(waiter)
+    assert order == ["all:a,b,c", "b:b"]

@@ -1,0 +1,528 @@
+"""``OpenAIModel`` over real HTTP against a scripted OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import gc
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+
+from starlette.applications import Starlette  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
+from starlette.routing import Route  # noqa: E402
+
+from openmle import Message, ModelRequest, Operator  # noqa: E402
+from openmle.backends._openai import (  # noqa: E402
+    OpenAIModel,
+    retry_after_seconds,
+    split_reasoning,
+)
+from openmle.errors import (  # noqa: E402
+    InvalidArgument,
+    ModelAuthError,
+    ModelError,
+    ModelNotFoundError,
+    ModelRateLimited,
+    ModelTimeout,
+)
+from openmle.testing import check_operator_model  # noqa: E402
+
+
+@dataclass
+class Reply:
+    """One scripted answer of the fake server."""
+
+    status: int = 200
+    content: str = "print(1)"
+    reasoning: str | None = None
+    reasoning_key: str = "reasoning_content"
+    usage: tuple[int, int] = (11, 7)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+    drop_after_chunks: int | None = None
+    message: str = "scripted error"
+    finish_reason: str = "stop"
+
+
+class _Dropped(Exception):
+    """Raised inside a streaming body to make the server drop the connection."""
+
+
+class FakeOpenAI:
+    """A minimal OpenAI-compatible server: ``/v1/chat/completions`` and ``/v1/models``."""
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+        self.models = ["served/model-a", "served/model-b"]
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.base_url = ""
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/models", self.list_models, methods=["GET"]),
+            ]
+        )
+
+    def reset(self) -> None:
+        self.replies.clear()
+        self.requests.clear()
+        self.in_flight = self.max_in_flight = 0
+
+    async def list_models(self, request: Request) -> Response:
+        return JSONResponse(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+        )
+
+    async def chat(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append((dict(request.headers), body))
+        reply = self.replies.popleft() if self.replies else Reply()
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await anyio.sleep(reply.delay_s)
+        finally:
+            self.in_flight -= 1
+        if reply.status != 200:
+            return JSONResponse(
+                {"error": {"message": reply.message, "type": "scripted", "code": reply.status}},
+                status_code=reply.status,
+                headers=reply.headers,
+            )
+        if body.get("stream"):
+            return StreamingResponse(self._events(body, reply), media_type="text/event-stream")
+        msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning is not None:
+            msg[reply.reasoning_key] = reply.reasoning
+        return JSONResponse(
+            {
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [{"index": 0, "message": msg, "finish_reason": reply.finish_reason}],
+                "usage": {
+                    "prompt_tokens": reply.usage[0],
+                    "completion_tokens": reply.usage[1],
+                    "total_tokens": sum(reply.usage),
+                },
+            }
+        )
+
+    async def _events(self, body: dict[str, Any], reply: Reply) -> AsyncIterator[bytes]:
+        def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+            data = {
+                "id": "cmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                if delta is not None
+                else [],
+                "usage": usage,
+            }
+            return f"data: {json.dumps(data)}\n\n".encode()
+
+        parts: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        if reply.reasoning:
+            parts += [{reply.reasoning_key: w} for w in _pieces(reply.reasoning)]
+        parts += [{"content": w} for w in _pieces(reply.content)]
+        for i, delta in enumerate(parts):
+            if reply.drop_after_chunks is not None and i == reply.drop_after_chunks:
+                raise _Dropped("scripted disconnect")
+            await anyio.sleep(reply.chunk_delay_s)
+            yield chunk(delta)
+        yield chunk({}, finish=reply.finish_reason)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            u = {
+                "prompt_tokens": reply.usage[0],
+                "completion_tokens": reply.usage[1],
+                "total_tokens": sum(reply.usage),
+            }
+            yield chunk(None, usage=u)  # type: ignore[arg-type]
+        yield b"data: [DONE]\n\n"
+
+
+def _pieces(text: str, n: int = 4) -> list[str]:
+    return [text[i : i + n] for i in range(0, len(text), n)]
+
+
+@pytest.fixture(scope="module")
+def _server() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    fake.base_url = f"http://127.0.0.1:{port}/v1"
+    server = uvicorn.Server(
+        uvicorn.Config(fake.app, log_level="critical", lifespan="off", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "test server did not start"
+        time.sleep(0.01)
+    yield fake
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+@pytest.fixture
+def server(_server: FakeOpenAI) -> FakeOpenAI:
+    """The module's fake server, with an empty script and request log."""
+    _server.reset()
+    return _server
+
+
+def _request(**kw: Any) -> ModelRequest:
+    return ModelRequest(
+        messages=(Message(role="system", content="sys"), Message(role="user", content="hi")),
+        operator=Operator.DRAFT,
+        **kw,
+    )
+
+
+def _model(server: FakeOpenAI, **kw: Any) -> OpenAIModel:
+    kw.setdefault("api_key", "sk-test")
+    kw.setdefault("backoff_s", 0.01)
+    return OpenAIModel(model="served/model-a", base_url=server.base_url, **kw)
+
+
+@pytest.mark.anyio
+async def test_plain_completion_usage_and_request_body(server: FakeOpenAI) -> None:
+    """A non-streamed answer comes back with usage; settings and extra_body reach the server."""
+    server.replies.append(Reply(content="print(42)", usage=(30, 5)))
+    model = _model(server, temperature=0.7, extra_body={"top_k": 20}, max_tokens=64)
+    resp = await model.complete(_request(top_p=0.9, seed=3, stop=("```",)))
+    await model.aclose()
+    assert resp.text == "print(42)" and resp.reasoning is None
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (30, 5)
+    assert resp.model == "served/model-a" and resp.finish_reason == "stop"
+    assert resp.latency_s > 0
+    headers, body = server.requests[0]
+    assert headers["authorization"] == "Bearer sk-test"
+    assert body["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["seed"] == 3
+    assert body["max_tokens"] == 64 and body["top_k"] == 20 and body["stop"] == ["```"]
+    assert "stream" not in body
+
+
+@pytest.mark.anyio
+async def test_token_limit_field_for_reasoning_models(server: FakeOpenAI) -> None:
+    """``token_limit_param`` sends the limit as ``max_completion_tokens`` where models need it."""
+    model = _model(server, token_limit_param="max_completion_tokens", max_tokens=99)
+    await model.complete(_request())
+    await model.aclose()
+    body = server.requests[0][1]
+    assert body["max_completion_tokens"] == 99 and "max_tokens" not in body
+
+
+@pytest.mark.anyio
+async def test_unset_sampling_settings_are_not_sent(server: FakeOpenAI) -> None:
+    """Settings left unset everywhere are omitted, so models that refuse them still work."""
+    model = _model(server)
+    await model.complete(_request())
+    await model.aclose()
+    body = server.requests[0][1]
+    assert not {"temperature", "top_p", "max_tokens", "seed", "stop"} & set(body)
+
+
+@pytest.mark.anyio
+async def test_api_key_from_environment(
+    server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``api_key`` the key is read from the named environment variable."""
+    monkeypatch.setenv("MY_VLLM_KEY", "from-env")
+    model = _model(server, api_key=None, api_key_env="MY_VLLM_KEY")
+    await model.complete(_request())
+    await model.aclose()
+    assert server.requests[0][0]["authorization"] == "Bearer from-env"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_streamed_answer_keeps_reasoning_apart(server: FakeOpenAI, key: str) -> None:
+    """A streamed answer is assembled; reasoning deltas and final usage are kept apart."""
+    server.replies.append(
+        Reply(content="import os\nprint(os.sep)", reasoning="think hard", reasoning_key=key)
+    )
+    model = _model(server, stream=True)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "import os\nprint(os.sep)"
+    assert resp.reasoning == "think hard"
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (11, 7)
+    assert resp.finish_reason == "stop"
+    assert server.requests[0][1]["stream"] is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_think_block_in_content_is_moved_to_reasoning(
+    server: FakeOpenAI, stream: bool
+) -> None:
+    """A leading ``<think>`` block (no reasoning parser on the server) is not in the text."""
+    server.replies.append(Reply(content="<think>plan it</think>\n\nprint(1)"))
+    model = _model(server, stream=stream)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "print(1)" and resp.reasoning == "plan it"
+
+
+@pytest.mark.anyio
+async def test_429_honours_retry_after(server: FakeOpenAI) -> None:
+    """A 429 with ``Retry-After`` waits that long (not the much longer backoff), then succeeds."""
+    server.replies.extend(
+        [Reply(status=429, headers={"Retry-After": "0.3"}), Reply(content="done")]
+    )
+    model = _model(server, backoff_s=500.0, max_backoff_s=500.0)
+    t0 = time.monotonic()
+    with anyio.fail_after(60):
+        resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "done" and len(server.requests) == 2
+    assert time.monotonic() - t0 >= 0.3
+
+
+@pytest.mark.anyio
+async def test_retry_after_is_capped_by_max_backoff(server: FakeOpenAI) -> None:
+    """A huge ``Retry-After`` is capped at ``max_backoff_s``."""
+    server.replies.extend([Reply(status=503, headers={"Retry-After": "3600"}), Reply()])
+    model = _model(server, max_backoff_s=0.05)
+    with anyio.fail_after(60):
+        resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "print(1)" and len(server.requests) == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+async def test_5xx_is_retried(server: FakeOpenAI, status: int) -> None:
+    """Transient 5xx answers are retried until one succeeds."""
+    server.replies.extend([Reply(status=status), Reply(status=status), Reply(content="ok")])
+    model = _model(server, max_retries=3)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "ok" and len(server.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_persistent_429_raises_rate_limited(server: FakeOpenAI) -> None:
+    """429 on every attempt raises ``ModelRateLimited`` after exactly ``max_retries`` retries."""
+    server.replies.extend([Reply(status=429)] * 3)
+    model = _model(server, max_retries=2)
+    with pytest.raises(ModelRateLimited, match="max_concurrency"):
+        await model.complete(_request())
+    await model.aclose()
+    assert len(server.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_persistent_500_raises_model_error(server: FakeOpenAI) -> None:
+    """5xx on every attempt raises ``ModelError`` naming the last error."""
+    server.replies.extend([Reply(status=500, message="engine dead")] * 2)
+    model = _model(server, max_retries=1)
+    with pytest.raises(ModelError, match="engine dead"):
+        await model.complete(_request())
+    await model.aclose()
+
+
+@pytest.mark.anyio
+async def test_per_call_timeout(server: FakeOpenAI) -> None:
+    """A server slower than ``timeout_s`` raises ``ModelTimeout`` after each attempt times out."""
+    server.replies.extend([Reply(delay_s=5.0), Reply(delay_s=5.0)])
+    model = _model(server, timeout_s=0.3, max_retries=1)
+    with anyio.fail_after(30), pytest.raises(ModelTimeout, match=r"timeout_s=0\.3"):
+        await model.complete(_request())
+    await model.aclose()
+    assert len(server.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_stalled_stream_times_out(server: FakeOpenAI) -> None:
+    """A stream that stops sending mid-way cannot hang the caller (E2B#1128)."""
+    server.replies.append(Reply(content="x" * 40, chunk_delay_s=2.0))
+    model = _model(server, stream=True, timeout_s=0.5, max_retries=0)
+    with anyio.fail_after(30), pytest.raises(ModelTimeout):
+        await model.complete(_request())
+    await model.aclose()
+
+
+@pytest.mark.anyio
+async def test_slow_answer_within_timeout_succeeds(server: FakeOpenAI) -> None:
+    """A slow answer that arrives within ``timeout_s`` is not retried."""
+    server.replies.append(Reply(delay_s=0.3, content="slow"))
+    model = _model(server, timeout_s=30)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "slow" and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_disconnect_mid_stream_is_retried(server: FakeOpenAI) -> None:
+    """A connection dropped mid-stream is retried; the retry's answer is returned whole."""
+    server.replies.extend(
+        [Reply(content="abcdefghijkl", drop_after_chunks=2), Reply(content="whole")]
+    )
+    model = _model(server, stream=True)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "whole" and len(server.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_persistent_disconnects_raise_model_error(server: FakeOpenAI) -> None:
+    """Connections dropped on every attempt raise ``ModelError``, never a partial answer."""
+    server.replies.extend([Reply(content="abcdefghijkl", drop_after_chunks=1)] * 2)
+    model = _model(server, stream=True, max_retries=1)
+    with pytest.raises(ModelError, match="failed on all 2 attempts"):
+        await model.complete(_request())
+    await model.aclose()
+
+
+@pytest.mark.anyio
+async def test_unreachable_server_raises_model_error() -> None:
+    """Nothing listening on the port: connection errors are retried, then ``ModelError``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = OpenAIModel(
+        model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff_s=0.01
+    )
+    with pytest.raises(ModelError, match="APIConnectionError"):
+        await model.complete(_request())
+    await model.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [401, 403])
+async def test_bad_key_names_the_fix_without_retrying(server: FakeOpenAI, status: int) -> None:
+    """401/403 raise ``ModelAuthError`` at once, naming the key variable."""
+    server.replies.append(Reply(status=status, message="Invalid API key"))
+    model = _model(server, api_key_env="VLLM_KEY")
+    with pytest.raises(ModelAuthError, match=r"\$VLLM_KEY") as info:
+        await model.complete(_request())
+    await model.aclose()
+    assert "Invalid API key" in str(info.value) and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_unknown_model_lists_served_models(server: FakeOpenAI) -> None:
+    """404 raises ``ModelNotFoundError`` naming the model and the ones the server serves."""
+    server.replies.append(Reply(status=404, message="The model `nope` does not exist."))
+    model = _model(server)
+    with pytest.raises(ModelNotFoundError, match="served/model-a") as info:
+        await model.complete(_request())
+    await model.aclose()
+    assert "'served/model-a'" in str(info.value) and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_400_is_not_retried(server: FakeOpenAI) -> None:
+    """Other 4xx answers raise ``ModelError`` with the server's message, without retries."""
+    server.replies.append(Reply(status=400, message="max_tokens too large"))
+    model = _model(server)
+    with pytest.raises(ModelError, match="max_tokens too large"):
+        await model.complete(_request())
+    await model.aclose()
+    assert len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_concurrency_limit(server: FakeOpenAI) -> None:
+    """No more than ``max_concurrency`` calls are in flight at once."""
+    server.replies.extend([Reply(delay_s=0.2) for _ in range(6)])
+    model = _model(server, max_concurrency=2)
+    async with anyio.create_task_group() as tg:
+        for _ in range(6):
+            tg.start_soon(model.complete, _request())
+    await model.aclose()
+    assert len(server.requests) == 6 and server.max_in_flight == 2
+
+
+@pytest.mark.anyio
+async def test_conformance(server: FakeOpenAI) -> None:
+    """``OpenAIModel`` passes the operator-model conformance check."""
+    model = _model(server)
+    await check_operator_model(model)
+    await model.aclose()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_model_survives_a_new_event_loop(server: FakeOpenAI) -> None:
+    """One model used under two ``anyio.run`` calls opens a fresh pool for the second loop.
+
+    (The first loop's idle connection cannot be closed once its loop is gone; Python warns
+    about it when it is collected, hence the filter.)
+    """
+    model = _model(server)
+    first = anyio.run(model.complete, _request())
+    second = anyio.run(model.complete, _request())
+    assert first.text == second.text == "print(1)" and len(server.requests) == 2
+    anyio.run(model.aclose)
+    del model
+    gc.collect()  # collect the abandoned pools here, under this test's warning filter
+
+
+def test_public_module_path() -> None:
+    """The class reports its public module."""
+    from openmle.backends import JobServiceSandbox
+    from openmle.backends import OpenAIModel as Public
+
+    assert Public.__module__ == JobServiceSandbox.__module__ == "openmle.backends"
+
+
+def test_retry_after_parsing() -> None:
+    """Seconds, milliseconds and HTTP dates are understood; garbage and absence give None."""
+    assert retry_after_seconds({"Retry-After": "2"}) == 2.0
+    assert retry_after_seconds({"retry-after-ms": "250", "Retry-After": "9"}) == 0.25
+    assert retry_after_seconds({"Retry-After": "-3"}) == 0.0
+    assert retry_after_seconds({"Retry-After": "soon"}) is None
+    assert retry_after_seconds({}) is None
+    date = "Wed, 21 Oct 2015 07:28:10 GMT"
+    assert retry_after_seconds({"Retry-After": date}, now=1445412480.0) == 10.0
+
+
+def test_split_reasoning() -> None:
+    """Only a leading think block moves; an unclosed one means the text was all reasoning."""
+    assert split_reasoning("<think>a</think>b", None) == ("b", "a")
+    assert split_reasoning("b <think>a</think>", None) == ("b <think>a</think>", None)
+    assert split_reasoning("<think>cut off", "r") == ("", "r\ncut off")
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"model": ""},
+        {"model": "m", "timeout_s": 0},
+        {"model": "m", "max_retries": -1},
+        {"model": "m", "max_concurrency": 0},
+        {"model": "m", "max_tokens": 0},
+    ],
+)
+def test_bad_settings_name_the_field(kw: dict[str, Any]) -> None:
+    """Invalid settings raise ``InvalidArgument`` naming the field."""
+    with pytest.raises(InvalidArgument, match="OpenAIModel"):
+        OpenAIModel(**kw)

@@ -1,0 +1,55 @@
+"""Fixtures for the gym tests: a private cache and a small task-package builder."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+PackageBuilder = Callable[..., Path]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gym_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point ``$OPENMLE_CACHE`` at a per-session directory (bundled tasks, validation views)."""
+    root = tmp_path_factory.mktemp("openmle-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENMLE_CACHE", str(root))
+        yield root
+
+
+def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Write a CSV with a header."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+@pytest.fixture
+def make_package(tmp_path: Path) -> PackageBuilder:
+    """Build a small regression package (task.toml with metric rmse) and return its root."""
+
+    def build(
+        name: str = "pkg", *, n_train: int = 40, n_test: int = 10, toml: str | None = None
+    ) -> Path:
+        root = tmp_path / name
+        rows = [
+            [i, round(i * 0.5, 2), i % 3, round(2.0 * i + 1.0, 3)] for i in range(n_train + n_test)
+        ]
+        train, test = rows[:n_train], rows[n_train:]
+        pub, priv = root / "data" / "public", root / "data" / "private"
+        write_csv(pub / "train.csv", ["id", "x", "k", "y"], train)
+        write_csv(pub / "test.csv", ["id", "x", "k"], [r[:3] for r in test])
+        write_csv(pub / "sample_submission.csv", ["id", "y"], [[r[0], 0.0] for r in test])
+        write_csv(priv / "test_answer.csv", ["id", "y"], [[r[0], r[3]] for r in test])
+        (pub / "description.txt").write_text("Predict y from x and k. RMSE. Columns id,y.\n")
+        (root / "task.toml").write_text(
+            toml if toml is not None else f'name = "{name}"\nmetric = "rmse"\n'
+        )
+        return root
+
+    return build
