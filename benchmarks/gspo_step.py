@@ -24,7 +24,7 @@ the same on both sides, so with a toy vocabulary (``--vocab 512``) the gap narro
 
 Measured on a shared 2-core CPU (torch 2.13, transformers 5.24, TRL 1.16), median of 9
 interleaved steps: default shape 631 ms vs 1,705 ms (0.37x); ``--vocab 512`` 421 ms vs 856 ms
-(0.49x). Under heavy load from other processes single runs ranged from 0.44x to 0.73x at the
+(0.49x). Under heavy load from other processes single runs ranged from 0.44x to 0.70x at the
 default shape and 0.49x to 1.37x at ``--vocab 512``: read the ratio of a quiet machine.
 
 Usage: ``python benchmarks/gspo_step.py [--vocab 8192 --batch 16 --prompt 64 --completion 192]``
