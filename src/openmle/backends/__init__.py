@@ -19,10 +19,33 @@ if TYPE_CHECKING:
     from openmle.backends._ray import RaySandbox as RaySandbox
     from openmle.backends._replay import RecordingModel as RecordingModel
     from openmle.backends._replay import ReplayModel as ReplayModel
+    from openmle.backends._torch._batch import RolloutBatch as RolloutBatch
+    from openmle.backends._torch._batch import SFTBatch as SFTBatch
+    from openmle.backends._torch._loss import GSPOLossOutput as GSPOLossOutput
+    from openmle.backends._torch._loss import gspo_loss as gspo_loss
+    from openmle.backends._torch._loss import sft_loss as sft_loss
+    from openmle.backends._torch._model import Completion as Completion
+    from openmle.backends._torch._model import TinyCausalLM as TinyCausalLM
+    from openmle.backends._torch._model import TinyLMConfig as TinyLMConfig
+    from openmle.backends._torch._model import sample_completions as sample_completions
+    from openmle.backends._torch._sft import SFTConfig as SFTConfig
+    from openmle.backends._torch._sft import SFTTrainer as SFTTrainer
+    from openmle.backends._torch._tokenizer import ByteTokenizer as ByteTokenizer
+    from openmle.backends._torch._tokenizer import HFTokenizer as HFTokenizer
+    from openmle.backends._torch._tokenizer import Tokenizer as Tokenizer
+    from openmle.backends._torch._tokenizer import encode_chat as encode_chat
+    from openmle.backends._torch._trainer import GSPOConfig as GSPOConfig
+    from openmle.backends._torch._trainer import GSPOTrainer as GSPOTrainer
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
+    "ByteTokenizer": "openmle.backends._torch._tokenizer",
+    "Completion": "openmle.backends._torch._model",
     "DockerSandbox": "openmle.backends._docker",
+    "GSPOConfig": "openmle.backends._torch._trainer",
+    "GSPOLossOutput": "openmle.backends._torch._loss",
+    "GSPOTrainer": "openmle.backends._torch._trainer",
+    "HFTokenizer": "openmle.backends._torch._tokenizer",
     "JobServiceSandbox": "openmle.backends._jobclient",
     "LocalSandbox": "openmle.backends._local",
     "OfflineModel": "openmle.backends._offline",
@@ -30,6 +53,17 @@ _LAZY: dict[str, str] = {
     "RaySandbox": "openmle.backends._ray",
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",
+    "RolloutBatch": "openmle.backends._torch._batch",
+    "SFTBatch": "openmle.backends._torch._batch",
+    "SFTConfig": "openmle.backends._torch._sft",
+    "SFTTrainer": "openmle.backends._torch._sft",
+    "TinyCausalLM": "openmle.backends._torch._model",
+    "TinyLMConfig": "openmle.backends._torch._model",
+    "Tokenizer": "openmle.backends._torch._tokenizer",
+    "encode_chat": "openmle.backends._torch._tokenizer",
+    "gspo_loss": "openmle.backends._torch._loss",
+    "sample_completions": "openmle.backends._torch._model",
+    "sft_loss": "openmle.backends._torch._loss",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 

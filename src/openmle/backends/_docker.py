@@ -36,6 +36,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import Any, final
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from attrs import define, field, frozen
 
 from openmle._compat import require
@@ -540,7 +543,7 @@ class DockerSandbox(Sandbox):
 
             async def drain() -> None:
                 try:
-                    await anyio.to_thread.run_sync(_drain, stream, cap, abandon_on_cancel=True)
+                    await _drain_in_daemon_thread(stream, cap)
                 except errors:  # the stream broke; the state below says what happened
                     pass
                 finally:
@@ -731,6 +734,32 @@ def _drain(stream: Any, cap: LogCap) -> None:
             cap.feed(chunk)
     finally:
         _close_stream(stream)
+
+
+async def _drain_in_daemon_thread(stream: Any, cap: LogCap) -> None:
+    """Run :func:`_drain` in a daemon thread and wait for it (cancellable).
+
+    A worker thread blocked on a socket read would keep the interpreter from exiting if the
+    stream were never closed (for example when the event loop is torn down mid-run); a daemon
+    thread cannot. The run's shielded cleanup closes the stream, which ends the thread.
+    """
+    token = anyio.lowlevel.current_token()
+    finished = anyio.Event()
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            _drain(stream, cap)
+        except BaseException as exc:  # handed back to the awaiting task
+            failure.append(exc)
+        finally:
+            with contextlib.suppress(Exception):  # the loop may already be gone
+                anyio.from_thread.run_sync(finished.set, token=token)
+
+    threading.Thread(target=target, name="openmle-docker-drain", daemon=True).start()
+    await finished.wait()
+    if failure:
+        raise failure[0]
 
 
 def _no_gpu_runtime(message: str) -> bool:

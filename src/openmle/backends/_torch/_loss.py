@@ -1,0 +1,379 @@
+"""The GSPO policy loss and the supervised next-token loss, as pure functions.
+
+Shapes use ``B`` for sequences in the batch, ``T`` for token positions (padded) and ``V`` for the
+vocabulary. Every per-token tensor is *token aligned*: position ``t`` holds the value for the
+token ``input_ids[:, t]`` given the tokens before it, and ``mask`` marks the response tokens that
+are trained on (``mask[:, 0]`` is always 0, the first token has no prediction).
+
+GSPO (Zheng et al., 2025, "Group Sequence Policy Optimization") replaces PPO's per-token
+importance ratio by one ratio per sequence, the geometric mean of the token ratios::
+
+    s_i = exp( mean_{t in response_i} (log p_new(t) - log p_old(t)) )
+    pg_i = max(-s_i A_i, -clip(s_i, 1 - eps_low, 1 + eps_high) A_i)
+
+broadcast to the response tokens, optionally multiplied by the truncated importance-sampling
+weight ``clamp(exp(log p_old - log p_rollout), tis_low, tis_high)`` (the correction for the
+rollout engine computing slightly different log-probs from the trainer), plus an optional
+``low_var_kl`` penalty against a reference policy, then aggregated by an explicit mode.
+
+Departures, and why:
+
+- The default aggregation is ``"seq-mean-token-mean"`` (mean over tokens per sequence, then mean
+  over sequences): each sequence weighs the same whatever its length, which is the GSPO paper's
+  objective. The released OpenMLE configuration (SLIME) sums the per-sequence means
+  (``"sum-of-sample-mean"``), which scales the gradient with the batch size; it is available by
+  name. Token-summed modes under a sequence-level ratio weight sequences by their length (the
+  footgun TRL now warns about, trl#3823); they are here for parity, not as defaults.
+- The seq-mean modes divide by the number of sequences *with at least one response token*, not
+  by ``B``: a sequence masked out entirely (an infrastructure error in its rollout) neither
+  contributes nor dilutes the others. TRL divides by ``B``; both agree when no sequence is empty.
+- Zero-advantage sequences (a group whose members all scored the same) contribute zero policy
+  loss but still count in the denominators, as in TRL and verl; drop them upstream if you want
+  them not to dilute the step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "AGGREGATIONS",
+    "GSPOLossOutput",
+    "aggregate",
+    "gspo_loss",
+    "low_var_kl",
+    "sft_loss",
+    "token_entropy",
+    "token_logprobs",
+]
+
+AGGREGATIONS: tuple[str, ...] = (
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+    "sum-of-sample-mean",
+    "token-mean",
+)
+"""Loss aggregation modes (verl's names, plus SLIME's ``sum-of-sample-mean``).
+
+=========================  =========================================  ==================
+mode                       value                                      TRL ``loss_type``
+=========================  =========================================  ==================
+seq-mean-token-mean        mean_i ( sum_t l_it / n_i )                ``grpo``
+token-mean                 sum_it l_it / sum_i n_i                    ``bnpo``, ``dapo``
+seq-mean-token-sum         mean_i ( sum_t l_it )                      ``luspo``
+seq-mean-token-sum-norm    sum_it l_it / (B * norm_length)            ``dr_grpo``
+sum-of-sample-mean         sum_i ( sum_t l_it / n_i )                 (none; SLIME)
+=========================  =========================================  ==================
+"""
+
+
+def token_logprobs(logits: Tensor, input_ids: Tensor) -> Tensor:
+    """Log-probability of each token given the tokens before it, token aligned.
+
+    Args:
+        logits: ``(B, K, V)`` model outputs for the last ``K <= T`` positions (``K = T`` for a
+            full forward; less when the model was asked for ``logits_to_keep=K``);
+            ``logits[:, k]`` predicts the token after position ``T - K + k``.
+        input_ids: ``(B, T)`` token ids.
+
+    Returns:
+        ``(B, T)`` float32 log-probabilities; positions with no prediction (position 0, and the
+        first ``T - K`` positions of a partial forward) are 0.
+    """
+    offset = input_ids.size(1) - logits.size(1)  # leading positions without logits
+    pred = logits[:, :-1].float()  # (B, K-1, V)
+    target = input_ids[:, offset + 1 :]  # (B, K-1)
+    # cross_entropy = logsumexp - logit[target], without materialising the log-softmax
+    nll = torch.nn.functional.cross_entropy(
+        pred.reshape(-1, pred.size(-1)), target.reshape(-1), reduction="none"
+    ).view_as(target)  # (B, K-1)
+    return torch.nn.functional.pad(-nll, (offset + 1, 0))  # (B, T)
+
+
+def token_entropy(logits: Tensor, length: int | None = None) -> Tensor:
+    """Entropy of each next-token distribution, token aligned like :func:`token_logprobs`.
+
+    Args:
+        logits: ``(B, K, V)`` for the last ``K`` positions.
+        length: ``T``, the full sequence length (``K`` when ``None``).
+
+    Returns:
+        ``(B, T)`` float32 entropies in nats; positions with no prediction are 0.
+    """
+    offset = (logits.size(1) if length is None else length) - logits.size(1)
+    logp = logits[:, :-1].float().log_softmax(-1)  # (B, K-1, V)
+    ent = -(logp.exp() * logp).sum(-1)  # (B, K-1)
+    return torch.nn.functional.pad(ent, (offset + 1, 0))  # (B, T)
+
+
+def low_var_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
+    """The k3 estimator of KL(new || ref) per token (Schulman 2020), clamped like verl and SLIME.
+
+    ``k3 = exp(r) - r - 1`` with ``r = log p_ref - log p_new`` clamped to [-20, 20]; the result
+    is clamped to [-10, 10]. Non-negative, unbiased for KL when tokens come from ``p_new``.
+
+    Args:
+        logprobs: ``(B, T)`` current log-probs (carry the gradient).
+        ref_logprobs: ``(B, T)`` reference-policy log-probs.
+
+    Returns:
+        ``(B, T)`` per-token KL estimates (unmasked).
+    """
+    r = (ref_logprobs - logprobs).clamp(-20.0, 20.0)  # (B, T)
+    return (r.exp() - r - 1.0).clamp(-10.0, 10.0)  # (B, T)
+
+
+def aggregate(
+    per_token: Tensor,
+    mask: Tensor,
+    mode: str = "seq-mean-token-mean",
+    *,
+    denominator: float | Tensor | None = None,
+    norm_length: int | None = None,
+) -> Tensor:
+    """Reduce a per-token loss to a scalar by ``mode`` (see :data:`AGGREGATIONS`).
+
+    Args:
+        per_token: ``(B, T)`` loss per token; positions outside ``mask`` are ignored (even NaN).
+        mask: ``(B, T)`` bool or 0/1, the tokens that count.
+        mode: one of :data:`AGGREGATIONS`.
+        denominator: what the sum is divided by, instead of this batch's own count: the number
+            of non-empty sequences for the ``seq-mean-*`` modes, the number of masked tokens for
+            ``token-mean``. Trainers pass the count over the whole optimiser step (all
+            micro-batches and ranks) so that the accumulated micro-batch losses add up to the
+            loss of the whole batch. Ignored by ``sum-of-sample-mean``.
+        norm_length: the constant length of ``seq-mean-token-sum-norm`` (TRL's
+            ``max_completion_length``); required by that mode only.
+
+    Returns:
+        A 0-d tensor.
+
+    Raises:
+        ValueError: an unknown ``mode``, or ``seq-mean-token-sum-norm`` without ``norm_length``.
+    """
+    m = mask.bool()  # (B, T)
+    tok = torch.where(m, per_token, torch.zeros_like(per_token))  # (B, T)
+    if mode == "token-mean":
+        denom = m.sum() if denominator is None else denominator
+        return tok.sum() / _at_least_one(denom)
+    lengths = m.sum(-1)  # (B,)
+    if mode in ("seq-mean-token-mean", "sum-of-sample-mean"):
+        per_seq = tok.sum(-1) / lengths.clamp(min=1)  # (B,)
+    elif mode == "seq-mean-token-sum":
+        per_seq = tok.sum(-1)  # (B,)
+    elif mode == "seq-mean-token-sum-norm":
+        if norm_length is None or norm_length < 1:
+            raise ValueError("aggregation 'seq-mean-token-sum-norm' needs norm_length >= 1")
+        per_seq = tok.sum(-1) / norm_length  # (B,)
+    else:
+        raise ValueError(f"unknown aggregation {mode!r}; expected one of {list(AGGREGATIONS)}")
+    if mode == "sum-of-sample-mean":
+        return per_seq.sum()
+    denom = (lengths > 0).sum() if denominator is None else denominator
+    return per_seq.sum() / _at_least_one(denom)
+
+
+def _at_least_one(x: float | Tensor) -> float | Tensor:
+    return x.clamp(min=1) if isinstance(x, Tensor) else max(float(x), 1.0)
+
+
+class GSPOLossOutput(NamedTuple):
+    """What :func:`gspo_loss` returns: the loss to backpropagate and detached statistics.
+
+    Attributes:
+        loss: 0-d, carries the gradient (policy loss + KL term - entropy bonus).
+        pg_loss: 0-d, the aggregated policy-gradient term alone.
+        kl: 0-d, masked token mean of the ``low_var_kl`` estimate (0 without a reference).
+        entropy: 0-d, masked token mean entropy (0 when no entropy was given).
+        clip_fraction: 0-d, fraction of non-empty sequences whose ratio is clipped in the
+            direction that zeroes its gradient.
+        ratio_mean: 0-d, mean sequence ratio ``s_i`` over non-empty sequences.
+        ratio_min: 0-d.
+        ratio_max: 0-d.
+        tis_weight_mean: 0-d, masked token mean of the truncated IS weight (1 without TIS).
+        tis_clip_fraction: 0-d, fraction of response tokens whose IS weight was truncated.
+    """
+
+    loss: Tensor
+    pg_loss: Tensor
+    kl: Tensor
+    entropy: Tensor
+    clip_fraction: Tensor
+    ratio_mean: Tensor
+    ratio_min: Tensor
+    ratio_max: Tensor
+    tis_weight_mean: Tensor
+    tis_clip_fraction: Tensor
+
+    def metrics(self) -> dict[str, float]:
+        """Every field as a Python float (one device sync)."""
+        values = torch.stack([t.detach().float() for t in self]).tolist()
+        return dict(zip(self._fields, values, strict=True))
+
+
+def gspo_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    rollout_logprobs: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
+    entropy: Tensor | None = None,
+    clip_eps_low: float = 3.5e-4,
+    clip_eps_high: float | None = None,
+    tis_clip_low: float = 0.0,
+    tis_clip_high: float = 2.0,
+    kl_coef: float = 0.0,
+    entropy_coef: float = 0.0,
+    aggregation: str = "seq-mean-token-mean",
+    denominator: float | Tensor | None = None,
+    norm_length: int | None = None,
+) -> GSPOLossOutput:
+    """The GSPO clipped objective with truncated importance sampling (pure; no state).
+
+    Args:
+        logprobs: ``(B, T)`` log-probs of the tokens under the policy being trained (carry the
+            gradient), token aligned.
+        old_logprobs: ``(B, T)`` log-probs under the policy that the rollout batch is judged
+            against (the trainer's recompute before this batch's first optimiser step).
+        advantages: ``(B,)`` one advantage per sequence (group-normalised or entropic, from
+            :mod:`openmle.rewards`).
+        mask: ``(B, T)`` bool or 0/1, the response tokens to train on.
+        rollout_logprobs: ``(B, T)`` log-probs reported by the rollout engine for the sampled
+            tokens; when given, each token's loss is multiplied by
+            ``clamp(exp(old_logprobs - rollout_logprobs), tis_clip_low, tis_clip_high)``.
+        ref_logprobs: ``(B, T)`` reference-policy log-probs; needed when ``kl_coef != 0``.
+        entropy: ``(B, T)`` per-token entropies (carry the gradient); needed when
+            ``entropy_coef != 0``, reported in the statistics when given.
+        clip_eps_low: the ratio is clipped below at ``1 - clip_eps_low`` (paper: 3e-4 to 4e-4;
+            OpenMLE: 3.5e-4).
+        clip_eps_high: the upper clip ``1 + clip_eps_high``; ``None`` means ``clip_eps_low``.
+        tis_clip_low: lower truncation of the IS weight.
+        tis_clip_high: upper truncation of the IS weight.
+        kl_coef: weight of the per-token ``low_var_kl`` term (0 = off).
+        entropy_coef: weight of the entropy bonus subtracted from the loss (0 = off).
+        aggregation: one of :data:`AGGREGATIONS`.
+        denominator: see :func:`aggregate`.
+        norm_length: see :func:`aggregate`.
+
+    Returns:
+        A :class:`GSPOLossOutput`.
+
+    Raises:
+        ValueError: mismatched shapes, an unknown aggregation, or a nonzero coefficient without
+            its input.
+    """
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be (B, T), got shape {tuple(logprobs.shape)}")
+    for name, t in (("old_logprobs", old_logprobs), ("mask", mask)):
+        if t.shape != logprobs.shape:
+            raise ValueError(
+                f"{name} must have shape {tuple(logprobs.shape)}, got {tuple(t.shape)}"
+            )
+    if advantages.shape != logprobs.shape[:1]:
+        raise ValueError(f"advantages must be (B,)={logprobs.shape[:1]}, got {advantages.shape}")
+    if kl_coef != 0.0 and ref_logprobs is None:
+        raise ValueError("kl_coef != 0 needs ref_logprobs")
+    if entropy_coef != 0.0 and entropy is None:
+        raise ValueError("entropy_coef != 0 needs entropy")
+    eps_high = clip_eps_low if clip_eps_high is None else clip_eps_high
+    m = mask.bool()  # (B, T)
+    zeros = torch.zeros_like(logprobs)
+    lengths = m.sum(-1)  # (B,)
+    valid = lengths > 0  # (B,) sequences with at least one response token
+
+    # Sequence-level importance ratio: geometric mean of the token ratios.
+    log_ratio = torch.where(m, logprobs - old_logprobs, zeros)  # (B, T)
+    seq_log_ratio = log_ratio.sum(-1) / lengths.clamp(min=1)  # (B,)
+    ratio = seq_log_ratio.exp()  # (B,)
+    clipped_ratio = ratio.clamp(1.0 - clip_eps_low, 1.0 + eps_high)  # (B,)
+    adv = advantages.to(logprobs.dtype)  # (B,)
+    pg_seq = torch.maximum(-ratio * adv, -clipped_ratio * adv)  # (B,)
+    pg_tok = pg_seq.unsqueeze(-1).expand_as(logprobs)  # (B, T)
+
+    # Truncated importance sampling against the rollout engine's log-probs.
+    if rollout_logprobs is not None:
+        raw_w = torch.where(m, (old_logprobs - rollout_logprobs).exp(), zeros + 1.0)  # (B, T)
+        tis_w = raw_w.clamp(tis_clip_low, tis_clip_high).detach()  # (B, T)
+        pg_tok = pg_tok * tis_w  # (B, T)
+        tis_mean = _masked_mean(tis_w, m)
+        tis_clip = _masked_mean(((raw_w < tis_clip_low) | (raw_w > tis_clip_high)).float(), m)
+    else:
+        tis_mean = torch.ones((), device=logprobs.device)
+        tis_clip = torch.zeros((), device=logprobs.device)
+
+    def agg(per_token: Tensor) -> Tensor:
+        return aggregate(
+            per_token, m, aggregation, denominator=denominator, norm_length=norm_length
+        )
+
+    pg_loss = agg(pg_tok)
+    loss = pg_loss
+    kl_stat = torch.zeros((), device=logprobs.device)
+    if ref_logprobs is not None:
+        kl_tok = low_var_kl(logprobs, ref_logprobs)  # (B, T)
+        kl_stat = _masked_mean(kl_tok.detach(), m)
+        if kl_coef != 0.0:
+            loss = loss + kl_coef * agg(kl_tok)
+    ent_stat = torch.zeros((), device=logprobs.device)
+    if entropy is not None:
+        ent_stat = _masked_mean(entropy.detach(), m)
+        if entropy_coef != 0.0:
+            loss = loss - entropy_coef * agg(entropy)
+
+    with torch.no_grad():
+        is_clipped = ((ratio < 1.0 - clip_eps_low) & (adv < 0)) | (
+            (ratio > 1.0 + eps_high) & (adv > 0)
+        )
+        n_valid = valid.sum().clamp(min=1)
+        one = torch.ones_like(ratio)
+        stats = GSPOLossOutput(
+            loss=loss,
+            pg_loss=pg_loss.detach(),
+            kl=kl_stat,
+            entropy=ent_stat,
+            clip_fraction=(is_clipped & valid).sum() / n_valid,
+            ratio_mean=torch.where(valid, ratio, 0 * one).sum() / n_valid,
+            ratio_min=torch.where(valid, ratio, torch.inf * one).min().nan_to_num(posinf=1.0),
+            ratio_max=torch.where(valid, ratio, -torch.inf * one).max().nan_to_num(neginf=1.0),
+            tis_weight_mean=tis_mean,
+            tis_clip_fraction=tis_clip,
+        )
+    return stats
+
+
+def _masked_mean(x: Tensor, m: Tensor) -> Tensor:
+    return torch.where(m, x, torch.zeros_like(x)).sum() / m.sum().clamp(min=1)
+
+
+def sft_loss(
+    logits: Tensor,
+    input_ids: Tensor,
+    mask: Tensor,
+    *,
+    denominator: float | Tensor | None = None,
+) -> Tensor:
+    """Masked next-token cross-entropy on the answer tokens, averaged over answer tokens.
+
+    Args:
+        logits: ``(B, T, V)``.
+        input_ids: ``(B, T)``.
+        mask: ``(B, T)`` bool or 0/1, token aligned: the answer tokens to predict.
+        denominator: divide by this instead of this batch's answer-token count (trainers pass
+            the count of the whole optimiser step).
+
+    Returns:
+        A 0-d tensor: the summed negative log-likelihood over masked tokens / denominator.
+    """
+    nll = -token_logprobs(logits, input_ids)  # (B, T)
+    return aggregate(nll, mask, "token-mean", denominator=denominator)
+
+
+# Public names report the public module (``openmle.backends.X``).
+for _obj in (GSPOLossOutput, gspo_loss, sft_loss):
+    _obj.__module__ = "openmle.backends"
