@@ -6,17 +6,21 @@ same run the same way.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
+import shutil
+import stat
 from pathlib import Path
 
-from attrs import define, field
+from attrs import define, field, frozen
 
 from openmle._signature import error_signature, normalise_message
 from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, RunResult, Split
 
-__all__ = ["LogCap", "classify_run", "parse_printed_score"]
+__all__ = ["LogCap", "RefusedGrade", "classify_run", "parse_printed_score", "take_submission"]
 
 _PRINTED = re.compile(
     r"Final Validation Score\s*[:=]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -151,3 +155,46 @@ def classify_run(
 def error_signature_of_reason(reason: str) -> str:
     """A grader reason normalised like an error message (numbers, paths, quotes stripped)."""
     return normalise_message(reason) or "unknown"
+
+
+@frozen(kw_only=True)
+class RefusedGrade:
+    """The grade of a submission the sandbox refused to hand to the grader."""
+
+    reason: str
+    score: float | None = None
+    valid: bool = False
+
+
+def take_submission(workspace: Path, into: Path) -> tuple[Path | None, RefusedGrade | None]:
+    """Copy ``workspace/submission.csv`` to ``into/submission.csv`` without following links.
+
+    The grader runs on the host with the answers at hand, so a program must not be able to
+    point it elsewhere: symbolic links, hard links and anything but a regular file are refused.
+
+    Returns:
+        ``(None, None)`` when there is no submission, ``(copy, None)`` for a regular file, and
+        ``(None, refused)`` when the file must not be graded (``refused.reason`` says why).
+    """
+    src = workspace / "submission.csv"
+    try:
+        st = os.lstat(src)
+    except FileNotFoundError:
+        return None, None
+    if not stat.S_ISREG(st.st_mode):
+        return None, RefusedGrade(
+            reason="submission.csv must be a regular file, not a symlink or directory"
+        )
+    if st.st_nlink != 1:
+        return None, RefusedGrade(reason="submission.csv must not be a hard link")
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, RefusedGrade(reason="submission.csv is a symbolic link")
+        return None, RefusedGrade(reason=f"submission.csv is unreadable: {exc.strerror}")
+    into.mkdir(parents=True, exist_ok=True)
+    dst = into / "submission.csv"
+    with os.fdopen(fd, "rb") as fin, dst.open("wb") as fout:
+        shutil.copyfileobj(fin, fout, 1024 * 1024)
+    return dst, None

@@ -29,12 +29,10 @@ each. Here the container engine is driven directly, and GPUs are requested per j
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import os
 import shutil
 import socket
-import stat
 import tempfile
 import threading
 import time
@@ -47,11 +45,11 @@ from typing import Any, final
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-from attrs import define, field, frozen
+from attrs import define, field
 
 from openmle._compat import require
 from openmle._protocols import Sandbox
-from openmle._runlog import LogCap, classify_run
+from openmle._runlog import LogCap, classify_run, take_submission
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
@@ -90,15 +88,6 @@ def _gpu_pool(value: Sequence[int | str] | None) -> tuple[str, ...] | None:
     if isinstance(value, str | bytes):
         raise fail("a sequence of GPU ids or None", "DockerSandbox.gpus", value)
     return tuple(str(v) for v in value)
-
-
-@frozen(kw_only=True)
-class _Refused:
-    """A grade for a submission we refused to hand to the grader."""
-
-    reason: str
-    score: float | None = None
-    valid: bool = False
 
 
 @define(eq=False)
@@ -165,32 +154,6 @@ def _artifacts(workspace: Path, limit: int = 1000) -> tuple[str, ...]:
             if len(found) >= limit:
                 return tuple(found)
     return tuple(found)
-
-
-def _take_submission(workspace: Path, into: Path) -> tuple[Path | None, str]:
-    """Copy ``submission.csv`` out of the workspace without following links.
-
-    Returns ``(path, "")`` for a regular file, ``(None, "")`` when there is none, and
-    ``(None, reason)`` when the program left something we will not grade (a symlink could
-    point the host-side grader at the answers).
-    """
-    src = workspace / "submission.csv"
-    try:
-        st = os.lstat(src)
-    except FileNotFoundError:
-        return None, ""
-    if not stat.S_ISREG(st.st_mode):
-        return None, "submission.csv is not a regular file (links and directories are refused)"
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return None, "submission.csv is a symbolic link"
-        return None, f"submission.csv is unreadable: {exc.strerror}"
-    dst = into / "submission.csv"
-    with os.fdopen(fd, "rb") as fin, dst.open("wb") as fout:
-        shutil.copyfileobj(fin, fout)
-    return dst, ""
 
 
 def _public_dir(task: TaskHandle, job: Job) -> Path:
@@ -631,10 +594,10 @@ class DockerSandbox(Sandbox):
             grade: GradeLike | None = None
             if not timed_out and not oom and exit_code == 0:
                 submission, refused = await anyio.to_thread.run_sync(
-                    _take_submission, workspace, grading
+                    take_submission, workspace, grading
                 )
-                if refused:  # classified as an invalid submission with this reason
-                    submission, grade = grading / "refused", _Refused(reason=refused)
+                if refused is not None:  # classified as an invalid submission with this reason
+                    submission, grade = grading / "refused", refused
                 elif submission is not None:
                     try:
                         grade = await anyio.to_thread.run_sync(task.grade, submission, job.split)

@@ -27,7 +27,6 @@ import math
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -41,10 +40,10 @@ from typing import Any, Literal, cast, final
 
 import anyio
 import anyio.abc
-from attrs import define, field, frozen
+from attrs import define, field
 
 from openmle._protocols import Sandbox
-from openmle._runlog import LogCap, classify_run
+from openmle._runlog import LogCap, classify_run, take_submission
 from openmle._signature import error_signature
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
@@ -83,15 +82,6 @@ def _default_resolver(ref: str) -> TaskHandle:
             "pass LocalSandbox(resolver=...) to say how job.task names a task"
         )
     return cast(TaskResolver, resolve)(ref)
-
-
-@frozen(kw_only=True)
-class _Refused:
-    """A grade the sandbox gives without calling the grader (e.g. a symlinked submission)."""
-
-    reason: str
-    score: float | None = None
-    valid: bool = False
 
 
 def _positive_int(name: str) -> Any:
@@ -654,38 +644,24 @@ class LocalSandbox(Sandbox):
         submission: Path | None = None
         grade: GradeLike | None = None
         if exit_code == 0 and not timed_out and not oom:
-            sub = workspace / "submission.csv"
-            try:
-                st = os.lstat(sub)
-            except FileNotFoundError:
-                st = None
-            if st is not None:
-                submission = sub
-                if not stat.S_ISREG(st.st_mode):
-                    grade = _Refused(
-                        reason="submission.csv must be a regular file, not a symlink or directory"
+            copy, refused = await anyio.to_thread.run_sync(
+                take_submission, workspace, run_dir / "graded"
+            )
+            if refused is not None:  # never handed to the grader
+                submission, grade = workspace / "submission.csv", refused
+            elif copy is not None:
+                submission = copy
+                try:
+                    grade = await anyio.to_thread.run_sync(
+                        task.grade, copy, job.split, abandon_on_cancel=True
                     )
-                elif st.st_nlink != 1:
-                    grade = _Refused(reason="submission.csv must not be a hard link")
-                else:
-                    copy = run_dir / "graded" / "submission.csv"
-                    copy.parent.mkdir()
-                    try:
-                        _copy_nofollow(sub, copy)
-                    except OSError as exc:
-                        grade = _Refused(reason=f"submission.csv is unreadable: {exc.strerror}")
-                    else:
-                        try:
-                            grade = await anyio.to_thread.run_sync(
-                                task.grade, copy, job.split, abandon_on_cancel=True
-                            )
-                        except Exception as exc:
-                            return RunResult.infra_error(
-                                f"grader of task {task.name!r} raised {type(exc).__name__}",
-                                split=job.split,
-                                queue_s=queue_s,
-                                logs=logs,
-                            )
+                except Exception as exc:
+                    return RunResult.infra_error(
+                        f"grader of task {task.name!r} raised {type(exc).__name__}",
+                        split=job.split,
+                        queue_s=queue_s,
+                        logs=logs,
+                    )
         return classify_run(
             split=job.split,
             exit_code=exit_code,
@@ -800,15 +776,6 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
-
-
-def _copy_nofollow(src: Path, dst: Path) -> None:
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as fin, dst.open("wb") as fout:
-            shutil.copyfileobj(fin, fout, 1024 * 1024)
-    finally:
-        os.close(fd)
 
 
 def _artifacts(workspace: Path) -> tuple[str, ...]:

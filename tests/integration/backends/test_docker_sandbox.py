@@ -127,7 +127,7 @@ async def test_symlinked_submission_cannot_point_the_grader_at_the_answers(
     code = f"import os\nos.symlink({str(answers)!r}, 'submission.csv')\n"
     result = await _run(docker_engine, toy, code)
     assert result.outcome is Outcome.INVALID_SUBMISSION
-    assert "not a regular file" in result.detail
+    assert "must be a regular file" in result.detail
 
 
 @pytest.mark.anyio

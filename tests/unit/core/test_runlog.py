@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
 import pytest
 
 from openmle import Outcome, Split
-from openmle._runlog import LogCap, classify_run, parse_printed_score
+from openmle._runlog import LogCap, classify_run, parse_printed_score, take_submission
 
 
 @attrs.frozen
@@ -73,3 +74,25 @@ def test_classification_precedence(kwargs: dict[str, object], outcome: Outcome) 
         assert res.error_signature == "ValueError: bad <n>"
     if outcome is Outcome.INVALID_SUBMISSION and "rows" in res.detail:
         assert res.error_signature == "invalid_submission: <n> rows, expected <n>"
+
+
+def test_take_submission_refuses_links(tmp_path: Path) -> None:
+    """Symlinks and hard links (maybe to the answers) are never handed to the grader."""
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    answers = tmp_path / "answers.csv"
+    answers.write_text("id,target\n0,1\n")
+    assert take_submission(ws, out) == (None, None)
+    os.symlink(answers, ws / "submission.csv")
+    path, refused = take_submission(ws, out)
+    assert path is None and refused is not None and "symlink" in refused.reason
+    assert not refused.valid and refused.score is None
+    (ws / "submission.csv").unlink()
+    os.link(answers, ws / "submission.csv")
+    path, refused = take_submission(ws, out)
+    assert path is None and refused is not None and "hard link" in refused.reason
+    (ws / "submission.csv").unlink()
+    (ws / "submission.csv").write_text("id,target\n0,0\n")
+    path, refused = take_submission(ws, out)
+    assert refused is None and path == out / "submission.csv"
+    assert path.read_text() == "id,target\n0,0\n"
