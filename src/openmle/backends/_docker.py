@@ -197,6 +197,10 @@ class DockerSandbox(Sandbox):
         memory_mb: memory limit when the job does not set ``resources.memory_mb`` (MiB; swap
             is disabled, so this is the whole budget).
         pids_limit: most processes/threads in the container.
+        max_file_mb: largest file the program may write (MiB; None for no limit). Set by the
+            image's ``/bin/sh`` (``ulimit -f``) before it execs Python, since lowering a limit
+            needs no privilege on any engine (naming ``Ulimits`` in the request makes Podman
+            drop its configured defaults). Writing past it kills the program with SIGXFSZ.
         network: allow network access (off by default: ``NetworkMode=none``).
         user: run as this ``uid[:gid]`` (or name known to the image) instead of the image's
             default user; the workspace is made writable for it.
@@ -231,6 +235,7 @@ class DockerSandbox(Sandbox):
     max_concurrency: int = 4
     memory_mb: int = 4096
     pids_limit: int = 512
+    max_file_mb: int | None = 1024
     network: bool = False
     user: str | None = None
     stop_grace_s: float = 5.0
@@ -250,8 +255,10 @@ class DockerSandbox(Sandbox):
     _closed: bool = field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
-        for name in ("max_concurrency", "memory_mb", "pids_limit"):
+        for name in ("max_concurrency", "memory_mb", "pids_limit", "max_file_mb"):
             value = getattr(self, name)
+            if name == "max_file_mb" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise fail("an integer > 0", f"DockerSandbox.{name}", value)
         check_positive(self.stop_grace_s, "DockerSandbox.stop_grace_s")
@@ -293,6 +300,13 @@ class DockerSandbox(Sandbox):
                 )
             out.append(self.gpus[i])
         return tuple(out)
+
+    def _command(self) -> list[str]:
+        """The container's command: Python on ``main.py``, under a file-size limit if set."""
+        if self.max_file_mb is None:
+            return [self.python, "main.py"]
+        blocks = self.max_file_mb * 2048  # ``ulimit -f`` counts 512-byte blocks
+        return ["/bin/sh", "-c", f"ulimit -f {blocks} && exec {self.python} main.py"]
 
     def container_request(
         self,
@@ -346,7 +360,7 @@ class DockerSandbox(Sandbox):
             ]
         body: dict[str, Any] = {
             "Image": self.image_for(task_name),
-            "Cmd": [self.python, "main.py"],
+            "Cmd": self._command(),
             "WorkingDir": WORKSPACE_MOUNT,
             "Env": [f"{k}={v}" for k, v in sorted(env.items())],
             "Labels": {

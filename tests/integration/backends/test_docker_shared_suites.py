@@ -45,7 +45,6 @@ async def _call(fn: Callable[..., Any] | None, *args: Any, **kwargs: Any) -> Any
 # Gaps of DockerSandbox the battery found at merge time (reported to its owner); any other
 # failure, or a gap that reappears under a new name, fails the test.
 DOCKER_KNOWN_GAPS = {
-    "disk_filler": "no file-size limit (ulimit fsize) on the container: the 2 GiB file is written",
     "namespaces_and_keyrings": "the engine's seccomp profile lets the program unshare a user "
     "namespace and open the user keyring",
 }

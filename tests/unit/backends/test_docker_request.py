@@ -34,7 +34,7 @@ def test_cpu_job_request_is_exact() -> None:
     job = Job(code="print(1)", task="toy", resources=Resources(cpus=1.5), env={"SEED": "3"})
     assert _request(sandbox, job) == {
         "Image": "localhost/openmle-sandbox:bookworm",
-        "Cmd": ["python3", "main.py"],
+        "Cmd": ["/bin/sh", "-c", "ulimit -f 2097152 && exec python3 main.py"],
         "WorkingDir": "/workspace",
         "Env": [
             "DATA_DIR=/data",
@@ -125,7 +125,7 @@ def test_network_user_image_and_shm_options() -> None:
     assert body["NetworkDisabled"] is False
     assert body["User"] == "65534:65534"
     assert body["Image"] == "my/image:1"
-    assert body["Cmd"] == ["python3.11", "main.py"]
+    assert body["Cmd"] == ["/bin/sh", "-c", "ulimit -f 2097152 && exec python3.11 main.py"]
     assert host["ShmSize"] == 256 * 2**20
     assert body["Labels"] == {"openmle.managed": "1", "openmle.task": "toy", "openmle.job": "n1"}
 
