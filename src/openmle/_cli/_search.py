@@ -81,12 +81,23 @@ def build_model(spec: str, *, record: str | None = None) -> Any:
 
 
 def build_sandbox(spec: str) -> Any:
-    """Build a sandbox from a ``--sandbox`` spec (``local``)."""
+    """Build a sandbox from a ``--sandbox`` spec.
+
+    ``local`` (default), ``docker`` (a Docker Engine API at ``$DOCKER_HOST``), ``ray`` (a Ray
+    cluster, ``ray.init`` from the environment, local sandboxes on the workers) or
+    ``service:URL`` (a job service; the key comes from ``$OPENMLE_SERVICE_API_KEY``).
+    """
     from openmle import backends
 
     if spec == "local":
         return backends.LocalSandbox()
-    raise InvalidArgument(f"Expected --sandbox local but got {spec!r}")
+    if spec == "docker":
+        return backends.DockerSandbox()
+    if spec == "ray":
+        return backends.RaySandbox()
+    if spec.startswith("service:") and len(spec) > len("service:"):
+        return backends.JobServiceSandbox(base_url=spec.removeprefix("service:"))
+    raise InvalidArgument(f"Expected --sandbox local, docker, ray or service:URL but got {spec!r}")
 
 
 def build_selector(name: str, higher_is_better: bool) -> Any:
@@ -315,7 +326,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sandbox", default="local", help="where programs run (default: local)")
+    p.add_argument(
+        "--sandbox",
+        default="local",
+        help="where programs run: local (default), docker, ray or service:URL",
+    )
     p.add_argument(
         "--selector",
         default="three-factor",
