@@ -19,6 +19,7 @@ import torch
 from attrs import define, field
 from torch import Tensor, nn
 
+from openmle._validation import check_choice, check_positive, fail
 from openmle.errors import TrainerError
 
 from . import _distributed as D
@@ -38,6 +39,16 @@ class OptimConfig:
     max_grad_norm: float | None
     bf16: bool
     distributed: str
+
+    def __attrs_post_init__(self) -> None:
+        check_positive(self.lr, "lr")
+        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
+        check_positive(self.adam_eps, "adam_eps")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise fail("two betas in [0, 1)", "betas", self.betas)
+        if self.max_grad_norm is not None:
+            check_positive(self.max_grad_norm, "max_grad_norm")
+        check_choice(self.distributed, ("auto", "none"), "distributed")
 
 
 @define(eq=False)

@@ -23,7 +23,7 @@ from attrs import define, field, frozen
 from torch import nn
 
 from openmle._protocols import Trainer
-from openmle._validation import check_choice, check_positive, check_type, fail
+from openmle._validation import check_positive, check_type
 
 from ._batch import SFTBatch
 from ._engine import Engine, OptimConfig
@@ -58,17 +58,17 @@ class SFTConfig:
     distributed: str = "auto"
 
     def __attrs_post_init__(self) -> None:
-        check_positive(self.lr, "lr")
-        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        check_positive(self.adam_eps, "adam_eps")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise fail("two betas in [0, 1)", "betas", self.betas)
-        if self.max_grad_norm is not None:
-            check_positive(self.max_grad_norm, "max_grad_norm")
+        self.optim()  # validates the optimiser fields (lr, betas, ...)
         if self.micro_batch_size is not None:
             check_type(self.micro_batch_size, int, "micro_batch_size")
             check_positive(self.micro_batch_size, "micro_batch_size")
-        check_choice(self.distributed, ("auto", "none"), "distributed")
+
+    def optim(self) -> OptimConfig:
+        """The optimiser part."""
+        return OptimConfig(
+            lr=self.lr, weight_decay=self.weight_decay, betas=self.betas, adam_eps=self.adam_eps,
+            max_grad_norm=self.max_grad_norm, bf16=self.bf16, distributed=self.distributed,
+        )  # fmt: skip
 
 
 @final
@@ -91,13 +91,7 @@ class SFTTrainer(Trainer[SFTBatch]):
     def __attrs_post_init__(self) -> None:
         check_type(self.model, nn.Module, "model")
         c = self.config
-        self._engine = Engine(
-            self.model,
-            OptimConfig(
-                lr=c.lr, weight_decay=c.weight_decay, betas=c.betas, adam_eps=c.adam_eps,
-                max_grad_norm=c.max_grad_norm, bf16=c.bf16, distributed=c.distributed,
-            ),
-        )  # fmt: skip
+        self._engine = Engine(self.model, c.optim())
 
     @property
     def step_count(self) -> int:

@@ -91,13 +91,7 @@ class GSPOConfig:
     distributed: str = "auto"
 
     def __attrs_post_init__(self) -> None:
-        check_positive(self.lr, "lr")
-        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        check_positive(self.adam_eps, "adam_eps")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise fail("two betas in [0, 1)", "betas", self.betas)
-        if self.max_grad_norm is not None:
-            check_positive(self.max_grad_norm, "max_grad_norm")
+        self.optim()  # validates the optimiser fields (lr, betas, ...)
         check_positive(self.clip_eps_low, "clip_eps_low", allow_zero=True)
         if self.clip_eps_high is not None:
             check_positive(self.clip_eps_high, "clip_eps_high", allow_zero=True)
@@ -116,7 +110,6 @@ class GSPOConfig:
             check_positive(
                 check_type(self.micro_batch_size, int, "micro_batch_size"), "micro_batch_size"
             )
-        check_choice(self.distributed, ("auto", "none"), "distributed")
 
     def optim(self) -> OptimConfig:
         """The optimiser part."""
