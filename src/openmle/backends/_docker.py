@@ -197,6 +197,12 @@ class DockerSandbox(Sandbox):
         memory_mb: memory limit when the job does not set ``resources.memory_mb`` (MiB; swap
             is disabled, so this is the whole budget).
         pids_limit: most processes/threads in the container.
+        seccomp: the seccomp profile. ``"auto"`` (default) keeps Docker's default profile
+            (which already refuses user namespaces and keyrings without ``CAP_SYS_ADMIN``) and,
+            on Podman, uses a copy of Podman's default profile with ``unshare``, ``setns`` and
+            ``keyctl`` removed from its allow list (Podman allows them for rootless use);
+            ``None`` keeps the engine's default; any other value is a profile path passed as
+            ``seccomp=PATH``.
         max_file_mb: largest file the program may write (MiB; None for no limit). Set by the
             image's ``/bin/sh`` (``ulimit -f``) before it execs Python, since lowering a limit
             needs no privilege on any engine (naming ``Ulimits`` in the request makes Podman
@@ -236,6 +242,7 @@ class DockerSandbox(Sandbox):
     memory_mb: int = 4096
     pids_limit: int = 512
     max_file_mb: int | None = 1024
+    seccomp: str | None = "auto"
     network: bool = False
     user: str | None = None
     stop_grace_s: float = 5.0
@@ -250,6 +257,7 @@ class DockerSandbox(Sandbox):
     _id: str = field(factory=lambda: uuid.uuid4().hex[:12], init=False)
     _api: Any = field(default=None, init=False)
     _engine: str | None = field(default=None, init=False)
+    _seccomp_path: str | None = field(default=None, init=False)
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False)
     _lease: _GpuLease | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
@@ -316,6 +324,7 @@ class DockerSandbox(Sandbox):
         public_dir: Path,
         workspace: Path,
         device_ids: Sequence[str] | None = None,
+        seccomp_profile: str | None = None,
     ) -> dict[str, Any]:
         """The exact body of ``POST /containers/create`` for ``job``.
 
@@ -325,6 +334,7 @@ class DockerSandbox(Sandbox):
             workspace: host directory mounted read-write at ``/workspace``.
             device_ids: host GPU ids leased for the job; None requests
                 ``job.resources.gpu_count`` GPUs by count (none when the count is 0).
+            seccomp_profile: path of a seccomp profile for the engine, or None for its default.
         """
         res = job.resources
         memory = (res.memory_mb or self.memory_mb) * 1024 * 1024
@@ -340,7 +350,8 @@ class DockerSandbox(Sandbox):
             "NanoCpus": round(res.cpus * 1e9),
             "PidsLimit": self.pids_limit,
             "CapDrop": ["ALL"],
-            "SecurityOpt": ["no-new-privileges"],
+            "SecurityOpt": ["no-new-privileges"]
+            + ([f"seccomp={seccomp_profile}"] if seccomp_profile else []),
         }
         if not self.network:
             host["NetworkMode"] = "none"
@@ -397,6 +408,19 @@ class DockerSandbox(Sandbox):
             else:  # pragma: no cover - two first jobs raced; keep one client
                 api.close()
         return self._api
+
+    async def _seccomp_profile(self, api: Any) -> str | None:
+        """The profile path to request (see ``seccomp``), prepared once per sandbox."""
+        if self.seccomp is None:
+            return None
+        if self.seccomp != "auto":
+            return self.seccomp
+        if self._seccomp_path is None:
+            if await self._engine_name(api) != "podman":
+                self._seccomp_path = ""
+            else:
+                self._seccomp_path = await anyio.to_thread.run_sync(_tightened_podman_profile)
+        return self._seccomp_path or None
 
     async def _engine_name(self, api: Any) -> str:
         if self._engine is None:
@@ -488,6 +512,7 @@ class DockerSandbox(Sandbox):
                     public_dir=public,
                     workspace=workspace,
                     device_ids=device_ids,
+                    seccomp_profile=await self._seccomp_profile(api),
                 )
 
                 def create() -> str:
@@ -647,6 +672,9 @@ class DockerSandbox(Sandbox):
         api, self._api = self._api, None
         if api is not None:
             await anyio.to_thread.run_sync(api.close)
+        if self._seccomp_path:
+            shutil.rmtree(Path(self._seccomp_path).parent, ignore_errors=True)
+            self._seccomp_path = None
 
     async def __aenter__(self) -> DockerSandbox:
         return self
@@ -737,6 +765,32 @@ async def _drain_in_daemon_thread(stream: Any, cap: LogCap) -> None:
     await finished.wait()
     if failure:
         raise failure[0]
+
+
+_PODMAN_SECCOMP = Path("/usr/share/containers/seccomp.json")
+_DENIED_SYSCALLS = frozenset({"unshare", "setns", "keyctl", "add_key", "request_key"})
+
+
+def _tightened_podman_profile() -> str:
+    """Write Podman's default seccomp profile without the namespace and keyring syscalls.
+
+    Podman allows ``unshare``, ``setns`` and ``keyctl`` unconditionally (for rootless use);
+    the profile's default action refuses what its allow lists do not name, so removing them
+    refuses them. Returns the written path, or "" (engine default) when the file is missing.
+    """
+    import json
+
+    try:
+        profile = json.loads(_PODMAN_SECCOMP.read_text())
+    except (OSError, ValueError):
+        return ""
+    for rule in profile.get("syscalls", []):
+        if rule.get("action") == "SCMP_ACT_ALLOW":
+            rule["names"] = [n for n in rule.get("names", []) if n not in _DENIED_SYSCALLS]
+    profile["syscalls"] = [r for r in profile.get("syscalls", []) if r.get("names")]
+    out = Path(tempfile.mkdtemp(prefix="openmle-seccomp-")) / "seccomp.json"  # private (0700)
+    out.write_text(json.dumps(profile))
+    return str(out)
 
 
 def _no_gpu_runtime(message: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import anyio
@@ -191,3 +192,31 @@ async def test_gpu_lease_round_robin_and_waits_for_free_ids() -> None:
         tg.start_soon(holder)
         tg.start_soon(waiter)
     assert order == ["all:a,b,c", "b:b"]
+
+
+def test_seccomp_profile_is_requested_and_podman_profile_tightened(tmp_path: Path) -> None:
+    """A profile path becomes ``seccomp=PATH``; Podman's copy loses unshare/setns/keyctl."""
+    import json
+
+    from openmle.backends import _docker
+
+    body = DockerSandbox().container_request(
+        Job(code="", task="toy"), task_name="toy", public_dir=PUB, workspace=WS,
+        seccomp_profile="/etc/p.json",
+    )  # fmt: skip
+    host = body["HostConfig"]
+    assert isinstance(host, dict)
+    assert host["SecurityOpt"] == ["no-new-privileges", "seccomp=/etc/p.json"]
+    if not _docker._PODMAN_SECCOMP.is_file():
+        pytest.skip("Podman's default seccomp profile is not installed here")
+    path = Path(_docker._tightened_podman_profile())
+    try:
+        profile = json.loads(path.read_text())
+        allowed = {
+            n for r in profile["syscalls"] if r["action"] == "SCMP_ACT_ALLOW" for n in r["names"]
+        }
+        assert not allowed & {"unshare", "setns", "keyctl", "add_key", "request_key"}
+        assert {"clone", "read", "write"} <= allowed
+        assert path.parent.stat().st_mode & 0o077 == 0
+    finally:
+        shutil.rmtree(path.parent)
