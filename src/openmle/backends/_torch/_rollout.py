@@ -285,6 +285,10 @@ def _default_prompt(
     )
 
 
+def _task_tuple(value: Sequence[RolloutTask]) -> tuple[RolloutTask, ...]:
+    return tuple(value)
+
+
 @define(eq=False)
 class RolloutProducer:
     """Makes groups: RL parent selection, operator prompts, G samples, sandbox, rewards.
@@ -309,7 +313,7 @@ class RolloutProducer:
 
     policy: Policy
     sandbox: Sandbox
-    tasks: Sequence[RolloutTask] = field(converter=tuple)
+    tasks: Sequence[RolloutTask] = field(converter=_task_tuple)
     group_size: int = 8
     profile: RewardProfile = field(factory=RewardProfile.default)
     mix: OperatorMix = DEFAULT_MIX
