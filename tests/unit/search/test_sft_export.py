@@ -151,3 +151,42 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
         export_sft([run], tmp_path / "x.csv", format="csv")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="top_k"):
         parallel_records([run], top_k=0)
+
+
+def test_export_from_a_real_search_run(tmp_path: Path) -> None:
+    """A run directory written by run_search exports records whose answers parse back to the
+    nodes' programs, with the prompts the search's default builder makes (without memory)."""
+    import hashlib
+
+    from openmle import Job, ModelRequest, RunResult
+    from openmle.search import Budget, RunDir, SearchConfig, run_search
+    from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+
+    def model(request: ModelRequest) -> str:
+        digest = hashlib.sha256(request.messages[-1].content.encode()).hexdigest()
+        value = int(digest[:6], 16) / 0xFFFFFF
+        if value < 0.3:
+            return "Plan: try.\n```python\nraise ValueError('bad')\n```"
+        return f"Plan: constant.\n```python\nscore = {value:.6f}\n```"
+
+    def grade(job: Job) -> RunResult:
+        if "score = " not in job.code:
+            return RunResult(outcome=Outcome.RUNTIME_ERROR, split=job.split, logs="ValueError")
+        value = float(job.code.split("score = ")[1].split()[0])
+        return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split)
+
+    out = tmp_path / "run"
+    run_search(
+        "toy", model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)), budget=Budget(steps=12),
+        config=SearchConfig(initial_drafts=4, seed=3), workers=1, ordered=True, run_dir=out,
+        description="", final_test=False,
+    )  # fmt: skip
+    recs = export_sft([out], tmp_path / "sft.jsonl")
+    nodes = {n.node_id: n for n in RunDir.open(out).nodes()}
+    assert recs and any(r.path == "parallel" for r in recs)
+    for r in recs:
+        assert parse_response(r.messages[-1].content).code == nodes[r.node_id].code.rstrip() + "\n"
+        assert [m.role for m in r.messages] == ["system", "user", "assistant"]
+        for pid in nodes[r.node_id].parent_ids:  # the prompt shows each parent's program
+            assert nodes[pid].code.strip() in r.messages[1].content
