@@ -28,6 +28,17 @@ if TYPE_CHECKING:
     from openmle.backends._torch._model import TinyCausalLM as TinyCausalLM
     from openmle.backends._torch._model import TinyLMConfig as TinyLMConfig
     from openmle.backends._torch._model import sample_completions as sample_completions
+    from openmle.backends._torch._rollout import AsyncRollouts as AsyncRollouts
+    from openmle.backends._torch._rollout import LocalPolicy as LocalPolicy
+    from openmle.backends._torch._rollout import ModelPolicy as ModelPolicy
+    from openmle.backends._torch._rollout import Policy as Policy
+    from openmle.backends._torch._rollout import PolicySample as PolicySample
+    from openmle.backends._torch._rollout import RolloutGroup as RolloutGroup
+    from openmle.backends._torch._rollout import RolloutProducer as RolloutProducer
+    from openmle.backends._torch._rollout import RolloutStep as RolloutStep
+    from openmle.backends._torch._rollout import RolloutTask as RolloutTask
+    from openmle.backends._torch._rollout import rollout_batch as rollout_batch
+    from openmle.backends._torch._rollout import train_on_policy as train_on_policy
     from openmle.backends._torch._sft import SFTConfig as SFTConfig
     from openmle.backends._torch._sft import SFTTrainer as SFTTrainer
     from openmle.backends._torch._tokenizer import ByteTokenizer as ByteTokenizer
@@ -39,6 +50,7 @@ if TYPE_CHECKING:
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
+    "AsyncRollouts": "openmle.backends._torch._rollout",
     "ByteTokenizer": "openmle.backends._torch._tokenizer",
     "Completion": "openmle.backends._torch._model",
     "DockerSandbox": "openmle.backends._docker",
@@ -47,13 +59,21 @@ _LAZY: dict[str, str] = {
     "GSPOTrainer": "openmle.backends._torch._trainer",
     "HFTokenizer": "openmle.backends._torch._tokenizer",
     "JobServiceSandbox": "openmle.backends._jobclient",
+    "LocalPolicy": "openmle.backends._torch._rollout",
     "LocalSandbox": "openmle.backends._local",
+    "ModelPolicy": "openmle.backends._torch._rollout",
     "OfflineModel": "openmle.backends._offline",
     "OpenAIModel": "openmle.backends._openai",
+    "Policy": "openmle.backends._torch._rollout",
+    "PolicySample": "openmle.backends._torch._rollout",
     "RaySandbox": "openmle.backends._ray",
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",
     "RolloutBatch": "openmle.backends._torch._batch",
+    "RolloutGroup": "openmle.backends._torch._rollout",
+    "RolloutProducer": "openmle.backends._torch._rollout",
+    "RolloutStep": "openmle.backends._torch._rollout",
+    "RolloutTask": "openmle.backends._torch._rollout",
     "SFTBatch": "openmle.backends._torch._batch",
     "SFTConfig": "openmle.backends._torch._sft",
     "SFTTrainer": "openmle.backends._torch._sft",
@@ -62,8 +82,10 @@ _LAZY: dict[str, str] = {
     "Tokenizer": "openmle.backends._torch._tokenizer",
     "encode_chat": "openmle.backends._torch._tokenizer",
     "gspo_loss": "openmle.backends._torch._loss",
+    "rollout_batch": "openmle.backends._torch._rollout",
     "sample_completions": "openmle.backends._torch._model",
     "sft_loss": "openmle.backends._torch._loss",
+    "train_on_policy": "openmle.backends._torch._rollout",
 }
 assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
 

@@ -150,3 +150,18 @@ for _name in __all__:
     if getattr(_obj, "__module__", "").startswith("openmle.search._"):
         _obj.__module__ = __name__
 del _name, _obj
+
+# SFT data from search runs (issue 8).
+from openmle.search._sft_export import (  # noqa: E402
+    SFTRecord,
+    evolutionary_records,
+    export_sft,
+    parallel_records,
+    read_sft_jsonl,
+)
+
+__all__ += ["SFTRecord", "evolutionary_records", "export_sft", "parallel_records", "read_sft_jsonl"]
+__all__.sort()
+for _sft_obj in (SFTRecord, evolutionary_records, export_sft, parallel_records, read_sft_jsonl):
+    _sft_obj.__module__ = __name__
+del _sft_obj

@@ -1,0 +1,392 @@
+"""Execution-grounded SFT data from search runs: chat records for the four operators.
+
+Two selections, both read from run directories (``journal.jsonl`` node records):
+
+- **parallel** (:func:`parallel_records`): per task, the Draft programs that ran and got a
+  validation score; programs with equal scores are deduplicated (the earliest is kept) and the
+  ``top_k`` best (default 4) are kept. One record per program: the Draft prompt and the answer.
+- **evolutionary** (:func:`evolutionary_records`): *segments*: a Draft, Improve or Crossover node
+  followed by its chain of Debug descendants, ending at a node with a validation score. A segment
+  is kept when
+
+  * its head is a Draft (ending with a valid score is enough),
+  * its head is an Improve and the end's score beats the Improve's parent,
+  * its head is a Crossover and the end's score beats the better of its two parents.
+
+  Each node of a kept segment becomes one record (its own operator prompt and its answer), with
+  ``segment_id`` and ``position`` so a trainer can weight or filter steps.
+
+"Beats" is in the task's direction (``higher_is_better`` from the run manifest); a parent
+without a validation score is beaten by any score. Scores are the *sandbox's* validation scores
+(``valid_score``), never what a program printed, so the data is execution-grounded.
+
+Prompts are rebuilt with a :class:`~openmle.search.PromptBuilder` (default
+:class:`~openmle.search.OperatorPrompts` without memory, since the board a node saw is not
+part of the record) from the node's parents as journalled; test scores and hidden answers never
+reach a record. The answer is the node's plan followed by its program in one fenced block, the
+shape :func:`openmle.operators.parse_response` reads back.
+
+Departure from the released system: its SFT data are built from per-step directories by ad hoc
+scripts; here both selections are pure functions of the journal, and the records carry their
+provenance (run, task, node ids, score).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, final
+
+from attrs import field, frozen
+
+from openmle._compat import require
+from openmle._types import Message, Operator
+from openmle._validation import check_choice, fail
+from openmle.search._loop import Node, Proposal
+from openmle.search._prompts import OperatorPrompts, PromptBuilder, TaskInfo
+from openmle.search._rundir import RunDir
+
+__all__ = [
+    "SFTRecord",
+    "evolutionary_records",
+    "export_sft",
+    "parallel_records",
+    "read_sft_jsonl",
+]
+
+_PATHS = ("parallel", "evolutionary", "both")
+_FORMATS = ("parquet", "jsonl")
+_HEADS = (Operator.DRAFT, Operator.IMPROVE, Operator.CROSSOVER)
+
+
+def _messages_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(value)
+
+
+@final
+@frozen(kw_only=True)
+class SFTRecord:
+    """One chat-format training record.
+
+    Attributes:
+        messages: the operator prompt (system, user) then the assistant answer to imitate.
+        task: the task name; run_id: the run directory's name.
+        path: ``"parallel"`` or ``"evolutionary"``.
+        operator: the operator whose answer this is.
+        node_id: the node that produced the answer.
+        score: the sandbox validation score of the node, None for a failed step of a segment.
+        segment_id: the segment's head node id (evolutionary), else the node id.
+        position: 0-based position in the segment (0 for parallel records).
+        segment_score: the validation score the segment (or program) ended with.
+    """
+
+    messages: tuple[Message, ...] = field(converter=_messages_tuple)
+    task: str
+    run_id: str
+    path: str
+    operator: str
+    node_id: str
+    score: float | None
+    segment_id: str
+    position: int = 0
+    segment_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``messages`` as ``[{"role", "content"}]`` (chat format)."""
+        return {
+            "messages": [{"role": m.role, "content": m.content} for m in self.messages],
+            "task": self.task,
+            "run_id": self.run_id,
+            "path": self.path,
+            "operator": self.operator,
+            "node_id": self.node_id,
+            "score": self.score,
+            "segment_id": self.segment_id,
+            "position": self.position,
+            "segment_score": self.segment_score,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SFTRecord:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(data)
+        d["messages"] = tuple(Message(role=m["role"], content=m["content"]) for m in d["messages"])
+        for key in ("score", "segment_score"):
+            v = d.get(key)
+            d[key] = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+        d["position"] = int(d.get("position", 0))
+        return cls(**d)
+
+
+def _answer(node: Node) -> str:
+    block = f"```python\n{node.code.rstrip()}\n```"
+    return f"{node.plan.strip()}\n\n{block}" if node.plan.strip() else block
+
+
+def _valid(node: Node) -> float | None:
+    if not node.outcome.is_success or node.valid_score is None:
+        return None
+    v = float(node.valid_score)
+    return v if math.isfinite(v) else None
+
+
+def _beats(score: float, ref: float | None, higher_is_better: bool) -> bool:
+    if ref is None:
+        return True
+    return score > ref if higher_is_better else score < ref
+
+
+def _better(a: float | None, b: float | None, higher_is_better: bool) -> float | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a, b) if higher_is_better else min(a, b)
+
+
+def _run_info(rd: RunDir, task: TaskInfo | None) -> tuple[TaskInfo, str]:
+    meta = rd.manifest.get("task", {})
+    info = task or TaskInfo(
+        name=str(meta.get("name", "task")), higher_is_better=bool(meta.get("higher_is_better"))
+    )
+    return info, rd.path.name
+
+
+def _messages(
+    node: Node, by_id: Mapping[str, Node], task: TaskInfo, prompts: PromptBuilder
+) -> tuple[Message, ...] | None:
+    parents = [by_id.get(p) for p in node.parent_ids]
+    if any(p is None for p in parents):
+        return None  # a parent missing from the journal: the prompt cannot be rebuilt
+    proposal = Proposal(
+        step=node.step,
+        node_id=node.node_id,
+        operator=node.operator,
+        parent_ids=node.parent_ids,
+        generation=node.generation,
+        debug_depth=node.debug_depth,
+        reason=node.reason,
+    )
+    request = prompts.build(proposal, [p for p in parents if p is not None], task)
+    return (*request.messages, Message(role="assistant", content=_answer(node)))
+
+
+def _open(run_dir: str | Path | RunDir) -> RunDir:
+    return run_dir if isinstance(run_dir, RunDir) else RunDir.open(run_dir)
+
+
+def parallel_records(
+    run_dirs: Iterable[str | Path | RunDir],
+    *,
+    top_k: int = 4,
+    task: TaskInfo | None = None,
+    prompts: PromptBuilder | None = None,
+) -> list[SFTRecord]:
+    """The parallel path: per task, the best ``top_k`` Draft programs with distinct scores.
+
+    Args:
+        run_dirs: run directories (several runs of one task are pooled per task name).
+        top_k: programs kept per task (after deduplicating equal scores).
+        task: what prompts say about the task (default: the manifest's name and direction; pass
+            the description to get the prompts the search used).
+        prompts: the prompt builder (default ``OperatorPrompts(memory=None)``).
+
+    Returns:
+        Records ordered by task, then best score first.
+
+    Raises:
+        InvalidArgument: ``top_k`` < 1.
+        RunDirError: a path is not a run directory.
+    """
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise fail("an integer >= 1", "top_k", top_k)
+    builder = prompts or OperatorPrompts(memory=None)
+    pooled: dict[str, list[tuple[float, int, SFTRecord]]] = {}
+    hib_of: dict[str, bool] = {}
+    for order, rd in enumerate(_open(r) for r in run_dirs):
+        info, run_id = _run_info(rd, task)
+        nodes = rd.nodes()
+        by_id = {n.node_id: n for n in nodes}
+        hib_of[info.name] = info.higher_is_better
+        for n in nodes:
+            score = _valid(n)
+            if n.operator is not Operator.DRAFT or score is None:
+                continue
+            msgs = _messages(n, by_id, info, builder)
+            if msgs is None:
+                continue
+            rec = SFTRecord(
+                messages=msgs, task=info.name, run_id=run_id, path="parallel",
+                operator=n.operator.value, node_id=n.node_id, score=score,
+                segment_id=n.node_id, segment_score=score,
+            )  # fmt: skip
+            pooled.setdefault(info.name, []).append((score, order * 1_000_000 + n.step, rec))
+    out: list[SFTRecord] = []
+    for name in sorted(pooled):
+        sign = 1.0 if hib_of[name] else -1.0
+        seen: set[float] = set()
+        kept = []
+        for score, _, rec in sorted(pooled[name], key=lambda t: t[1]):  # earliest first
+            if score in seen:
+                continue
+            seen.add(score)
+            kept.append((score, rec))
+        kept.sort(key=lambda t: -sign * t[0])
+        out.extend(rec for _, rec in kept[:top_k])
+    return out
+
+
+def _segment(end: Node, by_id: Mapping[str, Node]) -> list[Node] | None:
+    """``[head, debug, ..., end]`` walking up Debug parents, or None without a head."""
+    chain = [end]
+    node = end
+    while node.operator is Operator.DEBUG:
+        if len(node.parent_ids) != 1 or node.parent_ids[0] not in by_id:
+            return None
+        node = by_id[node.parent_ids[0]]
+        chain.append(node)
+    if node.operator not in _HEADS:
+        return None
+    return chain[::-1]
+
+
+def evolutionary_records(
+    run_dirs: Iterable[str | Path | RunDir],
+    *,
+    task: TaskInfo | None = None,
+    prompts: PromptBuilder | None = None,
+) -> list[SFTRecord]:
+    """The evolutionary path: kept segments (see the module docstring), one record per node.
+
+    Args:
+        run_dirs: run directories.
+        task: what prompts say about the task (default: from each manifest).
+        prompts: the prompt builder (default ``OperatorPrompts(memory=None)``).
+
+    Returns:
+        Records in run order, then segment order (by the step of the segment's end), then
+        position.
+
+    Raises:
+        RunDirError: a path is not a run directory.
+    """
+    builder = prompts or OperatorPrompts(memory=None)
+    out: list[SFTRecord] = []
+    for rd in (_open(r) for r in run_dirs):
+        info, run_id = _run_info(rd, task)
+        hib = info.higher_is_better
+        nodes = rd.nodes()
+        by_id = {n.node_id: n for n in nodes}
+        for end in nodes:
+            final = _valid(end)
+            if final is None:
+                continue
+            chain = _segment(end, by_id)
+            if chain is None:
+                continue
+            head = chain[0]
+            if head.operator is not Operator.DRAFT:
+                ref: float | None = None
+                for pid in head.parent_ids:
+                    parent = by_id.get(pid)
+                    ref = _better(ref, None if parent is None else _valid(parent), hib)
+                if not _beats(final, ref, hib):
+                    continue
+            built = [_messages(n, by_id, info, builder) for n in chain]
+            if any(m is None for m in built):
+                continue
+            for pos, (n, msgs) in enumerate(zip(chain, built, strict=True)):
+                assert msgs is not None
+                out.append(
+                    SFTRecord(
+                        messages=msgs,
+                        task=info.name,
+                        run_id=run_id,
+                        path="evolutionary",
+                        operator=n.operator.value,
+                        node_id=n.node_id,
+                        score=_valid(n),
+                        segment_id=head.node_id,
+                        position=pos,
+                        segment_score=final,
+                    )
+                )
+    return out
+
+
+def _write_parquet(records: Sequence[SFTRecord], out: Path) -> None:
+    pa = require("pyarrow", "export")
+    pq = require("pyarrow.parquet", "export")
+    schema = pa.schema(
+        [
+            (
+                "messages",
+                pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])),
+            ),
+            ("task", pa.string()),
+            ("run_id", pa.string()),
+            ("path", pa.string()),
+            ("operator", pa.string()),
+            ("node_id", pa.string()),
+            ("score", pa.float64()),
+            ("segment_id", pa.string()),
+            ("position", pa.int64()),
+            ("segment_score", pa.float64()),
+        ]
+    )
+    rows = [r.to_dict() for r in records]
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, out)
+
+
+def export_sft(
+    run_dirs: Iterable[str | Path | RunDir],
+    out: str | Path,
+    *,
+    path: Literal["parallel", "evolutionary", "both"] = "both",
+    format: Literal["parquet", "jsonl"] | None = None,
+    top_k: int = 4,
+    task: TaskInfo | None = None,
+    prompts: PromptBuilder | None = None,
+) -> list[SFTRecord]:
+    """Write SFT records from run directories to ``out`` (parquet or JSONL).
+
+    Args:
+        run_dirs: run directories.
+        out: the file to write; its parent directory is created.
+        path: which selection(s) to export.
+        format: ``"parquet"`` (pandas, ``datasets``) or ``"jsonl"``; default from the suffix
+            (``.parquet`` -> parquet, anything else -> JSONL).
+        top_k, task, prompts: see :func:`parallel_records` / :func:`evolutionary_records`.
+
+    Returns:
+        The records written, parallel ones first.
+
+    Raises:
+        InvalidArgument: an unknown ``path`` or ``format``.
+        MissingDependency: parquet without pyarrow.
+    """
+    check_choice(path, _PATHS, "path")
+    dirs = [_open(r) for r in run_dirs]
+    fmt = format or ("parquet" if str(out).endswith(".parquet") else "jsonl")
+    check_choice(fmt, _FORMATS, "format")
+    records: list[SFTRecord] = []
+    if path in ("parallel", "both"):
+        records += parallel_records(dirs, top_k=top_k, task=task, prompts=prompts)
+    if path in ("evolutionary", "both"):
+        records += evolutionary_records(dirs, task=task, prompts=prompts)
+    dest = Path(out)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        _write_parquet(records, dest)
+    else:
+        with dest.open("w") as f:
+            for r in records:
+                f.write(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n")
+    return records
+
+
+def read_sft_jsonl(path: str | Path) -> list[SFTRecord]:
+    """Records from a JSONL file written by :func:`export_sft`."""
+    lines = Path(path).read_text().splitlines()
+    return [SFTRecord.from_dict(json.loads(x)) for x in lines if x.strip()]

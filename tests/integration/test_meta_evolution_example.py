@@ -1,0 +1,32 @@
+"""examples/meta_evolution.py runs end to end at a small size and reports both searches."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.integration, pytest.mark.torch, pytest.mark.slow]
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "meta_evolution.py"
+
+
+def test_meta_evolution_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Search, export, SFT + GSPO, search again: both searches ran their budget and printed."""
+    spec = importlib.util.spec_from_file_location("meta_evolution", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = module.main(["--steps", "6", "--gspo-steps", "2", "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "search before training:" in out and "search after training:" in out
+    for key in ("before", "after"):
+        assert report[key]["nodes"] == 6
+    assert report["sft_records"] >= 1
+    assert len(report["gspo_rewards"]) == 2
+    for name in ("search-before", "search-after"):
+        assert (tmp_path / name / "journal.jsonl").is_file()
+    assert (tmp_path / "sft.parquet").is_file()

@@ -1,0 +1,192 @@
+"""SFT export: the parallel and evolutionary selections, chat records, parquet and JSONL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from openmle import Operator, Outcome
+from openmle.errors import InvalidArgument
+from openmle.operators import parse_response
+from openmle.search import (
+    Consumption,
+    Node,
+    SFTRecord,
+    evolutionary_records,
+    export_sft,
+    parallel_records,
+    read_sft_jsonl,
+)
+
+
+def node(
+    node_id: str,
+    step: int,
+    op: Operator,
+    parents: tuple[str, ...] = (),
+    score: float | None = None,
+) -> Node:
+    """A journalled node: SUCCESS with ``score``, or a runtime error when ``score`` is None."""
+    ok = score is not None
+    return Node(
+        node_id=node_id, step=step, operator=op, parent_ids=parents, generation=len(parents),
+        debug_depth=1 if op is Operator.DEBUG else 0, reason="selector",
+        code=f"print({step})\n", plan=f"plan {node_id}",
+        outcome=Outcome.SUCCESS if ok else Outcome.RUNTIME_ERROR, score=score,
+        valid_score=score, printed_score=score,
+        error_signature=None if ok else "ValueError: boom", detail="", exit_code=0 if ok else 1,
+        feedback="" if ok else "Traceback\nValueError: boom", family="unknown", model="m",
+        used=Consumption(),
+    )  # fmt: skip
+
+
+def write_run(path: Path, nodes: list[Node], *, name: str = "toy", hib: bool = True) -> Path:
+    """A run directory with a manifest and a journal of ``nodes``."""
+    path.mkdir(parents=True)
+    manifest = {"task": {"name": name, "higher_is_better": hib}}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    lines = [json.dumps({"event": "node", "node": n.to_dict()}) for n in nodes]
+    (path / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+D, IM, G, X = Operator.DRAFT, Operator.IMPROVE, Operator.DEBUG, Operator.CROSSOVER
+
+
+def test_parallel_keeps_top_four_distinct_draft_scores(tmp_path: Path) -> None:
+    """Drafts with scores are deduplicated by score (earliest kept) and the best four kept."""
+    nodes = [
+        node("a", 0, D, score=0.5),
+        node("b", 1, D, score=0.9),
+        node("c", 2, D, score=0.9),  # duplicate of b
+        node("d", 3, D),  # failed
+        node("e", 4, D, score=0.7),
+        node("f", 5, D, score=0.6),
+        node("g", 6, D, score=0.1),
+        node("h", 7, IM, ("b",), score=0.99),  # not a Draft
+    ]
+    recs = parallel_records([write_run(tmp_path / "r", nodes)])
+    assert [r.node_id for r in recs] == ["b", "e", "f", "a"]
+    assert all(r.path == "parallel" and r.operator == "draft" for r in recs)
+
+
+def test_parallel_pools_runs_and_respects_direction(tmp_path: Path) -> None:
+    """Runs of one task are pooled; lower-is-better keeps the lowest scores."""
+    r1 = write_run(tmp_path / "r1", [node("a", 0, D, score=3.0), node("b", 1, D, score=1.0)],
+                   hib=False)  # fmt: skip
+    r2 = write_run(tmp_path / "r2", [node("a", 0, D, score=2.0), node("b", 1, D, score=1.0)],
+                   hib=False)  # fmt: skip
+    recs = parallel_records([r1, r2], top_k=2)
+    assert [(r.run_id, r.score) for r in recs] == [("r1", 1.0), ("r2", 2.0)]
+
+
+def test_evolutionary_segments_follow_the_rules(tmp_path: Path) -> None:
+    """Draft segments ending scored, Improves beating the parent and Crossovers beating the
+    better parent are kept, each node of a segment as a record; the rest are dropped."""
+    nodes = [
+        node("d1", 0, D),  # failed draft ...
+        node("g1", 1, G, ("d1",)),  # ... failed debug ...
+        node("g2", 2, G, ("g1",), score=0.4),  # ... fixed: segment d1-g1-g2 kept
+        node("d2", 3, D, score=0.6),  # draft with a score: kept alone
+        node("i1", 4, IM, ("d2",), score=0.5),  # worse than parent: dropped
+        node("i2", 5, IM, ("d2",)),  # failed improve ...
+        node("g3", 6, G, ("i2",), score=0.7),  # ... debugged above the parent: kept
+        node("x1", 7, X, ("d2", "g2"), score=0.65),  # beats 0.6: kept
+        node("x2", 8, X, ("d2", "g2"), score=0.55),  # below the better parent: dropped
+        node("d3", 9, D),  # failed, never fixed: dropped
+    ]
+    recs = evolutionary_records([write_run(tmp_path / "r", nodes)])
+    segs = [(r.segment_id, r.position, r.node_id) for r in recs]
+    assert segs == [
+        ("d1", 0, "d1"), ("d1", 1, "g1"), ("d1", 2, "g2"),
+        ("d2", 0, "d2"),
+        ("i2", 0, "i2"), ("i2", 1, "g3"),
+        ("x1", 0, "x1"),
+    ]  # fmt: skip
+    first = recs[0]
+    assert first.segment_score == 0.4 and first.score is None
+    # The Debug prompt shows its parent's program and feedback, the answer is the node's own.
+    debug = recs[1]
+    assert "ValueError: boom" in debug.messages[-2].content
+    assert parse_response(debug.messages[-1].content).code == "print(1)\n"
+    assert parse_response(debug.messages[-1].content).plan == "plan g1"
+
+
+def test_records_are_chat_format_without_test_scores(tmp_path: Path) -> None:
+    """Every record is system, user, assistant; round-trips through its dict."""
+    recs = parallel_records([write_run(tmp_path / "r", [node("a", 0, D, score=0.5)])])
+    (rec,) = recs
+    assert [m.role for m in rec.messages] == ["system", "user", "assistant"]
+    assert SFTRecord.from_dict(rec.to_dict()) == rec
+
+
+def test_export_jsonl_and_parquet_read_back(tmp_path: Path) -> None:
+    """JSONL reads back exactly; parquet reads with pandas and with `datasets`."""
+    nodes = [node("a", 0, D, score=0.5), node("b", 1, IM, ("a",), score=0.8)]
+    run = write_run(tmp_path / "r", nodes)
+    recs = export_sft([run], tmp_path / "out" / "sft.jsonl")
+    assert [r.path for r in recs] == ["parallel", "evolutionary", "evolutionary"]
+    assert read_sft_jsonl(tmp_path / "out" / "sft.jsonl") == recs
+
+    pq = tmp_path / "sft.parquet"
+    export_sft([run], pq, path="evolutionary")
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_parquet(pq)
+    assert list(frame["node_id"]) == ["a", "b"]
+    assert list(frame["messages"][1][-1].keys()) == ["role", "content"]
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_parquet(str(pq))
+    assert ds[1]["messages"][-1]["role"] == "assistant"
+    assert ds[1]["messages"][-1]["content"] == recs[2].messages[-1].content
+
+
+def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
+    """Unknown paths, formats and top_k values are argument errors."""
+    run = write_run(tmp_path / "r", [node("a", 0, D, score=0.5)])
+    with pytest.raises(InvalidArgument, match="path"):
+        export_sft([run], tmp_path / "x.jsonl", path="all")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="format"):
+        export_sft([run], tmp_path / "x.csv", format="csv")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="top_k"):
+        parallel_records([run], top_k=0)
+
+
+def test_export_from_a_real_search_run(tmp_path: Path) -> None:
+    """A run directory written by run_search exports records whose answers parse back to the
+    nodes' programs, with the prompts the search's default builder makes (without memory)."""
+    import hashlib
+
+    from openmle import Job, ModelRequest, RunResult
+    from openmle.search import Budget, RunDir, SearchConfig, run_search
+    from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+
+    def model(request: ModelRequest) -> str:
+        digest = hashlib.sha256(request.messages[-1].content.encode()).hexdigest()
+        value = int(digest[:6], 16) / 0xFFFFFF
+        if value < 0.3:
+            return "Plan: try.\n```python\nraise ValueError('bad')\n```"
+        return f"Plan: constant.\n```python\nscore = {value:.6f}\n```"
+
+    def grade(job: Job) -> RunResult:
+        if "score = " not in job.code:
+            return RunResult(outcome=Outcome.RUNTIME_ERROR, split=job.split, logs="ValueError")
+        value = float(job.code.split("score = ")[1].split()[0])
+        return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split)
+
+    out = tmp_path / "run"
+    run_search(
+        "toy", model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)), budget=Budget(steps=12),
+        config=SearchConfig(initial_drafts=4, seed=3), workers=1, ordered=True, run_dir=out,
+        description="", final_test=False,
+    )  # fmt: skip
+    recs = export_sft([out], tmp_path / "sft.jsonl")
+    nodes = {n.node_id: n for n in RunDir.open(out).nodes()}
+    assert recs and any(r.path == "parallel" for r in recs)
+    for r in recs:
+        assert parse_response(r.messages[-1].content).code == nodes[r.node_id].code.rstrip() + "\n"
+        assert [m.role for m in r.messages] == ["system", "user", "assistant"]
+        for pid in nodes[r.node_id].parent_ids:  # the prompt shows each parent's program
+            assert nodes[pid].code.strip() in r.messages[1].content
