@@ -26,17 +26,17 @@ so the test uses raw scores (``map_scores=False``).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import numpy as np
 import pytest
-from attrs import frozen
 
 torch = pytest.importorskip("torch")
 
-from openmle import Message, ModelRequest, Operator, Split  # noqa: E402
+from openmle import Message, ModelRequest, Operator  # noqa: E402
 from openmle.backends import (  # noqa: E402
     ByteTokenizer,
     GSPOConfig,
@@ -58,59 +58,16 @@ from openmle.search import OperatorMix  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow, pytest.mark.quality]
 
-TARGET = 7
-PROMPT = "Write the digit."
-
-
-@frozen
-class DigitGrade:
-    """The grade of one submission."""
-
-    score: float | None
-    valid: bool
-    reason: str
-
-
-@frozen
-class DigitTask:
-    """A task package whose only answer is the digit 7 (kept in ``private``)."""
-
-    root: Path
-    name: str = "digit"
-
-    @classmethod
-    def create(cls, root: Path) -> DigitTask:
-        """Write the public description and the private answer."""
-        for split in ("valid", "data"):
-            (root / split / "public").mkdir(parents=True, exist_ok=True)
-            (root / split / "public" / "description.txt").write_text(PROMPT + "\n")
-            (root / split / "private").mkdir(parents=True, exist_ok=True)
-            (root / split / "private" / "answer.txt").write_text(f"{TARGET}\n")
-        return cls(root)
-
-    @property
-    def private_paths(self) -> tuple[Path, ...]:
-        """The answer files."""
-        return (self.root / "valid" / "private", self.root / "data" / "private")
-
-    def public_dir(self, split: Split) -> Path:
-        """The public description."""
-        return self.root / ("valid" if split is Split.VALID else "data") / "public"
-
-    def grade(self, submission: Path, split: Split) -> DigitGrade:
-        """``1 - |digit - answer| / 9``; anything but one digit is invalid."""
-        private = self.root / ("valid" if split is Split.VALID else "data") / "private"
-        answer = int((private / "answer.txt").read_text())
-        with submission.open("rb") as f:
-            text = f.read(64).decode(errors="replace").strip()
-        if len(text) != 1 or not text.isdigit():
-            return DigitGrade(None, False, "the submission is not one digit")
-        return DigitGrade(1.0 - abs(int(text) - answer) / 9.0, True, "")
-
-
-def program(digit: int) -> str:
-    """The answer shape SFT teaches: a fenced program writing ``digit``."""
-    return f"```python\nopen('submission.csv','w').write('{digit}')\n```"
+# The digit task, its grader and the answer shape are the example's (one definition).
+_spec = importlib.util.spec_from_file_location(
+    "meta_evolution", Path(__file__).parents[2] / "examples" / "meta_evolution.py"
+)
+assert _spec is not None and _spec.loader is not None
+_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_example)
+PROMPT: str = _example.PROMPT
+DigitTask = _example.DigitTask
+program = _example.program
 
 
 def prompt(task: RolloutTask, op: Operator, parents: Sequence[ParentView]) -> ModelRequest:
@@ -171,6 +128,7 @@ def learn(tmp: Path, seed: int, steps: int) -> list[float]:
 
 @pytest.mark.xfail(
     strict=False,
+    raises=AssertionError,  # only "did not learn" is expected; a crash is a real failure
     reason=(
         "not yet learning clearly: at lr 7e-4 the curve rises only about 0.02 in 24 steps; at "
         "lr >= 1.5e-3 the SFT'd answer format collapses to no valid program "
