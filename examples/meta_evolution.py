@@ -109,6 +109,25 @@ def program(digit: int) -> str:
     return f"```python\nopen('submission.csv','w').write('{digit}')\n```"
 
 
+def warm_start(model: TinyCausalLM, tok: ByteTokenizer, steps: int = 600) -> None:
+    """SFT on the answer shape only, every digit equally often (no preference for the 7).
+
+    Trained until the shape is near certain (about 0.999 of the probability mass on the ten
+    programs after 600 steps): with a weaker warm start (0.92 after 200 steps), reinforcement
+    learning breaks the shape, because a negative advantage also pushes down the tokens that
+    follow a bad digit, and AdamW moves every weight by about ``lr`` whatever the size of its
+    gradient, so tokens with little margin flip and no valid program is left to learn from.
+    """
+    shape = [
+        [Message(role="user", content=PROMPT), Message(role="assistant", content=program(d))]
+        for d in range(10)
+    ]
+    warm = SFTTrainer(model, SFTConfig(lr=3e-3, weight_decay=0.0))
+    batch = SFTBatch.from_messages(tok, shape)
+    for _ in range(steps):
+        warm.step(batch)
+
+
 def request() -> ModelRequest:
     """Every operator's prompt (a byte-level model's context is short)."""
     return ModelRequest(messages=(Message(role="user", content=PROMPT),))
@@ -194,14 +213,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     model = TinyCausalLM(
         TinyLMConfig(dim=64, n_layers=2, n_heads=4, max_seq_len=128, seed=args.seed)
     )
-    shape = [
-        [Message(role="user", content=PROMPT), Message(role="assistant", content=program(d))]
-        for d in range(10)
-    ]
-    warm = SFTTrainer(model, SFTConfig(lr=3e-3, weight_decay=0.0))
-    batch = SFTBatch.from_messages(tok, shape)
-    for _ in range(200):
-        warm.step(batch)
+    warm_start(model, tok)
     task = DigitTask.create(work / "task")
     policy = LocalPolicy(model, tok, max_new_tokens=64)
 
@@ -222,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
                 prompt=short, seed=args.seed,
                 profile=RewardProfile.default(advantage="grpo", map_scores=False),
             )  # fmt: skip
-            trainer = GSPOTrainer(model, GSPOConfig(lr=5e-4, weight_decay=0.0))
+            trainer = GSPOTrainer(model, GSPOConfig(lr=7e-4, weight_decay=0.0))
             steps = await train_on_policy(
                 producer, trainer, steps=args.gspo_steps, groups_per_step=1,
                 pad_token_id=tok.pad_token_id,

@@ -4,24 +4,27 @@ the answer format, raises its mean validation score on a verifiable task across 
 The task (``digit``): write one digit to ``submission.csv``; the grade, computed by the test
 process outside the sandbox, is ``1 - |digit - 7| / 9`` (1.0 for a 7). The policy only sees
 ``"Write the digit."``; it never sees the target. SFT teaches the program's shape with every
-digit equally often (start: mean score about 0.66); GSPO must find the 7 from rewards alone.
+digit equally often (start: mean score about 0.65); GSPO must find the 7 from rewards alone.
 Every program is run by :class:`~openmle.backends.LocalSandbox` as a real process.
 
-Run with ``-s`` to see the curve (mean score of each step, per seed).
+Run with ``-s`` to see the curves (mean score of each step's 16 programs, failures count 0).
 
-Status (measured on a 2-core CPU): NOT yet passing, so the test is an ``xfail``. Curves at
-lr 7e-4, G=8, two groups per step (mean validation score per step, failures count 0)::
+What made it learn (an earlier version of this test was an xfail): the warm start now trains
+the shape to near certainty (600 SFT steps, about 0.999 of the mass on the ten programs, was
+200 steps and 0.92). With the weak warm start, GSPO at lr >= 1e-3 broke the program shape
+within a few steps, and at 7e-4 the shape decayed as fast as the digit improved. Measured
+with exact sequence probabilities (not samples): a negative advantage also pushes down the
+tokens that *follow* a bad digit, and AdamW moves every weight by about ``lr`` whatever the
+size of its gradient (exactly ``lr`` on its first step), so the shape's least certain tokens
+flip; one step can take the shape from 0.97 to 0.01, after which no valid program is left to
+learn from. With the strong warm start, lr 5e-4 and 7e-4 learned on six of six seeds
+(expected score 0.65 -> 0.85-0.91 after 40 steps); lr 1e-3 learned faster but collapsed on two
+of seven seeds, so the test uses 7e-4. The trainer itself is unchanged: its loss and gradients
+equal TRL's (``tests/unit/backends/torch/test_trl_parity.py``).
 
-    seed 0: 0.59 0.59 0.60 0.61 0.60 0.55 0.67 0.69 0.63 0.67 0.71 0.38 ... 0.66 0.62 0.64 0.64
-    seed 1: 0.58 0.67 0.60 0.71 0.64 0.55 0.67 0.62 0.57 0.80 0.69 0.56 ... 0.70 0.62 0.65 0.81
-
-(first four steps 0.619, last six 0.641). With lr 1.5e-3 or more the format collapses to
-zero valid programs within two or three steps. A first guess (a fresh AdamW moves every
-parameter by about ``lr`` on its first steps) is not the whole story: a linear warm-up (peak
-3e-3 over 10 steps) only delays the collapse (valid programs fall from 14/16 to 0/16 by step
-13). The cause is not yet found. With the default adaptive rewards (``top1_top16`` over the
-score history) every member below the best score seen so far maps to 0 once a 7 has been seen,
-so the test uses raw scores (``map_scores=False``).
+With the default adaptive rewards (``top1_top16`` over the score history) every member below
+the best score seen so far maps to 0 once a 7 has been seen, so the test uses raw scores
+(``map_scores=False``).
 """
 
 from __future__ import annotations
@@ -45,9 +48,6 @@ from openmle.backends import (  # noqa: E402
     LocalSandbox,
     RolloutProducer,
     RolloutTask,
-    SFTBatch,
-    SFTConfig,
-    SFTTrainer,
     TinyCausalLM,
     TinyLMConfig,
     train_on_policy,
@@ -67,7 +67,7 @@ _example = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_example)
 PROMPT: str = _example.PROMPT
 DigitTask = _example.DigitTask
-program = _example.program
+warm_start = _example.warm_start
 
 
 def prompt(task: RolloutTask, op: Operator, parents: Sequence[ParentView]) -> ModelRequest:
@@ -75,24 +75,12 @@ def prompt(task: RolloutTask, op: Operator, parents: Sequence[ParentView]) -> Mo
     return ModelRequest(messages=(Message(role="user", content=PROMPT),), operator=op)
 
 
-def warm_start(model: TinyCausalLM, tok: ByteTokenizer, seed: int) -> None:
-    """SFT on the answer shape with every digit equally often."""
-    convs = [
-        [Message(role="user", content=PROMPT), Message(role="assistant", content=program(d))]
-        for d in range(10)
-    ]
-    batch = SFTBatch.from_messages(tok, convs)
-    sft = SFTTrainer(model, SFTConfig(lr=3e-3, weight_decay=0.0))
-    for _ in range(200):
-        sft.step(batch)
-
-
 def learn(tmp: Path, seed: int, steps: int) -> list[float]:
     """Warm start, then ``steps`` GSPO steps; the mean validation score of each step."""
     torch.manual_seed(seed)
     tok = ByteTokenizer()
     model = TinyCausalLM(TinyLMConfig(dim=64, n_layers=2, n_heads=4, max_seq_len=128, seed=seed))
-    warm_start(model, tok, seed)
+    warm_start(model, tok)
     task = DigitTask.create(tmp / f"task{seed}")
     trainer = GSPOTrainer(model, GSPOConfig(lr=7e-4, weight_decay=0.0, max_grad_norm=1.0))
     curve: list[float] = []
@@ -126,23 +114,15 @@ def learn(tmp: Path, seed: int, steps: int) -> list[float]:
     return curve
 
 
-@pytest.mark.xfail(
-    strict=False,
-    raises=AssertionError,  # only "did not learn" is expected; a crash is a real failure
-    reason=(
-        "not yet learning clearly: at lr 7e-4 the curve rises only about 0.02 in 24 steps; at "
-        "lr >= 1.5e-3 the SFT'd answer format collapses to no valid program "
-        "(see the module docstring); cause not yet found"
-    ),
-)
 def test_gspo_raises_mean_score_across_seeds(tmp_path: Path) -> None:
-    """Across two seeds the last steps' mean score is clearly above the first steps'."""
-    steps = 24
-    curves = {seed: learn(tmp_path, seed, steps) for seed in (0, 1)}
+    """On each of three seeds the last six steps' mean score is clearly above the first four's."""
+    steps = 30
+    curves = {seed: learn(tmp_path, seed, steps) for seed in (0, 1, 2)}
     for seed, curve in curves.items():
         print(f"seed {seed}: " + " ".join(f"{x:.2f}" for x in curve))
+    gains = {s: float(np.mean(c[-6:]) - np.mean(c[:4])) for s, c in curves.items()}
     start = np.mean([np.mean(c[:4]) for c in curves.values()])
     end = np.mean([np.mean(c[-6:]) for c in curves.values()])
-    print(f"mean score: first four steps {start:.3f}, last six steps {end:.3f}")
-    assert end > start + 0.05
-    assert all(np.mean(c[-6:]) > np.mean(c[:4]) for c in curves.values())
+    print(f"mean score: first four steps {start:.3f}, last six steps {end:.3f}; gains {gains}")
+    assert end > start + 0.1, (start, end)
+    assert all(g > 0.05 for g in gains.values()), gains
