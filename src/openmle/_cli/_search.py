@@ -247,12 +247,14 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         run_dir=out,
         higher_is_better=hib,
         on_progress=None if args.quiet else _Display(stream, budget.steps),
+        prompts=_prompts(model, args.summaries),
         manifest_extra={
             "cli": {
                 "model": model_spec,
                 "sandbox": args.sandbox,
                 "selector": args.selector,
                 "record": getattr(args, "record", None),
+                "summaries": bool(args.summaries),
             }
         },
     )
@@ -292,11 +294,13 @@ def _resume(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget) if args.budget else None
     stream = sys.stderr if args.json else sys.stdout
     steps = budget.steps if budget else rd.manifest["budget"].get("steps")
+    model = build_model(model_spec, record=cli.get("record"))
     result = resume_search(
         rd.path,
-        model=build_model(model_spec, record=cli.get("record")),
+        model=model,
         sandbox=build_sandbox(cli.get("sandbox", "local")),
         selector=build_selector(cli.get("selector", "three-factor"), hib),
+        prompts=_prompts(model, bool(cli.get("summaries", False))),
         budget=budget,
         on_progress=None if args.quiet else _Display(stream, steps),
     )
@@ -346,6 +350,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--quiet", action="store_true", help="no per-node progress lines")
+    p.add_argument(
+        "--summaries",
+        action="store_true",
+        help="memory shows node summaries written by the model on demand (cached in the run "
+        "directory; their tokens count in the budget)",
+    )
+
+
+def _prompts(model: Any, summaries: bool) -> Any:
+    from openmle.search import OperatorPrompts, SummaryStore
+
+    return OperatorPrompts(summaries=SummaryStore(model=model) if summaries else None)
 
 
 def register(subparsers: Any) -> None:

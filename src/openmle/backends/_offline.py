@@ -506,9 +506,20 @@ class OfflineModel(OperatorModel):
         return NUMPY_MODELS + SKLEARN_MODELS if use else NUMPY_MODELS
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Write a program for ``request.operator`` from the parents in its messages."""
+        """Write a program for ``request.operator`` from the parents in its messages (or, for
+        a node-summary request of :class:`~openmle.search.SummaryStore`, the summary)."""
         self.calls += 1
         text = "\n".join(m.content for m in request.messages)
+        if request.metadata.get("purpose") == "node_summary":
+            answer = _summarise(text)
+            return ModelResponse(
+                text=answer,
+                usage=Usage(
+                    prompt_tokens=max(1, len(text) // 4), completion_tokens=max(1, len(answer) // 4)
+                ),
+                model=self.model,
+                finish_reason="stop",
+            )
         seed = request.seed
         if seed is None:
             seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
@@ -661,3 +672,46 @@ def _feedback(text: str) -> str:
     if parts:
         return "\n".join(parts)
     return _FENCE.sub(lambda m: "" if "# recipe:" in m.group(1) else m.group(0), text)
+
+
+_SCORE_LINE = re.compile(r"^Outcome: ([a-z_]+); validation score: (\S+)\.$", re.MULTILINE)
+_PARENT_LINE = re.compile(r"^First parent (\S+): [^,]*, validation score (\S+);", re.MULTILINE)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _summarise(text: str) -> str:
+    """A node summary (the JSON :class:`~openmle.search.SummaryStore` asks for) from the
+    summary prompt alone: the method from the program's recipe line, the lesson from the
+    validation scores the prompt states."""
+    recipes = [json.loads(m) for m in _RECIPE.findall(text)]
+    if recipes:
+        r = recipes[-1]
+        models = ", ".join(
+            m["name"] + "(" + ", ".join(f"{k}={v}" for k, v in m.get("params", {}).items()) + ")"
+            for m in r.get("models", [])
+        )
+        feats = ", ".join(r.get("features", [])) or "raw features"
+        method = f"Fits {models or 'a model'} on {feats}; imputes {r.get('impute', 'nothing')}."
+    else:
+        method = "A program without a readable recipe."
+    own = _SCORE_LINE.search(text)
+    outcome, score = (own.group(1), _number(own.group(2))) if own else ("unknown", None)
+    parent = _PARENT_LINE.search(text)
+    if score is None:
+        lesson = f"It did not produce a validation score (outcome {outcome})."
+    elif parent is not None and _number(parent.group(2)) is not None:
+        before = _number(parent.group(2))
+        assert before is not None
+        lesson = (
+            f"Validation {score:.6g} against {before:.6g} for parent {parent.group(1)} "
+            f"({score - before:+.4g})."
+        )
+    else:
+        lesson = f"Validation {score:.6g} with no scored parent to compare with."
+    return json.dumps({"method": method, "lesson": lesson})

@@ -21,6 +21,7 @@ from openmle.search._board import Board, FamilyStats
 from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard, novelty_of
 from openmle.search._families import FAMILY_TAGS, UNKNOWN_FAMILY, extract_imports, method_family
 from openmle.search._memory import (
+    DeferredMemory,
     MemoryConfig,
     MemoryPlan,
     OperatorMemory,
@@ -56,6 +57,7 @@ __all__ = [
     "PRESETS",
     "UNKNOWN_FAMILY",
     "Board",
+    "DeferredMemory",
     "ExperienceCard",
     "FamilyStats",
     "GreedySelector",
@@ -107,7 +109,9 @@ from openmle.search._loop import (  # noqa: E402
 )
 from openmle.search._prompts import (  # noqa: E402
     BasicPrompts,
+    DeferringPromptBuilder,
     OperatorPrompts,
+    PendingRequest,
     PromptBuilder,
     TaskInfo,
 )
@@ -123,10 +127,12 @@ __all__ += [
     "BasicPrompts",
     "Budget",
     "Consumption",
+    "DeferringPromptBuilder",
     "Evaluation",
     "Ledger",
     "Node",
     "OperatorPrompts",
+    "PendingRequest",
     "PriceTable",
     "Progress",
     "PromptBuilder",

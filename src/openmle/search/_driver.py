@@ -32,11 +32,18 @@ from anyio.abc import TaskGroup
 from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split
+from openmle._types import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split, Usage
 from openmle.errors import InvalidArgument, ModelError, SandboxError
+from openmle.search._board import Board
 from openmle.search._budget import Budget
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
-from openmle.search._prompts import OperatorPrompts, PromptBuilder, TaskInfo
+from openmle.search._prompts import (
+    DeferringPromptBuilder,
+    OperatorPrompts,
+    PendingRequest,
+    PromptBuilder,
+    TaskInfo,
+)
 from openmle.search._select import ThreeFactorSelector
 
 if TYPE_CHECKING:
@@ -154,7 +161,7 @@ class _Driver:
     _lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _buffer: dict[int, tuple[Proposal, Evaluation, str]] = field(factory=dict, init=False)
     _scopes: dict[int, anyio.CancelScope] = field(factory=dict, init=False)
-    _requests: dict[int, ModelRequest] = field(factory=dict, init=False)
+    _requests: dict[int, ModelRequest | PendingRequest] = field(factory=dict, init=False)
     _tg: TaskGroup | None = field(default=None, init=False)
     _wall_base: float = field(default=0.0, init=False)
 
@@ -163,7 +170,7 @@ class _Driver:
     def elapsed(self) -> float:
         return self._wall_base + (self.clock() - self._t0)
 
-    async def run(self, requeue: Sequence[tuple[Proposal, ModelRequest]]) -> None:
+    async def run(self, requeue: Sequence[tuple[Proposal, ModelRequest | PendingRequest]]) -> None:
         self._t0 = self.clock()
         self._wall_base = self.core.last_elapsed_s
         self.core.ledger.wall_offset_s = self._wall_base
@@ -232,21 +239,26 @@ class _Driver:
 
     # ------------------------------------------------------------------------------ expansion
 
-    def prepare(self, proposal: Proposal) -> ModelRequest:
+    def prepare(self, proposal: Proposal) -> ModelRequest | PendingRequest:
         """Build the proposal's request from the state *at proposal time* (kept until run).
 
         Building it here, not when a worker picks it up, keeps the prompt independent of
-        timing; a resumed run rebuilds it at the same point of the journal.
+        timing; a resumed run rebuilds it at the same point of the journal. A request that
+        waits for node summaries (:class:`PendingRequest`) is resolved by the worker.
         """
         parents = [self.core.nodes[p] for p in proposal.parent_ids]
         left = None
         if self.core.budget.wall_s is not None:
             left = max(1.0, self.core.budget.wall_s - self.core.ledger.wall_s)
-        request = self.prompts.build(
-            proposal, parents, self.task, board=self.core.board, time_left_s=left
+        request = build_request_for(
+            self.prompts, proposal, parents, self.task, board=self.core.board, time_left_s=left
         )
         self._requests[proposal.step] = request
         return request
+
+    def _code_of(self, node_id: str) -> str | None:
+        node = self.core.nodes.get(node_id)
+        return None if node is None else node.code
 
     async def _expand(self, proposal: Proposal, scope: anyio.CancelScope) -> None:
         evaluation: tuple[Evaluation, str] | None = None
@@ -287,10 +299,15 @@ class _Driver:
 
     async def _evaluate(self, proposal: Proposal) -> tuple[Evaluation, str]:
         t0 = self.clock()
-        request = self._requests.pop(proposal.step, None) or self.prepare(proposal)
+        pending = self._requests.pop(proposal.step, None) or self.prepare(proposal)
+        summary_usage, summary_cost = Usage(), None
+        m0 = self.clock()
+        if isinstance(pending, PendingRequest):
+            request, summary_usage, summary_cost = await pending.resolve(self._code_of)
+        else:
+            request = pending
         response: ModelResponse | None = None
         error = ""
-        m0 = self.clock()
         for attempt in range(self.core.config.retries + 1):
             try:
                 response = await self.model.complete(request)
@@ -302,7 +319,14 @@ class _Driver:
         model_s = self.clock() - m0
         if response is None:
             result = RunResult.infra_error(f"model failed after retries: {error}")
-            ev = Evaluation(code="", result=result, model_s=model_s, wall_s=self.clock() - t0)
+            ev = Evaluation(
+                code="",
+                result=result,
+                usage=summary_usage,
+                model_s=model_s,
+                wall_s=self.clock() - t0,
+                cost_usd=summary_cost,
+            )
             return ev, result.logs
         plan, code = self.prompts.parse(response.text)
         code = code or ""
@@ -318,11 +342,11 @@ class _Driver:
             code=code,
             plan=plan,
             result=result,
-            usage=response.usage,
+            usage=response.usage + summary_usage,
             model=response.model,
             model_s=model_s,
             wall_s=self.clock() - t0,
-            cost_usd=response.cost_usd,
+            cost_usd=_add_costs(response.cost_usd, summary_cost),
         )
         return ev, result.logs
 
@@ -373,6 +397,34 @@ class _Driver:
         return best, result
 
 
+def _add_costs(a: float | None, b: float | None) -> float | None:
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+
+def build_request_for(
+    prompts: PromptBuilder,
+    proposal: Proposal,
+    parents: Sequence[Node],
+    task: TaskInfo,
+    *,
+    board: Board | None,
+    time_left_s: float | None = None,
+) -> ModelRequest | PendingRequest:
+    """``prompts.defer(...)`` when the builder can wait for summaries, else ``build``."""
+    if isinstance(prompts, DeferringPromptBuilder):
+        return prompts.defer(proposal, parents, task, board=board, time_left_s=time_left_s)
+    return prompts.build(proposal, parents, task, board=board, time_left_s=time_left_s)
+
+
+def with_summary_cache(prompts: PromptBuilder, run_dir: Path | None) -> PromptBuilder:
+    """Give an :class:`OperatorPrompts` summary store without a cache the run's
+    ``summaries/`` directory (so a resumed run reads the summaries it had)."""
+    store = prompts.summaries if isinstance(prompts, OperatorPrompts) else None
+    if run_dir is not None and store is not None and store.cache_dir is None:
+        store.cache_dir = Path(run_dir) / "summaries"
+    return prompts
+
+
 def _resolve(task: str) -> Any:
     from openmle.errors import OpenMLEError
     from openmle.gym import resolve_task
@@ -411,7 +463,7 @@ async def _drive(
     limiter: anyio.CapacityLimiter | None,
     on_progress: Callable[[Progress], None] | None,
     final_test: bool,
-    requeue: Sequence[tuple[Proposal, ModelRequest]] = (),
+    requeue: Sequence[tuple[Proposal, ModelRequest | PendingRequest]] = (),
     final_done: tuple[Node, RunResult] | None = None,
     run_dir: Path | None = None,
 ) -> SearchResult:
@@ -530,13 +582,14 @@ async def arun_search(
         )
         recorder = rd
         path = rd.path
+    builder = with_summary_cache(prompts or OperatorPrompts(), path)
     try:
         result = await _drive(
             core,
             model=model,
             sandbox=sandbox,
             task=info,
-            prompts=prompts or OperatorPrompts(),
+            prompts=builder,
             recorder=recorder,
             workers=workers,
             ordered=ordered,

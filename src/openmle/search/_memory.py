@@ -39,7 +39,7 @@ import anyio
 from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel
-from openmle._types import Message, ModelRequest, Operator, check_operator
+from openmle._types import Message, ModelRequest, ModelResponse, Operator, Usage, check_operator
 from openmle._validation import check_type
 from openmle.errors import InvalidArgument
 from openmle.operators._budget import clip
@@ -47,7 +47,14 @@ from openmle.search._board import Board
 from openmle.search._cards import ExperienceCard
 from openmle.search._select import ThreeFactorSelector
 
-__all__ = ["MemoryConfig", "MemoryPlan", "OperatorMemory", "SummaryStore", "card_line"]
+__all__ = [
+    "DeferredMemory",
+    "MemoryConfig",
+    "MemoryPlan",
+    "OperatorMemory",
+    "SummaryStore",
+    "card_line",
+]
 
 
 @frozen(kw_only=True)
@@ -102,9 +109,15 @@ def _fmt(score: float | None) -> str:
     return "none" if score is None else f"{score:.6g}"
 
 
-def card_line(card: ExperienceCard, board: Board, config: MemoryConfig) -> str:
+def card_line(
+    card: ExperienceCard, board: Board, config: MemoryConfig, *, summary: str | None = None
+) -> str:
     """One node as memory shows it: id, lineage, family, validation score, gain, rank, time,
-    then the model-written summary (or, without one, the plan)."""
+    then the model-written summary (``summary``, else the card's), or, without one, the plan."""
+    return _card_body(_card_head(card, board), summary or card.summary, card.plan, config)
+
+
+def _card_head(card: ExperienceCard, board: Board) -> str:
     parts = [f"[{card.node_id}] {card.operator.value}"]
     if card.parent_ids:
         parts[0] += " of " + "+".join(card.parent_ids)
@@ -122,11 +135,74 @@ def card_line(card: ExperienceCard, board: Board, config: MemoryConfig) -> str:
         parts.append("current best")
     if card.is_new_direction:
         parts.append("new direction")
-    head = " | ".join(parts)
-    text = card.summary or card.plan
-    limit = config.summary_chars if card.summary else config.plan_chars
+    return " | ".join(parts)
+
+
+def _card_body(head: str, summary: str | None, plan: str, config: MemoryConfig) -> str:
+    text = summary or plan
+    limit = config.summary_chars if summary else config.plan_chars
     text = " ".join(text.split())
     return f"{head}\n    {clip(text, limit, keep_head=1.0)}" if text else head
+
+
+@frozen
+class _Line:
+    """A card line whose text (summary or plan) is filled in when the block is rendered."""
+
+    node_id: str
+    head: str
+    plan: str
+
+
+@frozen
+class _Idea:
+    """Draft's idea line for a family's best node (summary or plan), filled in later."""
+
+    node_id: str
+    plan: str
+
+
+_Part = str | _Line | _Idea
+
+
+@final
+@frozen
+class DeferredMemory:
+    """A memory block laid out from the board as it was, waiting for node summaries.
+
+    Everything that depends on the board (which nodes, their scores, ranks, statistics) is
+    fixed when it is made (:meth:`OperatorMemory.defer`); only the text of each shown node
+    (its summary, or its plan without one) is filled in by :meth:`render`. A search builds
+    the block when it proposes a step and fills it after fetching summaries, so the prompt
+    does not depend on how long the summaries took.
+
+    Attributes:
+        node_ids: the nodes whose summaries the block can show, in display order.
+    """
+
+    node_ids: tuple[str, ...]
+    _entries: tuple[tuple[_Part, ...], ...]
+    _config: MemoryConfig
+
+    def render(self, summaries: Mapping[str, str] | None = None) -> str:
+        """The block with ``summaries`` (node id -> text) shown, plans for the rest; within
+        the configured ``max_chars``."""
+        got = summaries or {}
+        cfg = self._config
+        entries: list[str] = []
+        for parts in self._entries:
+            out: list[str] = []
+            for part in parts:
+                if isinstance(part, str):
+                    out.append(part)
+                elif isinstance(part, _Line):
+                    out.append(_card_body(part.head, got.get(part.node_id), part.plan, cfg))
+                else:
+                    idea = " ".join((got.get(part.node_id) or part.plan).split())
+                    if idea:
+                        out.append("\n    " + clip(idea, cfg.plan_chars, keep_head=1.0))
+            entries.append("".join(out))
+        return _fit_entries(entries, cfg.max_chars)
 
 
 def _rank_siblings(board: Board, ids: Sequence[str], limit: int) -> tuple[str, ...]:
@@ -219,63 +295,78 @@ class OperatorMemory:
         return lines
 
     def render(self, plan: MemoryPlan) -> str:
-        """The memory block for ``plan``, within ``config.max_chars`` (deterministic)."""
+        """The memory block for ``plan``, within ``config.max_chars`` (deterministic), showing
+        the summaries already on the board's cards."""
+        block = self.defer(plan)
+        b = self.board
+        return block.render({n: s for n in block.node_ids if (s := b.card(n).summary)})
+
+    def defer(self, plan: MemoryPlan) -> DeferredMemory:
+        """The block for ``plan`` laid out from the board now, its node texts filled in later
+        (see :class:`DeferredMemory`)."""
         b, cfg = self.board, self.config
         if plan.operator is Operator.DRAFT:
-            return self._render_draft()
-        entries: list[str] = ["\n".join(self._board_lines(plan.parents))]
+            return self._defer_draft()
+        entries: list[tuple[_Part, ...]] = [("\n".join(self._board_lines(plan.parents)),)]
 
-        def line(n: str) -> str:
-            return card_line(b.card(n), b, cfg)
+        def line(n: str) -> _Line:
+            card = b.card(n)
+            return _Line(n, _card_head(card, b), card.plan)
 
         if plan.operator is Operator.DEBUG:
-            entries.append("Failing program:\n" + line(plan.parents[0]))
-            entries.extend("Related: " + line(n) for n in plan.related)
+            entries.append(("Failing program:\n", line(plan.parents[0])))
+            entries.extend(("Related: ", line(n)) for n in plan.related)
         else:
             for i, p in enumerate(plan.parents):
                 label = "Parent" if len(plan.parents) == 1 else f"Parent {i + 1}"
-                entries.append(f"{label}:\n" + line(p))
-                entries.extend(f"Ancestor of {p}: " + line(n) for n in plan.ancestors[i])
-                entries.extend(f"Sibling of {p}: " + line(n) for n in plan.siblings[i])
+                entries.append((f"{label}:\n", line(p)))
+                entries.extend((f"Ancestor of {p}: ", line(n)) for n in plan.ancestors[i])
+                entries.extend((f"Sibling of {p}: ", line(n)) for n in plan.siblings[i])
             if plan.operator is Operator.CROSSOVER:
                 fa, fb = (b.card(p).family for p in plan.parents)
                 if fa != fb:
                     entries.append(
-                        f"Complementarity: the parents use different methods ({fa} vs {fb}); "
-                        f"combine their models or blend their predictions."
+                        (
+                            f"Complementarity: the parents use different methods ({fa} vs "
+                            f"{fb}); combine their models or blend their predictions.",
+                        )
                     )
                 else:
                     entries.append(
-                        f"Complementarity: both parents are {fa}; combine their feature and "
-                        f"tuning changes rather than the model."
+                        (
+                            f"Complementarity: both parents are {fa}; combine their feature "
+                            f"and tuning changes rather than the model.",
+                        )
                     )
-        return _fit_entries(entries, cfg.max_chars)
+        return DeferredMemory(plan.node_ids(), tuple(entries), cfg)
 
-    def _render_draft(self) -> str:
+    def _defer_draft(self) -> DeferredMemory:
         b, cfg = self.board, self.config
         if not len(b):
-            return ""
+            return DeferredMemory((), (), cfg)
         stats = b.family_stats()
         fams = sorted(stats, key=lambda f: (-stats[f].count, f))[: cfg.draft_families]
-        entries = [f"Nodes so far: {len(b)}; best valid {_fmt(b.best_score)} ({b.best_family})"]
+        entries: list[tuple[_Part, ...]] = [
+            (f"Nodes so far: {len(b)}; best valid {_fmt(b.best_score)} ({b.best_family})",)
+        ]
+        shown: list[str] = []
         for f in fams:
             s = stats[f]
-            line = f"- {f}: {s.count} tried, {s.fail_count} failed, best valid {_fmt(s.best_score)}"
-            if s.best_node is not None:
-                card = b.card(s.best_node)
-                idea = " ".join((card.summary or card.plan).split())
-                if idea:
-                    line += "\n    " + clip(idea, cfg.plan_chars, keep_head=1.0)
-            entries.append(line)
+            head = f"- {f}: {s.count} tried, {s.fail_count} failed, best valid {_fmt(s.best_score)}"
+            if s.best_node is None:
+                entries.append((head,))
+            else:
+                shown.append(s.best_node)
+                entries.append((head, _Idea(s.best_node, b.card(s.best_node).plan)))
         under = b.underexplored_families()
         if under:
-            entries.append("Under-explored families: " + ", ".join(under))
+            entries.append(("Under-explored families: " + ", ".join(under),))
         errors = b.repeated_errors()
         if errors:
             entries.append(
-                "Repeated errors: " + "; ".join(f"{sig} (x{n})" for sig, n in errors[:3])
+                ("Repeated errors: " + "; ".join(f"{sig} (x{n})" for sig, n in errors[:3]),)
             )
-        return _fit_entries(entries, cfg.max_chars)
+        return DeferredMemory(tuple(shown), tuple(entries), cfg)
 
     async def build(
         self,
@@ -292,14 +383,14 @@ class OperatorMemory:
             store: where summaries come from (None: plans only).
             code_of: the program of a node by id (summaries need it).
         """
-        plan = self.plan(operator, parent_ids)
+        block = self.defer(self.plan(operator, parent_ids))
+        summaries: Mapping[str, str] = {}
         if store is not None:
-            ids = plan.node_ids()
-            if plan.operator is Operator.DRAFT:
-                stats = self.board.family_stats()
-                ids = tuple(s.best_node for s in stats.values() if s.best_node is not None)
-            await store.ensure(self.board, ids, code_of=code_of)
-        return self.render(plan)
+            summaries = await store.ensure(self.board, block.node_ids, code_of=code_of)
+        else:
+            b = self.board
+            summaries = {n: s for n in block.node_ids if (s := b.card(n).summary)}
+        return block.render(summaries)
 
 
 def _fit_entries(entries: Sequence[str], max_chars: int) -> str:
@@ -384,6 +475,12 @@ class SummaryStore:
     one model call. Concurrent requests for one node share one call. A failed call or an
     answer that is not the expected JSON leaves the node without a summary (memory shows its
     plan instead) and is retried the next time the node is needed.
+
+    Attributes:
+        calls: model calls made; failures: calls that failed or gave no usable summary;
+        last_error: why the last failure happened.
+        usage: tokens of every call made (a search also counts each call on the step whose
+            prompt needed it); cost_usd: their cost where the model reports it.
     """
 
     model: OperatorModel | None = None
@@ -392,6 +489,8 @@ class SummaryStore:
     calls: int = field(default=0, init=False)
     failures: int = field(default=0, init=False)
     last_error: str | None = field(default=None, init=False)
+    usage: Usage = field(factory=Usage, init=False)
+    cost_usd: float = field(default=0.0, init=False)
     _memory: dict[str, str] = field(factory=dict, init=False)
     _inflight: dict[str, anyio.Event] = field(factory=dict, init=False)
 
@@ -427,9 +526,18 @@ class SummaryStore:
         await tmp.rename(path)
 
     async def get(
-        self, board: Board, node_id: str, *, code_of: Callable[[str], str | None] | None = None
+        self,
+        board: Board,
+        node_id: str,
+        *,
+        code_of: Callable[[str], str | None] | None = None,
+        responses: list[ModelResponse] | None = None,
     ) -> str | None:
-        """The summary of one node (synthesised if needed); None on failure."""
+        """The summary of one node (synthesised if needed); None on failure.
+
+        ``responses``, when given, receives the model's answer if a call is made (for usage
+        accounting by the caller).
+        """
         card = board.card(node_id)
         if card.summary:
             return card.summary
@@ -448,7 +556,7 @@ class SummaryStore:
         try:
             summary = await self._read_disk(node_id)
             if summary is None and self.model is not None:
-                summary = await self._synthesise(board, card, code_of)
+                summary = await self._synthesise(board, card, code_of, responses)
                 if summary is not None:
                     await self._write_disk(node_id, summary)
             if summary is not None:
@@ -464,6 +572,7 @@ class SummaryStore:
         board: Board,
         card: ExperienceCard,
         code_of: Callable[[str], str | None] | None,
+        responses: list[ModelResponse] | None = None,
     ) -> str | None:
         assert self.model is not None
         code = (code_of(card.node_id) if code_of is not None else None) or ""
@@ -480,6 +589,10 @@ class SummaryStore:
             self.failures += 1
             self.last_error = f"{type(exc).__name__}: {exc}"
             return None
+        self.usage = self.usage + response.usage
+        self.cost_usd += response.cost_usd or 0.0
+        if responses is not None:
+            responses.append(response)
         summary = _parse_summary(response.text)
         if summary is None:
             self.failures += 1
@@ -492,13 +605,21 @@ class SummaryStore:
         node_ids: Sequence[str],
         *,
         code_of: Callable[[str], str | None] | None = None,
+        responses: list[ModelResponse] | None = None,
     ) -> Mapping[str, str]:
-        """Summaries of ``node_ids`` (those that could be had), fetched concurrently."""
+        """Summaries of ``node_ids`` (those that could be had), fetched concurrently.
+
+        Args:
+            board: the board holding the nodes' cards (summaries are set on it).
+            node_ids: the nodes.
+            code_of: the program of a node by id.
+            responses: receives the answer of every model call this makes (usage, cost).
+        """
         check_type(board, Board, "board")
         out: dict[str, str] = {}
 
         async def one(n: str) -> None:
-            s = await self.get(board, n, code_of=code_of)
+            s = await self.get(board, n, code_of=code_of, responses=responses)
             if s:
                 out[n] = s
 

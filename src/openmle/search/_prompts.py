@@ -7,6 +7,14 @@ returns the :class:`~openmle.ModelRequest`; ``parse(text)`` returns ``(plan, cod
   prompts, hard character budgets) with :class:`~openmle.search.OperatorMemory` built from the
   search's board, so each operator sees its own small context: the parent's lineage and
   siblings for Improve, both parents for Crossover, same-signature failures for Debug.
+  With a :class:`~openmle.search.SummaryStore` (``summaries=``) the memory shows model-written
+  summaries of the nodes it lists, synthesised on demand: :meth:`OperatorPrompts.defer` lays
+  the block out from the board when the step is proposed and returns a
+  :class:`PendingRequest`; the search fetches the missing summaries of exactly those nodes
+  in the step's worker (cached in memory and, in a run directory, on disk) and then renders
+  the prompt. The prompt therefore depends on the board at proposal time and on the summaries,
+  never on how long the summaries took, which keeps resumed runs exact (a resumed step reads
+  the summaries from the disk cache). A failed summary shows the node's plan instead.
 - :class:`BasicPrompts` is a minimal builder (parents' code and feedback only) for tests and
   for models that want short prompts.
 
@@ -16,12 +24,12 @@ and *validation* scores. Test scores and hidden answers never do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, final, runtime_checkable
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
-from openmle._types import Message, ModelRequest, Operator
+from openmle._types import Message, ModelRequest, ModelResponse, Operator, Usage
 from openmle.operators import (
     DEFAULT_TEMPLATES,
     OperatorTemplates,
@@ -34,9 +42,16 @@ from openmle.operators import (
 )
 from openmle.search._board import Board
 from openmle.search._loop import Node, Proposal
-from openmle.search._memory import MemoryConfig, OperatorMemory
+from openmle.search._memory import DeferredMemory, MemoryConfig, OperatorMemory, SummaryStore
 
-__all__ = ["BasicPrompts", "OperatorPrompts", "PromptBuilder", "TaskInfo"]
+__all__ = [
+    "BasicPrompts",
+    "DeferringPromptBuilder",
+    "OperatorPrompts",
+    "PendingRequest",
+    "PromptBuilder",
+    "TaskInfo",
+]
 
 
 @frozen(kw_only=True)
@@ -82,6 +97,62 @@ class PromptBuilder(Protocol):
         ...
 
 
+@final
+@frozen(kw_only=True, eq=False)
+class PendingRequest:
+    """A request whose memory block waits for node summaries (see :meth:`resolve`).
+
+    Attributes:
+        node_ids: the nodes whose summaries the memory shows.
+    """
+
+    node_ids: tuple[str, ...]
+    memory: DeferredMemory
+    store: SummaryStore
+    board: Board
+    finish: Callable[[str], ModelRequest]
+
+    async def resolve(
+        self, code_of: Callable[[str], str | None] | None = None
+    ) -> tuple[ModelRequest, Usage, float | None]:
+        """Fetch the missing summaries, render the memory and build the request.
+
+        Args:
+            code_of: the program of a node by id (a summary is about the program).
+
+        Returns:
+            ``(request, usage, cost_usd)``: the request, and the tokens and cost of the
+            summary calls this made (zero when every summary was cached; cost None when no
+            call reported one).
+        """
+        responses: list[ModelResponse] = []
+        summaries = await self.store.ensure(
+            self.board, self.node_ids, code_of=code_of, responses=responses
+        )
+        usage = Usage()
+        costs = [r.cost_usd for r in responses if r.cost_usd is not None]
+        for r in responses:
+            usage = usage + r.usage
+        return self.finish(self.memory.render(summaries)), usage, sum(costs) if costs else None
+
+
+@runtime_checkable
+class DeferringPromptBuilder(PromptBuilder, Protocol):
+    """A :class:`PromptBuilder` whose requests may wait for node summaries."""
+
+    def defer(
+        self,
+        proposal: Proposal,
+        parents: Sequence[Node],
+        task: TaskInfo,
+        *,
+        board: Board | None = None,
+        time_left_s: float | None = None,
+    ) -> ModelRequest | PendingRequest:
+        """Like :meth:`PromptBuilder.build`, but the memory's summaries may be fetched later."""
+        ...
+
+
 def _metadata(proposal: Proposal, task: TaskInfo) -> dict[str, object]:
     return {
         "task": task.name,
@@ -94,7 +165,7 @@ def _metadata(proposal: Proposal, task: TaskInfo) -> dict[str, object]:
 
 @final
 @frozen(kw_only=True)
-class OperatorPrompts(PromptBuilder):
+class OperatorPrompts(DeferringPromptBuilder):
     """Operator prompts from :mod:`openmle.operators` with operator-conditioned memory.
 
     Args:
@@ -102,6 +173,9 @@ class OperatorPrompts(PromptBuilder):
         budget: character limits of each prompt.
         memory: how much memory each operator sees; None disables memory.
         temperature, max_tokens: passed on to every request.
+        summaries: where model-written node summaries come from (None: memory shows plans).
+            A search with a run directory gives a store without ``cache_dir`` the directory
+            ``<run_dir>/summaries``.
     """
 
     templates: OperatorTemplates = DEFAULT_TEMPLATES
@@ -109,6 +183,7 @@ class OperatorPrompts(PromptBuilder):
     memory: MemoryConfig | None = field(factory=MemoryConfig)
     temperature: float | None = None
     max_tokens: int | None = None
+    summaries: SummaryStore | None = field(default=None, eq=False)
 
     def template_hash(self) -> str:
         """A hash of the templates and limits (recorded in the run manifest)."""
@@ -116,6 +191,10 @@ class OperatorPrompts(PromptBuilder):
 
         blob = repr((self.templates, self.budget, self.memory)).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    def with_summaries(self, store: SummaryStore | None) -> OperatorPrompts:
+        """A copy that takes node summaries from ``store``."""
+        return evolve(self, summaries=store)
 
     def build(
         self,
@@ -126,31 +205,72 @@ class OperatorPrompts(PromptBuilder):
         board: Board | None = None,
         time_left_s: float | None = None,
     ) -> ModelRequest:
-        """See :class:`PromptBuilder`."""
+        """See :class:`PromptBuilder` (memory shows the summaries already on the board)."""
+        block = self._memory(proposal, board)
+        memory = ""
+        if block is not None and board is not None:
+            memory = block.render({n: s for n in block.node_ids if (s := board.card(n).summary)})
+        return self._request(proposal, parents, task, time_left_s)(memory)
+
+    def defer(
+        self,
+        proposal: Proposal,
+        parents: Sequence[Node],
+        task: TaskInfo,
+        *,
+        board: Board | None = None,
+        time_left_s: float | None = None,
+    ) -> ModelRequest | PendingRequest:
+        """See :class:`DeferringPromptBuilder`: a :class:`PendingRequest` when a summary store
+        is set and the memory shows nodes, else the request itself."""
+        block = self._memory(proposal, board)
+        if self.summaries is None or block is None or board is None or not block.node_ids:
+            return self.build(proposal, parents, task, board=board, time_left_s=time_left_s)
+        return PendingRequest(
+            node_ids=block.node_ids,
+            memory=block,
+            store=self.summaries,
+            board=board,
+            finish=self._request(proposal, parents, task, time_left_s),
+        )
+
+    def _memory(self, proposal: Proposal, board: Board | None) -> DeferredMemory | None:
+        if self.memory is None or board is None or not len(board):
+            return None
+        om = OperatorMemory(board=board, config=self.memory)
+        return om.defer(om.plan(proposal.operator, proposal.parent_ids))
+
+    def _request(
+        self,
+        proposal: Proposal,
+        parents: Sequence[Node],
+        task: TaskInfo,
+        time_left_s: float | None,
+    ) -> Callable[[str], ModelRequest]:
         views = [
             ParentView.from_result(
                 p.node_id, p.code, p.run_result(), max_log_chars=self.budget.feedback_chars
             )
             for p in parents
         ]
-        memory = ""
-        if self.memory is not None and board is not None and len(board):
-            om = OperatorMemory(board=board, config=self.memory)
-            memory = om.render(om.plan(proposal.operator, proposal.parent_ids))
-        return build_request(
-            proposal.operator,
-            task=TaskBrief(description=task.description.strip() or task.name),
-            parents=views,
-            memory=memory,
-            execution_timeout_s=task.timeout_s,
-            time_left_s=time_left_s,
-            templates=self.templates,
-            budget=self.budget,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            seed=proposal.seed,
-            metadata=_metadata(proposal, task),
-        )
+
+        def finish(memory: str) -> ModelRequest:
+            return build_request(
+                proposal.operator,
+                task=TaskBrief(description=task.description.strip() or task.name),
+                parents=views,
+                memory=memory,
+                execution_timeout_s=task.timeout_s,
+                time_left_s=time_left_s,
+                templates=self.templates,
+                budget=self.budget,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=proposal.seed,
+                metadata=_metadata(proposal, task),
+            )
+
+        return finish
 
     def parse(self, text: str) -> tuple[str, str | None]:
         """See :class:`PromptBuilder` (:func:`openmle.operators.parse_response`)."""

@@ -68,3 +68,21 @@ def test_demo_runs_offline_and_writes_a_report(tmp_path: Path) -> None:
     s = cli("demo", "--steps", "3", "--out", str(tmp_path / "demo"))
     assert s["nodes"] == 3
     assert Path(str(s["report"])).exists()
+
+
+def test_demo_with_summaries_caches_them_and_resume_reuses_them(tmp_path: Path) -> None:
+    """--summaries: the offline model writes node summaries on demand into the run directory;
+    resume (which reads the flag from the manifest) extends the run and keeps them."""
+    out = tmp_path / "run"
+    cli("demo", "--steps", "8", "--summaries", "--out", str(out), "--no-report", "--quiet")
+    files = sorted((out / "summaries").glob("*.json"))
+    assert files, "no summary was written"
+    first = {p.name: p.read_text() for p in files}
+    for text in first.values():
+        record = json.loads(text)
+        assert record["summary"].startswith("Fits ") and "Validation" in record["summary"]
+    assert RunDir.open(out).manifest["extra"]["cli"]["summaries"] is True
+    r = cli("resume", str(out), "--budget", "steps=14", "--no-report", "--quiet")
+    assert r["nodes"] == 14
+    after = {p.name: p.read_text() for p in (out / "summaries").glob("*.json")}
+    assert all(after[name] == text for name, text in first.items())

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from openmle import Message, ModelRequest, Operator, Split
+from openmle import Message, ModelRequest, Operator, Outcome, Split
 from openmle.backends import OfflineModel
 from openmle.operators import ParentView, TaskBrief, build_request
 from openmle.testing import ToyTask, check_operator_model
@@ -177,3 +177,53 @@ def test_programs_run_and_grade_on_a_real_task(tmp_path: Path) -> None:
         assert grade.valid, grade.reason
         scores.append(grade.score)
     assert max(s for s in scores if s is not None) > 0.8
+
+
+@pytest.mark.anyio
+async def test_offline_model_writes_node_summaries_for_the_summary_store() -> None:
+    """Summary requests get the JSON SummaryStore asks for: the method from the program's
+    recipe, the lesson from the scores in the prompt (or the failure)."""
+    from openmle.search import Board, ExperienceCard, SummaryStore
+
+    model = OfflineModel()
+    draft = await model.complete(
+        ModelRequest(
+            messages=(Message(role="user", content="task"),), operator=Operator.DRAFT, seed=1
+        )
+    )
+    code = draft.text.split("```python\n")[1].split("```")[0]
+    cards = [
+        ExperienceCard(
+            node_id="a",
+            step=0,
+            operator=Operator.DRAFT,
+            outcome=Outcome.SUCCESS,
+            score=0.5,
+            plan="p",
+        ),
+        ExperienceCard(
+            node_id="b",
+            step=1,
+            operator=Operator.IMPROVE,
+            parent_ids=("a",),
+            outcome=Outcome.SUCCESS,
+            score=0.6,
+            plan="q",
+        ),
+        ExperienceCard(
+            node_id="c",
+            step=2,
+            operator=Operator.IMPROVE,
+            parent_ids=("a",),
+            score=None,
+            outcome=Outcome.RUNTIME_ERROR,
+            plan="r",
+        ),
+    ]
+    board = Board.from_cards(cards)
+    store = SummaryStore(model=model)
+    got = await store.ensure(board, ["a", "b", "c"], code_of=lambda n: code)
+    assert store.failures == 0
+    assert got["a"].startswith("Fits ") and "no scored parent" in got["a"]
+    assert "against 0.5 for parent a (+0.1)" in got["b"]
+    assert "did not produce a validation score (outcome runtime_error)" in got["c"]

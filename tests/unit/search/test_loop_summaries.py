@@ -1,0 +1,194 @@
+"""The search loop with lazy node summaries: shown in later prompts, synthesised only for the
+nodes a prompt shows, counted in the token budget, independent of timing, cached for resume."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import anyio
+import pytest
+from attrs import define, field
+
+from openmle import Job, ModelRequest, ModelResponse, Operator, Outcome, RunResult, Usage
+from openmle.search import (
+    Budget,
+    OperatorPrompts,
+    Proposal,
+    SearchConfig,
+    SummaryStore,
+    TaskInfo,
+    aresume_search,
+    arun_search,
+    journal_fingerprint,
+)
+from openmle.testing import FunctionSandbox, FunctionSelector
+
+PROGRAM = "```python\nimport sklearn\nscore = {score}\n```"
+
+
+@define(eq=False)
+class Model:
+    """Writes programs for operator requests and JSON summaries for summary requests; summary
+    answers take a random time (seeded) so that their order varies between runs."""
+
+    delay_seed: int = 0
+    summary_delays: bool = False
+    requests: list[ModelRequest] = field(factory=list)
+    _rng: random.Random = field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._rng = random.Random(self.delay_seed)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One answer, with a fixed usage per kind of request."""
+        self.requests.append(request)
+        if request.metadata.get("purpose") == "node_summary":
+            if self.summary_delays:
+                await anyio.sleep(self._rng.uniform(0.0, 0.03))
+            node = request.metadata["node_id"]
+            text = json.dumps({"method": f"summary-of-{node} uses a forest.", "lesson": "ok."})
+            return ModelResponse(text=text, usage=Usage(prompt_tokens=100, completion_tokens=7))
+        step = int(request.metadata["step"])
+        text = f"plan {step}\n" + PROGRAM.format(score=round(0.1 + 0.01 * (step % 5), 4))
+        return ModelResponse(text=text, usage=Usage(prompt_tokens=10, completion_tokens=3))
+
+    def summary_requests(self) -> list[ModelRequest]:
+        """The summary calls made, in order."""
+        return [r for r in self.requests if r.metadata.get("purpose") == "node_summary"]
+
+    def operator_requests(self) -> list[ModelRequest]:
+        """The operator calls made, in order."""
+        return [r for r in self.requests if r.metadata.get("purpose") != "node_summary"]
+
+
+def grade(job: Job) -> RunResult:
+    """Grades by the program's 'score = x' line."""
+    value = float(job.code.split("score = ")[1].split()[0])
+    return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
+
+
+async def search(
+    model: Model, store: SummaryStore, *, steps: int, run_dir: Path | None = None, workers: int = 1
+) -> tuple[list[str], int]:
+    """A search with summaries; the node ids and the ledger's tokens."""
+    result = await arun_search(
+        "toy",
+        model=model,
+        sandbox=FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        budget=Budget(steps=steps),
+        config=SearchConfig(initial_drafts=2, seed=3),
+        workers=workers,
+        ordered=True,
+        run_dir=run_dir,
+        description="toy task",
+        prompts=OperatorPrompts(summaries=store),
+        final_test=False,
+    )
+    return [n.node_id for n in result.nodes], int(result.spent["tokens"])
+
+
+@pytest.mark.anyio
+async def test_summaries_reach_later_prompts_and_only_for_shown_nodes() -> None:
+    """Operator prompts after the drafts show model-written summaries; only nodes a prompt
+    shows are summarised, each once; summary tokens are in the budget ledger."""
+    model = Model()
+    store = SummaryStore(model=model)
+    nodes, tokens = await search(model, store, steps=10)
+    summaries = model.summary_requests()
+    summarised = [str(r.metadata["node_id"]) for r in summaries]
+    assert summarised, "no summary was requested"
+    assert len(set(summarised)) == len(summarised) == store.calls  # each node once
+    assert set(summarised) <= set(nodes)
+    shown = [r for r in model.operator_requests() if "summary-of-" in r.messages[-1].content]
+    assert shown, "no operator prompt showed a summary"
+    for r in shown:  # a prompt shows summaries of nodes summarised before it was sent
+        for node in set(summarised):
+            if f"summary-of-{node}" in r.messages[-1].content:
+                assert model.requests.index(r) > summarised.index(node)
+    # the ledger counts the operator calls and the summary calls
+    assert tokens == 13 * len(model.operator_requests()) + 107 * len(summaries)
+    assert store.usage == Usage(prompt_tokens=100 * store.calls, completion_tokens=7 * store.calls)
+
+
+@pytest.mark.anyio
+async def test_prompts_do_not_depend_on_how_long_summaries_take(tmp_path: Path) -> None:
+    """Two ordered runs whose summary calls finish in different orders write the same journal
+    (so a prompt is fixed by the board at proposal time and the summaries' texts)."""
+    prompts, orders = [], []
+    for seed in (1, 2):
+        model = Model(delay_seed=seed, summary_delays=True)
+        await search(model, SummaryStore(model=model), steps=12, run_dir=tmp_path / f"r{seed}",
+                     workers=3)  # fmt: skip
+        prompts.append(
+            {int(r.metadata["step"]): r.messages[-1].content for r in model.operator_requests()}
+        )
+        orders.append([r.metadata["node_id"] for r in model.summary_requests()])
+    assert any("summary-of-" in p for p in prompts[0].values())
+    assert orders[0] != orders[1]  # the summaries did arrive differently
+    assert prompts[0] == prompts[1]
+    assert journal_fingerprint(tmp_path / "r1") == journal_fingerprint(tmp_path / "r2")
+
+
+@pytest.mark.anyio
+async def test_run_directory_caches_summaries_for_resume(tmp_path: Path) -> None:
+    """A store without a cache gets ``<run_dir>/summaries``; a resumed search with a fresh
+    store reads those files instead of asking the model again."""
+    run = tmp_path / "run"
+    first = Model()
+    await search(first, SummaryStore(model=first), steps=8, run_dir=run)
+    cached = {p.stem for p in (run / "summaries").glob("*.json")}
+    assert cached == {str(r.metadata["node_id"]) for r in first.summary_requests()}
+    second = Model()
+    store = SummaryStore(model=second)
+    result = await aresume_search(
+        run,
+        model=second,
+        sandbox=FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        prompts=OperatorPrompts(summaries=store),
+        budget=Budget(steps=16),
+        final_test=False,
+    )
+    assert len(result.nodes) == 16
+    assert store.cache_dir == run / "summaries"
+    again = {str(r.metadata["node_id"]) for r in second.summary_requests()}
+    assert not again & cached, "a cached summary was asked for again"
+    shown_cached = [
+        r for r in second.operator_requests()
+        if any(f"summary-of-{n}" in r.messages[-1].content for n in cached)
+    ]  # fmt: skip
+    assert shown_cached, "the resumed search never showed a cached summary"
+
+
+@pytest.mark.anyio
+async def test_failed_summaries_show_plans_and_the_search_goes_on() -> None:
+    """A summary model that answers garbage leaves plans in memory; no step fails."""
+    model = Model()
+
+    @define(eq=False)
+    class Garbage:
+        calls: int = 0
+
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            self.calls += 1
+            return ModelResponse(text="not json", usage=Usage(prompt_tokens=5))
+
+    bad = Garbage()
+    store = SummaryStore(model=bad)
+    nodes, _ = await search(model, store, steps=8)
+    assert len(nodes) == 8 and bad.calls > 0 and store.failures == bad.calls
+    later = model.operator_requests()[-1].messages[-1].content
+    assert "plan " in later and "summary-of-" not in later
+
+
+def test_build_without_a_store_is_unchanged() -> None:
+    """Without a summary store, defer gives the finished request, equal to build's."""
+    prompts = OperatorPrompts()
+    proposal = Proposal(step=0, node_id="n00000", operator=Operator.DRAFT, parent_ids=(), seed=1)
+    info = TaskInfo(name="toy", description="d")
+    request = prompts.defer(proposal, [], info)
+    assert isinstance(request, ModelRequest)
+    assert request == prompts.build(proposal, [], info)
