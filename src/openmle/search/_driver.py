@@ -250,7 +250,7 @@ class _Driver:
         left = None
         if self.core.budget.wall_s is not None:
             left = max(1.0, self.core.budget.wall_s - self.core.ledger.wall_s)
-        request = build_request_for(
+        request = _build_request(
             self.prompts, proposal, parents, self.task, board=self.core.board, time_left_s=left
         )
         self._requests[proposal.step] = request
@@ -401,7 +401,7 @@ def _add_costs(a: float | None, b: float | None) -> float | None:
     return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
-def build_request_for(
+def _build_request(
     prompts: PromptBuilder,
     proposal: Proposal,
     parents: Sequence[Node],
@@ -416,7 +416,7 @@ def build_request_for(
     return prompts.build(proposal, parents, task, board=board, time_left_s=time_left_s)
 
 
-def with_summary_cache(prompts: PromptBuilder, run_dir: Path | None) -> PromptBuilder:
+def _with_summary_cache(prompts: PromptBuilder, run_dir: Path | None) -> PromptBuilder:
     """Give an :class:`OperatorPrompts` summary store without a cache the run's
     ``summaries/`` directory (so a resumed run reads the summaries it had)."""
     store = prompts.summaries if isinstance(prompts, OperatorPrompts) else None
@@ -582,7 +582,7 @@ async def arun_search(
         )
         recorder = rd
         path = rd.path
-    builder = with_summary_cache(prompts or OperatorPrompts(), path)
+    builder = _with_summary_cache(prompts or OperatorPrompts(), path)
     try:
         result = await _drive(
             core,

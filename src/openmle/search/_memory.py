@@ -383,14 +383,11 @@ class OperatorMemory:
             store: where summaries come from (None: plans only).
             code_of: the program of a node by id (summaries need it).
         """
-        block = self.defer(self.plan(operator, parent_ids))
-        summaries: Mapping[str, str] = {}
-        if store is not None:
-            summaries = await store.ensure(self.board, block.node_ids, code_of=code_of)
-        else:
-            b = self.board
-            summaries = {n: s for n in block.node_ids if (s := b.card(n).summary)}
-        return block.render(summaries)
+        plan = self.plan(operator, parent_ids)
+        if store is None:
+            return self.render(plan)
+        block = self.defer(plan)
+        return block.render(await store.ensure(self.board, block.node_ids, code_of=code_of))
 
 
 def _fit_entries(entries: Sequence[str], max_chars: int) -> str:

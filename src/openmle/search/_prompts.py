@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, final, runtime_checkable
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from openmle._types import Message, ModelRequest, ModelResponse, Operator, Usage
 from openmle.operators import (
@@ -103,14 +103,21 @@ class PendingRequest:
     """A request whose memory block waits for node summaries (see :meth:`resolve`).
 
     Attributes:
-        node_ids: the nodes whose summaries the memory shows.
+        memory: the memory block, laid out when the step was proposed.
+        store: where the summaries come from.
+        board: the board whose cards the summaries are about.
+        finish: builds the request around the rendered memory.
     """
 
-    node_ids: tuple[str, ...]
     memory: DeferredMemory
     store: SummaryStore
     board: Board
     finish: Callable[[str], ModelRequest]
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        """The nodes whose summaries the memory shows."""
+        return self.memory.node_ids
 
     async def resolve(
         self, code_of: Callable[[str], str | None] | None = None
@@ -192,10 +199,6 @@ class OperatorPrompts(DeferringPromptBuilder):
         blob = repr((self.templates, self.budget, self.memory)).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def with_summaries(self, store: SummaryStore | None) -> OperatorPrompts:
-        """A copy that takes node summaries from ``store``."""
-        return evolve(self, summaries=store)
-
     def build(
         self,
         proposal: Proposal,
@@ -206,10 +209,10 @@ class OperatorPrompts(DeferringPromptBuilder):
         time_left_s: float | None = None,
     ) -> ModelRequest:
         """See :class:`PromptBuilder` (memory shows the summaries already on the board)."""
-        block = self._memory(proposal, board)
         memory = ""
-        if block is not None and board is not None:
-            memory = block.render({n: s for n in block.node_ids if (s := board.card(n).summary)})
+        if self.memory is not None and board is not None and len(board):
+            om = OperatorMemory(board=board, config=self.memory)
+            memory = om.render(om.plan(proposal.operator, proposal.parent_ids))
         return self._request(proposal, parents, task, time_left_s)(memory)
 
     def defer(
@@ -223,22 +226,18 @@ class OperatorPrompts(DeferringPromptBuilder):
     ) -> ModelRequest | PendingRequest:
         """See :class:`DeferringPromptBuilder`: a :class:`PendingRequest` when a summary store
         is set and the memory shows nodes, else the request itself."""
-        block = self._memory(proposal, board)
-        if self.summaries is None or block is None or board is None or not block.node_ids:
+        if self.summaries is None or self.memory is None or board is None or not len(board):
             return self.build(proposal, parents, task, board=board, time_left_s=time_left_s)
+        om = OperatorMemory(board=board, config=self.memory)
+        block = om.defer(om.plan(proposal.operator, proposal.parent_ids))
+        if not block.node_ids:
+            return self._request(proposal, parents, task, time_left_s)(block.render())
         return PendingRequest(
-            node_ids=block.node_ids,
             memory=block,
             store=self.summaries,
             board=board,
             finish=self._request(proposal, parents, task, time_left_s),
         )
-
-    def _memory(self, proposal: Proposal, board: Board | None) -> DeferredMemory | None:
-        if self.memory is None or board is None or not len(board):
-            return None
-        om = OperatorMemory(board=board, config=self.memory)
-        return om.defer(om.plan(proposal.operator, proposal.parent_ids))
 
     def _request(
         self,

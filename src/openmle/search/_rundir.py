@@ -452,10 +452,10 @@ async def aresume_search(
         RunDirError: not a run directory, or a damaged journal.
     """
     from openmle.search._driver import (
+        _build_request,
         _drive,
-        build_request_for,
+        _with_summary_cache,
         default_selector,
-        with_summary_cache,
     )
     from openmle.search._prompts import OperatorPrompts, PendingRequest, TaskInfo
 
@@ -475,12 +475,12 @@ async def aresume_search(
     core = SearchCore(
         config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
     )
-    prompts = with_summary_cache(prompts or OperatorPrompts(), rd.path)
+    prompts = _with_summary_cache(prompts or OperatorPrompts(), rd.path)
     built: dict[int, ModelRequest | PendingRequest] = {}
 
     def build(p: Proposal) -> None:
         parents = [core.nodes[q] for q in p.parent_ids]
-        built[p.step] = build_request_for(prompts, p, parents, info, board=core.board)
+        built[p.step] = _build_request(prompts, p, parents, info, board=core.board)
 
     pending = rd.replay(core, on_proposal=build)
     requeue = [(p, built[p.step]) for p in pending]
