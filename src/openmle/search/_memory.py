@@ -109,12 +109,10 @@ def _fmt(score: float | None) -> str:
     return "none" if score is None else f"{score:.6g}"
 
 
-def card_line(
-    card: ExperienceCard, board: Board, config: MemoryConfig, *, summary: str | None = None
-) -> str:
+def card_line(card: ExperienceCard, board: Board, config: MemoryConfig) -> str:
     """One node as memory shows it: id, lineage, family, validation score, gain, rank, time,
-    then the model-written summary (``summary``, else the card's), or, without one, the plan."""
-    return _card_body(_card_head(card, board), summary or card.summary, card.plan, config)
+    then the model-written summary (or, without one, the plan)."""
+    return _card_body(_card_head(card, board), card.summary, card.plan, config)
 
 
 def _card_head(card: ExperienceCard, board: Board) -> str:
