@@ -689,25 +689,18 @@ def _summarise(text: str) -> str:
     """A node summary (the JSON :class:`~openmle.search.SummaryStore` asks for) from the
     summary prompt alone: the method from the program's recipe line, the lesson from the
     validation scores the prompt states."""
-    recipes = [json.loads(m) for m in _RECIPE.findall(text)]
-    if recipes:
-        r = recipes[-1]
-        models = ", ".join(
-            m["name"] + "(" + ", ".join(f"{k}={v}" for k, v in m.get("params", {}).items()) + ")"
-            for m in r.get("models", [])
-        )
-        feats = ", ".join(r.get("features", [])) or "raw features"
-        method = f"Fits {models or 'a model'} on {feats}; imputes {r.get('impute', 'nothing')}."
-    else:
+    recipes = _RECIPE.findall(text)
+    try:
+        method = f"Fits {_describe(json.loads(recipes[-1]))}."
+    except (IndexError, ValueError, KeyError, TypeError):
         method = "A program without a readable recipe."
     own = _SCORE_LINE.search(text)
     outcome, score = (own.group(1), _number(own.group(2))) if own else ("unknown", None)
     parent = _PARENT_LINE.search(text)
+    before = None if parent is None else _number(parent.group(2))
     if score is None:
         lesson = f"It did not produce a validation score (outcome {outcome})."
-    elif parent is not None and _number(parent.group(2)) is not None:
-        before = _number(parent.group(2))
-        assert before is not None
+    elif parent is not None and before is not None:
         lesson = (
             f"Validation {score:.6g} against {before:.6g} for parent {parent.group(1)} "
             f"({score - before:+.4g})."
