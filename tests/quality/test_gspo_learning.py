@@ -33,6 +33,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import numpy as np
@@ -77,7 +78,9 @@ def prompt(task: RolloutTask, op: Operator, parents: Sequence[ParentView]) -> Mo
     return ModelRequest(messages=(Message(role="user", content=PROMPT),), operator=op)
 
 
-def learn(tmp: Path, seed: int, steps: int, *, mode: str = "sync", lr: float = 7e-4) -> list[float]:
+def learn(
+    tmp: Path, seed: int, steps: int, *, mode: Literal["sync", "async"] = "sync", lr: float = 7e-4
+) -> list[float]:
     """Warm start, then ``steps`` GSPO steps; the mean validation score of each step.
 
     ``mode="sync"`` uses :func:`train_on_policy`; ``"async"`` uses :class:`AsyncRollouts`

@@ -300,7 +300,8 @@ class _Driver:
     async def _evaluate(self, proposal: Proposal) -> tuple[Evaluation, str]:
         t0 = self.clock()
         pending = self._requests.pop(proposal.step, None) or self.prepare(proposal)
-        summary_usage, summary_cost = Usage(), None
+        summary_usage = Usage()
+        summary_cost: float | None = 0.0  # no summary call: nothing to add
         m0 = self.clock()
         if isinstance(pending, PendingRequest):
             request, summary_usage, summary_cost = await pending.resolve(self._code_of)
@@ -325,7 +326,7 @@ class _Driver:
                 usage=summary_usage,
                 model_s=model_s,
                 wall_s=self.clock() - t0,
-                cost_usd=summary_cost,
+                cost_usd=summary_cost or None,
             )
             return ev, result.logs
         plan, code = self.prompts.parse(response.text)
@@ -398,7 +399,9 @@ class _Driver:
 
 
 def _add_costs(a: float | None, b: float | None) -> float | None:
-    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+    """The sum, or None when either part is unknown (the budget's price table then prices the
+    step's whole token usage, rather than counting only the part whose cost is known)."""
+    return None if a is None or b is None else a + b
 
 
 def _build_request(

@@ -129,18 +129,17 @@ class PendingRequest:
 
         Returns:
             ``(request, usage, cost_usd)``: the request, and the tokens and cost of the
-            summary calls this made (zero when every summary was cached; cost None when no
-            call reported one).
+            summary calls this made (zero when no call was made; cost None when a call did
+            not report its cost, so that a budget's price table prices the tokens instead).
         """
         responses: list[ModelResponse] = []
         summaries = await self.store.ensure(
             self.board, self.node_ids, code_of=code_of, responses=responses
         )
-        usage = Usage()
-        costs = [r.cost_usd for r in responses if r.cost_usd is not None]
-        for r in responses:
-            usage = usage + r.usage
-        return self.finish(self.memory.render(summaries)), usage, sum(costs) if costs else None
+        usage = sum((r.usage for r in responses), Usage())
+        costs = [r.cost_usd for r in responses]
+        cost = None if None in costs else sum(c for c in costs if c is not None)
+        return self.finish(self.memory.render(summaries)), usage, cost
 
 
 @runtime_checkable

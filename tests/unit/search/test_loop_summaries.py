@@ -15,6 +15,7 @@ from openmle import Job, ModelRequest, ModelResponse, Operator, Outcome, RunResu
 from openmle.search import (
     Budget,
     OperatorPrompts,
+    PriceTable,
     Proposal,
     SearchConfig,
     SummaryStore,
@@ -35,6 +36,8 @@ class Model:
 
     delay_seed: int = 0
     summary_delays: bool = False
+    summary_cost: float | None = None
+    operator_cost: float | None = None
     requests: list[ModelRequest] = field(factory=list)
     _rng: random.Random = field(init=False)
 
@@ -49,10 +52,18 @@ class Model:
                 await anyio.sleep(self._rng.uniform(0.0, 0.03))
             node = request.metadata["node_id"]
             text = json.dumps({"method": f"summary-of-{node} uses a forest.", "lesson": "ok."})
-            return ModelResponse(text=text, usage=Usage(prompt_tokens=100, completion_tokens=7))
+            return ModelResponse(
+                text=text,
+                usage=Usage(prompt_tokens=100, completion_tokens=7),
+                cost_usd=self.summary_cost,
+            )
         step = int(request.metadata["step"])
         text = f"plan {step}\n" + PROGRAM.format(score=round(0.1 + 0.01 * (step % 5), 4))
-        return ModelResponse(text=text, usage=Usage(prompt_tokens=10, completion_tokens=3))
+        return ModelResponse(
+            text=text,
+            usage=Usage(prompt_tokens=10, completion_tokens=3),
+            cost_usd=self.operator_cost,
+        )
 
     def summary_requests(self) -> list[ModelRequest]:
         """The summary calls made, in order."""
@@ -70,7 +81,12 @@ def grade(job: Job) -> RunResult:
 
 
 async def search(
-    model: Model, store: SummaryStore, *, steps: int, run_dir: Path | None = None, workers: int = 1
+    model: Model,
+    store: SummaryStore,
+    *,
+    steps: int,
+    run_dir: Path | None = None,
+    workers: int = 1,
 ) -> tuple[list[str], int]:
     """A search with summaries; the node ids and the ledger's tokens."""
     result = await arun_search(
@@ -111,6 +127,38 @@ async def test_summaries_reach_later_prompts_and_only_for_shown_nodes() -> None:
     # the ledger counts the operator calls and the summary calls
     assert tokens == 13 * len(model.operator_requests()) + 107 * len(summaries)
     assert store.usage == Usage(prompt_tokens=100 * store.calls, completion_tokens=7 * store.calls)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("operator_cost", [0.5, None])
+async def test_summary_costs_count_and_unknown_costs_are_priced(
+    operator_cost: float | None,
+) -> None:
+    """Reported costs add up; when the operator call reports none, the price table prices the
+    step's whole usage (summary tokens included) instead of counting only the known part."""
+    model = Model(summary_cost=0.25, operator_cost=operator_cost)
+    store = SummaryStore(model=model)
+    prices = PriceTable(prices={"*": (1e6, 0.0)})  # 1 USD per prompt token
+    result = await arun_search(
+        "toy",
+        model=model,
+        sandbox=FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        budget=Budget(steps=8, prices=prices),
+        config=SearchConfig(initial_drafts=2, seed=3),
+        workers=1,
+        ordered=True,
+        description="toy task",
+        prompts=OperatorPrompts(summaries=store),
+        final_test=False,
+    )
+    n_ops, n_sum = len(model.operator_requests()), len(model.summary_requests())
+    assert n_sum > 0
+    if operator_cost is not None:
+        expected = 0.5 * n_ops + 0.25 * n_sum
+    else:  # priced: 10 prompt tokens per operator call, 100 per summary call
+        expected = 10.0 * n_ops + 100.0 * n_sum
+    assert result.spent["usd"] == pytest.approx(expected)
 
 
 @pytest.mark.anyio
