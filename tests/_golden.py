@@ -1,9 +1,9 @@
-"""Golden vectors from the released OpenRSI code (``shared/golden/rewards.json``), shared by tests.
+"""Golden vectors from the released OpenRSI code (``tests/golden/rewards.json``), shared by tests.
 
-The file sits in ``shared/golden/`` beside the repository (``<repo>/../shared/golden``); the
-nearest ``shared/golden`` found walking up from the repository root is used, and
-``OPENMLE_GOLDEN`` (a directory) overrides the search. A
-missing file is an error, never a silent skip.
+The file is committed in ``tests/golden/`` (a copy of the team's shared vectors, provenance in
+``tests/golden/PROVENANCE``), so a clone of the repository alone runs every test.
+``OPENMLE_GOLDEN`` (a directory) points the tests at another copy. A missing file is an error,
+never a silent skip.
 """
 
 from __future__ import annotations
@@ -15,29 +15,23 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GOLDEN_FILE", "decode", "golden_path", "load_golden", "records"]
+__all__ = ["GOLDEN_FILE", "REPO_GOLDEN", "decode", "golden_path", "load_golden", "records"]
 
 GOLDEN_FILE = "rewards.json"
-_REPO = Path(__file__).resolve().parents[1]
+REPO_GOLDEN = Path(__file__).resolve().parent / "golden"
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def golden_path() -> Path:
-    """The golden file: ``$OPENMLE_GOLDEN/rewards.json`` or the nearest ``shared/golden/``."""
+    """The golden file: ``$OPENMLE_GOLDEN/rewards.json`` or the committed ``tests/golden/`` copy."""
     env = os.environ.get("OPENMLE_GOLDEN")
-    candidates = (
-        [Path(env) / GOLDEN_FILE]
-        if env
-        else [d / "shared" / "golden" / GOLDEN_FILE for d in (_REPO, *_REPO.parents)]
-    )
-    for path in candidates:
-        if path.is_file():
-            return path
-    tried = ", ".join(str(p) for p in candidates)
-    raise FileNotFoundError(
-        f"golden vectors not found (tried {tried}); put shared/golden/ beside the repository "
-        f"or set OPENMLE_GOLDEN to the directory holding {GOLDEN_FILE}"
-    )
+    path = Path(env) / GOLDEN_FILE if env else REPO_GOLDEN / GOLDEN_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"golden vectors not found at {path}; unset OPENMLE_GOLDEN to use the committed "
+            f"copy in {REPO_GOLDEN}, or point it at a directory holding {GOLDEN_FILE}"
+        )
+    return path
 
 
 @functools.cache
