@@ -174,8 +174,24 @@ def _sanitize(best: float | None, worst: float | None, static: Bounds, min_span:
     if sw is not None:
         worst = max(worst, sw)
     if best <= worst:
-        best = worst + max(min_span, 1e-12)
+        best, worst = _widen(worst, max(min_span, 1e-12))
     return (best, worst)
+
+
+def _widen(worst: float, span: float) -> tuple[float, float]:
+    """A pair ``(best, worst)`` with ``best > worst``, ``best - worst`` at least ``span``.
+
+    ``span`` is raised to four float spacings at ``worst``, so it scales with the magnitude of the
+    scores: at ``|worst| = 1.7e10`` the spacing is 3.8e-6, and ``worst + 1e-6`` would round back
+    to ``worst`` (a pair that gives every score reward 0). Below about 1e9 the spacing is under
+    ``span / 4`` for the default ``span = 1e-6``, so ordinary scores keep the released rule
+    exactly. When raising ``best`` would overflow, ``worst`` is lowered instead.
+    """
+    span = max(span, 4.0 * math.ulp(worst))
+    best = worst + span
+    if math.isfinite(best) and best > worst:
+        return best, worst
+    return worst, worst - span
 
 
 def adaptive_bounds(
@@ -193,7 +209,15 @@ def adaptive_bounds(
     16th best (the last one when there are fewer), or the mean or median of all, by ``mode``
     (``"theoretical"`` uses the static limits only). worst is then lowered by
     ``lower_shift_ratio * (best - worst)`` (negative ratios count as 0), both are clipped into
-    :func:`static_bounds`, and best is raised to ``worst + min_span`` when the pair collapsed.
+    :func:`static_bounds`, and best is raised to ``worst + min_span`` when the pair collapsed
+    (the span is at least four float spacings at ``worst``, so the pair stays ordered for scores
+    of any magnitude; near the largest float, worst is lowered instead).
+
+    The raw functions reproduce the released rules, including one sharp edge: a lone first
+    score is both best and worst, so :func:`adaptive_bounds` widens the pair upwards and
+    :func:`openmle.rewards.score_to_reward` then gives that score reward 0.0.
+    :meth:`openmle.rewards.RewardProfile.default` fixes this (a lone finite score gets the full
+    reward); use the profile rather than composing the raw functions.
 
     Args:
         history: raw scores from earlier groups of the task (None/NaN/inf are ignored).
@@ -205,8 +229,8 @@ def adaptive_bounds(
         min_span: smallest allowed best - worst.
 
     Returns:
-        ``(best, worst)`` signed with best > worst, or ``(None, None)`` when there is no score
-        and no complete static pair.
+        ``(best, worst)`` signed with best > worst (for every finite input), or
+        ``(None, None)`` when there is no score and no complete static pair.
 
     Raises:
         InvalidArgument: unknown ``mode`` (a ValueError).

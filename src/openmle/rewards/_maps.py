@@ -139,6 +139,11 @@ def score_to_reward(
 ) -> float | FloatArray:
     """Map signed score(s) to reward(s) with signed ``(best, worst)`` bounds.
 
+    This is the raw released map. Composed with the raw :func:`adaptive_bounds`, a lone first
+    score is its own worst bound and gets reward 0.0 (the released bug); the default
+    :class:`openmle.rewards.RewardProfile` (``RewardProfile.default()``) gives it the full
+    reward. Prefer the profile unless you reproduce the released maths on purpose.
+
     Args:
         score: a signed score (see :func:`signed_score`) or an array of them.
         best, worst: signed bounds, or None when unknown (each mode's no-bounds rule applies
