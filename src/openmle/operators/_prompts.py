@@ -18,6 +18,7 @@ The wording is our own (the released templates are not reused). Users can pass t
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -293,8 +294,21 @@ def build_request(
         A :class:`~openmle.ModelRequest` whose prompt is at most ``budget.max_chars`` long.
 
     Raises:
-        InvalidArgument: the wrong number of parents.
+        InvalidArgument: the wrong number of parents, or ``memory`` that is not a string (an
+            un-awaited ``OperatorMemory.build(...)`` coroutine: ``build`` is async, await it).
     """
+    if not isinstance(memory, str):
+        hint = (
+            " OperatorMemory.build() is a coroutine function: pass "
+            "`memory=await memory.build(...)`."
+            if inspect.iscoroutine(memory)
+            else ""
+        )
+        if inspect.iscoroutine(memory):
+            memory.close()  # never awaited: close it so Python does not warn later
+        raise InvalidArgument(
+            f"memory must be a str (the memory block), got {type(memory).__name__}.{hint}"
+        )
     op = check_operator(operator)
     budget = budget or PromptBudget()
     parents = tuple(parents)

@@ -254,6 +254,9 @@ def entropic_advantages(
 ) -> FloatArray:
     """Entropic advantages of many groups at once (one vectorised computation, no loop per group).
 
+    Each row gets exactly what :func:`entropic_advantage` gives it alone (its docstring has the
+    algorithm, the tie rule and the invariance conditions); padding never changes a result.
+
     Args:
         matrix: rewards, shape ``(groups, k_max)``; one group per row.
         mask: boolean array of the same shape, True where a member exists (ragged groups);
@@ -262,8 +265,9 @@ def entropic_advantages(
         beta_max: the doubling stops once beta reaches this.
         iters: bisection steps.
         eps: added to each leave-one-out normaliser.
-        compat: ``"default"`` (bounded; see module docstring) or ``"openrsi"`` (exactly as
-            released, bugs included).
+        compat: ``"default"`` (bounded) or ``"openrsi"`` (exactly as released, bugs
+            included); see :func:`entropic_advantage` for the algorithm, the tie rule and when
+            the result is invariant to shifting and scaling.
 
     Returns:
         float64 array of the same shape as ``matrix``.
@@ -296,7 +300,39 @@ def entropic_advantage(
     eps: float = 1e-12,
     compat: Compat = "default",
 ) -> FloatArray:
-    """Entropic advantages of one group (see the module docstring for the algorithm).
+    """Entropic advantages of one group (the paper's KL-budgeted, leave-one-out advantage).
+
+    Algorithm, for k rewards ``r``:
+
+    1. Centre by the maximum: ``c = r - max(r)``.
+    2. Find the inverse temperature ``beta`` at which ``q = softmax(beta * c)`` spends the KL
+       budget ``KL(q || uniform) = target_kl``: double ``beta`` from 1 until the budget is
+       reached (or ``beta_max`` is passed), then bisect ``[0, beta]`` ``iters`` times keeping the
+       smallest ``beta`` with ``KL >= target_kl``. With ``compat="default"`` beta never exceeds
+       ``beta_max`` and the target is capped at half the largest KL the group can reach
+       (``log(k / m)`` with m members tied for best), so every advantage is bounded.
+    3. Leave-one-out weights ``w_i = e^{beta c_i} / (mean_{j != i} e^{beta c_j} + eps)`` and
+       ``A_i = w_i - 1`` (so ``A_i >= -1``).
+
+    A group of 0 members gives ``[]``, of 1 member ``[0]``. A *tied* group gives zeros: tied
+    means every member is ``np.allclose`` to the first one,
+    ``|r_i - r_0| <= 1e-8 + 1e-5 * |r_0|`` (the released rule).
+
+    Invariance, exactly when it holds: the advantages are unchanged by ``r -> a * r + b``
+    (``a > 0``) when both groups are untied by the rule above and the solved beta
+    (:func:`entropic_beta`) is below ``beta_max`` for both. Outside these conditions:
+
+    - the tie rule is relative to the first member, so a shift can tie a group:
+      ``[0, 1e-5]`` has advantages ``[-0.876, 7.089]`` and ``[5, 5.00001]`` has zeros;
+    - beta grows as ``1 / spread``, so a small enough spread hits ``beta_max`` and the
+      advantages shrink towards 0 instead of staying fixed: ``[0, 1]`` gives
+      ``[-0.876, 7.089]`` (beta 2.09) and ``[0, 1e-6]`` gives ``[-0.632, 1.718]`` (beta at the
+      cap 1e6). Below the cap the best member's advantage never grows as the spread shrinks
+      (it is non-decreasing in the spread), until the tie rule sets it to 0.
+
+    ``compat="openrsi"`` reproduces the released code, bugs included: a two-member group with
+    distinct rewards saturates (the winner gets about ``1 / eps = 1e12``) and the doubling can
+    leave beta at 2^20 above ``beta_max``.
 
     Args:
         rewards: the group's rewards, 1-D, finite.

@@ -214,3 +214,53 @@ def test_collapsed_pair_still_rewards_the_best(magnitude: float, higher: bool) -
     best, worst = adaptive_bounds([], [magnitude], meta=meta)
     assert best is not None and worst is not None and best > worst
     assert score_to_reward(best, best=best, worst=worst) == 1.0
+
+
+def _tied(r: np.ndarray) -> bool:
+    return bool(np.allclose(r, r[0]))
+
+
+@_SETTINGS
+@given(
+    st.lists(st.floats(min_value=-1e3, max_value=1e3, allow_nan=False), min_size=2, max_size=16),
+    st.floats(min_value=-1e3, max_value=1e3),
+    st.floats(min_value=1e-3, max_value=1e3),
+)
+def test_entropic_invariant_exactly_under_the_documented_conditions(
+    r: list[float], shift: float, scale: float
+) -> None:
+    """Invariance holds whenever both groups are untied and beta is below its cap (the
+    conditions in ``entropic_advantage``'s docstring)."""
+    a = np.asarray(r)
+    b = a * scale + shift
+    assume(not _tied(a) and not _tied(b))
+    assume(entropic_beta(a) < 1e6 and entropic_beta(b) < 1e6)
+    np.testing.assert_allclose(entropic_advantage(b), entropic_advantage(a), rtol=1e-6, atol=1e-6)
+
+
+def test_entropic_departures_outside_the_conditions() -> None:
+    """The two documented departures: a shift that ties a group, and beta at its cap."""
+    untied = entropic_advantage([0.0, 1e-5])
+    np.testing.assert_allclose(untied, [-0.8763693, 7.0886068], rtol=1e-6)
+    assert np.array_equal(entropic_advantage([5.0, 5.00001]), [0.0, 0.0])
+    assert entropic_beta([0.0, 1.0]) < 1e6 and entropic_beta([0.0, 1e-6]) == 1e6
+    np.testing.assert_allclose(entropic_advantage([0.0, 1e-6]), [-0.6321206, 1.7182818], rtol=1e-6)
+
+
+@_SETTINGS
+@given(
+    st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=2, max_size=8),
+    st.lists(st.floats(min_value=-9, max_value=1), min_size=2, max_size=2),
+)
+def test_entropic_best_advantage_is_monotone_in_the_spread(
+    shape: list[float], log_spreads: list[float]
+) -> None:
+    """For one shape, a wider spread never gives the best member a smaller advantage (the
+    beta cap shrinks advantages towards 0 as the spread shrinks; it never inverts them)."""
+    a = np.asarray(shape)
+    assume(np.ptp(a) > 1e-3)
+    unit = (a - a.min()) / np.ptp(a)
+    lo, hi = sorted(10.0**x for x in log_spreads)
+    top_lo = entropic_advantage(unit * lo).max()
+    top_hi = entropic_advantage(unit * hi).max()
+    assert top_lo <= top_hi + 1e-9 * (1 + abs(top_hi))

@@ -73,6 +73,19 @@ def test_parent_counts_are_checked() -> None:
         build_request("draft", task=TASK, parents=[_parent("a", OK)], execution_timeout_s=60)
 
 
+def test_unawaited_memory_coroutine_is_refused_with_the_fix() -> None:
+    """Passing ``OperatorMemory.build(...)`` without ``await`` names the fix, not a deep
+    ``'coroutine' object has no attribute 'strip'``."""
+
+    async def build() -> str:
+        return "memory"
+
+    with pytest.raises(InvalidArgument, match=r"memory=await memory\.build"):
+        build_request("draft", task=TASK, memory=build(), execution_timeout_s=60)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="memory must be a str"):
+        build_request("draft", task=TASK, memory=3, execution_timeout_s=60)  # type: ignore[arg-type]
+
+
 def test_budget_line_uses_time_left() -> None:
     """The execution budget shows min(timeout, time left) in words."""
     text = _user(build_request("draft", task=TASK, execution_timeout_s=7200, time_left_s=1500))
