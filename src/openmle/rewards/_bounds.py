@@ -216,8 +216,9 @@ def adaptive_bounds(
     The raw functions reproduce the released rules, including one sharp edge: a lone first
     score is both best and worst, so :func:`adaptive_bounds` widens the pair upwards and
     :func:`openmle.rewards.score_to_reward` then gives that score reward 0.0.
-    :meth:`openmle.rewards.RewardProfile.default` fixes this (a lone finite score gets the full
-    reward); use the profile rather than composing the raw functions.
+    :meth:`openmle.rewards.RewardProfile.default` fixes this (reference B3: a lone or tied score
+    is mapped through the task's static bounds, 0.5 without any); use the profile rather than
+    composing the raw functions.
 
     Args:
         history: raw scores from earlier groups of the task (None/NaN/inf are ignored).

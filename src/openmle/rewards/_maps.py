@@ -1,21 +1,7 @@
 """Score-to-reward maps.
 
-:func:`score_to_reward` maps a signed score to a reward given signed ``(best, worst)`` bounds:
-
-=================  ==========================================================================
-mode               reward
-=================  ==========================================================================
-``power_clip``     ``clip((s - worst) / max(best - worst, 1e-9), 0, 1) ** alpha`` (the paper's
-                   map; alpha 1 is linear). Without bounds: ``sigmoid(s)``.
-``margin_tanh``    ``(0.5 + 0.5 tanh(2 (s - centre) / half_range)) ** 2``. Without bounds:
-                   ``0.5 + 0.5 tanh(s)``.
-``logistic``       ``sigmoid(2 (s - worst) / (best - worst))``. Without bounds or with a zero
-                   span: 0.5.
-``linear_sign``    the signed score itself (the released RL code maps ``|score| < 1e-7`` to
-                   -100; that quirk lives only in :func:`score_to_reward_from_meta`).
-``power_sigmoid``  ``sigmoid((p - 0.5) / 0.5) ** 2`` with ``p`` the clipped position between
-                   the bounds (the released Evo map). Without bounds: ``sigmoid(s)``.
-=================  ==========================================================================
+:func:`score_to_reward` maps a signed score to a reward given signed ``(best, worst)`` bounds
+(its docstring has the table of modes).
 
 :func:`score_to_reward_from_meta` reproduces the released ``score2reward`` of the RL code
 (``flavour="rl"``) and of the Evo code (``flavour="evo"``), including where each reads its bounds
@@ -141,14 +127,32 @@ def score_to_reward(
 
     This is the raw released map. Composed with the raw :func:`adaptive_bounds`, a lone first
     score is its own worst bound and gets reward 0.0 (the released bug); the default
-    :class:`openmle.rewards.RewardProfile` (``RewardProfile.default()``) gives it the full
-    reward. Prefer the profile unless you reproduce the released maths on purpose.
+    :class:`openmle.rewards.RewardProfile` (``RewardProfile.default()``) maps a lone or tied
+    score through the task's static bounds instead (0.5 without any; reference B3). Prefer the
+    profile unless you reproduce the released maths on purpose.
+
+    Modes (``s`` the signed score):
+
+    =================  ==========================================================================
+    mode               reward
+    =================  ==========================================================================
+    ``power_clip``     ``clip((s - worst) / max(best - worst, 1e-9), 0, 1) ** alpha`` (the paper's
+                       map; alpha 1 is linear). Without bounds: ``sigmoid(s)``.
+    ``margin_tanh``    ``(0.5 + 0.5 tanh(2 (s - centre) / half_range)) ** 2``. Without bounds:
+                       ``0.5 + 0.5 tanh(s)``.
+    ``logistic``       ``sigmoid(2 (s - worst) / (best - worst))``. Without bounds or with a zero
+                       span: 0.5.
+    ``linear_sign``    the signed score itself (the released RL code maps ``|score| < 1e-7`` to
+                       -100; that quirk lives only in :func:`score_to_reward_from_meta`).
+    ``power_sigmoid``  ``sigmoid((p - 0.5) / 0.5) ** 2`` with ``p`` the clipped position between
+                       the bounds (the released Evo map). Without bounds: ``sigmoid(s)``.
+    =================  ==========================================================================
 
     Args:
         score: a signed score (see :func:`signed_score`) or an array of them.
         best, worst: signed bounds, or None when unknown (each mode's no-bounds rule applies
             unless both are given).
-        mode: one of :data:`MAPPING_MODES` (table in the module docstring).
+        mode: one of :data:`MAPPING_MODES` (table above).
         alpha: exponent of ``power_clip`` (> 0; 1 is linear).
 
     Returns:

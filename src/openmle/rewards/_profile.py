@@ -9,27 +9,7 @@ Two presets:
 - :meth:`RewardProfile.openrsi` reproduces the released launchers exactly, bugs included
   (power_clip, alpha 1, top1_top16, lower shift 0.25, single-finite-reward-one on, entropic
   advantage with its k=2 blow-up). It matches the golden ``pipeline.paper_async`` groups.
-- :meth:`RewardProfile.default` fixes reference bugs B1-B5:
-
-  * **B1** (poisoned history): history values that are not finite, or that sit at the float
-    limit where the released database clamps NaN/inf (``|x| >= 1.797e308``), are ignored, and
-    :attr:`GroupRewards.history_update` holds only finite scores.
-  * **B2** (entropic blow-up): the entropic advantage runs with ``compat="default"`` (beta never
-    above ``beta_max``; the KL target is capped at half of what the group can reach), so a
-    two-member group gets bounded advantages.
-  * **B3** (lone or tied score): when history and group hold fewer than two distinct finite
-    scores, the score is mapped through the static bounds of the task (0.5 without any), never
-    1.0 or 0 by construction.
-  * **B4** (all scores beyond a static bound): when clipping the adaptive pair into the static
-    limits would invert it, the unclipped pair of observed scores is used, so the group keeps a
-    ranking signal. Scores beyond the static best in a normal group still map to 1.0 (the
-    ceiling), a documented choice: the static limits say nothing can be better.
-  * **B5** (infrastructure failures scored 0): ``INFRA_ERROR`` members are masked out of the
-    group: no reward, no advantage, and they do not enter the advantage of the others.
-
-  A guard verdict of UNCHECKED (the judge failed) is handled explicitly by ``unchecked``:
-  ``"mask"`` (default: not rewarded, like an infrastructure failure), ``"penalize"`` (the hack
-  penalty) or ``"trust"`` (the released fail-open behaviour, used by ``openrsi``).
+- :meth:`RewardProfile.default` fixes reference bugs B1-B5 (listed in its docstring).
 """
 
 from __future__ import annotations
@@ -262,7 +242,30 @@ class RewardProfile:
 
     @classmethod
     def default(cls, **overrides: object) -> RewardProfile:
-        """The recommended profile: the paper's rewards with B1-B5 fixed (module docstring)."""
+        """The recommended profile: the paper's rewards with B1-B5 fixed.
+
+        Fixes reference bugs B1-B5 of the released launchers:
+
+        * **B1** (poisoned history): history values that are not finite, or that sit at the float
+          limit where the released database clamps NaN/inf (``|x| >= 1.797e308``), are ignored, and
+          :attr:`GroupRewards.history_update` holds only finite scores.
+        * **B2** (entropic blow-up): the entropic advantage runs with ``compat="default"`` (beta
+          never above ``beta_max``; the KL target is capped at half of what the group can reach), so
+          a two-member group gets bounded advantages.
+        * **B3** (lone or tied score): when history and group hold fewer than two distinct finite
+          scores, the score is mapped through the static bounds of the task (0.5 without any), never
+          1.0 or 0 by construction.
+        * **B4** (all scores beyond a static bound): when clipping the adaptive pair into the static
+          limits would invert it, the unclipped pair of observed scores is used, so the group keeps
+          a ranking signal. Scores beyond the static best in a normal group still map to 1.0 (the
+          ceiling), a documented choice: the static limits say nothing can be better.
+        * **B5** (infrastructure failures scored 0): ``INFRA_ERROR`` members are masked out of the
+          group: no reward, no advantage, and they do not enter the advantage of the others.
+
+        A guard verdict of UNCHECKED (the judge failed) is handled explicitly by ``unchecked``:
+        ``"mask"`` (default: not rewarded, like an infrastructure failure), ``"penalize"`` (the hack
+        penalty) or ``"trust"`` (the released fail-open behaviour, used by ``openrsi``).
+        """
         kw: dict[str, object] = {"compat": "default", "single_finite_reward_one": False}
         kw.update(overrides)
         return cls(**kw)  # type: ignore[arg-type]
