@@ -56,8 +56,8 @@ def _setup(args: argparse.Namespace) -> dict[str, Any]:
     transformers: Any = importlib.import_module("transformers")
     trl: Any = importlib.import_module("trl")
 
-    from openmle.backends import GSPOConfig, GSPOTrainer, RolloutBatch
-    from openmle.backends._torch._loss import token_logprobs
+    from openmle.train import GSPOConfig, GSPOTrainer, RolloutBatch
+    from openmle.train._loss import token_logprobs
 
     torch.manual_seed(0)
     vocab = args.vocab

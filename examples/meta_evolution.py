@@ -28,21 +28,7 @@ import anyio
 from attrs import define, frozen
 
 from openmle import Message, ModelRequest, ModelResponse, Operator, Split
-from openmle.backends import (
-    ByteTokenizer,
-    GSPOConfig,
-    GSPOTrainer,
-    LocalPolicy,
-    LocalSandbox,
-    RolloutProducer,
-    RolloutTask,
-    SFTBatch,
-    SFTConfig,
-    SFTTrainer,
-    TinyCausalLM,
-    TinyLMConfig,
-    train_on_policy,
-)
+from openmle.backends import LocalSandbox
 from openmle.operators import ParentView, parse_response
 from openmle.rewards import RewardProfile
 from openmle.search import (
@@ -55,6 +41,20 @@ from openmle.search import (
     TaskInfo,
     export_sft,
     run_search,
+)
+from openmle.train import (
+    ByteTokenizer,
+    GSPOConfig,
+    GSPOTrainer,
+    LocalPolicy,
+    RolloutProducer,
+    RolloutTask,
+    SFTBatch,
+    SFTConfig,
+    SFTTrainer,
+    TinyCausalLM,
+    TinyLMConfig,
+    train_on_policy,
 )
 
 PROMPT = "Write the digit."

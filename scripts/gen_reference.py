@@ -20,6 +20,7 @@ MODULES = (
     "openmle.gym",
     "openmle.gym.service",
     "openmle.backends",
+    "openmle.train",
     "openmle.testing",
 )
 OUT = Path(__file__).resolve().parents[1] / "docs" / "reference" / "api.md"

@@ -42,22 +42,22 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from openmle import Message, ModelRequest, Operator  # noqa: E402
-from openmle.backends import (  # noqa: E402
+from openmle.backends import LocalSandbox  # noqa: E402
+from openmle.operators import ParentView  # noqa: E402
+from openmle.rewards import RewardProfile  # noqa: E402
+from openmle.search import OperatorMix  # noqa: E402
+from openmle.train import (  # noqa: E402
     AsyncRollouts,
     ByteTokenizer,
     GSPOConfig,
     GSPOTrainer,
     LocalPolicy,
-    LocalSandbox,
     RolloutProducer,
     RolloutTask,
     TinyCausalLM,
     TinyLMConfig,
     train_on_policy,
 )
-from openmle.operators import ParentView  # noqa: E402
-from openmle.rewards import RewardProfile  # noqa: E402
-from openmle.search import OperatorMix  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow, pytest.mark.quality]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from openmle.backends import (
+from openmle.train import (
     GSPOConfig,
     GSPOTrainer,
     RolloutBatch,

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from openmle.backends._torch._loss import (  # noqa: E402
+from openmle.train._loss import (  # noqa: E402
     AGGREGATIONS,
     aggregate,
     gspo_loss,

@@ -70,6 +70,6 @@ def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
 
 
 def _initial_model() -> Any:
-    from openmle.backends import TinyCausalLM, TinyLMConfig
+    from openmle.train import TinyCausalLM, TinyLMConfig
 
     return TinyCausalLM(TinyLMConfig(vocab_size=32, dim=32, n_layers=1, n_heads=2, seed=0))

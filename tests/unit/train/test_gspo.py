@@ -12,9 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from openmle import Trainer  # noqa: E402
-from openmle.backends import GSPOConfig, GSPOTrainer, RolloutBatch  # noqa: E402
 from openmle.errors import InvalidArgument, TrainerError  # noqa: E402
 from openmle.testing import check_trainer  # noqa: E402
+from openmle.train import GSPOConfig, GSPOTrainer, RolloutBatch  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -118,7 +118,7 @@ def test_positive_advantage_raises_likelihood(tiny_model: Callable[..., Any]) ->
     trainer = GSPOTrainer(tiny_model(), config=GSPOConfig(lr=3e-3))
 
     def gap() -> float:
-        from openmle.backends._torch._loss import token_logprobs
+        from openmle.train._loss import token_logprobs
 
         with torch.no_grad():
             lp = token_logprobs(trainer.model(input_ids=batch.input_ids).logits, batch.input_ids)

@@ -9,7 +9,7 @@ One *group* is G samples of the same prompt. :class:`RolloutProducer` makes a gr
 3. build the operator prompt with :func:`openmle.operators.build_request` (parents shown with
    their validation feedback only), or with a ``prompt`` hook you pass;
 4. sample G answers from a :class:`Policy`: :class:`LocalPolicy` (a torch model through
-   :func:`~openmle.backends.sample_completions`, with the sampler's log-probs for truncated
+   :func:`~openmle.train.sample_completions`, with the sampler's log-probs for truncated
    importance sampling) or :class:`ModelPolicy` (any :class:`~openmle.OperatorModel`, e.g. a
    vLLM/SGLang server; re-tokenised, no rollout log-probs);
 5. parse each answer with :func:`openmle.operators.parse_response` and run the programs in any
@@ -18,7 +18,7 @@ One *group* is G samples of the same prompt. :class:`RolloutProducer` makes a gr
    (the task's score history feeds the adaptive bounds; INFRA_ERROR members are masked);
 7. add the programs to the task's pool (reward, children's rewards, visits) for later parents.
 
-:func:`rollout_batch` packs groups into one :class:`~openmle.backends.RolloutBatch`; a masked
+:func:`rollout_batch` packs groups into one :class:`~openmle.train.RolloutBatch`; a masked
 member (infrastructure error, unchecked judge, discarded group) gets an all-False response mask,
 so it neither contributes nor counts.
 
@@ -113,7 +113,7 @@ class Policy(Protocol):
 @final
 @define(eq=False)
 class LocalPolicy(Policy):
-    """A local torch causal LM sampled with :func:`~openmle.backends.sample_completions`.
+    """A local torch causal LM sampled with :func:`~openmle.train.sample_completions`.
 
     Args:
         model: any model with a Hugging Face style forward (the one the trainer trains).
@@ -491,7 +491,7 @@ class AsyncRollouts:
 
     Args:
         producer: makes groups.
-        trainer: the trainer (e.g. :class:`~openmle.backends.GSPOTrainer`); ``step`` runs in a
+        trainer: the trainer (e.g. :class:`~openmle.train.GSPOTrainer`); ``step`` runs in a
             worker thread while holding :attr:`RolloutProducer.weights_lock`.
         pad_token_id: padding id of the batches.
         groups_per_step: groups per optimiser step.

@@ -11,7 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult  # noqa: E402
-from openmle.backends import (  # noqa: E402
+from openmle.errors import InvalidArgument  # noqa: E402
+from openmle.operators import ParentView  # noqa: E402
+from openmle.search import OperatorMix  # noqa: E402
+from openmle.testing import FunctionSandbox, RecordingTrainer, ScriptedModel  # noqa: E402
+from openmle.train import (  # noqa: E402
     AsyncRollouts,
     ByteTokenizer,
     LocalPolicy,
@@ -24,10 +28,6 @@ from openmle.backends import (  # noqa: E402
     rollout_batch,
     train_on_policy,
 )
-from openmle.errors import InvalidArgument  # noqa: E402
-from openmle.operators import ParentView  # noqa: E402
-from openmle.search import OperatorMix  # noqa: E402
-from openmle.testing import FunctionSandbox, RecordingTrainer, ScriptedModel  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.anyio]
 

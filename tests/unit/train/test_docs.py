@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 
 pytestmark = pytest.mark.torch
 
-DOC = Path(__file__).parents[4] / "docs" / "how-to" / "train-operators.md"
+DOC = Path(__file__).parents[3] / "docs" / "how-to" / "train-operators.md"
 
 
 def test_laptop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

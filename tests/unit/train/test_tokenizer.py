@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from openmle import Message  # noqa: E402
-from openmle.backends import ByteTokenizer, HFTokenizer, RolloutBatch, SFTBatch, Tokenizer  # noqa: E402
-from openmle.backends._torch._tokenizer import default_chat_template, encode_chat  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
+from openmle.train import ByteTokenizer, HFTokenizer, RolloutBatch, SFTBatch, Tokenizer  # noqa: E402
+from openmle.train._tokenizer import default_chat_template, encode_chat  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -10,7 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from openmle import Message, Trainer  # noqa: E402
-from openmle.backends import (  # noqa: E402
+from openmle.errors import InvalidArgument, TrainerError  # noqa: E402
+from openmle.testing import check_trainer  # noqa: E402
+from openmle.train import (  # noqa: E402
     ByteTokenizer,
     GSPOTrainer,
     RolloutBatch,
@@ -20,8 +22,6 @@ from openmle.backends import (  # noqa: E402
     TinyCausalLM,
     TinyLMConfig,
 )
-from openmle.errors import InvalidArgument, TrainerError  # noqa: E402
-from openmle.testing import check_trainer  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -54,7 +54,7 @@ def test_loss_falls_on_chat_records() -> None:
 
 def test_prompt_tokens_carry_no_loss() -> None:
     """Changing prompt tokens' targets does not change the loss value: only answers count."""
-    from openmle.backends import sft_loss
+    from openmle.train import sft_loss
 
     logits = torch.randn(1, 6, 259, generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([[1, 2, 3, 4, 5, 6]])

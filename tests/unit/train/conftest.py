@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 def _random_batch(
     seed: int = 0, *, size: int = 4, vocab: int = 32, rollout: bool = False, max_len: int = 9
 ) -> Any:
-    from openmle.backends import RolloutBatch
+    from openmle.train import RolloutBatch
 
     gen = torch.Generator().manual_seed(seed)
     prompts, responses, logps = [], [], []
@@ -38,7 +38,7 @@ def random_batch() -> Callable[..., Any]:
 @pytest.fixture
 def tiny_model() -> Callable[..., Any]:
     """``tiny_model(seed)`` builds a 1-layer TinyCausalLM over a 32-token vocabulary."""
-    from openmle.backends import TinyCausalLM, TinyLMConfig
+    from openmle.train import TinyCausalLM, TinyLMConfig
 
     def make(seed: int = 0) -> Any:
         return TinyCausalLM(TinyLMConfig(vocab_size=32, dim=32, n_layers=1, n_heads=2, seed=seed))

@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from openmle.backends import TinyCausalLM, TinyLMConfig, sample_completions  # noqa: E402
-from openmle.backends._torch._loss import token_logprobs  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
+from openmle.train import TinyCausalLM, TinyLMConfig, sample_completions  # noqa: E402
+from openmle.train._loss import token_logprobs  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

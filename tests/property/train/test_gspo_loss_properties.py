@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from openmle.backends._torch._loss import AGGREGATIONS, gspo_loss  # noqa: E402
+from openmle.train._loss import AGGREGATIONS, gspo_loss  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

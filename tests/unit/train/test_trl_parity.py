@@ -22,8 +22,8 @@ tokenizers = pytest.importorskip("tokenizers")
 datasets = pytest.importorskip("datasets")
 trl = pytest.importorskip("trl")
 
-from openmle.backends import GSPOConfig, GSPOTrainer, RolloutBatch, gspo_loss  # noqa: E402
-from openmle.backends._torch._loss import token_logprobs  # noqa: E402
+from openmle.train import GSPOConfig, GSPOTrainer, RolloutBatch, gspo_loss  # noqa: E402
+from openmle.train._loss import token_logprobs  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
