@@ -33,7 +33,7 @@ from typing import Any
 from attrs import frozen
 
 from openmle._types import Job, Resources, Split
-from openmle.errors import InvalidArgument
+from openmle.errors import InvalidArgument, OpenMLEError
 
 __all__ = ["Limits", "PayloadError", "SubmitRequest", "confine", "parse_submit"]
 
@@ -194,7 +194,9 @@ def parse_submit(
             # Paths given as ``task`` get the same confinement as data_dir.
             resolved = str(confine(task, roots, field="task"))
         else:
-            found = [r / task for r in roots if (r / task).is_dir()]
+            # lexists: an entry under a root (even a dangling link) is confined like a path, so
+            # the answer never depends on what exists outside the roots.
+            found = [r / task for r in roots if os.path.lexists(r / task)]
             if found:
                 resolved = str(confine(task, roots, field="task"))
             elif task in _bundled_names():
@@ -271,15 +273,18 @@ def parse_submit(
     for label, text in (("idempotency_key", key), ("name", name)):
         if text is not None:
             _utf8(text, label)
-    job = Job(
-        code=code,
-        task=resolved,
-        split=split,
-        timeout_s=float(timeout),
-        resources=resources,
-        env=env,
-        name=name,
-    )
+    try:
+        job = Job(
+            code=code,
+            task=resolved,
+            split=split,
+            timeout_s=float(timeout),
+            resources=resources,
+            env=env,
+            name=name,
+        )
+    except OpenMLEError as exc:  # Job's own checks: refused as bad input, never a 500
+        raise _bad("job", str(exc)) from None
     return SubmitRequest(
         job=job, pool=pool, priority=int(priority), task_ref=task_ref, idempotency_key=key
     )
