@@ -114,10 +114,12 @@ PUBLIC = {
     ],
     "openmle.gym.service": [
         "API_KEYS_ENV",
+        "KeyLimits",
         "ServiceConfig",
         "create_app",
         "job_view",
         "load_api_keys",
+        "load_key_limits",
         "load_sandbox",
         "serve",
     ],

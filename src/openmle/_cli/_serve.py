@@ -62,12 +62,45 @@ def register(subparsers: Any) -> None:
         default=7.0,
         help="delete finished jobs this many days after they end (0: keep forever)",
     )
+    p.add_argument(
+        "--max-queued-per-key",
+        type=int,
+        default=1_000,
+        help="jobs one API key may have waiting (429 beyond; per-key max_queued= in the key file)",
+    )
+    p.add_argument(
+        "--top-priority",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="most urgent priority a key may use (per-key top_priority= in the key file)",
+    )
+    p.add_argument(
+        "--priority-age",
+        type=float,
+        default=600.0,
+        help="seconds of waiting that raise a queued job's priority one level (default 600)",
+    )
+    p.add_argument("--max-cpus", type=float, default=64.0, help="largest resources.cpus")
+    p.add_argument("--max-memory-mb", type=int, default=262_144, help="largest resources.memory_mb")
+    p.add_argument("--max-gpus", type=int, default=8, help="largest resources.gpus")
+    p.add_argument(
+        "--max-result-artifacts", type=int, default=1_000, help="artifact paths kept per result"
+    )
+    p.add_argument(
+        "--max-result-log-bytes", type=int, default=256 * 1024, help="log bytes kept per result"
+    )
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="the service's own directory for run directories (default: <db>.work); swept at start",
+    )
     p.add_argument("--log-level", default="info", help="uvicorn log level")
     p.set_defaults(handler=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from openmle.gym.service import ServiceConfig, load_api_keys, serve
+    from openmle.gym.service import ServiceConfig, load_api_keys, load_key_limits, serve
 
     config = ServiceConfig(
         db_path=args.db,
@@ -85,6 +118,16 @@ def _serve(args: argparse.Namespace) -> int:
         max_wait_s=args.max_wait,
         durable=args.durable,
         retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
+        max_queued_per_key=args.max_queued_per_key,
+        top_priority=args.top_priority,
+        key_limits=load_key_limits(args.api_key_file),
+        priority_age_s=args.priority_age,
+        max_cpus=args.max_cpus,
+        max_memory_mb=args.max_memory_mb,
+        max_gpus=args.max_gpus,
+        max_result_artifacts=args.max_result_artifacts,
+        max_result_log_bytes=args.max_result_log_bytes,
+        work_dir=args.work_dir,
     )
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -21,15 +21,25 @@ from typing import Any
 from openmle._compat import require
 from openmle.errors import InvalidArgument
 from openmle.gym._service._app import create_app, job_view
-from openmle.gym._service._config import API_KEYS_ENV, ServiceConfig, load_api_keys
+from openmle.gym._service._config import (
+    API_KEYS_ENV,
+    KeyLimits,
+    ServiceConfig,
+    load_api_keys,
+    load_key_limits,
+)
 from openmle.gym._service._core import load_sandbox
+from openmle.gym._service._store import JobStore
+from openmle.gym._service._sweep import prepare_workdir
 
 __all__ = [
     "API_KEYS_ENV",
+    "KeyLimits",
     "ServiceConfig",
     "create_app",
     "job_view",
     "load_api_keys",
+    "load_key_limits",
     "load_sandbox",
     "serve",
 ]
@@ -55,7 +65,9 @@ def serve(
         **uvicorn_kwargs: passed to ``uvicorn.run`` (e.g. ``ssl_certfile``).
 
     Raises:
-        InvalidArgument: no API keys while listening beyond loopback.
+        InvalidArgument: no API keys while listening beyond loopback, or a work directory
+            that is not the service's own.
+        SandboxError: the database is in use by another service, not a database, or damaged.
         MissingDependency: uvicorn or starlette is not installed.
     """
     if config.allow_no_auth and not config.api_keys and host not in _LOOPBACK:
@@ -64,6 +76,10 @@ def serve(
             "127.0.0.1 when using --no-auth"
         )
     uvicorn = require("uvicorn", "service")
+    # Refuse a broken or busy database and a foreign work directory with one clear error
+    # before uvicorn starts (it would print a traceback for a failed start-up).
+    JobStore(config.db_path, durable=config.durable).close()
+    prepare_workdir(config.run_dir)
     app = create_app(config)
     uvicorn_kwargs.setdefault("timeout_graceful_shutdown", 10)
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, **uvicorn_kwargs)

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import final
+from typing import Literal, final
 
 import anyio
 from attrs import define, field
@@ -27,7 +27,7 @@ from openmle._runlog import classify_run
 from openmle.errors import SandboxError
 from openmle.testing import ToyTask
 
-__all__ = ["ToyProcessSandbox", "make", "make_local"]
+__all__ = ["ToyProcessSandbox", "make", "make_landlock", "make_local"]
 
 
 def _ledger(line: str) -> None:
@@ -97,9 +97,21 @@ def make() -> ToyProcessSandbox:
     return ToyProcessSandbox()
 
 
-def make_local() -> Sandbox:
-    """``openmle.backends.LocalSandbox`` resolving every task reference as a toy-task root."""
+def make_local(
+    workdir: Path | None = None, isolation: Literal["auto", "bwrap", "landlock"] = "auto"
+) -> Sandbox:
+    """``openmle.backends.LocalSandbox`` resolving every task reference as a toy-task root.
+
+    The service passes its work directory as ``workdir`` (run directories go there).
+    """
     from openmle.backends import LocalSandbox  # type: ignore[attr-defined,unused-ignore]
 
-    sandbox: Sandbox = LocalSandbox(resolver=lambda ref: ToyTask(root=Path(ref)))
+    sandbox: Sandbox = LocalSandbox(
+        resolver=lambda ref: ToyTask(root=Path(ref)), workdir=workdir, isolation=isolation
+    )
     return sandbox
+
+
+def make_landlock(workdir: Path | None = None) -> Sandbox:
+    """:func:`make_local` in Landlock mode (programs share the host's PID namespace)."""
+    return make_local(workdir, isolation="landlock")

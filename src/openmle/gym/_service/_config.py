@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, final
 
@@ -12,10 +13,50 @@ from attrs import field, frozen
 from openmle._validation import check_positive, fail
 from openmle.errors import InvalidArgument
 
-__all__ = ["API_KEYS_ENV", "ServiceConfig", "load_api_keys"]
+__all__ = [
+    "API_KEYS_ENV",
+    "KeyLimits",
+    "ServiceConfig",
+    "key_id",
+    "load_api_keys",
+    "load_key_limits",
+]
 
 API_KEYS_ENV = "OPENMLE_SERVICE_API_KEYS"
 """Environment variable holding accepted API keys, comma-separated."""
+
+
+def key_id(key: str) -> str:
+    """The id a job's owner is stored under: a digest of the API key, never the key itself."""
+    return hashlib.sha256(b"openmle-service-key\0" + key.encode()).hexdigest()[:32]
+
+
+@frozen(kw_only=True)
+class KeyLimits:
+    """Limits of one API key (``None``: the service-wide default).
+
+    Args:
+        max_queued: jobs this key may have waiting at once (429 beyond).
+        top_priority: the most urgent priority this key may ask for (1 or 2; 2 keeps the key's
+            jobs behind priority-1 work).
+    """
+
+    max_queued: int | None = None
+    top_priority: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_queued is not None:
+            _count("KeyLimits.max_queued", 1)(self, None, self.max_queued)
+        if self.top_priority is not None and self.top_priority not in (1, 2):
+            raise fail("1 or 2", "KeyLimits.top_priority", self.top_priority)
+
+
+def _key_lines(file: str | Path) -> list[list[str]]:
+    try:
+        text = Path(file).read_text()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read the API key file {str(file)!r}: {exc}") from None
+    return [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 def load_api_keys(
@@ -23,7 +64,9 @@ def load_api_keys(
 ) -> tuple[str, ...]:
     """Accepted API keys from an environment variable (comma-separated) and/or a file.
 
-    The file holds one key per line; blank lines and lines starting with ``#`` are skipped.
+    The file holds one key per line, optionally followed by that key's limits
+    (``max_queued=N``, ``top_priority=1|2``; see :func:`load_key_limits`); blank lines and
+    lines starting with ``#`` are skipped.
 
     Raises:
         InvalidArgument: the file cannot be read.
@@ -32,18 +75,43 @@ def load_api_keys(
     if env is not None:
         keys += [k.strip() for k in os.environ.get(env, "").split(",") if k.strip()]
     if file is not None:
-        try:
-            text = Path(file).read_text()
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read the API key file {str(file)!r}: {exc}") from None
-        keys += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+        keys += [words[0] for words in _key_lines(file)]
     return tuple(dict.fromkeys(keys))
+
+
+def load_key_limits(file: str | Path | None) -> dict[str, KeyLimits]:
+    """Per-key limits from an API key file: ``KEY max_queued=50 top_priority=2``.
+
+    Raises:
+        InvalidArgument: the file cannot be read, or a limit is malformed (names the line).
+    """
+    out: dict[str, KeyLimits] = {}
+    if file is None:
+        return out
+    for n, words in enumerate(_key_lines(file), start=1):
+        if len(words) == 1:
+            continue
+        opts: dict[str, int] = {}
+        for word in words[1:]:
+            name, sep, value = word.partition("=")
+            if not sep or name not in ("max_queued", "top_priority") or not value.isdigit():
+                raise InvalidArgument(
+                    f"API key file {str(file)!r}, key line {n}: expected max_queued=N or "
+                    f"top_priority=1|2 after the key, got {word!r}"
+                )
+            opts[name] = int(value)
+        out[words[0]] = KeyLimits(**opts)
+    return out
 
 
 def _paths(value: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
     if isinstance(value, str | os.PathLike):
         value = [value]
     return tuple(Path(v).expanduser().absolute() for v in value)
+
+
+def _opt_path(value: str | os.PathLike[str] | None) -> Path | None:
+    return None if value is None else Path(value).expanduser().absolute()
 
 
 def _keys(value: Iterable[str]) -> tuple[str, ...]:
@@ -53,9 +121,11 @@ def _keys(value: Iterable[str]) -> tuple[str, ...]:
 
 
 def _count(name: str, minimum: int) -> Callable[[Any, Any, int], None]:
+    label = name if "." in name else f"ServiceConfig.{name}"
+
     def check(instance: Any, attribute: Any, value: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise fail(f"an integer >= {minimum}", f"ServiceConfig.{name}", value)
+            raise fail(f"an integer >= {minimum}", label, value)
 
     return check
 
@@ -90,6 +160,21 @@ class ServiceConfig:
             ``NORMAL`` (survives ``kill -9``).
         retain_s: finished jobs (and their idempotency keys) are deleted this many seconds
             after they end (default 7 days); None keeps them forever.
+        max_queued_per_key: jobs one API key may have waiting at once (429 beyond), so one
+            client cannot fill the queue for everyone (default 1,000).
+        top_priority: the most urgent priority a key may ask for unless ``key_limits`` says
+            otherwise (1: any; 2: only keys given ``top_priority=1`` may jump the queue).
+        key_limits: per-key overrides, keyed by the API key (see :func:`load_key_limits`).
+        priority_age_s: a queued job's priority improves by one level for every this many
+            seconds it waits, so low priorities never starve (default 600 s).
+        max_cpus, max_memory_mb, max_gpus: the largest ``resources`` a job may ask for
+            (422 naming the field above them).
+        max_result_artifacts: artifact paths kept in a stored result (the rest are dropped,
+            and the result's ``detail`` says how many); longer paths are cut to 1,024 chars.
+        max_result_log_bytes: program output kept in a stored result (head and tail).
+        work_dir: where the ``local`` sandbox makes run directories and data views (default:
+            ``<db_path>.work``). The service marks it as its own and, at start, deletes what a
+            killed predecessor left there; a non-empty directory without the mark is refused.
     """
 
     db_path: Path = field(converter=Path)
@@ -109,10 +194,43 @@ class ServiceConfig:
     retry_after_s: int = field(default=2, validator=_count("retry_after_s", 0))
     durable: bool = False
     retain_s: float | None = 7 * 86_400.0
+    max_queued_per_key: int = field(default=1_000, validator=_count("max_queued_per_key", 1))
+    top_priority: int = 1
+    key_limits: Mapping[str, KeyLimits] = field(factory=dict, repr=False)
+    priority_age_s: float = 600.0
+    max_cpus: float = 64.0
+    max_memory_mb: int = field(default=262_144, validator=_count("max_memory_mb", 1))
+    max_gpus: int = field(default=8, validator=_count("max_gpus", 0))
+    max_result_artifacts: int = field(default=1_000, validator=_count("max_result_artifacts", 0))
+    max_result_log_bytes: int = field(
+        default=256 * 1024, validator=_count("max_result_log_bytes", 1024)
+    )
+    work_dir: Path | None = field(default=None, converter=_opt_path)
+
+    @property
+    def run_dir(self) -> Path:
+        """The service's own work directory (``work_dir`` or ``<db_path>.work``)."""
+        return self.work_dir if self.work_dir is not None else Path(f"{self.db_path}.work")
+
+    def limits_for(self, key: str | None) -> KeyLimits:
+        """The effective limits of ``key`` (None: no-auth mode)."""
+        own = self.key_limits.get(key, KeyLimits()) if key is not None else KeyLimits()
+        return KeyLimits(
+            max_queued=own.max_queued if own.max_queued is not None else self.max_queued_per_key,
+            top_priority=own.top_priority if own.top_priority is not None else self.top_priority,
+        )
 
     def __attrs_post_init__(self) -> None:
-        for name in ("default_timeout_s", "max_job_timeout_s", "max_wait_s"):
+        for name in ("default_timeout_s", "max_job_timeout_s", "max_wait_s", "priority_age_s"):
             check_positive(getattr(self, name), f"ServiceConfig.{name}")
+        check_positive(self.max_cpus, "ServiceConfig.max_cpus")
+        if self.top_priority not in (1, 2):
+            raise fail("1 or 2", "ServiceConfig.top_priority", self.top_priority)
+        unknown = [k for k in self.key_limits if k not in self.api_keys]
+        if unknown or not all(isinstance(v, KeyLimits) for v in self.key_limits.values()):
+            raise InvalidArgument(
+                "ServiceConfig.key_limits must map accepted API keys to KeyLimits values"
+            )
         check_positive(self.grace_s, "ServiceConfig.grace_s", allow_zero=True)
         if self.retain_s is not None:
             check_positive(self.retain_s, "ServiceConfig.retain_s")

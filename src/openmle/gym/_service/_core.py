@@ -16,9 +16,11 @@ back in the queue without counting the interrupted start.
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -33,15 +35,19 @@ from openmle.gym._service._config import ServiceConfig
 from openmle.gym._service._payload import SubmitRequest
 from openmle.gym._service._store import JobRow, JobStore, Status
 
-__all__ = ["JobService", "load_sandbox"]
+__all__ = ["JobService", "cap_result", "load_sandbox"]
 
 T = TypeVar("T")
 log = logging.getLogger("openmle.service")
 POOLS = ("cpu", "gpu")
 
 
-def load_sandbox(spec: str) -> Sandbox:
+def load_sandbox(spec: str, *, workdir: Path | None = None) -> Sandbox:
     """Build the sandbox named by ``spec``: ``"local"`` or ``"module:callable"``.
+
+    With ``workdir``, ``"local"`` makes its run directories and data views there, and so does a
+    factory that takes a ``workdir`` keyword (it is called with it); the job service passes its
+    own work directory, which it sweeps at start after a crash.
 
     Raises:
         InvalidArgument: the spec does not name an importable factory, or it returned
@@ -58,7 +64,15 @@ def load_sandbox(spec: str) -> Sandbox:
             factory = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise InvalidArgument(f"cannot load sandbox factory {spec!r}: {exc}") from None
-    sandbox = factory()
+    kwargs: dict[str, Any] = {}
+    if workdir is not None:
+        try:
+            params = inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        if "workdir" in params:
+            kwargs["workdir"] = workdir
+    sandbox = factory(**kwargs)
     if not isinstance(sandbox, Sandbox):
         raise InvalidArgument(
             f"sandbox factory {spec!r} returned {type(sandbox).__name__}, not a Sandbox "
@@ -80,7 +94,7 @@ class JobService:
     _ended: dict[str, anyio.Event] = field(factory=dict, init=False)
     _cancel_requested: set[str] = field(factory=set, init=False)
     _wake: dict[str, anyio.Event] = field(factory=dict, init=False)
-    _busy: dict[str, dict[int, str | None]] = field(factory=dict, init=False)
+    _busy: dict[str, dict[int, tuple[str, str] | None]] = field(factory=dict, init=False)
     started_at: float = field(factory=time.time, init=False)
     recovered: tuple[int, int] = field(default=(0, 0), init=False)
 
@@ -144,7 +158,7 @@ class JobService:
             row = None
             try:
                 self._wake[pool] = anyio.Event()
-                row = await self.db(self.store.claim_next, pool)
+                row = await self.db(self.store.claim_next, pool, age_s=self.config.priority_age_s)
             except Exception:  # e.g. the disk is full: keep serving, retry shortly
                 log.exception("could not claim the next %s job; retrying in 1 s", pool)
                 await anyio.sleep(1.0)
@@ -155,7 +169,7 @@ class JobService:
                 await self._wake[pool].wait()
                 continue
             slot = next(i for i, j in self._busy[pool].items() if j is None)
-            self._busy[pool][slot] = row.id
+            self._busy[pool][slot] = (row.id, row.owner)
             tg.start_soon(self._execute, row, sem, pool, slot)
 
     async def _run_on_sandbox(self, row: JobRow, scope: anyio.CancelScope) -> RunResult | None:
@@ -205,7 +219,11 @@ class JobService:
                             "cancelled while running",
                         )
                     else:
-                        result = attrs.evolve(result, queue_s=result.queue_s + queued)
+                        result = cap_result(
+                            attrs.evolve(result, queue_s=result.queue_s + queued),
+                            max_artifacts=self.config.max_result_artifacts,
+                            max_log_bytes=self.config.max_result_log_bytes,
+                        )
                         status = Status.FAILED if result.outcome.is_infra else Status.COMPLETED
                         await self.db(
                             self.store.finish, row.id, status, _result_body(result), result.detail
@@ -227,10 +245,18 @@ class JobService:
         if ev is not None:
             ev.set()
 
-    async def submit(self, req: SubmitRequest) -> tuple[JobRow | None, bool]:
-        """Store a submission; ``(row, created)``, or ``(None, False)`` when the queue is full."""
+    async def submit(
+        self, req: SubmitRequest, *, owner: str = "", max_queued_per_owner: int | None = None
+    ) -> tuple[JobRow | None, bool]:
+        """Store a submission; ``(row, created)``, or ``(None, False)`` when the queue is full.
+
+        Raises:
+            QuotaExceeded: ``owner`` has ``max_queued_per_owner`` jobs queued already.
+        """
         row, created = await self.db(
             self.store.insert,
+            owner=owner,
+            max_queued_per_owner=max_queued_per_owner,
             idempotency_key=req.idempotency_key,
             request_hash=req.request_hash(),
             name=req.job.name,
@@ -243,23 +269,30 @@ class JobService:
             self.poke(req.pool)
         return row, created
 
-    async def get(self, job_id: str, *, wait_s: float = 0.0) -> JobRow | None:
-        """The job, after waiting up to ``wait_s`` seconds for it to end."""
-        row = await self.db(self.store.get, job_id)
+    async def get(
+        self, job_id: str, *, wait_s: float = 0.0, owner: str | None = None
+    ) -> JobRow | None:
+        """The job (``owner``'s only, when given), after waiting up to ``wait_s`` for its end."""
+        row = await self.db(self.store.get, job_id, owner)
         if row is None or row.status in Status.TERMINAL or wait_s <= 0:
             return row
         ev = self._done.setdefault(job_id, anyio.Event())
         # Re-read: it may have ended between the read and the registration.
-        row = await self.db(self.store.get, job_id)
+        row = await self.db(self.store.get, job_id, owner)
         if row is not None and row.status not in Status.TERMINAL:
             with anyio.move_on_after(wait_s):
                 await ev.wait()
-            row = await self.db(self.store.get, job_id)
+            row = await self.db(self.store.get, job_id, owner)
         return row
 
-    async def cancel(self, job_id: str) -> JobRow | None:
-        """Cancel a queued or running job; a finished one is left as it is."""
-        if await self.db(self.store.cancel_queued, job_id):
+    async def cancel(self, job_id: str, *, owner: str | None = None) -> JobRow | None:
+        """Cancel a queued or running job (``owner``'s only, when given); None if not found.
+
+        A finished job is left as it is.
+        """
+        if await self.db(self.store.get, job_id, owner) is None:
+            return None
+        if await self.db(self.store.cancel_queued, job_id, owner):
             self.notify(job_id)
         else:
             scope = self._scopes.get(job_id)
@@ -271,19 +304,24 @@ class JobService:
                     await ended.wait()
         return await self.db(self.store.get, job_id)
 
-    async def workers(self) -> dict[str, Any]:
-        """Per-slot and per-pool status (``workers_show`` as the released router shows it)."""
+    async def workers(self, *, owner: str | None = None) -> dict[str, Any]:
+        """Per-slot and per-pool status (``workers_show`` as the released router shows it).
+
+        With ``owner``, a busy slot shows its ``job_id`` only when the job is ``owner``'s
+        (``null`` otherwise): clients never learn other clients' job ids.
+        """
         counts = await self.db(self.store.counts)
         show = []
         pools: dict[str, Any] = {}
         for pool, busy in self._busy.items():
-            for slot, job_id in busy.items():
+            for slot, held in busy.items():
+                visible = held is not None and (owner is None or held[1] == owner)
                 show.append(
                     {
                         "worker_id": f"{pool}-{slot}",
                         "resource_type": pool,
-                        "status": "idle" if job_id is None else "busy",
-                        "job_id": job_id,
+                        "status": "idle" if held is None else "busy",
+                        "job_id": held[0] if visible and held is not None else None,
                     }
                 )
             pools[pool] = {
@@ -296,3 +334,60 @@ class JobService:
 
 def _result_body(result: RunResult) -> dict[str, Any]:
     return result.to_dict()
+
+
+_MAX_PATH_CHARS = 1024
+_MAX_LINE_CHARS = 8192
+
+
+def _cut_text(text: str, limit: int) -> tuple[str, int]:
+    """``text`` within ``limit`` UTF-8 bytes, head and tail kept; (text, bytes dropped)."""
+    raw = text.encode("utf-8", errors="replace")
+    if len(raw) <= limit:
+        return text, 0
+    note_room = 80
+    half = max(0, (limit - note_room) // 2)
+    dropped = len(raw) - 2 * half
+    head = raw[:half].decode("utf-8", errors="ignore")
+    tail = raw[len(raw) - half :].decode("utf-8", errors="ignore")
+    return f"{head}\n[... {dropped} bytes cut by the job service ...]\n{tail}", dropped
+
+
+def cap_result(result: RunResult, *, max_artifacts: int, max_log_bytes: int) -> RunResult:
+    """``result`` cut to what the service stores and returns on every GET.
+
+    Keeps at most ``max_artifacts`` artifact paths (each cut to 1,024 characters), the head and
+    tail of the logs within ``max_log_bytes`` (``logs_dropped_bytes`` grows by what is cut),
+    and at most 8 KiB of ``detail`` and ``error_signature``; says in ``detail`` what was cut.
+    Whatever the sandbox already capped, this bounds what one job can put in the database.
+    """
+    notes: list[str] = []
+    artifacts = result.artifacts
+    if len(artifacts) > max_artifacts:
+        notes.append(f"{len(artifacts) - max_artifacts} of {len(artifacts)} artifact paths dropped")
+        artifacts = artifacts[:max_artifacts]
+    if any(len(a) > _MAX_PATH_CHARS for a in artifacts):
+        artifacts = tuple(a[:_MAX_PATH_CHARS] for a in artifacts)
+        notes.append(f"artifact paths cut to {_MAX_PATH_CHARS} characters")
+    logs, dropped = _cut_text(result.logs, max_log_bytes)
+    signature = result.error_signature
+    if signature is not None and len(signature) > _MAX_LINE_CHARS:
+        signature = signature[:_MAX_LINE_CHARS]
+    detail, _ = _cut_text(result.detail, _MAX_LINE_CHARS)
+    if notes:
+        detail = f"{detail} [job service: {'; '.join(notes)}]".strip()
+    if (
+        artifacts is result.artifacts
+        and not dropped
+        and signature is result.error_signature
+        and detail == result.detail
+    ):
+        return result
+    return attrs.evolve(
+        result,
+        artifacts=artifacts,
+        logs=logs,
+        logs_dropped_bytes=result.logs_dropped_bytes + dropped,
+        error_signature=signature,
+        detail=detail,
+    )

@@ -7,6 +7,15 @@ power loss or OS crash can roll back the last few); ``durable=True`` selects ``F
 
 The store is synchronous and not thread-safe on its own: the service calls it from one worker
 thread at a time (``anyio.to_thread.run_sync`` with a limiter of 1).
+
+Every job belongs to an owner: a digest of the API key that submitted it (never the key).
+Reads, cancels, idempotency keys and queue quotas are all scoped by owner. A database from
+before owners existed is migrated at open; its jobs get an owner no key has (they stay until
+retention deletes them, invisible to clients).
+
+At open the file is checked (``PRAGMA quick_check``): a file that is not a database, or one
+with damaged pages, is refused with :class:`~openmle.errors.SandboxError` saying what to do,
+rather than starting healthy and failing every request.
 """
 
 from __future__ import annotations
@@ -24,7 +33,15 @@ from attrs import define, field, frozen
 
 from openmle.errors import SandboxError
 
-__all__ = ["JobRow", "JobStore", "Status"]
+__all__ = ["LEGACY_OWNER", "JobRow", "JobStore", "QuotaExceeded", "Status"]
+
+
+class QuotaExceeded(Exception):
+    """The owner already has its quota of queued jobs."""
+
+    def __init__(self, queued: int) -> None:
+        super().__init__(f"{queued} jobs queued")
+        self.queued = queued
 
 
 class Status:
@@ -38,11 +55,15 @@ class Status:
     TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
 
 
+LEGACY_OWNER = "-legacy-"
+"""Owner of jobs stored before owners existed: matches no API key."""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
-    idempotency_key TEXT UNIQUE,
+    owner TEXT NOT NULL,
+    idempotency_key TEXT,
     request_hash TEXT NOT NULL,
     name TEXT,
     pool TEXT NOT NULL,
@@ -54,10 +75,17 @@ CREATE TABLE IF NOT EXISTS jobs (
     started_at REAL,
     completed_at REAL,
     result TEXT,
-    detail TEXT NOT NULL DEFAULT ''
+    detail TEXT NOT NULL DEFAULT '',
+    UNIQUE (owner, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (status, pool, priority, seq);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs (owner, status);
 """
+
+_COLUMNS = (
+    "seq, id, idempotency_key, request_hash, name, pool, priority, spec, status, attempts,"
+    " created_at, started_at, completed_at, result, detail"
+)
 
 
 @frozen(kw_only=True)
@@ -66,6 +94,7 @@ class JobRow:
 
     seq: int
     id: str
+    owner: str
     idempotency_key: str | None
     request_hash: str
     name: str | None
@@ -103,7 +132,7 @@ class JobStore:
     path: Path
     durable: bool = False
     _db: sqlite3.Connection = field(init=False, repr=False)
-    _lock: Any = field(init=False, repr=False)
+    _lock: Any = field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,19 +144,61 @@ class JobStore:
             raise SandboxError(
                 f"another job service already uses {self.path}; stop it or pass another --db"
             ) from None
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._check_integrity()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+            self._migrate()
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise SandboxError(
+                f"the job database {self.path} is not usable ({exc}); move it aside (keep it "
+                "for inspection) and start again with a fresh --db"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_integrity(self) -> None:
+        rows = self._db.execute("PRAGMA quick_check").fetchall()
+        problems = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+        if problems:
+            raise sqlite3.DatabaseError(
+                f"integrity check failed: {'; '.join(problems[:3])}"
+                + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+            )
+
+    def _migrate(self) -> None:
+        """Rebuild a ``jobs`` table from before owners (global idempotency keys)."""
+        cols = [r[1] for r in self._db.execute("PRAGMA table_info(jobs)").fetchall()]
+        if not cols or "owner" in cols:
+            return
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("ALTER TABLE jobs RENAME TO jobs_before_owners")
+            self._db.execute("DROP INDEX IF EXISTS jobs_queue")
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    self._db.execute(stmt)
+            self._db.execute(
+                f"INSERT INTO jobs (owner, {_COLUMNS})"
+                f" SELECT ?, {_COLUMNS} FROM jobs_before_owners",
+                (LEGACY_OWNER,),
+            )
+            self._db.execute("DROP TABLE jobs_before_owners")
 
     def close(self) -> None:
         """Close the database and release the file lock (idempotent)."""
         try:
-            self._db.close()
+            db = getattr(self, "_db", None)
+            if db is not None:
+                db.close()
         finally:
-            if not self._lock.closed:
+            if self._lock is not None and not self._lock.closed:
                 fcntl.flock(self._lock, fcntl.LOCK_UN)
                 self._lock.close()
 
@@ -142,20 +213,33 @@ class JobStore:
         priority: int,
         spec: Mapping[str, Any],
         max_queued: int,
+        owner: str = "",
+        max_queued_per_owner: int | None = None,
     ) -> tuple[JobRow | None, bool]:
-        """Insert a queued job, or return the one with the same idempotency key.
+        """Insert a queued job, or return the owner's job with the same idempotency key.
 
         Returns ``(row, created)``; ``(None, False)`` when the queue already holds
         ``max_queued`` jobs (and the key is new).
+
+        Raises:
+            QuotaExceeded: ``owner`` already has ``max_queued_per_owner`` jobs queued.
         """
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             if idempotency_key is not None:
                 old = self._db.execute(
-                    "SELECT * FROM jobs WHERE idempotency_key = ?", (idempotency_key,)
+                    "SELECT * FROM jobs WHERE owner = ? AND idempotency_key = ?",
+                    (owner, idempotency_key),
                 ).fetchone()
                 if old is not None:
                     return JobRow.from_sql(old), False
+            if max_queued_per_owner is not None:
+                (mine,) = self._db.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE owner = ? AND status = ?",
+                    (owner, Status.QUEUED),
+                ).fetchone()
+                if mine >= max_queued_per_owner:
+                    raise QuotaExceeded(int(mine))
             (queued,) = self._db.execute(
                 "SELECT COUNT(*) FROM jobs WHERE status = ?", (Status.QUEUED,)
             ).fetchone()
@@ -163,10 +247,11 @@ class JobStore:
                 return None, False
             job_id = uuid.uuid4().hex
             self._db.execute(
-                "INSERT INTO jobs (id, idempotency_key, request_hash, name, pool, priority, spec,"
-                " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO jobs (id, owner, idempotency_key, request_hash, name, pool, priority,"
+                " spec, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job_id,
+                    owner,
                     idempotency_key,
                     request_hash,
                     name,
@@ -180,18 +265,34 @@ class JobStore:
             row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return JobRow.from_sql(row), True
 
-    def get(self, job_id: str) -> JobRow | None:
-        """The job with ``job_id``, or None."""
-        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    def get(self, job_id: str, owner: str | None = None) -> JobRow | None:
+        """The job with ``job_id`` (of ``owner`` when given: another's is None, as missing)."""
+        if owner is None:
+            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        else:
+            row = self._db.execute(
+                "SELECT * FROM jobs WHERE id = ? AND owner = ?", (job_id, owner)
+            ).fetchone()
         return None if row is None else JobRow.from_sql(row)
 
-    def claim_next(self, pool: str) -> JobRow | None:
-        """Mark the next queued job of ``pool`` running and return it (priority, then FIFO)."""
+    def claim_next(self, pool: str, *, age_s: float | None = None) -> JobRow | None:
+        """Mark the next queued job of ``pool`` running and return it.
+
+        The next job has the smallest priority number, FIFO among equals; with ``age_s``,
+        a job's priority number drops by one for every ``age_s`` seconds it has waited (so
+        low priorities never starve).
+        """
+        now = time.time()
+        order = "priority, seq"
+        args: tuple[Any, ...] = (Status.RUNNING, now, Status.QUEUED, pool)
+        if age_s is not None:
+            order = "priority - CAST((? - created_at) / ? AS INTEGER), seq"
+            args = (*args, now, age_s)
         row = self._db.execute(
             "UPDATE jobs SET status = ?, started_at = ?, attempts = attempts + 1"
             " WHERE seq = (SELECT seq FROM jobs WHERE status = ? AND pool = ?"
-            " ORDER BY priority, seq LIMIT 1) RETURNING *",
-            (Status.RUNNING, time.time(), Status.QUEUED, pool),
+            f" ORDER BY {order} LIMIT 1) RETURNING *",
+            args,
         ).fetchone()
         return None if row is None else JobRow.from_sql(row)
 
@@ -213,11 +314,20 @@ class JobStore:
         )
         return cur.rowcount == 1
 
-    def cancel_queued(self, job_id: str) -> bool:
-        """Cancel a job that has not started; False if it is not queued."""
+    def cancel_queued(self, job_id: str, owner: str | None = None) -> bool:
+        """Cancel a job that has not started; False if it is not queued (or not ``owner``'s)."""
         cur = self._db.execute(
-            "UPDATE jobs SET status = ?, completed_at = ?, detail = ? WHERE id = ? AND status = ?",
-            (Status.CANCELLED, time.time(), "cancelled before it started", job_id, Status.QUEUED),
+            "UPDATE jobs SET status = ?, completed_at = ?, detail = ? WHERE id = ? AND status = ?"
+            " AND (? IS NULL OR owner = ?)",
+            (
+                Status.CANCELLED,
+                time.time(),
+                "cancelled before it started",
+                job_id,
+                Status.QUEUED,
+                owner,
+                owner,
+            ),
         )
         return cur.rowcount == 1
 

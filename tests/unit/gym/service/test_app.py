@@ -16,6 +16,7 @@ pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
 from openmle import Job, Outcome, RunResult, Split  # noqa: E402
+from openmle.gym._service._config import key_id  # noqa: E402
 from openmle.gym._service._store import JobStore, Status  # noqa: E402
 from openmle.gym.service import ServiceConfig, create_app  # noqa: E402
 from openmle.testing import FunctionSandbox, ToyTask  # noqa: E402
@@ -396,6 +397,7 @@ async def test_restart_rule_for_jobs_left_running(tmp_path: Path, roots: Path) -
     ids = []
     for key in ("first", "second"):
         row, _ = store.insert(
+            owner=key_id(KEY),
             idempotency_key=key,
             request_hash="h",
             name=key,

@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from openmle import Job, Outcome, RunResult
 from openmle.errors import InvalidArgument, SandboxError
-from openmle.gym._service._store import JobStore
-from openmle.gym.service import ServiceConfig, load_api_keys, load_sandbox
+from openmle.gym._service._core import cap_result
+from openmle.gym._service._store import LEGACY_OWNER, JobStore, QuotaExceeded
+from openmle.gym.service import (
+    KeyLimits,
+    ServiceConfig,
+    load_api_keys,
+    load_key_limits,
+    load_sandbox,
+)
 
 
 def test_keys_from_environment_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,3 +90,122 @@ def test_no_auth_only_on_loopback(tmp_path: Path) -> None:
     config = ServiceConfig(db_path=tmp_path / "db", allow_no_auth=True)
     with pytest.raises(InvalidArgument, match="without API keys"):
         serve(config, host="0.0.0.0")
+
+
+def test_key_file_limits(tmp_path: Path) -> None:
+    """A key line may carry that key's limits; malformed ones name the line; config merges."""
+    f = tmp_path / "keys"
+    f.write_text("# ops\nkey-aaaaaaaa max_queued=5 top_priority=1\nkey-bbbbbbbb\n")
+    assert load_api_keys(env=None, file=f) == ("key-aaaaaaaa", "key-bbbbbbbb")
+    limits = load_key_limits(f)
+    assert limits == {"key-aaaaaaaa": KeyLimits(max_queued=5, top_priority=1)}
+    config = ServiceConfig(
+        db_path=tmp_path / "db",
+        api_keys=load_api_keys(env=None, file=f),
+        key_limits=limits,
+        top_priority=2,
+        max_queued_per_key=7,
+    )
+    assert config.limits_for("key-aaaaaaaa") == KeyLimits(max_queued=5, top_priority=1)
+    assert config.limits_for("key-bbbbbbbb") == KeyLimits(max_queued=7, top_priority=2)
+    for bad in ("key-cccccccc priority=1", "key-cccccccc top_priority=3", "key-c max_queued=x"):
+        f.write_text(bad + "\n")
+        with pytest.raises(InvalidArgument, match=r"top_priority|key line 1"):
+            load_key_limits(f)
+    with pytest.raises(InvalidArgument, match="key_limits"):
+        ServiceConfig(db_path=tmp_path / "db", api_keys=("k" * 10,), key_limits=limits)
+
+
+def _insert(store: JobStore, owner: str, key: str | None, priority: int = 1) -> str:
+    spec = {"job": Job(code="print(1)", task="toy").to_dict(), "task_ref": "toy"}
+    row, _ = store.insert(
+        owner=owner,
+        idempotency_key=key,
+        request_hash=f"h-{priority}",
+        name=key,
+        pool="cpu",
+        priority=priority,
+        spec=spec,
+        max_queued=100,
+        max_queued_per_owner=2,
+    )
+    assert row is not None
+    return row.id
+
+
+def test_store_scopes_jobs_by_owner(tmp_path: Path) -> None:
+    """Reads, cancels, idempotency keys and quotas are per owner."""
+    store = JobStore(tmp_path / "jobs.db")
+    a = _insert(store, "A", "k")
+    assert _insert(store, "A", "k") == a  # the same key, the same owner: the same job
+    b = _insert(store, "B", "k")  # the same key, another owner: another job
+    assert b != a
+    assert store.get(a, "B") is None and store.get(a, "A") is not None
+    assert not store.cancel_queued(a, "B") and store.cancel_queued(a, "A")
+    _insert(store, "A", "k2")
+    _insert(store, "A", "k3")
+    with pytest.raises(QuotaExceeded):
+        _insert(store, "A", "k4")
+    _insert(store, "B", "k5")  # B has its own quota
+    store.close()
+
+
+def test_low_priorities_age(tmp_path: Path) -> None:
+    """A priority-2 job that waited ``age_s`` runs before a fresh priority-1 job."""
+    store = JobStore(tmp_path / "jobs.db")
+    old = _insert(store, "A", "old", priority=2)
+    store._db.execute("UPDATE jobs SET created_at = created_at - 100 WHERE id = ?", (old,))
+    new = _insert(store, "B", "new", priority=1)
+    first = store.claim_next("cpu", age_s=1000.0)
+    assert first is not None and first.id == new  # not waited long enough: priority wins
+    store._db.execute("UPDATE jobs SET status = 'queued' WHERE id = ?", (new,))
+    first = store.claim_next("cpu", age_s=50.0)
+    assert first is not None and first.id == old  # waited two levels' worth: runs first
+    store.close()
+
+
+def test_a_store_from_before_owners_is_migrated(tmp_path: Path) -> None:
+    """An old database opens; its jobs belong to no key, and keys are per owner after."""
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "jobs.db")
+    db.executescript(
+        "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+        " idempotency_key TEXT UNIQUE, request_hash TEXT NOT NULL, name TEXT, pool TEXT NOT NULL,"
+        " priority INTEGER NOT NULL, spec TEXT NOT NULL, status TEXT NOT NULL,"
+        " attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, started_at REAL,"
+        " completed_at REAL, result TEXT, detail TEXT NOT NULL DEFAULT '');"
+        "INSERT INTO jobs (id, idempotency_key, request_hash, pool, priority, spec, status,"
+        " created_at) VALUES ('old', 'k', 'h', 'cpu', 1, '{}', 'completed', 1.0);"
+    )
+    db.commit()
+    db.close()
+    store = JobStore(tmp_path / "jobs.db")
+    row = store.get("old")
+    assert row is not None and row.owner == LEGACY_OWNER and row.idempotency_key == "k"
+    assert store.get("old", "A") is None
+    assert _insert(store, "A", "k") != "old"
+    store.close()
+
+
+def test_results_are_capped_before_they_are_stored() -> None:
+    """Artifacts, logs, detail: bounded, with what was cut said in the result."""
+    big = RunResult(
+        outcome=Outcome.SUCCESS,
+        score=0.5,
+        logs="a" * 100_000 + "b" * 100_000,
+        logs_dropped_bytes=10,
+        detail="d" * 20_000,
+        artifacts=tuple(f"{i:05d}" + "p" * 4000 for i in range(2000)),
+    )
+    capped = cap_result(big, max_artifacts=100, max_log_bytes=10_000)
+    assert len(capped.artifacts) == 100 and all(len(a) == 1024 for a in capped.artifacts)
+    assert capped.logs.startswith("a") and capped.logs.endswith("b")
+    assert len(capped.logs.encode()) <= 10_000
+    kept = 2 * ((10_000 - 80) // 2)  # head and tail, room left for the note
+    assert capped.logs_dropped_bytes == 10 + 200_000 - kept
+    assert f"[... {200_000 - kept} bytes cut by the job service ...]" in capped.logs
+    assert "1900 of 2000 artifact paths dropped" in capped.detail
+    assert len(capped.detail) < 9_000 and capped.score == 0.5
+    small = RunResult(outcome=Outcome.SUCCESS, score=0.5, logs="ok")
+    assert cap_result(small, max_artifacts=100, max_log_bytes=10_000) is small

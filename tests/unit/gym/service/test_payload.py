@@ -68,10 +68,10 @@ def test_fields_map_onto_the_job(tmp_path: Path) -> None:
     assert req.job.timeout_s == 100.0 and req.pool == "cpu" and req.priority == 1
     assert req.job.split is Split.VALID and req.job.task == str(tmp_path.resolve() / "toy")
     req = _parse(
-        {"code": "x", "task": "bundled-name", "resource_type": "gpu", "eval_split": "test"},
+        {"code": "x", "task": "tabular-binary", "resource_type": "gpu", "eval_split": "test"},
         [tmp_path],
     )
-    assert req.job.task == "bundled-name" and req.job.resources.gpus == 1
+    assert req.job.task == "tabular-binary" and req.job.resources.gpus == 1
     assert req.pool == "gpu" and req.job.split is Split.TEST
     req = _parse({"code": "x", "task": "toy", "environment": {"EVAL_SPLIT": "test"}}, [tmp_path])
     assert req.job.split is Split.TEST and dict(req.job.env) == {}
@@ -79,6 +79,10 @@ def test_fields_map_onto_the_job(tmp_path: Path) -> None:
         _parse({"code": "x" * 2000, "task": "toy"}, [tmp_path])
     with pytest.raises(PayloadError, match="no task roots"):
         _parse({"code": "x", "data_dir": "toy"}, [])
+    # A name that is neither under a root nor bundled is refused, never looked up elsewhere.
+    with pytest.raises(PayloadError, match="no task directory 'nowhere'") as info:
+        _parse({"code": "x", "task": "nowhere"}, [tmp_path])
+    assert info.value.status == 400 and info.value.field == "task"
 
 
 def test_same_job_same_hash(tmp_path: Path) -> None:
@@ -95,6 +99,7 @@ def test_job_view_scores_by_split() -> None:
     row = JobRow(
         seq=1,
         id="j",
+        owner="o",
         idempotency_key=None,
         request_hash="h",
         name="n",
