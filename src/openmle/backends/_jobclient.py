@@ -16,12 +16,20 @@ Where we depart from the released clients (reference section 4 and bugs B5, B8-B
   timeouts are sent as given, never clamped (B9).
 - Long-poll (``?wait=``) when the service advertises it (``X-Long-Poll``), so the client knows
   a job ended within a round trip instead of up to a poll interval later.
-- Every request has a read timeout (E2B#1128: a hung call must not hang the search).
+- Every request has a read timeout (E2B#1128: a hung call must not hang the search) and an
+  overall deadline (a server trickling one byte at a time cannot stretch it), and a run never
+  waits past ``wait_timeout_s`` by more than a second.
+- Answers are untrusted (second security review): bodies are read with a byte cap
+  (``max_response_bytes``, 8 MiB by default), parsed strictly by :mod:`openmle._wire` (types,
+  finite and bounded scores, the task's metric range from ``task_meta``), and bound to their job
+  id and split; a bad answer, and any 4xx while polling, is an ``INFRA_ERROR`` result, never a
+  crash and never a score.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import random
@@ -38,13 +46,38 @@ from attrs import define, field
 
 from openmle._protocols import Sandbox
 from openmle._signature import error_signature
-from openmle._types import Job, Outcome, RunResult
+from openmle._types import Job, Outcome, RunResult, TaskMeta
 from openmle._validation import check_positive, fail
+from openmle._wire import (
+    WireError,
+    check_job_id,
+    check_score,
+    parse_job_view,
+    parse_run_result,
+)
 from openmle.errors import JobServiceError, SandboxError
 
 __all__ = ["JobServiceSandbox"]
 
 _TRANSIENT = frozenset({429, 500, 502, 503, 504})
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""Default cap on one answer of the job service (a job view carries at most ~2 x 128 KiB logs)."""
+
+
+class _TooLarge(Exception):
+    """An answer passed ``max_response_bytes``."""
+
+
+def _task_meta(value: Mapping[str, TaskMeta] | None) -> Mapping[str, TaskMeta]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, TaskMeta) for k, v in value.items()
+    ):
+        raise fail("a mapping of task to TaskMeta", "JobServiceSandbox.task_meta", value)
+    return dict(value)
+
+
 _WAITING = frozenset({"queued", "running"})
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _SUCCESS_WORDS = frozenset({"ok", "passed", "success", "successful", "valid", "completed"})
@@ -78,6 +111,8 @@ def _finite(value: object) -> float | None:
         v = float(value)
     except ValueError:
         return None
+    except OverflowError:  # an integer beyond any float: a broken service, not a program
+        raise WireError("a score is an integer too large for a float") from None
     return v if math.isfinite(v) else None
 
 
@@ -112,10 +147,16 @@ class JobServiceSandbox(Sandbox):
         request_timeout_s: read/write timeout of one request (a long-poll adds its wait).
         max_connections: HTTP connections kept to the service.
         verify_tls: verify the service's certificate (https).
+        max_response_bytes: cap on the bytes of one answer (8 MiB); a longer one is cut there
+            and the run's result is ``INFRA_ERROR``.
+        task_meta: metric bounds by :attr:`Job.task`; a score outside a task's
+            ``theoretical_min`` / ``theoretical_max`` is ``INFRA_ERROR``, never a score. Scores
+            beyond 1e100 in magnitude are refused for every task.
 
-    ``run`` raises :class:`~openmle.errors.JobServiceError` for a 4xx answer (bad key, a path
-    outside the task roots, a malformed field), and :class:`~openmle.errors.SandboxError` after
-    :meth:`aclose`; everything else comes back as a :class:`~openmle.RunResult`.
+    ``run`` raises :class:`~openmle.errors.JobServiceError` for a 4xx answer to the submission
+    (bad key, a path outside the task roots, a malformed field), and
+    :class:`~openmle.errors.SandboxError` after :meth:`aclose`; everything else, a 4xx while
+    polling and any malformed answer included, comes back as a :class:`~openmle.RunResult`.
     """
 
     base_url: str = field()
@@ -133,6 +174,10 @@ class JobServiceSandbox(Sandbox):
     request_timeout_s: float = 30.0
     max_connections: int = field(default=64, validator=_count("max_connections", 1))
     verify_tls: bool = True
+    max_response_bytes: int = field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, validator=_count("max_response_bytes", 1024)
+    )
+    task_meta: Mapping[str, TaskMeta] = field(factory=dict, converter=_task_meta)
     _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
     _loop: object = field(default=None, init=False, repr=False)
@@ -228,7 +273,7 @@ class JobServiceSandbox(Sandbox):
             submitted = await self._submit(client, self._body(job, key), job, deadline)
             if isinstance(submitted, RunResult):
                 return submitted
-            job_id = str(submitted["job_id"])
+            job_id = str(submitted["job_id"])  # checked by _submit
             result = await self._wait(client, job_id, job, deadline, submitted)
             if result is None:
                 await self._cancel_quietly(client, job_id)
@@ -237,6 +282,8 @@ class JobServiceSandbox(Sandbox):
                     "it was cancelled on the service",
                     split=job.split,
                 )
+            if result.outcome.is_infra:  # a bad answer or a lost job: do not leave it running
+                await self._cancel_quietly(client, job_id)
             return result
         except anyio.get_cancelled_exc_class():
             if job_id is not None:
@@ -249,52 +296,94 @@ class JobServiceSandbox(Sandbox):
             with contextlib.suppress(httpx.HTTPError):
                 await client.delete(f"/api/v1/jobs/{job_id}")
 
-    def _refused(self, what: str, resp: httpx.Response) -> JobServiceError:
+    def _refused(self, what: str, status: int, raw: bytes) -> JobServiceError:
         try:
-            detail: Any = resp.json()
-        except ValueError:
-            detail = resp.text[:500]
+            detail: Any = _json(raw)
+        except WireError:
+            detail = raw[:500].decode("utf-8", "replace")
         said = detail.get("detail", detail) if isinstance(detail, Mapping) else detail
+        said = " ".join(str(said).split())[:500]
         hint = ""
-        if resp.status_code == 401:
+        if status == 401:
             hint = f"; pass JobServiceSandbox(api_key=...) or set ${self.api_key_env}"
         return JobServiceError(
-            f"the job service at {self.base_url} refused to {what} (HTTP {resp.status_code}: "
-            f"{said}){hint}",
-            status=resp.status_code,
+            f"the job service at {self.base_url} refused to {what} (HTTP {status}: {said}){hint}",
+            status=status,
             detail=detail,
+        )
+
+    async def _request(
+        self,
+        client: httpx.AsyncClient,
+        method: str,
+        url: str,
+        *,
+        limit_s: float,
+        **kw: Any,
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        """One request under an overall deadline, its body read up to ``max_response_bytes``.
+
+        Raises ``TimeoutError`` past ``limit_s`` (a server trickling bytes never trips a read
+        timeout), :class:`_TooLarge` and ``httpx.HTTPError``.
+        """
+        with anyio.fail_after(max(0.05, limit_s)):
+            async with client.stream(method, url, **kw) as resp:
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > self.max_response_bytes:
+                    raise _TooLarge(f"Content-Length {declared}")
+                buf = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    buf += chunk
+                    if len(buf) > self.max_response_bytes:
+                        raise _TooLarge(f"more than {self.max_response_bytes} bytes")
+                return resp.status_code, resp.headers, bytes(buf)
+
+    def _too_large(self, what: str, exc: _TooLarge, job: Job) -> RunResult:
+        return RunResult.infra_error(
+            f"the job service at {self.base_url} sent {what} over max_response_bytes="
+            f"{self.max_response_bytes} ({exc}); raise JobServiceSandbox(max_response_bytes=...) "
+            "if such answers are expected",
+            split=job.split,
         )
 
     async def _submit(
         self, client: httpx.AsyncClient, body: dict[str, Any], job: Job, deadline: float
     ) -> dict[str, Any] | RunResult:
         last = ""
+        # ASCII JSON: a lone surrogate in the program is sent escaped instead of crashing.
+        payload = json.dumps(body).encode()
+        headers = {"X-Trace-ID": body["idempotency_key"], "Content-Type": "application/json"}
         for attempt in range(self.max_submit_attempts):
             wait: float | None = None
             try:
-                resp = await client.post(
-                    "/api/v1/jobs", json=body, headers={"X-Trace-ID": body["idempotency_key"]}
+                status, resp_headers, raw = await self._request(
+                    client,
+                    "POST",
+                    "/api/v1/jobs",
+                    limit_s=self.request_timeout_s + 10.0,
+                    content=payload,
+                    headers=headers,
                 )
-            except httpx.TransportError as exc:
+            except (httpx.HTTPError, TimeoutError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
+            except _TooLarge as exc:
+                return self._too_large("an answer to the submission", exc, job)
             else:
-                if resp.status_code in _TRANSIENT:
-                    last = f"HTTP {resp.status_code}"
-                    wait = _retry_after(resp.headers)
-                elif resp.status_code >= 400:
-                    raise self._refused("accept the job", resp)
+                if status in _TRANSIENT:
+                    last = f"HTTP {status}"
+                    wait = _retry_after(resp_headers)
+                elif status >= 400:
+                    raise self._refused("accept the job", status, raw)
                 else:
                     try:
-                        data = resp.json()
-                    except ValueError:
-                        data = None
-                    if not isinstance(data, dict) or not data.get("job_id"):
+                        data = parse_job_view(_json(raw))
+                        check_job_id(data.get("job_id"))
+                    except WireError as exc:
                         return RunResult.infra_error(
-                            f"the job service answered a submission without a job_id: "
-                            f"{resp.text[:200]!r}",
+                            f"the job service answered the submission with no usable job: {exc}",
                             split=job.split,
                         )
-                    return data
+                    return {**data, "job_id": check_job_id(data["job_id"])}
             if attempt + 1 == self.max_submit_attempts:
                 break
             delay = self._backoff(attempt) if wait is None else max(0.0, wait)
@@ -347,31 +436,40 @@ class JobServiceSandbox(Sandbox):
                     return None
             wait = min(self.long_poll_s, remaining) if self.long_poll_s > 0 else 0.0
             data = None
+            # The whole poll, body included, ends by the wait's deadline (plus a second), so a
+            # server trickling bytes cannot stretch wait_timeout_s.
+            limit = min(self.request_timeout_s + wait, remaining + 1.0)
             try:
-                resp = await client.get(
+                status, headers, raw = await self._request(
+                    client,
+                    "GET",
                     f"/api/v1/jobs/{job_id}",
+                    limit_s=limit,
                     params={"wait": f"{wait:.3f}"} if wait > 0 else None,
                     timeout=httpx.Timeout(self.request_timeout_s + wait, connect=10.0, pool=None),
                 )
-            except httpx.TransportError as exc:
+            except (httpx.HTTPError, TimeoutError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
+            except _TooLarge as exc:
+                return self._too_large(f"an answer about job {job_id}", exc, job)
             else:
-                if resp.status_code in _TRANSIENT:
-                    last = f"HTTP {resp.status_code}"
-                elif resp.status_code == 404:
+                if status in _TRANSIENT:
+                    last = f"HTTP {status}"
+                elif status == 404:
                     return RunResult.infra_error(
                         f"the job service no longer knows job {job_id} (HTTP 404)",
                         split=job.split,
                     )
-                elif resp.status_code >= 400:
-                    raise self._refused(f"report job {job_id}", resp)
+                elif status >= 400 or status < 200 or status >= 300:
+                    refused = self._refused(f"report job {job_id}", status, raw)
+                    return RunResult.infra_error(str(refused), split=job.split)
                 else:
                     try:
-                        data = resp.json()
-                    except ValueError:
-                        data = {"status": None}
+                        data = dict(parse_job_view(_json(raw), job_id=job_id))
+                    except WireError as exc:
+                        return self._bad_answer(job_id, exc, job)
                     failures = 0
-                    supports_long_poll = "x-long-poll" in resp.headers
+                    supports_long_poll = "x-long-poll" in headers
                     continue
             failures += 1
             if failures > self.max_poll_failures:
@@ -386,25 +484,36 @@ class JobServiceSandbox(Sandbox):
             )
             await anyio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
 
+    def _bad_answer(self, job_id: str, exc: Exception, job: Job) -> RunResult:
+        return RunResult.infra_error(
+            f"the job service at {self.base_url} gave a malformed answer about job {job_id}: {exc}",
+            split=job.split,
+        )
+
     def _to_result(self, data: Mapping[str, Any], job: Job) -> RunResult:
+        job_id = str(data.get("job_id", "?"))
+        try:
+            return self._checked_result(data, job)
+        except WireError as exc:
+            return self._bad_answer(job_id, exc, job)
+
+    def _checked_result(self, data: Mapping[str, Any], job: Job) -> RunResult:
         status = data.get("status")
+        split = data.get("eval_split")
+        if split is not None and split != job.split.value:
+            raise WireError(f"eval_split is {split!r}, but split {job.split.value!r} was run")
         res = data.get("result") or {}
-        if not isinstance(res, Mapping):
-            res = {}
-        detail = str(data.get("detail") or res.get("detail") or "")
+        detail = str(data.get("detail") or "")
         if status == "cancelled":
             return RunResult.infra_error(
                 f"the job was cancelled on the service{': ' + detail if detail else ''}",
                 split=job.split,
             )
         run_result = res.get("run_result")
-        if isinstance(run_result, Mapping):
-            try:
-                result = RunResult.from_dict(run_result)
-            except (TypeError, ValueError) as exc:
-                return RunResult.infra_error(
-                    f"the job service returned an unreadable result: {exc}", split=job.split
-                )
+        if run_result is not None:
+            result = parse_run_result(
+                run_result, split=job.split, meta=self.task_meta.get(job.task)
+            )
             if status == "failed" and not result.outcome.is_infra:
                 return RunResult.infra_error(result.detail or "the job failed", split=job.split)
             return result
@@ -412,16 +521,34 @@ class JobServiceSandbox(Sandbox):
             return RunResult.infra_error(
                 detail or "the job service failed the job", split=job.split
             )
-        return _foreign_result(res, job)
+        return _foreign_result(res, job, self.task_meta.get(job.task))
 
 
-def _foreign_result(res: Mapping[str, Any], job: Job) -> RunResult:
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        shown = raw[:200].decode("utf-8", "replace")
+        raise WireError(f"the answer is not JSON ({exc}): {shown!r}") from None
+
+
+def _foreign_result(res: Mapping[str, Any], job: Job, meta: TaskMeta | None) -> RunResult:
     """Map a released-router result (``result``, ``score``, ``valid_score``, ``run_log``)."""
-    text = str(res.get("result", "")).strip().lower()
-    logs = str(res.get("run_log", "") or "")
-    score = _finite(res.get("valid_score", res.get("validation_score")))
-    if score is None:
-        score = _finite(res.get("score"))
+    word = res.get("result", "")
+    if not isinstance(word, str):
+        raise WireError(f"result.result is a {type(word).__name__}, not a string")
+    text = word.strip().lower()
+    logs = res.get("run_log") or ""
+    if not isinstance(logs, str):
+        raise WireError(f"result.run_log is a {type(logs).__name__}, not a string")
+    split = res.get("eval_split")
+    if split is not None and split != job.split.value:
+        raise WireError(f"result.eval_split is {split!r}, but split {job.split.value!r} was run")
+    key = next((k for k in ("valid_score", "validation_score") if res.get(k) is not None), "score")
+    if job.split.value == "test" and res.get("test_score") is not None:
+        key = "test_score"
+    score = _finite(res.get(key))
+    check_score(score, f"result.{key}", meta)
     if text in _SUCCESS_WORDS and score is not None:
         return RunResult(outcome=Outcome.SUCCESS, score=score, split=job.split, logs=logs)
     outcome = _OUTCOME_WORDS.get(text)
@@ -429,7 +556,9 @@ def _foreign_result(res: Mapping[str, Any], job: Job) -> RunResult:
         outcome = Outcome.INVALID_SUBMISSION  # ran, but no finite score
     if outcome is None:
         return RunResult.infra_error(
-            f"the job service returned an unrecognised result {text!r}", split=job.split, logs=logs
+            f"the job service returned an unrecognised result {text[:100]!r}",
+            split=job.split,
+            logs=logs,
         )
     signature = "timeout" if outcome is Outcome.TIMEOUT else error_signature(logs, fallback=text)
     return attrs.evolve(

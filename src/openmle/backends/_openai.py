@@ -1,16 +1,26 @@
 """An :class:`~openmle.OperatorModel` over any OpenAI-compatible chat-completions service.
 
 Works with OpenAI itself and with local servers that speak the same protocol (vLLM, SGLang,
-llama.cpp, Ollama). Uses the official ``openai`` SDK (async client), extra ``openai``.
+llama.cpp, Ollama). Speaks the protocol directly over ``httpx`` (a core dependency), so it needs
+no extra: the answer is untrusted input, and the client must bound and check it byte by byte,
+which an SDK that reads and models the body for us does not allow.
 
 Where we depart from the released system and from peers:
 
-- Retries are ours, not the SDK's (its own retries are switched off): 429, 408, 409 and 5xx
-  answers, timeouts and dropped connections are retried with capped exponential backoff and
-  jitter, honouring ``Retry-After`` / ``retry-after-ms`` (capped at ``max_backoff_s``), so
-  the policy is one documented thing rather than two stacked ones.
+- Retries are ours: 429, 408, 409 and 5xx answers, timeouts, dropped connections and malformed
+  answers are retried with capped exponential backoff and jitter, honouring ``Retry-After`` /
+  ``retry-after-ms`` (capped at ``max_backoff_s``).
 - Every attempt runs under its own wall-clock limit (``timeout_s``) covering the whole call,
-  streamed or not: a server that stops sending mid-stream cannot hang a search (E2B#1128).
+  streamed or not: a server that stops sending mid-stream cannot hang a search (E2B#1128);
+  ``total_timeout_s`` bounds a whole call, retries and backoff included.
+- The answer is untrusted: its body is read with a byte cap (``max_response_bytes``, 32 MiB by
+  default; an endless body is cut there, not at the timeout), parsed strictly (invalid JSON, an
+  HTML page, choices without a message, content that is not a string: a :class:`ModelError`,
+  never another exception), token counts that are not plausible integers are treated as unknown
+  (0, with a warning on the ``openmle.model`` logger) and lone surrogates in the text are
+  replaced by ``U+FFFD``.
+- Redirects are never followed: a 3xx answer is a :class:`ModelError` naming the target, so the
+  prompt is never re-sent to another host (a 307/308 would re-send the body).
 - Reasoning is kept apart from the answer: ``reasoning_content`` (vLLM/SGLang reasoning parsers),
   ``reasoning`` (OpenRouter-style) or a leading ``<think>...</think>`` block go to
   :attr:`ModelResponse.reasoning`, never into the program text the operators parse.
@@ -23,21 +33,23 @@ Where we depart from the released system and from peers:
 from __future__ import annotations
 
 import email.utils
+import json
+import logging
 import math
 import os
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 import anyio
 import anyio.lowlevel
 import attrs
+import httpx
 from attrs import define, field
 
-from openmle._compat import require
 from openmle._protocols import OperatorModel
 from openmle._types import ModelRequest, ModelResponse, Usage
 from openmle._validation import check_positive, fail
@@ -49,13 +61,36 @@ from openmle.errors import (
     ModelTimeout,
 )
 
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
 __all__ = ["OpenAIModel"]
+
+log = logging.getLogger("openmle.model")
 
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _THINK = re.compile(r"^\s*<think>(.*?)(?:</think>|$)", re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""Default cap on one answer's body: about 160k streamed tokens at ~200 bytes per event."""
+_MAX_ERROR_BYTES = 64 * 1024  # the body of an error answer: only its message is wanted
+_MAX_TOKENS_PER_CALL = 10**9  # a token count above this is not plausible: unknown
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class _TooLarge(Exception):
+    """The answer's body passed ``max_response_bytes``."""
+
+
+class _Malformed(Exception):
+    """The answer is not a chat completion (retried like a transient failure)."""
+
+
+class _Status(Exception):
+    """A non-2xx answer: status, headers and the server's message."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.headers = headers
+        self.message = message
 
 
 def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -74,6 +109,11 @@ def _check_retries(instance: object, attribute: object, value: object) -> None:
 def _check_concurrency(instance: object, attribute: object, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise fail("an integer >= 1", "OpenAIModel.max_concurrency", value)
+
+
+def _check_response_bytes(instance: object, attribute: object, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
+        raise fail("an integer >= 1024", "OpenAIModel.max_response_bytes", value)
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -99,7 +139,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
         s = when.timestamp() - (time.time() if now is None else now)
     return max(0.0, s) if math.isfinite(s) else None
@@ -128,7 +168,7 @@ class OpenAIModel(OperatorModel):
     Args:
         model: the model id the server serves (e.g. ``"Qwen/Qwen3-8B"`` under vLLM).
         base_url: the API root including ``/v1`` (e.g. ``"http://127.0.0.1:8000/v1"``); None
-            means the SDK's default (``$OPENAI_BASE_URL`` or OpenAI's).
+            means ``$OPENAI_BASE_URL`` or OpenAI's (``https://api.openai.com/v1``).
         api_key: the key; None reads ``$<api_key_env>``. Local servers without auth accept any
             value; when the variable is unset too, ``"EMPTY"`` is sent.
         api_key_env: environment variable to read the key from.
@@ -139,23 +179,29 @@ class OpenAIModel(OperatorModel):
         stream: stream the answer (server-sent events) instead of waiting for the whole body.
         timeout_s: wall-clock limit of one attempt in seconds, covering connect, the whole
             stream and the body.
-        max_retries: retries after the first attempt for 408/409/429/5xx answers, timeouts and
-            dropped connections.
+        total_timeout_s: wall-clock limit of one :meth:`complete` call, every attempt and
+            backoff included; None: only ``timeout_s`` per attempt.
+        max_retries: retries after the first attempt for 408/409/429/5xx answers, timeouts,
+            dropped connections and malformed answers.
         backoff_s: first backoff in seconds; doubles each retry (with up to 25 % jitter).
         max_backoff_s: cap on any single wait, including a server's ``Retry-After``.
         max_concurrency: calls in flight at once through this instance; extra calls wait.
         token_limit_param: the body field carrying the token limit: ``"max_tokens"`` (vLLM,
             SGLang, most servers) or ``"max_completion_tokens"`` (OpenAI's reasoning models,
             which refuse ``max_tokens``).
+        max_response_bytes: cap on the bytes of one answer's body (server-sent events framing
+            included), 32 MiB by default; a longer answer raises :class:`ModelError` as soon as
+            the cap is passed, without a retry.
 
     Raises:
         InvalidArgument: a bad setting (names the field).
-        MissingDependency: ``openai`` is not installed (``pip install 'openmle[openai]'``).
 
     ``complete`` raises :class:`~openmle.errors.ModelAuthError` (401/403),
     :class:`~openmle.errors.ModelNotFoundError` (404), :class:`~openmle.errors.ModelRateLimited`
-    (429 after every retry), :class:`~openmle.errors.ModelTimeout` (every attempt timed out) or
-    :class:`~openmle.errors.ModelError` (anything else), each naming the fix.
+    (429 after every retry), :class:`~openmle.errors.ModelTimeout` (every attempt timed out, or
+    ``total_timeout_s`` passed) or :class:`~openmle.errors.ModelError` (anything else: a
+    redirect, an answer over ``max_response_bytes``, malformed answers on every attempt), each
+    naming the fix. Nothing a server sends makes it raise anything else.
     """
 
     model: str = field()
@@ -176,7 +222,11 @@ class OpenAIModel(OperatorModel):
         default="max_tokens",
         validator=attrs.validators.in_(("max_tokens", "max_completion_tokens")),
     )
-    _client: AsyncOpenAI | None = field(default=None, init=False, repr=False)
+    max_response_bytes: int = field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, validator=_check_response_bytes
+    )
+    total_timeout_s: float | None = None
+    _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _loop: object = field(default=None, init=False, repr=False)
 
@@ -189,6 +239,13 @@ class OpenAIModel(OperatorModel):
         check_positive(self.timeout_s, "OpenAIModel.timeout_s")
         check_positive(self.backoff_s, "OpenAIModel.backoff_s", allow_zero=True)
         check_positive(self.max_backoff_s, "OpenAIModel.max_backoff_s", allow_zero=True)
+        if self.total_timeout_s is not None:
+            check_positive(self.total_timeout_s, "OpenAIModel.total_timeout_s")
+        if self.base_url is not None and (
+            not isinstance(self.base_url, str)
+            or not self.base_url.startswith(("http://", "https://"))
+        ):
+            raise fail("an http:// or https:// URL or None", "OpenAIModel.base_url", self.base_url)
         if self.max_tokens is not None and (
             isinstance(self.max_tokens, bool)
             or not isinstance(self.max_tokens, int)
@@ -197,17 +254,26 @@ class OpenAIModel(OperatorModel):
             raise fail("an integer >= 1 or None", "OpenAIModel.max_tokens", self.max_tokens)
 
     # ------------------------------------------------------------------------------------
-    def _get_client(self) -> AsyncOpenAI:
+    def _root(self) -> str:
+        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL).rstrip("/")
+
+    def _get_client(self) -> httpx.AsyncClient:
         # HTTP pools and limiters belong to one event loop: a model reused under a new loop
         # (a second ``anyio.run``) gets fresh ones instead of failing on a closed loop.
         token = anyio.lowlevel.current_token()
         if self._loop != token:
             self._client, self._limiter, self._loop = None, None, token
         if self._client is None:
-            openai = require("openai", "openai")
             key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
-            self._client = openai.AsyncOpenAI(
-                api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+            self._client = httpx.AsyncClient(
+                headers={
+                    "Authorization": f"Bearer {key}",
+                    "Accept": "application/json",
+                    "Accept-Encoding": "identity",  # no decompression bombs
+                },
+                timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 30.0)),
+                limits=httpx.Limits(max_connections=self.max_concurrency),
+                follow_redirects=False,  # a 307/308 would re-send the prompt to another host
             )
         return self._client
 
@@ -217,10 +283,10 @@ class OpenAIModel(OperatorModel):
         # A pool opened under another (finished) event loop cannot be closed from this one.
         if client is not None and self._loop == anyio.lowlevel.current_token():
             with anyio.CancelScope(shield=True):
-                await client.close()
+                await client.aclose()
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
         }
@@ -232,15 +298,14 @@ class OpenAIModel(OperatorModel):
             ),
             "seed": request.seed,
         }
-        kwargs.update({k: v for k, v in settings.items() if v is not None})
+        body.update({k: v for k, v in settings.items() if v is not None})
         if request.stop:
-            kwargs["stop"] = list(request.stop)
-        if self.extra_body:
-            kwargs["extra_body"] = dict(self.extra_body)
+            body["stop"] = list(request.stop)
         if self.stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        return kwargs
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(self.extra_body)
+        return body
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer ``request``, retrying transient failures; see the class docstring for errors."""
@@ -253,109 +318,165 @@ class OpenAIModel(OperatorModel):
             return await self._complete_with_retries(request)
 
     async def _complete_with_retries(self, request: ModelRequest) -> ModelResponse:
-        openai = require("openai", "openai")
         client = self._get_client()
-        body = self._body(request)
+        try:
+            # ASCII JSON: a lone surrogate in a prompt is sent escaped instead of failing.
+            payload = json.dumps(self._body(request), allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise ModelError(
+                f"the request to {self._where()} is not valid JSON ({exc}); check "
+                "OpenAIModel.extra_body and the request's settings"
+            ) from exc
         t0 = time.perf_counter()
+        deadline = None if self.total_timeout_s is None else t0 + self.total_timeout_s
         last: BaseException | None = None
         last_kind = "error"
         for attempt in range(self.max_retries + 1):
             wait: float | None = None
+            limit = self.timeout_s
+            if deadline is not None:
+                limit = min(limit, deadline - time.perf_counter())
+                if limit <= 0:
+                    last_kind = "total"
+                    break
             try:
-                with anyio.fail_after(self.timeout_s):
-                    if self.stream:
-                        resp = await self._streamed(client, body)
-                    else:
-                        resp = self._parse(await client.chat.completions.create(**body))
+                with anyio.fail_after(limit):
+                    resp = await self._attempt(client, payload)
                 return _with_latency(resp, time.perf_counter() - t0)
-            except TimeoutError as exc:
+            except (TimeoutError, httpx.TimeoutException) as exc:
                 last, last_kind = exc, "timeout"
-            except openai.APITimeoutError as exc:
-                last, last_kind = exc, "timeout"
-            except openai.APIConnectionError as exc:
+            except httpx.TransportError as exc:
                 last, last_kind = exc, "connection"
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                if status not in _RETRY_STATUSES:
-                    raise await self._status_error(exc) from exc
-                last, last_kind = exc, "rate" if status == 429 else "status"
-                wait = retry_after_seconds(dict(exc.response.headers))
-            except openai.APIError as exc:  # malformed body or stream: treat as transient
+            except httpx.InvalidURL as exc:
+                raise ModelError(
+                    f"{self._where()}: the URL is invalid ({exc}); check OpenAIModel(base_url=...)"
+                ) from None
+            except httpx.HTTPError as exc:  # a body that does not decode (bad gzip, ...)
+                last, last_kind = exc, "error"
+            except _TooLarge as exc:
+                raise ModelError(
+                    f"{self._where()} sent an answer over max_response_bytes="
+                    f"{self.max_response_bytes} ({exc}); it was cut off there. Raise "
+                    "OpenAIModel(max_response_bytes=...) if such answers are expected, or lower "
+                    "max_tokens"
+                ) from None
+            except _Status as exc:
+                if exc.status not in _RETRY_STATUSES:
+                    raise await self._status_error(exc) from None
+                last, last_kind = exc, "rate" if exc.status == 429 else "status"
+                wait = retry_after_seconds(exc.headers)
+            except _Malformed as exc:  # a broken answer may be a transient fault: retried
                 last, last_kind = exc, "error"
             if attempt == self.max_retries:
                 break
             backoff = self.backoff_s * (2**attempt) * (1 + 0.25 * random.random())
-            await anyio.sleep(min(self.max_backoff_s, backoff if wait is None else wait))
-        raise self._final_error(last, last_kind) from last
+            pause = min(self.max_backoff_s, backoff if wait is None else wait)
+            if deadline is not None:
+                pause = min(pause, max(0.0, deadline - time.perf_counter()))
+            await anyio.sleep(pause)
+        raise self._final_error(last, last_kind)
 
-    async def _streamed(self, client: AsyncOpenAI, body: dict[str, Any]) -> ModelResponse:
-        stream = await client.chat.completions.create(**body)
+    async def _attempt(self, client: httpx.AsyncClient, payload: bytes) -> ModelResponse:
+        url = f"{self._root()}/chat/completions"
+        headers = {"Content-Type": "application/json"}
+        if self.stream:
+            headers["Accept"] = "text/event-stream"
+        async with client.stream("POST", url, content=payload, headers=headers) as resp:
+            if resp.is_redirect or 300 <= resp.status_code < 400:
+                target = resp.headers.get("location", "?")
+                raise ModelError(
+                    f"{self._where()} redirected the request (HTTP {resp.status_code}) to "
+                    f"{target[:300]!r}; redirects are not followed, so the prompt was not "
+                    "re-sent there. Set OpenAIModel(base_url=...) to the right address if you "
+                    "trust it"
+                )
+            if resp.status_code >= 400 or resp.status_code < 200:
+                raw = await _read_capped(resp, _MAX_ERROR_BYTES, truncate=True)
+                raise _Status(resp.status_code, dict(resp.headers), _server_message(raw))
+            if self.stream:
+                return await self._read_stream(resp)
+            raw = await _read_capped(resp, self.max_response_bytes)
+        return self._parse(raw)
+
+    async def _read_stream(self, resp: httpx.Response) -> ModelResponse:
         text: list[str] = []
         thought: list[str] = []
         usage = Usage()
         finish: str | None = None
         model = self.model
-        try:
-            async for chunk in stream:
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    usage = Usage(
-                        prompt_tokens=chunk.usage.prompt_tokens or 0,
-                        completion_tokens=chunk.usage.completion_tokens or 0,
-                    )
-                for choice in chunk.choices[:1]:
-                    delta = choice.delta
-                    if delta.content:
-                        text.append(delta.content)
-                    r = _reasoning_of(delta)
-                    if r:
-                        thought.append(r)
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stream.close()
+        async for data in _sse_data(resp, self.max_response_bytes):
+            if data.strip() == "[DONE]":
+                break
+            chunk = _json_object(data, "a stream event")
+            if "error" in chunk and not chunk.get("choices"):
+                raise _Malformed(f"the stream carried an error: {_error_text(chunk)}")
+            model = _model_id(chunk.get("model"), model)
+            if chunk.get("usage") is not None:
+                usage = _usage(chunk.get("usage"), self._where())
+            choices = chunk.get("choices")
+            if choices is None:
+                choices = []
+            if not isinstance(choices, list):
+                raise _Malformed(f"'choices' is {_kind(choices)}, not a list")
+            for choice in choices[:1]:
+                if not isinstance(choice, Mapping):
+                    raise _Malformed(f"a choice is {_kind(choice)}, not an object")
+                delta = choice.get("delta") or {}
+                if not isinstance(delta, Mapping):
+                    raise _Malformed(f"'delta' is {_kind(delta)}, not an object")
+                content = _opt_str(delta.get("content"), "delta.content")
+                if content:
+                    text.append(content)
+                r = _reasoning_of(delta)
+                if r:
+                    thought.append(r)
+                reason = choice.get("finish_reason")
+                if reason:
+                    finish = _finish(reason)
         if finish is None:
-            openai = require("openai", "openai")
-            raise openai.APIConnectionError(
-                message="the stream ended before a finish_reason (connection dropped)",
-                request=stream.response.request,
+            raise httpx.RemoteProtocolError(
+                "the stream ended before a finish_reason (connection dropped)"
             )
-        answer, reasoning = split_reasoning("".join(text), "".join(thought) or None)
+        answer, reasoning = split_reasoning(_clean("".join(text)), _clean("".join(thought)) or None)
         return ModelResponse(
             text=answer, reasoning=reasoning, usage=usage, model=model, finish_reason=finish
         )
 
-    def _parse(self, completion: Any) -> ModelResponse:
-        if not completion.choices:
+    def _parse(self, raw: bytes) -> ModelResponse:
+        completion = _json_object(raw, "the answer")
+        choices = completion.get("choices")
+        if not choices and "error" in completion:
+            raise _Malformed(f"the answer is an error: {_error_text(completion)}")
+        if choices is None or choices == []:
             raise ModelError(
                 f"{self._where()} answered with no choices; check that the model "
                 f"{self.model!r} serves chat completions"
             )
-        choice = completion.choices[0]
-        message = choice.message
-        answer, reasoning = split_reasoning(message.content or "", _reasoning_of(message))
-        u = completion.usage
-        usage = (
-            Usage(prompt_tokens=u.prompt_tokens or 0, completion_tokens=u.completion_tokens or 0)
-            if u is not None
-            else Usage()
-        )
+        if not isinstance(choices, list):
+            raise _Malformed(f"'choices' is {_kind(choices)}, not a list")
+        choice = choices[0]
+        if not isinstance(choice, Mapping):
+            raise _Malformed(f"choices[0] is {_kind(choice)}, not an object")
+        message = choice.get("message")
+        if not isinstance(message, Mapping):
+            raise _Malformed(f"choices[0].message is {_kind(message)}, not an object")
+        content = _opt_str(message.get("content"), "choices[0].message.content") or ""
+        answer, reasoning = split_reasoning(_clean(content), _clean(_reasoning_of(message) or ""))
+        raw_usage = completion.get("usage")
+        usage = Usage() if raw_usage is None else _usage(raw_usage, self._where())
         return ModelResponse(
             text=answer,
-            reasoning=reasoning,
+            reasoning=reasoning or None,
             usage=usage,
-            model=completion.model or self.model,
-            finish_reason=choice.finish_reason,
+            model=_model_id(completion.get("model"), self.model),
+            finish_reason=_finish(choice.get("finish_reason")),
         )
 
     def _where(self) -> str:
-        where = self._client.base_url if self._client is not None else self.base_url
-        return f"the model service at {where or 'the SDK default URL'}"
+        return f"the model service at {self._root()}"
 
-    async def _status_error(self, exc: Any) -> ModelError:
-        status = int(exc.status_code)
-        said = _server_message(exc)
+    async def _status_error(self, exc: _Status) -> ModelError:
+        status, said = exc.status, exc.message
         if status in (401, 403):
             return ModelAuthError(
                 f"{self._where()} refused the API key (HTTP {status}: {said}). Pass "
@@ -376,13 +497,28 @@ class OpenAIModel(OperatorModel):
     async def _known_models(self) -> list[str]:
         try:
             with anyio.fail_after(min(10.0, self.timeout_s)):
-                page = await self._get_client().models.list()
-            return sorted(m.id for m in page.data)[:20]
+                async with self._get_client().stream("GET", f"{self._root()}/models") as resp:
+                    if resp.status_code != 200:
+                        return []
+                    page = _json_object(await _read_capped(resp, 1024 * 1024), "the model list")
+            data = page.get("data")
+            ids = [
+                m["id"]
+                for m in (data if isinstance(data, list) else [])
+                if isinstance(m, Mapping) and isinstance(m.get("id"), str)
+            ]
+            return sorted(_clean(i)[:200] for i in ids)[:20]
         except Exception:  # best effort: the hint is optional
             return []
 
     def _final_error(self, last: BaseException | None, kind: str) -> ModelError:
         tries = self.max_retries + 1
+        if kind == "total":
+            return ModelTimeout(
+                f"{self._where()} did not answer within total_timeout_s={self.total_timeout_s} "
+                f"(last error: {type(last).__name__}: {last}); raise "
+                "OpenAIModel(total_timeout_s=...) or check the server's load"
+            )
         if kind == "timeout":
             return ModelTimeout(
                 f"{self._where()} did not answer within timeout_s={self.timeout_s} on any of "
@@ -399,24 +535,167 @@ class OpenAIModel(OperatorModel):
         )
 
 
-def _reasoning_of(message: Any) -> str | None:
-    extra = getattr(message, "model_extra", None) or {}
+# ---------------------------------------------------------------------------------------------
+# Reading an untrusted answer
+
+
+async def _read_capped(resp: httpx.Response, cap: int, *, truncate: bool = False) -> bytes:
+    """The body, at most ``cap`` bytes: past it, :class:`_TooLarge` (or the first ``cap``)."""
+    declared = resp.headers.get("content-length", "")
+    if not truncate and declared.isdigit() and int(declared) > cap:
+        raise _TooLarge(f"Content-Length {declared}")
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) > cap:
+            if truncate:
+                return bytes(buf[:cap])
+            raise _TooLarge(f"more than {cap} bytes received")
+    return bytes(buf)
+
+
+async def _sse_data(resp: httpx.Response, cap: int) -> AsyncIterator[str]:
+    """The ``data`` of each server-sent event, reading at most ``cap`` bytes in all."""
+    total = 0
+    buf = bytearray()
+    scan = 0
+    data: list[str] = []
+    async for chunk in resp.aiter_bytes():
+        total += len(chunk)
+        if total > cap:
+            raise _TooLarge(f"more than {cap} bytes of events received")
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n", scan)
+            if nl < 0:
+                scan = len(buf)
+                break
+            line = bytes(buf[:nl]).rstrip(b"\r")
+            del buf[: nl + 1]
+            scan = 0
+            if not line:
+                if data:
+                    yield "\n".join(data)
+                    data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append(_decode(value[1:] if value.startswith(b" ") else value))
+    if buf.startswith(b"data:"):
+        value = bytes(buf[5:]).rstrip(b"\r")
+        data.append(_decode(value[1:] if value.startswith(b" ") else value))
+    if data:
+        yield "\n".join(data)
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Malformed(f"the answer is not UTF-8 ({exc})") from None
+
+
+def _json_object(raw: bytes | str, what: str) -> Mapping[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        text = raw[:200].decode("utf-8", "replace") if isinstance(raw, bytes) else raw[:200]
+        raise _Malformed(f"{what} is not JSON ({exc}): {text!r}") from None
+    if not isinstance(value, Mapping):
+        raise _Malformed(f"{what} is {_kind(value)}, not a JSON object")
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "missing"
+    return f"a {type(value).__name__} ({str(value)[:60]!r})"
+
+
+def _clean(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _opt_str(value: object, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _Malformed(f"{where} is {_kind(value)}, not a string")
+
+
+def _finish(value: object) -> str | None:
+    return _clean(value)[:64] if isinstance(value, str) and value else None
+
+
+def _model_id(value: object, default: str) -> str:
+    if isinstance(value, str) and value.strip() and len(value) <= 256:
+        return _clean(value)
+    return default
+
+
+def _token_count(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and 0 <= value <= _MAX_TOKENS_PER_CALL:
+        return value
+    return None
+
+
+def _usage(raw: object, where: str) -> Usage:
+    """Token usage from an answer; implausible counts are unknown (0) with a warning."""
+    if not isinstance(raw, Mapping):
+        log.warning("%s reported usage %s; token usage is unknown", where, _kind(raw))
+        return Usage()
+    counts: dict[str, int] = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = raw.get(key)
+        count = 0 if value is None else _token_count(value)
+        if count is None:
+            log.warning(
+                "%s reported %s=%s, not an integer in [0, %d]; counted as unknown (0)",
+                where,
+                key,
+                str(value)[:60],
+                _MAX_TOKENS_PER_CALL,
+            )
+            count = 0
+        counts[key] = count
+    return Usage(**counts)
+
+
+def _reasoning_of(message: Mapping[str, Any]) -> str | None:
     for key in ("reasoning_content", "reasoning"):
-        value = getattr(message, key, None) or extra.get(key)
+        value = message.get(key)
         if isinstance(value, str) and value:
             return value
     return None
 
 
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
+def _error_text(body: Mapping[str, Any]) -> str:
+    err = body.get("error", body)
+    if isinstance(err, Mapping):
+        for key in ("message", "detail"):
+            if isinstance(err.get(key), str):
+                return _one_line(err[key])
+    if isinstance(err, str):
+        return _one_line(err)
+    return _one_line(json.dumps(err, default=str)[:300])
+
+
+def _server_message(raw: bytes) -> str:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return _one_line(raw.decode("utf-8", "replace")) or "no message"
     if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, Mapping) and err.get("message"):
-            return str(err["message"])
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-    return str(getattr(exc, "message", exc))
+        if isinstance(body.get("message"), str) and "error" not in body:
+            return _one_line(body["message"])
+        return _error_text(body)
+    return _one_line(str(body))
+
+
+def _one_line(text: str) -> str:
+    return _clean(" ".join(text.split()))[:500]
 
 
 def _with_latency(resp: ModelResponse, latency: float) -> ModelResponse:

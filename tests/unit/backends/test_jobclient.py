@@ -8,10 +8,12 @@ import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
@@ -20,10 +22,10 @@ uvicorn = pytest.importorskip("uvicorn")
 
 from starlette.applications import Starlette  # noqa: E402
 from starlette.requests import Request  # noqa: E402
-from starlette.responses import JSONResponse, Response  # noqa: E402
+from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from openmle import Job, Outcome, Resources, RunResult, Split  # noqa: E402
+from openmle import Job, Outcome, Resources, RunResult, Split, TaskMeta  # noqa: E402
 from openmle.backends import JobServiceSandbox  # noqa: E402
 from openmle.errors import InvalidArgument, JobServiceError, SandboxError  # noqa: E402
 from openmle.gym.service import ServiceConfig, create_app  # noqa: E402
@@ -94,18 +96,44 @@ class Scripted:
         body = await request.json()
         self.log.append(("POST", request.url.path, body))
         status, headers, data = self.posts.popleft()
-        return JSONResponse(data, status, headers)
+        return _answer(status, headers, data)
 
     async def get(self, request: Request) -> Response:
         self.log.append(("GET", request.url.path, dict(request.query_params)))
         status, headers, data = self.gets.popleft()
         if self.long_poll:
             headers = {**headers, "X-Long-Poll": "60"}
-        return JSONResponse(data, status, headers)
+        return _answer(status, headers, data)
 
     async def delete(self, request: Request) -> Response:
         self.log.append(("DELETE", request.url.path, {}))
         return JSONResponse({"job_id": "j1", "status": "cancelled"})
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """A body that never ends: ``chunk`` every ``every_s`` seconds (0: as fast as possible)."""
+
+    chunk: bytes = b" "
+    every_s: float = 0.5
+
+
+def _answer(status: int, headers: dict[str, str], data: Any) -> Response:
+    if isinstance(data, bytes):
+        return Response(data, status, headers, media_type="application/json")
+    if isinstance(data, Trickle):
+        return StreamingResponse(_trickle(data), status, headers, media_type="application/json")
+    return JSONResponse(data, status, headers)
+
+
+async def _trickle(spec: Trickle) -> AsyncIterator[bytes]:
+    yield b'{"status": "running", "detail": "'
+    while True:
+        yield spec.chunk
+        if spec.every_s:
+            await anyio.sleep(spec.every_s)
+        else:
+            await anyio.lowlevel.checkpoint()
 
 
 def _job(**kw: Any) -> Job:
@@ -353,3 +381,154 @@ async def test_closed_sandbox_and_bad_settings() -> None:
             _client("http://127.0.0.1:9", **kw)
     with pytest.raises(InvalidArgument, match="base_url"):
         JobServiceSandbox("127.0.0.1:9")
+
+
+# ---------------------------------------------------------------------------------------------
+# A hostile or broken job service (second security review): every bad answer is an INFRA_ERROR
+# result, never a crash, never a score, never a wait past wait_timeout_s.
+
+
+def _done(**run_result: Any) -> dict[str, Any]:
+    rr = _handler(_job()).to_dict()
+    rr.update(run_result)
+    return {"job_id": "j1", "status": "completed", "result": {"run_result": rr}}
+
+
+async def _run_against(
+    gets: list[tuple[int, dict[str, str], Any]], job: Job | None = None, **kw: Any
+) -> tuple[RunResult, Scripted]:
+    fake = Scripted()
+    fake.posts.append((200, {}, {"job_id": "j1", "status": "queued"}))
+    fake.gets.extend(gets)
+    async with serving(fake.app) as url:
+        client = _client(url, **kw)
+        with anyio.fail_after(60):
+            result = await client.run(job or _job())
+        await client.aclose()
+    return result, fake
+
+
+@pytest.mark.anyio
+async def test_trickling_long_poll_cannot_stretch_the_wait() -> None:
+    """A poll answer sending one byte every 0.5 s (under the read timeout) ends at
+    ``wait_timeout_s``, and the job is cancelled (before: 15 s asked, 160 s taken)."""
+    t0 = time.monotonic()
+    result, fake = await _run_against(
+        [(200, {}, Trickle(every_s=0.5))] * 3,
+        wait_timeout_s=2.0,
+        long_poll_s=1.0,
+        request_timeout_s=5.0,
+    )
+    assert result.outcome is Outcome.INFRA_ERROR and "wait_timeout_s=2.0" in result.detail
+    assert time.monotonic() - t0 < 15
+    assert ("DELETE", "/api/v1/jobs/j1", {}) in fake.log
+
+
+@pytest.mark.anyio
+async def test_endless_poll_answer_is_cut_at_the_byte_cap() -> None:
+    """An answer that never ends stops at ``max_response_bytes`` (8 MiB): INFRA_ERROR (before:
+    23 GB of memory in 300 s)."""
+    result, _ = await _run_against([(200, {}, Trickle(chunk=b"x" * 2**20, every_s=0))])
+    assert result.outcome is Outcome.INFRA_ERROR
+    assert "max_response_bytes=8388608" in result.detail
+
+
+@pytest.mark.anyio
+async def test_oversized_submission_answer_is_an_infra_error() -> None:
+    """A declared body over the cap (the cap is settable) is refused unread."""
+    fake = Scripted()
+    fake.posts.append((200, {}, {"job_id": "j1", "status": "queued", "detail": "x" * 5000}))
+    async with serving(fake.app) as url:
+        client = _client(url, max_response_bytes=2048)
+        result = await client.run(_job())
+        await client.aclose()
+    assert result.outcome is Outcome.INFRA_ERROR and "Content-Length" in result.detail
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [400, 401, 403, 409, 422])
+async def test_4xx_while_polling_is_an_infra_error(status: int) -> None:
+    """A 4xx on a poll is an INFRA_ERROR for this run, not an exception that ends the search."""
+    result, _ = await _run_against([(status, {}, {"detail": "nope"})])
+    assert result.outcome is Outcome.INFRA_ERROR and f"HTTP {status}" in result.detail
+
+
+BIG = b'{"job_id": "j1", "status": "completed", "result": {"run_result": {"outcome": "success", '
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (_done(split="test"), "split"),
+        (BIG + b'"score": 1' + b"0" * 400 + b', "split": "valid"}}}', "too large"),
+        (_done(score=1.7e308), "beyond any metric"),
+        (_done(logs=17), "logs is a int"),
+        (_done(error_signature={"a": 1}), "error_signature is a dict"),
+        (_done(outcome="winner"), "outcome"),
+        (_done(runtime_s=-1.0), "runtime_s"),
+        (_done(score="0.5"), "score is a str"),
+        (_done(artifacts="a.csv"), "artifacts"),
+        (_done(outcome="runtime_error"), "has a score"),
+        ({**_done(), "job_id": "j2"}, "job 'j2', not job 'j1'"),
+        ({**_done(), "eval_split": "test"}, "eval_split"),
+        ({**_done(), "result": ["x"]}, "result is a list"),
+        ({**_done(), "status": 7}, "status is a int"),
+        (b"<html>200 OK</html>", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (
+            {"status": "completed", "result": {"result": "success", "score": 10**400}},
+            "too large",
+        ),
+        ({"status": "completed", "result": {"result": "success", "run_log": 5}}, "run_log"),
+        ({"status": "completed", "result": {"result": {"x": 1}}}, "result.result"),
+    ],
+)
+async def test_malformed_results_are_infra_errors(answer: Any, said: str) -> None:
+    """Bad fields, another job's or split's result, scores that overflow or are absurd: each an
+    INFRA_ERROR naming the fault (before: OverflowError, TypeError, or a wrong score taken)."""
+    result, fake = await _run_against([(200, {}, answer)])
+    assert result.outcome is Outcome.INFRA_ERROR and result.score is None
+    assert said in result.detail
+    assert ("DELETE", "/api/v1/jobs/j1", {}) in fake.log
+
+
+@pytest.mark.anyio
+async def test_a_valid_result_is_not_the_test_result() -> None:
+    """The final test job refuses a result computed on ``valid``."""
+    result, _ = await _run_against([(200, {}, _done(split="valid"))], job=_job(split="test"))
+    assert result.outcome is Outcome.INFRA_ERROR and result.split is Split.TEST
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("score", "ok"), [(0.9, True), (1.7, False), (-0.2, False)])
+async def test_scores_outside_the_task_metric_range_are_refused(score: float, ok: bool) -> None:
+    """With ``task_meta``, an AUC outside [0, 1] is INFRA_ERROR, never recorded as best."""
+    meta = {"toy": TaskMeta(theoretical_min=0.0, theoretical_max=1.0)}
+    result, _ = await _run_against([(200, {}, _done(score=score))], task_meta=meta)
+    if ok:
+        assert result.outcome is Outcome.SUCCESS and result.score == score
+    else:
+        assert result.outcome is Outcome.INFRA_ERROR and "metric range [0.0, 1.0]" in result.detail
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("job_id", ["../../admin", "", "a b", {"id": 1}, "x" * 200])
+async def test_unsafe_job_ids_are_refused(job_id: Any) -> None:
+    """A job id that is not a plain token never reaches a URL path."""
+    fake = Scripted()
+    fake.posts.append((200, {}, {"job_id": job_id, "status": "queued"}))
+    async with serving(fake.app) as url:
+        client = _client(url)
+        result = await client.run(_job())
+        await client.aclose()
+    assert result.outcome is Outcome.INFRA_ERROR and "job_id" in result.detail
+    assert [m for m, _, _ in fake.log] == ["POST"]
+
+
+@pytest.mark.anyio
+async def test_lone_surrogate_in_the_program_is_sent() -> None:
+    """A program holding a lone surrogate is sent (escaped), not a UnicodeEncodeError."""
+    result, fake = await _run_against([(200, {}, _done())], job=_job(code="print('\ud800')"))
+    assert result.outcome is Outcome.SUCCESS
+    assert fake.log[0][2]["code"] == "print('\ud800')"

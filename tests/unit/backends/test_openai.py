@@ -1,4 +1,5 @@
-"""``OpenAIModel`` over real HTTP against a scripted OpenAI-compatible server on 127.0.0.1."""
+"""``OpenAIModel`` over real HTTP against a scripted OpenAI-compatible server on 127.0.0.1
+(well-behaved, broken and hostile: the second security review's attacks are at the end)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import attrs
 import pytest
 
-pytest.importorskip("openai")
 pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
@@ -56,6 +58,9 @@ class Reply:
     drop_after_chunks: int | None = None
     message: str = "scripted error"
     finish_reason: str = "stop"
+    raw: bytes | None = None  # send exactly these bytes (any status, headers, media type)
+    media_type: str = "application/json"
+    endless: bool = False  # a 200 body that never ends (an event stream when streaming)
 
 
 class _Dropped(Exception):
@@ -69,6 +74,7 @@ class FakeOpenAI:
         self.replies: deque[Reply] = deque()
         self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.models = ["served/model-a", "served/model-b"]
+        self.stolen: list[dict[str, Any]] = []  # requests that reached the redirect target
         self.in_flight = 0
         self.max_in_flight = 0
         self.base_url = ""
@@ -76,18 +82,24 @@ class FakeOpenAI:
             routes=[
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/models", self.list_models, methods=["GET"]),
+                Route("/elsewhere/v1/chat/completions", self.steal, methods=["POST"]),
             ]
         )
 
     def reset(self) -> None:
         self.replies.clear()
         self.requests.clear()
+        self.stolen.clear()
         self.in_flight = self.max_in_flight = 0
 
     async def list_models(self, request: Request) -> Response:
         return JSONResponse(
             {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
         )
+
+    async def steal(self, request: Request) -> Response:
+        self.stolen.append(await request.json())
+        return JSONResponse({"error": {"message": "you should not be here"}}, status_code=400)
 
     async def chat(self, request: Request) -> Response:
         body = await request.json()
@@ -99,6 +111,17 @@ class FakeOpenAI:
             await anyio.sleep(reply.delay_s)
         finally:
             self.in_flight -= 1
+        if reply.raw is not None:
+            return Response(
+                reply.raw,
+                status_code=reply.status,
+                headers=reply.headers,
+                media_type=reply.media_type,
+            )
+        if reply.endless:
+            return StreamingResponse(
+                _endless(bool(body.get("stream"))), media_type="text/event-stream"
+            )
         if reply.status != 200:
             return JSONResponse(
                 {"error": {"message": reply.message, "type": "scripted", "code": reply.status}},
@@ -157,6 +180,19 @@ class FakeOpenAI:
             }
             yield chunk(None, usage=u)  # type: ignore[arg-type]
         yield b"data: [DONE]\n\n"
+
+
+async def _endless(stream: bool) -> AsyncIterator[bytes]:
+    """A body that never ends, 1 MiB at a time (the hostile server of the security review)."""
+    if stream:
+        event = b'data: {"choices":[{"index":0,"delta":{"content":"xxxxxxxx"}}]}\n\n'
+        block = event * (2**20 // len(event))
+    else:
+        yield b'{"choices":[{"index":0,"message":{"role":"assistant","content":"'
+        block = b"x" * 2**20
+    while True:
+        yield block
+        await anyio.lowlevel.checkpoint()
 
 
 def _pieces(text: str, n: int = 4) -> list[str]:
@@ -411,7 +447,7 @@ async def test_unreachable_server_raises_model_error() -> None:
     model = OpenAIModel(
         model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff_s=0.01
     )
-    with pytest.raises(ModelError, match="APIConnectionError"):
+    with pytest.raises(ModelError, match="ConnectError"):
         await model.complete(_request())
     await model.aclose()
 
@@ -453,7 +489,7 @@ async def test_400_is_not_retried(server: FakeOpenAI) -> None:
 @pytest.mark.anyio
 async def test_concurrency_limit(server: FakeOpenAI) -> None:
     """No more than ``max_concurrency`` calls are in flight at once."""
-    server.replies.extend([Reply(delay_s=0.2) for _ in range(6)])
+    server.replies.extend([Reply(delay_s=1.0) for _ in range(6)])
     model = _model(server, max_concurrency=2)
     async with anyio.create_task_group() as tg:
         for _ in range(6):
@@ -520,9 +556,222 @@ def test_split_reasoning() -> None:
         {"model": "m", "max_retries": -1},
         {"model": "m", "max_concurrency": 0},
         {"model": "m", "max_tokens": 0},
+        {"model": "m", "max_response_bytes": 10},
+        {"model": "m", "total_timeout_s": 0},
+        {"model": "m", "base_url": "ftp://x"},
     ],
 )
 def test_bad_settings_name_the_field(kw: dict[str, Any]) -> None:
     """Invalid settings raise ``InvalidArgument`` naming the field."""
     with pytest.raises(InvalidArgument, match="OpenAIModel"):
         OpenAIModel(**kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# A hostile or broken server (second security review): every answer is a ModelError or a
+# sanitised response, never another exception, and never unbounded memory.
+
+
+def _completion(message: Any = None, usage: Any = None, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "model": "served/model-a",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    body.update(extra)
+    return body
+
+
+def _raw(value: Any) -> bytes:
+    return json.dumps(value, allow_nan=True).encode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_endless_body_is_cut_at_the_byte_cap(server: FakeOpenAI, stream: bool) -> None:
+    """A body that never ends stops at ``max_response_bytes`` (32 MiB), not at ``timeout_s``.
+
+    (Before: it grew ~450 MB/s until the 600 s timeout.) No retry: it would only repeat.
+    """
+    server.replies.extend([Reply(endless=True), Reply()])
+    model = _model(server, stream=stream, timeout_s=120, max_retries=1)
+    with anyio.fail_after(110), pytest.raises(ModelError, match="max_response_bytes=33554432"):
+        await model.complete(_request())
+    await model.aclose()
+    assert len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_declared_oversized_body_is_refused_unread(server: FakeOpenAI) -> None:
+    """A ``Content-Length`` over the cap is refused before the body is read; the cap is settable."""
+    server.replies.append(Reply(raw=_raw(_completion({"content": "x" * 5000}))))
+    model = _model(server, max_response_bytes=4096, max_retries=0)
+    with pytest.raises(ModelError, match="Content-Length"):
+        await model.complete(_request())
+    await model.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("raw", "media_type", "said"),
+    [
+        (b'{"choices": [{"message": {"content": "print(1)"', "application/json", "not JSON"),
+        (b"<html><body>Welcome to nginx!</body></html>", "text/html", "not JSON"),
+        (b'["a", "list"]', "application/json", "not a JSON object"),
+        (_raw(_completion(None)), "application/json", "message is missing"),
+        (_raw(_completion("print(1)")), "application/json", "message is a str"),
+        (_raw(_completion({"content": 42})), "application/json", "content is a int"),
+        (_raw(_completion({"content": ["x"]})), "application/json", "content is a list"),
+        (_raw({"choices": "many"}), "application/json", "'choices' is a str"),
+        (_raw({"choices": [7]}), "application/json", "choices\\[0\\] is a int"),
+        (b"\xff\xfe{}", "application/json", "not JSON"),
+        (_raw({"error": {"message": "engine overloaded"}}), "application/json", "overloaded"),
+    ],
+)
+async def test_malformed_answers_raise_model_error(
+    server: FakeOpenAI, raw: bytes, media_type: str, said: str
+) -> None:
+    """Invalid JSON, an HTML page with status 200, choices without a message, content that is
+    not a string: each a ``ModelError`` naming the fault (before: JSONDecodeError,
+    AttributeError or TypeError aborted the search)."""
+    server.replies.extend([Reply(raw=raw, media_type=media_type)] * 2)
+    model = _model(server, max_retries=1)
+    with pytest.raises(ModelError, match=said) as info:
+        await model.complete(_request())
+    await model.aclose()
+    assert type(info.value) is ModelError and len(server.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_malformed_answer_then_good_one_is_retried(server: FakeOpenAI) -> None:
+    """A malformed answer is retried like a transient fault."""
+    server.replies.extend([Reply(raw=b"<html>502</html>", media_type="text/html"), Reply()])
+    model = _model(server)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "print(1)" and len(server.requests) == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "events",
+    [
+        [b"data: {not json\n\n"],
+        [b'data: {"choices": [{"delta": {"content": 5}}]}\n\n'],
+        [b'data: {"choices": {"a": 1}}\n\n'],
+        [b'data: {"choices": [{"delta": "text"}]}\n\n'],
+        [b'data: {"error": {"message": "worker died"}}\n\n'],
+        [b"data: 17\n\n"],
+    ],
+)
+async def test_malformed_stream_events_raise_model_error(
+    server: FakeOpenAI, events: list[bytes]
+) -> None:
+    """Garbage inside an event stream is a ``ModelError`` too."""
+    raw = b"".join(events) + b"data: [DONE]\n\n"
+    server.replies.extend([Reply(raw=raw, media_type="text/event-stream")] * 2)
+    model = _model(server, stream=True, max_retries=1)
+    with pytest.raises(ModelError, match="failed on all 2 attempts"):
+        await model.complete(_request())
+    await model.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream", [False, True])
+async def test_lone_surrogates_are_replaced(server: FakeOpenAI, stream: bool) -> None:
+    """A lone surrogate (``\\ud800`` is valid JSON) becomes U+FFFD, so the program can be written
+    to a file and sent to a job service (before: UnicodeEncodeError there)."""
+    if stream:
+        raw = (
+            b'data: {"choices": [{"delta": {"content": "print(\'\\ud800\')"}}]}\n\n'
+            b'data: {"choices": [{"delta": {}, "finish_reason": "stop"}]}\n\n'
+            b"data: [DONE]\n\n"
+        )
+        reply = Reply(raw=raw, media_type="text/event-stream")
+    else:
+        reply = Reply(raw=b'{"choices": [{"message": {"content": "print(\'\\udc80\')"}}]}')
+    server.replies.append(reply)
+    model = _model(server, stream=stream)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.text == "print('\ufffd')" and resp.text.encode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        ({"prompt_tokens": float("nan"), "completion_tokens": float("inf")}, (0, 0)),
+        ({"prompt_tokens": "12", "completion_tokens": 3}, (0, 3)),
+        ({"prompt_tokens": -5000, "completion_tokens": 4}, (0, 4)),
+        ({"prompt_tokens": 10**30, "completion_tokens": 4}, (0, 4)),
+        ({"prompt_tokens": 7.0, "completion_tokens": 2.5}, (7, 0)),
+        ({"prompt_tokens": True, "completion_tokens": [1]}, (0, 0)),
+        ("lots", (0, 0)),
+        ([1, 2], (0, 0)),
+    ],
+)
+async def test_implausible_usage_is_unknown_with_a_warning(
+    server: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
+    usage: Any,
+    expected: tuple[int, int],
+) -> None:
+    """NaN, infinite, negative, huge, fractional or non-numeric token counts count as unknown
+    (0) with a warning: never negative, never a crash when journaled or priced (before:
+    ValueError or TypeError)."""
+    server.replies.append(Reply(raw=_raw(_completion({"content": "print(1)"}, usage=usage))))
+    model = _model(server)
+    with caplog.at_level("WARNING", logger="openmle.model"):
+        resp = await model.complete(_request())
+    await model.aclose()
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == expected
+    assert resp.text == "print(1)"
+    assert any("unknown" in r.getMessage() for r in caplog.records)
+    json.dumps(attrs.asdict(resp.usage), allow_nan=False)  # journaling works
+
+
+@pytest.mark.anyio
+async def test_odd_model_id_and_finish_reason_are_sanitised(server: FakeOpenAI) -> None:
+    """A list as model id or a dict as finish reason do not reach the caller."""
+    raw = _raw(
+        {
+            "model": ["x"],
+            "choices": [{"message": {"content": "ok"}, "finish_reason": {"a": 1}}],
+        }
+    )
+    server.replies.append(Reply(raw=raw))
+    model = _model(server)
+    resp = await model.complete(_request())
+    await model.aclose()
+    assert resp.model == "served/model-a" and resp.finish_reason is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_redirects_are_not_followed(server: FakeOpenAI, status: int) -> None:
+    """A redirect to another origin is a ``ModelError`` naming the target; the prompt is never
+    re-sent there (before: a 307/308 re-sent it to the new host)."""
+    port = server.base_url.split(":")[2].split("/")[0]
+    target = f"http://localhost:{port}/elsewhere/v1/chat/completions"
+    server.replies.append(Reply(status=status, raw=b"", headers={"location": target}))
+    model = _model(server)
+    with pytest.raises(ModelError, match="redirected") as info:
+        await model.complete(_request())
+    await model.aclose()
+    assert target in str(info.value) and server.stolen == [] and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_total_timeout_bounds_the_whole_call(server: FakeOpenAI) -> None:
+    """``total_timeout_s`` caps every attempt and backoff together."""
+    server.replies.extend([Reply(delay_s=1.0) for _ in range(5)])
+    model = _model(server, timeout_s=0.4, total_timeout_s=1.0, max_retries=50, backoff_s=0.3)
+    t0 = time.monotonic()
+    with anyio.fail_after(30), pytest.raises(ModelTimeout, match=r"total_timeout_s=1\.0"):
+        await model.complete(_request())
+    await model.aclose()
+    assert time.monotonic() - t0 < 20 and len(server.requests) <= 5

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+from typing import Any
+
+import pytest
+
 from openmle import Outcome
+from openmle.errors import InvalidArgument
 from openmle.operators import parse_response, program_fingerprint, same_program
 
 PROGRAM = "import pandas as pd\n\ndf = pd.read_csv('train.csv')\nprint(df.shape)\n"
@@ -70,3 +76,61 @@ def test_same_program_ignores_layout_comments_docstrings() -> None:
     assert not same_program(a, c)
     assert program_fingerprint(a) == program_fingerprint(b) != program_fingerprint(c)
     assert same_program("def f(:\n  pass", "def  f(:\n pass")
+
+
+def test_oversized_block_is_not_analysed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block over ``max_code_chars`` never reaches ``ast.parse``: MISSING_CODE with a reason.
+
+    (A 20 MB block drove ``ast.parse`` into an 8 GB memory limit and aborted the search.)
+    """
+    calls: list[int] = []
+    real = ast.parse
+
+    def counting(source: str, *a: Any, **kw: Any) -> Any:
+        calls.append(len(source))
+        return real(source, *a, **kw)
+
+    monkeypatch.setattr(ast, "parse", counting)
+    huge = "x = 1\n" * 50_000  # 300,000 characters, over the 256 Ki default
+    p = parse_response(f"Plan.\n```python\n{huge}```\n")
+    assert p.code is None and p.outcome is Outcome.MISSING_CODE and p.n_blocks == 1
+    assert "max_code_chars=262144" in p.detail and "299999 characters" in p.detail
+    assert p.plan == "Plan." and calls == []
+    # A small program next to the huge one is still found; the huge one is never parsed.
+    p = parse_response(f"```python\n{huge}```\n```python\n{PROGRAM}```", max_code_chars=1000)
+    assert p.code == PROGRAM and calls == [len(PROGRAM.rstrip("\n"))]
+
+
+def test_many_blocks_bound_the_parsing_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many broken blocks under the limit: at most 4 * max_code_chars characters are parsed."""
+    calls: list[int] = []
+    real = ast.parse
+
+    def counting(source: str, *a: Any, **kw: Any) -> Any:
+        calls.append(len(source))
+        return real(source, *a, **kw)
+
+    monkeypatch.setattr(ast, "parse", counting)
+    broken = "def f(:\n" + "    pass\n" * 100  # 908 characters, does not parse
+    p = parse_response("".join(f"```python\n{broken}```\n" for _ in range(50)), max_code_chars=1000)
+    assert p.code == broken and sum(calls) <= 4000 and len(calls) == 4
+
+
+def test_bad_code_limit_names_the_argument() -> None:
+    """``max_code_chars`` must be a positive integer."""
+    with pytest.raises(InvalidArgument, match="max_code_chars"):
+        parse_response("x", max_code_chars=0)
+
+
+def test_lone_surrogates_are_replaced() -> None:
+    """A lone surrogate (valid in JSON, unencodable in a file or request) becomes U+FFFD."""
+    p = parse_response("Plan \ud800.\n```python\nprint('\udc80')\n```")
+    assert p.code == "print('\ufffd')\n" and p.plan == "Plan \ufffd."
+    assert p.code.encode() and p.plan.encode()
+
+
+def test_huge_programs_compare_by_text() -> None:
+    """``same_program`` on programs over the limit compares text instead of parsing them."""
+    huge = "x = 1\n" * 50_000
+    assert same_program(huge, huge + "\n") and not same_program(huge, huge + "y = 2\n")
+    assert program_fingerprint(huge) == program_fingerprint(huge.replace("\n", "\n\n"))
