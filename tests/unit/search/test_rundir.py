@@ -281,6 +281,10 @@ def test_runs_without_a_chain_are_still_read_and_resumed(tmp_path: Path) -> None
     result = resume_search(old, budget=Budget(steps=7), **kwargs())
     assert len(result.nodes) == 7
     assert all("chain" not in r for r in read_journal(old))
+    from openmle.search._report import write_report
+
+    assert "before the hash chain" in write_report(old).read_text()
+    assert "hash chain verified" in write_report(a).read_text()
     _rewrite(old, lambda rs: [*rs[:-1], {**rs[-1], "chain": "0" * 64}])
     with pytest.raises(RunDirError, match="carries a hash chain"):
         RunDir.open(old).records()
