@@ -48,6 +48,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -536,11 +537,20 @@ class RunDir:
         return out
 
     def sessions(self) -> list[dict[str, Any]]:
-        """The session events."""
+        """The session events (lines that are not JSON objects with an ``"event"`` skipped:
+        the file is informational, the journal is the record)."""
         p = self.path / SESSIONS
         if not p.exists():
             return []
-        return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+        out: list[dict[str, Any]] = []
+        for x in p.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(x)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("event"), str):
+                out.append(rec)
+        return out
 
     def replay(
         self, core: SearchCore, on_proposal: Callable[[Proposal], object] | None = None
@@ -654,6 +664,13 @@ async def aresume_search(
     from openmle.search._prompts import OperatorPrompts, PendingRequest, TaskInfo
 
     rd = RunDir.open(run_dir)
+    if not rd.chained:
+        warnings.warn(
+            f"{rd.path} was written before the journal hash chain: it is resumed, but edits "
+            "to its journal cannot be detected (new lines stay unchained)",
+            UserWarning,
+            stacklevel=2,
+        )
     m = rd.manifest
     cfg = SearchConfig.from_dict(m["config"])
     bud = budget or Budget.from_dict(m["budget"])
