@@ -7,6 +7,13 @@ own ``cost_usd``). A :class:`Ledger` sums what every committed node consumed and
 is reached; the search then stops proposing and either lets running work finish or cancels it
 (``Budget.on_exhaust``).
 
+Usage reported by a model service is not trusted: :func:`check_usage` accepts only integer
+token counts in ``[0, MAX_STEP_TOKENS]`` and :func:`check_cost` only a finite, non-negative cost;
+the driver replaces anything else by an estimate (characters / 4) or "unknown" and records a
+warning on the node, so a negative count cannot disable the ``tokens`` cap and a huge one cannot
+crash the search. The price table prices the model the user asked for, not the id the service
+reports (a different reported id cannot escape the table).
+
 Departures from the released system: there, the sandbox-time budget counts only successful
 validation runs and the model-plus-sandbox budget is a wall clock that restarts on resume
 (reference 5.10); here every run counts (a failed program used the machine too) and wall time
@@ -27,6 +34,37 @@ from openmle._validation import check_choice, check_positive, fail
 
 __all__ = ["Budget", "Consumption", "Ledger", "PriceTable"]
 
+MAX_STEP_TOKENS = 10**9
+"""The most prompt (or completion) tokens one step may report; more is treated as invalid."""
+
+
+def check_usage(usage: object) -> str | None:
+    """Why ``usage`` cannot be trusted (a short reason), or None when it is valid: a
+    :class:`Usage` whose counts are integers in ``[0, MAX_STEP_TOKENS]``."""
+    if not isinstance(usage, Usage):
+        return f"usage is a {type(usage).__name__}, not Usage"
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = getattr(usage, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{name}={str(value)[:40]!r} is not an integer"
+        if not 0 <= value <= MAX_STEP_TOKENS:
+            return f"{name}={value if abs(value) < 10**18 else 'huge'} is out of [0, 1e9]"
+    return None
+
+
+def check_cost(cost: object) -> str | None:
+    """Why a reported ``cost_usd`` cannot be trusted, or None when it is None or a finite,
+    non-negative number."""
+    if cost is None:
+        return None
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return f"cost_usd={str(cost)[:40]!r} is not a number"
+    try:
+        ok = math.isfinite(cost) and cost >= 0
+    except OverflowError:
+        ok = False
+    return None if ok else f"cost_usd={str(cost)[:40]} is not finite and >= 0"
+
 
 def _opt_positive(name: str) -> Any:
     def check(instance: object, attribute: object, value: object) -> None:
@@ -46,7 +84,13 @@ def _opt_int(value: object) -> int | None:
 
 
 def _price_map(value: Mapping[str, Any]) -> Mapping[str, tuple[float, float]]:
-    return MappingProxyType({str(k): (float(v[0]), float(v[1])) for k, v in value.items()})
+    out: dict[str, tuple[float, float]] = {}
+    for k, v in value.items():
+        pair = (float(v[0]), float(v[1]))
+        if not all(math.isfinite(x) and x >= 0 for x in pair):
+            raise fail("two finite prices >= 0 (USD per million tokens)", f"PriceTable[{k!r}]", v)
+        out[str(k)] = pair
+    return MappingProxyType(out)
 
 
 @final
@@ -61,9 +105,11 @@ class PriceTable:
     prices: Mapping[str, tuple[float, float]] = field(converter=_price_map)
 
     def cost(self, model: str, usage: Usage) -> float | None:
-        """The cost of ``usage`` on ``model`` in USD, or None when the model has no price."""
-        price = self.prices.get(model, self.prices.get("*"))
-        if price is None:
+        """The cost of ``usage`` on ``model`` in USD, or None when the model has no price or
+        the usage is invalid (see :func:`check_usage`)."""
+        key = model if isinstance(model, str) else ""
+        price = self.prices.get(key, self.prices.get("*"))
+        if price is None or check_usage(usage) is not None:
             return None
         return (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
 
@@ -152,6 +198,16 @@ class Consumption:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("sandbox_s", "queue_s", "model_s", "wall_s"):
+            check_positive(getattr(self, name), f"Consumption.{name}", allow_zero=True)
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise fail("an integer >= 0", f"Consumption.{name}", value)
+        if self.cost_usd is not None and check_cost(self.cost_usd) is not None:
+            raise fail("None or a finite number >= 0", "Consumption.cost_usd", self.cost_usd)
 
     @property
     def tokens(self) -> int:

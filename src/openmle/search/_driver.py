@@ -17,6 +17,22 @@ no generation barrier, no global lock held across model or sandbox calls, no att
 after a crash (in-flight steps are re-run with their journalled proposal), and a model or
 sandbox failure becomes an ``INFRA_ERROR`` node after bounded retries instead of killing the
 worker.
+
+Failures of the harness never kill the search. Any exception from ``Sandbox.run`` or from the
+model (not only :class:`~openmle.errors.SandboxError` / :class:`~openmle.errors.ModelError`:
+a ``RecursionError``, a ``JSONDecodeError``, anything but cancellation and
+``KeyboardInterrupt``) is retried like an infrastructure failure and then committed as that
+step's ``INFRA_ERROR`` node, with the error type and a truncated message in its ``detail``; a
+resumed run therefore moves past it instead of re-running a step that crashes. After
+``SearchConfig.max_infra_errors`` consecutive ``INFRA_ERROR`` nodes in one session the search
+stops with one :class:`~openmle.errors.BackendError` (steps still in flight stay pending and
+are re-run by ``resume``). A program that cannot be encoded as UTF-8 (a lone surrogate in the
+model's code) is not run: it is a ``RUNTIME_ERROR`` outcome. Token usage and cost the model
+reports are checked (integers in [0, 1e9] tokens a step, a finite cost >= 0); invalid ones are
+replaced by an estimate (characters / 4) or "unknown" and noted in the node's ``warnings``. The
+wall-clock cap (``Budget.wall_s``) is a hard deadline for model calls whatever ``on_exhaust``
+says: a call still running then is cancelled and its step journalled as cancelled (``wall_s``),
+so the run ends on time and can be resumed with a larger budget.
 """
 
 from __future__ import annotations
@@ -33,9 +49,9 @@ from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._types import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split, Usage
-from openmle.errors import InvalidArgument, ModelError, SandboxError
+from openmle.errors import BackendError, InvalidArgument
 from openmle.search._board import Board
-from openmle.search._budget import Budget
+from openmle.search._budget import Budget, check_cost, check_usage
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
 from openmle.search._prompts import (
     DeferringPromptBuilder,
@@ -116,8 +132,9 @@ class Recorder(Protocol):
         """Journal a committed node and store its program and full logs."""
         ...
 
-    def cancel(self, step: int, reason: str) -> None:
-        """Journal a cancelled step."""
+    def cancel(self, step: int, reason: str, *, elapsed_s: float = 0.0) -> None:
+        """Journal a cancelled step (``elapsed_s``: run seconds across sessions when it was
+        cancelled, so a resumed run's wall clock carries it over)."""
         ...
 
     def final(self, node: Node, result: RunResult) -> None:
@@ -132,7 +149,7 @@ class _NullRecorder:
     def node(self, node: Node, logs: str) -> None:
         pass
 
-    def cancel(self, step: int, reason: str) -> None:
+    def cancel(self, step: int, reason: str, *, elapsed_s: float = 0.0) -> None:
         pass
 
     def final(self, node: Node, result: RunResult) -> None:
@@ -164,6 +181,8 @@ class _Driver:
     _requests: dict[int, ModelRequest | PendingRequest] = field(factory=dict, init=False)
     _tg: TaskGroup | None = field(default=None, init=False)
     _wall_base: float = field(default=0.0, init=False)
+    _infra_streak: int = field(default=0, init=False)
+    _aborted: str | None = field(default=None, init=False)
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -185,6 +204,8 @@ class _Driver:
                     self._fill()
             outer.cancel_scope.cancel()
         self._tick()
+        if self._aborted is not None:
+            raise BackendError(self._aborted)
 
     async def _ticker(self) -> None:
         while True:
@@ -267,10 +288,15 @@ class _Driver:
                 evaluation = await self._evaluate(proposal)
         async with self._lock:
             self._scopes.pop(proposal.step, None)
-            if evaluation is None:  # cancelled by the budget
+            if self._aborted is not None:
+                return  # left pending: a resumed run re-runs it
+            if evaluation is None:  # cancelled by the budget (or the wall-clock deadline)
+                self.core.ledger.wall_now_s = self.clock() - self._t0
                 self.core.cancel(proposal.step)
                 self.recorder.cancel(
-                    proposal.step, self.core.ledger.hard_exhausted() or "cancelled"
+                    proposal.step,
+                    self.core.ledger.hard_exhausted() or "cancelled",
+                    elapsed_s=self.elapsed(),
                 )
                 self._flush()
             else:
@@ -291,47 +317,113 @@ class _Driver:
             node = self.core.commit(proposal, evaluation, elapsed_s=self.elapsed())
             self.recorder.node(node, logs)
             self._progress(node)
+            self._count_infra(node)
+            if self._aborted is not None:
+                return
             if self.core.budget.on_exhaust == "cancel" and self.core.ledger.hard_exhausted():
                 for scope in self._scopes.values():
                     scope.cancel()
             if self.ordered:
                 self._fill()
 
-    async def _evaluate(self, proposal: Proposal) -> tuple[Evaluation, str]:
+    def _count_infra(self, node: Node) -> None:
+        """Stop the search after ``max_infra_errors`` consecutive INFRA_ERROR nodes."""
+        if node.outcome is not Outcome.INFRA_ERROR:
+            self._infra_streak = 0
+            return
+        self._infra_streak += 1
+        limit = self.core.config.max_infra_errors
+        if limit and self._infra_streak >= limit:
+            self._aborted = (
+                f"the search stopped after {self._infra_streak} consecutive infrastructure "
+                f"errors (SearchConfig.max_infra_errors={limit}); the last, at node "
+                f"{node.node_id}: {node.detail[:300]}. Fix the sandbox or model service, then "
+                "continue the run with `openmle resume` (the failed steps stay recorded)"
+            )
+            self.core.stop("infra_errors")
+            for scope in self._scopes.values():
+                scope.cancel()
+
+    def _model_time_left(self) -> float | None:
+        """Seconds until the wall-clock cap (None when uncapped): model calls end there."""
+        cap = self.core.budget.wall_s
+        return None if cap is None else max(0.0, cap - self.elapsed())
+
+    def _price_model(self, answered: str) -> str:
+        """The model id the price table should price: the one the user asked for."""
+        asked = getattr(self.model, "model", None) or getattr(self.model, "model_id", None)
+        return asked if isinstance(asked, str) and asked else answered
+
+    async def _evaluate(self, proposal: Proposal) -> tuple[Evaluation, str] | None:
         t0 = self.clock()
         pending = self._requests.pop(proposal.step, None) or self.prepare(proposal)
         summary_usage = Usage()
         summary_cost: float | None = 0.0  # no summary call: nothing to add
+        warnings: list[str] = []
         m0 = self.clock()
-        if isinstance(pending, PendingRequest):
-            request, summary_usage, summary_cost = await pending.resolve(self._code_of)
-        else:
-            request = pending
         response: ModelResponse | None = None
         error = ""
-        for attempt in range(self.core.config.retries + 1):
-            try:
-                response = await self.model.complete(request)
-                break
-            except ModelError as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                if attempt < self.core.config.retries:
-                    await anyio.sleep(self.core.config.retry_backoff_s * 2**attempt)
+        with anyio.move_on_after(self._model_time_left()) as deadline:
+            if isinstance(pending, PendingRequest):
+                try:
+                    request, summary_usage, summary_cost = await pending.resolve(self._code_of)
+                except Exception as exc:
+                    return self._infra(f"node summaries failed: {_describe_exc(exc)}", t0, m0)
+                summary_usage, summary_cost = _trusted(
+                    summary_usage, summary_cost, request, "", warnings, "summary"
+                )
+            else:
+                request = pending
+            for attempt in range(self.core.config.retries + 1):
+                try:
+                    answer = await self.model.complete(request)
+                    if not isinstance(answer, ModelResponse) or not isinstance(answer.text, str):
+                        raise TypeError(f"the model returned {type(answer).__name__}")
+                    response = answer
+                    break
+                except Exception as exc:  # ModelError, and whatever a broken client raises
+                    error = _describe_exc(exc)
+                    if attempt < self.core.config.retries:
+                        await anyio.sleep(self.core.config.retry_backoff_s * 2**attempt)
+        if deadline.cancelled_caught:
+            return None  # the wall-clock cap: journalled as a cancelled step
         model_s = self.clock() - m0
         if response is None:
-            result = RunResult.infra_error(f"model failed after retries: {error}")
-            ev = Evaluation(
-                code="",
-                result=result,
+            return self._infra(
+                f"model failed after retries: {error}",
+                t0,
+                m0,
                 usage=summary_usage,
-                model_s=model_s,
-                wall_s=self.clock() - t0,
-                cost_usd=summary_cost or None,
+                cost=summary_cost or None,
+                warnings=warnings,
             )
-            return ev, result.logs
-        plan, code = self.prompts.parse(response.text)
+        usage, cost = _trusted(
+            response.usage, response.cost_usd, request, response.text, warnings, "model"
+        )
+        answered = response.model if isinstance(response.model, str) else repr(response.model)
+        answered = answered[:200]
+        try:
+            plan, code = self.prompts.parse(response.text)
+        except Exception as exc:
+            return self._infra(
+                f"the model's answer could not be parsed: {_describe_exc(exc)}",
+                t0,
+                m0,
+                usage=usage + summary_usage,
+                cost=_add_costs(cost, summary_cost),
+                warnings=warnings,
+            )
         code = code or ""
-        if not code.strip():
+        unencodable = _unencodable(code)
+        if unencodable is not None:
+            code = code.encode("utf-8", "backslashreplace").decode("utf-8")
+            result = RunResult(
+                outcome=Outcome.RUNTIME_ERROR,
+                error_signature="UnicodeEncodeError: program is not valid UTF-8",
+                detail=f"the program was not run: {unencodable}",
+                logs=f"UnicodeEncodeError: {unencodable}\n",
+            )
+        elif not code.strip():
             result = RunResult(
                 outcome=Outcome.MISSING_CODE,
                 error_signature="missing_code",
@@ -339,15 +431,41 @@ class _Driver:
             )
         else:
             result = await self._run_job(code, proposal)
+        plan = plan.encode("utf-8", "backslashreplace").decode("utf-8")
         ev = Evaluation(
             code=code,
             plan=plan,
             result=result,
-            usage=response.usage + summary_usage,
-            model=response.model,
+            usage=usage + summary_usage,
+            model=answered,
+            price_model=self._price_model(answered),
             model_s=model_s,
             wall_s=self.clock() - t0,
-            cost_usd=_add_costs(response.cost_usd, summary_cost),
+            cost_usd=_add_costs(cost, summary_cost),
+            warnings=tuple(warnings),
+        )
+        return ev, result.logs
+
+    def _infra(
+        self,
+        detail: str,
+        t0: float,
+        m0: float,
+        *,
+        usage: Usage | None = None,
+        cost: float | None = None,
+        warnings: Sequence[str] = (),
+    ) -> tuple[Evaluation, str]:
+        result = RunResult.infra_error(detail)
+        ev = Evaluation(
+            code="",
+            result=result,
+            usage=usage or Usage(),
+            model_s=self.clock() - m0,
+            wall_s=self.clock() - t0,
+            cost_usd=cost,
+            price_model=self._price_model(""),
+            warnings=tuple(warnings),
         )
         return ev, result.logs
 
@@ -363,10 +481,7 @@ class _Driver:
         queue = 0.0
         result = RunResult.infra_error("not run")
         for attempt in range(self.core.config.retries + 1):
-            try:
-                result = await self.sandbox.run(job)
-            except SandboxError as exc:
-                result = RunResult.infra_error(f"{type(exc).__name__}: {exc}")
+            result = await _safe_run(self.sandbox, job)
             runtime += result.runtime_s
             queue += result.queue_s
             if not result.outcome.is_infra:
@@ -390,12 +505,79 @@ class _Driver:
             timeout_s=self.core.config.timeout_s,
             name=f"{best.node_id}-test",
         )
-        try:
-            result = await self.sandbox.run(job)
-        except SandboxError as exc:
-            result = RunResult.infra_error(f"{type(exc).__name__}: {exc}", split=Split.TEST)
+        result = await _safe_run(self.sandbox, job)
         self.recorder.final(best, result)
         return best, result
+
+
+_MESSAGE_CHARS = 500
+
+
+def _describe_exc(exc: BaseException) -> str:
+    """``Type: message``, the message truncated (and safe to journal)."""
+    try:
+        text = str(exc)
+    except Exception:  # a hostile __str__
+        text = "<unprintable>"
+    if len(text) > _MESSAGE_CHARS:
+        text = text[:_MESSAGE_CHARS] + f"... [{len(text) - _MESSAGE_CHARS} characters dropped]"
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return f"{type(exc).__name__}: {text}"
+
+
+async def _safe_run(sandbox: Sandbox, job: Job) -> RunResult:
+    """``sandbox.run(job)``, with any exception (cancellation and interrupts excepted) or a
+    result of the wrong split or type turned into an ``INFRA_ERROR`` result."""
+    try:
+        result = await sandbox.run(job)
+    except Exception as exc:
+        return RunResult.infra_error(f"sandbox raised {_describe_exc(exc)}", split=job.split)
+    if not isinstance(result, RunResult):
+        return RunResult.infra_error(
+            f"sandbox returned a {type(result).__name__}, not a RunResult", split=job.split
+        )
+    if result.split is not job.split:
+        return RunResult.infra_error(
+            f"sandbox returned a result for split {result.split.value!r}, not {job.split.value!r}",
+            split=job.split,
+        )
+    return result
+
+
+def _unencodable(text: str) -> str | None:
+    """Why ``text`` cannot be written as UTF-8 (a lone surrogate), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"character {text[exc.start]!a} at position {exc.start} cannot be encoded as UTF-8"
+    return None
+
+
+def _estimate(text: str) -> int:
+    return len(text) // 4
+
+
+def _trusted(
+    usage: object,
+    cost: object,
+    request: ModelRequest,
+    answer: str,
+    warnings: list[str],
+    what: str,
+) -> tuple[Usage, float | None]:
+    """Reported usage and cost if valid, else an estimate (characters / 4) and unknown cost,
+    with a warning appended."""
+    bad = check_usage(usage)
+    if bad is not None or not isinstance(usage, Usage):
+        prompt = sum(len(m.content) for m in request.messages if isinstance(m.content, str))
+        warnings.append(f"{what} usage ignored ({bad}); estimated as characters / 4")
+        usage = Usage(prompt_tokens=prompt // 4, completion_tokens=_estimate(answer))
+    bad = check_cost(cost)
+    if bad is not None:
+        warnings.append(f"{what} cost ignored ({bad})")
+        cost = None
+    assert cost is None or isinstance(cost, int | float)
+    return usage, None if cost is None else float(cost)
 
 
 def _add_costs(a: float | None, b: float | None) -> float | None:

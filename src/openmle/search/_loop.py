@@ -27,6 +27,7 @@ Departures from the released system:
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, final
@@ -49,7 +50,7 @@ from openmle._types import (
 from openmle._validation import check_positive, check_probability, fail
 from openmle.errors import InvalidArgument
 from openmle.search._board import Board
-from openmle.search._budget import Budget, Consumption, Ledger
+from openmle.search._budget import Budget, Consumption, Ledger, check_cost, check_usage
 from openmle.search._cards import ExperienceCard
 
 __all__ = ["Evaluation", "Node", "Proposal", "SearchConfig", "SearchCore"]
@@ -87,6 +88,10 @@ class SearchConfig:
         retries: retries of a failed model call, and of a sandbox run that ended in
             ``INFRA_ERROR``, before the node is recorded as ``INFRA_ERROR``.
         retry_backoff_s: first retry delay in seconds (doubling each retry).
+        max_infra_errors: consecutive ``INFRA_ERROR`` nodes (a sandbox or model that keeps
+            failing or raising) after which the search stops with a
+            :class:`~openmle.errors.BackendError`; counted per session, so ``resume`` tries
+            again once the cause is fixed. 0 never stops.
     """
 
     initial_drafts: int = field(default=5, validator=_nonneg_int("initial_drafts"))
@@ -100,6 +105,7 @@ class SearchConfig:
     timeout_s: float = 600.0
     retries: int = field(default=2, validator=_nonneg_int("retries"))
     retry_backoff_s: float = 1.0
+    max_infra_errors: int = field(default=10, validator=_nonneg_int("max_infra_errors"))
 
     def __attrs_post_init__(self) -> None:
         check_positive(self.retry_backoff_s, "SearchConfig.retry_backoff_s", allow_zero=True)
@@ -202,6 +208,9 @@ class Evaluation:
         model_s: wall seconds of the model call(s).
         wall_s: wall seconds of the whole expansion.
         cost_usd: money spent, if known.
+        price_model: the model id the price table prices (the one the user asked for); default:
+            ``model``.
+        warnings: what the harness distrusted or replaced (invalid usage or cost, say).
     """
 
     code: str
@@ -212,6 +221,12 @@ class Evaluation:
     model_s: float = 0.0
     wall_s: float = 0.0
     cost_usd: float | None = None
+    price_model: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def _str_tuple(value: Sequence[object]) -> tuple[str, ...]:
+    return tuple(str(v) for v in value)
 
 
 def _feedback(logs: str) -> str:
@@ -242,6 +257,11 @@ class Node:
         selection: the selector's choice that produced the proposal.
         elapsed_s: wall seconds since the run started (across sessions) when it was committed.
         card: the node's :class:`~openmle.search.ExperienceCard` (the board's record).
+        warnings: what the harness distrusted or replaced while evaluating it (journalled only
+            when there is any).
+
+    Raises:
+        InvalidArgument: a non-finite score, or a score on a node that did not succeed.
     """
 
     node_id: str
@@ -267,6 +287,24 @@ class Node:
     selection: Mapping[str, Any] | None = None
     elapsed_s: float = 0.0
     card: ExperienceCard | None = None
+    warnings: tuple[str, ...] = field(default=(), converter=_str_tuple)
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("score", "valid_score", "printed_score"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidArgument(f"Node.{name} must be a number or None, got {value!r}")
+            if not math.isfinite(value):
+                raise InvalidArgument(f"Node.{name} must be finite, got {value!r}")
+        if self.outcome is not Outcome.SUCCESS and (
+            self.score is not None or self.valid_score is not None
+        ):
+            raise InvalidArgument(
+                f"Node {self.node_id!r}: a score on a node whose outcome is "
+                f"{self.outcome.value!r} (only successful nodes have scores)"
+            )
 
     @property
     def ok(self) -> bool:
@@ -299,7 +337,7 @@ class Node:
             "selection": None if self.selection is None else dict(self.selection),
             "elapsed_s": self.elapsed_s,
             "card": None if self.card is None else self.card.to_dict(),
-        }
+        } | ({"warnings": list(self.warnings)} if self.warnings else {})
 
     def run_result(self) -> RunResult:
         """The node's validation run as a :class:`RunResult` (logs capped to ``feedback``)."""
@@ -326,6 +364,7 @@ class Node:
         d["outcome"] = Outcome(d["outcome"])
         d["parent_ids"] = tuple(d["parent_ids"])
         d["used"] = Consumption.from_dict(d["used"])
+        d["warnings"] = tuple(d.get("warnings", ()))
         return cls(**d)
 
 
@@ -404,7 +443,7 @@ class SearchCore:
         """The node with the best selection score (earliest on ties), or None."""
         best: Node | None = None
         for n in self.nodes.values():
-            if not n.ok or n.score is None:
+            if not n.ok or n.score is None or not math.isfinite(n.score):
                 continue
             if best is None or best.score is None or self._better(n.score, best.score):
                 best = n
@@ -534,16 +573,26 @@ class SearchCore:
         score = valid
         if self.config.trust_printed_score and r.outcome is Outcome.SUCCESS:
             score = r.printed_score if r.printed_score is not None else valid
+        warnings = list(evaluation.warnings)
+        usage = evaluation.usage
+        bad = check_usage(usage)
+        if bad is not None:
+            warnings.append(f"token usage ignored: {bad}")
+            usage = Usage()
         cost = evaluation.cost_usd
+        bad = check_cost(cost)
+        if bad is not None:
+            warnings.append(f"reported cost ignored: {bad}")
+            cost = None
         if cost is None and self.budget.prices is not None:
-            cost = self.budget.prices.cost(evaluation.model, evaluation.usage)
+            cost = self.budget.prices.cost(evaluation.price_model or evaluation.model, usage)
         used = Consumption(
             sandbox_s=r.runtime_s,
             queue_s=r.queue_s,
-            model_s=evaluation.model_s,
-            wall_s=evaluation.wall_s,
-            prompt_tokens=evaluation.usage.prompt_tokens,
-            completion_tokens=evaluation.usage.completion_tokens,
+            model_s=max(0.0, evaluation.model_s),
+            wall_s=max(0.0, evaluation.wall_s),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
             cost_usd=cost,
         )
         signature = r.error_signature
@@ -560,7 +609,7 @@ class SearchCore:
             plan=evaluation.plan,
             generation=proposal.generation,
             model_s=evaluation.model_s,
-            usage=evaluation.usage,
+            usage=usage,
             cost_usd=cost,
         )
         return Node(
@@ -587,6 +636,7 @@ class SearchCore:
             selection=proposal.selection,
             elapsed_s=elapsed_s,
             card=card,
+            warnings=tuple(warnings),
         )
 
     def commit(self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0) -> Node:

@@ -332,6 +332,12 @@ def _plots(
     return out
 
 
+_INTEGRITY = {
+    "chained": "journal hash chain verified",
+    "unchained": "journal written before the hash chain: edits to it cannot be detected",
+}
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` (and ``score.png``/``score.svg``) for a run directory.
 
@@ -418,7 +424,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
 selector <code>{_esc(m["selector"]["class"].rsplit(".", 1)[-1])}</code> ·
 seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
 {_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
-openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code></p>
+openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code> ·
+{_INTEGRITY[rd.integrity]}</p>
 <div class="cards">{card_html}</div>
 <h2>Search tree</h2>
 <p class="legend">{legend} · x: step, y: generation · hover a node for its plan</p>
@@ -436,5 +443,5 @@ first)</small></h2>
 manifest: <code>{_esc(json.dumps(m["budget"]))}</code></p>
 </body></html>
 """
-    path.write_text(html_text)
+    path.write_text(html_text, errors="backslashreplace")
     return path

@@ -19,6 +19,17 @@ node or a cancel (work in flight when the process died) are re-queued with the s
 operator, parents and seed. A torn last line (the process died mid-write) is truncated. Nothing
 is lost and nothing is run twice into the journal.
 
+Integrity: every journal line carries ``"chain"``, a SHA-256 over the previous line's chain value
+and the line's own content (:data:`CHAIN_KEY`). Reading a run (resume, report, export) verifies
+the chain and refuses a directory whose journal was edited, reordered or had lines inserted or
+removed before its last line (:class:`~openmle.errors.RunDirError` naming the line). The chain
+detects edits made without recomputing it (an edited score, a forged ``final`` record); it is not
+a signature: someone who recomputes every hash can still forge a journal. Runs written before the
+chain (manifest ``schema_version`` 1) are still read, marked ``integrity == "unchained"``. Scores
+must be finite (a ``NaN`` or ``Infinity`` anywhere in the journal is an error), a malformed record
+is a :class:`~openmle.errors.RunDirError` naming its line, and a run directory whose manifest is
+present but whose journal is missing is refused rather than restarted.
+
 Departures from the released system (reference 5.12): one append-only journal instead of a
 checkpoint rewritten after each commit, no orphan step directories to archive, and no id gaps.
 Timestamps and wall seconds live in ``sessions.jsonl`` and in fields listed in
@@ -37,6 +48,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -58,6 +70,7 @@ if TYPE_CHECKING:
     from openmle.search._prompts import PromptBuilder
 
 __all__ = [
+    "CHAIN_KEY",
     "VOLATILE_KEYS",
     "RunDir",
     "aresume_search",
@@ -75,6 +88,13 @@ BOARD_INTERVAL_S = 1.0
 """``board.json`` is a snapshot (the journal is the record): rewritten at most this often, and
 when the run directory is closed."""
 
+CHAIN_KEY = "chain"
+"""The journal key holding the hash chain: ``sha256(previous chain value + "\\n" + the line
+without this key)`` in hex; the first line chains from the empty string."""
+
+SCHEMA_VERSION = 2
+"""Run-directory schema: 2 adds the journal hash chain (1: no chain, still readable)."""
+
 VOLATILE_KEYS = frozenset({"model_s", "wall_s", "queue_s", "elapsed_s", "latency_s"})
 """Fields that hold wall-clock measurements; :func:`journal_fingerprint` drops them."""
 
@@ -83,6 +103,28 @@ _PACKAGES = ("numpy", "attrs", "anyio", "httpx", "scipy", "scikit-learn", "pyarr
 
 def _json_line(obj: Mapping[str, Any]) -> bytes:
     return (json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+def _chain(prev: str, record: Mapping[str, Any]) -> str:
+    """The chain value of ``record`` (without its own chain key) after ``prev``."""
+    body = {k: v for k, v in record.items() if k != CHAIN_KEY}
+    return hashlib.sha256(prev.encode() + b"\n" + _json_line(body)).hexdigest()
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _chained_manifest(journal: Path) -> bool | None:
+    """Whether the manifest next to ``journal`` promises a chain (None: no readable manifest)."""
+    try:
+        manifest = json.loads((journal.parent / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    version = manifest.get("schema_version", 1)
+    return isinstance(version, int) and not isinstance(version, bool) and version >= 2
 
 
 def _package_versions() -> dict[str, str | None]:
@@ -123,24 +165,49 @@ def _template_hash(prompts: object) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
-def read_journal(path: str | Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """The records of a journal file, in order.
+_SHAPES: dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]] = {
+    "proposal": (("proposal", dict), ("rng", dict)),
+    "node": (("node", dict),),
+    "cancel": (("step", int),),
+    "final": (("node_id", str), ("result", dict)),
+}
+"""The entries each journal event must carry (checked on every read)."""
+
+
+def read_journal(
+    path: str | Path, *, repair: bool = False, chained: bool | None = None
+) -> list[dict[str, Any]]:
+    """The records of a journal file, in order, with their hash chain verified.
 
     Args:
         path: the journal (or its run directory).
         repair: truncate a torn last line (a process killed mid-write) instead of ignoring it.
+        chained: require the hash chain (True), accept a journal without one (False), or decide
+            from the manifest next to the journal (None; without a manifest: verify the chain
+            when the first record carries one).
 
     Raises:
-        RunDirError: a line other than the last is not valid JSON.
+        RunDirError: a line other than the last is not a JSON object with an ``"event"``,
+            holds a non-finite number, or breaks the hash chain.
     """
+    return [rec for _, rec in _read_lines(path, repair=repair, chained=chained)]
+
+
+def _read_lines(
+    path: str | Path, *, repair: bool = False, chained: bool | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """:func:`read_journal` with each record's 1-based line number."""
     p = Path(path)
     if p.is_dir():
         p = p / JOURNAL
     if not p.exists():
         return []
+    if chained is None:
+        chained = _chained_manifest(p)
     data = p.read_bytes()
-    records: list[dict[str, Any]] = []
+    records: list[tuple[int, dict[str, Any]]] = []
     good = 0
+    prev = ""
     lines = data.split(b"\n")
     for i, line in enumerate(lines):
         last = i == len(lines) - 1
@@ -149,16 +216,46 @@ def read_journal(path: str | Path, *, repair: bool = False) -> list[dict[str, An
                 good += 1
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if last:
+            rec = json.loads(line, parse_constant=_no_constants)
+        except (ValueError, RecursionError) as exc:
+            if last:  # torn by a process killed mid-write
                 break
-            raise RunDirError(
-                f"{p}: line {i + 1} is not valid JSON; the journal is damaged"
-            ) from None
+            why = "is not valid JSON" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise RunDirError(f"{p}: line {i + 1} {why}; the journal is damaged") from None
         if last:  # complete JSON but no newline: the write was torn before the newline
             break
-        records.append(rec)
+        if not isinstance(rec, dict) or not isinstance(rec.get("event"), str):
+            raise RunDirError(
+                f"{p}: line {i + 1} is not a journal record (a JSON object with an "
+                '"event"); the journal is damaged'
+            )
+        shape = _SHAPES.get(rec["event"])
+        if shape is None:
+            raise RunDirError(f"{p}: line {i + 1} has unknown event {rec['event']!r}")
+        for key, kind in shape:
+            value = rec.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise RunDirError(
+                    f"{p}: line {i + 1} is a {rec['event']!r} record without a valid "
+                    f"{key!r} entry; the journal is damaged"
+                )
+        if chained is None:
+            chained = CHAIN_KEY in rec
+        if chained:
+            expected = _chain(prev, rec)
+            if rec.get(CHAIN_KEY) != expected:
+                raise RunDirError(
+                    f"{p}: line {i + 1} fails the journal's hash chain: the journal was edited, "
+                    "reordered or truncated in the middle after it was written; it cannot be "
+                    "trusted (restore it or start a new run)"
+                )
+            prev = expected
+        elif CHAIN_KEY in rec:
+            raise RunDirError(
+                f"{p}: line {i + 1} carries a hash chain but the run's manifest (schema 1) or "
+                "the lines before it have none; the run directory was altered"
+            )
+        records.append((i + 1, rec))
         good += len(line) + 1
     if repair and good < len(data):
         with p.open("r+b") as f:
@@ -169,11 +266,14 @@ def read_journal(path: str | Path, *, repair: bool = False) -> list[dict[str, An
 
 
 def journal_fingerprint(path: str | Path) -> list[dict[str, Any]]:
-    """The journal's records without wall-clock fields (:data:`VOLATILE_KEYS`), for comparison."""
+    """The journal's records without wall-clock fields (:data:`VOLATILE_KEYS`) and the hash
+    chain (:data:`CHAIN_KEY`, which covers them), for comparison."""
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+            return {
+                k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS and k != CHAIN_KEY
+            }
         if isinstance(value, list):
             return [strip(v) for v in value]
         return value
@@ -195,6 +295,19 @@ class RunDir:
     _board: Board | None = field(default=None, init=False)
     _board_written: float = field(default=0.0, init=False)
     _board_dirty: bool = field(default=False, init=False)
+    _prev: str | None = field(default=None, init=False)
+
+    @property
+    def chained(self) -> bool:
+        """Whether the journal carries the hash chain (run directories of schema 2 and later)."""
+        version = self.manifest.get("schema_version", 1)
+        return isinstance(version, int) and not isinstance(version, bool) and version >= 2
+
+    @property
+    def integrity(self) -> str:
+        """``"chained"`` (every read verifies the journal's hash chain) or ``"unchained"`` (a
+        run written before the chain existed: edits to its journal cannot be detected)."""
+        return "chained" if self.chained else "unchained"
 
     # -------------------------------------------------------------------------------- opening
 
@@ -227,7 +340,7 @@ class RunDir:
                 "resume it with `openmle resume` or choose a new directory"
             )
         manifest = {
-            "schema_version": 1,
+            "schema_version": SCHEMA_VERSION,
             "openmle_version": __version__,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "task": {
@@ -258,6 +371,7 @@ class RunDir:
         try:
             p.mkdir(parents=True, exist_ok=True)
             (p / "nodes").mkdir(exist_ok=True)
+            (p / JOURNAL).touch()  # before the manifest: a manifest without a journal is damage
             _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         except OSError as exc:
             raise RunDirError(f"cannot write run directory {str(p)!r}: {exc}") from exc
@@ -281,8 +395,16 @@ class RunDir:
                 f"{str(p)!r} is not a run directory (no {MANIFEST}); pass the directory "
                 "given to `openmle search --out`"
             ) from None
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:
             raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from exc
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("task"), dict):
+            raise RunDirError(f"{p / MANIFEST} is not a run manifest (no task entry)")
+        if not (p / JOURNAL).is_file():
+            raise RunDirError(
+                f"{str(p)!r} has a manifest but no {JOURNAL}: the run's record is missing, so it "
+                "can be neither resumed nor reported; restore the journal or start a new run "
+                "in a new directory"
+            )
         return cls(path=p, manifest=manifest)
 
     def _open_journal(self) -> None:
@@ -302,12 +424,20 @@ class RunDir:
     def _append(self, record: Mapping[str, Any]) -> None:
         self._open_journal()
         assert self._fd is not None
+        if self.chained:
+            if self._prev is None:
+                lines = _read_lines(self.path / JOURNAL, chained=True)
+                self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else ""
+            chain = _chain(self._prev, record)
+            record = {**record, CHAIN_KEY: chain}
         line = _json_line(record)
         view = memoryview(line)
         while view:
             n = os.write(self._fd, view)
             view = view[n:]
         os.fsync(self._fd)
+        if self.chained:
+            self._prev = str(record[CHAIN_KEY])
 
     def session(self, kind: str, **info: Any) -> None:
         """Append a session event (start, resume, end) with a timestamp to ``sessions.jsonl``."""
@@ -323,24 +453,26 @@ class RunDir:
         """Store the node's program and logs, then journal it and refresh the board."""
         d = self.path / "nodes" / node.node_id
         d.mkdir(parents=True, exist_ok=True)
-        (d / "program.py").write_text(node.code)
-        (d / "logs.txt").write_text(logs)
+        (d / "program.py").write_text(node.code, errors="backslashreplace")
+        (d / "logs.txt").write_text(logs, errors="backslashreplace")
         self._append({"event": "node", "node": node.to_dict()})
         self._add_to_board(node)
         self._board_dirty = True
         if time.monotonic() - self._board_written >= BOARD_INTERVAL_S:
             self._write_board()
 
-    def cancel(self, step: int, reason: str) -> None:
-        """Journal a cancelled step."""
-        self._append({"event": "cancel", "step": step, "reason": reason})
+    def cancel(self, step: int, reason: str, *, elapsed_s: float = 0.0) -> None:
+        """Journal a cancelled step (with the run's elapsed seconds, carried over on resume)."""
+        self._append(
+            {"event": "cancel", "step": step, "reason": reason, "elapsed_s": float(elapsed_s)}
+        )
 
     def final(self, node: Node, result: RunResult) -> None:
         """Store and journal the chosen program's test-split result."""
         d = self.path / "final"
         d.mkdir(exist_ok=True)
-        (d / "program.py").write_text(node.code)
-        (d / "test_logs.txt").write_text(result.logs)
+        (d / "program.py").write_text(node.code, errors="backslashreplace")
+        (d / "test_logs.txt").write_text(result.logs, errors="backslashreplace")
         self._append({"event": "final", "node_id": node.node_id, "result": result.to_dict()})
 
     def _add_to_board(self, node: Node) -> None:
@@ -360,27 +492,65 @@ class RunDir:
     # -------------------------------------------------------------------------------- reading
 
     def records(self) -> list[dict[str, Any]]:
-        """The journal's records."""
-        return read_journal(self.path / JOURNAL)
+        """The journal's records (hash chain verified)."""
+        return [rec for _, rec in self._lines()]
+
+    def _lines(self, *, repair: bool = False) -> list[tuple[int, dict[str, Any]]]:
+        return _read_lines(self.path / JOURNAL, repair=repair, chained=self.chained)
+
+    def _bad(self, line: int, exc: BaseException) -> RunDirError:
+        return RunDirError(
+            f"{self.path / JOURNAL}: line {line} is not a valid journal record "
+            f"({type(exc).__name__}: {str(exc)[:200]}); the journal is damaged"
+        )
 
     def nodes(self) -> list[Node]:
         """Every committed node, in journal order."""
-        return [Node.from_dict(r["node"]) for r in self.records() if r["event"] == "node"]
+        out: list[Node] = []
+        for line, r in self._lines():
+            if r["event"] == "node":
+                try:
+                    out.append(_node(r))
+                except _BAD_RECORD as exc:
+                    raise self._bad(line, exc) from None
+        return out
 
     def final_result(self) -> tuple[str, RunResult] | None:
-        """``(node_id, test result)`` when the final grade was journalled."""
+        """``(node_id, test result)`` when the final grade was journalled.
+
+        Raises:
+            RunDirError: the record is malformed, names no journalled node, or holds a result
+                that is not on the test split.
+        """
         out: tuple[str, RunResult] | None = None
-        for r in self.records():
-            if r["event"] == "final":
-                out = str(r["node_id"]), RunResult.from_dict(r["result"])
+        ids: set[str] = set()
+        for line, r in self._lines():
+            if r["event"] == "node":
+                node = r.get("node")
+                if isinstance(node, dict):
+                    ids.add(str(node.get("node_id")))
+            elif r["event"] == "final":
+                try:
+                    out = _final(r, ids)
+                except _BAD_RECORD as exc:
+                    raise self._bad(line, exc) from None
         return out
 
     def sessions(self) -> list[dict[str, Any]]:
-        """The session events."""
+        """The session events (lines that are not JSON objects with an ``"event"`` skipped:
+        the file is informational, the journal is the record)."""
         p = self.path / SESSIONS
         if not p.exists():
             return []
-        return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
+        out: list[dict[str, Any]] = []
+        for x in p.read_text(errors="replace").splitlines():
+            try:
+                rec = json.loads(x)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("event"), str):
+                out.append(rec)
+        return out
 
     def replay(
         self, core: SearchCore, on_proposal: Callable[[Proposal], object] | None = None
@@ -395,27 +565,61 @@ class RunDir:
         Returns:
             The proposals that were in flight (to re-queue), in step order.
         """
-        records = read_journal(self.path / JOURNAL, repair=True)
-        for i, r in enumerate(records):
-            kind = r.get("event")
-            if kind == "proposal":
-                proposal = Proposal.from_dict(r["proposal"])
-                core.restore_proposal(proposal, r["rng"])
-                if on_proposal is not None:
-                    on_proposal(proposal)
-            elif kind == "node":
-                node = Node.from_dict(r["node"])
-                core.apply(node)
-                self._add_to_board(node)
-            elif kind == "cancel":
-                core.cancel(int(r["step"]))
-            elif kind == "final":
-                pass
-            else:
-                raise RunDirError(
-                    f"{self.path / JOURNAL}: record {i + 1} has unknown event {kind!r}"
-                )
+        ids: set[str] = set()
+        for line, r in self._lines(repair=True):
+            kind = r["event"]
+            try:
+                if kind == "proposal":
+                    proposal = Proposal.from_dict(r["proposal"])
+                    core.restore_proposal(proposal, r["rng"])
+                    if on_proposal is not None:
+                        on_proposal(proposal)
+                elif kind == "node":
+                    node = _node(r)
+                    core.apply(node)
+                    ids.add(node.node_id)
+                    self._add_to_board(node)
+                elif kind == "cancel":
+                    step = r["step"]
+                    if isinstance(step, bool) or not isinstance(step, int):
+                        raise TypeError(f"step must be an integer, got {step!r}")
+                    core.cancel(step)
+                    elapsed = r.get("elapsed_s", 0.0)
+                    if isinstance(elapsed, int | float) and not isinstance(elapsed, bool):
+                        core.last_elapsed_s = max(core.last_elapsed_s, float(elapsed))
+                elif kind == "final":
+                    _final(r, ids)
+                else:
+                    raise RunDirError(
+                        f"{self.path / JOURNAL}: line {line} has unknown event {kind!r}"
+                    )
+            except _BAD_RECORD as exc:
+                raise self._bad(line, exc) from None
         return list(core.pending_in_order())
+
+
+_BAD_RECORD = (KeyError, TypeError, ValueError, AttributeError, IndexError, InvalidArgument)
+"""What converting a malformed record raises (InvalidArgument is a ValueError too)."""
+
+
+def _node(record: Mapping[str, Any]) -> Node:
+    data = record["node"]
+    if not isinstance(data, dict):
+        raise TypeError("the node entry is not an object")
+    return Node.from_dict(data)
+
+
+def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResult]:
+    node_id = record["node_id"]
+    if not isinstance(node_id, str) or node_id not in node_ids:
+        raise ValueError(f"the final record names {node_id!r}, which is no journalled node")
+    data = record["result"]
+    if not isinstance(data, dict):
+        raise TypeError("the result entry is not an object")
+    result = RunResult.from_dict(data)
+    if result.split.value != "test":
+        raise ValueError(f"the final result is on split {result.split.value!r}, not 'test'")
+    return node_id, result
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -460,6 +664,13 @@ async def aresume_search(
     from openmle.search._prompts import OperatorPrompts, PendingRequest, TaskInfo
 
     rd = RunDir.open(run_dir)
+    if not rd.chained:
+        warnings.warn(
+            f"{rd.path} was written before the journal hash chain: it is resumed, but edits "
+            "to its journal cannot be detected (new lines stay unchained)",
+            UserWarning,
+            stacklevel=2,
+        )
     m = rd.manifest
     cfg = SearchConfig.from_dict(m["config"])
     bud = budget or Budget.from_dict(m["budget"])

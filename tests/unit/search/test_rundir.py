@@ -14,6 +14,7 @@ from openmle import Job, ModelRequest, Outcome, RunResult, Split
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search import (
     Budget,
+    Node,
     RunDir,
     SearchConfig,
     journal_fingerprint,
@@ -197,3 +198,162 @@ def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
         proposals = [r["proposal"]["step"] for r in records if r["event"] == "proposal"]
         assert proposals == list(range(12))
         assert sum(r["event"] == "final" for r in records) == 1
+
+
+# ------------------------------------------------------------------------------ tampering
+
+
+def _rewrite(path: Path, edit: Any) -> None:
+    """Apply ``edit(records)`` to the journal, writing the records back as JSON lines."""
+    p = path / "journal.jsonl"
+    records = [json.loads(x) for x in p.read_text().splitlines()]
+    records = edit(records)
+    p.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_an_edited_score_is_detected_by_the_hash_chain(tmp_path: Path) -> None:
+    """Raising a node's score to 0.999 breaks the chain: reading, reporting and resuming the
+    run refuse it, naming the line."""
+    a = original(tmp_path, steps=5)
+    assert RunDir.open(a).integrity == "chained"
+
+    def edit(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for r in records:
+            if r["event"] == "node" and r["node"]["score"] is not None:
+                r["node"]["score"] = r["node"]["valid_score"] = 0.999
+                break
+        return records
+
+    _rewrite(a, edit)
+    with pytest.raises(RunDirError, match=r"line \d+ fails the journal's hash chain"):
+        RunDir.open(a).nodes()
+    with pytest.raises(RunDirError, match="hash chain"):
+        resume_search(a, **kwargs())
+    from openmle.search._report import write_report
+
+    with pytest.raises(RunDirError, match="hash chain"):
+        write_report(a)
+
+
+def test_a_forged_final_record_is_refused(tmp_path: Path) -> None:
+    """An appended `final` record claiming a perfect test score fails the chain; one that
+    names no node is refused even in an unchained (old) run."""
+    a = original(tmp_path, steps=4)
+    nodes = RunDir.open(a).nodes()
+    forged = {
+        "event": "final",
+        "node_id": nodes[0].node_id,
+        "result": RunResult(outcome=Outcome.SUCCESS, score=1.0, split=Split.TEST).to_dict(),
+    }
+    with (a / "journal.jsonl").open("a") as f:
+        f.write(json.dumps(forged) + "\n")
+    with pytest.raises(RunDirError, match="hash chain"):
+        RunDir.open(a).final_result()
+    old = _unchained_copy(a, tmp_path / "old")
+    _rewrite(old, lambda rs: [*rs, {**forged, "node_id": "n99999"}])
+    with pytest.raises(RunDirError, match="no journalled node"):
+        RunDir.open(old).final_result()
+
+
+def _unchained_copy(src: Path, dst: Path) -> Path:
+    """A schema-1 run directory (written before the hash chain) with ``src``'s records."""
+    dst.mkdir()
+    manifest = json.loads((src / "manifest.json").read_text())
+    manifest["schema_version"] = 1
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    lines = []
+    for line in (src / "journal.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        r.pop("chain", None)
+        lines.append(json.dumps(r) + "\n")
+    (dst / "journal.jsonl").write_text("".join(lines))
+    return dst
+
+
+def test_runs_without_a_chain_are_still_read_and_resumed(tmp_path: Path) -> None:
+    """A run written before the chain reads and resumes (marked unchained, never chained
+    halfway); a chain line appearing in it is refused."""
+    a = original(tmp_path, steps=5)
+    old = _unchained_copy(a, tmp_path / "old")
+    rd = RunDir.open(old)
+    assert rd.integrity == "unchained"
+    assert [n.node_id for n in rd.nodes()] == [n.node_id for n in RunDir.open(a).nodes()]
+    with pytest.warns(UserWarning, match="before the journal hash chain"):
+        result = resume_search(old, budget=Budget(steps=7), **kwargs())
+    assert len(result.nodes) == 7
+    assert all("chain" not in r for r in read_journal(old))
+    from openmle.search._report import write_report
+
+    assert "before the hash chain" in write_report(old).read_text()
+    assert "hash chain verified" in write_report(a).read_text()
+    _rewrite(old, lambda rs: [*rs[:-1], {**rs[-1], "chain": "0" * 64}])
+    with pytest.raises(RunDirError, match="carries a hash chain"):
+        RunDir.open(old).records()
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_scores_are_never_valid(tmp_path: Path, value: str) -> None:
+    """A NaN or Infinity in the journal is a RunDirError naming the line (before: accepted,
+    and NaN won "best"); a Node refuses a non-finite score."""
+    a = original(tmp_path, steps=4)
+    old = _unchained_copy(a, tmp_path / "old")
+    p = old / "journal.jsonl"
+    lines = p.read_text().splitlines()
+    i = next(i for i, x in enumerate(lines) if '"event": "node"' in x and '"score": 0.' in x)
+    lines[i] = lines[i].replace('"score": 0.', f'"score": {value}, "was": 0.', 1)
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RunDirError, match=rf"line {i + 1} .*not a finite number"):
+        RunDir.open(old).nodes()
+    node = RunDir.open(a).nodes()[0]
+    with pytest.raises(InvalidArgument, match="finite"):
+        Node.from_dict({**node.to_dict(), "score": float(value)})
+
+
+def test_resume_refuses_a_run_whose_journal_was_deleted(tmp_path: Path) -> None:
+    """A manifest without its journal is refused, not restarted as a fresh search."""
+    a = original(tmp_path, steps=3)
+    (a / "journal.jsonl").unlink()
+    with pytest.raises(RunDirError, match=r"no journal\.jsonl"):
+        resume_search(a, **kwargs())
+    assert not (a / "journal.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[]",
+        '"node"',
+        '{"event": "node"}',
+        '{"event": "node", "node": []}',
+        '{"event": "node", "node": {"node_id": "x"}}',
+        '{"event": "proposal"}',
+        '{"event": "cancel", "step": "zero"}',
+        '{"event": "final", "node_id": "n00000"}',
+        '{"event": 7}',
+    ],
+)
+def test_malformed_records_are_run_dir_errors_naming_the_line(tmp_path: Path, line: str) -> None:
+    """Records of the wrong shape give a RunDirError with the line number (before: a raw
+    AttributeError or KeyError), in reading and in resuming."""
+    a = original(tmp_path, steps=3)
+    old = _unchained_copy(a, tmp_path / "old")
+    p = old / "journal.jsonl"
+    lines = p.read_text().splitlines()
+    lines.insert(2, line)
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RunDirError, match="line 3"):
+        RunDir.open(old).nodes()
+    with pytest.raises(RunDirError, match="line 3"), pytest.warns(UserWarning, match="hash chain"):
+        resume_search(old, **kwargs())
+
+
+def test_garbage_in_sessions_file_does_not_break_reading(tmp_path: Path) -> None:
+    """sessions.jsonl is informational: lines that are not session records are skipped (the
+    report still renders) instead of raising a raw KeyError or JSONDecodeError."""
+    a = original(tmp_path, steps=3)
+    with (a / "sessions.jsonl").open("a") as f:
+        f.write('[]\n{"no_event": 1}\nnot json\n')
+    assert [s["event"] for s in RunDir.open(a).sessions()] == ["start", "end"]
+    from openmle.search._report import write_report
+
+    assert write_report(a).exists()
