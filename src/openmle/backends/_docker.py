@@ -639,7 +639,11 @@ class DockerSandbox(Sandbox):
                     submission, grade = grading / "refused", refused
                 elif submission is not None:
                     try:
-                        grade = await anyio.to_thread.run_sync(task.grade, submission, job.split)
+                        from openmle.gym._grader import grade_in_thread
+
+                        grade = await grade_in_thread(
+                            task, submission, job.split, timeout_s=job.timeout_s
+                        )
                     except Exception as exc:  # the grader broke, not the program
                         return RunResult.infra_error(
                             f"the grader failed: {_short(exc)}",

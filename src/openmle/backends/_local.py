@@ -652,9 +652,9 @@ class LocalSandbox(Sandbox):
             elif copy is not None:
                 submission = copy
                 try:
-                    grade = await anyio.to_thread.run_sync(
-                        task.grade, copy, job.split, abandon_on_cancel=True
-                    )
+                    from openmle.gym._grader import grade_in_thread
+
+                    grade = await grade_in_thread(task, copy, job.split, timeout_s=job.timeout_s)
                 except Exception as exc:
                     return RunResult.infra_error(
                         f"grader of task {task.name!r} raised {type(exc).__name__}",

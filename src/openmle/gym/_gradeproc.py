@@ -18,6 +18,7 @@ correctly formatted submission in another row order grades the same.
 
 from __future__ import annotations
 
+import collections
 import csv
 import importlib.util
 import io
@@ -35,6 +36,14 @@ Rows = list[list[str]]
 
 MAX_CSV_BYTES = 512 * 1024 * 1024
 """Largest CSV the grader reads (bytes); a larger submission is invalid, not a crash."""
+MAX_ROWS = 10_000_000
+"""Most data rows the grader reads from one CSV."""
+MAX_COLUMNS = 10_000
+"""Most columns the grader reads from one CSV."""
+MAX_LINE_BYTES = 8 * 1024 * 1024
+"""Longest line (bytes) the grader reads."""
+MAX_REASON_CHARS = 1000
+"""Longest reason a grade carries; longer ones are cut (see :func:`clip`)."""
 
 _PROB_EPS = 1e-15
 
@@ -58,12 +67,74 @@ class Table:
         return [r[i] for r in self.rows]
 
 
-def read_csv(path: Path, *, label: str, max_bytes: int = MAX_CSV_BYTES) -> Table:
-    """Read ``path`` as a CSV with a header.
+def clip(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (an ellipsis and the cut length mark a cut)."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 40)
+    return f"{text[:keep]}... [{len(text) - keep} more characters]"
+
+
+def names(items: Sequence[str], *, limit: int = 8, width: int = 40) -> str:
+    """A bounded listing of column names or ids for a message: at most ``limit`` items, each
+    cut to ``width`` characters, and how many more there are."""
+    shown = [repr(x if len(x) <= width else x[:width] + "...") for x in items[:limit]]
+    more = f", ... (+{len(items) - limit} more)" if len(items) > limit else ""
+    return "[" + ", ".join(shown) + more + "]"
+
+
+def _scan(path: Path, label: str, *, max_rows: int, max_line_bytes: int) -> None:
+    """One streaming pass over the raw bytes: NUL bytes, the number of lines and the longest
+    line, checked before any parsing (memory stays at one chunk)."""
+    lines = 0
+    run = 0  # bytes of the current line so far
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                if b"\x00" in chunk:
+                    raise CsvError(f"{label} contains NUL bytes; save it as a plain UTF-8 CSV")
+                parts = chunk.split(b"\n")
+                lines += len(parts) - 1
+                if len(parts) == 1:
+                    run += len(parts[0])
+                else:
+                    run = max(run + len(parts[0]), max(map(len, parts[1:-1]), default=0))
+                    if run > max_line_bytes:
+                        break
+                    run = len(parts[-1])
+                if run > max_line_bytes:
+                    break
+                if lines > max_rows + 1:
+                    raise CsvError(
+                        f"{label} has more than {max_rows + 1} lines, above the limit of "
+                        f"{max_rows} rows; predict only the test rows"
+                    )
+    except OSError as exc:
+        raise CsvError(f"{label} cannot be read ({type(exc).__name__}); check it") from None
+    if run > max_line_bytes:
+        raise CsvError(
+            f"{label} has a line longer than {max_line_bytes} bytes; write one row per line"
+        )
+
+
+def read_csv(
+    path: Path,
+    *,
+    label: str,
+    max_bytes: int = MAX_CSV_BYTES,
+    max_rows: int = MAX_ROWS,
+    max_columns: int = MAX_COLUMNS,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> Table:
+    """Read ``path`` as a CSV with a header, streaming, within size and shape limits.
+
+    The size, the number of lines and the longest line are checked on the raw bytes before
+    parsing; the header's width before any row is read; every check is linear in the input.
 
     Raises:
-        CsvError: missing or unreadable file, not UTF-8, no header, blank or duplicate column
-            names, or a row whose width differs from the header's. The message names ``label``.
+        CsvError: missing or unreadable file, above a limit, not UTF-8, no header, blank or
+            duplicate column names, or a row whose width differs from the header's. The
+            message names ``label`` and stays short (column names are listed, bounded).
     """
     try:
         size = path.stat().st_size
@@ -73,34 +144,49 @@ def read_csv(path: Path, *, label: str, max_bytes: int = MAX_CSV_BYTES) -> Table
         raise CsvError(f"{label} is not a regular file; write a CSV file there")
     if size > max_bytes:
         raise CsvError(f"{label} is {size} bytes, above the {max_bytes}-byte limit; shrink it")
+    _scan(path, label, max_rows=max_rows, max_line_bytes=max_line_bytes)
+    header: list[str] | None = None
+    rows: Rows = []
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            for record in csv.reader(fh):
+                if not record:
+                    continue  # blank lines carry no data
+                if header is None:
+                    if len(record) > max_columns:
+                        raise CsvError(
+                            f"{label} has {len(record)} columns, above the limit of "
+                            f"{max_columns}; write the sample submission's columns"
+                        )
+                    header = [h.strip() for h in record]
+                    continue
+                if len(record) != len(header):
+                    raise CsvError(
+                        f"{label} line {len(rows) + 2} has {len(record)} fields but the header "
+                        f"has {len(header)}; give every row one value per column"
+                    )
+                if len(rows) >= max_rows:
+                    raise CsvError(
+                        f"{label} has more than {max_rows} rows, above the limit; predict "
+                        "only the test rows"
+                    )
+                rows.append(record)
     except OSError as exc:
         raise CsvError(f"{label} cannot be read ({type(exc).__name__}); check it") from None
     except UnicodeDecodeError:
         raise CsvError(f"{label} is not UTF-8 text; save it as a UTF-8 CSV") from None
-    if "\x00" in text:
-        raise CsvError(f"{label} contains NUL bytes; save it as a plain UTF-8 CSV")
-    try:
-        records = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:
-        raise CsvError(f"{label} is not a valid CSV ({exc}); fix its quoting") from None
-    records = [r for r in records if r]  # blank lines carry no data
-    if not records:
+        raise CsvError(
+            f"{label} is not a valid CSV ({clip(str(exc), 200)}); fix its quoting"
+        ) from None
+    if header is None:
         raise CsvError(f"{label} is empty; it needs a header row")
-    header = [h.strip() for h in records[0]]
     if any(h == "" for h in header):
         raise CsvError(f"{label} has a blank column name in its header; name every column")
-    dupes = sorted({h for h in header if header.count(h) > 1})
+    counts = collections.Counter(header)
+    dupes = sorted(h for h, n in counts.items() if n > 1)
     if dupes:
-        raise CsvError(f"{label} repeats the column(s) {dupes}; give each column one name")
-    rows = records[1:]
-    for n, row in enumerate(rows, start=2):
-        if len(row) != len(header):
-            raise CsvError(
-                f"{label} line {n} has {len(row)} fields but the header has {len(header)}; "
-                "give every row one value per column"
-            )
+        raise CsvError(f"{label} repeats the column(s) {names(dupes)}; give each column one name")
     return Table(header, rows)
 
 
@@ -166,19 +252,21 @@ def align_submission(
         CsvError: wrong columns, wrong row count, duplicate, missing or unknown ids.
     """
     if sorted(sub.header) != sorted(expected_columns):
-        missing = [c for c in expected_columns if c not in sub.header]
-        extra = [c for c in sub.header if c not in expected_columns]
+        have, want = set(sub.header), set(expected_columns)
+        missing = [c for c in expected_columns if c not in have]
+        extra = [c for c in sub.header if c not in want]
         raise CsvError(
-            f"{label} has columns {sub.header} but the task expects {list(expected_columns)} "
-            f"(missing {missing}, unexpected {extra}); write exactly the sample submission's "
-            "columns"
+            f"{label} has {len(sub.header)} columns {names(sub.header)} but the task expects "
+            f"{names(list(expected_columns))} (missing {names(missing)}, unexpected "
+            f"{names(extra)}); write exactly the sample submission's columns"
         )
     if len(sub.rows) != n_rows:
         raise CsvError(
             f"{label} has {len(sub.rows)} rows but the task expects {n_rows} (one per row of "
             "test.csv); predict every test row once"
         )
-    order = [sub.header.index(c) for c in expected_columns]
+    position = {c: i for i, c in enumerate(sub.header)}
+    order = [position[c] for c in expected_columns]
     rows = [[r[i] for i in order] for r in sub.rows]
     if id_column is None or answer_ids is None:
         return Table(list(expected_columns), rows)
@@ -197,10 +285,9 @@ def align_submission(
     wanted = [id_key(a) for a in answer_ids]
     missing_ids = [a for a in wanted if a not in by_id]
     if missing_ids:
-        example = ", ".join(repr(m) for m in missing_ids[:3])
         raise CsvError(
             f"{label} lacks {len(missing_ids)} test id(s) in column {id_column!r} (e.g. "
-            f"{example}); use the ids of test.csv / the sample submission"
+            f"{names(missing_ids, limit=3)}); use the ids of test.csv / the sample submission"
         )
     return Table(list(expected_columns), [by_id[a] for a in wanted])
 
@@ -431,9 +518,10 @@ def grade_files(config: dict[str, Any]) -> dict[str, Any]:
     def bad(reason: str) -> dict[str, Any]:
         return {"score": None, "valid": False, "reason": reason}
 
+    shape = {k: int(config[k]) for k in _SHAPE_KEYS if config.get(k) is not None}
     try:
-        answers = read_csv(Path(config["answers"]), label="the answers file")
-        sample = read_csv(Path(config["sample"]), label="sample_submission.csv")
+        answers = read_csv(Path(config["answers"]), label="the answers file", **shape)
+        sample = read_csv(Path(config["sample"]), label="sample_submission.csv", **shape)
     except CsvError as exc:
         return bad(f"the task is broken: {exc}")
     id_column = config.get("id_column")
@@ -442,7 +530,7 @@ def grade_files(config: dict[str, Any]) -> dict[str, Any]:
     ):
         id_column = None
     try:
-        sub = read_csv(Path(config["submission"]), label="the submission")
+        sub = read_csv(Path(config["submission"]), label="the submission", **shape)
         aligned = align_submission(
             sub,
             expected_columns=sample.header,
@@ -457,7 +545,7 @@ def grade_files(config: dict[str, Any]) -> dict[str, Any]:
                 Path(config["metric_py"]), Path(config["answers"]), aligned, id_column
             )
     except CsvError as exc:
-        return bad(str(exc))
+        return bad(clip(str(exc)))
     if not math.isfinite(score):
         return bad(f"the metric gave a non-finite score ({score}); check the predicted values")
     return {"score": score, "valid": True, "reason": ""}
@@ -485,14 +573,63 @@ def inspect_metric(metric_py: Path) -> dict[str, Any]:
     }
 
 
+_SHAPE_KEYS = ("max_bytes", "max_rows", "max_columns", "max_line_bytes")
+_PR_SET_PDEATHSIG = 1
+
+
+def confine(config: dict[str, Any]) -> None:
+    """Put this process under its limits before any task code runs.
+
+    Dies with the parent (``PR_SET_PDEATHSIG``; exits at once when the parent is already
+    gone), and sets ``RLIMIT_AS`` (``memory_mb``) and ``RLIMIT_CPU`` (``cpu_s``). Linux only
+    for the parent-death signal; the limits are set wherever ``resource`` exists.
+    """
+    import os
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's kill is the only bound
+        pass
+    parent = config.get("parent_pid")
+    if parent is not None and os.getppid() != int(parent):
+        os._exit(70)  # the parent died before the death signal was armed
+    import resource
+
+    memory_mb = config.get("memory_mb")
+    if memory_mb:
+        limit = int(memory_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    cpu_s = config.get("cpu_s")
+    if cpu_s:
+        soft = max(1, math.ceil(float(cpu_s)))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 2))
+
+
 def _main(argv: Sequence[str]) -> int:
     config = json.loads(Path(argv[1]).read_text())
+    confine(config)
     out = Path(config["result"])
     if config.get("mode") == "inspect":
-        out.write_text(json.dumps(inspect_metric(Path(config["metric_py"]))))
+        try:
+            found = inspect_metric(Path(config["metric_py"]))
+        except MemoryError:
+            found = {"error": "importing the metric class ran out of memory"}
+        out.write_text(json.dumps(found))
         return 0
     try:
         result = grade_files(config)
+    except MemoryError:
+        result = {
+            "score": None,
+            "valid": False,
+            "reason": f"grading ran out of memory (limit {config.get('memory_mb')} MB); "
+            "shrink the submission",
+            "limit": "memory",
+        }
     except Exception as exc:
         last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
         where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""

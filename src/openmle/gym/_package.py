@@ -24,13 +24,24 @@ Layout of a package::
     leaderboard_min = 0.1
     leaderboard_max = 0.9
     leaderboard = "leaderboard.csv"
-    time_limit_s = 600        # per-run wall-clock limit
+    time_limit_s = 600        # per-run wall-clock limit (at most 7 days)
     valid_fraction = 0.2      # share of train.csv held out for the validation split
-    grade_timeout_s = 600     # limit on one grading process
-    [resources]
+    grade_timeout_s = 600     # wall-clock limit on one grading process (at most 1 day)
+    [resources]               # at most 256 cpus, 16 gpus, 2 TiB
     cpus = 2
     gpus = 0
     memory_mb = 4096
+    [grader]                  # limits of the grading process (see GradeLimits)
+    memory_mb = 4096          # RLIMIT_AS
+    cpu_s = 600               # RLIMIT_CPU (default: grade_timeout_s)
+    max_bytes = 536870912     # largest CSV
+    max_rows = 10000000
+    max_columns = 10000
+    max_line_bytes = 8388608
+
+Every path in ``task.toml`` (``leaderboard``) is relative and stays inside the package, also
+after resolving symbolic links; values outside the ranges above are refused with the key
+and the range named.
 
 Packages built for the released system (no ``task.toml``) load as they are: the direction
 comes from the metric class's ``higher_is_better``, read in a child process on first use.
@@ -44,13 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import functools
-import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,18 +66,12 @@ from attrs import define, field, frozen
 
 from openmle._types import Resources, Split, TaskMeta, check_split
 from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageError
-from openmle.gym import _gradeproc
-from openmle.gym._gradeproc import BUILTIN_METRICS, CsvError, read_csv
+from openmle.gym._gradeproc import BUILTIN_METRICS, MAX_REASON_CHARS, clip
+from openmle.gym._grader import GradeLimits, run_child
 from openmle.gym._reports import GradeReport, ValidationReport
 from openmle.gym._split import valid_view_dir, valid_view_key, valid_view_path
 
 __all__ = ["Task", "load_task"]
-
-
-@functools.cache
-def _grader_source() -> str:
-    """The grading module's source, run in the child with ``python -I -c``."""
-    return Path(_gradeproc.__file__).read_text(encoding="utf-8")
 
 
 _KEYS = {
@@ -88,7 +88,19 @@ _KEYS = {
     "valid_fraction": float,
     "grade_timeout_s": float,
     "resources": dict,
+    "grader": dict,
 }
+
+_MAXIMA = {
+    "time_limit_s": 7 * 86_400.0,
+    "grade_timeout_s": 86_400.0,
+    "cpus": 256.0,
+    "gpus": 16.0,
+    "memory_mb": 2_097_152.0,
+}
+"""Largest accepted value of each numeric key (``cpus``, ``gpus``, ``memory_mb`` are
+``[resources]``'s)."""
+_GRADER_KEYS = ("memory_mb", "cpu_s", "max_bytes", "max_rows", "max_columns", "max_line_bytes")
 
 
 @frozen(kw_only=True)
@@ -103,6 +115,7 @@ class _Config:
     valid_fraction: float = 0.2
     grade_timeout_s: float = 600.0
     resources: Resources = field(factory=Resources)
+    grader: GradeLimits = field(factory=GradeLimits)
 
 
 def _bad(key: str, expected: str, value: object, hint: str) -> TaskPackageError:
@@ -148,14 +161,26 @@ def _read_config(root: Path) -> _Config:
     if not 0.0 < frac < 1.0:
         raise _bad("valid_fraction", "a number in (0, 1)", frac, "0.2 is usual")
     for key in ("time_limit_s", "grade_timeout_s"):
-        if key in data and data[key] <= 0:
-            raise _bad(key, "> 0", data[key], "give a positive number of seconds")
+        if key in data and not 0 < data[key] <= _MAXIMA[key]:
+            raise _bad(
+                key, f"in (0, {_MAXIMA[key]:g}] seconds", data[key], "give a sane time limit"
+            )
     res = data.get("resources", {})
     unknown_res = sorted(set(res) - {"cpus", "gpus", "memory_mb"})
     if unknown_res:
         raise TaskPackageError(
             f"task.toml [resources] has unknown key(s) {unknown_res}; use cpus, gpus, memory_mb"
         )
+    for key in ("cpus", "gpus", "memory_mb"):
+        v = res.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > _MAXIMA[key]:
+            raise _bad(
+                f"resources.{key}", f"at most {_MAXIMA[key]:g}", v, "ask for what one run needs"
+            )
+    leaderboard = data.get("leaderboard")
+    if leaderboard is not None:
+        _check_relative(root, leaderboard)
+    grader = _read_grader(data.get("grader", {}), float(data.get("grade_timeout_s", 600.0)))
     try:
         resources = Resources(**res)
         bounds = {
@@ -179,7 +204,49 @@ def _read_config(root: Path) -> _Config:
         valid_fraction=frac,
         grade_timeout_s=float(data.get("grade_timeout_s", 600.0)),
         resources=resources,
+        grader=grader,
     )
+
+
+def _check_relative(root: Path, rel: str) -> Path:
+    """``root / rel`` when it is a relative path that stays inside ``root`` (symbolic links
+    resolved); never reads the file, so an error cannot echo its content."""
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts or not rel.strip():
+        raise _bad(
+            "leaderboard",
+            "a path relative to the package, without '..'",
+            rel,
+            "put the file inside the package and name it relative to task.toml",
+        )
+    path = root / p
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise _bad(
+            "leaderboard",
+            "a file inside the package",
+            rel,
+            "it resolves (through a symbolic link) outside the package; copy the file in",
+        )
+    return path
+
+
+def _read_grader(table: Mapping[str, Any], timeout_s: float) -> GradeLimits:
+    unknown = sorted(set(table) - set(_GRADER_KEYS))
+    if unknown:
+        raise TaskPackageError(
+            f"task.toml [grader] has unknown key(s) {unknown}; use {', '.join(_GRADER_KEYS)}"
+        )
+    values: dict[str, Any] = {}
+    for key, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise _bad(f"grader.{key}", "a number", v, "fix the value's type")
+        if key != "cpu_s" and not (isinstance(v, int) or float(v).is_integer()):
+            raise _bad(f"grader.{key}", "a whole number", v, "drop the fraction")
+        values[key] = v if key == "cpu_s" else int(v)
+    try:
+        return GradeLimits(timeout_s=timeout_s, **values)
+    except InvalidArgument as exc:
+        raise TaskPackageError(f"task.toml [grader]: {exc}") from None
 
 
 def _looks_like_id(column: str) -> bool:
@@ -188,36 +255,6 @@ def _looks_like_id(column: str) -> bool:
     return (
         low in {"id", "ids"} or low.endswith(("_id", "-id", " id")) or name.endswith(("Id", "ID"))
     )
-
-
-def run_child(
-    config: dict[str, Any], *, timeout_s: float, cwd: Path | None = None
-) -> dict[str, Any]:
-    """Run the grading module in a fresh ``python -I`` process and return its JSON result.
-
-    Raises:
-        subprocess.TimeoutExpired: the child ran past ``timeout_s`` (it is killed).
-        TaskPackageError: the child died without writing a result.
-    """
-    with tempfile.TemporaryDirectory(prefix="openmle-grade-") as tmp:
-        cfg = Path(tmp) / "config.json"
-        result = Path(tmp) / "result.json"
-        cfg.write_text(json.dumps({**config, "result": str(result)}))
-        proc = subprocess.run(
-            [sys.executable, "-I", "-c", _grader_source(), str(cfg)],
-            cwd=cwd or tmp,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        if not result.exists():
-            raise TaskPackageError(
-                f"the grading process exited with code {proc.returncode} without a result; "
-                "run the task's metric by hand to find the crash"
-            )
-        out: dict[str, Any] = json.loads(result.read_text())
-        return out
 
 
 @final
@@ -287,6 +324,11 @@ class Task:
         return self._config.resources
 
     @property
+    def grade_limits(self) -> GradeLimits:
+        """The limits of one grading process (``grade_timeout_s`` and ``[grader]``)."""
+        return self._config.grader
+
+    @property
     def time_limit_s(self) -> float:
         """Wall-clock limit of one run, in seconds."""
         return self._config.time_limit_s
@@ -350,17 +392,21 @@ class Task:
         split: Split | str = Split.TEST,
         *,
         timeout_s: float | None = None,
+        limits: GradeLimits | None = None,
     ) -> GradeReport:
-        """Grade ``submission`` against ``split``'s answers in a separate process.
+        """Grade ``submission`` against ``split``'s answers in a separate, confined process.
 
         Never raises for a bad submission: the report is ``valid=False`` with a reason naming
         the problem and the fix. For the ``test`` split of a task with a leaderboard the report
-        also carries medals, thresholds and the human rank.
+        also carries medals, thresholds and the human rank. The report's ``grade_s`` is the
+        grading process's wall-clock time; the process runs under :attr:`grade_limits` (or
+        ``limits``) and a limit it reaches makes the submission invalid with a reason.
 
         Args:
             submission: path of the CSV to grade.
             split: ``"valid"`` or ``"test"``.
-            timeout_s: limit on the grading process (default: the task's ``grade_timeout_s``).
+            timeout_s: wall-clock limit on the grading process (default: the limits').
+            limits: the grading process's limits (default: :attr:`grade_limits`).
 
         Raises:
             InvalidArgument: ``split`` is not a split.
@@ -407,15 +453,19 @@ class Task:
             "metric": self._config.metric,
             "metric_py": str(self.root / "utils" / "metric.py"),
         }
-        limit = timeout_s if timeout_s is not None else self._config.grade_timeout_s
-        try:
-            out = run_child(config, timeout_s=limit)
-        except subprocess.TimeoutExpired:
+        lim = limits if limits is not None else self.grade_limits
+        if timeout_s is not None:
+            lim = lim.with_timeout(timeout_s)
+        child = run_child(config, limits=lim)
+        out = child.result
+        if out is None or child.limit in ("time", "cpu", "killed"):
             return self._invalid(
-                s, path, hib, f"grading took longer than {limit:g} s; shrink the submission"
+                s,
+                path,
+                hib,
+                _limit_reason(child.limit, child.returncode, lim),
+                grade_s=child.elapsed_s,
             )
-        except TaskPackageError as exc:
-            return self._invalid(s, path, hib, str(exc))
         report = GradeReport(
             task=self.name,
             split=s,
@@ -424,6 +474,7 @@ class Task:
             reason=str(out.get("reason", "")),
             higher_is_better=hib,
             submission_path=str(path),
+            grade_s=child.elapsed_s,
         )
         board = None
         if s is Split.TEST:
@@ -468,16 +519,24 @@ class Task:
     # ---------------------------------------------------------------- internals
 
     def _invalid(
-        self, split: Split, path: Path, hib: bool, reason: str, *, exists: bool = True
+        self,
+        split: Split,
+        path: Path,
+        hib: bool,
+        reason: str,
+        *,
+        exists: bool = True,
+        grade_s: float | None = None,
     ) -> GradeReport:
         return GradeReport(
             task=self.name,
             split=split,
             valid=False,
-            reason=reason,
+            reason=clip(reason, MAX_REASON_CHARS),
             higher_is_better=hib,
             submission_path=str(path),
             submission_exists=exists,
+            grade_s=grade_s,
         )
 
     def _key(self) -> str:
@@ -499,7 +558,9 @@ class Task:
     def _read_leaderboard(self) -> tuple[float, ...]:
         if not self._leaderboard_read:
             self._leaderboard = (
-                read_leaderboard(self.leaderboard_path) if self.leaderboard_path else None
+                read_leaderboard(self.leaderboard_path, root=self.root)
+                if self.leaderboard_path
+                else None
             )
             self._leaderboard_read = True
         return self._leaderboard or ()
@@ -508,7 +569,7 @@ class Task:
     def leaderboard_path(self) -> Path | None:
         """The leaderboard CSV, if the task has one."""
         if self._config.leaderboard is not None:
-            return self.root / self._config.leaderboard
+            return _check_relative(self.root, self._config.leaderboard)
         default = self.root / "leaderboard.csv"
         return default if default.is_file() else None
 
@@ -519,12 +580,15 @@ class Task:
                 "utils/metric.py is missing and task.toml names no built-in metric; add a "
                 'metric class or set metric = "rmse" (etc.) in task.toml'
             )
-        try:
-            out = run_child({"mode": "inspect", "metric_py": str(metric_py)}, timeout_s=120.0)
-        except subprocess.TimeoutExpired:
+        limits = self.grade_limits.with_timeout(min(120.0, self.grade_limits.timeout_s))
+        child = run_child({"mode": "inspect", "metric_py": str(metric_py)}, limits=limits)
+        out = child.result
+        if out is None:
             raise TaskPackageError(
-                "utils/metric.py took over 120 s to import; simplify it"
-            ) from None
+                "utils/metric.py could not be imported within the grader's limits ("
+                + _limit_reason(child.limit, child.returncode, limits)
+                + ")"
+            )
         if "error" in out:
             raise TaskPackageError(f"utils/metric.py: {out['error']}")
         hib = out.get("higher_is_better")
@@ -536,6 +600,28 @@ class Task:
         return hib
 
 
+def _limit_reason(limit: str | None, returncode: int | None, limits: GradeLimits) -> str:
+    """Why a grading process gave no result, naming the limit and the fix."""
+    if limit == "time":
+        return (
+            f"grading took longer than {limits.timeout_s:g} s (the grader's wall-clock limit); "
+            "shrink the submission"
+        )
+    if limit == "cpu":
+        cpu = limits.cpu_s if limits.cpu_s is not None else limits.timeout_s
+        return f"grading used more than {cpu:g} s of CPU time; shrink the submission"
+    if limit == "killed":
+        return (
+            "the grading process was killed (SIGKILL: its CPU hard limit, the kernel's "
+            f"out-of-memory killer at {limits.memory_mb} MB, or a cancellation); shrink the "
+            "submission"
+        )
+    return (
+        f"the grading process exited with code {returncode} without a result; run the "
+        "task's metric by hand to find the crash"
+    )
+
+
 def _same_file(a: Path, b: Path) -> bool:
     """Whether ``a`` and ``b`` are one file (a hard link to the answers, say)."""
     try:
@@ -545,13 +631,16 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _header_of(path: Path) -> list[str]:
+    """The header of a CSV, reading its first line only (at most 1 MiB)."""
     try:
-        return read_csv(path, label=path.name, max_bytes=1 << 40).header
-    except CsvError:
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            first = fh.readline(1 << 20)
+        return [h.strip() for h in next(csv.reader([first]), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
         return []
 
 
-def read_leaderboard(path: Path) -> tuple[float, ...] | None:
+def read_leaderboard(path: Path, *, root: Path | None = None) -> tuple[float, ...] | None:
     """Finite scores of a leaderboard CSV (see :func:`openmle.rewards.read_leaderboard`).
 
     Raises:
@@ -559,10 +648,22 @@ def read_leaderboard(path: Path) -> tuple[float, ...] | None:
     """
     from openmle.rewards import read_leaderboard as read_board
 
+    if root is not None and not path.resolve().is_relative_to(root.resolve()):
+        raise TaskPackageError(
+            f"leaderboard {path.name} resolves outside the package (a symbolic link); copy "
+            "the file into the package"
+        )
     try:
         return tuple(read_board(path))
-    except (InvalidArgument, OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise TaskPackageError(f"leaderboard {path.name}: {exc}") from None
+    except InvalidArgument:  # its message quotes the file's header: never echo content
+        raise TaskPackageError(
+            f"leaderboard {path.name} has no 'score' column; write a CSV with a 'score' column"
+        ) from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TaskPackageError(
+            f"leaderboard {path.name} cannot be read as a CSV ({type(exc).__name__}); "
+            "write a UTF-8 CSV with a 'score' column"
+        ) from None
 
 
 def load_task(path: Path | str) -> Task:

@@ -22,6 +22,18 @@ from openmle._types import Split, check_split
 __all__ = ["GradeReport", "Problem", "Severity", "ValidationReport"]
 
 
+MAX_REASON_CHARS = 1000
+"""Longest reason or message a report keeps; a longer one is cut, marked, where it is built."""
+
+
+def _clip(value: object) -> str:
+    text = str(value)
+    if len(text) <= MAX_REASON_CHARS:
+        return text
+    keep = MAX_REASON_CHARS - 40
+    return f"{text[:keep]}... [{len(text) - keep} more characters]"
+
+
 def _finite_or_none(value: object) -> float | None:
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -40,7 +52,7 @@ class GradeReport:
         score: the metric value (finite) when ``valid``, else None.
         valid: whether the submission had the task's format and graded to a finite number.
         reason: why it is invalid, naming the problem and the fix (empty when valid). Never
-            holds answer values.
+            holds answer values; at most 1,000 characters (longer ones are cut, marked).
         higher_is_better: the metric's direction.
         submission_path: the graded file.
         submission_exists: whether that file existed.
@@ -51,13 +63,14 @@ class GradeReport:
         human_rank: share of leaderboard entries strictly beaten, in [0, 1], or None.
         leaderboard_size: entries on the leaderboard (0 without one).
         leaderboard_best: the best leaderboard score (the SOTA default for relative gaps).
+        grade_s: wall-clock seconds of the grading process (None when no process ran).
     """
 
     task: str
     split: Split = field(converter=check_split)
     score: float | None = field(default=None, converter=_finite_or_none)
     valid: bool = False
-    reason: str = ""
+    reason: str = field(default="", converter=_clip)
     higher_is_better: bool = True
     submission_path: str | None = None
     submission_exists: bool = True
@@ -73,6 +86,7 @@ class GradeReport:
     human_rank: float | None = None
     leaderboard_size: int = 0
     leaderboard_best: float | None = None
+    grade_s: float | None = field(default=None, converter=_finite_or_none)
 
     def __attrs_post_init__(self) -> None:
         if self.valid and self.score is None:
@@ -148,6 +162,7 @@ class GradeReport:
             "human_rank": self.human_rank,
             "leaderboard_size": self.leaderboard_size,
             "leaderboard_best": self.leaderboard_best,
+            "grade_s": self.grade_s,
         }
 
     @classmethod
@@ -177,7 +192,7 @@ class Problem:
 
     severity: Severity = field(converter=Severity)
     file: str
-    message: str
+    message: str = field(converter=_clip)
     fix: str
 
     def __str__(self) -> str:

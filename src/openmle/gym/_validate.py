@@ -6,7 +6,12 @@ submission and the answers have one row per row of ``test.csv``; ids (when the t
 column) are present, unique and identically ordered in ``test.csv``, the sample submission and
 the answers; no target column leaks into ``test.csv``; ``train.csv`` holds the target columns;
 the leaderboard parses; the metric's direction can be read; the sample submission grades to a
-finite number on the test split; the validation view builds and its sample submission grades.
+finite number on the test split; the validation view builds and its sample submission grades;
+no symbolic link lies under ``data/public`` (a program would follow it out of the package).
+
+The task's code (``utils/metric.py``) runs only in grading processes, under the grader's limits
+and a fixed environment; all grading of one validation shares one ``grade_timeout_s`` budget,
+so a metric that never returns costs that limit once.
 
 Every problem names the file and the fix, and never quotes a cell of the answers file. A check
 that hits something unexpected reports it as a problem instead of raising: ``validate`` never
@@ -17,6 +22,8 @@ The released Gym then asked an LLM judge to score the task; that is out of scope
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["validate_path", "validate_task"]
 
 _PUBLIC = "data/public"
+_MAX_WALK = 1_000_000
+"""Most entries the symbolic-link check looks at."""
 _ANSWERS = "data/private/test_answer.csv"
 _FILES = {
     "train": f"{_PUBLIC}/train.csv",
@@ -48,6 +57,12 @@ class _Checker:
         self.checks: list[str] = []
         self.tables: dict[str, Table] = {}
         self.sample_score: float | None = None
+        self.deadline = time.monotonic() + task.grade_limits.timeout_s
+
+    def budget(self) -> float | None:
+        """Seconds left of the grading budget, or None when it is spent."""
+        left = self.deadline - time.monotonic()
+        return left if left >= 1.0 else None
 
     def error(self, file: str, message: str, fix: str) -> None:
         self.problems.append(Problem(severity=Severity.ERROR, file=file, message=message, fix=fix))
@@ -227,6 +242,37 @@ class _Checker:
         if not board:
             self.error(rel, "has no finite score.", "Write one finite score per entry.")
 
+    def links(self) -> None:
+        """Flag symbolic links under data/public (bounded, iterative walk)."""
+        top = self.root / _PUBLIC
+        if not top.is_dir() or top.is_symlink():
+            if top.is_symlink():
+                self.error(_PUBLIC, "is a symbolic link.", "Make it a real directory.")
+            return
+        found: list[str] = []
+        stack, seen = [top], 0
+        while stack and seen < _MAX_WALK:
+            d = stack.pop()
+            try:
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            for e in entries:
+                seen += 1
+                if e.is_symlink():
+                    found.append(str(Path(e.path).relative_to(self.root)))
+                elif e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+        for rel in sorted(found)[:20]:
+            self.error(
+                rel,
+                "is a symbolic link; a program reading data/public would follow it out of the "
+                "package.",
+                "Replace the link with a copy of the file.",
+            )
+        if len(found) > 20:
+            self.error(_PUBLIC, f"holds {len(found) - 20} more symbolic links.", "Replace them.")
+
     def metric(self, smoke_test: bool) -> None:
         try:
             _ = self.task.higher_is_better
@@ -235,7 +281,7 @@ class _Checker:
             return
         if not smoke_test or not {"sample", "answers"} <= set(self.tables):
             return
-        report = self.task.grade(self.root / _FILES["sample"], "test")
+        report = self.task.grade(self.root / _FILES["sample"], "test", timeout_s=self.budget())
         if not report.valid:
             self.error(
                 _FILES["sample"],
@@ -253,8 +299,16 @@ class _Checker:
         except TaskPackageError as exc:
             self.error(_FILES["train"], f"{exc}.", "Fix train.csv so it can be split.")
             return
-        if smoke_test and self.sample_score is not None:
-            report = self.task.grade(public / "sample_submission.csv", "valid")
+        left = self.budget()
+        if smoke_test and self.sample_score is not None and left is None:
+            self.error(
+                _FILES["train"],
+                "the validation split's sample submission was not graded: the test split's "
+                "grading used up grade_timeout_s.",
+                "Make the metric faster or raise grade_timeout_s in task.toml.",
+            )
+        elif smoke_test and self.sample_score is not None:
+            report = self.task.grade(public / "sample_submission.csv", "valid", timeout_s=left)
             if not report.valid:
                 self.error(
                     _FILES["train"],
@@ -278,6 +332,7 @@ def validate_task(task: Task, *, smoke_test: bool = True) -> ValidationReport:
     c.run("ids", c.ids)
     c.run("targets", c.targets)
     c.run("leaderboard", c.leaderboard)
+    c.run("links", c.links)
     c.run("metric", lambda: c.metric(smoke_test))
     if not c.problems or all(p.severity is Severity.WARNING for p in c.problems):
         c.run("valid_split", lambda: c.valid_split(smoke_test))
