@@ -91,6 +91,7 @@ PUBLIC = {
     ],
     "openmle.gym": [
         "Aggregate",
+        "GradeLimits",
         "GradeReport",
         "MLESummary",
         "Problem",

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from openmle.gym._grader import GradeLimits
 from openmle.gym._mle import (
     Aggregate,
     MLESummary,
@@ -34,6 +35,7 @@ from openmle.gym._validate import validate_path
 
 __all__ = [
     "Aggregate",
+    "GradeLimits",
     "GradeReport",
     "MLESummary",
     "Problem",
