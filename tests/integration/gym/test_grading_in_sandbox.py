@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -72,7 +73,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[tuple[LocalSandbox, Path]]:
-    mode = "landlock" if landlock_abi() > 0 else "bwrap"
+    mode: Literal["bwrap", "landlock"] = "landlock" if landlock_abi() > 0 else "bwrap"
     if mode == "bwrap" and bwrap_problem(shutil.which("bwrap"), sys.executable):
         pytest.skip("no isolation mode available")
     pid_file = tmp_path / "metric.pid"
@@ -110,6 +111,6 @@ async def test_cancelled_run_kills_its_grader(setup: tuple[LocalSandbox, Path]) 
     assert pid_file.exists(), "the metric never ran"
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while _alive(pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
+        await anyio.sleep(0.1)
     assert not _alive(pid), "the grading process outlived the cancelled run"
