@@ -13,11 +13,16 @@ Lifecycle guarantees (the failure modes seen in peers, see ``peers.md``):
 
 - the container is removed on every path, cancellation included (shielded cleanup), so none is
   leaked (SWE-ReX leaked containers when a start timed out);
-- the program's output goes to the engine's log driver, not to a pipe we must drain, and is read
-  back through :class:`openmle._runlog.LogCap` (head and tail kept), so a chatty program can
-  neither block nor exhaust memory;
+- the program's output is read through ``attach`` into :class:`openmle._runlog.LogCap` (head and
+  tail kept), so a chatty program can neither block nor exhaust memory, and the engine keeps no
+  log of its own (``LogConfig`` type ``none``), so it cannot fill the host's disk either;
 - a timeout stops the *container* (SIGTERM, then SIGKILL after ``stop_grace_s``), so no process
   outlives the job (killing a ``docker exec`` client does not, as NeMo Gym found);
+- the limit holds without us too: the container's command runs under ``timeout -s KILL`` at
+  ``timeout_s + stop_grace_s + CONTAINER_DEADLINE_SLACK_S``, so a container whose driver died
+  (SIGKILL, a lost Ray worker) stops by itself; every container is labelled with its sandbox and
+  its owner process, and containers whose owner is gone are removed when a sandbox starts and by
+  :meth:`DockerSandbox.aclose`;
 - engine failures give ``INFRA_ERROR``, never a program failure.
 
 Departures from the released system: the released search and RL talked to an external HTTP job
@@ -31,8 +36,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shlex
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import time
@@ -49,7 +56,7 @@ from attrs import define, field
 
 from openmle._compat import require
 from openmle._protocols import Sandbox
-from openmle._runlog import LogCap, classify_run, take_submission
+from openmle._runlog import LogCap, RefusedGrade, classify_run, take_submission
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
@@ -64,6 +71,14 @@ DATA_MOUNT = "/data"
 WORKSPACE_MOUNT = "/workspace"
 MANAGED_LABEL = "openmle.managed"
 """Every container the sandbox makes carries this label (value ``"1"``)."""
+SANDBOX_LABEL = "openmle.sandbox"
+"""The id of the :class:`DockerSandbox` instance that made the container."""
+OWNER_LABEL = "openmle.owner"
+"""``HOST/PID/START``: the host, pid and start time (clock ticks) of the process that made it."""
+CONTAINER_DEADLINE_SLACK_S = 10.0
+"""Seconds past ``timeout_s + stop_grace_s`` at which the container's own ``timeout`` kills the
+program; the driver stops a timed-out container well before that, so this only acts when the
+driver is gone (or stalled)."""
 
 _SIGNAL_BASE = 128
 
@@ -156,6 +171,61 @@ def _artifacts(workspace: Path, limit: int = 1000) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _owner_token(pid: int) -> str | None:
+    """``HOST/PID/START`` for a live process (START tells a reused pid apart), else None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        start = stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+    return f"{socket.gethostname()}/{pid}/{start}"
+
+
+def _owner_gone(owner: str) -> bool:
+    """Whether the process named by an ``OWNER_LABEL`` value has exited (on this host only)."""
+    parts = owner.split("/")
+    if len(parts) < 3 or not parts[-2].isdigit():
+        return False
+    host = "/".join(parts[:-2])
+    if host != socket.gethostname():
+        return False  # another machine's process: we cannot tell
+    return _owner_token(int(parts[-2])) != owner
+
+
+def _sweep(api: Any, sandbox_id: str | None, live: set[str]) -> list[str]:
+    """Remove the containers whose owner process is gone (and, with ``sandbox_id``, that
+    sandbox's own containers not in ``live``). Returns the removed ids."""
+    errors = _engine_errors()
+    removed: list[str] = []
+    for found in api.containers(all=True, filters={"label": MANAGED_LABEL}):
+        cid = str(found.get("Id"))
+        labels = found.get("Labels") or {}
+        owner = labels.get(OWNER_LABEL)
+        mine = sandbox_id is not None and labels.get(SANDBOX_LABEL) == sandbox_id
+        if (mine and cid not in live) or (owner and _owner_gone(str(owner))):
+            with contextlib.suppress(*errors):
+                _remove(api, cid)
+                removed.append(cid)
+    return removed
+
+
+def _submission_too_large(workspace: Path) -> RefusedGrade | None:
+    """Refuse a ``submission.csv`` above the grader's size limit before anything copies it
+    (a sparse file costs no disk in the workspace but its whole size in a copy)."""
+    from openmle.gym._gradeproc import MAX_CSV_BYTES
+
+    try:
+        st = os.lstat(workspace / "submission.csv")
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode) and st.st_size > MAX_CSV_BYTES:
+        return RefusedGrade(
+            reason=f"submission.csv is {st.st_size} bytes, above the {MAX_CSV_BYTES}-byte "
+            "limit; write a smaller file"
+        )
+    return None
+
+
 def _public_dir(task: TaskHandle, job: Job) -> Path:
     public = Path(task.public_dir(job.split))
     if not public.is_dir():
@@ -200,7 +270,9 @@ class DockerSandbox(Sandbox):
         seccomp: the seccomp profile. ``"auto"`` (default) keeps Docker's default profile
             (which already refuses user namespaces and keyrings without ``CAP_SYS_ADMIN``) and,
             on Podman, uses a copy of Podman's default profile with ``unshare``, ``setns`` and
-            ``keyctl`` removed from its allow list (Podman allows them for rootless use);
+            ``keyctl`` removed from its allow list (Podman allows them for rootless use),
+            ``clone`` refused with any namespace flag and ``clone3`` answered with ``ENOSYS``
+            (as Docker's default profile does; threads and subprocesses work as before);
             ``None`` keeps the engine's default; any other value is a profile path passed as
             ``seccomp=PATH``.
         max_file_mb: largest file the program may write (MiB; None for no limit). Set by the
@@ -209,8 +281,15 @@ class DockerSandbox(Sandbox):
             drop its configured defaults). Writing past it kills the program with SIGXFSZ.
         network: allow network access (off by default: ``NetworkMode=none``).
         user: run as this ``uid[:gid]`` (or name known to the image) instead of the image's
-            default user; the workspace is made writable for it.
+            default user, for example ``"65534:65534"``. The workspace is writable for any
+            container user, and what the program leaves there is removed after the job even
+            when this process cannot remove it itself (a non-root driver on a rootful engine):
+            a short clean-up container of the same image and user empties it.
         stop_grace_s: seconds between SIGTERM and SIGKILL when a job times out (> 0).
+        container_deadline: also enforce the time limit inside the container, so it holds
+            when this process is gone: the command runs under the image's ``timeout``
+            (coreutils, or busybox 1.30 or later) and is SIGKILLed at ``timeout_s +
+            stop_grace_s + 10`` seconds. Turn it off only for an image without ``timeout``.
         gpus: host GPU ids this sandbox may lease to jobs, round-robin (a job asking for 2 GPUs
             gets 2 free ids from the pool; it waits when too few are free). Default: the
             inherited ``CUDA_VISIBLE_DEVICES`` mask if set, else no pool. ``Resources.gpu_ids``
@@ -246,6 +325,7 @@ class DockerSandbox(Sandbox):
     network: bool = False
     user: str | None = None
     stop_grace_s: float = 5.0
+    container_deadline: bool = True
     gpus: tuple[str, ...] | None = field(factory=_visible_gpus_from_env, converter=_gpu_pool)
     gpu_driver: str = "nvidia"
     shm_size_mb: int | None = None
@@ -261,6 +341,8 @@ class DockerSandbox(Sandbox):
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False)
     _lease: _GpuLease | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
+    _live: set[str] = field(factory=set, init=False)
+    _owner: str = field(factory=lambda: _owner_token(os.getpid()) or "", init=False)
 
     def __attrs_post_init__(self) -> None:
         for name in ("max_concurrency", "memory_mb", "pids_limit", "max_file_mb"):
@@ -309,12 +391,24 @@ class DockerSandbox(Sandbox):
             out.append(self.gpus[i])
         return tuple(out)
 
-    def _command(self) -> list[str]:
-        """The container's command: Python on ``main.py``, under a file-size limit if set."""
-        if self.max_file_mb is None:
+    def _command(self, job: Job) -> list[str]:
+        """The container's command: Python on ``main.py``, under a file-size limit if set and
+        under ``timeout -s KILL`` (the container's own deadline) unless turned off.
+
+        With the deadline, ``timeout`` is the container's PID 1: the program cannot signal it
+        (the kernel drops signals to a namespace's init that it does not handle, and SIGKILL
+        from inside), and when it exits the kernel kills every process left in the container.
+        """
+        program = f"{shlex.quote(self.python)} main.py"
+        if self.container_deadline:
+            limit = math.ceil(job.timeout_s + self.stop_grace_s + CONTAINER_DEADLINE_SLACK_S)
+            program = f"timeout -s KILL {limit} {program}"
+        elif self.max_file_mb is None:
             return [self.python, "main.py"]
-        blocks = self.max_file_mb * 2048  # ``ulimit -f`` counts 512-byte blocks
-        return ["/bin/sh", "-c", f"ulimit -f {blocks} && exec {self.python} main.py"]
+        if self.max_file_mb is not None:
+            blocks = self.max_file_mb * 2048  # ``ulimit -f`` counts 512-byte blocks
+            return ["/bin/sh", "-c", f"ulimit -f {blocks} && exec {program}"]
+        return ["/bin/sh", "-c", f"exec {program}"]
 
     def container_request(
         self,
@@ -352,6 +446,8 @@ class DockerSandbox(Sandbox):
             "CapDrop": ["ALL"],
             "SecurityOpt": ["no-new-privileges"]
             + ([f"seccomp={seccomp_profile}"] if seccomp_profile else []),
+            # Output is read through ``attach``; an engine log would only fill the host's disk.
+            "LogConfig": {"Type": "none", "Config": {}},
         }
         if not self.network:
             host["NetworkMode"] = "none"
@@ -371,12 +467,13 @@ class DockerSandbox(Sandbox):
             ]
         body: dict[str, Any] = {
             "Image": self.image_for(task_name),
-            "Cmd": self._command(),
+            "Cmd": self._command(job),
             "WorkingDir": WORKSPACE_MOUNT,
             "Env": [f"{k}={v}" for k, v in sorted(env.items())],
             "Labels": {
                 MANAGED_LABEL: "1",
-                "openmle.sandbox": self._id,
+                SANDBOX_LABEL: self._id,
+                OWNER_LABEL: self._owner,
                 "openmle.task": task_name,
                 "openmle.job": job.name or "",
             },
@@ -405,6 +502,10 @@ class DockerSandbox(Sandbox):
             api = await anyio.to_thread.run_sync(self._connect)
             if self._api is None:
                 self._api = api
+                # Sandbox start: remove what dead drivers left (their containers stopped by
+                # themselves at their deadline, but still hold their state and mounts).
+                with contextlib.suppress(*_engine_errors()):
+                    await anyio.to_thread.run_sync(_sweep, api, None, set())
             else:  # pragma: no cover - two first jobs raced; keep one client
                 api.close()
         return self._api
@@ -440,8 +541,10 @@ class DockerSandbox(Sandbox):
         workspace = holder / "workspace"
         workspace.mkdir()
         (workspace / "main.py").write_text(code, encoding="utf-8")
-        if self.user is not None:
-            workspace.chmod(0o777)
+        # Writable for whichever uid the container runs as: a ``user``, or the image's root,
+        # which has no capabilities and so no access to another owner's 0700 directory (a
+        # non-root driver on a rootful engine). The 0700 parent keeps host users out.
+        workspace.chmod(0o777)
         return workspace
 
     # ---------------------------------------------------------------- running a job
@@ -517,6 +620,7 @@ class DockerSandbox(Sandbox):
 
                 def create() -> str:
                     made.append(str(api.create_container_from_config(body)["Id"]))
+                    self._live.add(made[0])
                     return made[0]
 
                 container_id = cid = await anyio.to_thread.run_sync(create)
@@ -588,6 +692,9 @@ class DockerSandbox(Sandbox):
             exit_code = _signal_exit(state.get("ExitCode"))
             oom = bool(state.get("OOMKilled"))
             detail = ""
+            if not timed_out and not oom and exit_code == -9 and runtime_s >= job.timeout_s:
+                # The container's own deadline fired first (the driver was stalled).
+                timed_out = True
             if not oom and not timed_out and exit_code == -9:
                 guess = self.oom_from_sigkill
                 if guess is None:
@@ -606,9 +713,11 @@ class DockerSandbox(Sandbox):
                 for opened in streams:
                     await anyio.to_thread.run_sync(_close_stream, opened)
                 for container_id in made:
-                    # If the engine is gone there is nothing more we can do here.
+                    # If the engine is gone there is nothing more we can do here (the
+                    # container stops at its own deadline; a later sweep removes it).
                     with contextlib.suppress(*errors):
                         await anyio.to_thread.run_sync(_remove, api, container_id)
+                    self._live.discard(container_id)
                 for path in workspaces:
                     await anyio.to_thread.run_sync(
                         lambda p=path: shutil.rmtree(p, ignore_errors=True)  # type: ignore[misc]
@@ -632,9 +741,11 @@ class DockerSandbox(Sandbox):
             submission: Path | None = None
             grade: GradeLike | None = None
             if not timed_out and not oom and exit_code == 0:
-                submission, refused = await anyio.to_thread.run_sync(
-                    take_submission, workspace, grading
-                )
+                refused = await anyio.to_thread.run_sync(_submission_too_large, workspace)
+                if refused is None:
+                    submission, refused = await anyio.to_thread.run_sync(
+                        take_submission, workspace, grading
+                    )
                 if refused is not None:  # classified as an invalid submission with this reason
                     submission, grade = grading / "refused", refused
                 elif submission is not None:
@@ -671,14 +782,22 @@ class DockerSandbox(Sandbox):
                 await anyio.to_thread.run_sync(lambda: shutil.rmtree(grading, ignore_errors=True))
 
     async def aclose(self) -> None:
-        """Close the engine connection (idempotent); later ``run`` calls raise."""
+        """Close the engine connection (idempotent); later ``run`` calls raise.
+
+        Before closing, removes this sandbox's containers that no running job holds and every
+        container whose owner process is gone; then deletes the prepared seccomp profile.
+        """
         self._closed = True
-        api, self._api = self._api, None
-        if api is not None:
-            await anyio.to_thread.run_sync(api.close)
-        if self._seccomp_path:
-            shutil.rmtree(Path(self._seccomp_path).parent, ignore_errors=True)
-            self._seccomp_path = None
+        with anyio.CancelScope(shield=True):
+            api, self._api = self._api, None
+            if api is not None:
+                with contextlib.suppress(*_engine_errors()):
+                    await anyio.to_thread.run_sync(_sweep, api, self._id, set(self._live))
+                await anyio.to_thread.run_sync(api.close)
+            if self._seccomp_path:
+                path = Path(self._seccomp_path).parent
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
+                self._seccomp_path = None
 
     async def __aenter__(self) -> DockerSandbox:
         return self
@@ -773,25 +892,75 @@ async def _drain_in_daemon_thread(stream: Any, cap: LogCap) -> None:
 
 _PODMAN_SECCOMP = Path("/usr/share/containers/seccomp.json")
 _DENIED_SYSCALLS = frozenset({"unshare", "setns", "keyctl", "add_key", "request_key"})
+_CLONE_NAMESPACE_FLAGS = (
+    0x00020000  # CLONE_NEWNS
+    | 0x02000000  # CLONE_NEWCGROUP
+    | 0x04000000  # CLONE_NEWUTS
+    | 0x08000000  # CLONE_NEWIPC
+    | 0x10000000  # CLONE_NEWUSER
+    | 0x20000000  # CLONE_NEWPID
+    | 0x40000000  # CLONE_NEWNET
+)
+_ENOSYS = 38
+_CLONE_RULES: tuple[dict[str, Any], ...] = (
+    # ``clone`` only without namespace flags (the flags are argument 0, argument 1 on s390),
+    # and ``clone3`` answered with ENOSYS (its flags sit in memory, out of seccomp's reach),
+    # which makes the C library fall back to ``clone``: what Docker's default profile does.
+    {
+        "names": ["clone"],
+        "action": "SCMP_ACT_ALLOW",
+        "args": [
+            {"index": 0, "value": _CLONE_NAMESPACE_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}
+        ],
+        "excludes": {"arches": ["s390", "s390x"]},
+    },
+    {
+        "names": ["clone"],
+        "action": "SCMP_ACT_ALLOW",
+        "args": [
+            {"index": 1, "value": _CLONE_NAMESPACE_FLAGS, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}
+        ],
+        "includes": {"arches": ["s390", "s390x"]},
+    },
+    {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": _ENOSYS},
+)
+
+
+def _tightened_profile(profile: dict[str, Any]) -> dict[str, Any]:
+    """``profile`` (a Podman/Docker seccomp profile) without namespaces and keyrings.
+
+    Removes ``unshare``, ``setns`` and the keyring calls from every allow list (the default
+    action then refuses them), and replaces every rule for ``clone``/``clone3`` by
+    :data:`_CLONE_RULES`: ``clone`` with any namespace flag and every ``clone3`` are refused.
+    """
+    import copy
+
+    out = copy.deepcopy(profile)
+    removed = _DENIED_SYSCALLS | {"clone", "clone3"}
+    for rule in out.get("syscalls", []):
+        if rule.get("action") == "SCMP_ACT_ALLOW" or set(rule.get("names", [])) & {
+            "clone",
+            "clone3",
+        }:
+            rule["names"] = [n for n in rule.get("names", []) if n not in removed]
+    out["syscalls"] = [r for r in out.get("syscalls", []) if r.get("names")]
+    out["syscalls"].extend(copy.deepcopy(list(_CLONE_RULES)))
+    return out
 
 
 def _tightened_podman_profile() -> str:
-    """Write Podman's default seccomp profile without the namespace and keyring syscalls.
+    """Write Podman's default seccomp profile, tightened by :func:`_tightened_profile`.
 
-    Podman allows ``unshare``, ``setns`` and ``keyctl`` unconditionally (for rootless use);
-    the profile's default action refuses what its allow lists do not name, so removing them
-    refuses them. Returns the written path, or "" (engine default) when the file is missing.
+    Podman allows ``unshare``, ``setns``, ``keyctl`` and ``clone`` with any flags
+    unconditionally (for rootless use). Returns the written path, or "" (engine default) when
+    the file is missing.
     """
     import json
 
     try:
-        profile = json.loads(_PODMAN_SECCOMP.read_text())
-    except (OSError, ValueError):
+        profile = _tightened_profile(json.loads(_PODMAN_SECCOMP.read_text()))
+    except (OSError, ValueError, AttributeError, TypeError):
         return ""
-    for rule in profile.get("syscalls", []):
-        if rule.get("action") == "SCMP_ACT_ALLOW":
-            rule["names"] = [n for n in rule.get("names", []) if n not in _DENIED_SYSCALLS]
-    profile["syscalls"] = [r for r in profile.get("syscalls", []) if r.get("names")]
     out = Path(tempfile.mkdtemp(prefix="openmle-seccomp-")) / "seccomp.json"  # private (0700)
     out.write_text(json.dumps(profile))
     return str(out)

@@ -381,6 +381,50 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
         must_not_print="ESCALATED",
     ),
     HostileProgram(
+        name="clone_namespaces",
+        description=(
+            "clone and clone3 with CLONE_NEWUSER|NEWNS|NEWNET, then mounts a tmpfs and opens a "
+            "netfilter netlink socket in the child; threads and subprocesses must still work"
+        ),
+        body=(
+            "import ctypes, os, socket, subprocess, sys, threading\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.syscall.restype = ctypes.c_long\n"
+            "FLAGS = 0x10000000 | 0x00020000 | 0x40000000  # NEWUSER | NEWNS | NEWNET\n"
+            "SIGCHLD = 17\n"
+            "def child():\n"
+            "    if libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0:\n"
+            "        print('ESCAPED: mounted a tmpfs in a new namespace', flush=True)\n"
+            "    try:\n"
+            "        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12).close()\n"
+            "        print('ESCAPED: netfilter netlink socket', flush=True)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "    os._exit(0)\n"
+            "def tried(name, pid):\n"
+            "    if pid == 0:\n"
+            "        child()\n"
+            "    if pid > 0:\n"
+            "        os.waitpid(pid, 0)\n"
+            "    print(name, 'refused' if pid < 0 else 'allowed', ctypes.get_errno(), flush=True)\n"
+            "nr = {'x86_64': 56, 'aarch64': 220}.get(os.uname().machine)\n"
+            "if nr is not None:\n"
+            "    tried('clone', libc.syscall(nr, FLAGS | SIGCHLD, 0, 0, 0, 0))\n"
+            "    args = (ctypes.c_uint64 * 11)(FLAGS, 0, 0, 0, SIGCHLD, 0, 0, 0, 0, 0, 0)\n"
+            "    tried('clone3', libc.syscall(435, ctypes.byref(args), ctypes.sizeof(args)))\n"
+            "done = []\n"
+            "t = threading.Thread(target=done.append, args=('thread',))\n"
+            "t.start()\n"
+            "t.join()\n"
+            "out = subprocess.run([sys.executable, '-c', 'print(42)'], capture_output=True)\n"
+            "if done and out.stdout.strip() == b'42':\n"
+            "    print('CLONE-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="CLONE-TRIED",
+        must_not_print="ESCAPED",
+    ),
+    HostileProgram(
         name="ignore_sigterm",
         description="ignores SIGTERM and sleeps forever",
         body=(

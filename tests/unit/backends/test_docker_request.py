@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -11,9 +16,14 @@ import pytest
 from openmle import Job, Resources
 from openmle.backends import DockerSandbox
 from openmle.backends._docker import (
+    _PODMAN_SECCOMP,
     _check_disjoint,
     _GpuLease,
+    _owner_gone,
+    _owner_token,
     _signal_exit,
+    _submission_too_large,
+    _tightened_profile,
 )
 from openmle.errors import InvalidArgument, TaskPackageError
 
@@ -26,6 +36,9 @@ def _request(sandbox: DockerSandbox, job: Job, **kw: object) -> dict[str, object
     labels = body["Labels"]
     assert isinstance(labels, dict)
     labels.pop("openmle.sandbox")  # random per sandbox
+    owner = labels.pop("openmle.owner")  # this process
+    assert owner == _owner_token(os.getpid())
+    assert owner.startswith(f"{socket.gethostname()}/{os.getpid()}/")
     return body
 
 
@@ -35,7 +48,8 @@ def test_cpu_job_request_is_exact() -> None:
     job = Job(code="print(1)", task="toy", resources=Resources(cpus=1.5), env={"SEED": "3"})
     assert _request(sandbox, job) == {
         "Image": "localhost/openmle-sandbox:bookworm",
-        "Cmd": ["/bin/sh", "-c", "ulimit -f 2097152 && exec python3 main.py"],
+        # killed inside the container at timeout_s (600) + stop_grace_s (5) + 10 s
+        "Cmd": ["/bin/sh", "-c", "ulimit -f 2097152 && exec timeout -s KILL 615 python3 main.py"],
         "WorkingDir": "/workspace",
         "Env": [
             "DATA_DIR=/data",
@@ -53,6 +67,7 @@ def test_cpu_job_request_is_exact() -> None:
             "PidsLimit": 128,
             "CapDrop": ["ALL"],
             "SecurityOpt": ["no-new-privileges"],
+            "LogConfig": {"Type": "none", "Config": {}},
             "NetworkMode": "none",
         },
     }
@@ -109,6 +124,83 @@ def test_pool_defaults_to_inherited_cuda_visible_devices(monkeypatch: pytest.Mon
     assert sandbox.device_ids(job) == ("3",)
 
 
+def test_container_deadline_and_file_limit_combinations() -> None:
+    """The in-container deadline follows the job's limit; each wrapper can be turned off."""
+    job = Job(code="", task="toy", timeout_s=20.5)
+    with_both = _request(DockerSandbox(gpus=None, stop_grace_s=1.0), job)["Cmd"]
+    assert with_both == [
+        "/bin/sh",
+        "-c",
+        "ulimit -f 2097152 && exec timeout -s KILL 32 python3 main.py",
+    ]
+    no_limit = _request(DockerSandbox(gpus=None, max_file_mb=None), job)["Cmd"]
+    assert no_limit == ["/bin/sh", "-c", "exec timeout -s KILL 36 python3 main.py"]
+    bare = DockerSandbox(gpus=None, max_file_mb=None, container_deadline=False)
+    assert _request(bare, job)["Cmd"] == ["python3", "main.py"]
+    quoted = DockerSandbox(gpus=None, python="/opt/my python", container_deadline=False)
+    assert _request(quoted, job)["Cmd"] == [
+        "/bin/sh",
+        "-c",
+        "ulimit -f 2097152 && exec '/opt/my python' main.py",
+    ]
+
+
+def test_owner_label_tells_live_dead_and_foreign_owners_apart() -> None:
+    """A live owner is kept, an exited one (or a reused pid) is gone, another host's is kept."""
+    me = _owner_token(os.getpid())
+    assert me is not None and not _owner_gone(me)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = _owner_token(proc.pid)
+    proc.wait()
+    assert dead is not None and _owner_gone(dead)
+    host, pid, start = me.rsplit("/", 2)
+    assert _owner_gone(f"{host}/{pid}/{int(start) + 1}")  # same pid, another process
+    assert not _owner_gone(f"elsewhere.example/{proc.pid}/1")
+    assert not _owner_gone("garbage")
+
+
+def test_seccomp_profile_refuses_namespace_clones_and_clone3() -> None:
+    """``clone`` is allowed only without namespace flags; ``clone3`` gets ENOSYS; unshare,
+    setns and the keyring calls are in no allow list."""
+    if not _PODMAN_SECCOMP.exists():
+        pytest.skip("Podman's default seccomp profile is not installed here")
+    profile = _tightened_profile(json.loads(_PODMAN_SECCOMP.read_text()))
+    rules = profile["syscalls"]
+    allowed = {
+        n
+        for r in rules
+        if r["action"] == "SCMP_ACT_ALLOW" and not r.get("args")
+        for n in r["names"]
+    }
+    assert not allowed & {"clone", "clone3", "unshare", "setns", "keyctl", "add_key"}
+    clone = [r for r in rules if "clone" in r["names"]]
+    assert {r["args"][0]["index"] for r in clone} == {0, 1}  # s390 passes flags second
+    for r in clone:
+        assert r["names"] == ["clone"] and r["action"] == "SCMP_ACT_ALLOW"
+        assert r["args"] == [
+            {
+                "index": r["args"][0]["index"],
+                "value": 0x7E020000,
+                "valueTwo": 0,
+                "op": "SCMP_CMP_MASKED_EQ",
+            }
+        ]
+    assert [r for r in rules if "clone3" in r["names"]] == [
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}
+    ]
+
+
+def test_sparse_oversized_submission_is_refused_before_any_copy(tmp_path: Path) -> None:
+    """A sparse 1 GiB submission.csv is refused by its size; nothing is read or copied."""
+    with (tmp_path / "submission.csv").open("wb") as f:
+        f.truncate(1 << 30)
+    refused = _submission_too_large(tmp_path)
+    assert refused is not None and "1073741824 bytes" in refused.reason
+    (tmp_path / "submission.csv").write_text("id,y\n1,2\n")
+    assert _submission_too_large(tmp_path) is None
+    assert _submission_too_large(tmp_path / "missing") is None
+
+
 def test_network_user_image_and_shm_options() -> None:
     """Network on drops ``NetworkMode``; user, per-task image and shm size are passed through."""
     sandbox = DockerSandbox(
@@ -126,7 +218,11 @@ def test_network_user_image_and_shm_options() -> None:
     assert body["NetworkDisabled"] is False
     assert body["User"] == "65534:65534"
     assert body["Image"] == "my/image:1"
-    assert body["Cmd"] == ["/bin/sh", "-c", "ulimit -f 2097152 && exec python3.11 main.py"]
+    assert body["Cmd"] == [
+        "/bin/sh",
+        "-c",
+        "ulimit -f 2097152 && exec timeout -s KILL 615 python3.11 main.py",
+    ]
     assert host["ShmSize"] == 256 * 2**20
     assert body["Labels"] == {"openmle.managed": "1", "openmle.task": "toy", "openmle.job": "n1"}
 
