@@ -7,9 +7,13 @@ modules are listed in ``_COMMAND_MODULES`` and imported when the parser is built
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from openmle._version import __version__
 from openmle.errors import OpenMLEError
@@ -25,6 +29,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Interrupted by SIGINT or SIGTERM (the run directory can be resumed)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,10 +55,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(handler(args))
+        with _sigterm_as_sigint():
+            return int(handler(args))
     except OpenMLEError as exc:
         print(f"openmle: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("openmle: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _sigterm_as_sigint() -> Iterator[None]:
+    """Handle SIGTERM (what ``timeout``, systemd, Kubernetes and Slurm send) as SIGINT.
+
+    The handler re-sends the process SIGINT, so a terminated command stops exactly as an
+    interrupted one does: the running search is cancelled, its sandboxes are cleaned up and
+    closed, the run directory stays resumable, and the exit code is 130.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

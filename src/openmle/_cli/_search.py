@@ -8,11 +8,17 @@ errors (argparse). ``--json`` prints one JSON object on stdout and the progress 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
+
+import anyio
 
 from openmle.errors import InvalidArgument
 
@@ -216,13 +222,29 @@ def _default_out(prefix: str) -> Path:
 
 
 def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
-    from openmle.search import SearchConfig, run_search
     from openmle.search._driver import _higher_is_better
 
     hib = _higher_is_better(task)
     out = Path(args.out) if args.out else _default_out(args.command)
     model = build_model(model_spec, record=getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
+    with _closing(sandbox):
+        result = _run_search_cli(args, task, out, model, model_spec, sandbox, budget, hib)
+    return _finish(args, result, out)
+
+
+def _run_search_cli(
+    args: argparse.Namespace,
+    task: str,
+    out: Path,
+    model: Any,
+    model_spec: str,
+    sandbox: Any,
+    budget: Any,
+    hib: bool,
+) -> Any:
+    from openmle.search import SearchConfig, run_search
+
     selector = build_selector(args.selector, hib)
     config = SearchConfig(
         seed=args.seed,
@@ -235,7 +257,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
             f"openmle {args.command}: task {task}, model {model_spec}, sandbox {args.sandbox}, "
             f"selector {args.selector}, {args.workers} workers, writing {out}\n"
         )
-    result = run_search(
+    return run_search(
         task,
         model=model,
         sandbox=sandbox,
@@ -258,7 +280,35 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
             }
         },
     )
-    return _finish(args, result, out)
+
+
+@contextlib.contextmanager
+def _closing(sandbox: Any) -> Iterator[None]:
+    """Close ``sandbox`` (``aclose``) however the block ends, an interruption included.
+
+    SIGINT and SIGTERM are held off while closing, so a second Ctrl-C cannot leave the
+    sandbox's containers or files behind; the last one held is re-raised after.
+    """
+    try:
+        yield
+    finally:
+        close = getattr(sandbox, "aclose", None)
+        if close is not None:
+            held: list[int] = []
+            in_main = threading.current_thread() is threading.main_thread()
+            previous: dict[int, Any] = {}
+            if in_main:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    previous[sig] = signal.signal(sig, lambda s, f: held.append(int(s)))
+            try:
+                anyio.run(close)
+            except Exception as exc:  # closing must not hide the search's own outcome
+                print(f"openmle: closing the sandbox failed: {exc}", file=sys.stderr)
+            finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+            if held:
+                raise KeyboardInterrupt
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -295,15 +345,17 @@ def _resume(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     steps = budget.steps if budget else rd.manifest["budget"].get("steps")
     model = build_model(model_spec, record=cli.get("record"))
-    result = resume_search(
-        rd.path,
-        model=model,
-        sandbox=build_sandbox(cli.get("sandbox", "local")),
-        selector=build_selector(cli.get("selector", "three-factor"), hib),
-        prompts=_prompts(model, bool(cli.get("summaries", False))),
-        budget=budget,
-        on_progress=None if args.quiet else _Display(stream, steps),
-    )
+    sandbox = build_sandbox(cli.get("sandbox", "local"))
+    with _closing(sandbox):
+        result = resume_search(
+            rd.path,
+            model=model,
+            sandbox=sandbox,
+            selector=build_selector(cli.get("selector", "three-factor"), hib),
+            prompts=_prompts(model, bool(cli.get("summaries", False))),
+            budget=budget,
+            on_progress=None if args.quiet else _Display(stream, steps),
+        )
     return _finish(args, result, rd.path)
 
 

@@ -21,8 +21,12 @@ Mapping onto Ray:
 - cancelling ``run`` cancels the Ray task: first gracefully (``ray.cancel``, which interrupts
   the worker so the inner sandbox removes its process or container), then, after
   ``cancel_grace_s``, with ``force=True`` (the worker process is killed);
-- a lost worker (process killed, node gone) is retried by Ray up to ``max_retries`` times, then
-  gives INFRA_ERROR; a failing *program* is never retried (it is a result, not an error).
+- a lost worker (process killed, node gone, or killed by Ray's memory monitor) is retried up to
+  ``max_retries`` times, then gives INFRA_ERROR; a failing *program* is never retried (it is a
+  result, not an error). The retries are ours, not Ray's: the task is submitted with Ray's
+  ``max_retries=0``, because Ray retries a task its memory monitor killed *without bound* by
+  default (``task_oom_retries`` is -1; Ray only skips OOM retries for a task whose
+  ``max_retries`` is 0), so one program could otherwise start container after container.
 
 Departures from the released system: the released search and RL scaled out through their own
 HTTP job service with separate CPU and GPU queues; we rely on an existing distributed engine.
@@ -127,7 +131,9 @@ class RaySandbox(Sandbox):
             (None: ``RAY_ADDRESS`` or a new local cluster).
         init_options: more ``ray.init`` keyword arguments, used only when this sandbox starts
             Ray.
-        max_retries: how many times Ray re-runs a job whose worker died (then INFRA_ERROR).
+        max_retries: how many times a job whose worker was lost (killed, out of memory under
+            Ray's memory monitor, node gone) is submitted again before INFRA_ERROR. Each
+            attempt is a fresh Ray task (with Ray's own retries off) and has its own deadline.
         deadline_slack_s: seconds allowed beyond ``job.timeout_s`` (queue wait, container
             start, grading) before the Ray task is cancelled as stuck (INFRA_ERROR); None
             waits forever.
@@ -181,7 +187,9 @@ class RaySandbox(Sandbox):
         options: dict[str, Any] = {
             "num_cpus": res.cpus,
             "num_gpus": res.gpu_count,
-            "max_retries": self.max_retries,
+            # No retries by Ray: with max_retries=0 Ray also gives OOM kills no retry (its
+            # OOM retries are separate and unbounded by default); ``run`` retries instead.
+            "max_retries": 0,
             "retry_exceptions": False,
             "name": f"openmle:{job.name or job.task}",
         }
@@ -207,6 +215,26 @@ class RaySandbox(Sandbox):
         if self._closed:
             raise SandboxError("RaySandbox.run called after aclose()")
         ray = require("ray", "ray")
+        lost = (
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.OutOfMemoryError,
+            ray.exceptions.NodeDiedError,
+        )
+        failures: list[str] = []
+        for _attempt in range(self.max_retries + 1):
+            try:
+                return await self._attempt(job)
+            except lost as exc:  # the worker was lost; the program did not fail
+                failures.append(_short(exc, 300))
+        return RunResult.infra_error(
+            f"the Ray worker was lost {len(failures)} time(s) (max_retries={self.max_retries}): "
+            + " | ".join(failures),
+            split=job.split,
+        )
+
+    async def _attempt(self, job: Job) -> RunResult:
+        """One Ray task for ``job``; raises Ray's worker-loss errors for ``run`` to retry."""
+        ray = require("ray", "ray")
         remote = await anyio.to_thread.run_sync(self._task)
         submitted = time.time()
         ref = remote.options(**self.task_options(job)).remote(
@@ -225,6 +253,12 @@ class RaySandbox(Sandbox):
                 "(queue wait included); it was cancelled",
                 split=job.split,
             )
+        except (
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.OutOfMemoryError,
+            ray.exceptions.NodeDiedError,
+        ):
+            raise
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, OpenMLEError):
@@ -233,10 +267,7 @@ class RaySandbox(Sandbox):
                 f"the inner sandbox failed on the worker: {_short(cause or exc)}", split=job.split
             )
         except (ray.exceptions.RayError, ConnectionError) as exc:
-            return RunResult.infra_error(
-                f"the Ray worker was lost after {self.max_retries} retries: {_short(exc)}",
-                split=job.split,
-            )
+            return RunResult.infra_error(f"Ray failed: {_short(exc)}", split=job.split)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._cancel(ref)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -203,7 +205,7 @@ def test_task_options_carry_the_job_resources() -> None:
     assert sandbox.task_options(job) == {
         "num_cpus": 2.0,
         "num_gpus": 1,
-        "max_retries": 2,
+        "max_retries": 0,  # retried by RaySandbox.run, OOM kills included
         "retry_exceptions": False,
         "name": "openmle:j",
         "memory": 512 * 1024 * 1024,
@@ -225,3 +227,52 @@ async def test_run_after_aclose_raises() -> None:
     await sandbox.aclose()
     with pytest.raises(SandboxError, match="aclose"):
         await sandbox.run(Job(code="", task="t"))
+
+
+OOM_DRIVER = r"""
+import os, sys, time
+import anyio, ray
+from openmle import Job
+from openmle.backends import RaySandbox
+
+# A memory monitor that finds the node over its threshold at once: every task is OOM-killed.
+ray.init(num_cpus=1, include_dashboard=False, object_store_memory=80 * 1024 * 1024,
+         logging_level="warning", log_to_driver=False,
+         _system_config={"memory_usage_threshold": 0.01, "memory_monitor_refresh_ms": 50},
+         runtime_env={"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}})
+
+def never_ends():
+    time.sleep(600)
+
+async def main():
+    sandbox = RaySandbox(inner=never_ends, max_retries=1, deadline_slack_s=60.0)
+    result = await sandbox.run(Job(code="", task="t", timeout_s=20.0))
+    print("RESULT", result.outcome.value, result.detail[:200].replace("\n", " "))
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.slow
+def test_oom_kills_are_retried_only_max_retries_times(tmp_path: Path) -> None:
+    """Ray retries a task its memory monitor kills without bound by default; RaySandbox bounds
+    them by ``max_retries`` like any lost worker (INFRA_ERROR after 1 + max_retries tries)."""
+    pytest.importorskip("ray", reason="the 'ray' extra is not installed")
+    import openmle
+
+    src = str(Path(openmle.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", OOM_DRIVER],
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT")]
+    assert lines, proc.stderr[-3000:]
+    # Unbounded retries would run into the Ray deadline (20 + 60 s): "did not finish".
+    assert lines[0].startswith("RESULT infra_error the Ray worker was lost 2 time(s)"), lines
+    assert "OutOfMemoryError" in lines[0]

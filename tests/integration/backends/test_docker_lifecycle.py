@@ -1,0 +1,289 @@
+"""``DockerSandbox`` when its driver dies, is interrupted or terminated, and what it leaves.
+
+Each test runs a real driver process against the engine and kills, interrupts or terminates
+it, then checks the containers (by their owner label), the engine log and the files left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import openmle
+from openmle import Job, Outcome
+from openmle.backends import DockerSandbox
+from openmle.testing import TOY_SOLUTION, ToyTask
+
+from .conftest import Engine, _client
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+SRC = str(Path(openmle.__file__).resolve().parents[1])
+
+DRIVER = r"""
+import os, sys
+from pathlib import Path
+import anyio
+from openmle import Job
+from openmle.backends import DockerSandbox
+from openmle.testing import ToyTask
+
+base_url, image, root, timeout = sys.argv[1], sys.argv[2], Path(sys.argv[3]), float(sys.argv[4])
+toy = ToyTask.create(root / "toy")
+for dirpath, dirs, files in os.walk(root):
+    for name in dirs + files:
+        os.chmod(os.path.join(dirpath, name), 0o755)
+os.chmod(root, 0o755)
+
+async def main() -> None:
+    async with DockerSandbox(image=image, base_url=base_url, gpus=None, stop_grace_s=1.0,
+                             memory_mb=256, resolver=ToyTask.resolver({"toy": toy}),
+                             workspace_root=root / "ws") as sandbox:
+        code = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
+        result = await sandbox.run(Job(code=code, task="toy", timeout_s=timeout))
+    print("RETURNED", result.outcome.value, flush=True)
+
+try:
+    anyio.run(main)
+except KeyboardInterrupt:
+    print("KEYBOARD-INTERRUPT", flush=True)
+    sys.exit(130)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def _owned_by(base_url: str, pid: int) -> list[dict[str, Any]]:
+    """Containers whose ``openmle.owner`` label names process ``pid`` on this host."""
+    api = _client(base_url)
+    try:
+        found = api.containers(all=True, filters={"label": "openmle.managed"})
+    finally:
+        api.close()
+    return [
+        c
+        for c in found
+        if (c.get("Labels") or {}).get("openmle.owner", "").split("/")[-2:-1] == [str(pid)]
+    ]
+
+
+def _wait_running(base_url: str, pid: int, limit_s: float = 90.0) -> dict[str, Any]:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        running = [c for c in _owned_by(base_url, pid) if c.get("State") == "running"]
+        if running:
+            time.sleep(1.0)  # let the program start inside
+            return running[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no running container of process {pid} within {limit_s} s")
+
+
+def _toy(tmp_path: Path) -> ToyTask:
+    task = ToyTask.create(tmp_path / "toy")
+    for root, dirs, files in os.walk(tmp_path):
+        for name in dirs + files:
+            os.chmod(os.path.join(root, name), 0o755)
+    os.chmod(tmp_path, 0o755)
+    return task
+
+
+def test_container_of_a_killed_driver_stops_by_itself_and_is_swept(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    """SIGKILL of the driver: the container dies at its own deadline (timeout + grace + 10 s),
+    and the next sandbox to start removes it (its owner process is gone)."""
+    base = docker_engine.base_url
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, base, docker_engine.image, str(tmp_path), "3"],
+        env=_env(),
+    )
+    try:
+        container = _wait_running(base, driver.pid)
+    finally:
+        driver.kill()
+        driver.wait()
+    api = _client(base)
+    try:
+        # 3 s limit + 1 s grace + 10 s slack from the start; generous for a loaded machine.
+        deadline = time.monotonic() + 45
+        state: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            state = api.inspect_container(container["Id"])["State"]
+            if not state.get("Running"):
+                break
+            time.sleep(0.5)
+        assert not state.get("Running"), "the container outlived its driver and its deadline"
+        assert state.get("ExitCode") == 137  # SIGKILL from its own ``timeout``
+    finally:
+        api.close()
+
+    toy = _toy(tmp_path / "next")
+
+    async def start_another() -> Any:
+        async with DockerSandbox(
+            image=docker_engine.image,
+            base_url=base,
+            gpus=None,
+            resolver=ToyTask.resolver({"toy": toy}),
+        ) as sandbox:
+            return await sandbox.run(Job(code=TOY_SOLUTION, task="toy"))
+
+    assert anyio.run(start_another).outcome is Outcome.SUCCESS
+    assert _owned_by(base, driver.pid) == []
+
+
+def test_sigint_while_awaiting_run_propagates_and_removes_the_container(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    """Ctrl-C while a script awaits ``run``: KeyboardInterrupt reaches the script (no TIMEOUT
+    result), and the container is gone."""
+    base = docker_engine.base_url
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, base, docker_engine.image, str(tmp_path), "60"],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_running(base, driver.pid)
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert "KEYBOARD-INTERRUPT" in out and "RETURNED" not in out, out
+    assert driver.returncode == 130
+    assert _owned_by(base, driver.pid) == []
+    assert list((tmp_path / "ws").iterdir()) == []
+
+
+def test_cli_search_handles_sigterm_like_sigint_and_closes_the_sandbox(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    """``openmle search --sandbox docker`` under SIGTERM: exit 130 like Ctrl-C, no container
+    left, no seccomp profile directory left, and the run directory is resumable."""
+    base = docker_engine.base_url
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = tmp_path / "run"
+    cli = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "openmle", "search", "--task", "tabular-binary"),
+            *("--model", "offline-numpy", "--sandbox", "docker", "--budget", "steps=30"),
+            *("--workers", "1", "--timeout", "120", "--out", str(out), "--quiet"),
+        ],
+        env=_env(DOCKER_HOST=base, TMPDIR=str(scratch)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_running(base, cli.pid, limit_s=180)
+        cli.send_signal(signal.SIGTERM)
+        _, err = cli.communicate(timeout=120)
+    finally:
+        cli.kill()
+        cli.wait()
+    assert cli.returncode == 130, err
+    assert "interrupted" in err
+    assert _owned_by(base, cli.pid) == []
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("openmle-seccomp-")] == []
+    assert (out / "manifest.json").exists()
+
+
+@pytest.mark.anyio
+async def test_engine_keeps_no_log_of_the_output(
+    docker_engine: Engine, tmp_path: Path, managed_containers: Callable[[], list[str]]
+) -> None:
+    """The output is read through attach only: the container's log driver is ``none`` and
+    megabytes of output leave no engine log file."""
+    toy = _toy(tmp_path)
+    code = (
+        "import sys, time\n"
+        "line = b'x' * 1023 + b'\\n'\n"
+        "for _ in range(20 * 1024):\n"
+        "    sys.stdout.buffer.write(line)\n"
+        "sys.stdout.flush()\n"
+        "print('FLOODED', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    seen: list[dict[str, Any]] = []
+    async with (
+        DockerSandbox(
+            image=docker_engine.image,
+            base_url=docker_engine.base_url,
+            gpus=None,
+            stop_grace_s=1.0,
+            resolver=ToyTask.resolver({"toy": toy}),
+        ) as sandbox,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def job() -> None:
+            await sandbox.run(Job(code=code, task="toy", timeout_s=120))
+
+        tg.start_soon(job)
+        api = _client(docker_engine.base_url)
+        try:
+            with anyio.fail_after(90):
+                while not seen:
+                    for cid in await anyio.to_thread.run_sync(managed_containers):
+                        info = await anyio.to_thread.run_sync(api.inspect_container, cid)
+                        if info.get("State", {}).get("Running"):
+                            seen.append(info)
+                    await anyio.sleep(0.2)
+            await anyio.sleep(3)  # the flood takes well under a second
+            info = await anyio.to_thread.run_sync(api.inspect_container, seen[0]["Id"])
+        finally:
+            api.close()
+        tg.cancel_scope.cancel()
+    assert info["HostConfig"]["LogConfig"]["Type"] == "none"
+    log = Path(info.get("LogPath") or "/nonexistent")
+    size = log.stat().st_size if log.is_file() else 0  # noqa: ASYNC240 - after the run
+    assert size < 1024 * 1024, f"the engine logged {size} bytes at {log}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("user", [None, "65534:65534"])
+async def test_workspace_is_writable_and_removed_for_any_container_user(
+    docker_engine: Engine, tmp_path: Path, user: str | None
+) -> None:
+    """With the image's user or a non-root one, the program writes its submission and what it
+    leaves (nested, read-only and unreadable directories) is removed after the job."""
+    toy = _toy(tmp_path)
+    workspaces = tmp_path / "ws"
+    workspaces.mkdir()
+    code = (
+        "import os\n"
+        "os.makedirs('a/b/c/d')\n"
+        "open('a/b/c/d/f.txt', 'w').write('x')\n"
+        "os.makedirs('locked/inner')\n"
+        "open('locked/inner/g.bin', 'wb').write(b'y' * 1000)\n"
+        "os.chmod('locked/inner', 0o000)\n"
+        "os.chmod('locked', 0o500)\n"
+        "print('UID', os.getuid())\n"
+    ) + TOY_SOLUTION
+    async with DockerSandbox(
+        image=docker_engine.image,
+        base_url=docker_engine.base_url,
+        gpus=None,
+        user=user,
+        resolver=ToyTask.resolver({"toy": toy}),
+        workspace_root=workspaces,
+    ) as sandbox:
+        result = await sandbox.run(Job(code=code, task="toy"))
+    assert result.outcome is Outcome.SUCCESS, result.logs
+    assert f"UID {'65534' if user else '0'}" in result.logs
+    assert list(workspaces.iterdir()) == []
