@@ -282,9 +282,10 @@ class DockerSandbox(Sandbox):
         network: allow network access (off by default: ``NetworkMode=none``).
         user: run as this ``uid[:gid]`` (or name known to the image) instead of the image's
             default user, for example ``"65534:65534"``. The workspace is writable for any
-            container user, and what the program leaves there is removed after the job even
-            when this process cannot remove it itself (a non-root driver on a rootful engine):
-            a short clean-up container of the same image and user empties it.
+            container user (the image's root has no capabilities, so it needs that too when
+            this process is not root); what the program leaves is removed after the job by
+            this process, which needs the right to (root, or the engine's user namespace
+            mapping the container user to this process's uid).
         stop_grace_s: seconds between SIGTERM and SIGKILL when a job times out (> 0).
         container_deadline: also enforce the time limit inside the container, so it holds
             when this process is gone: the command runs under the image's ``timeout``

@@ -39,6 +39,7 @@ from openmle.testing import ToyTask
 
 base_url, image, root, timeout = sys.argv[1], sys.argv[2], Path(sys.argv[3]), float(sys.argv[4])
 toy = ToyTask.create(root / "toy")
+(root / "ws").mkdir(exist_ok=True)
 for dirpath, dirs, files in os.walk(root):
     for name in dirs + files:
         os.chmod(os.path.join(dirpath, name), 0o755)
@@ -65,8 +66,8 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 
-def _owned_by(base_url: str, pid: int) -> list[dict[str, Any]]:
-    """Containers whose ``openmle.owner`` label names process ``pid`` on this host."""
+def _owned_by(base_url: str, under: Path) -> list[dict[str, Any]]:
+    """Sandbox containers whose workspace lies under ``under`` (this test's driver's)."""
     api = _client(base_url)
     try:
         found = api.containers(all=True, filters={"label": "openmle.managed"})
@@ -75,19 +76,21 @@ def _owned_by(base_url: str, pid: int) -> list[dict[str, Any]]:
     return [
         c
         for c in found
-        if (c.get("Labels") or {}).get("openmle.owner", "").split("/")[-2:-1] == [str(pid)]
+        if any(str(m.get("Source", "")).startswith(str(under)) for m in c.get("Mounts") or [])
     ]
 
 
-def _wait_running(base_url: str, pid: int, limit_s: float = 90.0) -> dict[str, Any]:
+def _wait_running(
+    base_url: str, under: Path, limit_s: float = 90.0, settle_s: float = 1.0
+) -> dict[str, Any]:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        running = [c for c in _owned_by(base_url, pid) if c.get("State") == "running"]
+        running = [c for c in _owned_by(base_url, under) if c.get("State") == "running"]
         if running:
-            time.sleep(1.0)  # let the program start inside
+            time.sleep(settle_s)  # let the program start inside
             return running[0]
         time.sleep(0.2)
-    raise AssertionError(f"no running container of process {pid} within {limit_s} s")
+    raise AssertionError(f"no running container with a workspace under {under} in {limit_s} s")
 
 
 def _toy(tmp_path: Path) -> ToyTask:
@@ -106,18 +109,19 @@ def test_container_of_a_killed_driver_stops_by_itself_and_is_swept(
     and the next sandbox to start removes it (its owner process is gone)."""
     base = docker_engine.base_url
     driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, base, docker_engine.image, str(tmp_path), "3"],
+        [sys.executable, "-c", DRIVER, base, docker_engine.image, str(tmp_path), "10"],
         env=_env(),
     )
     try:
-        container = _wait_running(base, driver.pid)
+        # Killed well before its own 10 s limit would make it stop the container.
+        container = _wait_running(base, tmp_path, settle_s=0.0)
     finally:
         driver.kill()
         driver.wait()
     api = _client(base)
     try:
-        # 3 s limit + 1 s grace + 10 s slack from the start; generous for a loaded machine.
-        deadline = time.monotonic() + 45
+        # 10 s limit + 1 s grace + 10 s slack from the start; generous for a loaded machine.
+        deadline = time.monotonic() + 60
         state: dict[str, Any] = {}
         while time.monotonic() < deadline:
             state = api.inspect_container(container["Id"])["State"]
@@ -141,7 +145,7 @@ def test_container_of_a_killed_driver_stops_by_itself_and_is_swept(
             return await sandbox.run(Job(code=TOY_SOLUTION, task="toy"))
 
     assert anyio.run(start_another).outcome is Outcome.SUCCESS
-    assert _owned_by(base, driver.pid) == []
+    assert _owned_by(base, tmp_path) == []
 
 
 def test_sigint_while_awaiting_run_propagates_and_removes_the_container(
@@ -157,7 +161,7 @@ def test_sigint_while_awaiting_run_propagates_and_removes_the_container(
         text=True,
     )
     try:
-        _wait_running(base, driver.pid)
+        _wait_running(base, tmp_path)
         driver.send_signal(signal.SIGINT)
         out, _ = driver.communicate(timeout=60)
     finally:
@@ -165,7 +169,7 @@ def test_sigint_while_awaiting_run_propagates_and_removes_the_container(
         driver.wait()
     assert "KEYBOARD-INTERRUPT" in out and "RETURNED" not in out, out
     assert driver.returncode == 130
-    assert _owned_by(base, driver.pid) == []
+    assert _owned_by(base, tmp_path) == []
     assert list((tmp_path / "ws").iterdir()) == []
 
 
@@ -190,7 +194,7 @@ def test_cli_search_handles_sigterm_like_sigint_and_closes_the_sandbox(
         text=True,
     )
     try:
-        _wait_running(base, cli.pid, limit_s=180)
+        _wait_running(base, scratch, limit_s=180)
         cli.send_signal(signal.SIGTERM)
         _, err = cli.communicate(timeout=120)
     finally:
@@ -198,7 +202,7 @@ def test_cli_search_handles_sigterm_like_sigint_and_closes_the_sandbox(
         cli.wait()
     assert cli.returncode == 130, err
     assert "interrupted" in err
-    assert _owned_by(base, cli.pid) == []
+    assert _owned_by(base, scratch) == []
     assert [p.name for p in scratch.iterdir() if p.name.startswith("openmle-seccomp-")] == []
     assert (out / "manifest.json").exists()
 
