@@ -526,7 +526,7 @@ async def test_quota_watchdog_kills_where_no_tmpfs_can_be_mounted(
             continue
         sb = LocalSandbox(
             ToyTask.resolver({"toy": toy}),
-            isolation=mode,  # type: ignore[arg-type]
+            isolation=mode,
             max_workspace_mb=64,
             max_workspace_files=500,
         )
@@ -555,7 +555,7 @@ async def test_kept_workspace_is_copied_out_and_no_mount_is_left(
             continue
         sb = LocalSandbox(
             ToyTask.resolver({"toy": toy}),
-            isolation=mode,  # type: ignore[arg-type]
+            isolation=mode,
             workdir=work,
             keep_workspaces=True,
         )
