@@ -26,10 +26,16 @@ reports the sandbox's setup on the same pipe and ``exec``s the program: one Pyth
 per run. The Landlock mode (and bwrap mode without ``prlimit``) uses a small Python launcher
 (standard library only) that joins the cgroups, sets rlimits, applies Landlock and ``exec``s
 the program. Either way a launch failure is an infrastructure error, never blamed on the
-program.
+program. The launch chain runs with a fixed environment (never ``job.env``, whose loader
+variables would run code on the host before any isolation); the program's environment is
+applied inside (``bwrap --clearenv --setenv``, or the launcher's ``execve``). The Landlock
+launcher sets a parent-death signal and, where it may (root), unshares its mount namespace to
+mount a private, size-limited ``/dev/shm`` (else the program gets none); bwrap mounts a sized
+tmpfs on ``/dev/shm``. The run's workspace, ``/tmp`` and program live on a size- and
+inode-limited tmpfs mounted on the host (:func:`mount_quota_tmpfs`) where we may mount.
 
 Both modes load a seccomp filter (:func:`seccomp_program`): no new namespaces, mounts, kernel
-keyrings, ``bpf``, ``perf_event_open`` or ``userfaultfd``; the weak mode also limits
+keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` or io_uring; the weak mode also limits
 ``socket()`` to TCP and, as root, turns file-metadata calls into no-ops. The bwrap mode also
 mounts ``/proc/sys`` and its kin read-only: a program runs as uid 0 when we do, and sysctls
 check the uid, not capabilities.
