@@ -58,6 +58,7 @@ import errno
 import functools
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -1025,11 +1026,33 @@ def unmount(path: Path) -> None:
         libc.umount2(os.fsencode(path), _MNT_DETACH)
 
 
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or beneath ``path`` (deepest first), from ``/proc/self/mountinfo``."""
+    root = os.path.realpath(path)
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(" ")
+        if len(parts) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+        if point == root or point.startswith(root.rstrip("/") + "/"):
+            found.append(point)
+    return sorted(set(found), key=len, reverse=True)
+
+
 def safe_rmtree(path: Path) -> None:
     """Remove ``path`` whatever the program left there (any depth, names or permissions).
 
-    See :func:`openmle.backends._workspace.remove_tree`; never raises.
+    Detaches the quota tmpfs (or any mount) beneath it first, so a run directory left mounted
+    by a killed process is removable too. See
+    :func:`openmle.backends._workspace.remove_tree`; never raises.
     """
+    for point in mounts_under(path):
+        unmount(Path(point))
     remove_tree(path)
 
 

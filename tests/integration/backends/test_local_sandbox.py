@@ -14,7 +14,13 @@ import pytest
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
-from openmle.backends._isolation import bwrap_problem, landlock_abi, live_pids_with_env
+from openmle.backends._isolation import (
+    bwrap_problem,
+    landlock_abi,
+    live_pids_with_env,
+    mounts_under,
+    safe_rmtree,
+)
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
 
@@ -576,6 +582,8 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
     import textwrap
 
     token = f"pdeath-{os.getpid()}-{id(tmp_path)}"
+    work = tmp_path / "work"
+    work.mkdir()
     driver = textwrap.dedent(
         f"""
         import anyio, warnings
@@ -586,7 +594,8 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
         warnings.simplefilter("ignore")
         toy = ToyTask(root=Path({str(toy.root)!r}), name="toy")
         async def main():
-            sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock")
+            sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock",
+                              workdir=Path({str(work)!r}))
             env = {{"OPENMLE_PDEATH_PROBE": {token!r}}}
             await sb.run(Job(code="import time; time.sleep(300)", task="toy", timeout_s=300,
                              env=env))
@@ -621,6 +630,9 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
         finally:
             if owner.returncode is None:
                 owner.kill()
+            # What the killed owner could not clean (a job service's start-up sweep does it).
+            await anyio.to_thread.run_sync(safe_rmtree, work)
+    assert not await anyio.to_thread.run_sync(mounts_under, work)
 
 
 def _runs_main(pid: int) -> bool:

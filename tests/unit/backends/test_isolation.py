@@ -262,3 +262,20 @@ def test_safe_rmtree_removes_locked_trees(tmp_path: Path) -> None:
     iso.safe_rmtree(root)
     assert not root.exists()
     assert outside.read_text() == "keep"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_safe_rmtree_detaches_a_quota_mount_left_behind(tmp_path: Path) -> None:
+    """A run directory whose quota tmpfs is still mounted (its service was killed) goes too."""
+    run = tmp_path / "openmle-run-x"
+    box = run / "box"
+    box.mkdir(parents=True)
+    assert iso.mount_quota_tmpfs(box, max_bytes=1 << 20, max_files=100)
+    (box / "workspace").mkdir()
+    (box / "workspace" / "f").write_text("x")
+    assert iso.mounts_under(run) == [str(box)]
+    with pytest.raises(OSError, match="No space left"):  # 2 MiB do not fit in 1 MiB
+        (box / "big").write_bytes(b"x" * (2 << 20))
+    iso.safe_rmtree(run)
+    assert not run.exists()
+    assert iso.mounts_under(tmp_path) == []
