@@ -252,6 +252,67 @@ class Resources:
         return cls(**dict(data))
 
 
+# Variables that change what runs before a program's first line: the dynamic loader's and
+# glibc's (they load code into every process, including a sandbox's own launch chain), and the
+# interpreter's that add code or import paths at start-up. Refused in ``Job.env``.
+LOADER_ENV_PREFIXES = ("LD_",)
+LOADER_ENV_NAMES = frozenset(
+    {"GCONV_PATH", "GLIBC_TUNABLES", "HOSTALIASES", "LOCPATH", "MALLOC_TRACE", "NLSPATH"}
+    | {"RESOLV_HOST_CONF"}
+)
+# ``PYTHON*`` variables a job may set: none of them makes the interpreter run other code.
+# Every other ``PYTHON*`` name is refused (PYTHONPATH, PYTHONHOME, PYTHONSTARTUP,
+# PYTHONUSERBASE, PYTHONNOUSERSITE, PYTHONWARNINGS (imports a category's module), ...).
+PYTHON_ENV_ALLOWED = frozenset(
+    {
+        "PYTHONBREAKPOINT",
+        "PYTHONDEVMODE",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONFAULTHANDLER",
+        "PYTHONHASHSEED",
+        "PYTHONINTMAXSTRDIGITS",
+        "PYTHONIOENCODING",
+        "PYTHONOPTIMIZE",
+        "PYTHONTRACEMALLOC",
+        "PYTHONUNBUFFERED",
+        "PYTHONUTF8",
+        "PYTHONWARNDEFAULTENCODING",
+    }
+)
+
+
+def env_problem(key: str, value: str) -> str | None:
+    """Why ``key=value`` may not be in a job's environment, or None when it may.
+
+    Refused: empty keys, keys with ``=``, NUL in a key or value, text that cannot be encoded
+    for the operating system, loader variables (``LD_*`` and :data:`LOADER_ENV_NAMES`) and
+    ``PYTHON*`` variables outside :data:`PYTHON_ENV_ALLOWED`. Job services call this per key
+    to answer 422 naming it.
+    """
+    if not key:
+        return "an environment variable needs a non-empty name"
+    if "=" in key or "\0" in key:
+        return "a variable name may not contain '=' or NUL; rename the variable"
+    if "\0" in value:
+        return "a value may not contain NUL; remove it"
+    try:
+        key.encode("utf-8", "surrogateescape")
+        value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return "name and value must be encodable text (no lone surrogates)"
+    if key.startswith(LOADER_ENV_PREFIXES) or key in LOADER_ENV_NAMES:
+        return (
+            "dynamic loader variables are refused: they would load code before the program "
+            "and its isolation; bundle the library with the program instead"
+        )
+    if key.startswith("PYTHON") and key not in PYTHON_ENV_ALLOWED:
+        return (
+            "this interpreter variable is refused: it changes what runs before the program; "
+            f"allowed PYTHON* variables: {', '.join(sorted(PYTHON_ENV_ALLOWED))}"
+        )
+    return None
+
+
 def _frozen_env(value: Mapping[str, str] | None) -> Mapping[str, str]:
     if value is None:
         return MappingProxyType({})
@@ -260,6 +321,9 @@ def _frozen_env(value: Mapping[str, str] | None) -> Mapping[str, str]:
     for k, v in value.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise fail("a mapping of str to str", f"Job.env[{k!r}]", v)
+        problem = env_problem(k, v)
+        if problem is not None:
+            raise InvalidArgument(f"Job.env[{k!r}] is refused: {problem}")
     return MappingProxyType(dict(sorted(value.items())))
 
 
@@ -283,7 +347,8 @@ class Job:
             ``"test"`` (final grade against the private answers).
         timeout_s: wall-clock limit in seconds, > 0.
         resources: CPUs, GPUs and memory for the run.
-        env: extra environment variables for the program.
+        env: extra environment variables for the program (set inside its isolation only).
+            Loader and start-up variables are refused (see :func:`env_problem`).
         name: optional label (shown in logs and by job services).
     """
 

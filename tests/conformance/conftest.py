@@ -37,6 +37,8 @@ async def local_sandbox(
         ToyTask.resolver({"toy": toy}),
         isolation=mode,
         max_file_mb=64,
+        max_workspace_mb=512,
+        max_workspace_files=20_000,
         memory_mb=1024,
         max_processes=128,
         kill_grace_s=1.0,

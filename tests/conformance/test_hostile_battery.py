@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from openmle import Outcome
 from openmle.backends import LocalSandbox
+from openmle.backends._isolation import landlock_abi
+from openmle.errors import SandboxUnavailable
 from openmle.testing import HOSTILE_PROGRAMS, ToyTask, run_hostile_battery
 
 from .test_sandbox_conformance import NaiveSandbox
+
+
+def _landlock() -> bool:
+    return landlock_abi() > 0
+
 
 pytestmark = [pytest.mark.conformance, pytest.mark.integration, pytest.mark.slow, pytest.mark.anyio]
 
@@ -27,6 +36,48 @@ async def test_local_sandbox_survives_battery(local_sandbox: LocalSandbox, toy: 
     assert by_name["symlinked_submission"].outcome is Outcome.INVALID_SUBMISSION
     assert "File too large" in by_name["disk_filler"].result.logs
     assert by_name["stdout_flood"].result.logs_dropped_bytes > 100 * 1024 * 1024 - 200_000
+    # The disk quota stops both attacks at once (a tmpfs as root: ENOSPC, or EFBIG: tmpfs
+    # checks RLIMIT_FSIZE even for fallocate(KEEP_SIZE), which ext4 does not).
+    assert "No space left on device" in by_name["many_files"].result.logs
+    assert "fallocate refused" in by_name["fallocate_3gb"].result.logs
+    assert "io_uring_setup: errno 1" in by_name["io_uring_socket"].result.logs
+    assert len(by_name["long_artifact_list"].result.artifacts) < 100
+    assert "not valid UTF-8" in by_name["lone_surrogate_code"].result.detail
+
+
+_MEMORY = ("memory_bomb", "shared_memory_mmap", "dev_shm_fill")
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_memory_is_bounded_without_cgroups(mode: str, toy: ToyTask) -> None:
+    """Without cgroups, rlimits (RLIMIT_AS too) and a sized /dev/shm bound shared memory."""
+    if mode == "landlock" and not _landlock():
+        pytest.skip("Landlock is not supported by this kernel")
+    sb = LocalSandbox(
+        ToyTask.resolver({"toy": toy}),
+        isolation=mode,  # type: ignore[arg-type]
+        cgroups=False,
+        max_file_mb=64,
+        kill_grace_s=1.0,
+    )
+    try:
+        with warnings.catch_warnings():  # "no cgroups": said once per process
+            warnings.simplefilter("ignore", RuntimeWarning)
+            await sb.prepare()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        reports = await run_hostile_battery(
+            sb,
+            task="toy",
+            private_paths=toy.private_paths,
+            task_root=toy.root,
+            programs=[p for p in HOSTILE_PROGRAMS if p.name in _MEMORY],
+        )
+    finally:
+        await sb.aclose()
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures
 
 
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:

@@ -60,6 +60,7 @@ from openmle._runlog import LogCap, RefusedGrade, classify_run, take_submission
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
+from openmle.backends._workspace import list_artifacts, remove_tree
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
@@ -156,19 +157,6 @@ def _signal_exit(code: int | None) -> int | None:
     if code is not None and _SIGNAL_BASE < code <= _SIGNAL_BASE + 64:
         return _SIGNAL_BASE - code
     return code
-
-
-def _artifacts(workspace: Path, limit: int = 1000) -> tuple[str, ...]:
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
-            rel = os.path.relpath(os.path.join(dirpath, name), workspace)
-            if rel != "main.py":
-                found.append(rel)
-            if len(found) >= limit:
-                return tuple(found)
-    return tuple(found)
 
 
 def _owner_token(pid: int) -> str | None:
@@ -720,9 +708,7 @@ class DockerSandbox(Sandbox):
                         await anyio.to_thread.run_sync(_remove, api, container_id)
                     self._live.discard(container_id)
                 for path in workspaces:
-                    await anyio.to_thread.run_sync(
-                        lambda p=path: shutil.rmtree(p, ignore_errors=True)  # type: ignore[misc]
-                    )
+                    await anyio.to_thread.run_sync(remove_tree, path)
 
     async def _classify(
         self,
@@ -763,7 +749,9 @@ class DockerSandbox(Sandbox):
                             queue_s=queue_s,
                             logs=cap.text(),
                         )
-            artifacts = await anyio.to_thread.run_sync(_artifacts, workspace)
+            artifacts = await anyio.to_thread.run_sync(
+                lambda: list_artifacts(workspace, exclude=("main.py",))
+            )
             return classify_run(
                 split=job.split,
                 exit_code=exit_code,
@@ -780,7 +768,7 @@ class DockerSandbox(Sandbox):
             )
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: shutil.rmtree(grading, ignore_errors=True))
+                await anyio.to_thread.run_sync(remove_tree, grading)
 
     async def aclose(self) -> None:
         """Close the engine connection (idempotent); later ``run`` calls raise.

@@ -26,10 +26,16 @@ reports the sandbox's setup on the same pipe and ``exec``s the program: one Pyth
 per run. The Landlock mode (and bwrap mode without ``prlimit``) uses a small Python launcher
 (standard library only) that joins the cgroups, sets rlimits, applies Landlock and ``exec``s
 the program. Either way a launch failure is an infrastructure error, never blamed on the
-program.
+program. The launch chain runs with a fixed environment (never ``job.env``, whose loader
+variables would run code on the host before any isolation); the program's environment is
+applied inside (``bwrap --clearenv --setenv``, or the launcher's ``execve``). The Landlock
+launcher sets a parent-death signal and, where it may (root), unshares its mount namespace to
+mount a private, size-limited ``/dev/shm`` (else the program gets none); bwrap mounts a sized
+tmpfs on ``/dev/shm``. The run's workspace, ``/tmp`` and program live on a size- and
+inode-limited tmpfs mounted on the host (:func:`mount_quota_tmpfs`) where we may mount.
 
 Both modes load a seccomp filter (:func:`seccomp_program`): no new namespaces, mounts, kernel
-keyrings, ``bpf``, ``perf_event_open`` or ``userfaultfd``; the weak mode also limits
+keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` or io_uring; the weak mode also limits
 ``socket()`` to TCP and, as root, turns file-metadata calls into no-ops. The bwrap mode also
 mounts ``/proc/sys`` and its kin read-only: a program runs as uid 0 when we do, and sysctls
 check the uid, not capabilities.
@@ -52,20 +58,22 @@ import errno
 import functools
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
-import stat
 import struct
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from attrs import define, field, frozen
+
+from openmle.backends._workspace import remove_tree
 
 __all__ = [
     "LAUNCHER",
@@ -133,6 +141,17 @@ def fail(msg):
     finally:
         os._exit(125)
 try:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    parent = cfg.get("parent")
+    if parent is not None:
+        # PR_SET_PDEATHSIG: SIGKILL when the process that started us dies (kept across exec).
+        if libc.prctl(1, 9, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            fail("the sandbox's owner exited before the program started")
     for procs in cfg["procs"]:
         with open(procs, "w") as f:
             f.write("0")
@@ -141,10 +160,20 @@ try:
         resource.setrlimit(getattr(resource, name), (soft, hard))
     ll = cfg.get("landlock")
     if ll is not None:
-        import ctypes, struct
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        libc.prctl.restype = ctypes.c_int
+        import struct
+        rules = list(ll["rules"])
+        shm = ll.get("shm")
+        if shm is not None and libc.unshare(0x20000) == 0:
+            # A private mount namespace with a fresh, size-limited, noexec /dev/shm; without
+            # one (not root) the program gets no /dev/shm access at all.
+            # (Mounts made private first, so nothing propagates to the host.)
+            libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+            opts = f"size={int(shm)},mode=1777".encode()
+            if (
+                libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) == 0
+                and libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4 | 8, opts) == 0
+            ):
+                rules.append(["/dev/shm", ll["shm_access"]])
         def sc(*args):
             r = libc.syscall(*args)
             if r < 0:
@@ -163,7 +192,7 @@ try:
         buf = ctypes.create_string_buffer(attr, len(attr))
         rs = sc(444, buf, len(attr), 0)
         file_bits = 1 | 2 | 4 | (1 << 14) | (1 << 15)
-        for path, access in ll["rules"]:
+        for path, access in rules:
             try:
                 pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except FileNotFoundError:
@@ -199,7 +228,10 @@ try:
     os.write(status, b"ok")
     os.close(status)
     argv = cfg["argv"]
-    os.execv(argv[0], argv)
+    env = cfg.get("env")
+    if env is None:
+        os.execv(argv[0], argv)
+    os.execve(argv[0], argv, env)
 except BaseException as exc:
     fail(f"{type(exc).__name__}: {exc}")
 """
@@ -318,8 +350,15 @@ def bwrap_problem(bwrap: str | None, python: str) -> str | None:
     return None
 
 
-def _bwrap_base(info: RuntimeInfo, tmp_bytes: int | None = None) -> list[str]:
-    """Namespaces, /proc, /dev, a private /tmp, then the read-only runtime (the probe and every
+def _bwrap_base(
+    info: RuntimeInfo,
+    tmp_bytes: int | None = None,
+    *,
+    shm_bytes: int | None = None,
+    tmp_dir: Path | None = None,
+) -> list[str]:
+    """Namespaces, /proc, /dev (with a ``shm_bytes`` tmpfs at /dev/shm), a private /tmp (a
+    ``tmp_bytes`` tmpfs, or ``tmp_dir`` bound), then the read-only runtime (the probe and every
     run share it, so a runtime the probe can start is one every run can start)."""
     args = [
         "--unshare-pid",
@@ -340,9 +379,17 @@ def _bwrap_base(info: RuntimeInfo, tmp_bytes: int | None = None) -> list[str]:
     for sub in _PROC_READ_ONLY:
         args += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
     args += ["--dev", "/dev"]
-    if tmp_bytes is not None:
-        args += ["--size", str(tmp_bytes)]
-    args += ["--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
+    if shm_bytes is not None:
+        # bwrap's /dev/shm lives in its unlimited /dev tmpfs: cap it (shared memory that a
+        # per-process RLIMIT_DATA does not count).
+        args += ["--size", str(shm_bytes), "--tmpfs", "/dev/shm"]
+    if tmp_dir is not None:
+        args += ["--bind", str(tmp_dir), "/tmp"]
+    else:
+        if tmp_bytes is not None:
+            args += ["--size", str(tmp_bytes)]
+        args += ["--tmpfs", "/tmp"]
+    args += ["--ro-bind", "/usr", "/usr"]
     for top in _TOP_LEVEL:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -371,15 +418,20 @@ def bwrap_argv(
     seccomp_fd: int | None = None,
     launcher_cfg: dict[str, object] | None = None,
     command: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    shm_bytes: int | None = None,
+    tmp_dir: Path | None = None,
 ) -> list[str]:
     """The bubblewrap command line for one run (see the module docstring for the layout).
 
     Runs ``command`` directly when ``launcher_cfg`` is None (limits and cgroups were set
     outside, by :func:`shell_chain`); else runs the Python launcher inside, with each of
     ``procs_files`` (host ``cgroup.procs`` files) bound at ``/run/openmle/cgN``. bubblewrap
-    writes ``{"child-pid": ...}`` to ``info_fd`` once the sandbox is set up.
+    writes ``{"child-pid": ...}`` to ``info_fd`` once the sandbox is set up. ``env`` is the
+    program's whole environment (bubblewrap clears its own first); ``tmp_dir`` is bound at
+    ``/tmp`` instead of a ``tmp_bytes`` tmpfs; ``shm_bytes`` caps ``/dev/shm``.
     """
-    args = [bwrap, *_bwrap_base(info, tmp_bytes)]
+    args = [bwrap, *_bwrap_base(info, tmp_bytes, shm_bytes=shm_bytes, tmp_dir=tmp_dir)]
     for p in extra_ro:
         args += ["--ro-bind", str(p), str(p)]
     args += ["--ro-bind", str(data_dir), "/data"]
@@ -407,6 +459,10 @@ def bwrap_argv(
         args += ["--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
+    if env is not None:
+        args.append("--clearenv")
+        for key, value in env.items():
+            args += ["--setenv", key, value]
     args += ["--chdir", "/workspace", "--"]
     if launcher_cfg is None:
         return [*args, *command]
@@ -516,8 +572,6 @@ def landlock_rules(
     rules += [("/proc/self", LL_READ_ONLY), ("/sys", LL_READ_ONLY)]
     for dev in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"):
         rules.append((dev, LL_DEVICE))
-    if os.path.isdir("/dev/shm"):
-        rules.append(("/dev/shm", LL_ALL))
     if gpu:
         rules += [(str(d), LL_DEVICE) for d in sorted(Path("/dev").glob("nvidia*"))]
         if os.path.isdir("/proc/driver/nvidia"):
@@ -559,10 +613,18 @@ _NR_METADATA = {
     ),
     "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
 }
-# unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd.
+# unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd, and io_uring
+# (setup, enter, register: its operations, IORING_OP_SOCKET among them, bypass this filter).
+_NR_IO_URING = (425, 426, 427)
 _NR_DENIED = {
-    "x86_64": (272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
-    "aarch64": (97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
+    "x86_64": (
+        *(272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
+        *_NR_IO_URING,
+    ),
+    "aarch64": (
+        *(97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
+        *_NR_IO_URING,
+    ),
 }
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
 _NR_CLONE3 = 435
@@ -578,7 +640,8 @@ def seccomp_program(
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
     Always: new namespaces (``unshare``, ``setns``, ``clone`` with namespace flags), mounts,
-    kernel keyrings, ``bpf``, ``perf_event_open`` and ``userfaultfd`` fail with EPERM;
+    kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` and io_uring
+    (``io_uring_setup``/``enter``/``register``) fail with EPERM;
     ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
     ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
     may create only TCP sockets, so no Unix socket of a host service can be reached;
@@ -928,39 +991,69 @@ def kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+_MNT_DETACH = 2
+_MS_NOSUID, _MS_NODEV = 2, 4
+
+
+def mount_quota_tmpfs(path: Path, *, max_bytes: int, max_files: int) -> bool:
+    """Mount a tmpfs of ``max_bytes`` and ``max_files`` inodes on directory ``path``.
+
+    The per-run workspace quota: a program that fills it gets ``ENOSPC``. Needs the right to
+    mount (root in this mount namespace); False where that is refused (nothing is changed).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_ulong,
+            ctypes.c_char_p,
+        ]
+        opts = f"size={max_bytes},nr_inodes={max_files},mode=0755".encode()
+        r = libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts)
+    except (OSError, AttributeError, TypeError):
+        return False
+    return int(r) == 0
+
+
+def unmount(path: Path) -> None:
+    """Detach the mount at ``path`` (lazily, so open files cannot keep it); best effort."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.umount2(os.fsencode(path), _MNT_DETACH)
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or beneath ``path`` (deepest first), from ``/proc/self/mountinfo``."""
+    root = os.path.realpath(path)
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(" ")
+        if len(parts) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+        if point == root or point.startswith(root.rstrip("/") + "/"):
+            found.append(point)
+    return sorted(set(found), key=len, reverse=True)
+
+
 def safe_rmtree(path: Path) -> None:
-    """Remove ``path`` even if the program left read-only or unsearchable directories."""
+    """Remove ``path`` whatever the program left there (any depth, names or permissions).
 
-    def onexc(func: object, p: str, exc: BaseException) -> None:
-        if isinstance(exc, FileNotFoundError):
-            return
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), stat.S_IRWXU)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, stat.S_IRWXU)
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                os.unlink(p)
-
-    if not path.exists():
-        return
-    with contextlib.suppress(OSError):
-        shutil.rmtree(path)  # the common case: nothing read-only or unsearchable
-        return
-    for dirpath, dirnames, _ in os.walk(path):
-        for d in dirnames:
-            full = os.path.join(dirpath, d)
-            if not os.path.islink(full):
-                with contextlib.suppress(OSError):
-                    os.chmod(full, stat.S_IRWXU)
-    with contextlib.suppress(OSError):
-        os.chmod(path, stat.S_IRWXU)
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=onexc)
-    else:  # onerror is deprecated from 3.12 on
-        shutil.rmtree(path, onerror=lambda f, p, e: onexc(f, p, e[1]))
-    if path.exists():  # pragma: no cover - last resort
-        shutil.rmtree(path, ignore_errors=True)
+    Detaches the quota tmpfs (or any mount) beneath it first, so a run directory left mounted
+    by a killed process is removable too. See
+    :func:`openmle.backends._workspace.remove_tree`; never raises.
+    """
+    for point in mounts_under(path):
+        unmount(Path(point))
+    remove_tree(path)
 
 
 def errno_name(code: int) -> str:

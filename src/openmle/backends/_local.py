@@ -46,9 +46,10 @@ from openmle._protocols import Sandbox
 from openmle._runlog import LogCap, classify_run, take_submission
 from openmle._signature import error_signature
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
-from openmle._types import Job, RunResult
+from openmle._types import Job, Outcome, RunResult, env_problem
 from openmle.backends import _isolation as iso
 from openmle.backends._gpu import GpuPool
+from openmle.backends._workspace import list_artifacts, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 
 __all__ = ["LocalSandbox"]
@@ -62,7 +63,11 @@ RUN_ID_ENV = "OPENMLE_RUN_ID"
 _OWNED_ENV = ("CUDA_VISIBLE_DEVICES", "DATA_DIR", RUN_ID_ENV)
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _PIPE_GRACE_S = 5.0
-_MAX_ARTIFACTS = 10_000
+_QUOTA_POLL_S = 0.5
+_MAX_LOG_BYTES = 16 * 1024 * 1024
+# The launch chain (/bin/sh, prlimit, bubblewrap, the Python launcher) runs outside the
+# isolation, so it gets this fixed environment and never the job's.
+_LAUNCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 _warned: set[str] = set()
 
 
@@ -84,10 +89,15 @@ def _default_resolver(ref: str) -> TaskHandle:
     return cast(TaskResolver, resolve)(ref)
 
 
-def _positive_int(name: str) -> Any:
+def _positive_int(name: str, most: int | None = None) -> Any:
     def check(instance: object, attribute: object, value: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise InvalidArgument(f"Expected an integer > 0 but got LocalSandbox.{name}={value!r}")
+        if most is not None and value > most:
+            raise InvalidArgument(
+                f"Expected LocalSandbox.{name} <= {most} but got {value!r}; results carry "
+                "the logs, so keep them small"
+            )
 
     return check
 
@@ -136,9 +146,15 @@ class LocalSandbox(Sandbox):
             nvidia-smi), an int for the first ``n``, or indices into the visible list.
         memory_mb: memory limit (MiB) of a job whose ``resources.memory_mb`` is None.
         max_processes: processes (and threads) one run may have alive at once.
-        max_file_mb: largest file (MiB) a program may write; also the size of its ``/tmp``.
+        max_file_mb: largest file (MiB) a program may write.
+        max_workspace_mb, max_workspace_files: the run's disk quota: bytes and files (and
+            directories) its workspace and ``/tmp`` may hold together. As root a size-limited
+            tmpfs is mounted for each run (writes past it fail with ``ENOSPC``; the files
+            live in memory, charged to the run's memory cgroup where there is one);
+            elsewhere a watchdog polls the workspace and kills the run past the quota.
         kill_grace_s: seconds between SIGTERM and SIGKILL at a timeout.
-        log_head_bytes, log_tail_bytes: output kept from the start and end of a run.
+        log_head_bytes, log_tail_bytes: output kept from the start and end of a run
+            (at most 16 MiB each).
         python: the interpreter that runs programs (default: this one).
         workdir: where run directories are made (default: the system temp dir).
         keep_workspaces: keep each run directory (``openmle-run-*`` under ``workdir``, with
@@ -168,14 +184,20 @@ class LocalSandbox(Sandbox):
     memory_mb: int = field(default=4096, kw_only=True, validator=_positive_int("memory_mb"))
     max_processes: int = field(default=256, kw_only=True, validator=_positive_int("max_processes"))
     max_file_mb: int = field(default=1024, kw_only=True, validator=_positive_int("max_file_mb"))
+    max_workspace_mb: int = field(
+        default=2048, kw_only=True, validator=_positive_int("max_workspace_mb")
+    )
+    max_workspace_files: int = field(
+        default=100_000, kw_only=True, validator=_positive_int("max_workspace_files")
+    )
     kill_grace_s: float = field(
         default=2.0, kw_only=True, validator=_positive_float("kill_grace_s")
     )
     log_head_bytes: int = field(
-        default=64 * 1024, kw_only=True, validator=_positive_int("log_head_bytes")
+        default=64 * 1024, kw_only=True, validator=_positive_int("log_head_bytes", _MAX_LOG_BYTES)
     )
     log_tail_bytes: int = field(
-        default=64 * 1024, kw_only=True, validator=_positive_int("log_tail_bytes")
+        default=64 * 1024, kw_only=True, validator=_positive_int("log_tail_bytes", _MAX_LOG_BYTES)
     )
     python: str | None = field(default=None, kw_only=True)
     workdir: Path | None = field(default=None, kw_only=True)
@@ -392,17 +414,32 @@ class LocalSandbox(Sandbox):
         env.update({"DATA_DIR": data, "CUDA_VISIBLE_DEVICES": ",".join(gpus), RUN_ID_ENV: marker})
         return env
 
+    @staticmethod
+    def _launch_env(marker: str) -> dict[str, str]:
+        """The fixed environment of the launch chain (never anything from the job)."""
+        return {"PATH": _LAUNCH_PATH, "LANG": "C.UTF-8", RUN_ID_ENV: marker}
+
     async def _execute(
         self, job: Job, task: TaskHandle, gpus: tuple[str, ...], queue_s: float
     ) -> RunResult:
         assert self._info is not None and self._mode is not None
         info, bwrap = self._info, self._mode == "bwrap"
+        for key, value in job.env.items():  # Job refuses these too; a forged Job may not
+            problem = env_problem(key, value)
+            if problem is not None:
+                return RunResult.infra_error(
+                    f"job.env[{key!r}] is refused: {problem}", split=job.split, queue_s=queue_s
+                )
         run_dir = Path(tempfile.mkdtemp(prefix="openmle-run-", dir=self.workdir))
-        workspace, program_dir, tmp_dir = (
-            run_dir / "workspace",
-            run_dir / "program",
-            run_dir / "tmp",
-        )
+        # Everything the program may write or run from lives in ``box``: a size-limited tmpfs
+        # (the quota) where we may mount one. bubblewrap binds its parts by their path inside
+        # that tmpfs, so /proc/self/mountinfo shows no host path for them.
+        box = run_dir / "box"
+        workspace, program_dir, tmp_dir = box / "workspace", box / "program", box / "tmp"
+        quota_bytes = self.max_workspace_mb * 1024 * 1024
+        quota_files = self.max_workspace_files
+        mounted = False
+        quota_hit: list[str] = []
         marker = uuid.uuid4().hex
         cgroup: iso.Cgroup | None = None
         proc: anyio.abc.Process | None = None
@@ -410,9 +447,27 @@ class LocalSandbox(Sandbox):
         seccomp_fd: int | None = None
         extra_fds: list[int] = []
         try:
+            box.mkdir()
+            # The three directories count against the inode limit too.
+            mounted = await anyio.to_thread.run_sync(
+                lambda: iso.mount_quota_tmpfs(box, max_bytes=quota_bytes, max_files=quota_files + 8)
+            )
             for d in (workspace, program_dir, tmp_dir):
                 d.mkdir()
-            (program_dir / "main.py").write_text(job.code)
+            try:
+                source = job.code.encode("utf-8")
+            except UnicodeEncodeError as exc:  # e.g. a lone surrogate in model output
+                return RunResult(
+                    outcome=Outcome.RUNTIME_ERROR,
+                    split=job.split,
+                    detail=(
+                        f"the program is not valid UTF-8 text ({exc.reason} at character "
+                        f"{exc.start}); it was not run"
+                    ),
+                    error_signature="UnicodeEncodeError: program source is not UTF-8",
+                    queue_s=queue_s,
+                )
+            (program_dir / "main.py").write_bytes(source)
             public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
             overlap = [p for p in private if iso.is_within(public, p) or iso.is_within(p, public)]
             if overlap:
@@ -458,6 +513,11 @@ class LocalSandbox(Sandbox):
                 # RLIMIT_DATA counts private writable memory, not address-space reservations
                 # (CUDA and allocators reserve far more than they use, which RLIMIT_AS counts).
                 wanted.append(("RLIMIT_DATA", memory))
+                if not gpus:
+                    # RLIMIT_DATA misses shared mappings (mmap(-1, n) shared): bound the
+                    # address space too, with room for reservations. With GPUs (CUDA
+                    # reserves terabytes of address space) only a memory cgroup can do it.
+                    wanted.append(("RLIMIT_AS", 2 * memory + (1 << 30)))
             rlimits = iso.clamp_rlimits(wanted)
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
@@ -467,6 +527,7 @@ class LocalSandbox(Sandbox):
                 "rlimits": rlimits,
                 "landlock": None,
             }
+            launch_env = self._launch_env(marker)
             if bwrap:
                 assert self._bwrap is not None
                 launcher["argv"] = [info.executable, "/program/main.py"]
@@ -493,6 +554,9 @@ class LocalSandbox(Sandbox):
                     seccomp_fd=seccomp_fd,
                     launcher_cfg=None if self._prlimit else launcher,
                     command=[info.executable, "/program/main.py"],
+                    env=env,
+                    shm_bytes=memory,
+                    tmp_dir=tmp_dir if mounted else None,
                 )
                 if self._prlimit:
                     argv = iso.shell_chain(
@@ -519,8 +583,12 @@ class LocalSandbox(Sandbox):
                         tmp_dir=tmp_dir,
                         extra_ro=self.extra_ro_paths,
                         gpu=bool(gpus),
-                    )
+                    ),
+                    # A private /dev/shm of this size (or none): see the launcher.
+                    "shm": memory,
+                    "shm_access": iso.LL_ALL & ~iso.LL_EXECUTE,
                 }
+                launcher["parent"] = os.getpid()
                 env = self._env(
                     job,
                     data=str(data),
@@ -529,6 +597,7 @@ class LocalSandbox(Sandbox):
                     gpus=gpus,
                     marker=marker,
                 )
+                launcher["env"] = env
                 argv = [info.executable, "-I", "-S", "-c", iso.LAUNCHER, json.dumps(launcher)]
             try:
                 proc = await anyio.open_process(
@@ -537,7 +606,7 @@ class LocalSandbox(Sandbox):
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     cwd=workspace,
-                    env=env,
+                    env=launch_env,
                     start_new_session=True,
                     pass_fds=(status_w, *extra_fds),
                 )
@@ -558,6 +627,8 @@ class LocalSandbox(Sandbox):
                 drained = anyio.Event()
                 assert proc.stdout is not None
                 tg.start_soon(_pump, proc.stdout, cap, drained)
+                if not mounted:
+                    tg.start_soon(self._quota_watchdog, proc, box, quota_hit)
                 with anyio.move_on_after(job.timeout_s) as waited:
                     await proc.wait()
                 runtime_s = time.monotonic() - started
@@ -597,6 +668,7 @@ class LocalSandbox(Sandbox):
                 runtime_s=runtime_s,
                 queue_s=queue_s,
                 bwrap=bwrap,
+                quota=quota_hit[0] if quota_hit else None,
             )
         finally:
             with anyio.CancelScope(shield=True):
@@ -609,8 +681,49 @@ class LocalSandbox(Sandbox):
                             os.close(fd)
                 if cgroup is not None:
                     await anyio.to_thread.run_sync(cgroup.remove)
-                if not self.keep_workspaces:
-                    await anyio.to_thread.run_sync(iso.safe_rmtree, run_dir)
+                await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
+
+    def _clean_run_dir(self, run_dir: Path, box: Path, mounted: bool) -> None:
+        """Unmount the quota tmpfs and delete the run directory (or keep its parts)."""
+        if self.keep_workspaces:
+            for part in ("workspace", "program"):
+                src = box / part
+                if not src.is_dir():
+                    continue
+                if mounted:  # copy out of the tmpfs, which goes with the unmount
+                    with contextlib.suppress(OSError, subprocess.SubprocessError):
+                        subprocess.run(
+                            ["cp", "-a", "--", str(src), str(run_dir / part)],
+                            stdin=subprocess.DEVNULL,
+                            capture_output=True,
+                            timeout=600,
+                            check=False,
+                        )
+                else:
+                    with contextlib.suppress(OSError):
+                        src.rename(run_dir / part)
+        if mounted:
+            iso.unmount(box)
+        if self.keep_workspaces:
+            iso.safe_rmtree(box)
+        else:
+            iso.safe_rmtree(run_dir)
+
+    async def _quota_watchdog(self, proc: anyio.abc.Process, box: Path, hit: list[str]) -> None:
+        """Kill the run once ``box`` passes the quota (where no quota tmpfs could be mounted)."""
+        limit_bytes = self.max_workspace_mb * 1024 * 1024
+        while proc.returncode is None:
+            await anyio.sleep(_QUOTA_POLL_S)
+            why = await anyio.to_thread.run_sync(
+                lambda: over_quota(
+                    box, max_bytes=limit_bytes, max_files=self.max_workspace_files + 3
+                )
+            )
+            if why is not None and proc.returncode is None:
+                hit.append(f"exceeded its workspace quota ({why}) and was killed")
+                iso.kill_group(proc.pid, signal.SIGKILL)
+                iso.kill_pids([proc.pid], signal.SIGKILL)
+                return
 
     async def _classify(
         self,
@@ -626,6 +739,7 @@ class LocalSandbox(Sandbox):
         runtime_s: float,
         queue_s: float,
         bwrap: bool,
+        quota: str | None = None,
     ) -> RunResult:
         logs = cap.text()
         detail = ""
@@ -640,7 +754,9 @@ class LocalSandbox(Sandbox):
                 detail = f"killed by {signal.Signals(signum).name}"
             except ValueError:
                 detail = f"killed by signal {signum}"
-        artifacts = _artifacts(workspace)
+        if quota is not None:
+            detail = quota
+        artifacts = await anyio.to_thread.run_sync(list_artifacts, workspace)
         submission: Path | None = None
         grade: GradeLike | None = None
         if exit_code == 0 and not timed_out and not oom:
@@ -776,21 +892,6 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
-
-
-def _artifacts(workspace: Path) -> tuple[str, ...]:
-    """Relative paths of the files the program left (symlinks listed, never followed)."""
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(workspace, followlinks=False):
-        rel = os.path.relpath(dirpath, workspace)
-        for name in sorted(filenames) + sorted(
-            d for d in dirnames if os.path.islink(os.path.join(dirpath, d))
-        ):
-            out.append(name if rel == "." else f"{rel}/{name}")
-            if len(out) >= _MAX_ARTIFACTS:
-                return tuple(sorted(out))
-        dirnames.sort()
-    return tuple(sorted(out))
 
 
 LocalSandbox.__module__ = "openmle.backends"

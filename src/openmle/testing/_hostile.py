@@ -12,7 +12,9 @@ Process checks scan this machine's ``/proc`` for the marker variable each job ca
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -49,7 +51,7 @@ class HostileProgram:
             port listening on the host's loopback), ``HOST_UNIX_SOCKET`` (a Unix socket a
             host service listens on), ``HOST_SECRET`` and ``HOST_PIDS`` (a
             secret in the environment and command line of host processes), defined before it
-            runs.
+            runs, and ``HOST_SHM_FILE`` (a file the host keeps in its ``/dev/shm``).
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -483,6 +485,226 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
     ),
 )
 
+# Programs added with the sandbox hardening of issue 12 (loader, io_uring, disk, shared memory,
+# /dev/shm, deep trees, odd names, huge artifact lists).
+_IO_URING = (
+    "import ctypes, mmap, os, socket, struct\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.syscall.restype = ctypes.c_long\n"
+    "def uring_socket(domain, kind):\n"
+    "    params = ctypes.create_string_buffer(120)\n"
+    "    fd = libc.syscall(425, 4, params)\n"
+    "    if fd < 0:\n"
+    "        return None, 'io_uring_setup: errno %d' % ctypes.get_errno()\n"
+    "    sq_entries, cq_entries, _, _, _, features = struct.unpack_from('6I', params, 0)\n"
+    "    sq_off = struct.unpack_from('7I', params, 40)\n"
+    "    cq_off = struct.unpack_from('6I', params, 80)\n"
+    "    sq_size = sq_off[6] + sq_entries * 4\n"
+    "    cq_size = cq_off[5] + cq_entries * 16\n"
+    "    size = max(sq_size, cq_size)\n"
+    "    prot = mmap.PROT_READ | mmap.PROT_WRITE\n"
+    "    shared = mmap.MAP_SHARED | getattr(mmap, 'MAP_POPULATE', 0)\n"
+    "    ring = mmap.mmap(fd, size, shared, prot, offset=0)\n"
+    "    cq = ring if features & 1 else mmap.mmap(fd, cq_size, shared, prot, offset=0x8000000)\n"
+    "    sqes = mmap.mmap(fd, sq_entries * 64, mmap.MAP_SHARED, prot, offset=0x10000000)\n"
+    "    sqe = bytearray(64)\n"
+    "    struct.pack_into('BBHiQ', sqe, 0, 45, 0, 0, domain, kind)  # IORING_OP_SOCKET\n"
+    "    struct.pack_into('Q', sqe, 32, 7)\n"
+    "    sqes[0:64] = bytes(sqe)\n"
+    "    tail = struct.unpack_from('I', ring, sq_off[1])[0]\n"
+    "    mask = struct.unpack_from('I', ring, sq_off[2])[0]\n"
+    "    struct.pack_into('I', ring, sq_off[6] + 4 * (tail & mask), 0)\n"
+    "    struct.pack_into('I', ring, sq_off[1], tail + 1)\n"
+    "    n = libc.syscall(426, fd, 1, 1, 1, None, 0)\n"
+    "    if n < 0:\n"
+    "        return None, 'io_uring_enter: errno %d' % ctypes.get_errno()\n"
+    "    head = struct.unpack_from('I', cq, cq_off[0])[0]\n"
+    "    cmask = struct.unpack_from('I', cq, cq_off[2])[0]\n"
+    "    _, res, _ = struct.unpack_from('QiI', cq, cq_off[5] + 16 * (head & cmask))\n"
+    "    if res < 0:\n"
+    "        return None, 'IORING_OP_SOCKET: errno %d' % -res\n"
+    "    return res, 'ok'\n"
+    "fd, why = uring_socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "if fd is None:\n"
+    "    print('blocked', why)\n"
+    "else:\n"
+    "    s = socket.socket(fileno=fd)\n"
+    "    s.settimeout(3)\n"
+    "    try:\n"
+    "        s.connect(HOST_UNIX_SOCKET)\n"
+    "        s.sendall(b'hostile')\n"
+    "        print('CONNECTED', HOST_UNIX_SOCKET)\n"
+    "    except OSError as exc:\n"
+    "        print('connect blocked', type(exc).__name__, exc)\n"
+    "print('IO-URING-TRIED')\n"
+)
+
+HOSTILE_PROGRAMS += (
+    HostileProgram(
+        name="io_uring_socket",
+        description="creates a Unix socket with io_uring (IORING_OP_SOCKET), connects to a host",
+        body=_IO_URING,
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="IO-URING-TRIED",
+        must_not_print="CONNECTED",
+    ),
+    HostileProgram(
+        name="mountinfo_host_paths",
+        description="looks for the host path of its run directory in /proc/self/mountinfo",
+        body=(
+            "import os\n"
+            "cwd = os.getcwd()\n"
+            "try:\n"
+            "    with open('/proc/self/mountinfo') as f:\n"
+            "        lines = f.read().splitlines()\n"
+            "except OSError:\n"
+            "    lines = []\n"
+            "for line in lines:\n"
+            "    # A program may know its own working directory; any other run path leaks.\n"
+            "    if 'openmle-run-' in line and 'openmle-run-' not in cwd:\n"
+            "        print('LEAKED', line)\n"
+            "print('MOUNTINFO-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="MOUNTINFO-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="deep_directories",
+        description="nests 1,500 directories (deeper than Python's recursion limit), exits 0",
+        body=(
+            "import os\n"
+            "for _ in range(1500):\n"
+            "    os.mkdir('d')\n"
+            "    os.chdir('d')\n"
+            "with open('deep.txt', 'w') as f:\n"
+            "    f.write('deep')\n"
+            "print('DEEP-DONE')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="DEEP-DONE",
+    ),
+    HostileProgram(
+        name="odd_names",
+        description="leaves non-UTF-8, newline and 255-byte names and locked directories",
+        body=(
+            "import os\n"
+            "for name in (b'bad-\\xff\\xfe', b'new\\nline', b'x' * 255, b'-rf', b'--'):\n"
+            "    with open(name, 'wb') as f:\n"
+            "        f.write(b'odd')\n"
+            "os.makedirs('locked/inner/deeper')\n"
+            "open('locked/inner/file', 'w').close()\n"
+            "os.chmod('locked/inner/deeper', 0)\n"
+            "os.chmod('locked/inner', 0)\n"
+            "os.chmod('locked', 0o500)\n"
+            "print('ODD-DONE')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="ODD-DONE",
+    ),
+    HostileProgram(
+        name="long_artifact_list",
+        description="leaves 10,000 files with ~4 KB paths (a 40 MB artifact list)",
+        body=(
+            "import os\n"
+            "path = os.path.join(*['p' * 250] * 15)\n"
+            "os.makedirs(path)\n"
+            "os.chdir(path)\n"
+            "for i in range(10_000):\n"
+            "    open(f'{i:05d}' + 'f' * 200, 'w').close()\n"
+            "print('ARTIFACTS-DONE')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION, Outcome.RUNTIME_ERROR],
+        timeout_s=60.0,
+    ),
+    HostileProgram(
+        name="lone_surrogate_code",
+        description="a program whose source holds a lone surrogate (not encodable as UTF-8)",
+        body="print('\ud800')\n",
+        expected=[Outcome.RUNTIME_ERROR],
+    ),
+    HostileProgram(
+        name="fallocate_3gb",
+        description="reserves 3 GiB at once with fallocate(KEEP_SIZE), past RLIMIT_FSIZE",
+        body=(
+            "import ctypes, os, time\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]\n"
+            "fd = os.open('reserved.bin', os.O_CREAT | os.O_WRONLY)\n"
+            "if libc.fallocate(fd, 1, 0, 3 << 30) != 0:\n"
+            "    raise OSError(ctypes.get_errno(), 'fallocate refused')\n"
+            "time.sleep(3)  # a watchdog quota has had time to act\n"
+            "print('FALLOCATED-3GiB')\n"
+        ),
+        expected=[Outcome.RUNTIME_ERROR],
+        timeout_s=60.0,
+        must_not_print="FALLOCATED-3GiB",
+    ),
+    HostileProgram(
+        name="many_files",
+        description="creates 200,000 empty files (the host's inodes)",
+        body=(
+            "import os, time\n"
+            "os.mkdir('many')\n"
+            "for i in range(200_000):\n"
+            "    open(f'many/{i}', 'w').close()\n"
+            "time.sleep(3)  # a watchdog quota has had time to act\n"
+            "print('CREATED-200000')\n"
+        ),
+        expected=[Outcome.RUNTIME_ERROR],
+        timeout_s=120.0,
+        must_not_print="CREATED-200000",
+    ),
+    HostileProgram(
+        name="shared_memory_mmap",
+        description="touches 2 GiB of shared anonymous memory (RLIMIT_DATA misses it)",
+        body=(
+            "import mmap\n"
+            "m = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)\n"
+            "for off in range(0, 2 << 30, 4096):\n"
+            "    m[off] = 1\n"
+            "print('TOUCHED-2GiB')\n"
+        ),
+        expected=[Outcome.OOM, Outcome.RUNTIME_ERROR],
+        timeout_s=120.0,
+        memory_mb=512,
+        must_not_print="TOUCHED-2GiB",
+    ),
+    HostileProgram(
+        name="dev_shm_fill",
+        description="writes 2 GiB into /dev/shm in 32 MiB files (memory outside RLIMIT_DATA)",
+        body=(
+            "import os\n"
+            "block = b'\\1' * (32 << 20)\n"
+            "for i in range(64):\n"
+            "    with open(f'/dev/shm/openmle-hostile-fill-{os.getpid()}-{i}', 'wb') as f:\n"
+            "        f.write(block)\n"
+            "print('FILLED-SHM-2GiB')\n"
+        ),
+        expected=[Outcome.OOM, Outcome.RUNTIME_ERROR],
+        timeout_s=120.0,
+        memory_mb=512,
+        must_not_print="FILLED-SHM-2GiB",
+    ),
+    HostileProgram(
+        name="dev_shm_host_files",
+        description="looks for a host file in /dev/shm (a channel between jobs and the host)",
+        body=(
+            "import os\n"
+            "try:\n"
+            "    names = os.listdir('/dev/shm')\n"
+            "except OSError:\n"
+            "    names = []\n"
+            "if os.path.basename(HOST_SHM_FILE) in names or os.path.exists(HOST_SHM_FILE):\n"
+            "    print('LEAKED', HOST_SHM_FILE)\n"
+            "print('SHM-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SHM-TRIED",
+        must_not_print="LEAKED",
+    ),
+)
+
 
 def tree_digest(root: Path) -> str:
     """SHA-256 over every path, mode, owner, mtime, symlink target and content under ``root``."""
@@ -539,6 +761,37 @@ def _private_layout(
     if not files:
         files.append(str(root / "no-private-file"))
     return files, dirs, str(root)
+
+
+MAX_RESULT_BYTES = 2 * 1024 * 1024
+"""A result's JSON must stay below this (it is stored and sent on every request)."""
+
+
+def _result_problems(result: RunResult) -> list[str]:
+    """A result must be storable: JSON-encodable as UTF-8 and not huge."""
+    try:
+        size = len(json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8"))
+    except (TypeError, ValueError) as exc:
+        return [f"the result cannot be stored as UTF-8 JSON: {type(exc).__name__}: {exc}"[:300]]
+    if size > MAX_RESULT_BYTES:
+        return [f"the result is {size} bytes of JSON (artifacts: {len(result.artifacts)})"]
+    return []
+
+
+def _shm_leftovers(secret: str) -> list[str]:
+    """Files a program left in the host's /dev/shm (the host's own probe file excepted)."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if name.startswith("openmle-hostile-") and secret not in name:
+            path = os.path.join("/dev/shm", name)
+            found.append(path)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return found
 
 
 def _remove_existing(paths: Sequence[str]) -> list[str]:
@@ -605,6 +858,9 @@ async def run_hostile_battery(
         env={**os.environ, "OPENMLE_HOSTILE_SECRET": secret},
     )
     host_pids = [os.getpid(), holder.pid]
+    shm_file = f"/dev/shm/openmle-hostile-host-{secret}"
+    with contextlib.suppress(OSError):
+        await anyio.Path(shm_file).write_text(secret)
     async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
         tg.start_soon(unix_listener.serve, record)
@@ -616,13 +872,14 @@ async def run_hostile_battery(
                     str(tmp / f"openmle-hostile-{marker}"),
                     f"/openmle-hostile-{marker}",
                     str(Path.home() / f"openmle-hostile-{marker}"),
+                    f"/dev/shm/openmle-hostile-{marker}",
                 ]
                 header = (
                     f"PRIVATE_FILES = {files!r}\nPRIVATE_DIRS = {dirs!r}\n"
                     f"TASK_ROOT = {root!r}\n"
                     f"SENTINELS = {sentinels!r}\nPORT = {port!r}\n"
                     f"HOST_SECRET = {secret!r}\nHOST_PIDS = {host_pids!r}\n"
-                    f"HOST_UNIX_SOCKET = {sock_path!r}\n"
+                    f"HOST_UNIX_SOCKET = {sock_path!r}\nHOST_SHM_FILE = {shm_file!r}\n"
                 )
                 before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
                 n_conn = len(connections)
@@ -667,6 +924,13 @@ async def run_hostile_battery(
                         line for line in result.logs.splitlines() if program.must_not_print in line
                     ]
                     problems.append(f"the attack worked: {lines[:5]}")
+                problems += _result_problems(result)
+                shm_left = await anyio.to_thread.run_sync(_shm_leftovers, secret)
+                if shm_left:
+                    problems.append(
+                        f"the program left {len(shm_left)} files in the host's /dev/shm: "
+                        f"{shm_left[:3]}"
+                    )
                 if result.logs_dropped_bytes < program.min_dropped_bytes:
                     problems.append(
                         f"only {result.logs_dropped_bytes} bytes dropped; output is not capped"
@@ -684,4 +948,6 @@ async def run_hostile_battery(
             tg.cancel_scope.cancel()
             holder.kill()
             shutil.rmtree(sock_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(shm_file)
     return reports

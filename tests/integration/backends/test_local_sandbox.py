@@ -14,7 +14,13 @@ import pytest
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
-from openmle.backends._isolation import bwrap_problem, landlock_abi, live_pids_with_env
+from openmle.backends._isolation import (
+    bwrap_problem,
+    landlock_abi,
+    live_pids_with_env,
+    mounts_under,
+    safe_rmtree,
+)
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
 
@@ -443,3 +449,204 @@ async def test_runs_leave_no_cgroups_or_directories(toy: ToyTask, tmp_path: Path
         await sb.aclose()
     assert ours() == before
     assert list(work.iterdir()) == []
+
+
+def _forged(job: Job, env: dict[str, str]) -> Job:
+    """``job`` with an environment ``Job`` itself would refuse (a caller that bypasses it)."""
+    from types import MappingProxyType
+
+    object.__setattr__(job, "env", MappingProxyType(env))
+    return job
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build a shared object")
+async def test_loader_variables_never_run_outside_the_isolation(
+    sandbox: LocalSandbox, tmp_path: Path
+) -> None:
+    """An LD_PRELOAD object would run as the host's user before any isolation: Job refuses
+    it, and the sandbox refuses a forged job too, so the object's constructor never runs."""
+    flag = tmp_path / "preloaded"
+    src = tmp_path / "evil.c"
+    src.write_text(
+        "#include <stdio.h>\n"
+        "__attribute__((constructor)) static void evil(void) {\n"
+        f'  FILE *f = fopen("{flag}", "a"); if (f) {{ fputs("ran\\n", f); fclose(f); }}\n'
+        "}\n"
+    )
+    lib = tmp_path / "evil.so"
+    await anyio.run_process(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)])
+    with pytest.raises(InvalidArgument, match=r"LD_PRELOAD.*loader"):
+        Job(code="print(1)", task="toy", env={"LD_PRELOAD": str(lib)})
+    job = _forged(Job(code="print('ran')", task="toy"), {"LD_PRELOAD": str(lib)})
+    r = await sandbox.run(job)
+    assert r.outcome is Outcome.INFRA_ERROR
+    assert "LD_PRELOAD" in r.detail
+    assert not flag.exists()
+
+
+async def test_launch_chain_runs_with_a_fixed_environment(sandbox: LocalSandbox) -> None:
+    """job.env reaches the program's own process only, never /bin/sh, prlimit or bwrap."""
+    probe = f"probe-{os.getpid()}-{id(sandbox)}"
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(4)\n"
+    carriers: list[str] = []
+
+    def scan() -> None:
+        for pid in live_pids_with_env("OPENMLE_PROBE_LAUNCH", probe):
+            try:
+                carriers.append(os.path.realpath(f"/proc/{pid}/exe"))
+            except OSError:
+                continue
+
+    async def watch() -> None:
+        for _ in range(30):
+            await anyio.sleep(0.1)
+            await anyio.to_thread.run_sync(scan)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        r = await sandbox.run(
+            Job(code=code, task="toy", timeout_s=30, env={"OPENMLE_PROBE_LAUNCH": probe})
+        )
+    assert r.outcome is Outcome.MISSING_SUBMISSION
+    assert carriers, "the program itself must carry job.env"
+    python = await anyio.to_thread.run_sync(os.path.realpath, sys.executable)
+    assert {c for c in carriers if c != python} == set()
+
+
+async def test_lone_surrogate_in_code_is_an_outcome(sandbox: LocalSandbox) -> None:
+    """Source that cannot be written as UTF-8 ends as a runtime error, never an exception."""
+    r = await sandbox.run(Job(code="print('\ud800')", task="toy"))
+    assert r.outcome is Outcome.RUNTIME_ERROR
+    assert "not valid UTF-8" in r.detail
+
+
+async def test_quota_watchdog_kills_where_no_tmpfs_can_be_mounted(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the right to mount (not root), a watchdog kills a run past its quota."""
+    from openmle.backends import _isolation
+
+    monkeypatch.setattr(_isolation, "mount_quota_tmpfs", lambda *a, **k: False)
+    for mode in ("bwrap", "landlock"):
+        if mode_available(mode) is not None:
+            continue
+        sb = LocalSandbox(
+            ToyTask.resolver({"toy": toy}),
+            isolation=mode,
+            max_workspace_mb=64,
+            max_workspace_files=500,
+        )
+        code = (
+            "import os, time\n"
+            "for i in range(5000):\n"
+            "    open(f'f{i}', 'w').close()\n"
+            "time.sleep(20)\n"
+            "print('SURVIVED')\n"
+        )
+        r = await sb.run(Job(code=code, task="toy", timeout_s=60))
+        assert r.outcome is Outcome.RUNTIME_ERROR, (mode, r.detail)
+        assert "workspace quota" in r.detail and "files" in r.detail
+        assert "SURVIVED" not in r.logs
+        await sb.aclose()
+
+
+async def test_kept_workspace_is_copied_out_and_no_mount_is_left(
+    toy: ToyTask, tmp_path: Path
+) -> None:
+    """keep_workspaces keeps workspace/ and program/; no quota tmpfs stays mounted."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for mode in ("bwrap", "landlock"):
+        if mode_available(mode) is not None:
+            continue
+        sb = LocalSandbox(
+            ToyTask.resolver({"toy": toy}),
+            isolation=mode,
+            workdir=work,
+            keep_workspaces=True,
+        )
+        r = await sb.run(Job(code="open('kept.txt', 'w').write('k')", task="toy"))
+        assert r.artifacts == ("kept.txt",)
+        await sb.aclose()
+    for run_dir in work.iterdir():
+        assert (run_dir / "workspace" / "kept.txt").read_text() == "k"
+        assert (run_dir / "program" / "main.py").exists()
+        assert not (run_dir / "box").exists()
+    assert str(work) not in await anyio.Path("/proc/self/mountinfo").read_text()
+
+
+async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path) -> None:
+    """kill -9 of the process running the sandbox kills the program (parent-death signal)."""
+    if mode_available("landlock") is not None:
+        pytest.skip("Landlock unavailable")
+    import textwrap
+
+    token = f"pdeath-{os.getpid()}-{id(tmp_path)}"
+    work = tmp_path / "work"
+    work.mkdir()
+    driver = textwrap.dedent(
+        f"""
+        import anyio, warnings
+        from pathlib import Path
+        from openmle import Job
+        from openmle.backends import LocalSandbox
+        from openmle.testing import ToyTask
+        warnings.simplefilter("ignore")
+        toy = ToyTask(root=Path({str(toy.root)!r}), name="toy")
+        async def main():
+            sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock",
+                              workdir=Path({str(work)!r}))
+            env = {{"OPENMLE_PDEATH_PROBE": {token!r}}}
+            await sb.run(Job(code="import time; time.sleep(300)", task="toy", timeout_s=300,
+                             env=env))
+        anyio.run(main)
+        """
+    )
+    owner = await anyio.open_process([sys.executable, "-c", driver], env=os.environ.copy())
+    async with owner:
+        try:
+            pids: set[int] = set()
+            for _ in range(300):
+                pids = await anyio.to_thread.run_sync(
+                    live_pids_with_env, "OPENMLE_PDEATH_PROBE", token
+                )
+                # The program itself (past the launcher's exec), not the launcher.
+                ran = [await anyio.to_thread.run_sync(_runs_main, p) for p in pids]
+                if pids and all(ran):
+                    break
+                await anyio.sleep(0.1)
+            else:
+                pytest.fail("the program did not start")
+            (pid,) = pids
+            owner.kill()
+            await owner.wait()
+            for _ in range(100):
+                if not await anyio.to_thread.run_sync(_alive, pid):
+                    break
+                await anyio.sleep(0.1)
+            else:
+                os.kill(pid, 9)
+                pytest.fail("the program outlived the process that ran the sandbox")
+        finally:
+            if owner.returncode is None:
+                owner.kill()
+            # What the killed owner could not clean (a job service's start-up sweep does it).
+            await anyio.to_thread.run_sync(safe_rmtree, work)
+    assert not await anyio.to_thread.run_sync(mounts_under, work)
+
+
+def _runs_main(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) > 1 and argv[1].endswith(b"main.py")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -233,6 +233,8 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(prog, 435, x86, ()) == enosys  # clone3
     for nr in (272, 308, 165, 250, 321):  # unshare, setns, mount, keyctl, bpf
         assert _bpf(prog, nr, x86, ()) == eperm
+    for nr in (425, 426, 427):  # io_uring_setup, _enter, _register (IORING_OP_SOCKET)
+        assert _bpf(prog, nr, x86, ()) == eperm
     assert _bpf(prog, 41 | 0x40000000, x86, ()) == eperm  # x32 socket
     assert _bpf(prog, 41, 0x40000003, ()) == eperm  # i386 ABI
     assert iso.seccomp_program("ppc64le", sockets="tcp", noop_metadata=False) is None
@@ -241,6 +243,7 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eperm
     assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
     assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
+    assert _bpf(arm, 425, 0xC00000B7, ()) == eperm  # io_uring_setup on arm64
     assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
 
 
@@ -259,3 +262,20 @@ def test_safe_rmtree_removes_locked_trees(tmp_path: Path) -> None:
     iso.safe_rmtree(root)
     assert not root.exists()
     assert outside.read_text() == "keep"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_safe_rmtree_detaches_a_quota_mount_left_behind(tmp_path: Path) -> None:
+    """A run directory whose quota tmpfs is still mounted (its service was killed) goes too."""
+    run = tmp_path / "openmle-run-x"
+    box = run / "box"
+    box.mkdir(parents=True)
+    assert iso.mount_quota_tmpfs(box, max_bytes=1 << 20, max_files=100)
+    (box / "workspace").mkdir()
+    (box / "workspace" / "f").write_text("x")
+    assert iso.mounts_under(run) == [str(box)]
+    with pytest.raises(OSError, match="No space left"):  # 2 MiB do not fit in 1 MiB
+        (box / "big").write_bytes(b"x" * (2 << 20))
+    iso.safe_rmtree(run)
+    assert not run.exists()
+    assert iso.mounts_under(tmp_path) == []

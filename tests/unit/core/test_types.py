@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
 from openmle import Job, Operator, Outcome, Resources, RunResult, Selection, Split, TaskMeta
+from openmle._types import env_problem
 from openmle.errors import InvalidArgument, InvalidArgumentType
 
 
@@ -119,3 +121,36 @@ def test_selection_consistency() -> None:
         Selection(chosen=["c"], node_ids=["a", "b"], probabilities=[0.5, 0.5])
     with pytest.raises(InvalidArgument):
         Selection(chosen=[], node_ids=["a", "b"], probabilities=[1.0])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("LD_PRELOAD", "/dev/shm/x.so", "loader"),
+        ("LD_LIBRARY_PATH", "/tmp", "loader"),
+        ("LD_AUDIT", "/tmp/a.so", "loader"),
+        ("GCONV_PATH", "/tmp", "loader"),
+        ("GLIBC_TUNABLES", "glibc.malloc.check=1", "loader"),
+        ("PYTHONPATH", "/tmp", "interpreter"),
+        ("PYTHONHOME", "/tmp", "interpreter"),
+        ("PYTHONSTARTUP", "/tmp/s.py", "interpreter"),
+        ("PYTHONWARNINGS", "ignore::evil.Warning", "interpreter"),
+        ("PYTHONNOUSERSITE", "", "interpreter"),
+        ("A=B", "1", "'='"),
+        ("A\0B", "1", "NUL"),
+        ("A", "1\x002", "NUL"),
+        ("", "1", "non-empty"),
+        ("A", "\ud800", "surrogates"),
+    ],
+)
+def test_job_env_refuses_loader_and_start_up_variables(key: str, value: str, why: str) -> None:
+    """Variables that run code before the program (or cannot reach exec) are refused, by name."""
+    with pytest.raises(InvalidArgument, match=rf"Job\.env\[{re.escape(repr(key))}\] .*{why}"):
+        Job(code="", task="t", env={key: value})
+    assert env_problem(key, value) is not None
+
+
+def test_job_env_keeps_ordinary_and_harmless_python_variables() -> None:
+    """Ordinary names and the allowed PYTHON* ones pass unchanged."""
+    env = {"SEED": "3", "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", "LDX": "ok", "TZ": "UTC"}
+    assert dict(Job(code="", task="t", env=env).env) == dict(sorted(env.items()))
