@@ -60,7 +60,7 @@ from openmle._runlog import LogCap, RefusedGrade, classify_run, take_submission
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
-from openmle.backends._workspace import list_artifacts, remove_tree
+from openmle.backends._workspace import encode_program, list_artifacts, over_quota, remove_tree
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
@@ -150,6 +150,10 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
     docker_errors = require("docker.errors", "docker")
     requests_exc = require("requests.exceptions", "docker")
     return (docker_errors.DockerException, requests_exc.RequestException, ConnectionError)
+
+
+_QUOTA_POLL_S = 0.5
+"""How often the quota watchdog measures a workspace (where no quota tmpfs is mounted)."""
 
 
 def _signal_exit(code: int | None) -> int | None:
@@ -267,6 +271,12 @@ class DockerSandbox(Sandbox):
             image's ``/bin/sh`` (``ulimit -f``) before it execs Python, since lowering a limit
             needs no privilege on any engine (naming ``Ulimits`` in the request makes Podman
             drop its configured defaults). Writing past it kills the program with SIGXFSZ.
+        max_workspace_mb, max_workspace_files: the job's disk quota on the host, bytes
+            (allocated blocks, so ``fallocate`` reservations count) and files (and
+            directories) in its workspace. A watchdog measures the workspace every 0.5 s and
+            kills the container past the quota; it can overshoot by what the program writes
+            in one interval. The workspace stays on disk (a tmpfs would count against the
+            container's memory limit, so a program writing large outputs would be OOM-killed).
         network: allow network access (off by default: ``NetworkMode=none``).
         user: run as this ``uid[:gid]`` (or name known to the image) instead of the image's
             default user, for example ``"65534:65534"``. The workspace is writable for any
@@ -310,6 +320,8 @@ class DockerSandbox(Sandbox):
     memory_mb: int = 4096
     pids_limit: int = 512
     max_file_mb: int | None = 1024
+    max_workspace_mb: int = 2048
+    max_workspace_files: int = 100_000
     seccomp: str | None = "auto"
     network: bool = False
     user: str | None = None
@@ -334,7 +346,14 @@ class DockerSandbox(Sandbox):
     _owner: str = field(factory=lambda: _owner_token(os.getpid()) or "", init=False)
 
     def __attrs_post_init__(self) -> None:
-        for name in ("max_concurrency", "memory_mb", "pids_limit", "max_file_mb"):
+        for name in (
+            "max_concurrency",
+            "memory_mb",
+            "pids_limit",
+            "max_file_mb",
+            "max_workspace_mb",
+            "max_workspace_files",
+        ):
             value = getattr(self, name)
             if name == "max_file_mb" and value is None:
                 continue
@@ -519,17 +538,17 @@ class DockerSandbox(Sandbox):
             self._engine = "podman" if "podman" in names.lower() else "docker"
         return self._engine
 
-    def _workspace(self, code: str, made: list[Path]) -> Path:
+    def _workspace(self, source: bytes, made: list[Path]) -> Path:
         """A fresh workspace holding ``main.py``, inside a private (0700) directory.
 
-        The workspace itself is opened up (0777) only when a sandbox ``user`` must write it;
-        the private parent keeps other host users from reaching files the program leaves.
+        The workspace itself is opened up (0777) so any container user can write it; the
+        private parent keeps other host users from reaching files the program leaves.
         """
         holder = Path(tempfile.mkdtemp(prefix="openmle-job-", dir=self.workspace_root))
         made.append(holder)
         workspace = holder / "workspace"
         workspace.mkdir()
-        (workspace / "main.py").write_text(code, encoding="utf-8")
+        (workspace / "main.py").write_bytes(source)
         # Writable for whichever uid the container runs as: a ``user``, or the image's root,
         # which has no capabilities and so no access to another owner's 0700 directory (a
         # non-root driver on a rootful engine). The 0700 parent keeps host users out.
@@ -581,6 +600,7 @@ class DockerSandbox(Sandbox):
         made: list[str] = []
         streams: list[Any] = []
         workspaces: list[Path] = []
+        quota_hit: list[str] = []
         split = job.split
         api: Any = None
 
@@ -588,7 +608,10 @@ class DockerSandbox(Sandbox):
             return RunResult.infra_error(detail, split=split, queue_s=queue_s, logs=logs)
 
         try:
-            workspace = await anyio.to_thread.run_sync(self._workspace, job.code, workspaces)
+            source = encode_program(job, queue_s=queue_s)
+            if isinstance(source, RunResult):
+                return source
+            workspace = await anyio.to_thread.run_sync(self._workspace, source, workspaces)
             try:
                 api = await self._client()
                 if job.resources.gpu_count > 0 and await self._engine_name(api) == "podman":
@@ -646,6 +669,7 @@ class DockerSandbox(Sandbox):
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(drain)
+                tg.start_soon(self._quota_watchdog, api, cid, workspace, drained, quota_hit)
                 with anyio.move_on_after(job.timeout_s) as deadline:
                     # The output stream ends when the program's stdio closes (normally at
                     # exit); then poll the state, which is much quicker than the engine's
@@ -684,7 +708,9 @@ class DockerSandbox(Sandbox):
             if not timed_out and not oom and exit_code == -9 and runtime_s >= job.timeout_s:
                 # The container's own deadline fired first (the driver was stalled).
                 timed_out = True
-            if not oom and not timed_out and exit_code == -9:
+            if quota_hit:
+                detail = quota_hit[0]
+            elif not oom and not timed_out and exit_code == -9:
                 guess = self.oom_from_sigkill
                 if guess is None:
                     guess = await self._engine_name(api) == "podman"
@@ -709,6 +735,22 @@ class DockerSandbox(Sandbox):
                     self._live.discard(container_id)
                 for path in workspaces:
                     await anyio.to_thread.run_sync(remove_tree, path)
+
+    async def _quota_watchdog(
+        self, api: Any, cid: str, workspace: Path, done: anyio.Event, hit: list[str]
+    ) -> None:
+        """Kill the container once its workspace passes the quota."""
+        limit = self.max_workspace_mb * 1024 * 1024
+        while not done.is_set():
+            await anyio.sleep(_QUOTA_POLL_S)
+            why = await anyio.to_thread.run_sync(
+                lambda: over_quota(workspace, max_bytes=limit, max_files=self.max_workspace_files)
+            )
+            if why is not None and not done.is_set():
+                hit.append(f"exceeded its workspace quota ({why}) and was killed")
+                with contextlib.suppress(*_engine_errors()):
+                    await anyio.to_thread.run_sync(lambda: api.kill(cid))
+                return
 
     async def _classify(
         self,

@@ -46,10 +46,10 @@ from openmle._protocols import Sandbox
 from openmle._runlog import LogCap, classify_run, take_submission
 from openmle._signature import error_signature
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
-from openmle._types import Job, Outcome, RunResult, env_problem
+from openmle._types import Job, RunResult, env_problem
 from openmle.backends import _isolation as iso
 from openmle.backends._gpu import GpuPool
-from openmle.backends._workspace import list_artifacts, over_quota
+from openmle.backends._workspace import encode_program, list_artifacts, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 
 __all__ = ["LocalSandbox"]
@@ -454,19 +454,9 @@ class LocalSandbox(Sandbox):
             )
             for d in (workspace, program_dir, tmp_dir):
                 d.mkdir()
-            try:
-                source = job.code.encode("utf-8")
-            except UnicodeEncodeError as exc:  # e.g. a lone surrogate in model output
-                return RunResult(
-                    outcome=Outcome.RUNTIME_ERROR,
-                    split=job.split,
-                    detail=(
-                        f"the program is not valid UTF-8 text ({exc.reason} at character "
-                        f"{exc.start}); it was not run"
-                    ),
-                    error_signature="UnicodeEncodeError: program source is not UTF-8",
-                    queue_s=queue_s,
-                )
+            source = encode_program(job, queue_s=queue_s)
+            if isinstance(source, RunResult):
+                return source
             (program_dir / "main.py").write_bytes(source)
             public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
             overlap = [p for p in private if iso.is_within(public, p) or iso.is_within(p, public)]

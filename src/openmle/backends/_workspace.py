@@ -29,7 +29,9 @@ from pathlib import Path
 
 from attrs import frozen
 
-__all__ = ["ArtifactLimits", "list_artifacts", "over_quota", "remove_tree"]
+from openmle._types import Job, Outcome, RunResult
+
+__all__ = ["ArtifactLimits", "encode_program", "list_artifacts", "over_quota", "remove_tree"]
 
 
 @frozen(kw_only=True)
@@ -50,6 +52,28 @@ class ArtifactLimits:
 
 
 DEFAULT_LIMITS = ArtifactLimits()
+
+
+def encode_program(job: Job, *, queue_s: float = 0.0) -> bytes | RunResult:
+    """The program's source as UTF-8 bytes, or the outcome of a program that cannot be written.
+
+    Model output can hold text that has no UTF-8 form (a lone surrogate): such a program is
+    never run, and that is the program's outcome (``RUNTIME_ERROR`` with the reason), never an
+    exception out of a sandbox's ``run``. Shared by every sandbox that writes ``main.py``.
+    """
+    try:
+        return job.code.encode("utf-8")
+    except UnicodeEncodeError as exc:  # e.g. a lone surrogate in model output
+        return RunResult(
+            outcome=Outcome.RUNTIME_ERROR,
+            split=job.split,
+            detail=(
+                f"the program is not valid UTF-8 text ({exc.reason} at character "
+                f"{exc.start}); it was not run"
+            ),
+            error_signature="UnicodeEncodeError: program source is not UTF-8",
+            queue_s=queue_s,
+        )
 
 
 def _printable(name: str) -> str:

@@ -44,12 +44,7 @@ async def _call(fn: Callable[..., Any] | None, *args: Any, **kwargs: Any) -> Any
 
 # Gaps of DockerSandbox the battery found at merge time (reported to its owner); any other
 # failure, or a gap that reappears under a new name, fails the test.
-DOCKER_KNOWN_GAPS: dict[str, str] = {
-    # Found by the issue-12 battery programs (sec-local), reported to DockerSandbox's owner:
-    "lone_surrogate_code": "writing main.py raises UnicodeEncodeError out of run()",
-    "fallocate_3gb": "no workspace quota: fallocate(KEEP_SIZE) reserves 3 GiB on the host",
-    "many_files": "no workspace quota: 200,000 files are created (ends at the timeout)",
-}
+DOCKER_KNOWN_GAPS: dict[str, str] = {}
 
 
 def _assert_clean(reports: Any, known: dict[str, str] | None = None) -> None:
