@@ -5,7 +5,7 @@ a score of ``10**400`` raised ``OverflowError``, logs as an int or an error sign
 crashed the search, a result for another job or split was taken as ours, an AUC of 1.7e308 was
 recorded as the best score). Everything here checks type, range and binding, and reports a
 problem as :class:`WireError` with a message naming the field; the client turns that into an
-``INFRA_ERROR`` result, never a crash. The service (:mod:`openmle.gym.service`) writes the same
+``INFRA_ERROR`` result, never a crash. The service (:mod:`openmle.service`) writes the same
 shapes; this module is meant to be shared by both ends.
 
 Shapes (``openmle serve``, plus the released routers' fields):

@@ -1,6 +1,6 @@
 """A :class:`~openmle.Sandbox` that runs jobs on a remote job service (``/api/v1/jobs``).
 
-Speaks the protocol of ``openmle serve`` (:mod:`openmle.gym.service`) and of the released
+Speaks the protocol of ``openmle serve`` (:mod:`openmle.service`) and of the released
 OpenMLE sandbox routers. Uses ``httpx`` (a core dependency), so it needs no extra.
 
 Where we depart from the released clients (reference section 4 and bugs B5, B8-B10):

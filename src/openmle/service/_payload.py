@@ -49,7 +49,7 @@ _MAX_ENV_KEYS = 256
 
 @frozen(kw_only=True)
 class Limits:
-    """The service's caps on one submission (see :class:`~openmle.gym.service.ServiceConfig`)."""
+    """The service's caps on one submission (see :class:`~openmle.service.ServiceConfig`)."""
 
     max_cpus: float = 64.0
     max_memory_mb: int = 262_144
@@ -291,9 +291,10 @@ def parse_submit(
 
 
 def _bundled_names() -> frozenset[str]:
-    from openmle.gym._bundled import BUNDLED
+    # The public name list, not gym's internals: the service depends on openmle.gym's API only.
+    from openmle.gym import bundled_names
 
-    return frozenset(BUNDLED)
+    return frozenset(bundled_names())
 
 
 def _utf8(text: str, field: str) -> bytes:

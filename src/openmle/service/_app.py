@@ -34,11 +34,11 @@ import anyio
 from openmle._compat import require
 from openmle._protocols import Sandbox
 from openmle._version import __version__
-from openmle.gym._service._config import ServiceConfig, key_id
-from openmle.gym._service._core import JobService, load_sandbox
-from openmle.gym._service._payload import Limits, PayloadError, parse_submit
-from openmle.gym._service._store import JobRow, JobStore, QuotaExceeded
-from openmle.gym._service._sweep import Swept, prepare_workdir, sweep
+from openmle.service._config import ServiceConfig, key_id
+from openmle.service._core import JobService, load_sandbox
+from openmle.service._payload import Limits, PayloadError, parse_submit
+from openmle.service._store import JobRow, JobStore, QuotaExceeded
+from openmle.service._sweep import Swept, prepare_workdir, sweep
 
 __all__ = ["create_app", "job_view"]
 
