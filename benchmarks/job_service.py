@@ -37,7 +37,7 @@ from benchmarks._common import emit  # noqa: E402
 
 from openmle import Job, Outcome, RunResult  # noqa: E402
 from openmle.backends import JobServiceSandbox  # noqa: E402
-from openmle.gym.service import load_sandbox  # noqa: E402
+from openmle.service import load_sandbox  # noqa: E402
 from openmle.testing import TOY_SOLUTION, ToyTask  # noqa: E402
 
 KEY = "benchmark-key-0123456789"

@@ -18,7 +18,7 @@ MODULES = (
     "openmle.search",
     "openmle.operators",
     "openmle.gym",
-    "openmle.gym.service",
+    "openmle.service",
     "openmle.backends",
     "openmle.train",
     "openmle.testing",

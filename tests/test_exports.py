@@ -4,8 +4,14 @@ report their public module (``openmle.Job``, not ``openmle._types.Job``)."""
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+import openmle
 
 PUBLIC = {
     "openmle": [
@@ -112,17 +118,6 @@ PUBLIC = {
         "surpass_sota_rate",
         "valid_rate",
         "validate_path",
-    ],
-    "openmle.gym.service": [
-        "API_KEYS_ENV",
-        "KeyLimits",
-        "ServiceConfig",
-        "create_app",
-        "job_view",
-        "load_api_keys",
-        "load_key_limits",
-        "load_sandbox",
-        "serve",
     ],
     "openmle.operators": [
         "DEFAULT_TEMPLATES",
@@ -242,6 +237,17 @@ PUBLIC = {
         "run_search",
         "softmax",
     ],
+    "openmle.service": [
+        "API_KEYS_ENV",
+        "KeyLimits",
+        "ServiceConfig",
+        "create_app",
+        "job_view",
+        "load_api_keys",
+        "load_key_limits",
+        "load_sandbox",
+        "serve",
+    ],
     "openmle.testing": [
         "FunctionSandbox",
         "FunctionSelector",
@@ -297,3 +303,32 @@ def test_moved_names_keep_a_deprecated_alias(old: tuple[str, str], new: tuple[st
     with pytest.warns(DeprecationWarning, match=rf"from {new[0]} import {new[1]}"):
         obj = getattr(old_mod, old[1])
     assert obj is getattr(importlib.import_module(new[0]), new[1])
+
+
+@pytest.mark.parametrize("name", PUBLIC["openmle.service"])
+def test_gym_service_is_a_deprecated_alias_of_service(name: str) -> None:
+    """``openmle.gym.service`` (moved to ``openmle.service``) still works for one release: the
+    import and each name warn, naming the new import, and give the very same objects."""
+    new = importlib.import_module("openmle.service")
+    sys.modules.pop("openmle.gym.service", None)
+    with pytest.warns(DeprecationWarning, match=r"import openmle\.service"):
+        old = importlib.import_module("openmle.gym.service")
+    assert old.__all__ == []
+    with pytest.warns(DeprecationWarning, match=rf"from openmle\.service import {name}"):
+        obj = getattr(old, name)
+    assert obj is getattr(new, name)
+    with pytest.raises(AttributeError):
+        old.no_such_name  # noqa: B018
+
+
+def test_service_imports_nothing_from_gym() -> None:
+    """``openmle.service`` is a package of its own: importing it loads no ``openmle.gym``."""
+    code = (
+        "import sys, openmle.service\n"
+        "print(sorted(m for m in sys.modules if m.startswith('openmle.gym')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(openmle.__file__).parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+    )
+    assert out.stdout.strip() == "[]"

@@ -100,7 +100,7 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from openmle.gym.service import ServiceConfig, load_api_keys, load_key_limits, serve
+    from openmle.service import ServiceConfig, load_api_keys, load_key_limits, serve
 
     config = ServiceConfig(
         db_path=args.db,

@@ -1,6 +1,6 @@
 """A :class:`~openmle.Sandbox` that runs jobs on a remote job service (``/api/v1/jobs``).
 
-Speaks the protocol of ``openmle serve`` (:mod:`openmle.gym.service`) and of the released
+Speaks the protocol of ``openmle serve`` (:mod:`openmle.service`) and of the released
 OpenMLE sandbox routers. Uses ``httpx`` (a core dependency), so it needs no extra.
 
 Where we depart from the released clients (reference section 4 and bugs B5, B8-B10):
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import random
 import time
@@ -40,20 +39,21 @@ from typing import Any, final
 
 import anyio
 import anyio.lowlevel
-import attrs
 import httpx
 from attrs import define, field
 
 from openmle._protocols import Sandbox
-from openmle._signature import error_signature
-from openmle._types import Job, Outcome, RunResult, TaskMeta
+from openmle._types import Job, RunResult, TaskMeta
 from openmle._validation import check_positive, fail
 from openmle._wire import (
     WireError,
     check_job_id,
-    check_score,
+    decode_json,
+    encode_submit,
     parse_job_view,
-    parse_run_result,
+    retry_after_seconds,
+    submit_body,
+    view_result,
 )
 from openmle.errors import JobServiceError, SandboxError
 
@@ -80,40 +80,6 @@ def _task_meta(value: Mapping[str, TaskMeta] | None) -> Mapping[str, TaskMeta]:
 
 _WAITING = frozenset({"queued", "running"})
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
-_SUCCESS_WORDS = frozenset({"ok", "passed", "success", "successful", "valid", "completed"})
-_OUTCOME_WORDS = {
-    "timeout": Outcome.TIMEOUT,
-    "submission_missing": Outcome.MISSING_SUBMISSION,
-    "scoring_failed": Outcome.INVALID_SUBMISSION,
-    "invalid": Outcome.INVALID_SUBMISSION,
-    "buggy": Outcome.RUNTIME_ERROR,
-    "error": Outcome.RUNTIME_ERROR,
-    "failed": Outcome.RUNTIME_ERROR,
-    "failure": Outcome.RUNTIME_ERROR,
-}
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        v = float(raw)
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        v = float(value)
-    except ValueError:
-        return None
-    except OverflowError:  # an integer beyond any float: a broken service, not a program
-        raise WireError("a score is an integer too large for a float") from None
-    return v if math.isfinite(v) else None
 
 
 def _count(name: str, minimum: int) -> Any:
@@ -239,21 +205,11 @@ class JobServiceSandbox(Sandbox):
         )
 
     def _body(self, job: Job, key: str) -> dict[str, Any]:
-        rtype = self.resource_type or ("gpu" if job.resources.gpu_count > 0 else "cpu")
-        body: dict[str, Any] = {
-            "name": job.name or job.task,
-            "code": job.code,
-            "timeout": job.timeout_s,
-            "resource_type": rtype,
-            "priority": self.priority,
-            "environment": dict(job.env),
-            "eval_split": job.split.value,
-            "resources": job.resources.to_dict(),
-            "idempotency_key": key,
-        }
-        is_path = os.sep in job.task or "/" in job.task or job.task.startswith(".")
-        body["data_dir" if is_path else "task"] = job.task
-        return body
+        return encode_submit(
+            submit_body(
+                job, resource_type=self.resource_type, priority=self.priority, idempotency_key=key
+            )
+        )
 
     async def run(self, job: Job) -> RunResult:
         """Submit ``job``, wait for it to end and return its result (see the class docstring)."""
@@ -298,7 +254,7 @@ class JobServiceSandbox(Sandbox):
 
     def _refused(self, what: str, status: int, raw: bytes) -> JobServiceError:
         try:
-            detail: Any = _json(raw)
+            detail: Any = decode_json(raw)
         except WireError:
             detail = raw[:500].decode("utf-8", "replace")
         said = detail.get("detail", detail) if isinstance(detail, Mapping) else detail
@@ -371,12 +327,12 @@ class JobServiceSandbox(Sandbox):
             else:
                 if status in _TRANSIENT:
                     last = f"HTTP {status}"
-                    wait = _retry_after(resp_headers)
+                    wait = retry_after_seconds(resp_headers)
                 elif status >= 400:
                     raise self._refused("accept the job", status, raw)
                 else:
                     try:
-                        data = parse_job_view(_json(raw))
+                        data = parse_job_view(decode_json(raw))
                         check_job_id(data.get("job_id"))
                     except WireError as exc:
                         return RunResult.infra_error(
@@ -465,7 +421,7 @@ class JobServiceSandbox(Sandbox):
                     return RunResult.infra_error(str(refused), split=job.split)
                 else:
                     try:
-                        data = dict(parse_job_view(_json(raw), job_id=job_id))
+                        data = dict(parse_job_view(decode_json(raw), job_id=job_id))
                     except WireError as exc:
                         return self._bad_answer(job_id, exc, job)
                     failures = 0
@@ -493,78 +449,9 @@ class JobServiceSandbox(Sandbox):
     def _to_result(self, data: Mapping[str, Any], job: Job) -> RunResult:
         job_id = str(data.get("job_id", "?"))
         try:
-            return self._checked_result(data, job)
+            return view_result(data, split=job.split, meta=self.task_meta.get(job.task))
         except WireError as exc:
             return self._bad_answer(job_id, exc, job)
-
-    def _checked_result(self, data: Mapping[str, Any], job: Job) -> RunResult:
-        status = data.get("status")
-        split = data.get("eval_split")
-        if split is not None and split != job.split.value:
-            raise WireError(f"eval_split is {split!r}, but split {job.split.value!r} was run")
-        res = data.get("result") or {}
-        detail = str(data.get("detail") or "")
-        if status == "cancelled":
-            return RunResult.infra_error(
-                f"the job was cancelled on the service{': ' + detail if detail else ''}",
-                split=job.split,
-            )
-        run_result = res.get("run_result")
-        if run_result is not None:
-            result = parse_run_result(
-                run_result, split=job.split, meta=self.task_meta.get(job.task)
-            )
-            if status == "failed" and not result.outcome.is_infra:
-                return RunResult.infra_error(result.detail or "the job failed", split=job.split)
-            return result
-        if status == "failed":
-            return RunResult.infra_error(
-                detail or "the job service failed the job", split=job.split
-            )
-        return _foreign_result(res, job, self.task_meta.get(job.task))
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        shown = raw[:200].decode("utf-8", "replace")
-        raise WireError(f"the answer is not JSON ({exc}): {shown!r}") from None
-
-
-def _foreign_result(res: Mapping[str, Any], job: Job, meta: TaskMeta | None) -> RunResult:
-    """Map a released-router result (``result``, ``score``, ``valid_score``, ``run_log``)."""
-    word = res.get("result", "")
-    if not isinstance(word, str):
-        raise WireError(f"result.result is a {type(word).__name__}, not a string")
-    text = word.strip().lower()
-    logs = res.get("run_log") or ""
-    if not isinstance(logs, str):
-        raise WireError(f"result.run_log is a {type(logs).__name__}, not a string")
-    split = res.get("eval_split")
-    if split is not None and split != job.split.value:
-        raise WireError(f"result.eval_split is {split!r}, but split {job.split.value!r} was run")
-    key = next((k for k in ("valid_score", "validation_score") if res.get(k) is not None), "score")
-    if job.split.value == "test" and res.get("test_score") is not None:
-        key = "test_score"
-    score = _finite(res.get(key))
-    check_score(score, f"result.{key}", meta)
-    if text in _SUCCESS_WORDS and score is not None:
-        return RunResult(outcome=Outcome.SUCCESS, score=score, split=job.split, logs=logs)
-    outcome = _OUTCOME_WORDS.get(text)
-    if outcome is None and text in _SUCCESS_WORDS:
-        outcome = Outcome.INVALID_SUBMISSION  # ran, but no finite score
-    if outcome is None:
-        return RunResult.infra_error(
-            f"the job service returned an unrecognised result {text[:100]!r}",
-            split=job.split,
-            logs=logs,
-        )
-    signature = "timeout" if outcome is Outcome.TIMEOUT else error_signature(logs, fallback=text)
-    return attrs.evolve(
-        RunResult(outcome=outcome, split=job.split, logs=logs, detail=f"service result {text!r}"),
-        error_signature=signature,
-    )
 
 
 JobServiceSandbox.__module__ = "openmle.backends"  # documented and shown under its public path

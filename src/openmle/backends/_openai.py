@@ -32,7 +32,6 @@ Where we depart from the released system and from peers:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import math
@@ -53,6 +52,7 @@ from attrs import define, field
 from openmle._protocols import OperatorModel
 from openmle._types import ModelRequest, ModelResponse, Usage
 from openmle._validation import check_positive, fail
+from openmle._wire import retry_after_seconds
 from openmle.errors import (
     ModelAuthError,
     ModelError,
@@ -114,35 +114,6 @@ def _check_concurrency(instance: object, attribute: object, value: object) -> No
 def _check_response_bytes(instance: object, attribute: object, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
         raise fail("an integer >= 1024", "OpenAIModel.max_response_bytes", value)
-
-
-def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds a server asked us to wait, from ``retry-after-ms`` or ``Retry-After``.
-
-    ``Retry-After`` may be a number of seconds or an HTTP date. Returns None when neither header
-    is present or parseable; never negative.
-    """
-    lower = {k.lower(): v for k, v in headers.items()}
-    raw_ms = lower.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            ms = float(raw_ms)
-        except ValueError:
-            ms = math.nan
-        if math.isfinite(ms):
-            return max(0.0, ms / 1000.0)
-    raw = lower.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        s = float(raw)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(raw)
-        except (TypeError, ValueError, OverflowError):
-            return None
-        s = when.timestamp() - (time.time() if now is None else now)
-    return max(0.0, s) if math.isfinite(s) else None
 
 
 def split_reasoning(text: str, reasoning: str | None) -> tuple[str, str | None]:

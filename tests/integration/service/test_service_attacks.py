@@ -26,7 +26,7 @@ pytest.importorskip("uvicorn")
 from tests.integration.service._server import KEY, Server
 
 from openmle import Job
-from openmle.gym._service._store import JobStore
+from openmle.service._store import JobStore
 from openmle.testing import TOY_SOLUTION, ToyTask
 
 pytestmark = [pytest.mark.integration]

@@ -28,7 +28,7 @@ from starlette.routing import Route  # noqa: E402
 from openmle import Job, Outcome, Resources, RunResult, Split, TaskMeta  # noqa: E402
 from openmle.backends import JobServiceSandbox  # noqa: E402
 from openmle.errors import InvalidArgument, JobServiceError, SandboxError  # noqa: E402
-from openmle.gym.service import ServiceConfig, create_app  # noqa: E402
+from openmle.service import ServiceConfig, create_app  # noqa: E402
 from openmle.testing import FunctionSandbox, ToyTask  # noqa: E402
 
 KEY = "client-key-0123456789"

@@ -29,7 +29,6 @@ from starlette.routing import Route  # noqa: E402
 from openmle import Message, ModelRequest, Operator  # noqa: E402
 from openmle.backends._openai import (  # noqa: E402
     OpenAIModel,
-    retry_after_seconds,
     split_reasoning,
 )
 from openmle.errors import (  # noqa: E402
@@ -528,17 +527,6 @@ def test_public_module_path() -> None:
     from openmle.backends import OpenAIModel as Public
 
     assert Public.__module__ == JobServiceSandbox.__module__ == "openmle.backends"
-
-
-def test_retry_after_parsing() -> None:
-    """Seconds, milliseconds and HTTP dates are understood; garbage and absence give None."""
-    assert retry_after_seconds({"Retry-After": "2"}) == 2.0
-    assert retry_after_seconds({"retry-after-ms": "250", "Retry-After": "9"}) == 0.25
-    assert retry_after_seconds({"Retry-After": "-3"}) == 0.0
-    assert retry_after_seconds({"Retry-After": "soon"}) is None
-    assert retry_after_seconds({}) is None
-    date = "Wed, 21 Oct 2015 07:28:10 GMT"
-    assert retry_after_seconds({"Retry-After": date}, now=1445412480.0) == 10.0
 
 
 def test_split_reasoning() -> None:

@@ -8,15 +8,15 @@ import pytest
 
 from openmle import Job, Outcome, RunResult
 from openmle.errors import InvalidArgument, SandboxError
-from openmle.gym._service._core import cap_result
-from openmle.gym._service._store import LEGACY_OWNER, JobStore, QuotaExceeded
-from openmle.gym.service import (
+from openmle.service import (
     KeyLimits,
     ServiceConfig,
     load_api_keys,
     load_key_limits,
     load_sandbox,
 )
+from openmle.service._core import cap_result
+from openmle.service._store import LEGACY_OWNER, JobStore, QuotaExceeded
 
 
 def test_keys_from_environment_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +85,7 @@ def test_cli_refuses_to_serve_without_keys(
 
 def test_no_auth_only_on_loopback(tmp_path: Path) -> None:
     """Serving without keys is refused on a non-loopback address."""
-    from openmle.gym.service import serve
+    from openmle.service import serve
 
     config = ServiceConfig(db_path=tmp_path / "db", allow_no_auth=True)
     with pytest.raises(InvalidArgument, match="without API keys"):

@@ -21,7 +21,6 @@ a job that does not exist, and sees no job ids in ``/workers/status``.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import functools
 import hmac
 import json
@@ -34,62 +33,38 @@ import anyio
 from openmle._compat import require
 from openmle._protocols import Sandbox
 from openmle._version import __version__
-from openmle.gym._service._config import ServiceConfig, key_id
-from openmle.gym._service._core import JobService, load_sandbox
-from openmle.gym._service._payload import Limits, PayloadError, parse_submit
-from openmle.gym._service._store import JobRow, JobStore, QuotaExceeded
-from openmle.gym._service._sweep import Swept, prepare_workdir, sweep
+from openmle._wire import encode_job_view
+from openmle.service._config import ServiceConfig, key_id
+from openmle.service._core import JobService, load_sandbox
+from openmle.service._payload import Limits, PayloadError, parse_submit
+from openmle.service._store import JobRow, JobStore, QuotaExceeded
+from openmle.service._sweep import Swept, prepare_workdir, sweep
 
 __all__ = ["create_app", "job_view"]
 
 _MAX_BODY = 8 * 1024 * 1024
 
 
-def _iso(t: float | None) -> str | None:
-    if t is None:
-        return None
-    stamp = dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat(timespec="microseconds")
-    return stamp.replace("+00:00", "Z")
-
-
 def job_view(row: JobRow) -> dict[str, Any]:
     """The wire form of a job (the released clients' field names, plus ``run_result``)."""
     job = row.spec["job"]
-    result: dict[str, Any] | None = None
-    if row.result is not None:
-        r = row.result
-        split = r.get("split", job["split"])
-        score = r.get("score")
-        result = {
-            "result": r["outcome"],
-            "outcome": r["outcome"],
-            "score": score,
-            "valid_score": score if split == "valid" else None,
-            "validation_score": score if split == "valid" else None,
-            "test_score": score if split == "test" else None,
-            "scores_by_split": {split: score},
-            "eval_split": split,
-            "run_log": r.get("logs", ""),
-            "detail": r.get("detail", ""),
-            "run_result": dict(r),
-        }
-    return {
-        "job_id": row.id,
-        "name": row.name,
-        "status": row.status,
-        "priority": row.priority,
-        "resource_type": row.pool,
-        "task": row.spec.get("task_ref"),
-        "timeout": job["timeout_s"],
-        "eval_split": job["split"],
-        "idempotency_key": row.idempotency_key,
-        "attempts": row.attempts,
-        "created_at": _iso(row.created_at),
-        "started_at": _iso(row.started_at),
-        "completed_at": _iso(row.completed_at),
-        "detail": row.detail,
-        "result": result,
-    }
+    return encode_job_view(
+        job_id=row.id,
+        status=row.status,
+        split=job["split"],
+        run_result=row.result,
+        detail=row.detail,
+        name=row.name,
+        priority=row.priority,
+        resource_type=row.pool,
+        task=row.spec.get("task_ref"),
+        timeout_s=job["timeout_s"],
+        idempotency_key=row.idempotency_key,
+        attempts=row.attempts,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        completed_at=row.completed_at,
+    )
 
 
 def create_app(config: ServiceConfig, *, sandbox: Sandbox | None = None) -> Any:

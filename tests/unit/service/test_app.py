@@ -16,9 +16,9 @@ pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
 
 from openmle import Job, Outcome, RunResult, Split  # noqa: E402
-from openmle.gym._service._config import key_id  # noqa: E402
-from openmle.gym._service._store import JobStore, Status  # noqa: E402
-from openmle.gym.service import ServiceConfig, create_app  # noqa: E402
+from openmle.service import ServiceConfig, create_app  # noqa: E402
+from openmle.service._config import key_id  # noqa: E402
+from openmle.service._store import JobStore, Status  # noqa: E402
 from openmle.testing import FunctionSandbox, ToyTask  # noqa: E402
 
 KEY = "test-key-0123456789"

@@ -31,9 +31,9 @@ from attrs import define, field
 from openmle._protocols import Sandbox
 from openmle._types import Job, RunResult
 from openmle.errors import InvalidArgument
-from openmle.gym._service._config import ServiceConfig
-from openmle.gym._service._payload import SubmitRequest
-from openmle.gym._service._store import JobRow, JobStore, Status
+from openmle.service._config import ServiceConfig
+from openmle.service._payload import SubmitRequest
+from openmle.service._store import JobRow, JobStore, Status
 
 __all__ = ["JobService", "cap_result", "load_sandbox"]
 

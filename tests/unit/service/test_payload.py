@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openmle import Split
-from openmle.gym._service._payload import PayloadError, confine, parse_submit
-from openmle.gym._service._store import JobRow
-from openmle.gym.service import job_view
+from openmle.service import job_view
+from openmle.service._payload import PayloadError, confine, parse_submit
+from openmle.service._store import JobRow
 
 
 @pytest.fixture(scope="module")

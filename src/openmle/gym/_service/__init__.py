@@ -1,1 +1,0 @@
-"""Private implementation of :mod:`openmle.gym.service` (the sandbox job service)."""
