@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
-    0 ok, 1 the command failed, 2 a usage error (a bad flag or value), 130/143 interrupted;
+    0 ok, 1 the command failed, 2 a usage error (a bad flag or value), 130 interrupted;
     see ``openmle._cli._common`` and ``docs/reference/errors.md``.
     """
     parser = build_parser()

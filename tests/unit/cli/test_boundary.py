@@ -159,7 +159,10 @@ def test_search_on_a_broken_package_lists_every_finding(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ 4: interrupt
 
 
-def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "name"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")]
+)
+def test_ctrl_c_and_sigterm_say_how_to_resume(tmp_path: Path, signum: int, name: str) -> None:
     with fake_openai(delay_s=60.0) as server:
         proc = subprocess.Popen(
             [
@@ -188,14 +191,14 @@ def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
                 assert proc.poll() is None, proc.communicate()
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             _, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
     assert proc.returncode == 130, err
-    assert "openmle: interrupted" in err
+    assert f"openmle: interrupted ({name})" in err
     assert "openmle resume 'run dir'" in err
     assert "Traceback" not in err
 
