@@ -11,26 +11,37 @@ import contextlib
 import importlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 
+from openmle._cli._common import (
+    DEBUG_ENV,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    debug_enabled,
+    interrupted,
+    note_signal,
+    run_guarded,
+)
 from openmle._version import __version__
-from openmle.errors import OpenMLEError
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "interrupted",
+    "main",
+]
 
 _COMMAND_MODULES: tuple[str, ...] = (
     "openmle._cli._search",
     "openmle._cli._serve",
     "openmle._cli._task",
 )
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-"""Interrupted by SIGINT or SIGTERM (the run directory can be resumed)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Search, grade and train machine-learning-engineering agents.",
     )
     parser.add_argument("--version", action="version", version=f"openmle {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"print the traceback of an error (also: {DEBUG_ENV}=1 in the environment)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -47,22 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code (0 ok, 1 failure, 2 usage)."""
+    """Run the command line; returns the process exit code.
+
+    0 ok, 1 the command failed, 2 a usage error (a bad flag or value), 130 interrupted;
+    see ``openmle._cli._common`` and ``docs/reference/errors.md``.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
-    try:
-        with _sigterm_as_sigint():
-            return int(handler(args))
-    except OpenMLEError as exc:
-        print(f"openmle: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        print("openmle: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    debug = debug_enabled(bool(getattr(args, "debug", False)))
+    with _sigterm_as_sigint():
+        return run_guarded(lambda: handler(args), debug=debug)
 
 
 @contextlib.contextmanager
@@ -78,6 +92,7 @@ def _sigterm_as_sigint() -> Iterator[None]:
         return
 
     def forward(signum: int, frame: object) -> None:
+        note_signal(signum)  # so the interrupt line names SIGTERM
         os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, forward)

@@ -1,8 +1,11 @@
 """``openmle demo | search | resume | export | report``: run and inspect searches.
 
-Exit codes: 0 the command did its job (a search that found no working program still exits 0
-and says so); 1 an error (bad run directory, missing dependency, failed backend); 2 usage
-errors (argparse). ``--json`` prints one JSON object on stdout and the progress on stderr.
+Exit codes: 0 the command did its job; 1 a failure (a search in which no node succeeded, which
+the summary says, a bad run directory, a missing dependency, a failed backend or model); 2 a
+usage error (a bad flag or value, an unknown or broken ``--task``), checked before anything is
+written; 130 interrupted (the ``openmle resume RUN_DIR`` line follows). ``--json`` prints one
+JSON object on stdout and the progress on stderr. The flags' values are checked here, so a
+message names the flag (``--budget steps=0``), not the library field it becomes.
 """
 
 from __future__ import annotations
@@ -10,36 +13,67 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import signal
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 
-from openmle.errors import InvalidArgument
+from openmle._cli._common import EXIT_FAILURE, EXIT_OK, interrupted
+from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
-__all__ = ["build_model", "build_selector", "parse_budget", "register"]
+__all__ = [
+    "build_model",
+    "build_selector",
+    "check_task",
+    "load_prices",
+    "parse_budget",
+    "preflight_model",
+    "register",
+]
 
 MODEL_HELP = (
     "offline (writes programs without an LLM), offline-numpy (no scikit-learn), "
-    "replay:FILE (answers recorded with --record), or openai:URL[#MODEL] "
-    "(an OpenAI-compatible server, when the openai backend is installed)"
+    "replay:FILE (answers recorded with --record), or openai:URL[#MODEL] (an OpenAI-compatible "
+    "server; URL is the API root with /v1, e.g. openai:http://127.0.0.1:8000/v1#Qwen/Qwen3-8B; "
+    "without #MODEL the server's only model is used). The API key comes from --api-key-file, "
+    "else $OPENAI_API_KEY; the key, the URL and the model are checked with one request before "
+    "the first step"
 )
+_BUDGET_KEYS = ("steps", "sandbox_s", "wall_s", "tokens", "usd")
 SELECTORS = ("three-factor", "three-factor-paper", "greedy", "uniform")
 
 
 # ----------------------------------------------------------------------------------- builders
 
 
-def parse_budget(spec: str, *, on_exhaust: str = "finish") -> Any:
+def parse_budget(
+    spec: str,
+    *,
+    on_exhaust: str = "finish",
+    steps: int | None = None,
+    prices: Any = None,
+    flag: str = "--budget",
+) -> Any:
     """``"steps=30,sandbox_s=600,wall_s=900,tokens=2e6,usd=5"`` -> :class:`Budget`.
 
+    Args:
+        spec: the ``--budget`` value.
+        on_exhaust: the ``--on-exhaust`` value.
+        steps: the ``--steps`` value (the same cap as ``steps=`` in ``spec``; not both).
+        prices: a :class:`~openmle.search.PriceTable` (``--prices``); ``usd=`` needs one.
+        flag: the flag named in messages.
+
     Raises:
-        InvalidArgument: an unknown key or a non-numeric value, naming it.
+        InvalidArgument: an unknown key, a value that is not a number, not positive or (for
+            steps and tokens) not a whole number, ``usd=`` without prices; the message names
+            the flag and the fix.
     """
     from openmle.search import Budget
 
@@ -47,23 +81,107 @@ def parse_budget(spec: str, *, on_exhaust: str = "finish") -> Any:
     for part in filter(None, (p.strip() for p in spec.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep or key not in {"steps", "sandbox_s", "wall_s", "tokens", "usd"}:
+        if not sep or key not in _BUDGET_KEYS:
             raise InvalidArgument(
-                f"Expected KEY=VALUE with KEY in steps, sandbox_s, wall_s, tokens, usd but got "
-                f"--budget part {part!r}; for example --budget steps=30,wall_s=900"
+                f"Expected KEY=VALUE with KEY in {', '.join(_BUDGET_KEYS)} but got "
+                f"{flag} part {part!r}; for example {flag} steps=30,wall_s=900"
             )
+        if key in kwargs:
+            raise InvalidArgument(f"{flag} names {key}= twice; give each cap once")
         try:
             number = float(value)
         except ValueError:
-            raise InvalidArgument(f"Expected a number but got --budget {key}={value!r}") from None
-        kwargs[key] = int(number) if key in {"steps", "tokens"} else number
+            number = math.nan
+        whole = key in {"steps", "tokens"}
+        if not math.isfinite(number) or number <= 0 or (whole and not number.is_integer()):
+            kind = "a whole number >= 1" if whole else "a number > 0"
+            raise InvalidArgument(
+                f"Expected {kind} for {flag} {key}= but got {key}={value.strip()!r}; "
+                f"for example {flag} {key}={30 if key == 'steps' else 900}"
+            )
+        kwargs[key] = int(number) if whole else number
+    if steps is not None:
+        if "steps" in kwargs:
+            raise InvalidArgument(
+                f"--steps {steps} and {flag} steps={kwargs['steps']} both set the step cap; "
+                "give one of them"
+            )
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise InvalidArgument(f"Expected --steps to be an integer >= 1 but got {steps!r}")
+        kwargs["steps"] = steps
+    if not kwargs:
+        raise InvalidArgument(f"{flag} sets no cap; for example {flag} steps=30")
+    if "usd" in kwargs and prices is None:
+        raise InvalidArgument(
+            f"{flag} usd={kwargs['usd']:g} needs prices to count money: pass --prices FILE "
+            "(USD per million prompt and completion tokens per model id, JSON or TOML), or cap "
+            "tokens= instead. A cost the server reports is counted as well, but is not known "
+            "before the run"
+        )
     if on_exhaust not in ("finish", "cancel"):
         raise InvalidArgument(f"Expected --on-exhaust finish or cancel but got {on_exhaust!r}")
-    return Budget(**kwargs, on_exhaust="cancel" if on_exhaust == "cancel" else "finish")
+    return Budget(
+        **kwargs, prices=prices, on_exhaust="cancel" if on_exhaust == "cancel" else "finish"
+    )
 
 
-def build_model(spec: str, *, record: str | None = None) -> Any:
-    """Build an operator model from a ``--model`` spec (see ``MODEL_HELP``)."""
+def load_prices(path: str) -> Any:
+    """Read a ``--prices`` file: a :class:`~openmle.search.PriceTable`.
+
+    JSON or TOML (by the ``.toml`` suffix), a table of model id (``"*"`` for any model) to
+    ``[usd_per_million_prompt_tokens, usd_per_million_completion_tokens]``, e.g.
+    ``{"gpt-4o-mini": [0.15, 0.6]}``.
+
+    Raises:
+        InvalidArgument: a missing or unreadable file, or a table that is not of that shape.
+    """
+    from openmle.search import PriceTable
+
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"--prices {path}: cannot read it ({exc})") from None
+    try:
+        raw = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidArgument(
+            f"--prices {path}: not {'TOML' if p.suffix == '.toml' else 'JSON'} ({exc})"
+        ) from None
+    example = 'e.g. {"gpt-4o-mini": [0.15, 0.6]}'
+    if not isinstance(raw, dict) or not raw:
+        raise InvalidArgument(
+            f"--prices {path}: expected a table of model id to [prompt, completion] USD per "
+            f"million tokens, {example}"
+        )
+    try:
+        return PriceTable(prices={str(k): tuple(v) for k, v in raw.items()})
+    except (InvalidArgument, TypeError, ValueError) as exc:
+        raise InvalidArgument(
+            f"--prices {path}: {exc}; expected model id -> [prompt, completion] USD per million "
+            f"tokens, {example}"
+        ) from None
+
+
+def _read_key_file(path: str) -> str:
+    p = Path(path).expanduser()
+    try:
+        key = p.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"--api-key-file {path}: cannot read it ({exc})") from None
+    if not key or len(key.split()) != 1:
+        raise InvalidArgument(
+            f"--api-key-file {path}: expected one key (a single line without spaces)"
+        )
+    return key
+
+
+def build_model(spec: str, *, record: str | None = None, api_key_file: str | None = None) -> Any:
+    """Build an operator model from a ``--model`` spec (see ``MODEL_HELP``).
+
+    ``openai:URL`` without ``#MODEL`` builds a model named ``""`` until :func:`preflight_model`
+    asks the server which model it serves.
+    """
     from openmle import backends
 
     model: Any
@@ -78,12 +196,107 @@ def build_model(spec: str, *, record: str | None = None) -> Any:
                 "openmle does not include; use --model offline or replay:FILE"
             )
         url, _, name = spec[len("openai:") :].partition("#")
-        model = backends.OpenAIModel(base_url=url, model=name or "default")
+        if not url.startswith(("http://", "https://")):
+            raise InvalidArgument(
+                f"Expected --model openai:URL[#MODEL] with an http:// or https:// URL but got "
+                f"{spec!r}; for example --model openai:http://127.0.0.1:8000/v1#MODEL"
+            )
+        key = _read_key_file(api_key_file) if api_key_file else None
+        model = backends.OpenAIModel(base_url=url, model=name or _AUTO, api_key=key)
     else:
         raise InvalidArgument(f"Expected --model to be one of: {MODEL_HELP}; got {spec!r}")
+    if api_key_file and not spec.startswith("openai:"):
+        raise InvalidArgument("--api-key-file is for --model openai:URL; this model needs no key")
     if record:
         model = backends.RecordingModel(model, record)
     return model
+
+
+_AUTO = "(the server's only model)"
+
+
+def preflight_model(model: Any, spec: str) -> Any:
+    """Check an ``openai:`` model with one request before anything runs; the model to use.
+
+    Picks the server's model when ``spec`` names none and the server serves exactly one.
+    Other models are returned as they are.
+
+    Raises:
+        ModelError: the key, the URL or the model id is wrong (the subclass says which; the
+            message is the server's, prefixed with the ``--model`` flag).
+        InvalidArgument: ``spec`` names no model and the server serves none or several.
+    """
+    import anyio
+    import attrs
+
+    from openmle import backends
+
+    if "OpenAIModel" not in backends.__all__ or not isinstance(model, backends.OpenAIModel):
+        return model
+
+    async def check() -> Any:
+        m = model
+        try:
+            if m.model == _AUTO:
+                served = await m.list_models()
+                if len(served) != 1:
+                    raise InvalidArgument(
+                        f"--model {spec}: name the model as openai:URL#MODEL; the server "
+                        f"serves {served if served else 'no model'}"
+                    )
+                await m.aclose()
+                m = attrs.evolve(m, model=served[0])
+            await m.preflight()
+            return m
+        finally:
+            await m.aclose()
+
+    try:
+        return anyio.run(check)
+    except ModelError as exc:
+        raise type(exc)(f"--model {spec}: {exc}") from None
+
+
+def _model_for_run(spec: str, args: argparse.Namespace, record: str | None) -> Any:
+    """Build, check (one request for ``openai:``) and, with ``--record``, wrap the model."""
+    from openmle import backends
+
+    model = preflight_model(
+        build_model(spec, api_key_file=getattr(args, "api_key_file", None)), spec
+    )
+    return backends.RecordingModel(model, record) if record else model
+
+
+def check_task(ref: str, sandbox: str) -> None:
+    """Check ``--task`` before anything is written: a bundled name or a loadable package.
+
+    A task run by a job service (``--sandbox service:URL``) is resolved by the service.
+
+    Raises:
+        InvalidArgument: no such task (names the bundled tasks).
+        TaskPackageError: the package is broken; every error finding is listed once.
+    """
+    from openmle.gym import bundled_names, load_task, validate_path
+
+    if sandbox.startswith("service:") or ref in bundled_names():
+        return
+    path = Path(ref).expanduser()
+    if not path.is_dir():
+        raise InvalidArgument(
+            f"--task {ref!r}: no such task: not a bundled task ({', '.join(bundled_names())}) "
+            "and not a directory; pass a bundled name (openmle task list) or the path of a task "
+            "package"
+        )
+    try:
+        _ = load_task(path).higher_is_better
+    except TaskPackageError:
+        report = validate_path(path, smoke_test=False)
+        errors = [str(p) for p in report.errors] or ["the package does not load"]
+        raise TaskPackageError(
+            f"--task {ref}: the task package has {len(errors)} error(s):\n  "
+            + "\n  ".join(errors)
+            + f"\n(openmle task validate {ref} shows the full report)"
+        ) from None
 
 
 def build_sandbox(spec: str) -> Any:
@@ -214,7 +427,14 @@ def _finish(args: argparse.Namespace, result: Any, run_dir: Path | None) -> int:
         print(json.dumps(s, sort_keys=True))
     else:
         _print_summary(s, sys.stdout)
-    return 0
+    if result.best is None:
+        print(
+            f"openmle: error: no node succeeded ({s['nodes']} tried); see the outcomes above"
+            + ("" if run_dir is None else f" and {run_dir / 'journal.jsonl'}"),
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    return EXIT_OK
 
 
 def _default_out(prefix: str) -> Path:
@@ -222,64 +442,59 @@ def _default_out(prefix: str) -> Path:
 
 
 def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
+    from openmle.search import SearchConfig, run_search
     from openmle.search._driver import _higher_is_better
 
+    # Every flag is checked before the header is printed or anything is written.
+    check_task(task, args.sandbox)
     hib = _higher_is_better(task)
     out = Path(args.out) if args.out else _default_out(args.command)
-    model = build_model(model_spec, record=getattr(args, "record", None))
-    sandbox = build_sandbox(args.sandbox)
-    with _closing(sandbox):
-        result = _run_search_cli(args, task, out, model, model_spec, sandbox, budget, hib)
-    return _finish(args, result, out)
-
-
-def _run_search_cli(
-    args: argparse.Namespace,
-    task: str,
-    out: Path,
-    model: Any,
-    model_spec: str,
-    sandbox: Any,
-    budget: Any,
-    hib: bool,
-) -> Any:
-    from openmle.search import SearchConfig, run_search
-
     selector = build_selector(args.selector, hib)
     config = SearchConfig(
         seed=args.seed,
         timeout_s=args.timeout,
         trust_printed_score=getattr(args, "trust_printed_score", False),
     )
+    model = _model_for_run(model_spec, args, getattr(args, "record", None))
+    sandbox = build_sandbox(args.sandbox)
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
+        shown = model_spec
+        if model_spec.startswith("openai:") and "#" not in model_spec:
+            shown += f" (model {getattr(model, 'model', '?')})"
         stream.write(
-            f"openmle {args.command}: task {task}, model {model_spec}, sandbox {args.sandbox}, "
+            f"openmle {args.command}: task {task}, model {shown}, sandbox {args.sandbox}, "
             f"selector {args.selector}, {args.workers} workers, writing {out}\n"
         )
-    return run_search(
-        task,
-        model=model,
-        sandbox=sandbox,
-        budget=budget,
-        selector=selector,
-        config=config,
-        workers=args.workers,
-        ordered=getattr(args, "ordered", False),
-        run_dir=out,
-        higher_is_better=hib,
-        on_progress=None if args.quiet else _Display(stream, budget.steps),
-        prompts=_prompts(model, args.summaries),
-        manifest_extra={
-            "cli": {
-                "model": model_spec,
-                "sandbox": args.sandbox,
-                "selector": args.selector,
-                "record": getattr(args, "record", None),
-                "summaries": bool(args.summaries),
-            }
-        },
-    )
+    try:
+        with _closing(sandbox):
+            result = _search_run(
+                run_search,
+                task,
+                model=model,
+                sandbox=sandbox,
+                budget=budget,
+                selector=selector,
+                config=config,
+                workers=args.workers,
+                ordered=getattr(args, "ordered", False),
+                run_dir=out,
+                higher_is_better=hib,
+                on_progress=None if args.quiet else _Display(stream, budget.steps),
+                prompts=_prompts(model, args.summaries),
+                manifest_extra={
+                    "cli": {
+                        "model": model_spec,
+                        "sandbox": args.sandbox,
+                        "selector": args.selector,
+                        "record": getattr(args, "record", None),
+                        "summaries": bool(args.summaries),
+                    }
+                },
+            )
+    except KeyboardInterrupt:
+        return interrupted(out)
+    return _finish(args, result, out)
 
 
 @contextlib.contextmanager
@@ -311,6 +526,21 @@ def _closing(sandbox: Any) -> Iterator[None]:
                 raise KeyboardInterrupt
 
 
+def _search_run(
+    run: Any,
+    *a: Any,
+    **kw: Any,
+) -> Any:
+    """Call ``run`` (run_search / resume_search); an interrupt inside a group is re-raised
+    as a plain KeyboardInterrupt so the caller can name the run directory."""
+    try:
+        return run(*a, **kw)
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is not None:
+            raise KeyboardInterrupt from None
+        raise
+
+
 def _demo(args: argparse.Namespace) -> int:
     if args.rewards:
         from openmle._cli import _demo as rewards_demo
@@ -321,12 +551,16 @@ def _demo(args: argparse.Namespace) -> int:
         else:
             rewards_demo._print_table(fig)
         return 0
-    budget = parse_budget(f"steps={args.steps}")
+    budget = parse_budget("", steps=args.steps)
     return _run(args, task=args.task, model_spec="offline", budget=budget)
 
 
 def _search(args: argparse.Namespace) -> int:
-    budget = parse_budget(args.budget, on_exhaust=args.on_exhaust)
+    prices = load_prices(args.prices) if args.prices else None
+    spec = args.budget
+    if spec is None:
+        spec = "" if args.steps is not None else "steps=30"
+    budget = parse_budget(spec, on_exhaust=args.on_exhaust, steps=args.steps, prices=prices)
     return _run(args, task=args.task, model_spec=args.model, budget=budget)
 
 
@@ -341,21 +575,26 @@ def _resume(args: argparse.Namespace) -> int:
             f"{args.run_dir} was not started by the CLI; pass --model to say which model to use"
         )
     hib = bool(rd.manifest["task"]["higher_is_better"])
-    budget = parse_budget(args.budget) if args.budget else None
+    prices = load_prices(args.prices) if args.prices else None
+    budget = parse_budget(args.budget, prices=prices) if args.budget else None
     stream = sys.stderr if args.json else sys.stdout
     steps = budget.steps if budget else rd.manifest["budget"].get("steps")
-    model = build_model(model_spec, record=cli.get("record"))
+    model = _model_for_run(model_spec, args, cli.get("record"))
     sandbox = build_sandbox(cli.get("sandbox", "local"))
-    with _closing(sandbox):
-        result = resume_search(
-            rd.path,
-            model=model,
-            sandbox=sandbox,
-            selector=build_selector(cli.get("selector", "three-factor"), hib),
-            prompts=_prompts(model, bool(cli.get("summaries", False))),
-            budget=budget,
-            on_progress=None if args.quiet else _Display(stream, steps),
-        )
+    try:
+        with _closing(sandbox):
+            result = _search_run(
+                resume_search,
+                rd.path,
+                model=model,
+                sandbox=sandbox,
+                selector=build_selector(cli.get("selector", "three-factor"), hib),
+                prompts=_prompts(model, bool(cli.get("summaries", False))),
+                budget=budget,
+                on_progress=None if args.quiet else _Display(stream, steps),
+            )
+    except KeyboardInterrupt:
+        return interrupted(rd.path)
     return _finish(args, result, rd.path)
 
 
@@ -393,10 +632,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         choices=SELECTORS,
         help="parent selection (default: three-factor, the released weights 1.0/0.4/0.25)",
     )
-    p.add_argument("--workers", type=int, default=2, help="expansions in flight (default: 2)")
+    p.add_argument(
+        "--workers", type=_positive(int), default=2, help="expansions in flight (default: 2)"
+    )
     p.add_argument("--seed", type=int, default=0, help="search seed (default: 0)")
     p.add_argument(
-        "--timeout", type=float, default=300.0, help="per-run limit in seconds (default: 300)"
+        "--timeout",
+        type=_positive(float),
+        default=300.0,
+        help="per-run limit of one program in seconds (default: 300)",
     )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: openmle-runs/...)")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -407,6 +651,39 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="memory shows node summaries written by the model on demand (cached in the run "
         "directory; their tokens count in the budget)",
+    )
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    """An argparse type: a finite number > 0 (argparse names the flag and exits 2)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            what = "an integer >= 1" if kind is int else "a number of seconds > 0"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer" if kind is int else "number"
+    return parse
+
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="file holding the API key of an openai: model (default: $OPENAI_API_KEY; a local "
+        "server without auth needs none)",
+    )
+    p.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="JSON or TOML table of model id ('*' for any) to [prompt, completion] USD per "
+        'million tokens, e.g. {"gpt-4o-mini": [0.15, 0.6]}; needed by --budget usd=...; a cost '
+        "the server reports (usage.cost) is counted as it is",
     )
 
 
@@ -428,7 +705,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     demo.add_argument("--task", default="tabular-binary", help="bundled task name or path")
-    demo.add_argument("--steps", type=int, default=20, help="nodes to try (default: 20)")
+    demo.add_argument("--steps", type=_positive(int), default=20, help="nodes to try (default: 20)")
     demo.add_argument(
         "--rewards", action="store_true", help="instead, print the worked reward example"
     )
@@ -444,8 +721,15 @@ def register(subparsers: Any) -> None:
     search.add_argument("--model", default="offline", help=MODEL_HELP)
     search.add_argument(
         "--budget",
-        default="steps=30",
-        help="caps, e.g. steps=30,sandbox_s=1800,wall_s=3600,tokens=2e6,usd=5 (default: steps=30)",
+        default=None,
+        help="caps, e.g. steps=30,sandbox_s=1800,wall_s=3600,tokens=2e6,usd=5 (usd needs "
+        "--prices) (default: steps=30)",
+    )
+    search.add_argument(
+        "--steps",
+        type=_positive(int),
+        default=None,
+        help="nodes to try: the same cap as --budget steps=N, spelled as for demo",
     )
     search.add_argument(
         "--on-exhaust",
@@ -454,6 +738,7 @@ def register(subparsers: Any) -> None:
         help="when a cap is reached: let running work finish (default) or cancel it",
     )
     search.add_argument("--record", metavar="FILE", help="record the model's answers (JSONL)")
+    _model_flags(search)
     search.add_argument(
         "--ordered",
         action="store_true",
@@ -477,6 +762,7 @@ def register(subparsers: Any) -> None:
     resume.add_argument("run_dir", metavar="RUN_DIR")
     resume.add_argument("--model", help=f"override the model ({MODEL_HELP})")
     resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
+    _model_flags(resume)
     resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     resume.add_argument("--quiet", action="store_true", help="no per-node progress lines")
     resume.add_argument("--no-report", action="store_true", help="do not write report.html")

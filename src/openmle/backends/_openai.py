@@ -24,6 +24,11 @@ Where we depart from the released system and from peers:
 - Reasoning is kept apart from the answer: ``reasoning_content`` (vLLM/SGLang reasoning parsers),
   ``reasoning`` (OpenRouter-style) or a leading ``<think>...</think>`` block go to
   :attr:`ModelResponse.reasoning`, never into the program text the operators parse.
+- A cost the server reports with the usage (``usage.cost`` in USD, as OpenRouter sends it) is
+  passed on as :attr:`ModelResponse.cost_usd`, so a ``Budget(usd=...)`` can count it.
+- :meth:`OpenAIModel.preflight` checks the key, the address and the model id with one cheap
+  request before a search (the CLI calls it before the first step);
+  :meth:`OpenAIModel.list_models` lists what the server serves.
 - 401/403 and 404 are not retried and name the fix (the key variable, the model id and the
   models the server does serve, or a base URL missing ``/v1``).
 - Sampling settings the request leaves unset are *not sent* unless set here, so models that
@@ -72,6 +77,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Default cap on one answer's body: about 160k streamed tokens at ~200 bytes per event."""
 _MAX_ERROR_BYTES = 64 * 1024  # the body of an error answer: only its message is wanted
 _MAX_TOKENS_PER_CALL = 10**9  # a token count above this is not plausible: unknown
+_MAX_COST_PER_CALL = 1e4  # USD; a reported cost above this is not plausible: unknown
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -373,6 +379,7 @@ class OpenAIModel(OperatorModel):
         text: list[str] = []
         thought: list[str] = []
         usage = Usage()
+        cost: float | None = None
         finish: str | None = None
         model = self.model
         async for data in _sse_data(resp, self.max_response_bytes):
@@ -384,6 +391,7 @@ class OpenAIModel(OperatorModel):
             model = _model_id(chunk.get("model"), model)
             if chunk.get("usage") is not None:
                 usage = _usage(chunk.get("usage"), self._where())
+                cost = _cost(chunk.get("usage"))
             choices = chunk.get("choices")
             if choices is None:
                 choices = []
@@ -410,7 +418,12 @@ class OpenAIModel(OperatorModel):
             )
         answer, reasoning = split_reasoning(_clean("".join(text)), _clean("".join(thought)) or None)
         return ModelResponse(
-            text=answer, reasoning=reasoning, usage=usage, model=model, finish_reason=finish
+            text=answer,
+            reasoning=reasoning,
+            usage=usage,
+            model=model,
+            finish_reason=finish,
+            cost_usd=cost,
         )
 
     def _parse(self, raw: bytes) -> ModelResponse:
@@ -441,7 +454,98 @@ class OpenAIModel(OperatorModel):
             usage=usage,
             model=_model_id(completion.get("model"), self.model),
             finish_reason=_finish(choice.get("finish_reason")),
+            cost_usd=_cost(raw_usage),
         )
+
+    async def list_models(self) -> list[str]:
+        """The model ids the server serves (``GET {base_url}/models``), sorted.
+
+        Raises:
+            ModelAuthError: the server refused the key (401/403).
+            ModelNotFoundError: the server has no ``/models`` there (404; often a base URL
+                missing ``/v1``).
+            ModelError: the server cannot be reached, answered another error or an answer that
+                is not a model list.
+        """
+        client = self._get_client()
+        url = f"{self._root()}/models"
+        try:
+            with anyio.fail_after(min(30.0, self.timeout_s)):
+                async with client.stream("GET", url) as resp:
+                    if resp.status_code != 200:
+                        raw = await _read_capped(resp, _MAX_ERROR_BYTES, truncate=True)
+                        exc = _Status(resp.status_code, dict(resp.headers), _server_message(raw))
+                        if exc.status == 404:
+                            raise ModelNotFoundError(
+                                f"{self._where()} has no model list at {url} (HTTP 404: "
+                                f"{exc.message}); check that base_url ends with '/v1'"
+                            )
+                        if exc.status in (401, 403):
+                            raise await self._status_error(exc)
+                        raise ModelError(
+                            f"{self._where()} refused to list its models (HTTP {exc.status}: "
+                            f"{exc.message})"
+                        )
+                    page = _json_object(await _read_capped(resp, 1024 * 1024), "the model list")
+        except (TimeoutError, httpx.TimeoutException):
+            raise ModelTimeout(f"{self._where()} did not list its models in time") from None
+        except (httpx.HTTPError, _TooLarge, _Malformed) as exc:
+            raise ModelError(
+                f"{self._where()} could not be asked for its models ({type(exc).__name__}: "
+                f"{_one_line(str(exc))}); check the base URL and that the server is running"
+            ) from None
+        data = page.get("data")
+        if not isinstance(data, list):
+            raise ModelError(f"{self._where()} answered {url} without a 'data' list of models")
+        ids = {
+            _clean(m["id"])[:200]
+            for m in data[:10_000]
+            if isinstance(m, Mapping) and isinstance(m.get("id"), str) and m["id"].strip()
+        }
+        return sorted(ids)
+
+    async def preflight(self) -> None:
+        """Check the key, the address and the model id with one cheap request, before a search.
+
+        Lists the server's models (``GET /models``); when it lists them, :attr:`model` must be
+        one. A server without a model list gets one tiny completion instead (``max_tokens=1``,
+        no retries). Raises the error the first search step would have met, at once:
+        :class:`ModelAuthError` (a refused key), :class:`ModelNotFoundError` (an unknown model
+        or a base URL without ``/v1``; the message lists the models the server serves) or
+        :class:`ModelError` (a refused request, an unreachable server).
+        """
+        try:
+            served = await self.list_models()
+        except ModelAuthError:
+            raise
+        except ModelError:
+            served = None
+        if served:
+            if self.model not in served:
+                raise ModelNotFoundError(
+                    f"{self._where()} does not serve model {self.model!r}; it serves "
+                    f"{served[:20]}; set the model id to one of them"
+                )
+            return
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "ping"}],
+            self.token_limit_param: 1,
+        }
+        body.update(self.extra_body)
+        payload = json.dumps(body, allow_nan=False).encode()
+        try:
+            with anyio.fail_after(min(60.0, self.timeout_s)):
+                await self._attempt(self._get_client(), payload)
+        except _Status as exc:
+            raise await self._status_error(exc) from None
+        except (TimeoutError, httpx.TimeoutException):
+            raise ModelTimeout(f"{self._where()} did not answer a one-token request") from None
+        except (httpx.HTTPError, _TooLarge, _Malformed) as exc:
+            raise ModelError(
+                f"{self._where()} could not be reached ({type(exc).__name__}: "
+                f"{_one_line(str(exc))}); check the base URL and that the server is running"
+            ) from None
 
     def _where(self) -> str:
         return f"the model service at {self._root()}"
@@ -632,6 +736,18 @@ def _usage(raw: object, where: str) -> Usage:
             count = 0
         counts[key] = count
     return Usage(**counts)
+
+
+def _cost(raw: object) -> float | None:
+    """The cost in USD a server reported with the usage (``usage.cost``, as OpenRouter sends
+    it), or None when it sent none or one that is not a plausible number."""
+    if not isinstance(raw, Mapping):
+        return None
+    value = raw.get("cost")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    cost = float(value)
+    return cost if math.isfinite(cost) and 0 <= cost <= _MAX_COST_PER_CALL else None
 
 
 def _reasoning_of(message: Mapping[str, Any]) -> str | None:

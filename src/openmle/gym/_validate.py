@@ -13,6 +13,8 @@ The task's code (``utils/metric.py``) runs only in grading processes, under the 
 and a fixed environment; all grading of one validation shares one ``grade_timeout_s`` budget,
 so a metric that never returns costs that limit once.
 
+Every problem is reported once, in the order of the checks; a check whose prerequisite failed
+(a missing file, a missing metric) is skipped rather than reporting a consequence of it.
 Every problem names the file and the fix, and never quotes a cell of the answers file. A check
 that hits something unexpected reports it as a problem instead of raising: ``validate`` never
 raises for a broken package.
@@ -152,6 +154,8 @@ class _Checker:
     def ids(self) -> None:
         col = self.task.id_column
         if col is None:
+            if "sample" not in self.tables:
+                return  # no (readable) sample submission: its missing id column says nothing
             self.warn(
                 _FILES["sample"],
                 "has no id column (its first column does not look like an id), so rows are "
@@ -274,6 +278,8 @@ class _Checker:
             self.error(_PUBLIC, f"holds {len(found) - 20} more symbolic links.", "Replace them.")
 
     def metric(self, smoke_test: bool) -> None:
+        if any(p.file == "utils/metric.py" for p in self.problems):
+            return  # the files check already said the metric is missing
         try:
             _ = self.task.higher_is_better
         except TaskPackageError as exc:
@@ -336,7 +342,8 @@ def validate_task(task: Task, *, smoke_test: bool = True) -> ValidationReport:
     c.run("metric", lambda: c.metric(smoke_test))
     if not c.problems or all(p.severity is Severity.WARNING for p in c.problems):
         c.run("valid_split", lambda: c.valid_split(smoke_test))
-    problems = sorted(c.problems, key=lambda p: p.severity is not Severity.ERROR)
+    unique = list(dict.fromkeys(c.problems))  # each finding once, in the checks' order
+    problems = sorted(unique, key=lambda p: p.severity is not Severity.ERROR)
     return ValidationReport(
         task=task.name,
         path=str(task.root),

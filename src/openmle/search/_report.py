@@ -318,10 +318,20 @@ def _plots(
     by = [b for b in best if b is not None]
     if bx:
         ax.step(bx, by, where="post", color=BEST, linewidth=2, label="best so far")
+    if not ok_scores:
+        ax.text(
+            0.5,
+            0.5,
+            f"No node succeeded ({len(nodes)} tried): no score to plot",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
     ax.set_xlabel("step")
     ax.set_ylabel(f"validation score ({'higher' if hib else 'lower'} is better)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     out = []
     for ext in ("png", "svg"):
@@ -330,6 +340,19 @@ def _plots(
         out.append(p)
     plt.close(fig)
     return out
+
+
+def _nothing_succeeded(nodes: Sequence[Node]) -> str:
+    """The report's words when no node succeeded: how many were tried and how they failed."""
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[n.outcome.value] = counts.get(n.outcome.value, 0) + 1
+    how = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none was tried"
+    return (
+        f'<p class="sub"><b>No node succeeded</b>: {len(nodes)} tried ({_esc(how)}), so there '
+        "is no best program, no score curve and no test score. The outcomes by operator below "
+        "and journal.jsonl say why.</p>\n"
+    )
 
 
 _INTEGRITY = {
@@ -426,7 +449,7 @@ seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
 {_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
 openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code> ·
 {_INTEGRITY[rd.integrity]}</p>
-<div class="cards">{card_html}</div>
+{_nothing_succeeded(nodes) if ok == 0 else ""}<div class="cards">{card_html}</div>
 <h2>Search tree</h2>
 <p class="legend">{legend} · x: step, y: generation · hover a node for its plan</p>
 {_tree_svg(nodes, best_path)}

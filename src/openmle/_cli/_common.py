@@ -1,0 +1,132 @@
+"""What every ``openmle`` command shares: exit codes, the error line, the interrupt line.
+
+Exit codes (documented in ``docs/reference/errors.md``):
+
+- 0: the command did its job.
+- 1: it ran and failed: a backend, run directory or model error, a search in which no node
+  succeeded, a task package with validation errors, an invalid submission.
+- 2: the command line is wrong: an unknown flag or a bad value (argparse), or an
+  :class:`~openmle.errors.InvalidArgument` raised for user input (an unknown task, a broken
+  task package named by ``--task``, a bad ``--budget``).
+- 130: interrupted (Ctrl-C, or SIGTERM, which the CLI handles as Ctrl-C); the line after
+  ``openmle: interrupted`` says how to continue.
+
+Any :class:`~openmle.errors.OpenMLEError` prints one line, ``openmle: error: <message>``, on
+stderr; an ``ExceptionGroup`` of them prints one line per error. A traceback is printed only
+with ``openmle --debug`` or ``OPENMLE_DEBUG=1`` in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from openmle.errors import InvalidArgument, OpenMLEError
+
+__all__ = [
+    "DEBUG_ENV",
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "debug_enabled",
+    "interrupted",
+    "note_signal",
+    "report_error",
+    "run_guarded",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Interrupted by SIGINT or SIGTERM (the run directory can be resumed)."""
+DEBUG_ENV = "OPENMLE_DEBUG"
+"""Environment variable: ``1`` (or ``true``/``yes``) prints tracebacks, like ``--debug``."""
+
+
+def debug_enabled(flag: bool = False) -> bool:
+    """``--debug`` was given or ``$OPENMLE_DEBUG`` is set to a true value."""
+    value = os.environ.get(DEBUG_ENV, "").strip().lower()
+    return flag or value in {"1", "true", "yes", "on"}
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaves(inner))
+        return out
+    return [exc]
+
+
+def report_error(exc: BaseException, *, debug: bool = False, stream: TextIO | None = None) -> int:
+    """Print ``openmle: error: <message>`` for each OpenMLEError in ``exc``; the exit code.
+
+    ``exc`` is an :class:`OpenMLEError` or a (nested) group whose leaves all are; anything else
+    is re-raised (a bug: its traceback is the useful output). Returns :data:`EXIT_USAGE` when
+    every error is an :class:`InvalidArgument`, else :data:`EXIT_FAILURE`.
+    """
+    out = sys.stderr if stream is None else stream
+    leaves = _leaves(exc)
+    if not leaves or not all(isinstance(e, OpenMLEError) for e in leaves):
+        raise exc
+    if debug:
+        traceback.print_exception(exc, file=out)
+    seen: set[str] = set()
+    for e in leaves:
+        message = str(e) or type(e).__name__
+        if message not in seen:
+            seen.add(message)
+            out.write(f"openmle: error: {message}\n")
+    out.flush()
+    return EXIT_USAGE if all(isinstance(e, InvalidArgument) for e in leaves) else EXIT_FAILURE
+
+
+_signals: list[int] = []
+
+
+def note_signal(signum: int) -> None:
+    """Remember that ``signum`` (SIGTERM) caused the coming interrupt, for its message."""
+    _signals.append(int(signum))
+
+
+def interrupted(run_dir: Path | str | None = None, *, signum: int | None = None) -> int:
+    """Say the command was interrupted and how to continue; returns :data:`EXIT_INTERRUPTED`.
+
+    The one interrupt handler of the CLI (Ctrl-C and SIGTERM alike): prints
+    ``openmle: interrupted (SIGNAL)`` on stderr and, when ``run_dir`` holds a run (its
+    manifest was written), the ``openmle resume RUN_DIR`` line that continues it. ``signum``
+    defaults to the signal :func:`note_signal` recorded, else SIGINT.
+    """
+    if signum is None:
+        signum = _signals[-1] if _signals else signal.SIGINT
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    sys.stderr.write(f"openmle: interrupted ({name})\n")
+    if run_dir is not None and (Path(run_dir) / "manifest.json").is_file():
+        sys.stderr.write(
+            f"openmle: nothing committed is lost; continue with: "
+            f"openmle resume {shlex.quote(str(run_dir))}\n"
+        )
+    sys.stderr.flush()
+    return EXIT_INTERRUPTED
+
+
+def run_guarded(call: Callable[[], int], *, debug: bool = False) -> int:
+    """Run a command handler; errors and interrupts become a message and an exit code."""
+    try:
+        return int(call())
+    except KeyboardInterrupt:
+        return interrupted()
+    except (OpenMLEError, BaseExceptionGroup) as exc:
+        if isinstance(exc, BaseExceptionGroup) and any(
+            isinstance(e, KeyboardInterrupt) for e in _leaves(exc)
+        ):
+            return interrupted()
+        return report_error(exc, debug=debug_enabled(debug))
