@@ -42,11 +42,17 @@ def run_demo() -> dict[str, Any]:
     """Compute every figure of the worked example; returns them as a JSON-ready dict."""
     signed = np.asarray(signed_score(WORKED_SCORES, _META.higher_is_better))
     s_best, s_worst = static_bounds(_META)
-    assert s_best is not None and s_worst is not None
+    if not (s_best is not None and s_worst is not None):
+        raise AssertionError(
+            "internal invariant broken: s_best is not None and s_worst is not None"
+        )
     a_best, a_worst = adaptive_bounds(
         [], WORKED_SCORES, meta=_META, mode="top1_top16", lower_shift_ratio=0.25
     )
-    assert a_best is not None and a_worst is not None
+    if not (a_best is not None and a_worst is not None):
+        raise AssertionError(
+            "internal invariant broken: a_best is not None and a_worst is not None"
+        )
     static_r = np.asarray(score_to_reward(signed, best=s_best, worst=s_worst))
     adaptive_r = np.asarray(score_to_reward(signed, best=a_best, worst=a_worst))
     grpo = group_normalized_advantage(adaptive_r)

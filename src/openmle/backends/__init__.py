@@ -36,7 +36,8 @@ _LAZY: dict[str, str] = {
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",
 }
-assert list(_LAZY) == sorted(_LAZY), "keep _LAZY alphabetical"
+if list(_LAZY) != sorted(_LAZY):
+    raise AssertionError("keep _LAZY alphabetical")
 
 __all__ = sorted(_LAZY)
 

@@ -879,7 +879,8 @@ def _remove(api: Any, container_id: str) -> None:
 
 def _close_stream(stream: Any) -> None:
     """Close an attach stream: ``close`` shuts the socket; closing the response releases its
-    file objects too (otherwise the socket is finalised open and warns)."""
+    file objects too (otherwise the socket is finalised open and warns).
+    """
     with contextlib.suppress(Exception):
         stream.close()
     with contextlib.suppress(Exception):

@@ -343,7 +343,8 @@ class LocalSandbox(Sandbox):
         task = await anyio.to_thread.run_sync(resolver, job.task)
         submitted = time.monotonic()  # queue_s: waiting for a slot and for GPUs
         pool = self._gpu_pool
-        assert pool is not None
+        if pool is None:
+            raise AssertionError("internal invariant broken: pool is not None")
         why = pool.problem(job.resources)
         if why is not None:
             return RunResult.infra_error(why, split=job.split)
@@ -396,7 +397,8 @@ class LocalSandbox(Sandbox):
     def _env(
         self, job: Job, *, data: str, workspace: str, tmp: str, gpus: tuple[str, ...], marker: str
     ) -> dict[str, str]:
-        assert self._info is not None
+        if self._info is None:
+            raise AssertionError("internal invariant broken: self._info is not None")
         threads = str(max(1, math.ceil(job.resources.cpus)))
         env = {
             "PATH": f"{self._info.bin_dir}:/usr/local/bin:/usr/bin:/bin",
@@ -422,7 +424,10 @@ class LocalSandbox(Sandbox):
     async def _execute(
         self, job: Job, task: TaskHandle, gpus: tuple[str, ...], queue_s: float
     ) -> RunResult:
-        assert self._info is not None and self._mode is not None
+        if not (self._info is not None and self._mode is not None):
+            raise AssertionError(
+                "internal invariant broken: self._info is not None and self._mode is not None"
+            )
         info, bwrap = self._info, self._mode == "bwrap"
         for key, value in job.env.items():  # Job refuses these too; a forged Job may not
             problem = env_problem(key, value)
@@ -519,7 +524,8 @@ class LocalSandbox(Sandbox):
             }
             launch_env = self._launch_env(marker)
             if bwrap:
-                assert self._bwrap is not None
+                if self._bwrap is None:
+                    raise AssertionError("internal invariant broken: self._bwrap is not None")
                 launcher["argv"] = [info.executable, "/program/main.py"]
                 env = self._env(
                     job, data="/data", workspace="/workspace", tmp="/tmp", gpus=gpus, marker=marker
@@ -615,7 +621,8 @@ class LocalSandbox(Sandbox):
             timed_out = False
             async with anyio.create_task_group() as tg:
                 drained = anyio.Event()
-                assert proc.stdout is not None
+                if proc.stdout is None:
+                    raise AssertionError("internal invariant broken: proc.stdout is not None")
                 tg.start_soon(_pump, proc.stdout, cap, drained)
                 if not mounted:
                     tg.start_soon(self._quota_watchdog, proc, box, quota_hit)

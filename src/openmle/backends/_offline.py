@@ -507,7 +507,8 @@ class OfflineModel(OperatorModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Write a program for ``request.operator`` from the parents in its messages (or, for
-        a node-summary request of :class:`~openmle.search.SummaryStore`, the summary)."""
+        a node-summary request of :class:`~openmle.search.SummaryStore`, the summary).
+        """
         self.calls += 1
         text = "\n".join(m.content for m in request.messages)
         if request.metadata.get("purpose") == "node_summary":
@@ -688,7 +689,8 @@ def _number(text: str) -> float | None:
 def _summarise(text: str) -> str:
     """A node summary (the JSON :class:`~openmle.search.SummaryStore` asks for) from the
     summary prompt alone: the method from the program's recipe line, the lesson from the
-    validation scores the prompt states."""
+    validation scores the prompt states.
+    """
     recipes = _RECIPE.findall(text)
     try:
         method = f"Fits {_describe(json.loads(recipes[-1]))}."

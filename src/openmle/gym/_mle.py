@@ -248,7 +248,8 @@ def surpass_sota_rate(
 @frozen(kw_only=True)
 class MLESummary:
     """Every MLE metric over the same runs; a field is None where it is undefined (for
-    example medals without leaderboards)."""
+    example medals without leaderboards).
+    """
 
     n_runs: int
     valid_rate: Aggregate

@@ -108,7 +108,8 @@ def resolve_bounds(meta: MetaLike, dynamic: Bounds | None = None) -> Bounds:
     if dynamic is not None:
         db, dw = dynamic
         if _is_finite(db) and _is_finite(dw):
-            assert db is not None and dw is not None
+            if not (db is not None and dw is not None):
+                raise AssertionError("internal invariant broken: db is not None and dw is not None")
             if sb is not None:
                 db = min(db, sb)
             if sw is not None:
@@ -116,7 +117,8 @@ def resolve_bounds(meta: MetaLike, dynamic: Bounds | None = None) -> Bounds:
             if db > dw:
                 return _apply_max_range(db, dw, (sb, sw))
     if _is_finite(sb) and _is_finite(sw):
-        assert sb is not None and sw is not None
+        if not (sb is not None and sw is not None):
+            raise AssertionError("internal invariant broken: sb is not None and sw is not None")
         if sb > sw:
             return _apply_max_range(sb, sw, None)
     return (None, None)
@@ -156,7 +158,10 @@ def preferred_static_bounds(
         if fallback is None or fallback[0] is None or fallback[1] is None:
             return (None, None)
         best, worst = fallback
-        assert best is not None and worst is not None
+        if not (best is not None and worst is not None):
+            raise AssertionError(
+                "internal invariant broken: best is not None and worst is not None"
+            )
     return _apply_max_range(best, worst, fallback)
 
 
@@ -168,7 +173,8 @@ def _sanitize(best: float | None, worst: float | None, static: Bounds, min_span:
         if not (_is_finite(sb) and _is_finite(sw)):
             return (None, None)
         best, worst = sb, sw
-    assert best is not None and worst is not None
+    if not (best is not None and worst is not None):
+        raise AssertionError("internal invariant broken: best is not None and worst is not None")
     if sb is not None:
         best = min(best, sb)
     if sw is not None:

@@ -69,13 +69,19 @@ def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha:
     if mode == "power_clip":
         if not has:
             return sigmoid(s)
-        assert best is not None and worst is not None
+        if not (best is not None and worst is not None):
+            raise AssertionError(
+                "internal invariant broken: best is not None and worst is not None"
+            )
         p = _clip01((s - worst) / max(best - worst, 1e-9))
         return float(p**alpha)
     if mode == "margin_tanh":
         if not has:
             return 0.5 + 0.5 * math.tanh(s)
-        assert best is not None and worst is not None
+        if not (best is not None and worst is not None):
+            raise AssertionError(
+                "internal invariant broken: best is not None and worst is not None"
+            )
         center = (best + worst) / 2.0
         scale = max((best - worst) / 2.0, 1e-9)
         r = 0.5 + 0.5 * math.tanh(((s - center) / scale) / 0.5)
@@ -83,7 +89,10 @@ def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha:
     if mode == "logistic":
         if not has:
             return 0.5
-        assert best is not None and worst is not None
+        if not (best is not None and worst is not None):
+            raise AssertionError(
+                "internal invariant broken: best is not None and worst is not None"
+            )
         span = best - worst
         if span == 0:
             return 0.5
@@ -91,7 +100,8 @@ def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha:
     # power_sigmoid
     if not has:
         return sigmoid(s)
-    assert best is not None and worst is not None
+    if not (best is not None and worst is not None):
+        raise AssertionError("internal invariant broken: best is not None and worst is not None")
     p = _clip01((s - worst) / max(best - worst, 1e-9))
     r = sigmoid((p - 0.5) / 0.5)
     return r * r
@@ -193,7 +203,8 @@ def _vector(
         return out0
     if mode == "logistic" and (not has or best == worst):
         return np.full(s.shape, 0.5)
-    assert best is not None and worst is not None
+    if not (best is not None and worst is not None):
+        raise AssertionError("internal invariant broken: best is not None and worst is not None")
     span = best - worst
     if mode == "logistic":
         return _np_sigmoid(2.0 * (s - worst) / span)

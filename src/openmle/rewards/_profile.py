@@ -344,7 +344,10 @@ class RewardProfile:
             lower_shift_ratio=self.lower_shift_ratio,
             min_span=self.min_span,
         )
-        assert best is not None and worst is not None
+        if not (best is not None and worst is not None):
+            raise AssertionError(
+                "internal invariant broken: best is not None and worst is not None"
+            )
         sb, sw = static_bounds(m)
         cb = best if sb is None else min(best, sb)
         cw = worst if sw is None else max(worst, sw)

@@ -253,7 +253,8 @@ class _Driver:
             self._start(proposal)
 
     def _start(self, proposal: Proposal) -> None:
-        assert self._tg is not None
+        if self._tg is None:
+            raise AssertionError("internal invariant broken: self._tg is not None")
         scope = anyio.CancelScope()
         self._scopes[proposal.step] = scope
         self._tg.start_soon(self._expand, proposal, scope)
@@ -582,7 +583,8 @@ def _trusted(
 
 def _add_costs(a: float | None, b: float | None) -> float | None:
     """The sum, or None when either part is unknown (the budget's price table then prices the
-    step's whole token usage, rather than counting only the part whose cost is known)."""
+    step's whole token usage, rather than counting only the part whose cost is known).
+    """
     return None if a is None or b is None else a + b
 
 
@@ -603,7 +605,8 @@ def _build_request(
 
 def _with_summary_cache(prompts: PromptBuilder, run_dir: Path | None) -> PromptBuilder:
     """Give an :class:`OperatorPrompts` summary store without a cache the run's
-    ``summaries/`` directory (so a resumed run reads the summaries it had)."""
+    ``summaries/`` directory (so a resumed run reads the summaries it had).
+    """
     store = prompts.summaries if isinstance(prompts, OperatorPrompts) else None
     if run_dir is not None and store is not None and store.cache_dir is None:
         store.cache_dir = Path(run_dir) / "summaries"
@@ -810,7 +813,8 @@ def run_search(
     manifest_extra: Mapping[str, Any] | None = None,
 ) -> SearchResult:
     """Blocking twin of :func:`arun_search` (same arguments but ``limiter``); runs its own
-    event loop, so call it from synchronous code only."""
+    event loop, so call it from synchronous code only.
+    """
     return anyio.run(
         partial(
             arun_search,

@@ -111,7 +111,8 @@ def _fmt(score: float | None) -> str:
 
 def card_line(card: ExperienceCard, board: Board, config: MemoryConfig) -> str:
     """One node as memory shows it: id, lineage, family, validation score, gain, rank, time,
-    then the model-written summary (or, without one, the plan)."""
+    then the model-written summary (or, without one, the plan).
+    """
     return _card_body(_card_head(card, board), card.summary, card.plan, config)
 
 
@@ -184,7 +185,8 @@ class DeferredMemory:
 
     def render(self, summaries: Mapping[str, str] | None = None) -> str:
         """The block with ``summaries`` (node id -> text) shown, plans for the rest; within
-        the configured ``max_chars``."""
+        the configured ``max_chars``.
+        """
         got = summaries or {}
         cfg = self._config
         entries: list[str] = []
@@ -294,14 +296,16 @@ class OperatorMemory:
 
     def render(self, plan: MemoryPlan) -> str:
         """The memory block for ``plan``, within ``config.max_chars`` (deterministic), showing
-        the summaries already on the board's cards."""
+        the summaries already on the board's cards.
+        """
         block = self.defer(plan)
         b = self.board
         return block.render({n: s for n in block.node_ids if (s := b.card(n).summary)})
 
     def defer(self, plan: MemoryPlan) -> DeferredMemory:
         """The block for ``plan`` laid out from the board now, its node texts filled in later
-        (see :class:`DeferredMemory`)."""
+        (see :class:`DeferredMemory`).
+        """
         b, cfg = self.board, self.config
         if plan.operator is Operator.DRAFT:
             return self._defer_draft()
@@ -569,7 +573,8 @@ class SummaryStore:
         code_of: Callable[[str], str | None] | None,
         responses: list[ModelResponse] | None = None,
     ) -> str | None:
-        assert self.model is not None
+        if self.model is None:
+            raise AssertionError("internal invariant broken: self.model is not None")
         code = (code_of(card.node_id) if code_of is not None else None) or ""
         request = ModelRequest(
             messages=_summary_prompt(card, board, code),

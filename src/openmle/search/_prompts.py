@@ -224,7 +224,8 @@ class OperatorPrompts(DeferringPromptBuilder):
         time_left_s: float | None = None,
     ) -> ModelRequest | PendingRequest:
         """See :class:`DeferringPromptBuilder`: a :class:`PendingRequest` when a summary store
-        is set and the memory shows nodes, else the request itself."""
+        is set and the memory shows nodes, else the request itself.
+        """
         if self.summaries is None or self.memory is None or board is None or not len(board):
             return self.build(proposal, parents, task, board=board, time_left_s=time_left_s)
         om = OperatorMemory(board=board, config=self.memory)

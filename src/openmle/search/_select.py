@@ -488,7 +488,8 @@ class Islands:
 
     def admit(self, node_id: str, score: float, island: int) -> Islands:
         """Offer a scored node to ``island``; returns the new state (unchanged if refused or
-        already there)."""
+        already there).
+        """
         if isinstance(island, bool) or not 0 <= island < self.num_islands:
             raise fail(f"an island index in [0, {self.num_islands})", "island", island)
         score = check_finite(score, "score")

@@ -296,7 +296,8 @@ def evolutionary_records(
             if any(m is None for m in built):
                 continue
             for pos, (n, msgs) in enumerate(zip(chain, built, strict=True)):
-                assert msgs is not None
+                if msgs is None:
+                    raise AssertionError("internal invariant broken: msgs is not None")
                 out.append(
                     SFTRecord(
                         messages=msgs,

@@ -40,12 +40,14 @@ async def check_operator_model(model: OperatorModel, request: ModelRequest | Non
         max_tokens=256,
     )
     resp = await model.complete(req)
-    assert isinstance(resp, ModelResponse), f"complete() returned {type(resp).__name__}"
-    assert isinstance(resp.text, str), "ModelResponse.text must be a str"
-    assert resp.usage.prompt_tokens >= 0 and resp.usage.completion_tokens >= 0, (
-        f"token usage must be non-negative, got {resp.usage}"
-    )
-    assert resp.latency_s >= 0, f"latency_s must be >= 0, got {resp.latency_s}"
+    if not isinstance(resp, ModelResponse):
+        raise AssertionError(f"complete() returned {type(resp).__name__}")
+    if not isinstance(resp.text, str):
+        raise AssertionError("ModelResponse.text must be a str")
+    if not (resp.usage.prompt_tokens >= 0 and resp.usage.completion_tokens >= 0):
+        raise AssertionError(f"token usage must be non-negative, got {resp.usage}")
+    if not (resp.latency_s >= 0):
+        raise AssertionError(f"latency_s must be >= 0, got {resp.latency_s}")
 
 
 def sample_candidates(n: int = 8, *, seed: int = 0) -> list[Candidate]:
@@ -76,37 +78,42 @@ def sample_candidates(n: int = 8, *, seed: int = 0) -> list[Candidate]:
 
 def check_selector(selector: Selector, candidates: Sequence[Candidate] | None = None) -> None:
     """Check probabilities (one per candidate, finite, >= 0, summing to 1), distinct draws,
-    ``k`` larger than the pool, and determinism under the same ``rng`` seed."""
+    ``k`` larger than the pool, and determinism under the same ``rng`` seed.
+    """
     cands = list(candidates) if candidates is not None else sample_candidates()
     ids = [c.node_id for c in cands]
     for k in (1, 2, len(cands) + 3):
         sel = selector.select(cands, np.random.default_rng(7), k=k)
-        assert list(sel.node_ids) == ids, "Selection.node_ids must list candidates in order"
-        assert len(sel.probabilities) == len(cands), "one probability per candidate"
-        assert all(math.isfinite(p) and p >= 0 for p in sel.probabilities), sel.probabilities
-        assert math.isclose(sum(sel.probabilities), 1.0, rel_tol=0, abs_tol=1e-9), (
-            f"probabilities sum to {sum(sel.probabilities)}"
-        )
-        assert len(set(sel.chosen)) == len(sel.chosen), f"duplicate draws {sel.chosen}"
-        assert len(sel.chosen) == min(k, len(cands)), (
-            f"k={k} over {len(cands)} candidates chose {len(sel.chosen)}"
-        )
+        if list(sel.node_ids) != ids:
+            raise AssertionError("Selection.node_ids must list candidates in order")
+        if len(sel.probabilities) != len(cands):
+            raise AssertionError("one probability per candidate")
+        if not (all(math.isfinite(p) and p >= 0 for p in sel.probabilities)):
+            raise AssertionError(sel.probabilities)
+        if not (math.isclose(sum(sel.probabilities), 1.0, rel_tol=0, abs_tol=1e-9)):
+            raise AssertionError(f"probabilities sum to {sum(sel.probabilities)}")
+        if len(set(sel.chosen)) != len(sel.chosen):
+            raise AssertionError(f"duplicate draws {sel.chosen}")
+        if len(sel.chosen) != min(k, len(cands)):
+            raise AssertionError(f"k={k} over {len(cands)} candidates chose {len(sel.chosen)}")
         again = selector.select(cands, np.random.default_rng(7), k=k)
-        assert again == sel, "same candidates and same rng seed must give the same selection"
+        if again != sel:
+            raise AssertionError("same candidates and same rng seed must give the same selection")
 
 
 def check_trainer(factory: Callable[[], Trainer[BatchT]], batches: Sequence[BatchT]) -> None:
     """Check finite metrics and exact resume: train on ``batches`` straight through, and again
     with a save after the first half and a load into a fresh trainer; the metrics of the second
-    half must be identical."""
-    assert len(batches) >= 2, "check_trainer needs at least two batches"
+    half must be identical.
+    """
+    if not (len(batches) >= 2):
+        raise AssertionError("check_trainer needs at least two batches")
     half = len(batches) // 2
     straight = factory()
     expected = [dict(straight.step(b)) for b in batches]
     for m in expected:
-        assert m and all(isinstance(v, float) and math.isfinite(v) for v in m.values()), (
-            f"step() must return finite float metrics, got {m}"
-        )
+        if not (m and all(isinstance(v, float) and math.isfinite(v) for v in m.values())):
+            raise AssertionError(f"step() must return finite float metrics, got {m}")
     first = factory()
     for b in batches[:half]:
         first.step(b)
@@ -115,6 +122,7 @@ def check_trainer(factory: Callable[[], Trainer[BatchT]], batches: Sequence[Batc
         resumed = factory()
         resumed.load(tmp)
         got = [dict(resumed.step(b)) for b in batches[half:]]
-    assert got == expected[half:], (
-        f"after save/load the metrics differ:\n got      {got}\n expected {expected[half:]}"
-    )
+    if got != expected[half:]:
+        raise AssertionError(
+            f"after save/load the metrics differ:\n got      {got}\n expected {expected[half:]}"
+        )

@@ -56,7 +56,8 @@ class FunctionSandbox(Sandbox):
         result = self.handler(job)
         if inspect.isawaitable(result):
             result = await result
-        assert isinstance(result, RunResult)
+        if not isinstance(result, RunResult):
+            raise AssertionError("internal invariant broken: isinstance(result, RunResult)")
         return result
 
     async def aclose(self) -> None:

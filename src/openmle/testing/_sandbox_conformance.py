@@ -80,19 +80,26 @@ def _private_targets(private_paths: Sequence[Path]) -> list[str]:
 
 
 def _expect(r: object, outcome: Outcome, what: str) -> RunResult:
-    assert isinstance(r, RunResult), f"{what}: run() returned {type(r).__name__}, not RunResult"
-    assert r.outcome is outcome, (
-        f"{what}: expected outcome {outcome.value!r} but got {r.outcome.value!r} "
-        f"(detail={r.detail!r}, signature={r.error_signature!r}, logs tail={r.logs[-500:]!r})"
-    )
-    assert r.runtime_s >= 0 and r.queue_s >= 0, f"{what}: negative runtime or queue time"
+    if not isinstance(r, RunResult):
+        raise AssertionError(f"{what}: run() returned {type(r).__name__}, not RunResult")
+    if r.outcome is not outcome:
+        raise AssertionError(
+            f"{what}: expected outcome {outcome.value!r} but got {r.outcome.value!r} "
+            f"(detail={r.detail!r}, signature={r.error_signature!r}, logs tail={r.logs[-500:]!r})"
+        )
+    if not (r.runtime_s >= 0 and r.queue_s >= 0):
+        raise AssertionError(f"{what}: negative runtime or queue time")
     again = RunResult.from_dict(r.to_dict())
-    assert again == r, f"{what}: RunResult does not round-trip through to_dict/from_dict"
+    if again != r:
+        raise AssertionError(f"{what}: RunResult does not round-trip through to_dict/from_dict")
     if outcome is Outcome.SUCCESS:
-        assert r.error_signature is None, f"{what}: a success carries no error signature"
+        if r.error_signature is not None:
+            raise AssertionError(f"{what}: a success carries no error signature")
     else:
-        assert r.score is None, f"{what}: a {outcome.value} run must have no score"
-        assert r.error_signature, f"{what}: a {outcome.value} run needs an error signature"
+        if r.score is not None:
+            raise AssertionError(f"{what}: a {outcome.value} run must have no score")
+        if not (r.error_signature):
+            raise AssertionError(f"{what}: a {outcome.value} run needs an error signature")
     return r
 
 
@@ -133,11 +140,16 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
             Outcome.SUCCESS,
             what,
         )
-        assert r.score is not None and math.isfinite(r.score), f"{what}: score {r.score!r}"
-        assert r.split is split, f"{what}: result split {r.split} != job split {split}"
-        assert "CONFORMANCE-STDOUT" in r.logs, f"{what}: stdout not captured: {r.logs!r}"
-        assert "env-reaches-program" in r.logs, f"{what}: job.env did not reach the program"
-        assert "submission.csv" in r.artifacts, f"{what}: artifacts {r.artifacts} lack it"
+        if not (r.score is not None and math.isfinite(r.score)):
+            raise AssertionError(f"{what}: score {r.score!r}")
+        if r.split is not split:
+            raise AssertionError(f"{what}: result split {r.split} != job split {split}")
+        if "CONFORMANCE-STDOUT" not in r.logs:
+            raise AssertionError(f"{what}: stdout not captured: {r.logs!r}")
+        if "env-reaches-program" not in r.logs:
+            raise AssertionError(f"{what}: job.env did not reach the program")
+        if "submission.csv" not in r.artifacts:
+            raise AssertionError(f"{what}: artifacts {r.artifacts} lack it")
 
     results: list[RunResult] = []
 
@@ -153,10 +165,12 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
     r = _expect(
         await _run(sandbox, Job(code=_RAISE, task=task), "raise"), Outcome.RUNTIME_ERROR, "raise"
     )
-    assert r.error_signature is not None and r.error_signature.startswith("ValueError"), (
-        f"raise: error signature {r.error_signature!r} should name the ValueError"
-    )
-    assert "about to fail" in r.logs, "raise: output before the exception was lost"
+    if not (r.error_signature is not None and r.error_signature.startswith("ValueError")):
+        raise AssertionError(
+            f"raise: error signature {r.error_signature!r} should name the ValueError"
+        )
+    if "about to fail" not in r.logs:
+        raise AssertionError("raise: output before the exception was lost")
 
     r = _expect(
         await _run(sandbox, Job(code=_SLEEP, task=task, timeout_s=2.0), "timeout"),
@@ -180,12 +194,14 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
         code = f"TARGETS = {targets!r}\n" + _READ_PRIVATE
         for split in Split:
             r = await _run(sandbox, Job(code=code, task=task, split=split), "private")
-            assert "PRIVATE-CHECKED" in r.logs, (
-                f"reading private paths: the probe did not run to the end ({r.outcome.value}: "
-                f"{r.logs[-500:]!r})"
-            )
+            if "PRIVATE-CHECKED" not in r.logs:
+                raise AssertionError(
+                    f"reading private paths: the probe did not run to the end ({r.outcome.value}: "
+                    f"{r.logs[-500:]!r})"
+                )
             leaked = [line for line in r.logs.splitlines() if line.startswith("LEAKED")]
-            assert not leaked, f"the program could read private paths: {leaked}"
+            if leaked:
+                raise AssertionError(f"the program could read private paths: {leaked}")
 
     cancelled_at = None
     try:
@@ -195,7 +211,8 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
             cancelled_at = "returned"
     except TimeoutError:
         raise AssertionError("cancelling run() did not return within 60 s") from None
-    assert cancelled_at == "returned"
+    if cancelled_at != "returned":
+        raise AssertionError('internal invariant broken: cancelled_at == "returned"')
     _expect(
         await _run(sandbox, Job(code=_NO_SUBMISSION, task=task), "after cancel"),
         Outcome.MISSING_SUBMISSION,

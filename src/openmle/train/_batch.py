@@ -119,7 +119,8 @@ class RolloutBatch:
 
     def trimmed(self) -> RolloutBatch:
         """The batch without its trailing all-padding columns (a sub-batch of short sequences
-        taken from a batch padded to a long one does not pay for the padding)."""
+        taken from a batch padded to a long one does not pay for the padding).
+        """
         width = _width(self.attention_mask)
         if width == self.input_ids.size(1):
             return self

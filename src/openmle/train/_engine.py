@@ -172,7 +172,8 @@ class Engine:
     @staticmethod
     def keep_from(mask: Tensor) -> int:
         """Positions whose logits are needed to score ``mask`` ``(B, T)``: from the position
-        before the earliest masked token to the end."""
+        before the earliest masked token to the end.
+        """
         cols = mask.any(0).nonzero()
         return int(mask.size(1) - cols[0]) + 1 if len(cols) else 1
 

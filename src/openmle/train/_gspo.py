@@ -240,7 +240,8 @@ class GSPOTrainer(Trainer[RolloutBatch]):
         for i, rows in enumerate(micro):
             mb = mini.select(rows).trimmed()  # no compute on trailing padding
             keep = eng.keep_from(mb.response_mask)  # no output layer on prompt positions
-            assert mb.old_logprobs is not None
+            if mb.old_logprobs is None:
+                raise AssertionError("internal invariant broken: mb.old_logprobs is not None")
             logp, ent = eng.logprobs(
                 mb.input_ids, mb.attention_mask, keep=keep, entropy=cfg.entropy_coef > 0
             )

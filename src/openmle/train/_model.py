@@ -104,7 +104,8 @@ class TinyCausalLM(nn.Module):
             nn.init.normal_(self.embed.weight, std=0.02)
             nn.init.normal_(self.pos.weight, std=0.02)
             for block in self.blocks:
-                assert isinstance(block, _Block)
+                if not isinstance(block, _Block):
+                    raise AssertionError("internal invariant broken: isinstance(block, _Block)")
                 nn.init.normal_(block.proj.weight, std=0.02 / math.sqrt(2 * c.n_layers))
 
     def forward(

@@ -263,7 +263,8 @@ def rollout_batch(groups: Sequence[RolloutGroup], *, pad_token_id: int) -> Rollo
             advantages.append(adv if ok else 0.0)
             keep.append(ok)
             if with_lp:
-                assert s.logprobs is not None
+                if s.logprobs is None:
+                    raise AssertionError("internal invariant broken: s.logprobs is not None")
                 logprobs.append(s.logprobs)
     batch = RolloutBatch.from_sequences(
         prompts, responses, advantages, pad_token_id=pad_token_id,

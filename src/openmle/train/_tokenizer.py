@@ -34,7 +34,7 @@ ChatTemplate = Callable[[Sequence[Message], bool], str]
 
 
 def default_chat_template(messages: Sequence[Message], add_generation_prompt: bool) -> str:
-    """A plain template: ``<|role|>\\ncontent\\n`` per message, then ``<|assistant|>\\n``."""
+    r"""A plain template: ``<|role|>\ncontent\n`` per message, then ``<|assistant|>\n``."""
     text = "".join(f"<|{m.role}|>\n{m.content}\n" for m in messages)
     return text + ("<|assistant|>\n" if add_generation_prompt else "")
 
