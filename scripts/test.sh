@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine, then run all checks:
-# ruff, mypy --strict, and every pytest suite (slow, integration, docker and ray included).
-# Usage: scripts/test.sh [extra pytest args]
+# ruff, mypy --strict, every pytest suite (slow, integration, docker and ray included) with
+# coverage printed, and then the fast core suite again in a core-only install (no extras).
+# Usage: scripts/test.sh [extra pytest args]   (passed to both pytest runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${OPENMLE_VENV:-.venv}"
+CORE_VENV="${OPENMLE_CORE_VENV:-.venv-core}"
 
 # System packages for the sandboxes' isolation and the container tests (root on Debian).
 if [ -x scripts/setup-system.sh ]; then
@@ -19,4 +21,17 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 "$VENV/bin/mypy"
-exec "$VENV/bin/python" -m pytest "$@"
+
+# Every suite, with line coverage of the pytest process (report only, no threshold).
+echo "== full install: every suite, with coverage"
+"$VENV/bin/python" -m pytest --cov --cov-report=term "$@"
+
+# The core install (`pip install openmle` without extras): the fast suites must pass there,
+# and every test that needs an extra reports why it skipped.
+echo "== core-only install: the fast suites (not slow, not integration)"
+if [ ! -x "$CORE_VENV/bin/python" ]; then
+    python3 -m venv "$CORE_VENV"
+fi
+"$CORE_VENV/bin/python" -m pip install -q -c constraints.txt -e . \
+    'pytest>=8.2' 'pytest-timeout>=2.3' 'hypothesis>=6.100'
+exec "$CORE_VENV/bin/python" -m pytest -m "not slow and not integration" "$@"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 pytestmark = [pytest.mark.integration, pytest.mark.torch, pytest.mark.slow]
 

@@ -39,7 +39,7 @@ import anyio
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 from openmle import Message, ModelRequest, Operator  # noqa: E402
 from openmle.backends import LocalSandbox  # noqa: E402

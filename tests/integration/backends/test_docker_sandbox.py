@@ -269,7 +269,7 @@ async def test_missing_image_is_an_infra_error(docker_engine: Engine, toy: ToyTa
 @pytest.mark.anyio
 async def test_unreachable_engine_is_an_infra_error(tmp_path: Path) -> None:
     """No engine at the URL gives INFRA_ERROR (the program never ran)."""
-    pytest.importorskip("docker")
+    pytest.importorskip("docker", reason="needs docker: pip install 'openmle[docker]'")
     toy = ToyTask.create(tmp_path / "toy")
     async with DockerSandbox(
         base_url=f"unix://{tmp_path}/nothing.sock", resolver=ToyTask.resolver({"toy": toy})

@@ -62,7 +62,7 @@ out.to_csv("submission.csv", index=False)
 @pytest.mark.parametrize("split", [Split.VALID, Split.TEST])
 def test_gbm_beats_linear_beats_sample(name: str, split: Split, tmp_path: Path) -> None:
     """Gradient boosting > linear model > sample submission, by the task's direction."""
-    pytest.importorskip("sklearn")
+    pytest.importorskip("sklearn", reason="needs sklearn: pip install 'openmle[data]'")
     task = bundled(name)
     scores = {}
     for kind in ("linear", "gbm"):

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from openmle.gym._gradeproc import accuracy, log_loss, mae, rmse, roc_auc
 
-metrics = pytest.importorskip("sklearn.metrics")
+metrics = pytest.importorskip(
+    "sklearn.metrics", reason="needs sklearn: pip install 'openmle[data]'"
+)
 
 values = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False)
 

@@ -95,6 +95,7 @@ def test_missing_and_garbage_files(make_package: PackageBuilder, tmp_path: Path)
     assert "fields" in task.grade(ragged).reason
 
 
+@pytest.mark.needs("pandas")
 def test_metric_runs_in_another_process(tmp_path: Path) -> None:
     """A released-style metric class records its PID: it is never the caller's."""
     root = tmp_path / "released"
@@ -129,6 +130,7 @@ def test_metric_runs_in_another_process(tmp_path: Path) -> None:
     assert "_openmle_task_metric" not in __import__("sys").modules
 
 
+@pytest.mark.needs("pandas")
 def test_broken_metric_is_reported_not_raised(make_package: PackageBuilder) -> None:
     """A metric class that raises gives an invalid report naming the exception type."""
     root = make_package(toml="")
@@ -180,6 +182,7 @@ def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: P
         assert not linked.valid and "hidden answers" in linked.reason
 
 
+@pytest.mark.needs("pandas")
 def test_metric_messages_mask_numbers(make_package: PackageBuilder) -> None:
     """A task's validate_submission message reaches the reason with its numbers masked."""
     root = make_package(toml="")

@@ -32,6 +32,7 @@ def test_bundled_tasks_validate_cleanly(name: str) -> None:
     assert report.ok and not report.problems
 
 
+@pytest.mark.needs("pandas")
 @pytest.mark.parametrize("name", ["tabular-binary", "tabular-multiclass", "tabular-regression"])
 def test_bundled_metric_py_agrees_with_builtin(name: str, tmp_path: Path) -> None:
     """A copy without task.toml loads as a released package and grades like the built-in."""

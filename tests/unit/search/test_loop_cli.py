@@ -86,6 +86,7 @@ def test_export_rows_keep_test_score_on_the_chosen_row_only(run_dir: Path) -> No
     assert any(r["outcome"] == "runtime_error" for r in rows)
 
 
+@pytest.mark.needs("pyarrow")
 def test_export_parquet_and_jsonl(run_dir: Path) -> None:
     """Parquet and JSONL exports hold the same rows."""
     import pyarrow.parquet as pq
@@ -98,6 +99,7 @@ def test_export_parquet_and_jsonl(run_dir: Path) -> None:
     assert [r["node_id"] for r in lines] == table.column("node_id").to_pylist()
 
 
+@pytest.mark.needs("matplotlib")
 def test_report_is_self_contained_with_all_sections(run_dir: Path) -> None:
     """report.html inlines its SVGs and shows tree, curves, lineage, budget; plots exist."""
     assert main(["report", str(run_dir), "--json"]) == 0

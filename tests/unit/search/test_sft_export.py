@@ -122,6 +122,7 @@ def test_records_are_chat_format_without_test_scores(tmp_path: Path) -> None:
     assert SFTRecord.from_dict(rec.to_dict()) == rec
 
 
+@pytest.mark.needs("pyarrow")
 def test_export_jsonl_and_parquet_read_back(tmp_path: Path) -> None:
     """JSONL reads back exactly; parquet reads with pandas and with `datasets`."""
     nodes = [node("a", 0, D, score=0.5), node("b", 1, IM, ("a",), score=0.8)]
@@ -132,11 +133,11 @@ def test_export_jsonl_and_parquet_read_back(tmp_path: Path) -> None:
 
     pq = tmp_path / "sft.parquet"
     export_sft([run], pq, path="evolutionary")
-    pd = pytest.importorskip("pandas")
+    pd = pytest.importorskip("pandas", reason="needs pandas: pip install 'openmle[data]'")
     frame = pd.read_parquet(pq)
     assert list(frame["node_id"]) == ["a", "b"]
     assert list(frame["messages"][1][-1].keys()) == ["role", "content"]
-    datasets = pytest.importorskip("datasets")
+    datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[dev]'")
     ds = datasets.Dataset.from_parquet(str(pq))
     assert ds[1]["messages"][-1]["role"] == "assistant"
     assert ds[1]["messages"][-1]["content"] == recs[2].messages[-1].content

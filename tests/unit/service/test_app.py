@@ -12,8 +12,8 @@ import anyio
 import httpx
 import pytest
 
-pytest.importorskip("starlette")
-uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
+uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
 
 from openmle import Job, Outcome, RunResult, Split  # noqa: E402
 from openmle.service import ServiceConfig, create_app  # noqa: E402

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 from openmle.train._loss import (  # noqa: E402
     AGGREGATIONS,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 from openmle.errors import InvalidArgument  # noqa: E402
 from openmle.train import TinyCausalLM, TinyLMConfig, sample_completions  # noqa: E402

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402

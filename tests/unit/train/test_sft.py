@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 from openmle import Message, Trainer  # noqa: E402
 from openmle.errors import InvalidArgument, TrainerError  # noqa: E402

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
 from openmle import Message  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
@@ -49,8 +49,12 @@ def test_encode_chat_appends_eos() -> None:
 
 
 def _hf_tokenizer() -> object:
-    tokenizers = pytest.importorskip("tokenizers")
-    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip(
+        "tokenizers", reason="needs tokenizers: pip install 'openmle[hf]'"
+    )
+    transformers = pytest.importorskip(
+        "transformers", reason="needs transformers: pip install 'openmle[hf]'"
+    )
     vocab = {"[PAD]": 0, "[EOS]": 1, "[UNK]": 2, "hello": 3, "world": 4, "user": 5, ":": 6}
     model = tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]")
     raw = tokenizers.Tokenizer(model)

@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
-datasets = pytest.importorskip("datasets")
-trl = pytest.importorskip("trl")
+torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
+transformers = pytest.importorskip(
+    "transformers", reason="needs transformers: pip install 'openmle[hf]'"
+)
+tokenizers = pytest.importorskip("tokenizers", reason="needs tokenizers: pip install 'openmle[hf]'")
+datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[dev]'")
+trl = pytest.importorskip("trl", reason="needs trl: pip install 'openmle[dev]'")
 
 from openmle.train import GSPOConfig, GSPOTrainer, RolloutBatch, gspo_loss  # noqa: E402
 from openmle.train._loss import token_logprobs  # noqa: E402
