@@ -2,7 +2,9 @@
 
 - ``api.md``: every public name of every public module, with its summary;
 - ``cli.md``: every ``openmle`` command and flag, with its default and help, from the argparse
-  parser (``openmle._cli.build_parser``).
+  parser (``openmle._cli.build_parser``);
+- ``formats.md``: task packages, run directories and the job service's wire format, with the
+  field tables read from the code (``scripts/gen_formats.py``).
 
 Run ``python scripts/gen_reference.py`` after changing a public API or the command line;
 ``tests/test_docs.py`` fails when a page is out of date (``--check`` exits 1 then too).
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -161,7 +164,22 @@ def render_cli() -> str:
     return "\n".join([*lines, *_command(parser, "openmle", "")]).rstrip("\n") + "\n"
 
 
-PAGES: dict[str, Callable[[], str]] = {"api.md": render, "cli.md": render_cli}
+def _render_formats() -> str:
+    spec = importlib.util.spec_from_file_location(
+        "gen_formats", Path(__file__).with_name("gen_formats.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text: str = module.render_formats()
+    return text
+
+
+PAGES: dict[str, Callable[[], str]] = {
+    "api.md": render,
+    "cli.md": render_cli,
+    "formats.md": _render_formats,
+}
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def _load_script(name: str) -> Any:
 
 @pytest.mark.parametrize(
     ("script", "page"),
-    [("gen_reference", "api.md"), ("gen_reference", "cli.md")],
+    [("gen_reference", "api.md"), ("gen_reference", "cli.md"), ("gen_reference", "formats.md")],
 )
 def test_reference_is_current(script: str, page: str) -> None:
     """Each generated page of docs/reference/ equals what its generator renders now."""
