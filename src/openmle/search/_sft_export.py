@@ -316,8 +316,8 @@ def evolutionary_records(
 
 
 def _write_parquet(records: Sequence[SFTRecord], out: Path) -> None:
-    pa = require("pyarrow", "export")
-    pq = require("pyarrow.parquet", "export")
+    pa = require("pyarrow", "data")
+    pq = require("pyarrow.parquet", "data")
     schema = pa.schema(
         [
             (
