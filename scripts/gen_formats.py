@@ -253,6 +253,14 @@ def render_formats() -> str:
         f"| `{event}` | {', '.join(f'`{k}`' for k in keys)} |" for event, keys in _journal_events()
     ]
     volatile = ", ".join(f"`{k}`" for k in sorted(rundir.VOLATILE_KEYS))
+    if hasattr(rundir, "CHAIN_KEY"):
+        chain_doc = "the hash chain, verified on every read"
+        lines += [
+            "",
+            f"Every record of a chained run also carries `{rundir.CHAIN_KEY}`, {chain_doc}: "
+            "`sha256(previous chain value + newline + the record's JSON line without this key)` "
+            "in hex; the first record chains from the empty string.",
+        ]
     lines += [
         "",
         f"Wall-clock fields ({volatile}) differ between identical runs; "

@@ -134,7 +134,8 @@ def check_job_id(value: object) -> str:
 
 def check_score(score: float | None, field: str, meta: TaskMeta | None) -> None:
     """Raise :class:`WireError` when ``score`` is beyond :data:`MAX_ABS_SCORE` or ``meta``'s
-    theoretical range (``theoretical_min`` / ``theoretical_max``, where set)."""
+    theoretical range (``theoretical_min`` / ``theoretical_max``, where set).
+    """
     if score is None:
         return
     if abs(score) > MAX_ABS_SCORE:

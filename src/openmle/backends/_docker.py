@@ -186,7 +186,8 @@ def _owner_gone(owner: str) -> bool:
 
 def _sweep(api: Any, sandbox_id: str | None, live: set[str]) -> list[str]:
     """Remove the containers whose owner process is gone (and, with ``sandbox_id``, that
-    sandbox's own containers not in ``live``). Returns the removed ids."""
+    sandbox's own containers not in ``live``). Returns the removed ids.
+    """
     errors = _engine_errors()
     removed: list[str] = []
     for found in api.containers(all=True, filters={"label": MANAGED_LABEL}):
@@ -203,7 +204,8 @@ def _sweep(api: Any, sandbox_id: str | None, live: set[str]) -> list[str]:
 
 def _submission_too_large(workspace: Path) -> RefusedGrade | None:
     """Refuse a ``submission.csv`` above the grader's size limit before anything copies it
-    (a sparse file costs no disk in the workspace but its whole size in a copy)."""
+    (a sparse file costs no disk in the workspace but its whole size in a copy).
+    """
     from openmle.gym._gradeproc import MAX_CSV_BYTES
 
     try:

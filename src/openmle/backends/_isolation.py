@@ -359,7 +359,8 @@ def _bwrap_base(
 ) -> list[str]:
     """Namespaces, /proc, /dev (with a ``shm_bytes`` tmpfs at /dev/shm), a private /tmp (a
     ``tmp_bytes`` tmpfs, or ``tmp_dir`` bound), then the read-only runtime (the probe and every
-    run share it, so a runtime the probe can start is one every run can start)."""
+    run share it, so a runtime the probe can start is one every run can start).
+    """
     args = [
         "--unshare-pid",
         "--unshare-net",
@@ -694,7 +695,8 @@ def seccomp_program(
     n = 0
     for op, _, name, _ in ops:
         if op == "label":
-            assert name is not None
+            if name is None:
+                raise AssertionError("internal invariant broken: name is not None")
             labels[name] = n
         else:
             n += 1
@@ -706,7 +708,8 @@ def seccomp_program(
         here = len(out)
         jt = labels[t] - here - 1 if op in ("jeq", "jset") and t else 0
         jf = labels[f] - here - 1 if op in ("jeq", "jset") and f else 0
-        assert 0 <= jt < 256 and 0 <= jf < 256
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise AssertionError("internal invariant broken: 0 <= jt < 256 and 0 <= jf < 256")
         out.append((codes[op], jt, jf, k))
     return out
 

@@ -77,7 +77,7 @@ def encode_program(job: Job, *, queue_s: float = 0.0) -> bytes | RunResult:
 
 
 def _printable(name: str) -> str:
-    """A name as valid UTF-8 text (undecodable bytes become ``\\xNN``)."""
+    r"""A name as valid UTF-8 text (undecodable bytes become ``\xNN``)."""
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 

@@ -77,7 +77,8 @@ def clip(text: str, limit: int = MAX_REASON_CHARS) -> str:
 
 def names(items: Sequence[str], *, limit: int = 8, width: int = 40) -> str:
     """A bounded listing of column names or ids for a message: at most ``limit`` items, each
-    cut to ``width`` characters, and how many more there are."""
+    cut to ``width`` characters, and how many more there are.
+    """
     shown = [repr(x if len(x) <= width else x[:width] + "...") for x in items[:limit]]
     more = f", ... (+{len(items) - limit} more)" if len(items) > limit else ""
     return "[" + ", ".join(shown) + more + "]"
@@ -85,7 +86,8 @@ def names(items: Sequence[str], *, limit: int = 8, width: int = 40) -> str:
 
 def _scan(path: Path, label: str, *, max_rows: int, max_line_bytes: int) -> None:
     """One streaming pass over the raw bytes: NUL bytes, the number of lines and the longest
-    line, checked before any parsing (memory stays at one chunk)."""
+    line, checked before any parsing (memory stays at one chunk).
+    """
     lines = 0
     run = 0  # bytes of the current line so far
     try:

@@ -159,7 +159,8 @@ _LOCAL = threading.local()
 @final
 class GradeScope:
     """The grading processes started by one thread; :meth:`cancel` kills them (and any
-    started later in the scope)."""
+    started later in the scope).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -196,7 +197,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
     """Wait until ``proc`` exits *without reaping it* (its group id stays valid); True when
-    it exited within ``timeout_s``."""
+    it exited within ``timeout_s``.
+    """
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # no pidfd: poll (reaps, then the group is killed)

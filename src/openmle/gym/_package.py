@@ -210,7 +210,8 @@ def _read_config(root: Path) -> _Config:
 
 def _check_relative(root: Path, rel: str) -> Path:
     """``root / rel`` when it is a relative path that stays inside ``root`` (symbolic links
-    resolved); never reads the file, so an error cannot echo its content."""
+    resolved); never reads the file, so an error cannot echo its content.
+    """
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts or not rel.strip():
         raise _bad(

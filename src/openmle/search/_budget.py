@@ -40,7 +40,8 @@ MAX_STEP_TOKENS = 10**9
 
 def check_usage(usage: object) -> str | None:
     """Why ``usage`` cannot be trusted (a short reason), or None when it is valid: a
-    :class:`Usage` whose counts are integers in ``[0, MAX_STEP_TOKENS]``."""
+    :class:`Usage` whose counts are integers in ``[0, MAX_STEP_TOKENS]``.
+    """
     if not isinstance(usage, Usage):
         return f"usage is a {type(usage).__name__}, not Usage"
     for name in ("prompt_tokens", "completion_tokens"):
@@ -54,7 +55,8 @@ def check_usage(usage: object) -> str | None:
 
 def check_cost(cost: object) -> str | None:
     """Why a reported ``cost_usd`` cannot be trusted, or None when it is None or a finite,
-    non-negative number."""
+    non-negative number.
+    """
     if cost is None:
         return None
     if isinstance(cost, bool) or not isinstance(cost, int | float):
@@ -106,7 +108,8 @@ class PriceTable:
 
     def cost(self, model: str, usage: Usage) -> float | None:
         """The cost of ``usage`` on ``model`` in USD, or None when the model has no price or
-        the usage is invalid (see :func:`check_usage`)."""
+        the usage is invalid (see :func:`check_usage`).
+        """
         key = model if isinstance(model, str) else ""
         price = self.prices.get(key, self.prices.get("*"))
         if price is None or check_usage(usage) is not None:

@@ -134,7 +134,8 @@ class Recorder(Protocol):
 
     def cancel(self, step: int, reason: str, *, elapsed_s: float = 0.0) -> None:
         """Journal a cancelled step (``elapsed_s``: run seconds across sessions when it was
-        cancelled, so a resumed run's wall clock carries it over)."""
+        cancelled, so a resumed run's wall clock carries it over).
+        """
         ...
 
     def final(self, node: Node, result: RunResult) -> None:
@@ -528,7 +529,8 @@ def _describe_exc(exc: BaseException) -> str:
 
 async def _safe_run(sandbox: Sandbox, job: Job) -> RunResult:
     """``sandbox.run(job)``, with any exception (cancellation and interrupts excepted) or a
-    result of the wrong split or type turned into an ``INFRA_ERROR`` result."""
+    result of the wrong split or type turned into an ``INFRA_ERROR`` result.
+    """
     try:
         result = await sandbox.run(job)
     except Exception as exc:
@@ -567,7 +569,8 @@ def _trusted(
     what: str,
 ) -> tuple[Usage, float | None]:
     """Reported usage and cost if valid, else an estimate (characters / 4) and unknown cost,
-    with a warning appended."""
+    with a warning appended.
+    """
     bad = check_usage(usage)
     if bad is not None or not isinstance(usage, Usage):
         prompt = sum(len(m.content) for m in request.messages if isinstance(m.content, str))
@@ -577,7 +580,10 @@ def _trusted(
     if bad is not None:
         warnings.append(f"{what} cost ignored ({bad})")
         cost = None
-    assert cost is None or isinstance(cost, int | float)
+    if not (cost is None or isinstance(cost, int | float)):
+        raise AssertionError(
+            "internal invariant broken: cost is None or isinstance(cost, int | float)"
+        )
     return usage, None if cost is None else float(cost)
 
 

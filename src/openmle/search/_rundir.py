@@ -267,7 +267,8 @@ def _read_lines(
 
 def journal_fingerprint(path: str | Path) -> list[dict[str, Any]]:
     """The journal's records without wall-clock fields (:data:`VOLATILE_KEYS`) and the hash
-    chain (:data:`CHAIN_KEY`, which covers them), for comparison."""
+    chain (:data:`CHAIN_KEY`, which covers them), for comparison.
+    """
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
@@ -306,7 +307,8 @@ class RunDir:
     @property
     def integrity(self) -> str:
         """``"chained"`` (every read verifies the journal's hash chain) or ``"unchained"`` (a
-        run written before the chain existed: edits to its journal cannot be detected)."""
+        run written before the chain existed: edits to its journal cannot be detected).
+        """
         return "chained" if self.chained else "unchained"
 
     # -------------------------------------------------------------------------------- opening
@@ -423,7 +425,8 @@ class RunDir:
 
     def _append(self, record: Mapping[str, Any]) -> None:
         self._open_journal()
-        assert self._fd is not None
+        if self._fd is None:
+            raise AssertionError("internal invariant broken: self._fd is not None")
         if self.chained:
             if self._prev is None:
                 lines = _read_lines(self.path / JOURNAL, chained=True)
@@ -538,7 +541,8 @@ class RunDir:
 
     def sessions(self) -> list[dict[str, Any]]:
         """The session events (lines that are not JSON objects with an ``"event"`` skipped:
-        the file is informational, the journal is the record)."""
+        the file is informational, the journal is the record).
+        """
         p = self.path / SESSIONS
         if not p.exists():
             return []

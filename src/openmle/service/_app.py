@@ -264,7 +264,8 @@ def create_app(config: ServiceConfig, *, sandbox: Sandbox | None = None) -> Any:
             swept: Swept = await anyio.to_thread.run_sync(sweep, config.run_dir)
             state["swept"] = swept
             sb = load_sandbox(config.sandbox, workdir=config.run_dir) if owned else sandbox
-            assert sb is not None
+            if sb is None:
+                raise AssertionError("internal invariant broken: sb is not None")
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.close)
