@@ -317,7 +317,7 @@ MOVED = {("openmle.backends", name): ("openmle.train", name) for name in PUBLIC[
 @pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
 def test_moved_names_keep_a_deprecated_alias(old: tuple[str, str], new: tuple[str, str]) -> None:
     """The old import path still works for one release, warns, and names the new path."""
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
     old_mod = importlib.import_module(old[0])
     assert old[1] not in old_mod.__all__
     with pytest.warns(DeprecationWarning, match=rf"from {new[0]} import {new[1]}"):

@@ -20,8 +20,8 @@ import anyio
 import httpx
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
+pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
+pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
 
 from tests.integration.service._server import KEY, Server
 
