@@ -144,7 +144,7 @@ def _journal_events() -> list[tuple[str, list[str]]]:
 
 def _body_fields() -> list[str]:
     """Top-level request fields ``parse_submit`` reads, in order."""
-    payload = importlib.import_module("openmle.gym._service._payload")
+    payload = importlib.import_module("openmle.service._payload")
     seen: list[str] = []
     for node in ast.walk(_source_tree(payload.parse_submit)):
         if not isinstance(node, ast.Call):
@@ -165,7 +165,7 @@ def _body_fields() -> list[str]:
 
 def _routes() -> list[tuple[str, str, str]]:
     """``(method, path, handler)`` of the job service's routes."""
-    app = importlib.import_module("openmle.gym._service._app")
+    app = importlib.import_module("openmle.service._app")
     out: list[tuple[str, str, str]] = []
     for node in ast.walk(_source_tree(app.create_app)):
         if (
@@ -184,7 +184,7 @@ def render_formats() -> str:
     """The formats page's Markdown."""
     package = importlib.import_module("openmle.gym._package")
     rundir = importlib.import_module("openmle.search._rundir")
-    app = importlib.import_module("openmle.gym._service._app")
+    wire = importlib.import_module("openmle._wire")
     loop = importlib.import_module("openmle.search._loop")
     types = importlib.import_module("openmle._types")
     doc_package = inspect.getdoc(package) or ""
@@ -303,11 +303,12 @@ def render_formats() -> str:
         "",
         "Keys (`result` is null until the job ends): "
         + ", ".join(
-            f"`{k}`" for k in _keys(next(_dicts_with(_source_tree(app.job_view), "job_id")))
+            f"`{k}`" for k in _keys(next(_dicts_with(_source_tree(wire.encode_job_view), "job_id")))
         )
         + ", and in `result`: "
         + ", ".join(
-            f"`{k}`" for k in _keys(next(_dicts_with(_source_tree(app.job_view), "run_log")))
+            f"`{k}`"
+            for k in _keys(next(_dicts_with(_source_tree(wire.encode_job_view), "run_log")))
         )
         + ".",
         "",

@@ -532,7 +532,8 @@ def _search_run(
     **kw: Any,
 ) -> Any:
     """Call ``run`` (run_search / resume_search); an interrupt inside a group is re-raised
-    as a plain KeyboardInterrupt so the caller can name the run directory."""
+    as a plain KeyboardInterrupt so the caller can name the run directory.
+    """
     try:
         return run(*a, **kw)
     except BaseExceptionGroup as group:

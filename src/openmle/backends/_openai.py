@@ -740,7 +740,8 @@ def _usage(raw: object, where: str) -> Usage:
 
 def _cost(raw: object) -> float | None:
     """The cost in USD a server reported with the usage (``usage.cost``, as OpenRouter sends
-    it), or None when it sent none or one that is not a plausible number."""
+    it), or None when it sent none or one that is not a plausible number.
+    """
     if not isinstance(raw, Mapping):
         return None
     value = raw.get("cost")
