@@ -49,7 +49,7 @@ class Model:
         self.requests.append(request)
         if request.metadata.get("purpose") == "node_summary":
             if self.summary_delays:
-                await anyio.sleep(self._rng.uniform(0.0, 0.03))
+                await anyio.sleep(self._rng.uniform(0.0, 0.1))
             node = request.metadata["node_id"]
             text = json.dumps({"method": f"summary-of-{node} uses a forest.", "lesson": "ok."})
             return ModelResponse(
@@ -163,21 +163,30 @@ async def test_summary_costs_count_and_unknown_costs_are_priced(
 
 @pytest.mark.anyio
 async def test_prompts_do_not_depend_on_how_long_summaries_take(tmp_path: Path) -> None:
-    """Two ordered runs whose summary calls finish in different orders write the same journal
-    (so a prompt is fixed by the board at proposal time and the summaries' texts)."""
-    prompts, orders = [], []
-    for seed in (1, 2):
+    """Ordered runs whose summary calls are asked for in different orders write the same
+    journal (so a prompt is fixed by the board at proposal time and the summaries' texts).
+
+    The orders come from seeded random delays; how far they reorder the calls depends on the
+    machine's load, so runs are added (up to six) until two orders differ. Pass or fail never
+    depends on timing: every run must give the same prompts and journal.
+    """
+    prompts, orders, fingerprints = [], [], []
+    for seed in range(1, 7):
         model = Model(delay_seed=seed, summary_delays=True)
-        await search(model, SummaryStore(model=model), steps=12, run_dir=tmp_path / f"r{seed}",
-                     workers=3)  # fmt: skip
+        run_dir = tmp_path / f"r{seed}"
+        await search(model, SummaryStore(model=model), steps=12, run_dir=run_dir, workers=3)
         prompts.append(
             {int(r.metadata["step"]): r.messages[-1].content for r in model.operator_requests()}
         )
         orders.append([r.metadata["node_id"] for r in model.summary_requests()])
+        fingerprints.append(journal_fingerprint(run_dir))
+        if len({tuple(o) for o in orders}) > 1:
+            break
     assert any("summary-of-" in p for p in prompts[0].values())
-    assert orders[0] != orders[1]  # the summaries did arrive differently
-    assert prompts[0] == prompts[1]
-    assert journal_fingerprint(tmp_path / "r1") == journal_fingerprint(tmp_path / "r2")
+    assert all(p == prompts[0] for p in prompts)
+    assert all(f == fingerprints[0] for f in fingerprints)
+    if len({tuple(o) for o in orders}) == 1:
+        pytest.skip("six runs asked for the summaries in the same order (a loaded machine)")
 
 
 @pytest.mark.anyio
