@@ -32,6 +32,7 @@ from openmle.errors import InvalidArgument
 __all__ = [
     "MedalThresholds",
     "beaten_fraction",
+    "human_rank_of",
     "infer_higher_is_better",
     "medal_of",
     "medal_positions",
@@ -108,12 +109,34 @@ def medal_of(score: float | None, thresholds: MedalThresholds) -> str | None:
     return None
 
 
+def human_rank_of(
+    score: float | None, scores: Sequence[float | None], *, higher_is_better: bool
+) -> float:
+    """The human rank of ``score``: ``1 - B / (N - 1)``, clipped to [0, 1].
+
+    ``N`` counts the finite leaderboard scores and ``B`` those strictly better than ``score``.
+    This is the paper's (and the released code's ``leaderboard_rank``) definition and the only
+    one openmle reports: 1.0 when no entry beats the score, 0.0 when every other entry does; a
+    one-entry leaderboard gives 1.0; a missing score or an empty leaderboard gives 0.0.
+    Example: 4 on the higher-is-better board [4, 3, 2, 1] gives 1.0.
+    """
+    arr = _clean(scores)
+    if score is None or not math.isfinite(score) or arr.size == 0:
+        return 0.0
+    n = int(arr.size)
+    if n <= 1:
+        return 1.0
+    better = int(np.count_nonzero(arr > score if higher_is_better else arr < score))
+    return min(max(1.0 - better / (n - 1), 0.0), 1.0)
+
+
 def beaten_fraction(
     score: float | None, scores: Sequence[float], *, higher_is_better: bool
 ) -> float:
     """Share of leaderboard entries strictly worse than ``score`` (0 for a missing score).
 
-    This is the "human rank" of a submission: 1.0 beats every entry, 0.0 beats none.
+    A named alternative to :func:`human_rank_of` (which openmle reports): on [4, 3, 2, 1]
+    (higher is better) a score of 4 beats 3 of 4 entries, 0.75, while its human rank is 1.0.
     """
     arr = _clean(scores)
     if score is None or not math.isfinite(score) or arr.size == 0:

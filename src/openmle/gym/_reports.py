@@ -1,10 +1,10 @@
 """What grading and validation return: :class:`GradeReport` and :class:`ValidationReport`.
 
 ``GradeReport`` carries MLE-bench's grading-report fields (medal thresholds and flags,
-above-median, lower-is-better) plus the split the score came from and the share of the
-leaderboard it beats ("human rank"). Leaderboard fields are filled only for the ``test`` split
-of a task with a leaderboard: a validation score is measured on different rows, so placing it on
-the test leaderboard would mislead.
+above-median, lower-is-better) plus the split the score came from and the human rank
+(``1 - entries strictly better / (N - 1)``, the paper's definition). Leaderboard fields are
+filled only for the ``test`` split of a task with a leaderboard: a validation score is measured
+on different rows, so placing it on the test leaderboard would mislead.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, final
 
 from attrs import field, frozen
 
-from openmle._leaderboard import MedalThresholds, beaten_fraction, medal_of
+from openmle._leaderboard import MedalThresholds, human_rank_of, medal_of
 from openmle._types import Split, check_split
 
 __all__ = ["GradeReport", "Problem", "Severity", "ValidationReport"]
@@ -60,7 +60,8 @@ class GradeReport:
             thresholds in score units (None without a leaderboard or on the valid split).
         gold_medal, silver_medal, bronze_medal, any_medal, above_median: MLE-bench's flags
             (medals are exclusive: a gold is not also a silver).
-        human_rank: share of leaderboard entries strictly beaten, in [0, 1], or None.
+        human_rank: ``1 - (entries strictly better) / (N - 1)`` in [0, 1] (the paper's
+            definition; see :func:`openmle.rewards.human_rank`), or None.
         leaderboard_size: entries on the leaderboard (0 without one).
         leaderboard_best: the best leaderboard score (the SOTA default for relative gaps).
         grade_s: wall-clock seconds of the grading process (None when no process ran).
@@ -129,7 +130,7 @@ class GradeReport:
                 "bronze_medal": medal == "bronze",
                 "any_medal": medal is not None,
                 "above_median": above,
-                "human_rank": beaten_fraction(
+                "human_rank": human_rank_of(
                     s, scores_best_first, higher_is_better=self.higher_is_better
                 ),
                 "leaderboard_size": th.n_entries,

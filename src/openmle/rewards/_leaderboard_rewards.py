@@ -13,9 +13,12 @@ import math
 import os
 from collections.abc import Sequence
 
-import numpy as np
-
-from openmle._leaderboard import infer_higher_is_better, medal_of, medal_thresholds
+from openmle._leaderboard import (
+    human_rank_of,
+    infer_higher_is_better,
+    medal_of,
+    medal_thresholds,
+)
 from openmle.errors import InvalidArgument
 
 __all__ = ["human_rank", "medal_binary", "read_leaderboard"]
@@ -116,10 +119,4 @@ def human_rank(
     board = _clean(leaderboard)
     if score is None or not math.isfinite(float(score)) or not board:
         return 0.0
-    n = len(board)
-    if n <= 1:
-        return 1.0
-    hib = _direction(board, higher_is_better)
-    arr = np.asarray(board, dtype=np.float64)
-    better = int(np.count_nonzero(arr > score if hib else arr < score))
-    return min(max(1.0 - better / (n - 1), 0.0), 1.0)
+    return human_rank_of(float(score), board, higher_is_better=_direction(board, higher_is_better))

@@ -57,7 +57,8 @@ def test_rates_over_runs() -> None:
     assert medal_rate(runs, "gold").mean == 0.5
     assert medal_rate(runs, "above_median").per_run == (0.5, 1.0)
     hr = human_rank(runs)
-    assert hr.per_run == pytest.approx(((99 / 100 + 0) / 2, (59 / 100 + 94 / 100) / 2))
+    # human rank 1 - better / (N - 1): 100 -> 1.0, 60 -> 1 - 40/99, 95 -> 1 - 5/99
+    assert hr.per_run == pytest.approx(((1.0 + 0) / 2, (1 - 40 / 99 + 1 - 5 / 99) / 2))
     with pytest.raises(InvalidArgument, match="medal"):
         medal_rate(runs, "platinum")
 

@@ -16,7 +16,7 @@ def test_lower_is_better_medals() -> None:
     assert ranked.gold_medal and ranked.any_medal and not ranked.silver_medal
     assert ranked.medal == "gold" and ranked.is_lower_better
     assert ranked.gold_threshold == 10.0 and ranked.bronze_threshold == 40.0
-    assert ranked.above_median and ranked.human_rank == pytest.approx(0.95)
+    assert ranked.above_median and ranked.human_rank == pytest.approx(1 - 4 / 99)
     assert ranked.leaderboard_best == 1.0 and ranked.leaderboard_size == 100
 
 
@@ -29,6 +29,19 @@ def test_medals_are_exclusive_and_invalid_gets_none() -> None:
     ranked_bad = bad.with_leaderboard(ASCENDING)
     assert ranked_bad.medal is None and ranked_bad.human_rank == 0.0
     assert not ranked_bad.above_median
+
+
+def test_one_human_rank_definition() -> None:
+    """GradeReport and rewards.human_rank agree (the paper's 1 - better/(N-1)): 4 on the
+    higher-is-better board [4, 3, 2, 1] has rank 1.0 (it was 0.75, entries beaten / N)."""
+    from openmle.rewards import human_rank
+
+    board = (4.0, 3.0, 2.0, 1.0)
+    for score in (4.0, 3.5, 2.0, 0.5):
+        r = GradeReport(task="t", split="test", score=score, valid=True).with_leaderboard(board)
+        assert r.human_rank == pytest.approx(human_rank(score, board, higher_is_better=True))
+    top = GradeReport(task="t", split="test", score=4.0, valid=True).with_leaderboard(board)
+    assert top.human_rank == 1.0
 
 
 def test_validation_report_orders_and_counts() -> None:

@@ -1,0 +1,50 @@
+"""Benchmarks: MLE-bench's medal rules and metrics, its competitions as tasks, a resumable runner.
+
+- :func:`competition_report` / :func:`rank_score` / :class:`Leaderboard`: MLE-bench's medal
+  rule, above-median rule and grading-report fields, exactly as MLE-bench computes them
+  (:class:`CompetitionReport`).
+- :func:`build_seeds` / :func:`aggregate_seeds`: suite metrics over seeds by MLE-bench's
+  aggregation rules (mean, SEM with ddof 1) plus the population sd the paper reports.
+"""
+
+from __future__ import annotations
+
+from openmle.bench._aggregate import (
+    METRICS,
+    Metric,
+    SeedMetrics,
+    SuiteMetrics,
+    aggregate_seeds,
+    build_seeds,
+)
+from openmle.bench._medals import (
+    MLEBENCH_REPORT_FIELDS,
+    CompetitionReport,
+    Leaderboard,
+    RankInfo,
+    competition_report,
+    rank_score,
+    round_score,
+)
+
+__all__ = [
+    "METRICS",
+    "MLEBENCH_REPORT_FIELDS",
+    "CompetitionReport",
+    "Leaderboard",
+    "Metric",
+    "RankInfo",
+    "SeedMetrics",
+    "SuiteMetrics",
+    "aggregate_seeds",
+    "build_seeds",
+    "competition_report",
+    "rank_score",
+    "round_score",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("openmle.bench."):
+        _obj.__module__ = __name__
+del _name, _obj

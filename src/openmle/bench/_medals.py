@@ -1,0 +1,373 @@
+"""MLE-bench's medal rule, above-median rule and grading-report fields.
+
+Implemented from MLE-bench's documented behaviour (``mlebench/grade_helpers.py``'s
+``Grader.rank_score`` and ``grade.py``'s ``grade_csv``), not copied:
+
+- The leaderboard is ``leaderboard.csv``'s ``score`` column **in file order** (it is Kaggle's
+  final standings, best first). ``N`` counts every row.
+- Lower is better when the first row's score is lower than the last row's (a tie: higher).
+- Thresholds are the scores at these 1-indexed rows (``int`` truncates):
+
+  =================  ======================  =====================  =====================
+  N                  gold                    silver                 bronze
+  =================  ======================  =====================  =====================
+  1 <= N < 100       max(1, int(0.1 N))      max(1, int(0.2 N))     max(1, int(0.4 N))
+  100 <= N < 250     10                      max(1, int(0.2 N))     max(1, int(0.4 N))
+  250 <= N < 1000    10 + int(0.002 N)       50                     100
+  N >= 1000          10 + int(0.002 N)       max(1, int(0.05 N))    max(1, int(0.1 N))
+  =================  ======================  =====================  =====================
+
+- The median threshold is the median of the scores, missing scores skipped (pandas'
+  ``Series.median``).
+- The grader's score is rounded to 5 decimals (Python's ``round``) **before** it is compared;
+  thresholds are not rounded. Comparisons are inclusive for medals (``>=``, or ``<=`` when lower
+  is better), medals are exclusive (the best one counts) and "above median" is strict.
+- A submission that does not grade has ``score=None``: no medal, not above median,
+  ``valid_submission=False``.
+
+One departure: a grader that returns a non-finite number (NaN, inf) gives ``score=None`` here
+(MLE-bench keeps the NaN and calls the submission valid); a NaN cannot earn anything either way.
+
+Human rank (the paper's definition, the one used across openmle): ``1 - B / (N - 1)`` where
+``B`` counts finite leaderboard scores strictly better than the score; 1.0 on a one-row board,
+0.0 for a missing score; see :func:`openmle._leaderboard.human_rank_of`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, final
+
+from attrs import field, frozen
+
+from openmle._leaderboard import human_rank_of, medal_positions
+from openmle.errors import InvalidArgument
+
+__all__ = [
+    "MLEBENCH_REPORT_FIELDS",
+    "CompetitionReport",
+    "Leaderboard",
+    "RankInfo",
+    "competition_report",
+    "rank_score",
+    "round_score",
+]
+
+MLEBENCH_REPORT_FIELDS: tuple[str, ...] = (
+    "competition_id",
+    "score",
+    "gold_threshold",
+    "silver_threshold",
+    "bronze_threshold",
+    "median_threshold",
+    "any_medal",
+    "gold_medal",
+    "silver_medal",
+    "bronze_medal",
+    "above_median",
+    "submission_exists",
+    "valid_submission",
+    "is_lower_better",
+    "created_at",
+    "submission_path",
+)
+"""The keys of one competition report in MLE-bench's grading report, in its order."""
+
+GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/v1"
+
+
+def round_score(score: float | None) -> float | None:
+    """The score as MLE-bench compares it: rounded to 5 decimals; None when missing or not
+    finite."""
+    if score is None or isinstance(score, bool):
+        return None
+    try:
+        v = float(score)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(v):
+        return None
+    return float(round(v, 5))
+
+
+def _to_float(text: str | None) -> float:
+    if text is None:
+        return math.nan
+    try:
+        return float(text.strip())
+    except ValueError:
+        return math.nan
+
+
+def _scores(values: Iterable[float | None]) -> tuple[float, ...]:
+    return tuple(math.nan if v is None else float(v) for v in values)
+
+
+@final
+@frozen(kw_only=True)
+class Leaderboard:
+    """A competition's leaderboard scores in file order (best first, as Kaggle lists them).
+
+    Args:
+        scores: every row's score in file order; missing ones as NaN (they count in ``N``
+            and are skipped by the median, as in pandas).
+    """
+
+    scores: tuple[float, ...] = field(converter=_scores)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.scores:
+            raise InvalidArgument(
+                "Expected a leaderboard with at least one row; MLE-bench needs one to award medals"
+            )
+
+    @property
+    def n(self) -> int:
+        """Rows on the board (MLE-bench's ``num_teams``)."""
+        return len(self.scores)
+
+    @property
+    def lower_is_better(self) -> bool:
+        """MLE-bench's rule: the first row's score is lower than the last row's."""
+        return bool(self.scores[0] < self.scores[-1])
+
+    @property
+    def finite(self) -> tuple[float, ...]:
+        """The finite scores."""
+        return tuple(s for s in self.scores if math.isfinite(s))
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str]) -> Leaderboard:
+        """Read ``leaderboard.csv`` (its ``score`` column, file order).
+
+        Raises:
+            InvalidArgument: the file is a git-lfs pointer (run ``git lfs pull`` in the
+                MLE-bench checkout), has no ``score`` column or no rows.
+            OSError: the file cannot be read.
+        """
+        p = Path(path)
+        with p.open(encoding="utf-8-sig", newline="") as fh:
+            head = fh.read(len(GIT_LFS_POINTER))
+            if head == GIT_LFS_POINTER:
+                raise InvalidArgument(
+                    f"{p} is a git-lfs pointer, not the leaderboard; run `git lfs fetch --all && "
+                    "git lfs pull` in the MLE-bench checkout"
+                )
+            fh.seek(0)
+            reader = csv.DictReader(fh)
+            if "score" not in (reader.fieldnames or ()):
+                raise InvalidArgument(
+                    f"Expected a 'score' column in {p} but got columns {reader.fieldnames}"
+                )
+            scores = [_to_float(row.get("score")) for row in reader]
+        return cls(scores=scores)
+
+    def thresholds(self) -> tuple[float, float, float, float]:
+        """(gold, silver, bronze, median) thresholds."""
+        g, s, b = medal_positions(self.n)
+        fin = sorted(self.finite)
+        if fin:
+            k = len(fin)
+            mid = k // 2
+            median = fin[mid] if k % 2 else (fin[mid - 1] + fin[mid]) / 2.0
+        else:
+            median = math.nan
+        return self.scores[g - 1], self.scores[s - 1], self.scores[b - 1], median
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (NaN as None)."""
+        return {"scores": [s if math.isfinite(s) else None for s in self.scores]}
+
+
+@final
+@frozen(kw_only=True)
+class RankInfo:
+    """Where a (rounded) score lands on a leaderboard (``Grader.rank_score``'s fields)."""
+
+    gold_threshold: float
+    silver_threshold: float
+    bronze_threshold: float
+    median_threshold: float
+    gold_medal: bool
+    silver_medal: bool
+    bronze_medal: bool
+    above_median: bool
+    is_lower_better: bool
+
+    @property
+    def any_medal(self) -> bool:
+        """Gold, silver or bronze."""
+        return self.gold_medal or self.silver_medal or self.bronze_medal
+
+
+def rank_score(score: float | None, leaderboard: Leaderboard | Sequence[float]) -> RankInfo:
+    """MLE-bench's medal and above-median flags for ``score`` (already rounded; see
+    :func:`round_score`) on ``leaderboard``."""
+    board = leaderboard if isinstance(leaderboard, Leaderboard) else Leaderboard(scores=leaderboard)
+    lower = board.lower_is_better
+    gold, silver, bronze, median = board.thresholds()
+    ok = score is not None and math.isfinite(score)
+
+    def reaches(threshold: float) -> bool:
+        assert score is not None
+        return score <= threshold if lower else score >= threshold
+
+    g = ok and reaches(gold)
+    s = ok and not g and reaches(silver)
+    b = ok and not g and not s and reaches(bronze)
+    above = ok and (score < median if lower else score > median)  # type: ignore[operator]
+    return RankInfo(
+        gold_threshold=gold,
+        silver_threshold=silver,
+        bronze_threshold=bronze,
+        median_threshold=median,
+        gold_medal=bool(g),
+        silver_medal=bool(s),
+        bronze_medal=bool(b),
+        above_median=bool(above),
+        is_lower_better=lower,
+    )
+
+
+def _opt_float(v: object) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    if not isinstance(v, int | float):
+        raise InvalidArgument(f"Expected a number or None but got {v!r}")
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+@final
+@frozen(kw_only=True)
+class CompetitionReport:
+    """One competition's grading report: MLE-bench's fields plus human rank and our context.
+
+    ``to_mlebench_dict`` gives exactly MLE-bench's keys (:data:`MLEBENCH_REPORT_FIELDS`);
+    ``to_dict`` adds ``human_rank``, ``seed``, ``reason`` and ``leaderboard_size``.
+    """
+
+    competition_id: str
+    score: float | None = field(default=None, converter=_opt_float)
+    gold_threshold: float | None = None
+    silver_threshold: float | None = None
+    bronze_threshold: float | None = None
+    median_threshold: float | None = None
+    any_medal: bool = False
+    gold_medal: bool = False
+    silver_medal: bool = False
+    bronze_medal: bool = False
+    above_median: bool = False
+    submission_exists: bool = False
+    valid_submission: bool = False
+    is_lower_better: bool = False
+    created_at: str = ""
+    submission_path: str = ""
+    human_rank: float = 0.0
+    seed: int | None = None
+    reason: str = ""
+    leaderboard_size: int = 0
+
+    @classmethod
+    def missing(
+        cls, competition_id: str, *, seed: int | None = None, reason: str = ""
+    ) -> CompetitionReport:
+        """A run that produced nothing (counted as a failure, never dropped)."""
+        return cls(competition_id=competition_id, seed=seed, reason=reason or "no result")
+
+    @property
+    def medal(self) -> str | None:
+        """``"gold"``, ``"silver"``, ``"bronze"`` or None."""
+        for name in ("gold", "silver", "bronze"):
+            if getattr(self, f"{name}_medal"):
+                return name
+        return None
+
+    def to_mlebench_dict(self) -> dict[str, Any]:
+        """MLE-bench's ``CompetitionReport.to_dict`` keys and types."""
+        d = self.to_dict()
+        return {k: d[k] for k in MLEBENCH_REPORT_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "competition_id": self.competition_id,
+            "score": self.score,
+            "gold_threshold": self.gold_threshold,
+            "silver_threshold": self.silver_threshold,
+            "bronze_threshold": self.bronze_threshold,
+            "median_threshold": self.median_threshold,
+            "any_medal": self.any_medal,
+            "gold_medal": self.gold_medal,
+            "silver_medal": self.silver_medal,
+            "bronze_medal": self.bronze_medal,
+            "above_median": self.above_median,
+            "submission_exists": self.submission_exists,
+            "valid_submission": self.valid_submission,
+            "is_lower_better": self.is_lower_better,
+            "created_at": self.created_at,
+            "submission_path": self.submission_path,
+            "human_rank": self.human_rank,
+            "seed": self.seed,
+            "reason": self.reason,
+            "leaderboard_size": self.leaderboard_size,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompetitionReport:
+        """Inverse of :meth:`to_dict` (MLE-bench's own dicts load too)."""
+        names = {a.name for a in cls.__attrs_attrs__}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def competition_report(
+    competition_id: str,
+    score: float | None,
+    leaderboard: Leaderboard | Sequence[float],
+    *,
+    submission_exists: bool,
+    submission_path: str = "",
+    seed: int | None = None,
+    reason: str = "",
+    created_at: _dt.datetime | None = None,
+) -> CompetitionReport:
+    """The grading report of one submission, as MLE-bench's ``grade_csv`` builds it.
+
+    Args:
+        competition_id: the competition.
+        score: the grader's raw score (rounded here to 5 decimals), or None when the
+            submission did not grade.
+        leaderboard: the competition's leaderboard (file order).
+        submission_exists: whether a submission file existed.
+    """
+    board = leaderboard if isinstance(leaderboard, Leaderboard) else Leaderboard(scores=leaderboard)
+    s = round_score(score)
+    info = rank_score(s, board)
+    when = created_at or _dt.datetime.now(_dt.UTC)
+    return CompetitionReport(
+        competition_id=competition_id,
+        score=s,
+        gold_threshold=info.gold_threshold,
+        silver_threshold=info.silver_threshold,
+        bronze_threshold=info.bronze_threshold,
+        median_threshold=info.median_threshold,
+        any_medal=info.any_medal,
+        gold_medal=info.gold_medal,
+        silver_medal=info.silver_medal,
+        bronze_medal=info.bronze_medal,
+        above_median=info.above_median,
+        submission_exists=submission_exists,
+        valid_submission=s is not None,
+        is_lower_better=info.is_lower_better,
+        created_at=when.isoformat(),
+        submission_path=submission_path,
+        human_rank=human_rank_of(s, board.finite, higher_is_better=not info.is_lower_better),
+        seed=seed,
+        reason=reason,
+        leaderboard_size=board.n,
+    )
