@@ -48,7 +48,16 @@ from anyio.abc import TaskGroup
 from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split, Usage
+from openmle._types import (
+    Job,
+    ModelRequest,
+    ModelResponse,
+    Outcome,
+    Resources,
+    RunResult,
+    Split,
+    Usage,
+)
 from openmle.errors import BackendError, InvalidArgument
 from openmle.search._board import Board
 from openmle.search._budget import Budget, check_cost, check_usage
@@ -175,6 +184,7 @@ class _Driver:
     limiter: anyio.CapacityLimiter
     on_progress: Callable[[Progress], None] | None
     clock: Callable[[], float] = time.monotonic
+    limits: JobLimits = field(factory=lambda: JobLimits())
     _t0: float = field(init=False, default=0.0)
     _lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _buffer: dict[int, tuple[Proposal, Evaluation, str]] = field(factory=dict, init=False)
@@ -476,7 +486,8 @@ class _Driver:
             code=code,
             task=self.task.name,
             split=Split.VALID,
-            timeout_s=self.core.config.timeout_s,
+            timeout_s=self.limits.timeout(self.core.config.timeout_s),
+            resources=self.limits.resources,
             name=proposal.node_id,
         )
         runtime = 0.0
@@ -504,7 +515,8 @@ class _Driver:
             code=best.code,
             task=self.task.name,
             split=Split.TEST,
-            timeout_s=self.core.config.timeout_s,
+            timeout_s=self.limits.timeout(self.core.config.timeout_s),
+            resources=self.limits.resources,
             name=f"{best.node_id}-test",
         )
         result = await _safe_run(self.sandbox, job)
@@ -629,6 +641,50 @@ def _resolve(task: str) -> Any:
         return None
 
 
+@frozen(kw_only=True)
+class JobLimits:
+    """What every job of a search asks for: the task's resources and its per-run time limit
+    (which caps ``SearchConfig.timeout_s``; None: no task limit)."""
+
+    resources: Resources = field(factory=Resources)
+    time_limit_s: float | None = None
+
+    def timeout(self, configured_s: float) -> float:
+        """The job's wall-clock limit: the configured one, capped by the task's."""
+        if self.time_limit_s is None:
+            return configured_s
+        return min(configured_s, self.time_limit_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (kept in the run manifest so a resumed run asks for the same)."""
+        return {"resources": self.resources.to_dict(), "time_limit_s": self.time_limit_s}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobLimits:
+        """Inverse of :meth:`to_dict`."""
+        t = data.get("time_limit_s")
+        return cls(
+            resources=Resources.from_dict(data.get("resources") or {}),
+            time_limit_s=None if t is None else float(t),
+        )
+
+
+def _job_limits(
+    task: str, resources: Resources | None = None, time_limit_s: float | None = None
+) -> JobLimits:
+    """The limits for ``task``'s jobs: the explicit ones, else the task package's (resources
+    and ``time_limit_s`` via ``openmle.gym``), else the defaults."""
+    t = _resolve(task) if resources is None or time_limit_s is None else None
+    if resources is None:
+        resources = getattr(t, "resources", None)
+        if not isinstance(resources, Resources):
+            resources = Resources()
+    if time_limit_s is None:
+        limit = getattr(t, "time_limit_s", None)
+        time_limit_s = float(limit) if isinstance(limit, int | float) else None
+    return JobLimits(resources=resources, time_limit_s=time_limit_s)
+
+
 def _higher_is_better(task: str) -> bool:
     """The task's metric direction from its package (True when it cannot be resolved)."""
     t = _resolve(task)
@@ -660,6 +716,7 @@ async def _drive(
     requeue: Sequence[tuple[Proposal, ModelRequest | PendingRequest]] = (),
     final_done: tuple[Node, RunResult] | None = None,
     run_dir: Path | None = None,
+    limits: JobLimits | None = None,
 ) -> SearchResult:
     driver = _Driver(
         core=core,
@@ -672,6 +729,7 @@ async def _drive(
         ordered=ordered,
         limiter=limiter or anyio.CapacityLimiter(workers),
         on_progress=on_progress,
+        limits=limits or _job_limits(task.name),
     )
     await driver.run(requeue)
     final = final_done
@@ -712,6 +770,8 @@ async def arun_search(
     on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
     manifest_extra: Mapping[str, Any] | None = None,
+    resources: Resources | None = None,
+    time_limit_s: float | None = None,
 ) -> SearchResult:
     """Search ``task`` with Draft/Improve/Debug/Crossover until a budget cap is reached.
 
@@ -736,6 +796,10 @@ async def arun_search(
         on_progress: called with a :class:`Progress` after every node and periodically.
         final_test: grade the chosen program once on the test split at the end.
         manifest_extra: extra JSON-ready entries for the manifest (e.g. how to rebuild the model).
+        resources: what every job asks the sandbox for (CPUs, GPUs, memory); default: the
+            task package's ``[resources]`` via ``openmle.gym``, else one CPU and no GPU.
+        time_limit_s: the task's per-run limit, capping ``config.timeout_s`` for every job;
+            default: the task package's ``time_limit_s``, else no cap.
 
     Returns:
         The nodes, the best one by validation score, and its test result.
@@ -747,11 +811,12 @@ async def arun_search(
     cfg = config or SearchConfig()
     workers = _check_workers(workers)
     hib = _higher_is_better(task) if higher_is_better is None else bool(higher_is_better)
+    limits = _job_limits(task, resources, time_limit_s)
     info = TaskInfo(
         name=task,
         description=_description(task) if description is None else description,
         higher_is_better=hib,
-        timeout_s=cfg.timeout_s,
+        timeout_s=limits.timeout(cfg.timeout_s),
     )
     sel = selector or default_selector(hib)
     core = SearchCore(config=cfg, selector=sel, budget=budget, higher_is_better=hib)
@@ -772,7 +837,7 @@ async def arun_search(
             model=model,
             sandbox=sandbox,
             prompts=prompts or OperatorPrompts(),
-            extra=manifest_extra or {},
+            extra={**(manifest_extra or {}), "job_limits": limits.to_dict()},
         )
         recorder = rd
         path = rd.path
@@ -791,6 +856,7 @@ async def arun_search(
             on_progress=on_progress,
             final_test=final_test,
             run_dir=path,
+            limits=limits,
         )
         if rd is not None:
             rd.session("end", stop_reason=result.stop_reason)
@@ -817,6 +883,8 @@ def run_search(
     on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
     manifest_extra: Mapping[str, Any] | None = None,
+    resources: Resources | None = None,
+    time_limit_s: float | None = None,
 ) -> SearchResult:
     """Blocking twin of :func:`arun_search` (same arguments but ``limiter``); runs its own
     event loop, so call it from synchronous code only.
@@ -839,5 +907,7 @@ def run_search(
             on_progress=on_progress,
             final_test=final_test,
             manifest_extra=manifest_extra,
+            resources=resources,
+            time_limit_s=time_limit_s,
         )
     )

@@ -660,8 +660,10 @@ async def aresume_search(
         RunDirError: not a run directory, or a damaged journal.
     """
     from openmle.search._driver import (
+        JobLimits,
         _build_request,
         _drive,
+        _job_limits,
         _with_summary_cache,
         default_selector,
     )
@@ -720,6 +722,11 @@ async def aresume_search(
             requeue=requeue,
             final_done=final_done,
             run_dir=rd.path,
+            limits=(
+                JobLimits.from_dict(m["extra"]["job_limits"])
+                if "job_limits" in m.get("extra", {})
+                else _job_limits(m["task"]["name"])
+            ),
         )
         rd.session("end", stop_reason=result.stop_reason)
         return result

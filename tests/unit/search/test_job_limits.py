@@ -1,0 +1,88 @@
+"""Task resources and time limits reach every job the search builds (and survive resume)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+from openmle import Resources, Split
+from openmle.search import Budget, SearchConfig, resume_search, run_search
+from openmle.testing import FunctionSandbox, ScriptedModel
+
+from tests.unit.search.test_loop_driver import grade, model_by_step, selector
+
+
+def gpu_task(tmp_path: Path) -> Path:
+    root = tmp_path / "gpu-task"
+    root.mkdir()
+    (root / "task.toml").write_text(
+        'name = "gpu-task"\nmetric = "accuracy"\ntime_limit_s = 30\n'
+        "[resources]\ncpus = 4\ngpus = 1\nmemory_mb = 2048\n"
+    )
+    return root
+
+
+def test_task_resources_reach_every_job(tmp_path: Path) -> None:
+    """A task with Resources(gpus=1) gives every job (valid and the final test) the GPU, the
+    CPUs, the memory, and its time limit as a cap on the configured timeout."""
+    task = gpu_task(tmp_path)
+    sandbox = FunctionSandbox(grade)
+    result = run_search(
+        str(task),
+        model=ScriptedModel(model_by_step),
+        sandbox=sandbox,
+        selector=selector(),
+        budget=Budget(steps=3),
+        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=600.0),
+        workers=1,
+        higher_is_better=True,
+        description="d",
+    )
+    assert result.test_result is not None
+    assert {j.split for j in sandbox.jobs} == {Split.VALID, Split.TEST}
+    for job in sandbox.jobs:
+        assert job.resources.gpu_count == 1
+        assert job.resources.cpus == 4.0 and job.resources.memory_mb == 2048
+        assert job.timeout_s == 30.0
+
+
+def test_explicit_resources_win_and_survive_resume(tmp_path: Path) -> None:
+    """resources= overrides the package; a resumed run asks for the same (from the manifest)."""
+    run_dir = tmp_path / "run"
+    sandbox = FunctionSandbox(grade)
+    run_search(
+        "toy-not-a-package",
+        model=ScriptedModel(model_by_step),
+        sandbox=sandbox,
+        selector=selector(),
+        budget=Budget(steps=2),
+        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
+        workers=1,
+        higher_is_better=True,
+        description="d",
+        run_dir=run_dir,
+        resources=Resources(gpus=1, cpus=2),
+        time_limit_s=20.0,
+        final_test=False,
+    )
+    assert all(j.resources.gpus == 1 and j.timeout_s == 20.0 for j in sandbox.jobs)
+    again = FunctionSandbox(grade)
+    resume_search(
+        run_dir,
+        model=ScriptedModel(model_by_step),
+        sandbox=again,
+        selector=selector(),
+        budget=Budget(steps=4),
+    )
+    assert again.jobs, "the resumed run made no job"
+    for job in again.jobs:
+        assert job.resources.gpus == 1 and job.resources.cpus == 2.0
+        assert job.timeout_s == 20.0
+
+
+def test_no_task_package_means_defaults() -> None:
+    """Without a package or explicit values jobs keep the defaults (one CPU, no GPU)."""
+    from openmle.search._driver import _job_limits
+
+    limits = _job_limits("no-such-task-anywhere")
+    assert limits.resources == Resources() and limits.timeout(123.0) == 123.0
