@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.unit.search.test_loop_driver import grade, model_by_step, selector
 
 from openmle import Resources, Split
 from openmle.search import Budget, SearchConfig, resume_search, run_search
 from openmle.testing import FunctionSandbox, ScriptedModel
-
-from tests.unit.search.test_loop_driver import grade, model_by_step, selector
 
 
 def gpu_task(tmp_path: Path) -> Path:
