@@ -5,6 +5,8 @@
   (:class:`CompetitionReport`).
 - :func:`build_seeds` / :func:`aggregate_seeds`: suite metrics over seeds by MLE-bench's
   aggregation rules (mean, SEM with ddof 1) plus the population sd the paper reports.
+- :class:`MLEBench`: an MLE-bench registry and prepared data; each competition is an
+  :class:`MLEBenchTask` graded by its own grader out of process; :func:`doctor` preflights.
 """
 
 from __future__ import annotations
@@ -26,12 +28,19 @@ from openmle.bench._medals import (
     rank_score,
     round_score,
 )
+from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
+from openmle.bench._suites import LITE_IDS
 
 __all__ = [
+    "LITE_IDS",
     "METRICS",
     "MLEBENCH_REPORT_FIELDS",
+    "Competition",
     "CompetitionReport",
+    "DoctorLine",
     "Leaderboard",
+    "MLEBench",
+    "MLEBenchTask",
     "Metric",
     "RankInfo",
     "SeedMetrics",
@@ -39,6 +48,7 @@ __all__ = [
     "aggregate_seeds",
     "build_seeds",
     "competition_report",
+    "doctor",
     "rank_score",
     "round_score",
 ]

@@ -1,0 +1,139 @@
+"""The MLE-bench adapter on a miniature registry and prepared data made here."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from tests.unit.bench._minibench import IDS, build
+
+from openmle import Split
+from openmle.bench import MLEBench, competition_report, doctor
+from openmle.errors import InvalidArgument, MissingDependency
+
+pytest.importorskip("yaml")
+pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build(tmp_path_factory.mktemp("minibench"))
+
+
+@pytest.fixture
+def bench(mini: tuple[Path, Path], tmp_path: Path) -> MLEBench:
+    registry, data = mini
+    return MLEBench.locate(registry, data, valid_dir=tmp_path / "valid")
+
+
+def sample_copy(task_public: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / "submission.csv"
+    shutil.copyfile(task_public / "sample_submission.csv", out)
+    return out
+
+
+def test_locate_and_suites(mini: tuple[Path, Path], bench: MLEBench) -> None:
+    """A checkout or its mlebench folder; suites from its split files; id lists checked."""
+    registry, data = mini
+    assert MLEBench.locate(registry / "mlebench", data).repo_root == registry.resolve()
+    assert bench.ids() == list(IDS)
+    assert bench.suite("mle-bench-lite") == list(IDS)
+    assert bench.suite("mle-bench-medium") == ["mini-tabular"]
+    assert bench.suite("mle-bench-all") == list(IDS)
+    assert bench.suite("mini-jsonl,mini-tabular") == ["mini-jsonl", "mini-tabular"]
+    with pytest.raises(InvalidArgument, match="Unknown suite"):
+        bench.suite("mini-nope")
+    with pytest.raises(InvalidArgument, match="MLE-bench checkout"):
+        MLEBench.locate(data, data)
+
+
+def test_without_mlebench_says_what_to_install(mini: tuple[Path, Path]) -> None:
+    if importlib.util.find_spec("mlebench") is not None:
+        pytest.skip("mlebench is installed here")
+    with pytest.raises(MissingDependency, match="pip install -e"):
+        MLEBench.locate(None, mini[1])
+
+
+def test_test_split_reads_prepared_data_in_place(bench: MLEBench, tmp_path: Path) -> None:
+    """Public data is prepared/public itself (no copy); answers are private and graded out of
+    process by the competition's own grader; medals from the registry's leaderboard."""
+    t = bench.task("mini-tabular")
+    assert t.public_dir(Split.TEST) == bench.data_dir / "mini-tabular" / "prepared" / "public"
+    assert bench.data_dir / "mini-tabular" / "prepared" / "private" in t.private_paths
+    assert t.higher_is_better and "Predict the label" in t.description
+    sub = sample_copy(t.public_dir(Split.TEST), tmp_path / "w")
+    g = t.grade(sub, Split.TEST)
+    assert g.valid and g.score is not None and 0.0 < g.score < 1.0
+    assert "mlebench" not in sys.modules  # graded in a child process
+    report = competition_report("mini-tabular", g.score, t.leaderboard, submission_exists=True)
+    assert report.valid_submission and not report.any_medal and report.leaderboard_size == 20
+
+
+def test_invalid_submissions_are_outcomes(bench: MLEBench, tmp_path: Path) -> None:
+    t = bench.task("mini-tabular")
+    bad = tmp_path / "submission.csv"
+    bad.write_text("id,wrong\n1,2\n")
+    g = t.grade(bad, Split.TEST)
+    assert not g.valid and "needs columns id and label" in g.reason
+    gone = t.grade(tmp_path / "nothing.csv", Split.TEST)
+    assert not gone.valid and not gone.submission_exists
+    answers = bench.data_dir / "mini-tabular" / "prepared" / "private" / "test.csv"
+    leak = t.grade(answers, Split.TEST)
+    assert not leak.valid and "hidden answers" in leak.reason
+
+
+def test_lower_is_better_image_folder_with_built_validation(
+    bench: MLEBench, tmp_path: Path
+) -> None:
+    """mini-images: direction from the leaderboard order; the validation view is made by the
+    competition's preparer from the public data, its answers outside the public view."""
+    t = bench.task("mini-images")
+    assert not t.higher_is_better
+    vpub = t.public_dir(Split.VALID)
+    assert (vpub / "train").is_dir() and any((vpub / "test").glob("*.png"))
+    assert vpub.is_relative_to(tmp_path / "valid")
+    assert not (vpub / "test.csv").exists()
+    vans = t.answers_path(Split.VALID)
+    assert vans.is_file() and any(vans.is_relative_to(p) for p in t.private_paths)
+    g = t.grade(sample_copy(vpub, tmp_path / "v"), Split.VALID)
+    assert g.valid and g.score == pytest.approx(0.5)
+    test = t.grade(sample_copy(t.public_dir(Split.TEST), tmp_path / "t"), Split.TEST)
+    report = competition_report("mini-images", test.score, t.leaderboard, submission_exists=True)
+    assert report.is_lower_better and report.score == 0.5
+
+
+def test_jsonl_answers_and_shipped_validation(bench: MLEBench, tmp_path: Path) -> None:
+    t = bench.task("mini-jsonl")
+    assert (
+        t.public_dir(Split.VALID) == bench.data_dir / "mini-jsonl" / "prepared" / "valid" / "public"
+    )
+    assert t.answers_path(Split.TEST).suffix == ".jsonl"
+    g = t.grade(sample_copy(t.public_dir(Split.TEST), tmp_path / "t"), Split.TEST)
+    assert g.valid and g.score is not None and 0.5 < g.score < 0.8
+
+
+def test_doctor_finds_problems_and_fixes(mini: tuple[Path, Path], tmp_path: Path) -> None:
+    """All ok on the clean copy; an lfs pointer, missing private data and a changed file are
+    each reported with their fix; an unknown id is a problem line, not a crash."""
+    registry, data = mini
+    reg2, data2 = tmp_path / "reg", tmp_path / "data"
+    shutil.copytree(registry, reg2)
+    shutil.copytree(data, data2)
+    b = MLEBench.locate(reg2, data2)
+    lines = doctor(b, [*IDS, "mini-nope"])
+    assert [ln.ok for ln in lines] == [True, True, True, False]
+    (reg2 / "mlebench/competitions/mini-images/leaderboard.csv").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 10\n"
+    )
+    shutil.rmtree(data2 / "mini-tabular" / "prepared" / "private")
+    (reg2 / "mlebench/competitions/mini-jsonl/checksums.yaml").write_text(
+        "public:\n  train.csv: 0123\nprivate: {}\n"
+    )
+    by = {ln.competition_id: ln for ln in doctor(b, IDS, checksums=True)}
+    assert not by["mini-images"].ok and "git lfs pull" in by["mini-images"].fixes[0]
+    assert not by["mini-tabular"].ok and "mlebench prepare" in by["mini-tabular"].fixes[0]
+    assert not by["mini-jsonl"].ok and "checksum" in by["mini-jsonl"].problems[0]
