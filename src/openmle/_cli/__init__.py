@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 _COMMAND_MODULES: tuple[str, ...] = (
+    "openmle._cli._bench",
     "openmle._cli._search",
     "openmle._cli._serve",
     "openmle._cli._task",

@@ -7,6 +7,9 @@
   aggregation rules (mean, SEM with ddof 1) plus the population sd the paper reports.
 - :class:`MLEBench`: an MLE-bench registry and prepared data; each competition is an
   :class:`MLEBenchTask` graded by its own grader out of process; :func:`doctor` preflights.
+- :func:`arun_bench`: the competitions x seeds matrix (:class:`BenchConfig`) in a resumable
+  bench directory (:class:`BenchRun`); :func:`write_report` / :func:`bench_report` give
+  Markdown, JSON, HTML, ``submission.jsonl`` and MLE-bench's grading report.
 """
 
 from __future__ import annotations
@@ -29,12 +32,27 @@ from openmle.bench._medals import (
     round_score,
 )
 from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
-from openmle.bench._suites import LITE_IDS
+from openmle.bench._report import BenchReport, bench_report, write_report
+from openmle.bench._runner import (
+    BenchConfig,
+    BenchRun,
+    RunStatus,
+    SandboxFactory,
+    arun_bench,
+    bench_sandbox,
+    bench_status,
+)
+from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITES
 
 __all__ = [
+    "KNOWN_ISSUES",
     "LITE_IDS",
     "METRICS",
     "MLEBENCH_REPORT_FIELDS",
+    "SUITES",
+    "BenchConfig",
+    "BenchReport",
+    "BenchRun",
     "Competition",
     "CompetitionReport",
     "DoctorLine",
@@ -43,14 +61,21 @@ __all__ = [
     "MLEBenchTask",
     "Metric",
     "RankInfo",
+    "RunStatus",
+    "SandboxFactory",
     "SeedMetrics",
     "SuiteMetrics",
     "aggregate_seeds",
+    "arun_bench",
+    "bench_report",
+    "bench_sandbox",
+    "bench_status",
     "build_seeds",
     "competition_report",
     "doctor",
     "rank_score",
     "round_score",
+    "write_report",
 ]
 
 for _name in __all__:

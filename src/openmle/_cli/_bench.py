@@ -1,0 +1,268 @@
+"""``openmle bench run|resume|report|doctor``: MLE-bench competitions x seeds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from openmle.errors import InvalidArgument
+
+__all__ = ["register"]
+
+_TOML_KEYS = {
+    "suite",
+    "data",
+    "registry",
+    "model",
+    "sandbox",
+    "seeds",
+    "budget",
+    "out",
+    "concurrency",
+    "workers",
+    "gpus",
+    "cpus",
+    "memory_mb",
+    "time_limit_s",
+}
+
+
+def _experiment(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidArgument(f"{path}: cannot read the experiment file ({exc})") from None
+    unknown = sorted(set(data) - _TOML_KEYS)
+    if unknown:
+        raise InvalidArgument(
+            f"{path}: unknown key(s) {unknown}; known keys are {sorted(_TOML_KEYS)}"
+        )
+    if isinstance(data.get("budget"), dict):
+        data["budget"] = ",".join(f"{k}={v}" for k, v in data["budget"].items())
+    return data
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Experiment file values, overridden by the flags given."""
+    base: dict[str, Any] = {}
+    target = args.target
+    if target.endswith(".toml"):
+        base = _experiment(Path(target))
+    else:
+        base["suite"] = target
+    for key in _TOML_KEYS - {"suite"}:
+        v = getattr(args, key, None)
+        if v is not None:
+            base[key] = v
+    defaults = {
+        "model": "offline",
+        "sandbox": "local",
+        "seeds": 3,
+        "budget": "steps=20",
+        "workers": 1,
+        "gpus": 0,
+        "cpus": 1.0,
+        "time_limit_s": 3600.0,
+    }
+    for k, v in defaults.items():
+        base.setdefault(k, v)
+    for key in ("suite", "data", "out"):
+        if not base.get(key):
+            raise InvalidArgument(
+                f"Expected {key} (flag --{key} or the experiment file's {key} = ...)"
+                if key != "suite"
+                else "Expected a SUITE or an experiment .toml file"
+            )
+    return base
+
+
+def _run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from openmle import Resources
+    from openmle._cli._search import build_model, parse_budget
+    from openmle.bench import BenchConfig, MLEBench, arun_bench, write_report
+
+    s = _settings(args)
+    suite = s["suite"]
+    bench = MLEBench.locate(s.get("registry"), s["data"])
+    ids = bench.suite(suite if isinstance(suite, str) else list(suite))
+    seeds = s["seeds"]
+    seed_list = list(range(int(seeds))) if isinstance(seeds, int) else [int(x) for x in seeds]
+    budget = parse_budget(str(s["budget"]))
+    config = BenchConfig(
+        suite=suite if isinstance(suite, str) and not suite.count(",") else "custom",
+        competitions=ids,
+        seeds=seed_list,
+        model=s["model"],
+        sandbox=s["sandbox"],
+        budget=budget.to_dict(),
+        data_dir=str(Path(s["data"]).resolve()),
+        registry=None if s.get("registry") is None else str(Path(s["registry"]).resolve()),
+        resources=Resources(
+            cpus=float(s["cpus"]), gpus=int(s["gpus"]), memory_mb=s.get("memory_mb")
+        ),
+        time_limit_s=float(s["time_limit_s"]),
+        concurrency=s.get("concurrency"),
+        workers=int(s["workers"]),
+    )
+    model = build_model(config.model)
+    emit = _emitter(args)
+    reports = anyio.run(lambda: arun_bench(Path(s["out"]), config=config, model=model, emit=emit))
+    return _done(args, Path(s["out"]), reports, write_report)
+
+
+def _emitter(args: argparse.Namespace) -> Any:
+    stream = sys.stderr if args.json else sys.stdout
+    if args.quiet:
+        return None
+
+    def emit(line: str) -> None:
+        stream.write(line + "\n")
+        stream.flush()
+
+    return emit
+
+
+def _done(args: argparse.Namespace, out: Path, reports: list[Any], write: Any) -> int:
+    paths = write(out)
+    medals = sum(r.any_medal for r in reports)
+    valid = sum(r.valid_submission for r in reports)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "bench_dir": str(out),
+                    "runs": len(reports),
+                    "valid": valid,
+                    "medals": medals,
+                    "reports": {k: str(v) for k, v in paths.items()},
+                },
+                sort_keys=True,
+            )
+        )
+    else:
+        print(f"{len(reports)} runs: {valid} valid submissions, {medals} medals")
+        print(f"report: {paths['markdown']} and {paths['html']}")
+    return 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import anyio
+
+    from openmle._cli._search import build_model
+    from openmle.bench import BenchRun, arun_bench, write_report
+
+    run = BenchRun.open(args.bench_dir)
+    model = build_model(args.model or run.config.model)
+    emit = _emitter(args)
+    reports = anyio.run(lambda: arun_bench(run.path, model=model, emit=emit))
+    return _done(args, run.path, reports, write_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from openmle.bench import bench_report, write_report
+
+    paths = write_report(args.bench_dir)
+    if args.json:
+        print(json.dumps({k: str(v) for k, v in paths.items()}, sort_keys=True))
+    else:
+        print(bench_report(args.bench_dir).markdown(), end="")
+        print(f"written: {', '.join(str(p) for p in paths.values())}")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from openmle.bench import MLEBench, doctor
+
+    bench = MLEBench.locate(args.registry, args.data)
+    ids = bench.suite(args.suite)
+    lines = doctor(bench, ids, checksums=args.checksums)
+    if args.json:
+        print(json.dumps([ln.to_dict() for ln in lines], indent=2))
+    else:
+        width = max(len(ln.competition_id) for ln in lines) if lines else 10
+        print(f"{'competition':<{width}}  status  problem -> fix")
+        for ln in lines:
+            status = "ok" if ln.ok else "FAIL"
+            if ln.ok:
+                extra = "; ".join(ln.notes)
+                print(f"{ln.competition_id:<{width}}  {status:<6}  {extra}".rstrip())
+            for i, (p, f) in enumerate(zip(ln.problems, ln.fixes, strict=True)):
+                name = ln.competition_id if i == 0 else ""
+                print(f"{name:<{width}}  {status if i == 0 else '':<6}  {p} -> {f}")
+            if not ln.ok:
+                for n in ln.notes:
+                    print(f"{'':<{width}}  {'':<6}  note: {n}")
+        bad = sum(not ln.ok for ln in lines)
+        print(
+            f"{len(lines) - bad} of {len(lines)} competitions ready; registry "
+            f"{bench.repo_root} (commit {bench.commit or 'unknown'}), data {bench.data_dir}"
+        )
+    return 0 if all(ln.ok for ln in lines) else 1
+
+
+def register(subparsers: Any) -> None:
+    """Add ``bench`` and its subcommands."""
+    p = subparsers.add_parser(
+        "bench",
+        help="run MLE-bench competitions x seeds, resumably, and report the field's metrics",
+        description="Run, resume, report and preflight MLE-bench benchmarks.",
+    )
+    sub = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+
+    run = sub.add_parser("run", help="run a suite's competitions x seeds into --out")
+    run.add_argument(
+        "target",
+        metavar="SUITE|EXPERIMENT.toml",
+        help="mle-bench-lite, -medium, -high, -all, comma-separated ids, a .txt of ids, or an "
+        "experiment file",
+    )
+    run.add_argument("--data", help="the data directory `mlebench prepare` wrote")
+    run.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
+    run.add_argument("--model", help="operator model (default: offline)")
+    run.add_argument("--sandbox", help="local (default) or docker")
+    run.add_argument("--seeds", type=int, help="runs per competition, seeds 0..N-1 (default: 3)")
+    run.add_argument("--budget", help="per run, e.g. steps=30,wall_s=43200 (default: steps=20)")
+    run.add_argument("--out", metavar="BENCH_DIR", help="the bench directory to create")
+    run.add_argument("--concurrency", type=int, help="runs at once (default: sandbox slots)")
+    run.add_argument("--workers", type=int, help="expansions in flight per run (default: 1)")
+    run.add_argument("--gpus", type=int, help="GPUs per program run (default: 0)")
+    run.add_argument("--cpus", type=float, help="CPUs per program run (default: 1)")
+    run.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory per program run")
+    run.add_argument(
+        "--time-limit", dest="time_limit_s", type=float, help="seconds per program run"
+    )
+    run.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.set_defaults(handler=_run)
+
+    resume = sub.add_parser("resume", help="finish every run of a bench directory exactly once")
+    resume.add_argument("bench_dir", metavar="BENCH_DIR")
+    resume.add_argument("--model", help="override the model spec from the manifest")
+    resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+    resume.add_argument("--quiet", action="store_true", help="no progress lines")
+    resume.set_defaults(handler=_resume)
+
+    report = sub.add_parser("report", help="write report.{md,json,html} and submission.jsonl")
+    report.add_argument("bench_dir", metavar="BENCH_DIR")
+    report.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    report.set_defaults(handler=_report)
+
+    doc = sub.add_parser("doctor", help="preflight: registry, leaderboards, prepared data")
+    doc.add_argument("suite", metavar="SUITE")
+    doc.add_argument("--data", required=True, help="the data directory `mlebench prepare` wrote")
+    doc.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
+    doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
+    doc.add_argument("--json", action="store_true", help="print the lines as JSON")
+    doc.set_defaults(handler=_doctor)
+
+    def _help(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(handler=_help)

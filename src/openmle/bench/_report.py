@@ -1,0 +1,300 @@
+"""``openmle bench report``: per-run MLE-bench fields, suite metrics over seeds, in Markdown,
+JSON and a self-contained HTML page, plus files MLE-bench's own tools read.
+
+Every run of the matrix is counted: a run that failed or never finished is a failure (no
+submission, no medal), never dropped, so seeds are complete by construction (MLE-bench's
+``--pad-missing`` rule). Files written to ``BENCH_DIR``:
+
+- ``report.json``, ``report.md``, ``report.html``;
+- ``submission.jsonl``: one ``{"competition_id", "submission_path"}`` line per kept test
+  submission (absolute paths), the input of ``mlebench grade --submission submission.jsonl``;
+- ``grading_report.json``: MLE-bench's grading-report shape (totals and
+  ``competition_reports``), for ``experiments/aggregate_grading_reports.py``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from openmle.bench._aggregate import METRICS, SuiteMetrics, aggregate_seeds
+from openmle.bench._medals import CompetitionReport, competition_report
+from openmle.bench._runner import BenchRun
+from openmle.bench._suites import KNOWN_ISSUES
+
+__all__ = ["BenchReport", "bench_report", "write_report"]
+
+_LABELS = {
+    "valid_submissions_percentage": "valid submission %",
+    "submission_exists_percentage": "submission exists %",
+    "any_medal_percentage": "any medal %",
+    "gold_medal_percentage": "gold %",
+    "silver_medal_percentage": "silver %",
+    "bronze_medal_percentage": "bronze %",
+    "above_median_percentage": "above median %",
+    "human_rank": "mean human rank",
+}
+
+
+class BenchReport:
+    """A bench directory's results: the reports (seed-major) and the suite metrics."""
+
+    def __init__(self, run: BenchRun) -> None:
+        self.run = run
+        by_key = {(s.competition_id, s.seed): s for s in run.status()}
+        self.seeds: list[list[CompetitionReport]] = []
+        for seed in run.config.seeds:
+            row = []
+            for cid in run.config.competitions:
+                s = by_key[(cid, seed)]
+                row.append(s.report if s.report is not None else _missing(run, cid, seed, s.state))
+            self.seeds.append(row)
+        self.metrics: SuiteMetrics = aggregate_seeds(self.seeds)
+
+    @property
+    def reports(self) -> list[CompetitionReport]:
+        """Every run's report, seed-major."""
+        return [r for row in self.seeds for r in row]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-ready (no timestamps of runs, so reruns compare equal)."""
+        return {
+            "manifest": self.run.manifest,
+            "metrics": self.metrics.to_dict(),
+            "runs": [_stable(r) for r in self.reports],
+        }
+
+    # ------------------------------------------------------------------ Markdown
+
+    def markdown(self) -> str:
+        """The report as Markdown."""
+        m = self.run.manifest
+        cfg = m["config"]
+        out = [
+            f"# openmle bench: {cfg['suite']}",
+            "",
+            f"- competitions: {len(cfg['competitions'])}, seeds: {cfg['seeds']}",
+            f"- model: `{cfg['model']}`, sandbox: `{cfg['sandbox']}`, budget: `{cfg['budget']}`",
+            f"- MLE-bench commit: `{m['mlebench'].get('mlebench_commit') or 'unknown'}`, "
+            f"openmle {m['openmle_version']}",
+            f"- hardware: {_hw(m['hardware'])}; per run: {cfg['resources']}, "
+            f"{cfg['time_limit_s']:g} s per program",
+            "",
+            "## Suite (mean ± SEM over seeds, ddof 1; sd = population sd)",
+            "",
+            "| metric | mean | SEM | sd | per seed |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for key in METRICS:
+            mt = self.metrics.metrics[key]
+            per = ", ".join(_fmt(v) for v in mt.per_seed)
+            out.append(
+                f"| {_LABELS[key]} | {_fmt(mt.mean)} | {_fmt(mt.sem)} | {_fmt(mt.sd)} | {per} |"
+            )
+        out += [
+            "",
+            "## Runs",
+            "",
+            "| competition | seed | score | gold | silver | bronze | median | medal | above "
+            "median | valid | submission | human rank | note |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in sorted(self.reports, key=lambda r: (r.competition_id, r.seed or 0)):
+            note = r.reason if not r.valid_submission else ""
+            if r.competition_id in KNOWN_ISSUES:
+                note = (
+                    (note + "; " if note else "") + "known issue: " + KNOWN_ISSUES[r.competition_id]
+                )
+            out.append(
+                f"| {r.competition_id} | {r.seed} | {_fmt(r.score)} | "
+                f"{_fmt(r.gold_threshold)} | {_fmt(r.silver_threshold)} | "
+                f"{_fmt(r.bronze_threshold)} | {_fmt(r.median_threshold)} | {r.medal or '-'} | "
+                f"{_yes(r.above_median)} | {_yes(r.valid_submission)} | "
+                f"{_yes(r.submission_exists)} | {_fmt(r.human_rank)} | {_md(note)} |"
+            )
+        return "\n".join(out) + "\n"
+
+    # ------------------------------------------------------------------ HTML
+
+    def html(self) -> str:
+        """A self-contained HTML page: suite table, medal table, score-vs-threshold plots."""
+        cfg = self.run.manifest["config"]
+        e = html.escape
+        rows = "".join(
+            f"<tr><td>{e(_LABELS[k])}</td><td>{_fmt(self.metrics.metrics[k].mean)}</td>"
+            f"<td>{_fmt(self.metrics.metrics[k].sem)}</td>"
+            f"<td>{_fmt(self.metrics.metrics[k].sd)}</td></tr>"
+            for k in METRICS
+        )
+        seeds = list(cfg["seeds"])
+        medal_rows = []
+        for cid in cfg["competitions"]:
+            cells = []
+            runs = [r for r in self.reports if r.competition_id == cid]
+            for seed in seeds:
+                r = next(x for x in runs if x.seed == seed)
+                label = r.medal or ("valid" if r.valid_submission else "failed")
+                cells.append(
+                    f'<td class="{label}" title="{e(r.reason)}">{e(label)}<br>'
+                    f"<small>{_fmt(r.score)}</small></td>"
+                )
+            medal_rows.append(f"<tr><th>{e(cid)}</th>{''.join(cells)}<td>{_plot(runs)}</td></tr>")
+        head = "".join(f"<th>seed {s}</th>" for s in seeds)
+        return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>openmle bench: {e(cfg["suite"])}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
+table{{border-collapse:collapse;margin-bottom:2em}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:center}}
+.gold{{background:#f5d76e}}.silver{{background:#d5d8dc}}.bronze{{background:#e0a96d}}
+.failed{{background:#f5b7b1}}.valid{{background:#eafaf1}}
+</style></head><body>
+<h1>openmle bench: {e(cfg["suite"])}</h1>
+<p>{len(cfg["competitions"])} competitions &times; {len(seeds)} seeds; model
+<code>{e(cfg["model"])}</code>, sandbox <code>{e(cfg["sandbox"])}</code>, budget
+<code>{e(json.dumps(cfg["budget"]))}</code>; MLE-bench commit
+<code>{e(str(self.run.manifest["mlebench"].get("mlebench_commit") or "unknown"))}</code>;
+hardware: {e(_hw(self.run.manifest["hardware"]))}. Missing or failed runs count as failures.</p>
+<h2>Suite (mean, SEM with ddof 1, population sd)</h2>
+<table><tr><th>metric</th><th>mean</th><th>SEM</th><th>sd</th></tr>{rows}</table>
+<h2>Medals</h2>
+<p>Plot: test score (dots, one per seed) against the bronze, silver and gold thresholds and
+the median (ticks); better scores to the right.</p>
+<table><tr><th>competition</th>{head}<th>score vs thresholds</th></tr>{"".join(medal_rows)}
+</table></body></html>
+"""
+
+
+def _plot(runs: Sequence[CompetitionReport]) -> str:
+    """An inline SVG: thresholds as ticks, scores as dots, better to the right."""
+    r0 = next((r for r in runs if r.gold_threshold is not None), None)
+    if r0 is None:
+        return ""
+    marks = {
+        "median": r0.median_threshold,
+        "bronze": r0.bronze_threshold,
+        "silver": r0.silver_threshold,
+        "gold": r0.gold_threshold,
+    }
+    values = [v for v in marks.values() if v is not None and math.isfinite(v)]
+    values += [r.score for r in runs if r.score is not None]
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    lower = r0.is_lower_better
+
+    def x(v: float) -> float:
+        t = (v - lo) / span
+        return 10 + 280 * (1 - t if lower else t)
+
+    colors = {"median": "#888", "bronze": "#b9770e", "silver": "#7f8c8d", "gold": "#d4ac0d"}
+    parts = [
+        '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="40">',
+        '<line x1="10" y1="20" x2="290" y2="20" stroke="#ccc"/>',
+    ]
+    for name, v in marks.items():
+        if v is not None and math.isfinite(v):
+            parts.append(
+                f'<line x1="{x(v):.1f}" y1="8" x2="{x(v):.1f}" y2="32" stroke="{colors[name]}" '
+                f'stroke-width="2"><title>{name} {_fmt(v)}</title></line>'
+            )
+    parts.extend(
+        f'<circle cx="{x(r.score):.1f}" cy="20" r="4" fill="#2e86c1">'
+        f"<title>seed {r.seed}: {_fmt(r.score)}</title></circle>"
+        for r in runs
+        if r.score is not None
+    )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _missing(run: BenchRun, cid: str, seed: int, state: str) -> CompetitionReport:
+    """A failure report for a run that did not finish (thresholds filled when the
+    registry is at hand, so MLE-bench's tools can read it)."""
+    from openmle.bench._runner import _bench_of
+    from openmle.errors import OpenMLEError
+
+    reason = f"run {state}: counted as a failure"
+    try:
+        board = _bench_of(run.config, run.path).task(cid).leaderboard
+    except (OpenMLEError, OSError):
+        return CompetitionReport.missing(cid, seed=seed, reason=reason)
+    return competition_report(cid, None, board, submission_exists=False, seed=seed, reason=reason)
+
+
+def _stable(r: CompetitionReport) -> dict[str, Any]:
+    d = r.to_dict()
+    d.pop("created_at", None)
+    return d
+
+
+def _fmt(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.5g}"
+
+
+def _yes(b: bool) -> str:
+    return "yes" if b else "no"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:200]
+
+
+def _hw(h: dict[str, Any]) -> str:
+    gpus = ", ".join(h.get("gpus") or []) or "no GPU"
+    return f"{h.get('cpus')} CPUs, {h.get('memory_mb')} MiB, {gpus}"
+
+
+def bench_report(path: str | os.PathLike[str]) -> BenchReport:
+    """The report of the bench directory at ``path`` (finished or not)."""
+    return BenchReport(BenchRun.open(path))
+
+
+def write_report(path: str | os.PathLike[str]) -> dict[str, Path]:
+    """Write report.{json,md,html}, submission.jsonl and grading_report.json into the bench
+    directory; returns their paths by kind."""
+    rep = bench_report(path)
+    root = rep.run.path
+    out = {
+        "json": root / "report.json",
+        "markdown": root / "report.md",
+        "html": root / "report.html",
+        "submission_jsonl": root / "submission.jsonl",
+        "grading_report": root / "grading_report.json",
+    }
+    out["json"].write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n")
+    out["markdown"].write_text(rep.markdown())
+    out["html"].write_text(rep.html())
+    lines = [
+        json.dumps(
+            {
+                "competition_id": r.competition_id,
+                "submission_path": str((root / r.submission_path).resolve()),
+            }
+        )
+        for r in rep.reports
+        if r.submission_exists and r.submission_path
+    ]
+    out["submission_jsonl"].write_text("".join(line + "\n" for line in lines))
+    reports = rep.reports
+    summary = {
+        "total_runs": len(reports),
+        "total_runs_with_submissions": sum(r.submission_exists for r in reports),
+        "total_valid_submissions": sum(r.valid_submission for r in reports),
+        "total_medals": sum(r.any_medal for r in reports),
+        "total_gold_medals": sum(r.gold_medal for r in reports),
+        "total_silver_medals": sum(r.silver_medal for r in reports),
+        "total_bronze_medals": sum(r.bronze_medal for r in reports),
+        "total_above_median": sum(r.above_median for r in reports),
+        "competition_reports": [
+            r.to_mlebench_dict() for r in reports if r.gold_threshold is not None
+        ],
+    }
+    out["grading_report"].write_text(json.dumps(summary, indent=2) + "\n")
+    return out

@@ -1,0 +1,591 @@
+"""``openmle bench``: the competitions x seeds matrix, resumable, several runs at once.
+
+A bench directory::
+
+    BENCH_DIR/
+      manifest.json                       what makes the numbers comparable (see BenchConfig)
+      runs/<competition>/seed-<k>/        an ordinary search run directory (resumable)
+      runs/<competition>/seed-<k>/bench_result.json
+                                          the run's grading report, written once at its end
+      submissions/<competition>/seed-<k>/submission.csv
+                                          the chosen program's test submission, as graded
+
+Each run searches on the validation split only; the program with the best validation score is
+run once on the test split, and that submission is graded by the competition's grader, kept,
+and reported with MLE-bench's fields (:func:`openmle.bench.competition_report`). Seed ``k`` is
+the search seed, which also seeds every model request.
+
+Exactly resumable: a run with ``bench_result.json`` is finished and never touched again; a run
+directory without one is resumed with :func:`openmle.search.aresume_search` (in-flight steps
+re-run with their journalled proposals); a run that never started is started. A run whose
+directory holds files but no manifest (killed while being created) is started afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, final
+
+import anyio
+from attrs import define, field, frozen
+
+from openmle._types import Outcome, Resources, Split
+from openmle._version import __version__
+from openmle.bench._medals import CompetitionReport, competition_report
+from openmle.bench._mlebench import MLEBench, MLEBenchTask
+from openmle.errors import InvalidArgument, OpenMLEError
+
+__all__ = [
+    "BenchConfig",
+    "BenchRun",
+    "RunStatus",
+    "SandboxFactory",
+    "arun_bench",
+    "bench_sandbox",
+    "bench_status",
+]
+
+MANIFEST = "manifest.json"
+RESULT = "bench_result.json"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _strs(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(str(v) for v in values)
+
+
+def _ints(values: Iterable[int]) -> tuple[int, ...]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidArgument(f"Expected integer seeds but got {v!r}")
+        out.append(v)
+    return tuple(out)
+
+
+@final
+@frozen(kw_only=True)
+class BenchConfig:
+    """One benchmark: what runs, and everything a comparison must hold equal.
+
+    Args:
+        suite: the suite name (``mle-bench-lite``...) or ``"custom"``.
+        competitions: the competition ids, in report order.
+        seeds: the search seeds (one run per competition and seed).
+        model: the ``--model`` spec (``offline``, ``openai:URL#MODEL``...).
+        sandbox: the ``--sandbox`` spec.
+        budget: :meth:`openmle.search.Budget.to_dict` of each run's budget.
+        data_dir: the prepared MLE-bench data.
+        registry: the MLE-bench checkout, or None for the installed ``mlebench``.
+        resources: what each program run may use.
+        time_limit_s: the wall-clock limit of one program run.
+        concurrency: runs at once (None: the sandbox's slots).
+        workers: expansions in flight within one run.
+    """
+
+    suite: str
+    competitions: tuple[str, ...] = field(converter=_strs)
+    seeds: tuple[int, ...] = field(converter=_ints)
+    model: str
+    sandbox: str = "local"
+    budget: Mapping[str, Any] = field(factory=dict)
+    data_dir: str
+    registry: str | None = None
+    resources: Resources = field(factory=Resources)
+    time_limit_s: float = 3600.0
+    concurrency: int | None = None
+    workers: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        if not self.competitions:
+            raise InvalidArgument("Expected at least one competition in the bench; check SUITE")
+        if not self.seeds or any(s < 0 for s in self.seeds):
+            raise InvalidArgument(f"Expected seeds >= 0 but got seeds={list(self.seeds)}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise InvalidArgument(f"Expected distinct seeds but got {list(self.seeds)}")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise InvalidArgument(f"Expected concurrency >= 1 but got {self.concurrency}")
+        if self.workers < 1:
+            raise InvalidArgument(f"Expected workers >= 1 but got {self.workers}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "suite": self.suite,
+            "competitions": list(self.competitions),
+            "seeds": list(self.seeds),
+            "model": self.model,
+            "sandbox": self.sandbox,
+            "budget": dict(self.budget),
+            "data_dir": self.data_dir,
+            "registry": self.registry,
+            "resources": self.resources.to_dict(),
+            "time_limit_s": self.time_limit_s,
+            "concurrency": self.concurrency,
+            "workers": self.workers,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchConfig:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(data)
+        d["resources"] = Resources.from_dict(d.get("resources") or {})
+        return cls(**d)
+
+
+def hardware() -> dict[str, Any]:
+    """CPU count, memory, GPU models (from ``nvidia-smi`` when present), platform."""
+    mem = None
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    gpus: list[str] = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            out = subprocess.run(
+                [smi, "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+            gpus = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+    return {
+        "cpus": os.cpu_count(),
+        "memory_mb": mem,
+        "gpus": gpus,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+    }
+
+
+@final
+@frozen(kw_only=True)
+class RunStatus:
+    """Where one (competition, seed) run stands."""
+
+    competition_id: str
+    seed: int
+    state: str  # "done", "interrupted" or "pending"
+    report: CompetitionReport | None = None
+
+
+@final
+@define(eq=False)
+class BenchRun:
+    """A bench directory: its manifest and its runs.
+
+    Create one with :meth:`create` (new directory) or :meth:`open` (existing).
+    """
+
+    path: Path
+    config: BenchConfig
+    manifest: dict[str, Any]
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], config: BenchConfig, bench: MLEBench) -> BenchRun:
+        """Make ``path`` (absent or empty) and write the manifest.
+
+        Raises:
+            InvalidArgument: ``path`` holds files (use ``openmle bench resume``).
+        """
+        p = Path(path)
+        if p.exists() and (not p.is_dir() or any(p.iterdir())):
+            raise InvalidArgument(
+                f"{str(p)!r} already exists and is not empty; finish it with `openmle bench "
+                "resume` or choose a new --out"
+            )
+        manifest = {
+            "kind": "openmle-bench",
+            "schema_version": 1,
+            "openmle_version": __version__,
+            "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "config": config.to_dict(),
+            "mlebench": bench.manifest(),
+            "hardware": hardware(),
+            "selection": "best validation score; test graded once for the chosen program",
+        }
+        _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
+        return cls(path=p, config=config, manifest=manifest)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> BenchRun:
+        """An existing bench directory.
+
+        Raises:
+            InvalidArgument: not a bench directory.
+        """
+        p = Path(path)
+        try:
+            manifest = json.loads((p / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise InvalidArgument(
+                f"{str(p)!r} is not a bench directory (no readable {MANIFEST}); give the --out "
+                "of `openmle bench run`"
+            ) from None
+        if manifest.get("kind") != "openmle-bench":
+            raise InvalidArgument(f"{str(p)!r} is not a bench directory (wrong manifest kind)")
+        return cls(path=p, config=BenchConfig.from_dict(manifest["config"]), manifest=manifest)
+
+    def run_dir(self, cid: str, seed: int) -> Path:
+        """The search run directory of (``cid``, ``seed``)."""
+        return self.path / "runs" / cid / f"seed-{seed}"
+
+    def submission_path(self, cid: str, seed: int) -> Path:
+        """Where the run's graded test submission is kept."""
+        return self.path / "submissions" / cid / f"seed-{seed}" / "submission.csv"
+
+    def status(self) -> list[RunStatus]:
+        """Every run of the matrix, competitions in order, then seeds."""
+        out = []
+        for cid in self.config.competitions:
+            for seed in self.config.seeds:
+                rd = self.run_dir(cid, seed)
+                res = rd / RESULT
+                if res.is_file():
+                    data = json.loads(res.read_text(encoding="utf-8"))
+                    report = CompetitionReport.from_dict(data["report"])
+                    out.append(
+                        RunStatus(competition_id=cid, seed=seed, state="done", report=report)
+                    )
+                elif (rd / "manifest.json").is_file():
+                    out.append(RunStatus(competition_id=cid, seed=seed, state="interrupted"))
+                else:
+                    out.append(RunStatus(competition_id=cid, seed=seed, state="pending"))
+        return out
+
+
+def bench_status(path: str | os.PathLike[str]) -> list[RunStatus]:
+    """The runs of the bench directory at ``path`` and where each stands."""
+    return BenchRun.open(path).status()
+
+
+@final
+@define(eq=False)
+class _KeepingTask:
+    """A competition seen by one run: its test grade keeps the submission it graded."""
+
+    inner: MLEBenchTask
+    ref: str
+    keep: Path
+
+    @property
+    def name(self) -> str:
+        return self.ref
+
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        return self.inner.private_paths
+
+    def public_dir(self, split: Split) -> Path:
+        return self.inner.public_dir(split)
+
+    def grade(self, submission: Path, split: Split) -> Any:
+        if Split(split) is Split.TEST:
+            src = Path(submission)
+            self.keep.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_file() and not src.is_symlink():
+                shutil.copyfile(src, self.keep)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    self.keep.unlink()
+        return self.inner.grade(submission, split)
+
+
+def _ref(cid: str, seed: int) -> str:
+    return f"{cid}@seed-{seed}"
+
+
+@final
+@define(eq=False)
+class _Resolver:
+    bench: MLEBench
+    run: BenchRun
+
+    def __call__(self, ref: str) -> _KeepingTask:
+        cid, sep, seed = ref.rpartition("@seed-")
+        if not sep or not seed.isdigit():
+            raise InvalidArgument(f"Expected a bench task reference ID@seed-K but got {ref!r}")
+        return _KeepingTask(
+            inner=self.bench.task(cid), ref=ref, keep=self.run.submission_path(cid, int(seed))
+        )
+
+
+ProgressFn = Callable[[str], None]
+
+
+@define(eq=False)
+class _Live:
+    """Progress lines: per run (competition, seed, step, best validation, elapsed, budget
+    left) and overall (runs done, medals so far, ETA)."""
+
+    total: int
+    done: int
+    medals: int
+    emit: ProgressFn
+    t0: float = field(factory=time.monotonic)
+    finished_here: int = 0
+    _last: dict[str, tuple[float, int]] = field(factory=dict)
+
+    def run_line(self, cid: str, seed: int, p: Any, steps: int | None) -> None:
+        """A line when the run commits a step (and a heartbeat every 30 s otherwise)."""
+        key = f"{cid}:{seed}"
+        now = time.monotonic()
+        last_t, last_step = self._last.get(key, (-math.inf, -1))
+        if p.steps_done == last_step and now - last_t < 30.0:
+            return
+        self._last[key] = (now, p.steps_done)
+        best = "-" if p.best_score is None else f"{p.best_score:.5g}"
+        left = ", ".join(f"{k} {max(0.0, 1 - v):.0%} left" for k, v in sorted(p.fractions.items()))
+        of = f"/{steps}" if steps else ""
+        self.emit(
+            f"  {cid} seed {seed}: step {p.steps_done}{of}, best valid {best}, "
+            f"{now - self.t0:.0f}s elapsed{', ' + left if left else ''}"
+        )
+
+    def finished(self, report: CompetitionReport) -> None:
+        self.done += 1
+        self.finished_here += 1
+        self.medals += int(report.any_medal)
+        elapsed = time.monotonic() - self.t0
+        remaining = self.total - self.done
+        eta = elapsed / self.finished_here * remaining if self.finished_here else math.nan
+        medal = report.medal or ("valid" if report.valid_submission else "no valid submission")
+        score = "-" if report.score is None else f"{report.score:.5g}"
+        self.emit(
+            f"[{self.done}/{self.total} runs, {self.medals} medals] {report.competition_id} seed "
+            f"{report.seed}: test {score} ({medal}); ETA {eta:.0f}s"
+        )
+
+
+def _budget(config: BenchConfig) -> Any:
+    from openmle.search import Budget
+
+    return Budget.from_dict(dict(config.budget))
+
+
+async def _one(
+    run: BenchRun,
+    bench: MLEBench,
+    cid: str,
+    seed: int,
+    *,
+    model: Any,
+    sandbox: Any,
+    limiter: anyio.CapacityLimiter,
+    live: _Live,
+) -> CompetitionReport:
+    from openmle.search import SearchConfig, aresume_search, arun_search
+
+    rd = run.run_dir(cid, seed)
+    task = bench.task(cid)
+    leaderboard = task.leaderboard
+    hib = not leaderboard.lower_is_better
+    steps = run.config.budget.get("steps")
+
+    def progress(p: Any) -> None:
+        live.run_line(cid, seed, p, steps)
+
+    if (rd / "manifest.json").is_file():
+        result = await aresume_search(
+            rd, model=model, sandbox=sandbox, limiter=limiter, on_progress=progress
+        )
+    else:
+        if rd.exists():
+            shutil.rmtree(rd)  # killed while being created: nothing was journalled
+        result = await arun_search(
+            _ref(cid, seed),
+            model=model,
+            sandbox=sandbox,
+            budget=_budget(run.config),
+            config=SearchConfig(seed=seed, timeout_s=run.config.time_limit_s),
+            workers=run.config.workers,
+            ordered=True,
+            run_dir=rd,
+            higher_is_better=hib,
+            description=task.description,
+            limiter=limiter,
+            on_progress=progress,
+            resources=run.config.resources,
+            time_limit_s=run.config.time_limit_s,
+            manifest_extra={"bench": {"competition_id": cid, "seed": seed}},
+        )
+    kept = run.submission_path(cid, seed)
+    test = result.test_result
+    score = test.score if test is not None and test.outcome is Outcome.SUCCESS else None
+    reason = (
+        ""
+        if score is not None
+        else (
+            "no program succeeded on validation"
+            if test is None
+            else (test.detail or test.outcome.value)
+        )
+    )
+    report = competition_report(
+        cid,
+        score,
+        leaderboard,
+        submission_exists=kept.is_file(),
+        submission_path=str(kept.relative_to(run.path)) if kept.is_file() else "",
+        seed=seed,
+        reason=reason,
+    )
+    _atomic_write(
+        rd / RESULT,
+        json.dumps(
+            {
+                "report": report.to_dict(),
+                "best_node": None if result.best is None else result.best.node_id,
+                "best_valid_score": result.best_valid_score,
+                "nodes": len(result.nodes),
+                "stop_reason": result.stop_reason,
+                "spent": dict(result.spent),
+            },
+            indent=2,
+            sort_keys=True,
+        ),
+    )
+    live.finished(report)
+    return report
+
+
+def _slots(sandbox: Any) -> int:
+    n = getattr(sandbox, "max_concurrency", None)
+    return int(n) if isinstance(n, int) and n > 0 else 1
+
+
+SandboxFactory = Callable[[Callable[[str], Any]], Any]
+"""Builds a sandbox from the bench's task resolver (``resolver(job.task) -> TaskHandle``)."""
+
+
+def bench_sandbox(spec: str) -> SandboxFactory:
+    """The sandbox factory for a ``--sandbox`` spec: ``local`` or ``docker``.
+
+    Raises:
+        InvalidArgument: another spec (the bench grades through its own task resolver, which
+            remote sandboxes cannot reach).
+    """
+    from openmle import backends
+
+    if spec == "local":
+        return lambda resolver: backends.LocalSandbox(resolver=resolver)
+    if spec == "docker":
+        return lambda resolver: backends.DockerSandbox(resolver=resolver)
+    raise InvalidArgument(
+        f"Expected --sandbox local or docker for a bench but got {spec!r}: the bench grades "
+        "with MLE-bench's graders through its own task resolver"
+    )
+
+
+async def arun_bench(
+    path: str | os.PathLike[str],
+    *,
+    model: Any,
+    config: BenchConfig | None = None,
+    sandbox: SandboxFactory | None = None,
+    bench: MLEBench | None = None,
+    emit: ProgressFn | None = None,
+) -> list[CompetitionReport]:
+    """Run (``config`` given: a new bench at ``path``) or finish (``config`` None: resume the
+    bench at ``path``) every run of the matrix exactly once.
+
+    Args:
+        path: the bench directory.
+        model: an :class:`openmle.OperatorModel` (the CLI builds it from ``config.model``).
+        config: the bench to start; None to resume the one at ``path``.
+        sandbox: builds the sandbox from the bench's task resolver (default: from
+            ``config.sandbox``, see :func:`bench_sandbox`); the sandbox is closed at the end.
+        bench: the registry and data (default: from the config; validation views under
+            ``BENCH_DIR/valid``).
+        emit: receives progress lines (default: none).
+
+    Returns:
+        Every run's report, competitions in order, then seeds (runs that did not finish are
+        reported as failures).
+
+    Raises:
+        InvalidArgument: a bad config, a non-empty new directory, or not a bench directory.
+    """
+    if config is not None:
+        bench = bench or _bench_of(config, Path(path))
+        run = BenchRun.create(path, config, bench)
+    else:
+        run = BenchRun.open(path)
+        bench = bench or _bench_of(run.config, run.path)
+    cfg = run.config
+    box = (sandbox or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
+    states = run.status()
+    live = _Live(
+        total=len(states),
+        done=sum(s.state == "done" for s in states),
+        medals=sum(bool(s.report and s.report.any_medal) for s in states),
+        emit=emit or (lambda _line: None),
+    )
+    todo = [s for s in states if s.state != "done"]
+    live.emit(
+        f"openmle bench: {len(states)} runs ({len(cfg.competitions)} competitions x "
+        f"{len(cfg.seeds)} seeds), {len(todo)} to do, writing {run.path}"
+    )
+    runs_at_once = cfg.concurrency or _slots(box)
+    gate = anyio.Semaphore(runs_at_once)
+    limiter = anyio.CapacityLimiter(runs_at_once * cfg.workers)
+
+    async def one(s: RunStatus) -> None:
+        async with gate:
+            try:
+                await _one(
+                    run,
+                    bench,
+                    s.competition_id,
+                    s.seed,
+                    model=model,
+                    sandbox=box,
+                    limiter=limiter,
+                    live=live,
+                )
+            except OpenMLEError as exc:  # a broken competition fails its runs, not the bench
+                live.emit(f"  {s.competition_id} seed {s.seed}: not finished: {exc}")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for s in todo:
+                tg.start_soon(one, s)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await box.aclose()
+    return [
+        s.report or CompetitionReport.missing(s.competition_id, seed=s.seed, reason=s.state)
+        for s in run.status()
+    ]
+
+
+def _bench_of(config: BenchConfig, path: Path) -> MLEBench:
+    return MLEBench.locate(
+        config.registry,
+        config.data_dir,
+        valid_dir=path / "valid",
+        resources=config.resources,
+        time_limit_s=config.time_limit_s,
+    )
