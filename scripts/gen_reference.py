@@ -30,6 +30,7 @@ MODULES = (
     "openmle.operators",
     "openmle.gym",
     "openmle.service",
+    "openmle.bench",
     "openmle.backends",
     "openmle.train",
     "openmle.testing",

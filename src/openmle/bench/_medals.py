@@ -82,8 +82,7 @@ GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/v1"
 
 
 def round_score(score: float | None) -> float | None:
-    """The score as MLE-bench compares it: rounded to 5 decimals; None when missing or not
-    finite."""
+    """The score as MLE-bench compares it, rounded to 5 decimals (None: missing/not finite)."""
     if score is None or isinstance(score, bool):
         return None
     try:
@@ -206,8 +205,10 @@ class RankInfo:
 
 
 def rank_score(score: float | None, leaderboard: Leaderboard | Sequence[float]) -> RankInfo:
-    """MLE-bench's medal and above-median flags for ``score`` (already rounded; see
-    :func:`round_score`) on ``leaderboard``."""
+    """MLE-bench's medal and above-median flags for an already rounded ``score``.
+
+    Round the grader's raw score with :func:`round_score` first (as MLE-bench's grader does).
+    """
     board = leaderboard if isinstance(leaderboard, Leaderboard) else Leaderboard(scores=leaderboard)
     lower = board.lower_is_better
     gold, silver, bronze, median = board.thresholds()

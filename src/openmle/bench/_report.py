@@ -257,8 +257,11 @@ def bench_report(path: str | os.PathLike[str]) -> BenchReport:
 
 
 def write_report(path: str | os.PathLike[str]) -> dict[str, Path]:
-    """Write report.{json,md,html}, submission.jsonl and grading_report.json into the bench
-    directory; returns their paths by kind."""
+    """Write the reports and MLE-bench's input files into the bench directory.
+
+    Writes ``report.{json,md,html}``, ``submission.jsonl`` and ``grading_report.json``;
+    returns their paths by kind.
+    """
     rep = bench_report(path)
     root = rep.run.path
     out = {

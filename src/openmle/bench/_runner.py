@@ -508,8 +508,10 @@ async def arun_bench(
     bench: MLEBench | None = None,
     emit: ProgressFn | None = None,
 ) -> list[CompetitionReport]:
-    """Run (``config`` given: a new bench at ``path``) or finish (``config`` None: resume the
-    bench at ``path``) every run of the matrix exactly once.
+    """Run a new bench (``config`` given) or finish the one at ``path``: every run, once.
+
+    With ``config`` a new bench directory is made at ``path``; without, the bench at ``path``
+    is resumed (finished runs untouched, interrupted ones resumed, the rest started).
 
     Args:
         path: the bench directory.
