@@ -409,7 +409,12 @@ async def _one(
 
     if (rd / "manifest.json").is_file():
         result = await aresume_search(
-            rd, model=model, sandbox=sandbox, limiter=limiter, on_progress=progress
+            rd,
+            model=model,
+            sandbox=sandbox,
+            limiter=limiter,
+            on_progress=progress,
+            description=task.description,
         )
     else:
         if rd.exists():

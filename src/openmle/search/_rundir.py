@@ -643,6 +643,7 @@ async def aresume_search(
     limiter: anyio.CapacityLimiter | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
+    description: str | None = None,
 ) -> SearchResult:
     """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
 
@@ -652,12 +653,15 @@ async def aresume_search(
 
     Args:
         budget: a new budget (for example to extend a finished run); default: the manifest's.
+        description: the task description the run started with, for tasks ``openmle.gym``
+            cannot resolve (default: the task package's); it must match the manifest's hash.
 
     Returns:
         A :class:`~openmle.search.SearchResult`.
 
     Raises:
         RunDirError: not a run directory, or a damaged journal.
+        InvalidArgument: ``description`` differs from the one the run started with.
     """
     from openmle.search._driver import (
         JobLimits,
@@ -683,11 +687,24 @@ async def aresume_search(
     hib = bool(m["task"]["higher_is_better"])
     from openmle.search._driver import _description
 
+    extra = m.get("extra", {})
+    limits = (
+        JobLimits.from_dict(extra["job_limits"])
+        if "job_limits" in extra
+        else _job_limits(m["task"]["name"])
+    )
+    if description is not None:
+        want = m["task"].get("description_sha256")
+        if want and hashlib.sha256(description.encode()).hexdigest() != want:
+            raise InvalidArgument(
+                f"the description given to resume {str(rd.path)!r} differs from the one the "
+                "run started with; pass the original description"
+            )
     info = TaskInfo(
         name=m["task"]["name"],
-        description=_description(m["task"]["name"]),
+        description=_description(m["task"]["name"]) if description is None else description,
         higher_is_better=hib,
-        timeout_s=cfg.timeout_s,
+        timeout_s=limits.timeout(cfg.timeout_s),
     )
     core = SearchCore(
         config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
@@ -722,11 +739,7 @@ async def aresume_search(
             requeue=requeue,
             final_done=final_done,
             run_dir=rd.path,
-            limits=(
-                JobLimits.from_dict(m["extra"]["job_limits"])
-                if "job_limits" in m.get("extra", {})
-                else _job_limits(m["task"]["name"])
-            ),
+            limits=limits,
         )
         rd.session("end", stop_reason=result.stop_reason)
         return result
@@ -744,6 +757,7 @@ def resume_search(
     budget: Budget | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
+    description: str | None = None,
 ) -> SearchResult:
     """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
     return anyio.run(
@@ -757,5 +771,6 @@ def resume_search(
             budget=budget,
             on_progress=on_progress,
             final_test=final_test,
+            description=description,
         )
     )

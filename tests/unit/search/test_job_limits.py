@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from tests.unit.search.test_loop_driver import grade, model_by_step, selector
 
-from openmle import Resources, Split
+from openmle import ModelRequest, Resources, Split
+from openmle.errors import InvalidArgument
 from openmle.search import Budget, SearchConfig, resume_search, run_search
 from openmle.testing import FunctionSandbox, ScriptedModel
 
@@ -85,3 +88,53 @@ def test_no_task_package_means_defaults() -> None:
 
     limits = _job_limits("no-such-task-anywhere")
     assert limits.resources == Resources() and limits.timeout(123.0) == 123.0
+
+
+def test_resume_keeps_the_description_and_time_limit_in_prompts(tmp_path: Path) -> None:
+    """A task openmle.gym cannot resolve (a benchmark's) resumes with the description it started
+    with (it was resumed with an empty one) and the capped time limit; a different one is
+    refused."""
+    seen: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> str:
+        seen.append(request)
+        return model_by_step(request)
+
+    run_dir = tmp_path / "run"
+    kwargs: dict[str, Any] = dict(
+        sandbox=FunctionSandbox(grade), selector=selector(), higher_is_better=True
+    )
+    run_search(
+        "bench-task@seed-0",
+        model=ScriptedModel(answer),
+        budget=Budget(steps=2),
+        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
+        workers=1,
+        description="THE SECRET DESCRIPTION",
+        run_dir=run_dir,
+        time_limit_s=20.0,
+        final_test=False,
+        **kwargs,
+    )
+    first = [m.content for r in seen for m in r.messages]
+    assert any("THE SECRET DESCRIPTION" in c for c in first)
+    seen.clear()
+    kwargs.pop("higher_is_better")
+    resume_search(
+        run_dir,
+        model=ScriptedModel(answer),
+        budget=Budget(steps=4),
+        description="THE SECRET DESCRIPTION",
+        **kwargs,
+    )
+    assert seen and all(
+        any("THE SECRET DESCRIPTION" in m.content for m in r.messages) for r in seen
+    )
+    with pytest.raises(InvalidArgument, match="differs"):
+        resume_search(
+            run_dir,
+            model=ScriptedModel(answer),
+            budget=Budget(steps=5),
+            description="another",
+            **kwargs,
+        )
