@@ -27,6 +27,9 @@ Layout of a package::
     time_limit_s = 600        # per-run wall-clock limit (at most 7 days)
     valid_fraction = 0.2      # share of train.csv held out for the validation split
     grade_timeout_s = 600     # wall-clock limit on one grading process (at most 1 day)
+    layout = "tabular"        # or "files": public data is whatever the task ships (image
+                              # folders, JSON, audio...); no train.csv/test.csv required, and
+                              # the validation split must be shipped in data/valid
     [resources]               # at most 256 cpus, 16 gpus, 2 TiB
     cpus = 2
     gpus = 0
@@ -42,6 +45,10 @@ Layout of a package::
 Every path in ``task.toml`` (``leaderboard``) is relative and stays inside the package, also
 after resolving symbolic links; values outside the ranges above are refused with the key
 and the range named.
+
+A package may ship its own validation split, ``data/valid/public`` (what a program sees
+during search, with its ``sample_submission.csv``) and ``data/valid/private/test_answer.csv``;
+it is then used instead of the hold-out of ``train.csv``. A ``files`` package must ship one.
 
 Packages built for the released system (no ``task.toml``) load as they are: the direction
 comes from the metric class's ``higher_is_better``, read in a child process on first use.
@@ -89,7 +96,9 @@ _KEYS = {
     "grade_timeout_s": float,
     "resources": dict,
     "grader": dict,
+    "layout": str,
 }
+LAYOUTS = ("tabular", "files")
 
 _MAXIMA = {
     "time_limit_s": 7 * 86_400.0,
@@ -116,6 +125,7 @@ class _Config:
     grade_timeout_s: float = 600.0
     resources: Resources = field(factory=Resources)
     grader: GradeLimits = field(factory=GradeLimits)
+    layout: str = "tabular"
 
 
 def _bad(key: str, expected: str, value: object, hint: str) -> TaskPackageError:
@@ -190,6 +200,9 @@ def _read_config(root: Path) -> _Config:
         TaskMeta(higher_is_better=True, **bounds)
     except (InvalidArgument, TypeError) as exc:
         raise TaskPackageError(f"task.toml: {exc}") from None
+    layout = data.get("layout", "tabular")
+    if layout not in LAYOUTS:
+        raise _bad("layout", f"one of {list(LAYOUTS)}", layout, "tabular is the default")
     name = data.get("name", root.name)
     if not name.strip():
         raise _bad("name", "a non-empty string", name, "name the task")
@@ -205,6 +218,7 @@ def _read_config(root: Path) -> _Config:
         grade_timeout_s=float(data.get("grade_timeout_s", 600.0)),
         resources=resources,
         grader=grader,
+        layout=layout,
     )
 
 
@@ -361,31 +375,61 @@ class Task:
     # ---------------------------------------------------------------- TaskHandle
 
     @property
+    def layout(self) -> str:
+        """``"tabular"`` (train.csv/test.csv) or ``"files"`` (any public data)."""
+        return self._config.layout
+
+    @property
+    def shipped_valid(self) -> bool:
+        """Whether the package ships its validation split in ``data/valid``."""
+        v = self.root / "data" / "valid"
+        return (v / "public").is_dir() and (v / "private").is_dir()
+
+    @property
     def private_paths(self) -> tuple[Path, ...]:
-        """``data/private`` and the validation view's answers directory.
+        """``data/private``, the validation view's answers directory and a shipped
+        ``data/valid/private`` (files layout: no view).
 
         The view's directory is listed whether or not it has been built yet (listing it does
         not build it), so a sandbox can hide it either way.
         """
-        return (self.root / "data" / "private", valid_view_path(self.name, self._key()) / "private")
+        shipped = self.root / "data" / "valid" / "private"
+        if self.layout == "files":
+            return (self.root / "data" / "private", shipped)
+        return (
+            self.root / "data" / "private",
+            valid_view_path(self.name, self._key()) / "private",
+            shipped,
+        )
 
     def public_dir(self, split: Split | str) -> Path:
         """The directory a program reads through ``$DATA_DIR``.
 
-        ``test``: ``data/public``. ``valid``: the hold-out view (built on first use).
+        ``test``: ``data/public``. ``valid``: the shipped ``data/valid/public``, else the
+        hold-out view of ``train.csv`` (built on first use).
 
         Raises:
             TaskPackageError: the validation view cannot be built (the message says why).
         """
         if check_split(split) is Split.TEST:
             return self.root / "data" / "public"
-        return self._view_root() / "public"
+        return self._valid_root() / "public"
 
     def answers_path(self, split: Split | str) -> Path:
         """The hidden answers of ``split`` (for graders only; never give it to a program)."""
         if check_split(split) is Split.TEST:
             return self.root / "data" / "private" / "test_answer.csv"
-        return self._view_root() / "private" / "test_answer.csv"
+        return self._valid_root() / "private" / "test_answer.csv"
+
+    def _valid_root(self) -> Path:
+        if self.shipped_valid:
+            return self.root / "data" / "valid"
+        if self.layout == "files":
+            raise TaskPackageError(
+                "a files-layout task needs its validation split in data/valid: public/ (with "
+                "sample_submission.csv) and private/test_answer.csv"
+            )
+        return self._view_root()
 
     def grade(
         self,
@@ -514,6 +558,7 @@ class Task:
             "higher_is_better": self._config.higher_is_better,
             "resources": self.resources.to_dict(),
             "time_limit_s": self.time_limit_s,
+            "layout": self.layout,
             "has_leaderboard": bool(self._read_leaderboard()),
         }
 

@@ -19,6 +19,11 @@ Every problem names the file and the fix, and never quotes a cell of the answers
 that hits something unexpected reports it as a problem instead of raising: ``validate`` never
 raises for a broken package.
 
+A ``files``-layout package (``layout = "files"`` in ``task.toml``) ships whatever public data
+its task needs: ``train.csv`` and ``test.csv`` are not required, the row and id checks compare
+the sample submission with the answers, and its validation split must be shipped in
+``data/valid`` (checked like the test split). A tabular package may ship one too.
+
 The released Gym then asked an LLM judge to score the task; that is out of scope here.
 """
 
@@ -87,6 +92,10 @@ class _Checker:
 
     # ------------------------------------------------------------------ checks
 
+    @property
+    def files_layout(self) -> bool:
+        return self.task.layout == "files"
+
     def files(self) -> None:
         required = {
             f"{_PUBLIC}/description.txt": "describe the task, the data and the submission format",
@@ -95,6 +104,19 @@ class _Checker:
             _FILES["sample"]: "add a sample submission with the expected columns and ids",
             _ANSWERS: "add the hidden answers (id and target columns)",
         }
+        if self.files_layout:
+            del required[_FILES["train"]], required[_FILES["test"]]
+            for rel, fix in {
+                "data/valid/public/sample_submission.csv": "ship the validation split's "
+                "public data with its sample submission",
+                "data/valid/private/test_answer.csv": "ship the validation split's answers",
+            }.items():
+                if not (self.root / rel).is_file():
+                    self.error(
+                        rel,
+                        "is missing (a files-layout task ships its validation split).",
+                        fix.capitalize() + ".",
+                    )
         for rel, fix in required.items():
             if not (self.root / rel).is_file():
                 self.error(rel, "is missing.", fix.capitalize() + ".")
@@ -138,17 +160,23 @@ class _Checker:
         if not text.strip():
             self.error(rel, "is empty.", "Describe the task, the metric and the submission.")
 
+    def _reference(self) -> str:
+        """The table the others must line up with: test.csv, else (files layout) the sample."""
+        return "sample" if self.files_layout and "test" not in self.tables else "test"
+
     def rows(self) -> None:
-        test = self.tables.get("test")
+        ref = self._reference()
+        test = self.tables.get(ref)
         if test is None:
             return
+        name = Path(_FILES[ref]).name
         for key in ("sample", "answers"):
             t = self.tables.get(key)
-            if t is not None and len(t.rows) != len(test.rows):
+            if key != ref and t is not None and len(t.rows) != len(test.rows):
                 self.error(
                     _FILES[key],
-                    f"has {len(t.rows)} rows but test.csv has {len(test.rows)}.",
-                    "Give it exactly one row per row of test.csv.",
+                    f"has {len(t.rows)} rows but {name} has {len(test.rows)}.",
+                    f"Give it exactly one row per row of {name}.",
                 )
 
     def ids(self) -> None:
@@ -164,6 +192,8 @@ class _Checker:
             )
             return
         orders: dict[str, list[str]] = {}
+        ref = self._reference()
+        name = Path(_FILES[ref]).name
         for key in ("test", "sample", "answers"):
             t = self.tables.get(key)
             if t is None:
@@ -184,19 +214,19 @@ class _Checker:
                     "Give every row a unique id.",
                 )
             orders[key] = ids
-        test_ids = orders.get("test")
+        test_ids = orders.get(ref)
         for key in ("sample", "answers"):
             other = orders.get(key)
-            if test_ids is None or other is None or len(other) != len(test_ids):
+            if key == ref or test_ids is None or other is None or len(other) != len(test_ids):
                 continue
             if other != test_ids:
                 same_set = sorted(other) == sorted(test_ids)
                 self.error(
                     _FILES[key],
-                    "lists the test ids in a different order than test.csv."
+                    f"lists the test ids in a different order than {name}."
                     if same_set
-                    else "holds ids that test.csv does not have (or lacks some of its ids).",
-                    "Write the ids of test.csv, in the same order.",
+                    else f"holds ids that {name} does not have (or lacks some of its ids).",
+                    f"Write the ids of {name}, in the same order.",
                 )
         train = self.tables.get("train")
         if train is not None and col not in train.header:
@@ -298,6 +328,9 @@ class _Checker:
             self.sample_score = report.score
 
     def valid_split(self, smoke_test: bool) -> None:
+        if self.task.shipped_valid:
+            self.shipped_valid_split(smoke_test)
+            return
         if not {"train", "sample", "answers"} <= set(self.tables):
             return
         try:
@@ -320,6 +353,22 @@ class _Checker:
                     _FILES["train"],
                     f"the validation split's sample submission does not grade: {report.reason}.",
                     "Make train.csv's target columns match the answers file's.",
+                )
+
+    def shipped_valid_split(self, smoke_test: bool) -> None:
+        sample = "data/valid/public/sample_submission.csv"
+        answers = "data/valid/private/test_answer.csv"
+        for rel in (sample, answers):
+            if not (self.root / rel).is_file():
+                self.error(rel, "is missing from the shipped validation split.", "Add it.")
+                return
+        if smoke_test and self.sample_score is not None:
+            report = self.task.grade(self.root / sample, "valid")
+            if not report.valid:
+                self.error(
+                    sample,
+                    f"does not grade on the validation split: {report.reason}.",
+                    "Make the validation split's sample submission and answers agree.",
                 )
 
 
