@@ -251,6 +251,13 @@ def _hw(h: dict[str, Any]) -> str:
     return f"{h.get('cpus')} CPUs, {h.get('memory_mb')} MiB, {gpus}"
 
 
+def _mlebench_dict(r: CompetitionReport, root: Path) -> dict[str, Any]:
+    d = r.to_mlebench_dict()
+    if d["submission_path"]:
+        d["submission_path"] = str((root / d["submission_path"]).resolve())
+    return d
+
+
 def bench_report(path: str | os.PathLike[str]) -> BenchReport:
     """The report of the bench directory at ``path`` (finished or not)."""
     return BenchReport(BenchRun.open(path))
@@ -296,7 +303,7 @@ def write_report(path: str | os.PathLike[str]) -> dict[str, Path]:
         "total_bronze_medals": sum(r.bronze_medal for r in reports),
         "total_above_median": sum(r.above_median for r in reports),
         "competition_reports": [
-            r.to_mlebench_dict() for r in reports if r.gold_threshold is not None
+            _mlebench_dict(r, root) for r in reports if r.gold_threshold is not None
         ],
     }
     out["grading_report"].write_text(json.dumps(summary, indent=2) + "\n")
