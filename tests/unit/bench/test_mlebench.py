@@ -11,7 +11,7 @@ import pytest
 from tests.unit.bench._minibench import IDS, build
 
 from openmle import Split
-from openmle.bench import MLEBench, competition_report, doctor
+from openmle.bench import LITE_IDS, MLEBench, competition_report, doctor
 from openmle.errors import InvalidArgument, MissingDependency
 
 pytest.importorskip("yaml")
@@ -137,3 +137,16 @@ def test_doctor_finds_problems_and_fixes(mini: tuple[Path, Path], tmp_path: Path
     assert not by["mini-images"].ok and "git lfs pull" in by["mini-images"].fixes[0]
     assert not by["mini-tabular"].ok and "mlebench prepare" in by["mini-tabular"].fixes[0]
     assert not by["mini-jsonl"].ok and "checksum" in by["mini-jsonl"].problems[0]
+
+
+def test_lite_ids_without_split_files(mini: tuple[Path, Path], tmp_path: Path) -> None:
+    """An installed mlebench has no experiments/splits: Lite falls back to the embedded 22 ids
+    (MLE-bench's low.txt); medium/high say what they need."""
+    registry, data = mini
+    reg2 = tmp_path / "site-packages"
+    shutil.copytree(registry / "mlebench", reg2 / "mlebench")
+    b = MLEBench.locate(reg2, data)
+    assert b.suite("mle-bench-lite") == list(LITE_IDS)
+    assert len(LITE_IDS) == 22 == len(set(LITE_IDS))
+    with pytest.raises(InvalidArgument, match=r"medium\.txt"):
+        b.suite("mle-bench-medium")
