@@ -362,8 +362,15 @@ class _Checker:
             if not (self.root / rel).is_file():
                 self.error(rel, "is missing from the shipped validation split.", "Add it.")
                 return
-        if smoke_test and self.sample_score is not None:
-            report = self.task.grade(self.root / sample, "valid")
+        left = self.budget()
+        if smoke_test and self.sample_score is not None and left is None:
+            self.error(
+                sample,
+                "was not graded: the test split's grading used up grade_timeout_s.",
+                "Make the metric faster or raise grade_timeout_s in task.toml.",
+            )
+        elif smoke_test and self.sample_score is not None:
+            report = self.task.grade(self.root / sample, "valid", timeout_s=left)
             if not report.valid:
                 self.error(
                     sample,
