@@ -43,14 +43,14 @@ def test_experiment_file_errors_name_the_key(
     registry, data = mini
     exp = tmp_path / "exp.toml"
     exp.write_text(f'suite = "mle-bench-lite"\ndata = "{data}"\nseedz = 3\n')
-    assert main(["bench", "run", str(exp)]) == 1
+    assert main(["bench", "run", str(exp)]) == 2  # a usage error (InvalidArgument)
     assert "unknown key(s) ['seedz']" in capsys.readouterr().err
     exp.write_text(f'suite = "mle-bench-lite"\ndata = "{data}"\nregistry = "{registry}"\n')
-    assert main(["bench", "run", str(exp)]) == 1
+    assert main(["bench", "run", str(exp)]) == 2
     assert "Expected out" in capsys.readouterr().err
-    assert main(["bench", "report", str(tmp_path)]) == 1
+    assert main(["bench", "report", str(tmp_path)]) == 2
     assert "not a bench directory" in capsys.readouterr().err
     out = tmp_path / "b"
     assert main(["bench", "run", "mini-nope", "--data", str(data), "--registry",
-                 str(registry), "--out", str(out)]) == 1  # fmt: skip
+                 str(registry), "--out", str(out)]) == 2  # fmt: skip
     assert "Unknown suite" in capsys.readouterr().err and not out.exists()
