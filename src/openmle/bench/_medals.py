@@ -214,14 +214,15 @@ def rank_score(score: float | None, leaderboard: Leaderboard | Sequence[float]) 
     gold, silver, bronze, median = board.thresholds()
     ok = score is not None and math.isfinite(score)
 
+    v = float(score) if score is not None and ok else math.nan
+
     def reaches(threshold: float) -> bool:
-        assert score is not None
-        return score <= threshold if lower else score >= threshold
+        return v <= threshold if lower else v >= threshold
 
     g = ok and reaches(gold)
     s = ok and not g and reaches(silver)
     b = ok and not g and not s and reaches(bronze)
-    above = ok and (score < median if lower else score > median)  # type: ignore[operator]
+    above = ok and (v < median if lower else v > median)
     return RankInfo(
         gold_threshold=gold,
         silver_threshold=silver,

@@ -214,7 +214,8 @@ def _plot(runs: Sequence[CompetitionReport]) -> str:
 
 def _missing(run: BenchRun, cid: str, seed: int, state: str) -> CompetitionReport:
     """A failure report for a run that did not finish (thresholds filled when the
-    registry is at hand, so MLE-bench's tools can read it)."""
+    registry is at hand, so MLE-bench's tools can read it).
+    """
     from openmle.bench._runner import _bench_of
     from openmle.errors import OpenMLEError
 

@@ -338,7 +338,8 @@ ProgressFn = Callable[[str], None]
 @define(eq=False)
 class _Live:
     """Progress lines: per run (competition, seed, step, best validation, elapsed, budget
-    left) and overall (runs done, medals so far, ETA)."""
+    left) and overall (runs done, medals so far, ETA).
+    """
 
     total: int
     done: int

@@ -644,7 +644,8 @@ def _resolve(task: str) -> Any:
 @frozen(kw_only=True)
 class JobLimits:
     """What every job of a search asks for: the task's resources and its per-run time limit
-    (which caps ``SearchConfig.timeout_s``; None: no task limit)."""
+    (which caps ``SearchConfig.timeout_s``; None: no task limit).
+    """
 
     resources: Resources = field(factory=Resources)
     time_limit_s: float | None = None
@@ -673,7 +674,8 @@ def _job_limits(
     task: str, resources: Resources | None = None, time_limit_s: float | None = None
 ) -> JobLimits:
     """The limits for ``task``'s jobs: the explicit ones, else the task package's (resources
-    and ``time_limit_s`` via ``openmle.gym``), else the defaults."""
+    and ``time_limit_s`` via ``openmle.gym``), else the defaults.
+    """
     t = _resolve(task) if resources is None or time_limit_s is None else None
     if resources is None:
         resources = getattr(t, "resources", None)
