@@ -162,8 +162,9 @@ class _UncheckedSandbox:
 
 
 def test_model_code_with_a_lone_surrogate_is_an_outcome(tmp_path: Path) -> None:
-    """Code the model wrote with a lone surrogate is a RUNTIME_ERROR node, never run and never
-    an exception; its program file is written with the character escaped."""
+    """Code the model wrote with a lone surrogate never raises: the response parser replaces
+    the unencodable half by U+FFFD, the program runs as data, and its file is valid UTF-8.
+    (A custom parser that lets one through meets the driver's own check, below.)"""
 
     def answer(request: ModelRequest) -> str:
         if request.metadata["step"] == 0:
@@ -184,11 +185,19 @@ def test_model_code_with_a_lone_surrogate_is_an_outcome(tmp_path: Path) -> None:
         description="",
     )
     first = result.nodes[0]
-    assert first.outcome is Outcome.RUNTIME_ERROR
-    assert first.error_signature is not None and "UnicodeEncodeError" in first.error_signature
-    assert "n00000" not in [j.name for j in sandbox.jobs]
-    assert "\\ud800" in (out / "nodes" / "n00000" / "program.py").read_text()
+    assert first.outcome is Outcome.SUCCESS
+    assert "\ufffd" in (out / "nodes" / "n00000" / "program.py").read_text(encoding="utf-8")
     assert result.best is not None
+
+
+def test_the_driver_refuses_unencodable_code_from_any_parser() -> None:
+    """The driver's own guard: text a custom parser passes on with a lone surrogate is named as
+    unencodable (the node becomes a RUNTIME_ERROR outcome), never written or run."""
+    from openmle.search._driver import _unencodable
+
+    assert _unencodable("print('ok')") is None
+    why = _unencodable("print('\ud800')")
+    assert why is not None and "cannot be encoded as UTF-8" in why
 
 
 @pytest.mark.parametrize(
