@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from openmle._types import Split
 
-__all__ = ["GradeLike", "TaskHandle", "TaskResolver"]
+__all__ = ["GradeLike", "TaskEnvironment", "TaskHandle", "TaskResolver"]
 
 
 @runtime_checkable
@@ -65,6 +65,21 @@ class TaskHandle(Protocol):
 
     def grade(self, submission: Path, split: Split) -> GradeLike:
         """Grade ``submission`` against the answers of ``split`` (blocking; out of process)."""
+        ...
+
+
+@runtime_checkable
+class TaskEnvironment(Protocol):
+    """A task that may ship its own environment (optional, beside :class:`TaskHandle`).
+
+    ``dockerfile`` is the task's Dockerfile or None; its folder is the build context (untrusted:
+    it must not hold or overlap the private paths). ``DockerSandbox`` builds it into the image
+    the task's jobs run in.
+    """
+
+    @property
+    def dockerfile(self) -> Path | None:
+        """The task's Dockerfile, or None to run in the sandbox's image."""
         ...
 
 

@@ -57,7 +57,7 @@ from attrs import define, field
 from openmle._compat import require
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap, RefusedGrade, classify_run, take_submission
-from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
+from openmle._task_protocol import GradeLike, TaskEnvironment, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
 from openmle.backends._workspace import encode_program, list_artifacts, over_quota, remove_tree
@@ -303,6 +303,23 @@ class DockerSandbox(Sandbox):
             does not report ``OOMKilled`` on cgroup-v1 hosts; None (default) turns this on for
             Podman engines only.
         workspace_root: where job workspaces are created (default: the system temp dir).
+        build_task_images: build the image of a task that ships a Dockerfile (see
+            :class:`~openmle._task_protocol.TaskEnvironment`; a package's
+            ``environment/Dockerfile``) and run its jobs there. The image is tagged by the
+            content hash of the task's environment folder and built once (a later sandbox
+            finds it by its tag); the build has no network, pulls nothing, and is bounded by
+            ``build_timeout_s`` and ``max_context_mb``. A task in ``task_images`` uses that
+            image instead; a task without a Dockerfile uses ``image``. False ignores
+            Dockerfiles.
+        build_network_check: before the first build, check that the engine's build API runs
+            ``RUN`` steps without network when asked to (``network_mode="none"``), by building
+            a one-line probe from ``image``; refuse to build if it does not (Podman 4.3's Docker
+            API ignores it: ``RUN`` steps share the host's network namespace). False skips the
+            check and builds anyway: only for Dockerfiles you trust.
+        build_timeout_s: longest an image build may take (seconds).
+        max_context_mb: most file data a task's environment folder may hold (MiB).
+        build_log_dir: where build logs go (``<hash>.log``); default
+            ``$OPENMLE_CACHE/docker-builds`` (``~/.cache/openmle/docker-builds``).
         log_head, log_tail: bytes of output kept from the start and the end.
         python: the interpreter command inside the image.
 
@@ -337,6 +354,11 @@ class DockerSandbox(Sandbox):
     log_head: int = 64 * 1024
     log_tail: int = 64 * 1024
     python: str = "python3"
+    build_task_images: bool = True
+    build_timeout_s: float = 1800.0
+    build_network_check: bool = True
+    max_context_mb: int = 256
+    build_log_dir: Path | None = None
     _id: str = field(factory=lambda: uuid.uuid4().hex[:12], init=False)
     _api: Any = field(default=None, init=False)
     _engine: str | None = field(default=None, init=False)
@@ -346,6 +368,12 @@ class DockerSandbox(Sandbox):
     _closed: bool = field(default=False, init=False)
     _live: set[str] = field(factory=set, init=False)
     _owner: str = field(factory=lambda: _owner_token(os.getpid()) or "", init=False)
+    _built: dict[str, str] = field(factory=dict, init=False)
+    _build_failed: dict[str, TaskPackageError] = field(factory=dict, init=False)
+    _build_locks: dict[str, anyio.Lock] = field(factory=dict, init=False)
+    _build_isolated: bool | None = field(default=None, init=False)
+    builds: int = field(default=0, init=False)
+    """Images this sandbox built (not found in the engine's cache)."""
 
     def __attrs_post_init__(self) -> None:
         for name in (
@@ -355,6 +383,7 @@ class DockerSandbox(Sandbox):
             "max_file_mb",
             "max_workspace_mb",
             "max_workspace_files",
+            "max_context_mb",
         ):
             value = getattr(self, name)
             if name == "max_file_mb" and value is None:
@@ -362,6 +391,7 @@ class DockerSandbox(Sandbox):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise fail("an integer > 0", f"DockerSandbox.{name}", value)
         check_positive(self.stop_grace_s, "DockerSandbox.stop_grace_s")
+        check_positive(self.build_timeout_s, "DockerSandbox.build_timeout_s")
         if self.shm_size_mb is not None and (
             isinstance(self.shm_size_mb, bool)
             or not isinstance(self.shm_size_mb, int)
@@ -376,8 +406,87 @@ class DockerSandbox(Sandbox):
     # ---------------------------------------------------------------- the container request
 
     def image_for(self, task_name: str) -> str:
-        """The image a job for ``task_name`` runs in."""
+        """The image a job for ``task_name`` runs in, before any Dockerfile of the task."""
         return self.task_images.get(task_name, self.image)
+
+    async def task_image(self, task: TaskHandle | str) -> str:
+        """The image ``task``'s jobs run in, building the task's Dockerfile if it has one.
+
+        Call it before a search to surface a broken environment early: the build runs once per
+        content hash (a second call, or a later sandbox, finds the image by its tag), and a
+        failed build is remembered, so the jobs of a task whose Dockerfile is broken fail
+        immediately with the same error instead of rebuilding.
+
+        Args:
+            task: a resolved task, or a reference for ``resolver``.
+
+        Raises:
+            TaskPackageError: the environment folder is refused (too large, a link leaving it,
+                overlapping the private paths) or its build failed; the message names the
+                failing step and holds the build log's tail (the whole log is in
+                ``build_log_dir``).
+            SandboxError: the sandbox is closed or the engine cannot be reached.
+        """
+        if isinstance(task, str):
+            task = await anyio.to_thread.run_sync(self.resolver, task)
+        if task.name in self.task_images or not self.build_task_images:
+            return self.image_for(task.name)
+        if not isinstance(task, TaskEnvironment):
+            return self.image
+        dockerfile = task.dockerfile
+        if dockerfile is None:
+            return self.image
+        dockerfile = Path(dockerfile)
+        key = str(dockerfile.resolve())
+        if key in self._build_failed:
+            raise self._build_failed[key]
+        lock = self._build_locks.setdefault(key, anyio.Lock())
+        async with lock:
+            if key in self._build_failed:
+                raise self._build_failed[key]
+            if key not in self._built:
+                if self._closed:
+                    raise SandboxError("DockerSandbox.task_image called after aclose()")
+                _check_disjoint(dockerfile.parent, task.private_paths)
+                from openmle.backends._imagebuild import build_isolates_network, build_task_image
+                from openmle.gym._cache import cache_root
+
+                log_dir = self.build_log_dir or cache_root() / "docker-builds"
+                if self.build_network_check and self._build_isolated is None:
+                    self._build_isolated = await anyio.to_thread.run_sync(
+                        lambda: build_isolates_network(
+                            self._connect_with_timeout,
+                            self.image,
+                            timeout_s=min(self.build_timeout_s, 300.0),
+                        )
+                    )
+                if self.build_network_check and not self._build_isolated:
+                    raise SandboxError(
+                        f"Refusing to build the environment of task {task.name!r}: this "
+                        "engine's build API runs RUN steps with network even when asked for "
+                        "none (Podman 4.3's Docker API ignores networkmode for builds), so an "
+                        "untrusted Dockerfile could reach the host's network. Use a Docker "
+                        "daemon (or a Podman that honours it), prebuild the image and pass it "
+                        "in task_images, or set DockerSandbox(build_network_check=False) for "
+                        "Dockerfiles you trust."
+                    )
+                try:
+                    built = await anyio.to_thread.run_sync(
+                        lambda: build_task_image(
+                            self._connect_with_timeout,
+                            dockerfile,
+                            task_name=task.name,
+                            log_dir=Path(log_dir),
+                            timeout_s=self.build_timeout_s,
+                            max_context_bytes=self.max_context_mb * 1024 * 1024,
+                        )
+                    )
+                except TaskPackageError as exc:
+                    self._build_failed[key] = exc
+                    raise
+                self.builds += int(built.built)
+                self._built[key] = built.tag
+            return self._built[key]
 
     def device_ids(self, job: Job) -> tuple[str, ...] | None:
         """Host GPU ids for ``job``'s explicit ``gpu_ids`` (mapped through the pool), else None.
@@ -429,6 +538,7 @@ class DockerSandbox(Sandbox):
         workspace: Path,
         device_ids: Sequence[str] | None = None,
         seccomp_profile: str | None = None,
+        image: str | None = None,
     ) -> dict[str, Any]:
         """The exact body of ``POST /containers/create`` for ``job``.
 
@@ -439,6 +549,7 @@ class DockerSandbox(Sandbox):
             device_ids: host GPU ids leased for the job; None requests
                 ``job.resources.gpu_count`` GPUs by count (none when the count is 0).
             seccomp_profile: path of a seccomp profile for the engine, or None for its default.
+            image: the image (see :meth:`task_image`); None for :meth:`image_for`'s.
         """
         res = job.resources
         memory = (res.memory_mb or self.memory_mb) * 1024 * 1024
@@ -476,7 +587,7 @@ class DockerSandbox(Sandbox):
                 {"Driver": self.gpu_driver, "Count": res.gpu_count, "Capabilities": [["gpu"]]}
             ]
         body: dict[str, Any] = {
-            "Image": self.image_for(task_name),
+            "Image": image or self.image_for(task_name),
             "Cmd": self._command(job),
             "WorkingDir": WORKSPACE_MOUNT,
             "Env": [f"{k}={v}" for k, v in sorted(env.items())],
@@ -496,7 +607,10 @@ class DockerSandbox(Sandbox):
 
     # ---------------------------------------------------------------- engine plumbing
 
-    def _connect(self) -> Any:
+    def _connect_with_timeout(self, timeout: float) -> Any:
+        return self._connect(timeout=timeout)
+
+    def _connect(self, timeout: float = 120) -> Any:
         docker = require("docker", "docker")
         kwargs: dict[str, Any] = (
             {"base_url": self.base_url} if self.base_url else docker.utils.kwargs_from_env()
@@ -504,7 +618,7 @@ class DockerSandbox(Sandbox):
         kwargs.setdefault("base_url", "unix:///var/run/docker.sock")
         _probe(str(kwargs["base_url"]))
         return docker.APIClient(
-            version="auto", timeout=120, max_pool_size=2 * self.max_concurrency + 4, **kwargs
+            version="auto", timeout=timeout, max_pool_size=2 * self.max_concurrency + 4, **kwargs
         )
 
     async def _client(self) -> Any:
@@ -570,7 +684,8 @@ class DockerSandbox(Sandbox):
                 GPU runtime (Podman's Docker API ignores ``DeviceRequests``; a Docker daemon
                 without the NVIDIA Container Toolkit refuses them).
             InvalidArgument: the job's task cannot be resolved or its GPU ids are out of range.
-            TaskPackageError: the task's public directory overlaps a private path.
+            TaskPackageError: the task's public directory overlaps a private path, or its
+                environment cannot be built (see :meth:`task_image`).
         """
         if not isinstance(job, Job):
             raise fail("a Job", "job", job)
@@ -580,13 +695,14 @@ class DockerSandbox(Sandbox):
             self._limiter = anyio.CapacityLimiter(self.max_concurrency)
         task = await anyio.to_thread.run_sync(self.resolver, job.task)
         public = await anyio.to_thread.run_sync(_public_dir, task, job)
+        image = await self.task_image(task)
         wanted = self.device_ids(job)
         queued = time.monotonic()
         async with self._limiter:
             if job.resources.gpu_count > 0 and self._lease is not None:
                 async with self._lease.hold(job.resources.gpu_count, wanted) as ids:
-                    return await self._run(job, task, public, ids, time.monotonic() - queued)
-            return await self._run(job, task, public, wanted, time.monotonic() - queued)
+                    return await self._run(job, task, public, ids, time.monotonic() - queued, image)
+            return await self._run(job, task, public, wanted, time.monotonic() - queued, image)
 
     async def _run(
         self,
@@ -595,6 +711,7 @@ class DockerSandbox(Sandbox):
         public: Path,
         device_ids: tuple[str, ...] | None,
         queue_s: float,
+        image: str | None = None,
     ) -> RunResult:
         errors = _engine_errors()
         # Everything made inside a worker thread is recorded there, so a cancellation that
@@ -630,6 +747,7 @@ class DockerSandbox(Sandbox):
                     workspace=workspace,
                     device_ids=device_ids,
                     seccomp_profile=await self._seccomp_profile(api),
+                    image=image,
                 )
 
                 def create() -> str:

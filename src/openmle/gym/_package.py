@@ -41,6 +41,9 @@ Layout of a package::
     max_rows = 10000000
     max_columns = 10000
     max_line_bytes = 8388608
+    [environment]             # the task's own image (DockerSandbox builds it; others ignore it)
+    dockerfile = "environment/Dockerfile"   # default: that file when it exists; its folder
+                              # is the build context: inside the package, not data/ or utils/
 
 Every path in ``task.toml`` (``leaderboard``) is relative and stays inside the package, also
 after resolving symbolic links; values outside the ranges above are refused with the key
@@ -97,6 +100,7 @@ _KEYS = {
     "resources": dict,
     "grader": dict,
     "layout": str,
+    "environment": dict,
 }
 LAYOUTS = ("tabular", "files")
 
@@ -126,6 +130,7 @@ class _Config:
     resources: Resources = field(factory=Resources)
     grader: GradeLimits = field(factory=GradeLimits)
     layout: str = "tabular"
+    dockerfile: str | None = None
 
 
 def _bad(key: str, expected: str, value: object, hint: str) -> TaskPackageError:
@@ -191,6 +196,7 @@ def _read_config(root: Path) -> _Config:
     if leaderboard is not None:
         _check_relative(root, leaderboard)
     grader = _read_grader(data.get("grader", {}), float(data.get("grade_timeout_s", 600.0)))
+    dockerfile = _read_environment(root, data.get("environment", {}))
     try:
         resources = Resources(**res)
         bounds = {
@@ -219,7 +225,47 @@ def _read_config(root: Path) -> _Config:
         resources=resources,
         grader=grader,
         layout=layout,
+        dockerfile=dockerfile,
     )
+
+
+def _read_environment(root: Path, table: Mapping[str, Any]) -> str | None:
+    """``[environment] dockerfile``: a file in a folder of its own inside the package (the
+    folder is the build context, so it must not be the package root, ``data/``, ``utils/`` or
+    ``raw/``, which hold answers and graders)."""
+    unknown = sorted(set(table) - {"dockerfile"})
+    if unknown:
+        raise TaskPackageError(
+            f"task.toml [environment] has unknown key(s) {unknown}; use dockerfile"
+        )
+    rel = table.get("dockerfile")
+    if rel is None:
+        return None
+    if not isinstance(rel, str):
+        raise _bad("environment.dockerfile", "a string", rel, "name the Dockerfile's path")
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts or not rel.strip() or len(p.parts) < 2:
+        raise _bad(
+            "environment.dockerfile",
+            "a relative path inside a folder of the package, without '..'",
+            rel,
+            'for example "environment/Dockerfile" (its folder is the build context)',
+        )
+    if p.parts[0] in ("data", "utils", "raw", "valid"):
+        raise _bad(
+            "environment.dockerfile",
+            "a file outside data/, utils/ and raw/",
+            rel,
+            "the Dockerfile's folder is sent to the image builder; keep answers out of it",
+        )
+    if not (root / p).resolve().is_relative_to(root.resolve()):
+        raise _bad(
+            "environment.dockerfile",
+            "a file inside the package",
+            rel,
+            "it resolves (through a symbolic link) outside the package",
+        )
+    return rel
 
 
 def _check_relative(root: Path, rel: str) -> Path:
@@ -342,6 +388,15 @@ class Task:
     def grade_limits(self) -> GradeLimits:
         """The limits of one grading process (``grade_timeout_s`` and ``[grader]``)."""
         return self._config.grader
+
+    @property
+    def dockerfile(self) -> Path | None:
+        """The task's Dockerfile (``[environment] dockerfile``, else ``environment/Dockerfile``
+        when it exists), or None; its folder is the build context."""
+        if self._config.dockerfile is not None:
+            return self.root / self._config.dockerfile
+        default = self.root / "environment" / "Dockerfile"
+        return default if default.is_file() else None
 
     @property
     def time_limit_s(self) -> float:
