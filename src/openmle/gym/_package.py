@@ -232,7 +232,8 @@ def _read_config(root: Path) -> _Config:
 def _read_environment(root: Path, table: Mapping[str, Any]) -> str | None:
     """``[environment] dockerfile``: a file in a folder of its own inside the package (the
     folder is the build context, so it must not be the package root, ``data/``, ``utils/`` or
-    ``raw/``, which hold answers and graders)."""
+    ``raw/``, which hold answers and graders).
+    """
     unknown = sorted(set(table) - {"dockerfile"})
     if unknown:
         raise TaskPackageError(
@@ -392,7 +393,8 @@ class Task:
     @property
     def dockerfile(self) -> Path | None:
         """The task's Dockerfile (``[environment] dockerfile``, else ``environment/Dockerfile``
-        when it exists), or None; its folder is the build context."""
+        when it exists), or None; its folder is the build context.
+        """
         if self._config.dockerfile is not None:
             return self.root / self._config.dockerfile
         default = self.root / "environment" / "Dockerfile"
