@@ -6,13 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from openmle.errors import InvalidArgument
+from openmle.errors import InvalidArgument, TaskPackageError
 from openmle.gym._naturebench import (
     RESULTS_COLUMNS,
     CaseResult,
+    case_domain,
+    case_resources,
     check_results,
     leaderboard_metrics,
     metrics_by_domain,
+    read_suite,
     write_results_csv,
     write_submission_yaml,
 )
@@ -153,3 +156,47 @@ def test_submission_yaml(tmp_path: Path) -> None:
     assert loaded["evaluation"]["evaluation_pipeline"] == "custom"
     with pytest.raises(InvalidArgument, match="missing"):
         write_submission_yaml(tmp_path / "x.yaml", {"model": "m"})
+
+
+def _task_set(tmp_path: Path) -> Path:
+    ts = tmp_path / "task-set"
+    (ts / "mini").mkdir(parents=True)
+    (ts / "cpu.txt").write_text("case_cpu\n")
+    (ts / "gpu_low.txt").write_text("# low\ncase_gpu\n\n")
+    (ts / "gpu_high.txt").write_text("")
+    (ts / "all.txt").write_text("case_cpu\ncase_gpu\n")
+    (ts / "mini" / "all.txt").write_text("case_gpu\n")
+    return ts
+
+
+def test_suites_and_resources(tmp_path: Path) -> None:
+    """Suites come from the task-set lists; a GPU case gets one GPU, a CPU case none."""
+    ts = _task_set(tmp_path)
+    assert read_suite(ts) == ("case_cpu", "case_gpu")
+    assert read_suite(ts, "gpu_low") == ("case_gpu",)
+    assert read_suite(ts, track="mini") == ("case_gpu",)
+    assert case_resources("case_gpu", ts).gpu_count == 1
+    assert case_resources("case_cpu", ts).gpu_count == 0
+    with pytest.raises(TaskPackageError, match="in none of"):
+        case_resources("other", ts)
+    with pytest.raises(InvalidArgument, match="suite"):
+        read_suite(ts, "gpu")
+    with pytest.raises(InvalidArgument, match="track"):
+        read_suite(ts, track="../x")
+    (ts / "cpu.txt").write_text("a\na\n")
+    with pytest.raises(TaskPackageError, match="twice"):
+        read_suite(ts, "cpu")
+
+
+def test_case_domain(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    case.mkdir()
+    with pytest.raises(TaskPackageError, match=r"metadata\.json"):
+        case_domain(case)
+    (case / "metadata.json").write_text('{"domain_metadata": {"primary_domain": "Biology"}}')
+    assert case_domain(case) == "Biology"
+    (case / "metadata.json").write_text("{}")
+    assert case_domain(case) == "Other"
+    (case / "metadata.json").write_text("[1]")
+    with pytest.raises(TaskPackageError, match="not a JSON object"):
+        case_domain(case)
