@@ -28,6 +28,7 @@ MODULES = (
     "openmle.rewards",
     "openmle.search",
     "openmle.operators",
+    "openmle.priors",
     "openmle.gym",
     "openmle.service",
     "openmle.bench",

@@ -32,7 +32,7 @@ def test_import_is_light() -> None:
     code = (
         "import sys, json\n"
         "import openmle, openmle.rewards, openmle.search, openmle.operators, openmle.gym,"
-        " openmle.backends, openmle.testing, openmle.errors, openmle.service\n"
+        " openmle.backends, openmle.testing, openmle.errors, openmle.service, openmle.priors\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(openmle.__file__).parents[1])}

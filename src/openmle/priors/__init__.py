@@ -1,0 +1,94 @@
+"""Cross-task experience priors: made from runs and public artifacts, kept clean, retrieved
+and shown to the Draft and Improve prompts.
+
+- :class:`Prior` is one piece of advice (method, trick or pitfall) with where it applies,
+  its evidence, provenance and licence; a :class:`PriorLibrary` is a versioned JSONL file
+  (:func:`save_library`, :func:`load_library`, :attr:`PriorLibrary.content_hash`).
+- :func:`priors_from_runs` derives priors from finished run directories (validation
+  evidence only); :func:`distill` / :func:`adistill` distil :class:`Artifact` texts with any
+  :class:`openmle.OperatorModel`.
+- :class:`Exclusions` (:func:`default_exclusions`: MLE-bench Lite) refuses sources about an
+  evaluation suite before distillation; :func:`check_task_not_in_priors` lets a benchmark
+  runner refuse a task the priors were made from.
+- :class:`Retriever` is the retrieval protocol; :class:`LexicalRetriever` (metadata match +
+  BM25) is the default. :func:`render_priors` renders a delimited block under a hard
+  character budget for :func:`openmle.operators.build_request`'s ``priors`` argument.
+"""
+
+from __future__ import annotations
+
+from openmle.priors._decontam import (
+    MLE_BENCH_LITE_IDS,
+    ContaminatedTask,
+    Exclusions,
+    Refusal,
+    check_task_not_in_priors,
+    default_exclusions,
+    normalise_name,
+)
+from openmle.priors._distill import (
+    DISTILL_SYSTEM,
+    Artifact,
+    DistillFailure,
+    DistillReport,
+    adistill,
+    distill,
+)
+from openmle.priors._from_runs import priors_from_run, priors_from_runs
+from openmle.priors._record import (
+    ANY,
+    KINDS,
+    PRIOR_SCHEMA_VERSION,
+    Prior,
+    PriorLibrary,
+    load_library,
+    save_library,
+)
+from openmle.priors._render import PRIORS_BEGIN, PRIORS_END, RenderedPriors, render_priors
+from openmle.priors._retrieve import (
+    LexicalRetriever,
+    Retriever,
+    TaskProfile,
+    applies,
+    bm25_scores,
+)
+
+__all__ = [
+    "ANY",
+    "DISTILL_SYSTEM",
+    "KINDS",
+    "MLE_BENCH_LITE_IDS",
+    "PRIORS_BEGIN",
+    "PRIORS_END",
+    "PRIOR_SCHEMA_VERSION",
+    "Artifact",
+    "ContaminatedTask",
+    "DistillFailure",
+    "DistillReport",
+    "Exclusions",
+    "LexicalRetriever",
+    "Prior",
+    "PriorLibrary",
+    "Refusal",
+    "RenderedPriors",
+    "Retriever",
+    "TaskProfile",
+    "adistill",
+    "applies",
+    "bm25_scores",
+    "check_task_not_in_priors",
+    "default_exclusions",
+    "distill",
+    "load_library",
+    "normalise_name",
+    "priors_from_run",
+    "priors_from_runs",
+    "render_priors",
+    "save_library",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("openmle.priors._"):
+        _obj.__module__ = __name__
+del _name, _obj
