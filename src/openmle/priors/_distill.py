@@ -229,6 +229,7 @@ async def adistill(
     priors: list[Prior] = []
     refusals: list[Refusal] = []
     failures: list[DistillFailure] = []
+    seen: set[str] = set()
     for art in artifacts:
         if not isinstance(art, Artifact):
             raise InvalidArgument(f"artifacts holds {type(art).__name__}; pass Artifact values")
@@ -243,6 +244,14 @@ async def adistill(
             refusals.append(Refusal(source=art.name, reason=f"excluded ({excl.suite}): {why}"))
             continue
         tag = hashlib.sha256(f"{art.name}\n{art.text}".encode()).hexdigest()[:10]
+        if tag in seen:
+            failures.append(
+                DistillFailure(
+                    source=art.name, reason="same name and text as an earlier artifact", attempts=0
+                )
+            )
+            continue
+        seen.add(tag)
         messages = _request(art, max_priors_per_source, max_source_chars)
         attempts = 0
         while True:
