@@ -2,7 +2,8 @@
 
 A prompt is a system message and one user message made of titled sections, in this order:
 task, data, the operator's inputs (parent programs with their feedback), the operator's
-guidance, the search memory block, the execution budget (with the time left), Debug's timeout
+guidance, the search memory block, cross-task priors (Draft and Improve only), the execution
+budget (with the time left), Debug's timeout
 advice, the submission check, the answer format, and any extra task instructions. Every
 prompt has a hard character budget (:class:`PromptBudget`); over it, sections are cut
 deterministically (memory first, then feedback, then parent code, then the data description).
@@ -267,6 +268,7 @@ def build_request(
     task: TaskBrief,
     parents: Sequence[ParentView] = (),
     memory: str = "",
+    priors: str = "",
     execution_timeout_s: float,
     time_left_s: float | None = None,
     templates: OperatorTemplates = DEFAULT_TEMPLATES,
@@ -283,6 +285,9 @@ def build_request(
         task: the task's description.
         parents: the parents, as many as the operator takes.
         memory: the memory block (see :class:`openmle.search.OperatorMemory`).
+        priors: a block of cross-task priors (see :func:`openmle.priors.render_priors`),
+            shown to Draft and Improve only (ignored by Debug and Crossover); it is the
+            first section cut when the prompt is over budget.
         execution_timeout_s: the sandbox limit of one run.
         time_left_s: search time left; the budget line shows ``min(timeout, time left)``.
         templates: the wording.
@@ -308,6 +313,10 @@ def build_request(
             memory.close()  # never awaited: close it so Python does not warn later
         raise InvalidArgument(
             f"memory must be a str (the memory block), got {type(memory).__name__}.{hint}"
+        )
+    if not isinstance(priors, str):
+        raise InvalidArgument(
+            f"priors must be a str (render_priors(...).text), got {type(priors).__name__}"
         )
     op = check_operator(operator)
     budget = budget or PromptBudget()
@@ -360,6 +369,15 @@ def build_request(
             keep_head=0.8,
         )
     )
+    if priors.strip() and op in (Operator.DRAFT, Operator.IMPROVE):
+        sections.append(
+            Section(
+                title="Priors from other tasks",
+                body=clip(priors.strip(), budget.memory_chars, keep_head=1.0),
+                priority=0,
+                keep_head=1.0,
+            )
+        )
     sections.append(
         Section(
             title="Execution budget",
