@@ -195,7 +195,8 @@ class PriorLibrary:
     @property
     def content_hash(self) -> str:
         """sha256 over the records' canonical JSON, in order: the library's identity (two runs
-        with different hashes saw different priors and are not comparable)."""
+        with different hashes saw different priors and are not comparable).
+        """
         h = hashlib.sha256()
         for p in self.priors:
             h.update(_canonical(p).encode())
@@ -213,7 +214,8 @@ class PriorLibrary:
 
 def save_library(library: PriorLibrary, path: str | Path) -> str:
     """Write ``library`` as JSONL (one record per line, ``schema_version`` in every record;
-    ``pandas.read_json(path, lines=True)`` reads it) and return its content hash."""
+    ``pandas.read_json(path, lines=True)`` reads it) and return its content hash.
+    """
     text = "".join(_canonical(p) + "\n" for p in library.priors)
     Path(path).write_text(text, encoding="utf-8")
     return library.content_hash
