@@ -68,6 +68,9 @@ class OperatorTemplates:
         memory_intro: per operator, one line introducing the memory block.
         no_memory: shown when there is no memory yet.
         budget: the execution budget line; ``{limit}`` is replaced by the time a run may take.
+        remaining: what is left of the search, shown after the budget line when the caller
+            passes ``steps_left`` or ``time_left_s``; ``{left}`` is replaced by e.g.
+            ``"4 steps and 12 minutes"``.
         timeout_advice: Debug only, when the parent timed out or ran out of memory.
         submission_check: what a valid submission looks like.
         answer_format: how to lay out the answer (plan, then exactly one program).
@@ -135,6 +138,9 @@ class OperatorTemplates:
         "A single run of your program may take at most {limit}, including data loading, "
         "training, validation and writing the submission. Size the model, the number of "
         "folds and epochs so it finishes well inside that limit."
+    )
+    remaining: str = (
+        "This search has {left} left in total; choose an idea that can pay off within that."
     )
     timeout_advice: str = (
         "The parent ran out of time or memory. Cut the cost first: fewer epochs or folds, a "
@@ -271,6 +277,8 @@ def build_request(
     priors: str = "",
     execution_timeout_s: float,
     time_left_s: float | None = None,
+    steps_left: int | None = None,
+    budget_blind: bool = False,
     templates: OperatorTemplates = DEFAULT_TEMPLATES,
     budget: PromptBudget | None = None,
     temperature: float | None = None,
@@ -290,6 +298,10 @@ def build_request(
             first section cut when the prompt is over budget.
         execution_timeout_s: the sandbox limit of one run.
         time_left_s: search time left; the budget line shows ``min(timeout, time left)``.
+        steps_left: search steps left, if the budget caps them. With ``time_left_s`` it makes
+            the remaining line ("This search has 4 steps and 12 minutes left").
+        budget_blind: leave the execution budget section (per-run limit and what is left of
+            the search) out of the prompt.
         templates: the wording.
         budget: character limits (default :class:`PromptBudget`).
         temperature, max_tokens, seed: passed on to the request.
@@ -318,6 +330,10 @@ def build_request(
         raise InvalidArgument(
             f"priors must be a str (render_priors(...).text), got {type(priors).__name__}"
         )
+    if steps_left is not None and (
+        isinstance(steps_left, bool) or not isinstance(steps_left, int) or steps_left < 0
+    ):
+        raise InvalidArgument(f"steps_left must be an integer >= 0 or None, got {steps_left!r}")
     op = check_operator(operator)
     budget = budget or PromptBudget()
     parents = tuple(parents)
@@ -378,13 +394,16 @@ def build_request(
                 keep_head=1.0,
             )
         )
-    sections.append(
-        Section(
-            title="Execution budget",
-            body=templates.budget.format(limit=format_duration(limit)),
-            priority=-1,
+    if not budget_blind:
+        body = templates.budget.format(limit=format_duration(limit))
+        left = (
+            [f"{steps_left} step{'s' if steps_left != 1 else ''}"] if steps_left is not None else []
         )
-    )
+        if time_left_s is not None:
+            left.append(format_duration(time_left_s))
+        if left:
+            body += "\n" + templates.remaining.format(left=" and ".join(left))
+        sections.append(Section(title="Execution budget", body=body, priority=-1))
     if op is Operator.DEBUG and any(p.timed_out for p in parents):
         sections.append(
             Section(title="Time and memory", body=templates.timeout_advice, priority=-1)
