@@ -275,6 +275,7 @@ def build_request(
     parents: Sequence[ParentView] = (),
     memory: str = "",
     priors: str = "",
+    priors_shown: Sequence[str] = (),
     execution_timeout_s: float,
     time_left_s: float | None = None,
     steps_left: int | None = None,
@@ -296,6 +297,9 @@ def build_request(
         priors: a block of cross-task priors (see :func:`openmle.priors.render_priors`),
             shown to Draft and Improve only (ignored by Debug and Crossover); it is the
             first section cut when the prompt is over budget.
+        priors_shown: the ids of the priors in ``priors`` (``RenderedPriors.shown``); put in
+            the request's metadata as ``priors_shown`` (empty when the block is not shown),
+            so the caller can record them with the node.
         execution_timeout_s: the sandbox limit of one run.
         time_left_s: search time left; the budget line shows ``min(timeout, time left)``.
         steps_left: search steps left, if the budget caps them. With ``time_left_s`` it makes
@@ -385,7 +389,8 @@ def build_request(
             keep_head=0.8,
         )
     )
-    if priors.strip() and op in (Operator.DRAFT, Operator.IMPROVE):
+    show_priors = bool(priors.strip()) and op in (Operator.DRAFT, Operator.IMPROVE)
+    if show_priors:
         sections.append(
             Section(
                 title="Priors from other tasks",
@@ -418,6 +423,8 @@ def build_request(
         "operator": op.value,
         "parent_ids": [p.node_id for p in parents],
     }
+    if priors_shown or priors.strip():
+        meta["priors_shown"] = [str(i) for i in priors_shown] if show_priors else []
     return ModelRequest(
         messages=(Message(role="system", content=system), Message(role="user", content=user)),
         operator=op,

@@ -13,6 +13,7 @@ from openmle.priors import (
     LexicalRetriever,
     Prior,
     PriorLibrary,
+    RenderedPriors,
     TaskProfile,
     render_priors,
 )
@@ -40,13 +41,13 @@ LIB = PriorLibrary(
 )
 
 
-def block() -> str:
+def block() -> RenderedPriors:
     hits = LexicalRetriever().retrieve(
         LIB, TaskProfile(description=TASK.description, modality="tabular"), k=5
     )
     rendered = render_priors(hits, max_chars=2_000)
     assert rendered.shown == ("gbm",)
-    return rendered.text
+    return rendered
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,16 @@ def test_priors_only_in_draft_and_improve(
     op: Operator, parents: list[ParentView], shown: bool
 ) -> None:
     """The delimited block appears under its own heading in Draft and Improve only."""
-    req = build_request(op, task=TASK, parents=parents, priors=block(), execution_timeout_s=60)
+    rendered = block()
+    req = build_request(
+        op,
+        task=TASK,
+        parents=parents,
+        priors=rendered.text,
+        priors_shown=rendered.shown,
+        execution_timeout_s=60,
+    )
+    assert req.metadata["priors_shown"] == (["gbm"] if shown else [])
     user = req.messages[-1].content
     assert ("## Priors from other tasks" in user) is shown
     assert (PRIORS_BEGIN in user) is shown
@@ -88,5 +98,6 @@ def test_priors_cut_first_and_prompt_within_cap() -> None:
     assert user.count("Use early stopping.") < long_priors.count("Use early stopping.") // 4
     without = build_request(Operator.DRAFT, task=TASK, execution_timeout_s=60)
     assert "Priors from other tasks" not in without.messages[-1].content
+    assert "priors_shown" not in without.metadata
     with pytest.raises(InvalidArgument, match="priors must be a str"):
         build_request(Operator.DRAFT, task=TASK, priors=LIB, execution_timeout_s=60)  # type: ignore[arg-type]
