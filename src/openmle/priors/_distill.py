@@ -62,6 +62,7 @@ _RECORD_KEYS: Final = frozenset(
     }
 )
 _MAX_ANSWER = 200_000
+_MAX_CITES = 20
 
 
 def _strs(value: Iterable[str]) -> tuple[str, ...]:
@@ -155,6 +156,8 @@ def _records(answer: Any, k: int) -> list[dict[str, Any]]:
         cites = r.get("cites", [])
         if not isinstance(cites, list) or not all(isinstance(c, str) for c in cites):
             raise ValueError(f"priors[{i}].cites must be a list of strings")
+        if len(cites) > _MAX_CITES:
+            raise ValueError(f"priors[{i}].cites holds {len(cites)} ids; at most {_MAX_CITES}")
     return [dict(r) for r in recs]
 
 

@@ -74,6 +74,14 @@ def test_malformed_retried_with_error_then_reported() -> None:
     assert "no JSON object" in retry[-1].content
     assert "Prior.kind" in model.requests[2].messages[-1].content
 
+    flood = {"priors": [{"kind": "trick", "text": "x", "cites": ["a"] * 1000}]}
+    deep = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"
+    model = ScriptedModel([json.dumps(flood), deep, "x" * 300_000, json.dumps(GOOD)])
+    report = distill(model, [WRITEUP], max_attempts=4)
+    assert len(report.library) == 2
+    errors = [r.messages[-1].content for r in model.requests[1:]]
+    assert "cites holds 1000" in errors[0] and "nested" in errors[1] and "300000" in errors[2]
+
     stubborn = ScriptedModel(['{"priors": "none"}'] * 2)
     report = distill(stubborn, [WRITEUP], max_attempts=2)
     assert len(report.library) == 0 and not report.refusals

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from openmle.errors import InvalidArgument
@@ -44,6 +43,7 @@ def test_round_trip_hash_and_pandas(tmp_path: Path) -> None:
     back = load_library(path)
     assert back == lib and back.content_hash == digest
     assert back.priors[0].task_type == "classification"  # labels are normalised
+    pd = pytest.importorskip("pandas", reason="needs pandas: pip install 'openmle[data]'")
     frame = pd.read_json(path, lines=True)
     assert list(frame["prior_id"]) == ["p1", "p2"]
     assert set(frame["schema_version"]) == {PRIOR_SCHEMA_VERSION}
