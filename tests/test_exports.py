@@ -181,7 +181,6 @@ PUBLIC = {
         "Exclusions",
         "KINDS",
         "LexicalRetriever",
-        "MLE_BENCH_LITE_IDS",
         "PRIORS_BEGIN",
         "PRIORS_END",
         "PRIOR_SCHEMA_VERSION",

@@ -18,7 +18,6 @@ and shown to the Draft and Improve prompts.
 from __future__ import annotations
 
 from openmle.priors._decontam import (
-    MLE_BENCH_LITE_IDS,
     ContaminatedTask,
     Exclusions,
     Refusal,
@@ -57,7 +56,6 @@ __all__ = [
     "ANY",
     "DISTILL_SYSTEM",
     "KINDS",
-    "MLE_BENCH_LITE_IDS",
     "PRIORS_BEGIN",
     "PRIORS_END",
     "PRIOR_SCHEMA_VERSION",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
 
 from attrs import field, frozen
 
@@ -20,7 +19,6 @@ from openmle.errors import InvalidArgument
 from openmle.priors._record import PriorLibrary
 
 __all__ = [
-    "MLE_BENCH_LITE_IDS",
     "ContaminatedTask",
     "Exclusions",
     "Refusal",
@@ -28,33 +26,6 @@ __all__ = [
     "default_exclusions",
     "normalise_name",
 ]
-
-MLE_BENCH_LITE_IDS: Final = (
-    "aerial-cactus-identification",
-    "aptos2019-blindness-detection",
-    "denoising-dirty-documents",
-    "detecting-insults-in-social-commentary",
-    "dog-breed-identification",
-    "dogs-vs-cats-redux-kernels-edition",
-    "histopathologic-cancer-detection",
-    "jigsaw-toxic-comment-classification-challenge",
-    "leaf-classification",
-    "mlsp-2013-birds",
-    "new-york-city-taxi-fare-prediction",
-    "nomad2018-predict-transparent-conductors",
-    "plant-pathology-2020-fgvc7",
-    "random-acts-of-pizza",
-    "ranzcr-clip-catheter-line-classification",
-    "siim-isic-melanoma-classification",
-    "spooky-author-identification",
-    "tabular-playground-series-dec-2021",
-    "tabular-playground-series-may-2022",
-    "text-normalization-challenge-english-language",
-    "text-normalization-challenge-russian-language",
-    "the-icml-2013-whale-challenge-right-whale-redux",
-)
-"""The 22 competition ids of MLE-bench Lite (the low-complexity split). Kept here until the
-benchmark package exports the suite; then this list should be imported from there."""
 
 
 def normalise_name(name: str) -> str:
@@ -135,12 +106,14 @@ class Exclusions:
 
 
 def default_exclusions(*, extra: Exclusions | None = None) -> Exclusions:
-    """The MLE-bench Lite competitions (:data:`MLE_BENCH_LITE_IDS`), plus ``extra``.
+    """The MLE-bench Lite competitions (:data:`openmle.bench.LITE_IDS`), plus ``extra``.
 
     NatureBench case ids are not shipped with openmle: pass them (and any task you evaluate
     on) in ``extra``, e.g. ``Exclusions(ids=[...], suite="naturebench")``.
     """
-    suite = Exclusions(ids=MLE_BENCH_LITE_IDS, suite="mle-bench-lite")
+    from openmle.bench import LITE_IDS  # lazy: the bench package pulls in numpy
+
+    suite = Exclusions(ids=LITE_IDS, suite="mle-bench-lite")
     return suite | extra if extra is not None else suite
 
 

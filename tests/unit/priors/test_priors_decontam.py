@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from openmle.bench import LITE_IDS
 from openmle.priors import (
-    MLE_BENCH_LITE_IDS,
     ContaminatedTask,
     Exclusions,
     Prior,
@@ -18,7 +18,7 @@ from openmle.priors import (
 def test_default_exclusions_refuse_by_id_name_and_mention() -> None:
     """MLE-bench Lite ids match by id, by spaced name in a title, and by mention in the text."""
     ex = default_exclusions()
-    assert len(MLE_BENCH_LITE_IDS) == 22
+    assert len(LITE_IDS) == 22 and all(ex.match(source_id=i) for i in LITE_IDS)
     assert ex.match(source_id="spooky-author-identification") is not None
     assert ex.match(name="1st place - Spooky Author Identification") is not None
     assert ex.match(name="notes", text="we reused our leaf classification pipeline") is not None
