@@ -122,6 +122,7 @@ PUBLIC = {
         "ModelNotFoundError",
         "ModelRateLimited",
         "ModelTimeout",
+        "MultipleErrors",
         "OpenMLEError",
         "RunDirError",
         "SandboxError",

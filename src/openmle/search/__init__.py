@@ -93,11 +93,11 @@ del _name, _obj, FunctionType
 
 # --- The search loop, budgets and run directories (issue 5). Keep this block last. ---------
 from openmle.search._budget import Budget, Consumption, Ledger, PriceTable  # noqa: E402
-from openmle.search._driver import (  # noqa: E402
-    Progress,
-    Recorder,
-    SearchResult,
+from openmle.search._driver import Progress, Recorder, SearchResult  # noqa: E402
+from openmle.search._entry import (  # noqa: E402
+    aresume_search,
     arun_search,
+    resume_search,
     run_search,
 )
 from openmle.search._loop import (  # noqa: E402
@@ -115,13 +115,7 @@ from openmle.search._prompts import (  # noqa: E402
     PromptBuilder,
     TaskInfo,
 )
-from openmle.search._rundir import (  # noqa: E402
-    RunDir,
-    aresume_search,
-    journal_fingerprint,
-    read_journal,
-    resume_search,
-)
+from openmle.search._rundir import RunDir, journal_fingerprint, read_journal  # noqa: E402
 
 __all__ += [
     "BasicPrompts",
