@@ -2,8 +2,10 @@
 
 Each protocol has one to three methods. Reference implementations subclass the protocol
 explicitly so mypy checks them where they are defined; any other class with the same methods
-works too (structural typing). ``openmle.testing`` has an in-memory fake and a conformance
-check for each.
+works too (structural typing). The protocols are runtime-checkable (``isinstance`` checks that
+the methods exist, not their signatures). ``Selector`` declares empty ``__slots__`` so that the
+frozen, slotted attrs selectors that subclass it stay slotted. ``openmle.testing`` has an
+in-memory fake and a conformance check for each.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class Selector(Protocol):
     1) and ``k`` distinct chosen ids (fewer only when there are fewer candidates). The same
     candidates and the same ``rng`` state give the same selection.
     """
+
+    __slots__ = ()  # subclassing keeps an attrs/slotted implementation slotted
 
     def select(
         self, candidates: Sequence[Candidate], rng: np.random.Generator, *, k: int = 1

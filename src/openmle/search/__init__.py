@@ -20,6 +20,7 @@ from types import FunctionType
 from openmle.search._board import Board, FamilyStats
 from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard, novelty_of
 from openmle.search._families import FAMILY_TAGS, UNKNOWN_FAMILY, extract_imports, method_family
+from openmle.search._islands import Islands, IslandSelector
 from openmle.search._memory import (
     DeferredMemory,
     MemoryConfig,
@@ -40,8 +41,6 @@ from openmle.search._rl import (
 from openmle.search._select import (
     PRESETS,
     GreedySelector,
-    Islands,
-    IslandSelector,
     Normalization,
     ThreeFactorSelector,
     UniformSelector,
