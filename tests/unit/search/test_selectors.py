@@ -220,4 +220,4 @@ def test_reference_selectors_subclass_the_runtime_checkable_protocol() -> None:
         assert attrs.has(cls) and not hasattr(sel, "__dict__"), cls  # still slotted
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             sel.x = 1  # type: ignore[attr-defined]
-        assert cls.select is not Selector.select
+        assert getattr(cls, "select") is not Selector.select  # noqa: B009
