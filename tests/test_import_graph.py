@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "openmle._compat": 1,
     "openmle._leaderboard": 1,
     "openmle._signature": 1,
+    "openmle._summary_contract": 1,
     # values and protocols
     "openmle._types": 2,
     "openmle._wire": 3,

@@ -26,7 +26,6 @@ from openmle.search._memory import (
     MemoryConfig,
     MemoryPlan,
     OperatorMemory,
-    SummaryStore,
     card_line,
 )
 from openmle.search._rl import (
@@ -48,6 +47,7 @@ from openmle.search._select import (
     draw_without_replacement,
     softmax,
 )
+from openmle.search._summaries import SummaryStore
 
 __all__ = [
     "CARD_SCHEMA_VERSION",
