@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     # 0: leaves (no openmle imports but the error tree)
     "openmle.errors": 0,
     "openmle._version": 0,
+    "openmle._exports": 0,
     "openmle._validation": 1,
     "openmle._compat": 1,
     "openmle._leaderboard": 1,
