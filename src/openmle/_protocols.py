@@ -34,6 +34,12 @@ class Sandbox(Protocol):
         - The hidden answers are never readable by the program, its logs or its artifacts.
         - Cancellation of ``run`` stops the program and cleans up before it propagates.
         - ``aclose`` releases every resource; ``run`` after ``aclose`` raises ``SandboxError``.
+
+    Optional: ``async def task_meta(self, task: str) -> TaskMeta | None`` reports a task's
+    metric direction and bounds when the sandbox knows tasks this machine cannot resolve (a job
+    service); ``None`` means "cannot tell". The search asks it only when ``higher_is_better``
+    was not passed and the task does not resolve locally, and refuses to start when it cannot
+    tell (the direction is never guessed).
     """
 
     async def run(self, job: Job) -> RunResult:

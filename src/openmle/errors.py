@@ -127,8 +127,9 @@ class RunDirError(OpenMLEError):
 
 
 class MultipleErrors(OpenMLEError):
-    """Several errors ended one call at once (for example two concurrent expansions of a search
-    failing together).
+    """Several errors ended one call at once; ``exceptions`` holds each of them.
+
+    For example two concurrent expansions of a search failing together.
 
     The public entry points raise the one underlying exception when a single error caused the
     failure, never an ``ExceptionGroup``; only when several did they raise this, so

@@ -30,7 +30,7 @@ memory block is budgeted by whole entries rather than truncated mid-line.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import final
+from typing import Protocol, final
 
 from attrs import define, field, frozen
 
