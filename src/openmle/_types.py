@@ -161,6 +161,17 @@ class TaskMeta:
                 f"(type={type(value).__name__}); use true/false"
             )
 
+    def signed(self, score: float) -> float:
+        """``score`` in higher-is-better units: ``score``, or ``-score`` when lower is better.
+
+        The one place the direction flip is written; compare signed scores with ``>``.
+        """
+        return score if self.higher_is_better else -score
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether score ``a`` is strictly better than score ``b`` for this task."""
+        return self.signed(a) > self.signed(b)
+
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> TaskMeta:
         """Build from a mapping with the golden files' keys.
