@@ -20,7 +20,8 @@ __all__ = ["deprecated_aliases", "publish"]
 def publish(namespace: dict[str, Any]) -> None:
     """Give every class and function named in ``namespace["__all__"]`` that is defined in a
     private submodule of the package (``namespace["__name__"]`` + ``"._"``) the package as its
-    ``__module__`` (names from public submodules, such as ``openmle.errors``, keep theirs)."""
+    ``__module__`` (names from public submodules, such as ``openmle.errors``, keep theirs).
+    """
     package = namespace["__name__"]
     for name in namespace["__all__"]:
         obj = namespace[name]
@@ -32,7 +33,8 @@ def deprecated_aliases(
     package: str, aliases: Mapping[str, tuple[str, str]], *, removed_in: str
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package`` serving ``aliases``: old public name ->
-    (module, name) where it lives now, with a ``DeprecationWarning``."""
+    (module, name) where it lives now, with a ``DeprecationWarning``.
+    """
 
     def __getattr__(name: str) -> Any:
         if name not in aliases:

@@ -134,7 +134,8 @@ async def resolve_task_meta(task: str, sandbox: object) -> TaskMeta:
     local, why_local = _local_task(task)
     if local is not None:
         meta = local.meta
-        assert isinstance(meta, TaskMeta)
+        if not isinstance(meta, TaskMeta):
+            raise TypeError(f"internal invariant broken: Task.meta is a {type(meta).__name__}")
         return meta
     meta, why_sandbox = await _sandbox_task_meta(sandbox, task)
     if meta is not None:
