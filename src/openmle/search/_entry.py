@@ -11,7 +11,8 @@ model, the prompt builder, workers) and resolves the task's metric direction:
 1. ``higher_is_better=`` when the caller passes it;
 2. else the task package, when :func:`openmle.gym.resolve_task` can resolve the task here;
 3. else the sandbox, when it has the optional method ``async task_meta(task) -> TaskMeta | None``
-   (a remote job service knows its tasks; ``None`` means "cannot tell");
+   (a remote job service knows its tasks; ``None`` means "cannot tell"; a plain function works
+   too) or a ``task_meta`` mapping of task to ``TaskMeta`` (as ``JobServiceSandbox`` has);
 4. else the search refuses to start (:class:`~openmle.errors.InvalidArgument` naming
    ``higher_is_better``): optimising in a guessed direction would maximise an error metric.
 
@@ -105,6 +106,11 @@ async def _sandbox_task_meta(sandbox: object, task: str) -> tuple[TaskMeta | Non
     tell), and why not.
     """
     hook = getattr(sandbox, "task_meta", None)
+    if isinstance(hook, Mapping):  # a table by task (JobServiceSandbox.task_meta)
+        found = hook.get(task)
+        if found is None:
+            return None, f"the sandbox's task_meta table has no entry for {task!r}"
+        hook = lambda _: found  # noqa: E731
     if hook is None or not callable(hook):
         return None, f"the sandbox ({type(sandbox).__name__}) has no task_meta(task) method"
     try:

@@ -278,3 +278,19 @@ def test_a_bundled_task_gives_its_own_direction() -> None:
     sandbox = _RemoteSandbox(TaskMeta(higher_is_better=True))
     assert task_direction("tabular-regression", sandbox) is False
     assert sandbox.asked == []
+
+
+def test_a_task_meta_table_on_the_sandbox_gives_the_direction(tmp_path: Path) -> None:
+    """A sandbox's task_meta mapping (JobServiceSandbox's setting) is read too."""
+
+    class Tabled(_RemoteSandbox):
+        def __init__(self) -> None:
+            super().__init__(None)
+            self.task_meta = {"remote-rmse": TaskMeta(higher_is_better=False)}  # type: ignore[assignment]
+
+    kw = parts()
+    kw["sandbox"] = Tabled()
+    result = run_search("remote-rmse", **kw)
+    assert result.best is not None and result.best.score == pytest.approx(0.1)
+    with pytest.raises(InvalidArgument, match="table has no entry for 'other'"):
+        run_search("other", **kw)
