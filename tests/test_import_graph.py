@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     "openmle.search": 8,
     "openmle.service": 8,
     "openmle.train": 9,
+    "openmle.bench": 9,
     # entry points
     "openmle": 10,
     "openmle._cli": 11,
