@@ -122,6 +122,7 @@ PUBLIC = {
         "ModelNotFoundError",
         "ModelRateLimited",
         "ModelTimeout",
+        "MultipleErrors",
         "OpenMLEError",
         "RunDirError",
         "SandboxError",
@@ -286,14 +287,11 @@ PUBLIC = {
         "UtilityRow",
         "aresume_search",
         "arun_search",
-        "card_line",
-        "draw_without_replacement",
         "evolutionary_records",
         "export_sft",
         "extract_imports",
         "journal_fingerprint",
         "method_family",
-        "novelty_of",
         "parallel_records",
         "plan_rl_step",
         "read_journal",
@@ -301,7 +299,6 @@ PUBLIC = {
         "resume_search",
         "rl_fitness",
         "run_search",
-        "softmax",
     ],
     "openmle.service": [
         "API_KEYS_ENV",
@@ -417,3 +414,28 @@ def test_service_imports_nothing_from_gym() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_names_that_left_the_search_api_are_deprecated_aliases() -> None:
+    """softmax, draw_without_replacement, card_line and novelty_of left openmle.search; the old
+    import still works for one release, with a DeprecationWarning naming the new home."""
+    import warnings
+
+    import openmle.search
+    from openmle.search import _cards, _memory, _select
+
+    moved = {
+        "softmax": _select.softmax,
+        "draw_without_replacement": _select.draw_without_replacement,
+        "card_line": _memory.card_line,
+        "novelty_of": _cards.novelty_of,
+    }
+    for name, obj in moved.items():
+        assert name not in openmle.search.__all__
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(openmle.search, name) is obj
+        assert [w.category for w in caught] == [DeprecationWarning]
+        assert "no longer public" in str(caught[0].message)
+    with pytest.raises(AttributeError, match="not_a_name"):
+        openmle.search.not_a_name  # noqa: B018

@@ -12,6 +12,7 @@ only by the backends that need them.
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle._protocols import OperatorModel, Sandbox, Selector, Trainer
 from openmle._signature import error_signature
 from openmle._types import (
@@ -55,8 +56,4 @@ __all__ = [
     "error_signature",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle._"):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

@@ -2,8 +2,10 @@
 
 Each protocol has one to three methods. Reference implementations subclass the protocol
 explicitly so mypy checks them where they are defined; any other class with the same methods
-works too (structural typing). ``openmle.testing`` has an in-memory fake and a conformance
-check for each.
+works too (structural typing). The protocols are runtime-checkable (``isinstance`` checks that
+the methods exist, not their signatures). ``Selector`` declares empty ``__slots__`` so that the
+frozen, slotted attrs selectors that subclass it stay slotted. ``openmle.testing`` has an
+in-memory fake and a conformance check for each.
 """
 
 from __future__ import annotations
@@ -32,6 +34,12 @@ class Sandbox(Protocol):
         - The hidden answers are never readable by the program, its logs or its artifacts.
         - Cancellation of ``run`` stops the program and cleans up before it propagates.
         - ``aclose`` releases every resource; ``run`` after ``aclose`` raises ``SandboxError``.
+
+    Optional: ``async def task_meta(self, task: str) -> TaskMeta | None`` reports a task's
+    metric direction and bounds when the sandbox knows tasks this machine cannot resolve (a job
+    service); ``None`` means "cannot tell". The search asks it only when ``higher_is_better``
+    was not passed and the task does not resolve locally, and refuses to start when it cannot
+    tell (the direction is never guessed).
     """
 
     async def run(self, job: Job) -> RunResult:
@@ -64,6 +72,8 @@ class Selector(Protocol):
     1) and ``k`` distinct chosen ids (fewer only when there are fewer candidates). The same
     candidates and the same ``rng`` state give the same selection.
     """
+
+    __slots__ = ()  # subclassing keeps an attrs/slotted implementation slotted
 
     def select(
         self, candidates: Sequence[Candidate], rng: np.random.Generator, *, k: int = 1

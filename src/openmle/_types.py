@@ -1,8 +1,10 @@
 """Core values shared by every layer: operators, outcomes, task metadata, jobs and results.
 
-Every value here is a frozen ``attrs`` class (or an enum) with validators; each has ``to_dict``
-and ``from_dict`` that round-trip through JSON exactly, so results can cross processes, HTTP and
-run directories unchanged.
+Every value here is a frozen ``attrs`` class (or a string enum, which is its own JSON form)
+with validators. The values that cross processes, HTTP and run directories (:class:`Resources`,
+:class:`Job` and :class:`RunResult`) have ``to_dict`` and ``from_dict`` that round-trip through
+JSON exactly; the others (:class:`TaskMeta` has :meth:`TaskMeta.from_mapping`) stay in one
+process.
 
 Departures from the released system: the released code mixes HTTP status codes, status strings
 and reward categories to say how a run ended; here one :class:`Outcome` enum is the whole
@@ -160,6 +162,17 @@ class TaskMeta:
                 f"Expected bool but got TaskMeta.higher_is_better={value!r} "
                 f"(type={type(value).__name__}); use true/false"
             )
+
+    def signed(self, score: float) -> float:
+        """``score`` in higher-is-better units: ``score``, or ``-score`` when lower is better.
+
+        The one place the direction flip is written; compare signed scores with ``>``.
+        """
+        return score if self.higher_is_better else -score
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether score ``a`` is strictly better than score ``b`` for this task."""
+        return self.signed(a) > self.signed(b)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> TaskMeta:

@@ -18,7 +18,8 @@
     │   ├── JobServiceError                     a 4xx answer from the job service
     │   └── TrainerError
     ├── BudgetExhausted                         a hard budget cap was reached
-    └── RunDirError                             a run directory cannot be created or resumed
+    ├── RunDirError                             a run directory cannot be created or resumed
+    └── MultipleErrors                          several errors ended one call (carries them)
 
 A failing *candidate program* is never an exception: it is an :class:`openmle.Outcome` on its
 :class:`openmle.RunResult`. Exceptions are for the harness: bad arguments, broken infrastructure
@@ -39,6 +40,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelRateLimited",
     "ModelTimeout",
+    "MultipleErrors",
     "OpenMLEError",
     "RunDirError",
     "SandboxError",
@@ -122,3 +124,35 @@ class BudgetExhausted(OpenMLEError):
 
 class RunDirError(OpenMLEError):
     """A run directory cannot be created, read or resumed."""
+
+
+class MultipleErrors(OpenMLEError):
+    """Several errors ended one call at once; ``exceptions`` holds each of them.
+
+    For example two concurrent expansions of a search failing together.
+
+    The public entry points raise the one underlying exception when a single error caused the
+    failure, never an ``ExceptionGroup``; only when several did they raise this, so
+    ``except OpenMLEError`` still catches it.
+
+    Attributes:
+        group: the exception group as the event loop raised it.
+        exceptions: its leaf exceptions, nested groups flattened, in order.
+    """
+
+    def __init__(self, group: BaseExceptionGroup[BaseException]) -> None:
+        leaves = _leaves(group)
+        kinds = ", ".join(f"{type(e).__name__}: {str(e)[:200]}" for e in leaves)
+        super().__init__(f"{len(leaves)} errors ended the call at once: {kinds}")
+        self.group = group
+        self.exceptions: tuple[BaseException, ...] = tuple(leaves)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            out.extend(_leaves(exc))
+        else:
+            out.append(exc)
+    return out

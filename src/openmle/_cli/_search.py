@@ -443,13 +443,11 @@ def _default_out(prefix: str) -> Path:
 
 def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
     from openmle.search import SearchConfig, run_search
-    from openmle.search._driver import _higher_is_better
+    from openmle.search._entry import task_direction
 
     # Every flag is checked before the header is printed or anything is written.
     check_task(task, args.sandbox)
-    hib = _higher_is_better(task)
     out = Path(args.out) if args.out else _default_out(args.command)
-    selector = build_selector(args.selector, hib)
     config = SearchConfig(
         seed=args.seed,
         timeout_s=args.timeout,
@@ -457,6 +455,12 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     )
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
+    try:  # from the task package, else the sandbox's task_meta; never guessed
+        hib = task_direction(task, sandbox)
+    except BaseException:
+        with _closing(sandbox):
+            raise
+    selector = build_selector(args.selector, hib)
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
         shown = model_spec

@@ -42,6 +42,13 @@ import numpy as np
 from attrs import define, field
 
 from openmle._protocols import OperatorModel
+from openmle._summary_contract import (
+    NODE_SUMMARY_PURPOSE,
+    OUTCOME_LINE_RE,
+    PARENT_LINE_RE,
+    PURPOSE_KEY,
+    SUMMARY_KEYS,
+)
 from openmle._types import ModelRequest, ModelResponse, Operator, Usage
 
 __all__ = ["OfflineModel", "render_program"]
@@ -511,7 +518,7 @@ class OfflineModel(OperatorModel):
         """
         self.calls += 1
         text = "\n".join(m.content for m in request.messages)
-        if request.metadata.get("purpose") == "node_summary":
+        if request.metadata.get(PURPOSE_KEY) == NODE_SUMMARY_PURPOSE:
             answer = _summarise(text)
             return ModelResponse(
                 text=answer,
@@ -675,8 +682,8 @@ def _feedback(text: str) -> str:
     return _FENCE.sub(lambda m: "" if "# recipe:" in m.group(1) else m.group(0), text)
 
 
-_SCORE_LINE = re.compile(r"^Outcome: ([a-z_]+); validation score: (\S+)\.$", re.MULTILINE)
-_PARENT_LINE = re.compile(r"^First parent (\S+): [^,]*, validation score (\S+);", re.MULTILINE)
+_SCORE_LINE = OUTCOME_LINE_RE
+_PARENT_LINE = PARENT_LINE_RE
 
 
 def _number(text: str) -> float | None:
@@ -709,4 +716,4 @@ def _summarise(text: str) -> str:
         )
     else:
         lesson = f"Validation {score:.6g} with no scored parent to compare with."
-    return json.dumps({"method": method, "lesson": lesson})
+    return json.dumps(dict(zip(SUMMARY_KEYS, (method, lesson), strict=True)))

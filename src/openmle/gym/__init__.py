@@ -28,10 +28,9 @@ from openmle.gym._mle import (
     surpass_sota_rate,
     valid_rate,
 )
-from openmle.gym._package import Task, load_task
+from openmle.gym._package import Task, load_task, validate_path
 from openmle.gym._reports import GradeReport, Problem, Severity, ValidationReport
 from openmle.gym._resolve import bundled, bundled_names, resolve_task
-from openmle.gym._validate import validate_path
 
 __all__ = [
     "Aggregate",

@@ -78,10 +78,11 @@ from openmle._types import Resources, Split, TaskMeta, check_split
 from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageError
 from openmle.gym._gradeproc import BUILTIN_METRICS, MAX_REASON_CHARS, clip
 from openmle.gym._grader import GradeLimits, run_child
-from openmle.gym._reports import GradeReport, ValidationReport
+from openmle.gym._reports import GradeReport, Problem, Severity, ValidationReport
 from openmle.gym._split import valid_view_dir, valid_view_key, valid_view_path
+from openmle.gym._validate import validate_task
 
-__all__ = ["Task", "load_task"]
+__all__ = ["Task", "load_task", "validate_path"]
 
 
 _KEYS = {
@@ -590,8 +591,6 @@ class Task:
 
     def validate(self, *, smoke_test: bool = True) -> ValidationReport:
         """Run the deterministic package checks; see :mod:`openmle.gym._validate`."""
-        from openmle.gym._validate import validate_task
-
         return validate_task(self, smoke_test=smoke_test)
 
     def prepare(self, *, timeout_s: float = 600.0) -> None:
@@ -792,3 +791,30 @@ def load_task(path: Path | str) -> Task:
         )
     root = root.resolve()
     return Task(root, config=_read_config(root))
+
+
+def validate_path(path: Path | str, *, smoke_test: bool = True) -> ValidationReport:
+    """Load the package at ``path`` and validate it; a load failure becomes an error problem.
+
+    Here, not in :mod:`openmle.gym._validate`, so that the validator never imports the package
+    module (one direction: ``_package`` -> ``_validate``).
+    """
+    try:
+        task = load_task(path)
+    except TaskPackageError as exc:
+        p = Path(path)
+        file = "task.toml" if str(exc).startswith("task.toml") else "."
+        return ValidationReport(
+            task=p.name,
+            path=str(p),
+            problems=(
+                Problem(
+                    severity=Severity.ERROR,
+                    file=file,
+                    message=str(exc),
+                    fix="Fix the package so it loads.",
+                ),
+            ),
+            checks=("load",),
+        )
+    return validate_task(task, smoke_test=smoke_test)

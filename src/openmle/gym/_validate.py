@@ -42,7 +42,7 @@ from openmle.gym._reports import Problem, Severity, ValidationReport
 if TYPE_CHECKING:
     from openmle.gym._package import Task
 
-__all__ = ["validate_path", "validate_task"]
+__all__ = ["validate_task"]
 
 _PUBLIC = "data/public"
 _MAX_WALK = 1_000_000
@@ -407,28 +407,3 @@ def validate_task(task: Task, *, smoke_test: bool = True) -> ValidationReport:
         sample_score=c.sample_score,
         checks=tuple(c.checks),
     )
-
-
-def validate_path(path: Path | str, *, smoke_test: bool = True) -> ValidationReport:
-    """Load the package at ``path`` and validate it; a load failure becomes an error problem."""
-    from openmle.gym._package import load_task
-
-    try:
-        task = load_task(path)
-    except TaskPackageError as exc:
-        p = Path(path)
-        file = "task.toml" if str(exc).startswith("task.toml") else "."
-        return ValidationReport(
-            task=p.name,
-            path=str(p),
-            problems=(
-                Problem(
-                    severity=Severity.ERROR,
-                    file=file,
-                    message=str(exc),
-                    fix="Fix the package so it loads.",
-                ),
-            ),
-            checks=("load",),
-        )
-    return validate_task(task, smoke_test=smoke_test)

@@ -11,8 +11,7 @@
 
 from __future__ import annotations
 
-from types import FunctionType
-
+from openmle._exports import publish
 from openmle.operators._budget import Section, clip, fit_sections
 from openmle.operators._parse import (
     Proposal,
@@ -51,8 +50,4 @@ __all__ = [
     "same_program",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith("openmle.operators._"):
-        _obj.__module__ = __name__
-del _name, _obj, FunctionType
+publish(globals())

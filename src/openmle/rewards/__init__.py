@@ -8,6 +8,7 @@ of the entropic advantage.
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle.rewards._advantages import (
     entropic_advantage,
     entropic_advantages,
@@ -81,8 +82,4 @@ __all__ = [
     "validation_gap_penalty",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.rewards."):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

@@ -65,14 +65,6 @@ def _seqsum(x: FloatArray) -> FloatArray:
     return out
 
 
-def _seq_logaddexp(z: FloatArray) -> FloatArray:
-    """log-sum-exp over the last axis by ``logaddexp`` left to right (-inf entries add nothing)."""
-    out = z[:, 0].copy()
-    for j in range(1, z.shape[1]):
-        out = np.logaddexp(out, z[:, j])
-    return out
-
-
 def _prepare(matrix: npt.ArrayLike, mask: npt.ArrayLike | None) -> tuple[FloatArray, BoolArray]:
     arr = np.array(matrix, dtype=np.float64, copy=True)
     if arr.ndim != 2:

@@ -278,7 +278,7 @@ def score_to_reward_from_meta(
     if score is None:
         raise fail("a number", "score", score)
     raw = float(score)
-    s = raw if m.higher_is_better else -raw
+    s = m.signed(raw)
     if mode == "linear_sign":
         if flavour == "rl" and abs(raw) < 1e-7:
             return -100.0
@@ -325,7 +325,7 @@ def static_view_reward(
     if score is None or not math.isfinite(float(score)):
         return 0.0, has
     raw = float(score)
-    s = raw if m.higher_is_better else -raw
+    s = m.signed(raw)
     if mode == "logistic":
         lb_b, lb_w = (
             (m.leaderboard_max, m.leaderboard_min)

@@ -309,7 +309,7 @@ class RewardProfile:
             return MemberReward(reward=s, best=None, worst=None, enabled=False)
         hist = self._history(history)
         grp = [g for g in (_finite(v) for v in group or ()) if g is not None]
-        signed = s if m.higher_is_better else -s
+        signed = m.signed(s)
         if self.compat == "openrsi":
             if self.single_finite_reward_one and len(hist) + len(grp) == 1:
                 return MemberReward(
@@ -363,7 +363,7 @@ class RewardProfile:
         if self.compat == "openrsi":
             return score_to_reward_from_meta(score, meta, mode=self.mapping, alpha=self.alpha)
         sb, sw = resolve_bounds(meta)
-        signed = score if meta.higher_is_better else -score
+        signed = meta.signed(score)
         return score_to_reward(signed, best=sb, worst=sw, mode=self.mapping, alpha=self.alpha)
 
     def _leaderboard_reward(

@@ -15,18 +15,16 @@
 
 from __future__ import annotations
 
-from types import FunctionType
-
+from openmle._exports import deprecated_aliases, publish
 from openmle.search._board import Board, FamilyStats
-from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard, novelty_of
+from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard
 from openmle.search._families import FAMILY_TAGS, UNKNOWN_FAMILY, extract_imports, method_family
+from openmle.search._islands import Islands, IslandSelector
 from openmle.search._memory import (
     DeferredMemory,
     MemoryConfig,
     MemoryPlan,
     OperatorMemory,
-    SummaryStore,
-    card_line,
 )
 from openmle.search._rl import (
     DEFAULT_MIX,
@@ -40,15 +38,12 @@ from openmle.search._rl import (
 from openmle.search._select import (
     PRESETS,
     GreedySelector,
-    Islands,
-    IslandSelector,
     Normalization,
     ThreeFactorSelector,
     UniformSelector,
     UtilityRow,
-    draw_without_replacement,
-    softmax,
 )
+from openmle.search._summaries import SummaryStore
 
 __all__ = [
     "CARD_SCHEMA_VERSION",
@@ -75,39 +70,30 @@ __all__ = [
     "ThreeFactorSelector",
     "UniformSelector",
     "UtilityRow",
-    "card_line",
-    "draw_without_replacement",
     "extract_imports",
     "method_family",
-    "novelty_of",
     "plan_rl_step",
     "rl_fitness",
-    "softmax",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type | FunctionType) and _obj.__module__.startswith("openmle.search._"):
-        _obj.__module__ = __name__
-del _name, _obj, FunctionType
 
 # --- The search loop, budgets and run directories (issue 5). Keep this block last. ---------
-from openmle.search._budget import Budget, Consumption, Ledger, PriceTable  # noqa: E402
-from openmle.search._driver import (  # noqa: E402
-    Progress,
-    Recorder,
-    SearchResult,
+from openmle.search._budget import Budget, Consumption, Ledger, PriceTable
+from openmle.search._driver import Progress, Recorder, SearchResult
+from openmle.search._entry import (
+    aresume_search,
     arun_search,
+    resume_search,
     run_search,
 )
-from openmle.search._loop import (  # noqa: E402
+from openmle.search._loop import (
     Evaluation,
     Node,
     Proposal,
     SearchConfig,
     SearchCore,
 )
-from openmle.search._prompts import (  # noqa: E402
+from openmle.search._prompts import (
     BasicPrompts,
     DeferringPromptBuilder,
     OperatorPrompts,
@@ -115,13 +101,7 @@ from openmle.search._prompts import (  # noqa: E402
     PromptBuilder,
     TaskInfo,
 )
-from openmle.search._rundir import (  # noqa: E402
-    RunDir,
-    aresume_search,
-    journal_fingerprint,
-    read_journal,
-    resume_search,
-)
+from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
 
 __all__ += [
     "BasicPrompts",
@@ -150,12 +130,6 @@ __all__ += [
     "resume_search",
     "run_search",
 ]
-__all__.sort()
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.search._"):
-        _obj.__module__ = __name__
-del _name, _obj
 
 # SFT data from search runs (issue 8).
 from openmle.search._sft_export import (  # noqa: E402
@@ -168,6 +142,17 @@ from openmle.search._sft_export import (  # noqa: E402
 
 __all__ += ["SFTRecord", "evolutionary_records", "export_sft", "parallel_records", "read_sft_jsonl"]
 __all__.sort()
-for _sft_obj in (SFTRecord, evolutionary_records, export_sft, parallel_records, read_sft_jsonl):
-    _sft_obj.__module__ = __name__
-del _sft_obj
+publish(globals())
+
+# Helpers that were public until this release and are internal now: served for one release, with a
+# DeprecationWarning (CHANGELOG: "Moved/Removed from public API").
+__getattr__ = deprecated_aliases(
+    __name__,
+    {
+        "card_line": ("openmle.search._memory", "card_line"),
+        "draw_without_replacement": ("openmle.search._select", "draw_without_replacement"),
+        "novelty_of": ("openmle.search._cards", "novelty_of"),
+        "softmax": ("openmle.search._select", "softmax"),
+    },
+    removed_in="the next release",
+)

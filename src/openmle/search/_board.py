@@ -165,7 +165,7 @@ class Board:
         return card
 
     def _fitness_of(self, score: float) -> float:
-        return score if self.task.higher_is_better else -score
+        return self.task.signed(score)
 
     def _make_candidate(self, card: ExperienceCard) -> Candidate:
         parent_scores = [

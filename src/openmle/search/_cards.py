@@ -77,7 +77,7 @@ def signed(score: float | None, task: TaskMeta) -> float | None:
     """``score`` in a direction-free form (higher is always better), None stays None."""
     if score is None:
         return None
-    return score if task.higher_is_better else -score
+    return task.signed(score)
 
 
 @frozen(kw_only=True)

@@ -39,9 +39,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, final
+from typing import Any, Protocol, final
 
 import anyio
 from anyio.abc import TaskGroup
@@ -58,10 +57,10 @@ from openmle._types import (
     Split,
     Usage,
 )
-from openmle.errors import BackendError, InvalidArgument
+from openmle.errors import BackendError
 from openmle.search._board import Board
-from openmle.search._budget import Budget, check_cost, check_usage
-from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
+from openmle.search._budget import check_cost, check_usage
+from openmle.search._loop import Evaluation, Node, Proposal, SearchCore
 from openmle.search._prompts import (
     DeferringPromptBuilder,
     OperatorPrompts,
@@ -71,10 +70,7 @@ from openmle.search._prompts import (
 )
 from openmle.search._select import ThreeFactorSelector
 
-if TYPE_CHECKING:
-    from openmle.search._rundir import RunDir
-
-__all__ = ["Progress", "Recorder", "SearchResult", "arun_search", "run_search"]
+__all__ = ["JobLimits", "Progress", "Recorder", "SearchResult", "default_selector"]
 
 
 @final
@@ -687,21 +683,6 @@ def _job_limits(
     return JobLimits(resources=resources, time_limit_s=time_limit_s)
 
 
-def _higher_is_better(task: str) -> bool:
-    """The task's metric direction from its package (True when it cannot be resolved)."""
-    t = _resolve(task)
-    return True if t is None else bool(t.meta.higher_is_better)
-
-
-def _description(task: str) -> str:
-    """The task's public description (empty when it cannot be resolved)."""
-    t = _resolve(task)
-    if t is None:
-        return ""
-    path = Path(t.public_dir(Split.VALID)) / "description.txt"
-    return path.read_text() if path.exists() else ""
-
-
 async def _drive(
     core: SearchCore,
     *,
@@ -745,171 +726,4 @@ async def _drive(
         stop_reason=core.exhausted(),
         spent=core.ledger.to_dict(),
         run_dir=run_dir,
-    )
-
-
-def _check_workers(workers: int) -> int:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InvalidArgument(f"Expected an integer >= 1 but got workers={workers!r}")
-    return workers
-
-
-async def arun_search(
-    task: str,
-    *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    budget: Budget,
-    selector: Selector | None = None,
-    config: SearchConfig | None = None,
-    workers: int = 2,
-    ordered: bool = False,
-    run_dir: str | Path | None = None,
-    higher_is_better: bool | None = None,
-    description: str | None = None,
-    prompts: PromptBuilder | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    manifest_extra: Mapping[str, Any] | None = None,
-    resources: Resources | None = None,
-    time_limit_s: float | None = None,
-) -> SearchResult:
-    """Search ``task`` with Draft/Improve/Debug/Crossover until a budget cap is reached.
-
-    Args:
-        task: a bundled task name or a task package path, passed to the sandbox in each job.
-        model: writes the programs. sandbox: runs and grades them (validation split during
-            search, test split once for the chosen program).
-        budget: the caps (at least one).
-        selector: chooses parents; default: :func:`default_selector`.
-        config: expansion settings (phases, ratios, seed, per-run timeout).
-        workers: expansions in flight at once (>= 1).
-        ordered: commit in step order so a concurrent run is deterministic (see module doc).
-        run_dir: where to write the journal, programs, logs and manifest (None: nothing written).
-            It must not exist or be empty; use :func:`aresume_search` to continue one.
-        higher_is_better: metric direction; default: from the task's metadata via
-            ``openmle.gym``, else True.
-        description: the task description shown in prompts; default: the task's public
-            ``description.txt`` via ``openmle.gym``.
-        prompts: builds requests and parses responses; default :class:`OperatorPrompts`
-            (``openmle.operators`` prompts with operator-conditioned memory).
-        limiter: a shared limiter capping concurrent expansions (default: ``workers`` tokens).
-        on_progress: called with a :class:`Progress` after every node and periodically.
-        final_test: grade the chosen program once on the test split at the end.
-        manifest_extra: extra JSON-ready entries for the manifest (e.g. how to rebuild the model).
-        resources: what every job asks the sandbox for (CPUs, GPUs, memory); default: the
-            task package's ``[resources]`` via ``openmle.gym``, else one CPU and no GPU.
-        time_limit_s: the task's per-run limit, capping ``config.timeout_s`` for every job;
-            default: the task package's ``time_limit_s``, else no cap.
-
-    Returns:
-        The nodes, the best one by validation score, and its test result.
-
-    Raises:
-        InvalidArgument: bad arguments or a non-empty ``run_dir``.
-        RunDirError: the run directory cannot be written.
-    """
-    cfg = config or SearchConfig()
-    workers = _check_workers(workers)
-    hib = _higher_is_better(task) if higher_is_better is None else bool(higher_is_better)
-    limits = _job_limits(task, resources, time_limit_s)
-    info = TaskInfo(
-        name=task,
-        description=_description(task) if description is None else description,
-        higher_is_better=hib,
-        timeout_s=limits.timeout(cfg.timeout_s),
-    )
-    sel = selector or default_selector(hib)
-    core = SearchCore(config=cfg, selector=sel, budget=budget, higher_is_better=hib)
-    recorder: Recorder = _NullRecorder()
-    path: Path | None = None
-    rd: RunDir | None = None
-    if run_dir is not None:
-        from openmle.search._rundir import RunDir
-
-        rd = RunDir.create(
-            run_dir,
-            task=info,
-            config=cfg,
-            budget=budget,
-            workers=workers,
-            ordered=ordered,
-            selector=sel,
-            model=model,
-            sandbox=sandbox,
-            prompts=prompts or OperatorPrompts(),
-            extra={**(manifest_extra or {}), "job_limits": limits.to_dict()},
-        )
-        recorder = rd
-        path = rd.path
-    builder = _with_summary_cache(prompts or OperatorPrompts(), path)
-    try:
-        result = await _drive(
-            core,
-            model=model,
-            sandbox=sandbox,
-            task=info,
-            prompts=builder,
-            recorder=recorder,
-            workers=workers,
-            ordered=ordered,
-            limiter=limiter,
-            on_progress=on_progress,
-            final_test=final_test,
-            run_dir=path,
-            limits=limits,
-        )
-        if rd is not None:
-            rd.session("end", stop_reason=result.stop_reason)
-        return result
-    finally:
-        if rd is not None:
-            rd.close()
-
-
-def run_search(
-    task: str,
-    *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    budget: Budget,
-    selector: Selector | None = None,
-    config: SearchConfig | None = None,
-    workers: int = 2,
-    ordered: bool = False,
-    run_dir: str | Path | None = None,
-    higher_is_better: bool | None = None,
-    description: str | None = None,
-    prompts: PromptBuilder | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    manifest_extra: Mapping[str, Any] | None = None,
-    resources: Resources | None = None,
-    time_limit_s: float | None = None,
-) -> SearchResult:
-    """Blocking twin of :func:`arun_search` (same arguments but ``limiter``); runs its own
-    event loop, so call it from synchronous code only.
-    """
-    return anyio.run(
-        partial(
-            arun_search,
-            task,
-            model=model,
-            sandbox=sandbox,
-            budget=budget,
-            selector=selector,
-            config=config,
-            workers=workers,
-            ordered=ordered,
-            run_dir=run_dir,
-            higher_is_better=higher_is_better,
-            description=description,
-            prompts=prompts,
-            on_progress=on_progress,
-            final_test=final_test,
-            manifest_extra=manifest_extra,
-            resources=resources,
-            time_limit_s=time_limit_s,
-        )
     )

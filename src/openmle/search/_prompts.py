@@ -42,7 +42,8 @@ from openmle.operators import (
 )
 from openmle.search._board import Board
 from openmle.search._loop import Node, Proposal
-from openmle.search._memory import DeferredMemory, MemoryConfig, OperatorMemory, SummaryStore
+from openmle.search._memory import DeferredMemory, MemoryConfig, OperatorMemory
+from openmle.search._summaries import SummaryStore
 
 __all__ = [
     "BasicPrompts",

@@ -33,10 +33,11 @@ from typing import Final, final
 import numpy as np
 from attrs import field, frozen
 
+from openmle._protocols import Selector
 from openmle._types import Candidate, Operator, Selection
 from openmle._validation import check_finite, fail
 from openmle.errors import InvalidArgument
-from openmle.search._select import _check_k, _minmax, draw_without_replacement
+from openmle.search._select import _check_k, _minmax, _nan_array, draw_without_replacement
 
 __all__ = [
     "DEFAULT_MIX",
@@ -67,7 +68,7 @@ def rl_fitness(candidates: Sequence[Candidate]) -> list[RLFitness]:
     cands = list(candidates)
     if not cands:
         return []
-    exploit = _minmax([c.reward for c in cands], True)
+    exploit = _minmax(_nan_array([c.reward for c in cands]), True).tolist()
     variances: list[float | None] = [
         float(np.var(np.asarray(c.children_rewards, dtype=np.float64)))
         if c.children_rewards
@@ -82,7 +83,7 @@ def rl_fitness(candidates: Sequence[Candidate]) -> list[RLFitness]:
         explore = [0.5] * len(cands)
     top = max(c.visits for c in cands)
     raw_cooling = [1.0 - c.visits / top if top > 0 else 1.0 for c in cands]
-    cooling = _minmax(list(raw_cooling), True)
+    cooling = _minmax(_nan_array(raw_cooling), True).tolist()
     return [
         RLFitness(
             node_id=c.node_id,
@@ -111,7 +112,7 @@ def _in_pool(c: Candidate, operator: Operator | None) -> bool:
 
 @final
 @frozen(kw_only=True)
-class RLParentSelector:
+class RLParentSelector(Selector):
     """Fitness-proportional parents from a reward-gated pool.
 
     Args:

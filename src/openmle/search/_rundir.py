@@ -50,33 +50,26 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
-import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import ModelRequest, RunResult, TaskMeta
+from openmle._types import RunResult, TaskMeta
 from openmle._version import __version__
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._board import Board
 from openmle.search._budget import Budget
 from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
 
-if TYPE_CHECKING:
-    from openmle.search._driver import Progress, SearchResult
-    from openmle.search._prompts import PromptBuilder
-
 __all__ = [
     "CHAIN_KEY",
     "VOLATILE_KEYS",
     "RunDir",
-    "aresume_search",
+    "check_new_run_dir",
     "journal_fingerprint",
     "read_journal",
-    "resume_search",
 ]
 
 JOURNAL = "journal.jsonl"
@@ -336,11 +329,16 @@ class RunDir:
             RunDirError: the directory cannot be written.
         """
         p = Path(path)
-        if p.exists() and (not p.is_dir() or any(p.iterdir())):
-            raise InvalidArgument(
-                f"run_dir={str(p)!r} already exists and is not empty; "
-                "resume it with `openmle resume` or choose a new directory"
+        if check_new_run_dir(p):
+            warnings.warn(
+                f"run_dir={str(p)!r} holds a run with no committed step; starting over in it",
+                UserWarning,
+                stacklevel=3,
             )
+            try:
+                _clear_uncommitted(p)
+            except OSError as exc:
+                raise RunDirError(f"cannot start over in {str(p)!r}: {exc}") from exc
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "openmle_version": __version__,
@@ -572,12 +570,11 @@ class RunDir:
         ids: set[str] = set()
         for line, r in self._lines(repair=True):
             kind = r["event"]
+            replayed: Proposal | None = None
             try:
                 if kind == "proposal":
-                    proposal = Proposal.from_dict(r["proposal"])
-                    core.restore_proposal(proposal, r["rng"])
-                    if on_proposal is not None:
-                        on_proposal(proposal)
+                    replayed = Proposal.from_dict(r["proposal"])
+                    core.restore_proposal(replayed, r["rng"])
                 elif kind == "node":
                     node = _node(r)
                     core.apply(node)
@@ -599,6 +596,8 @@ class RunDir:
                     )
             except _BAD_RECORD as exc:
                 raise self._bad(line, exc) from None
+            if replayed is not None and on_proposal is not None:
+                on_proposal(replayed)  # outside the try: its errors are not journal damage
         return list(core.pending_in_order())
 
 
@@ -626,151 +625,62 @@ def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResul
     return node_id, result
 
 
+_RUN_FILES = frozenset({JOURNAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries"})
+"""What a run directory holds before its first committed step (``nodes/`` then empty)."""
+
+
+def check_new_run_dir(path: str | Path) -> bool:
+    """Whether a new run may be written at ``path`` without writing anything: False when it does
+    not exist or is empty, True when it holds only a run with no committed step (a failed or
+    interrupted start: :meth:`RunDir.create` starts over in it).
+
+    Raises:
+        InvalidArgument: ``path`` is a file, holds other files, or holds a run with at least one
+            committed step (resume it or choose a new directory).
+    """
+    p = Path(path)
+    if not p.exists():
+        return False
+    refuse = InvalidArgument(
+        f"run_dir={str(p)!r} already exists and is not empty; "
+        "resume it with `openmle resume` or choose a new directory"
+    )
+    if not p.is_dir():
+        raise refuse
+    entries = {e.name: e for e in p.iterdir()}
+    if not entries:
+        return False
+    if not set(entries) <= _RUN_FILES or any(
+        (p / d).exists() and (not (p / d).is_dir() or any((p / d).iterdir()))
+        for d in ("nodes", "summaries")
+    ):
+        raise refuse
+    try:
+        records = read_journal(p / JOURNAL)
+    except RunDirError as exc:
+        raise InvalidArgument(
+            f"run_dir={str(p)!r} holds a damaged run ({exc}); choose a new directory"
+        ) from None
+    if any(r["event"] in ("node", "final") for r in records):
+        raise InvalidArgument(
+            f"run_dir={str(p)!r} already holds a run with committed steps; resume it with "
+            "`openmle resume` (or resume_search) or choose a new directory"
+        )
+    return True
+
+
+def _clear_uncommitted(p: Path) -> None:
+    """Remove the files of a run with no committed step (checked by :func:`check_new_run_dir`),
+    keeping ``sessions.jsonl`` (the record of who worked on the directory).
+    """
+    for name in (MANIFEST, JOURNAL, BOARD):
+        (p / name).unlink(missing_ok=True)
+    for d in ("nodes", "summaries"):
+        if (p / d).is_dir():
+            (p / d).rmdir()
+
+
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-
-
-async def aresume_search(
-    run_dir: str | Path,
-    *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    selector: Selector | None = None,
-    prompts: PromptBuilder | None = None,
-    budget: Budget | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    description: str | None = None,
-) -> SearchResult:
-    """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
-
-    In-flight steps are re-run with their journalled proposal; the random state is the one
-    journalled after the last proposal. Pass the same kind of model, sandbox and selector as
-    the original run (the manifest records which were used).
-
-    Args:
-        budget: a new budget (for example to extend a finished run); default: the manifest's.
-        description: the task description the run started with, for tasks ``openmle.gym``
-            cannot resolve (default: the task package's); it must match the manifest's hash.
-
-    Returns:
-        A :class:`~openmle.search.SearchResult`.
-
-    Raises:
-        RunDirError: not a run directory, or a damaged journal.
-        InvalidArgument: ``description`` differs from the one the run started with.
-    """
-    from openmle.search._driver import (
-        JobLimits,
-        _build_request,
-        _drive,
-        _job_limits,
-        _with_summary_cache,
-        default_selector,
-    )
-    from openmle.search._prompts import OperatorPrompts, PendingRequest, TaskInfo
-
-    rd = RunDir.open(run_dir)
-    if not rd.chained:
-        warnings.warn(
-            f"{rd.path} was written before the journal hash chain: it is resumed, but edits "
-            "to its journal cannot be detected (new lines stay unchained)",
-            UserWarning,
-            stacklevel=2,
-        )
-    m = rd.manifest
-    cfg = SearchConfig.from_dict(m["config"])
-    bud = budget or Budget.from_dict(m["budget"])
-    hib = bool(m["task"]["higher_is_better"])
-    from openmle.search._driver import _description
-
-    extra = m.get("extra", {})
-    limits = (
-        JobLimits.from_dict(extra["job_limits"])
-        if "job_limits" in extra
-        else _job_limits(m["task"]["name"])
-    )
-    if description is not None:
-        want = m["task"].get("description_sha256")
-        if want and hashlib.sha256(description.encode()).hexdigest() != want:
-            raise InvalidArgument(
-                f"the description given to resume {str(rd.path)!r} differs from the one the "
-                "run started with; pass the original description"
-            )
-    info = TaskInfo(
-        name=m["task"]["name"],
-        description=_description(m["task"]["name"]) if description is None else description,
-        higher_is_better=hib,
-        timeout_s=limits.timeout(cfg.timeout_s),
-    )
-    core = SearchCore(
-        config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
-    )
-    prompts = _with_summary_cache(prompts or OperatorPrompts(), rd.path)
-    built: dict[int, ModelRequest | PendingRequest] = {}
-
-    def build(p: Proposal) -> None:
-        parents = [core.nodes[q] for q in p.parent_ids]
-        built[p.step] = _build_request(prompts, p, parents, info, board=core.board)
-
-    pending = rd.replay(core, on_proposal=build)
-    requeue = [(p, built[p.step]) for p in pending]
-    done = rd.final_result()
-    final_done = None
-    if done is not None and not requeue and core.exhausted() is not None:
-        final_done = (core.nodes[done[0]], done[1])
-    rd.session("resume", requeued=[p.step for p in pending])
-    try:
-        result = await _drive(
-            core,
-            model=model,
-            sandbox=sandbox,
-            task=info,
-            prompts=prompts,
-            recorder=rd,
-            workers=int(m["workers"]),
-            ordered=bool(m["ordered"]),
-            limiter=limiter,
-            on_progress=on_progress,
-            final_test=final_test,
-            requeue=requeue,
-            final_done=final_done,
-            run_dir=rd.path,
-            limits=limits,
-        )
-        rd.session("end", stop_reason=result.stop_reason)
-        return result
-    finally:
-        rd.close()
-
-
-def resume_search(
-    run_dir: str | Path,
-    *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    selector: Selector | None = None,
-    prompts: PromptBuilder | None = None,
-    budget: Budget | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    description: str | None = None,
-) -> SearchResult:
-    """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
-    return anyio.run(
-        partial(
-            aresume_search,
-            run_dir,
-            model=model,
-            sandbox=sandbox,
-            selector=selector,
-            prompts=prompts,
-            budget=budget,
-            on_progress=on_progress,
-            final_test=final_test,
-            description=description,
-        )
-    )

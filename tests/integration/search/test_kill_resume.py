@@ -42,7 +42,8 @@ parts = dict(model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
              selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)))
 mode, out = sys.argv[1], sys.argv[2]
 if mode == "run":
-    run_search("toy", budget=Budget(steps=24), config=SearchConfig(initial_drafts=3, seed=3),
+    run_search("toy", higher_is_better=True, budget=Budget(steps=24),
+               config=SearchConfig(initial_drafts=3, seed=3),
                workers=3, ordered=True, run_dir=out, description="", **parts)
 else:
     resume_search(out, **parts)

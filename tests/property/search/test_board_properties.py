@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from tests.unit.search._trees import grow_board
 
 from openmle import TaskMeta
-from openmle.search import Board, ExperienceCard, novelty_of
+from openmle.search import Board, ExperienceCard
+from openmle.search._cards import novelty_of
 
 trees = st.builds(
     grow_board,

@@ -72,6 +72,7 @@ def test_a_replayed_search_reproduces_the_recorded_one(tmp_path: Path) -> None:
     def go(model: object, out: Path) -> None:
         run_search(
             "toy",
+            higher_is_better=True,
             model=model,  # type: ignore[arg-type]
             sandbox=FunctionSandbox(grade),
             selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),

@@ -154,3 +154,11 @@ def test_job_env_keeps_ordinary_and_harmless_python_variables() -> None:
     """Ordinary names and the allowed PYTHON* ones pass unchanged."""
     env = {"SEED": "3", "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", "LDX": "ok", "TZ": "UTC"}
     assert dict(Job(code="", task="t", env=env).env) == dict(sorted(env.items()))
+
+
+def test_task_meta_signs_scores_in_one_place() -> None:
+    """TaskMeta.signed is the one direction flip; better compares through it."""
+    up, down = TaskMeta(higher_is_better=True), TaskMeta(higher_is_better=False)
+    assert up.signed(0.25) == 0.25 and down.signed(0.25) == -0.25
+    assert up.better(0.3, 0.2) and not up.better(0.2, 0.3) and not up.better(0.2, 0.2)
+    assert down.better(0.2, 0.3) and not down.better(0.3, 0.2)

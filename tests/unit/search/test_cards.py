@@ -9,7 +9,8 @@ from tests.unit.search._trees import PROGRAMS, grow_board, result_for
 
 from openmle import Operator, Outcome, RunResult, Split, TaskMeta, Usage
 from openmle.errors import InvalidArgument
-from openmle.search import CARD_SCHEMA_VERSION, Board, ExperienceCard, novelty_of
+from openmle.search import CARD_SCHEMA_VERSION, Board, ExperienceCard
+from openmle.search._cards import novelty_of
 
 
 def test_card_filled_from_result_and_board() -> None:

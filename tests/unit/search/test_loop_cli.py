@@ -65,6 +65,7 @@ def run_dir(tmp_path: Path) -> Path:
     out = tmp_path / "run"
     run_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(_program),
         sandbox=FunctionSandbox(_grade),
         budget=Budget(steps=8, sandbox_s=100.0),

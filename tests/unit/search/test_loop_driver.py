@@ -39,6 +39,7 @@ def test_run_search_blocking_twin_and_final_test_grade() -> None:
     sandbox = FunctionSandbox(grade)
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(model_by_step),
         sandbox=sandbox,
         selector=selector(),
@@ -76,6 +77,7 @@ async def test_workers_run_concurrently_up_to_the_cap() -> None:
 
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(model_by_step),
         sandbox=FunctionSandbox(slow),
         selector=selector(),
@@ -101,6 +103,7 @@ async def test_model_failures_become_infra_nodes_after_retries() -> None:
 
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(broken),
         sandbox=FunctionSandbox(grade),
         selector=selector(),
@@ -128,6 +131,7 @@ async def test_sandbox_infra_errors_are_retried_and_summed() -> None:
 
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(model_by_step),
         sandbox=FunctionSandbox(flaky),
         selector=selector(),
@@ -148,6 +152,7 @@ async def test_missing_code_is_a_program_failure_then_debugged() -> None:
     answers = iter(["no code here", PROGRAM.format(score=0.3), PROGRAM.format(score=0.4)])
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(lambda r: next(answers)),
         sandbox=FunctionSandbox(grade),
         selector=selector(),
@@ -174,6 +179,7 @@ async def test_cancel_on_exhaust_cancels_running_work() -> None:
     with anyio.fail_after(10):
         result = await arun_search(
             "toy",
+            higher_is_better=True,
             model=ScriptedModel(model_by_step),
             sandbox=FunctionSandbox(timed),
             selector=selector(),
@@ -197,6 +203,7 @@ async def test_finish_on_exhaust_lets_running_work_complete(tmp_path: Path) -> N
 
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(model_by_step),
         sandbox=FunctionSandbox(timed),
         selector=selector(),
@@ -220,6 +227,7 @@ async def test_wall_clock_cap_cancels_slow_runs() -> None:
     with anyio.fail_after(20):
         result = await arun_search(
             "toy",
+            higher_is_better=True,
             model=ScriptedModel(model_by_step),
             sandbox=FunctionSandbox(stuck),
             selector=selector(),

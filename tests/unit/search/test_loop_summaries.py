@@ -91,6 +91,7 @@ async def search(
     """A search with summaries; the node ids and the ledger's tokens."""
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=model,
         sandbox=FunctionSandbox(grade),
         selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
@@ -141,6 +142,7 @@ async def test_summary_costs_count_and_unknown_costs_are_priced(
     prices = PriceTable(prices={"*": (1e6, 0.0)})  # 1 USD per prompt token
     result = await arun_search(
         "toy",
+        higher_is_better=True,
         model=model,
         sandbox=FunctionSandbox(grade),
         selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),

@@ -262,3 +262,36 @@ def test_test_scores_never_reach_prompts() -> None:
     numbers = {float(x) for p in prompts for x in re.findall(r"\d+\.\d+", p)}
     assert not numbers & set(test_grades.values())
     assert not any(f"{g:.6g}" in p for p in prompts for g in test_grades.values())
+
+
+@pytest.mark.anyio
+async def test_the_offline_model_reads_the_summary_request_through_the_shared_contract() -> None:
+    """The summary prompt holds the contract's lines, and OfflineModel, which reads them, gives
+    a summary that states the node's and its parent's scores (a prompt edit that drops a line
+    fails here, not silently in the offline model)."""
+    from openmle._summary_contract import (
+        NODE_SUMMARY_PURPOSE,
+        OUTCOME_LINE_RE,
+        PARENT_LINE_RE,
+        PURPOSE_KEY,
+    )
+    from openmle.backends import OfflineModel
+
+    seen: list[ModelRequest] = []
+    offline = OfflineModel()
+
+    @define
+    class Spy:
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            seen.append(request)
+            return await offline.complete(request)
+
+    b = _family_tree()
+    store = SummaryStore(model=Spy())
+    summary = await store.get(b, "a1", code_of=lambda _: PROGRAMS[0])
+    assert len(seen) == 1 and seen[0].metadata[PURPOSE_KEY] == NODE_SUMMARY_PURPOSE
+    text = "\n".join(m.content for m in seen[0].messages)
+    own, parent = OUTCOME_LINE_RE.search(text), PARENT_LINE_RE.search(text)
+    assert own is not None and own.groups() == ("success", "0.7")
+    assert parent is not None and parent.groups() == ("a", "0.6")
+    assert summary is not None and "Validation 0.7 against 0.6 for parent a" in summary

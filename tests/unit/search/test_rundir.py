@@ -62,6 +62,7 @@ def original(tmp_path: Path, steps: int = 14, workers: int = 2) -> Path:
     out = tmp_path / "a"
     run_search(
         "toy",
+        higher_is_better=True,
         **kwargs(),
         budget=Budget(steps=steps),
         config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
@@ -103,6 +104,7 @@ def test_refuses_non_empty_run_dir(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="resume"):
         run_search(
             "toy",
+            higher_is_better=True,
             **kwargs(),
             budget=Budget(steps=1),
             run_dir=tmp_path / "x",
@@ -178,6 +180,7 @@ def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     a = tmp_path / "a"
     run_search(
         "toy",
+        higher_is_better=True,
         **kwargs(),
         budget=Budget(steps=12),
         config=SearchConfig(initial_drafts=3, seed=2),

@@ -62,6 +62,7 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
     out = tmp_path / "run"
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(by_step),
         sandbox=FunctionSandbox(crash_on_step_1),
         selector=selector(),
@@ -101,6 +102,7 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     with pytest.raises(BackendError, match=r"3 consecutive infrastructure errors.*resume"):
         run_search(
             "toy",
+            higher_is_better=True,
             model=ScriptedModel(by_step),
             sandbox=FunctionSandbox(broken),
             selector=selector(),
@@ -133,6 +135,7 @@ def test_a_sandbox_returning_garbage_is_an_infra_error() -> None:
 
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(by_step),
         sandbox=_UncheckedSandbox(garbage),
         selector=selector(),
@@ -175,6 +178,7 @@ def test_model_code_with_a_lone_surrogate_is_an_outcome(tmp_path: Path) -> None:
     sandbox = FunctionSandbox(grade)
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(answer),
         sandbox=sandbox,
         selector=selector(),
@@ -220,6 +224,7 @@ def test_whatever_the_model_raises_is_recorded_and_the_search_goes_on(exc: Excep
 
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=ScriptedModel(answer),
         sandbox=FunctionSandbox(grade),
         selector=selector(),
@@ -249,6 +254,7 @@ def test_negative_token_counts_cannot_disable_the_token_cap() -> None:
     model = _responding(usage=Usage(prompt_tokens=-1_000_000, completion_tokens=-5))
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=model,
         sandbox=FunctionSandbox(grade),
         selector=selector(),
@@ -286,6 +292,7 @@ def test_invalid_usage_cost_or_model_id_never_crash_the_search(
     prices = PriceTable(prices={"asked-model": (1.0, 1.0)})
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=_responding(**fields),
         sandbox=FunctionSandbox(grade),
         selector=selector(),
@@ -311,6 +318,7 @@ def test_prices_follow_the_model_the_user_asked_for() -> None:
     )
     result = run_search(
         "toy",
+        higher_is_better=True,
         model=model,
         sandbox=FunctionSandbox(grade),
         selector=selector(),
@@ -345,6 +353,7 @@ async def test_wall_clock_cap_is_a_hard_deadline_for_model_calls(tmp_path: Path)
     with anyio.fail_after(60):  # before the fix this hung for the model's full stall
         result = await arun_search(
             "toy",
+            higher_is_better=True,
             model=Stalling(),
             sandbox=FunctionSandbox(grade),
             selector=selector(),

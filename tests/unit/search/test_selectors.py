@@ -185,3 +185,39 @@ def test_operator_mix() -> None:
     assert set(zero.probabilities().values()) == {0.25}
     with pytest.raises(InvalidArgument, match=r"OperatorMix\.debug"):
         OperatorMix(debug=-0.1)
+
+
+def test_reference_selectors_subclass_the_runtime_checkable_protocol() -> None:
+    """Each reference selector subclasses `Selector` (checked by mypy where it is defined), and
+    stays a frozen, slotted attrs value that passes the runtime check."""
+    import attrs
+
+    from openmle import Selector
+    from openmle.search import (
+        GreedySelector,
+        Islands,
+        IslandSelector,
+        RLParentSelector,
+        ThreeFactorSelector,
+        UniformSelector,
+    )
+
+    assert getattr(Selector, "_is_protocol", False) and getattr(
+        Selector, "_is_runtime_protocol", False
+    )
+    base = ThreeFactorSelector(higher_is_better=True)
+    instances = [
+        base,
+        GreedySelector(higher_is_better=True),
+        UniformSelector(),
+        IslandSelector(base=base, islands=Islands(members=((("n0", 0.5),),))),
+        RLParentSelector(),
+    ]
+    for sel in instances:
+        cls = type(sel)
+        assert Selector in cls.__mro__, cls
+        assert isinstance(sel, Selector)
+        assert attrs.has(cls) and not hasattr(sel, "__dict__"), cls  # still slotted
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            sel.x = 1  # type: ignore[attr-defined]
+        assert getattr(cls, "select") is not Selector.select  # noqa: B009

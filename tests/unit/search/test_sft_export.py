@@ -178,7 +178,7 @@ def test_export_from_a_real_search_run(tmp_path: Path) -> None:
 
     out = tmp_path / "run"
     run_search(
-        "toy", model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
+        "toy", higher_is_better=True, model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
         selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)), budget=Budget(steps=12),
         config=SearchConfig(initial_drafts=4, seed=3), workers=1, ordered=True, run_dir=out,
         description="", final_test=False,

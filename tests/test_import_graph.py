@@ -1,0 +1,189 @@
+"""The import graph of ``src/openmle`` points down: layers, and no module import cycle.
+
+Built with :mod:`ast` from the source (every ``import``, lazy ones inside functions included;
+only ``if TYPE_CHECKING:`` blocks are skipped, since they never run). Two checks:
+
+- no cycle between modules, lazy or not, except the pairs in ``ALLOWED_CYCLES`` (each with the
+  reason);
+- a package imports only packages of a lower layer (``LAYERS``), except the edges in
+  ``ALLOWED_UPWARD`` (each with the reason). A package not named in ``LAYERS`` (a new one) sits
+  on top: it may import everything, and nothing listed may import it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import openmle
+
+SRC = Path(openmle.__file__).parent
+
+LAYERS: dict[str, int] = {
+    # 0: leaves (no openmle imports but the error tree)
+    "openmle.errors": 0,
+    "openmle._version": 0,
+    "openmle._exports": 0,
+    "openmle._validation": 1,
+    "openmle._compat": 1,
+    "openmle._leaderboard": 1,
+    "openmle._signature": 1,
+    "openmle._summary_contract": 1,
+    # values and protocols
+    "openmle._types": 2,
+    "openmle._wire": 3,
+    "openmle._task_protocol": 3,
+    "openmle._protocols": 3,
+    "openmle._runlog": 4,
+    # the pure libraries
+    "openmle.rewards": 5,
+    "openmle.operators": 5,
+    "openmle.testing": 5,
+    # tasks, then the adapters that run them
+    "openmle.gym": 6,
+    "openmle.backends": 7,
+    # what runs on the adapters: the search, and the job service (JobServiceSandbox's server)
+    "openmle.search": 8,
+    "openmle.service": 8,
+    "openmle.train": 9,
+    "openmle.bench": 9,
+    # entry points
+    "openmle": 10,
+    "openmle._cli": 11,
+    "openmle.__main__": 12,
+}
+
+ALLOWED_CYCLES: dict[frozenset[str], str] = {}
+"""Module pairs allowed to import each other (none today)."""
+
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+"""Package edges allowed to point up or sideways, with the reason (none today)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(f): f for f in SRC.rglob("*.py")}
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skipped: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped.update(id(sub) for sub in ast.walk(node))
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [f"{base}.{a.name}" for a in node.names]
+            for target in targets:
+                hit = known(target)
+                if hit is not None and hit != mod:
+                    edges[mod].add(hit)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, sorted(edges[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, todo = work[-1]
+            if todo:
+                w = todo.pop()
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, sorted(edges[w])))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp: list[str] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycle_between_modules() -> None:
+    edges = _graph()
+    bad = []
+    for comp in _cycles(edges):
+        if len(comp) == 2 and frozenset(comp) in ALLOWED_CYCLES:
+            continue
+        inner = [f"{a} -> {b}" for a in comp for b in sorted(edges[a] & set(comp))]
+        bad.append("; ".join(inner))
+    assert not bad, "import cycles (cut one direction, or allow it with a reason):\n" + "\n".join(
+        bad
+    )
+
+
+def test_packages_import_only_lower_layers() -> None:
+    top = max(LAYERS.values()) + 1
+    bad = []
+    for mod, targets in _graph().items():
+        a = _package(mod)
+        for target in targets:
+            b = _package(target)
+            if a == b or (a, b) in ALLOWED_UPWARD:
+                continue
+            if LAYERS.get(b, top) >= LAYERS.get(a, top):
+                bad.append(
+                    f"{mod} -> {target} ({a} layer {LAYERS.get(a, top)}, {b} layer "
+                    f"{LAYERS.get(b, top)})"
+                )
+    assert not bad, "imports that point up or sideways:\n" + "\n".join(sorted(bad))
+
+
+def test_the_checker_sees_lazy_imports_and_cycles() -> None:
+    """The graph includes imports inside functions, and the cycle finder finds a cycle."""
+    edges = _graph()
+    assert "openmle.gym" in edges["openmle.search._entry"]  # a lazy import in a function
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
