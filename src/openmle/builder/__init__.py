@@ -11,6 +11,7 @@ emitted package with the builder's full record in ``builder/record.json``.
 
 from __future__ import annotations
 
+from openmle.builder._corpus import CorpusSummary, build_many
 from openmle.builder._decontam import Blocklist, DecontamResult, check_contamination, load_blocklist
 from openmle.builder._gate import FINDINGS, Finding, GateResult
 from openmle.builder._intake import Intake, RawFile, intake
@@ -40,6 +41,7 @@ __all__ = [
     "BuildOptions",
     "BuildResult",
     "ColumnStats",
+    "CorpusSummary",
     "DecontamResult",
     "FileInfo",
     "Finding",
@@ -54,6 +56,7 @@ __all__ = [
     "SpecError",
     "SpecResult",
     "TaskSpec",
+    "build_many",
     "build_task",
     "check_contamination",
     "intake",

@@ -19,6 +19,7 @@ from openmle._types import Split
 from openmle.builder._intake import sha256_file
 from openmle.builder._inventory import Inventory, read_table
 from openmle.builder._spec import TaskSpec
+from openmle.gym._gradeproc import CsvError, positive_labels
 
 __all__ = ["FINDINGS", "Finding", "GateResult", "checksums", "run_gate"]
 
@@ -31,6 +32,7 @@ FINDINGS: dict[str, str] = {
     "id_mismatch": "test, sample submission and answers do not hold the same ids",
     "target_in_public_test": "the target column is in public test data",
     "train_missing_target": "train.csv lacks the target column",
+    "answers_missing_target": "the answers lack the target column",
     "row_count_mismatch": "sample submission or answers rows differ from test rows",
     "raw_rows_not_conserved": "train + test rows differ from the raw labelled rows",
     "not_deterministic": "two runs of prepare.py wrote different files",
@@ -108,13 +110,16 @@ def _best(metric: str) -> float:
 
 
 def _perfect_submission(spec: TaskSpec, answers: Path, sample_header: list[str], out: Path) -> None:
-    header, rows = read_table(answers)
+    header, rows = read_table(answers)  # raises ValueError
     id_i, t_i = header.index(spec.submission_id), header.index(spec.target)
+    positive = positive_labels([r[t_i] for r in rows]) if spec.metric == "auc" else []
     with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(sample_header)
-        for r in rows:
-            if spec.metric == "log_loss":
+        for k, r in enumerate(rows):
+            if spec.metric == "auc":
+                w.writerow([r[id_i], "1" if positive[k] else "0"])
+            elif spec.metric == "log_loss":
                 w.writerow([r[id_i]] + ["1" if c == r[t_i] else "0" for c in sample_header[1:]])
             else:
                 w.writerow([r[id_i], r[t_i]])
@@ -179,6 +184,8 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
             "public/test.csv",
             f"holds the target column {spec.target!r}; drop it",
         )
+    if spec.target not in ans_h:
+        add("answers_missing_target", "private/test_answer.csv", f"lacks {spec.target!r}")
     if spec.target not in train_h:
         add("train_missing_target", "public/train.csv", f"lacks the target column {spec.target!r}")
     ids: dict[str, list[str]] = {}
@@ -230,15 +237,18 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
         )
     with tempfile.TemporaryDirectory() as tmp:
         perfect = Path(tmp) / "submission.csv"
-        _perfect_submission(spec, data / "private/test_answer.csv", sample_h, perfect)
-        ans_report = task.grade(perfect, Split.TEST)
-    answers_score = ans_report.score if ans_report.valid else None
+        try:
+            _perfect_submission(spec, data / "private/test_answer.csv", sample_h, perfect)
+            ans_report = task.grade(perfect, Split.TEST)
+            answers_score, why = (ans_report.score if ans_report.valid else None), ans_report.reason
+        except (ValueError, CsvError) as exc:
+            answers_score, why = None, str(exc)
     best = _best(spec.metric)
     if answers_score is None or abs(answers_score - best) > 1e-6:
         add(
             "answers_not_best",
             "private/test_answer.csv",
-            f"the answers score {answers_score} (best {best}): {ans_report.reason[:200]}",
+            f"the answers score {answers_score} (best {best}): {why[:200]}",
         )
     elif sample_score is not None and abs(sample_score - answers_score) <= 1e-9:
         add(
