@@ -191,6 +191,11 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         help="skip the baselines (no leaderboard)",
     )
     p.add_argument(
+        "--judge",
+        action="store_true",
+        help="run the model's quality gate (five dimensions; rejected tasks are not emitted)",
+    )
+    p.add_argument(
         "--prepare-timeout",
         type=float,
         default=300.0,
@@ -235,6 +240,7 @@ def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any]:
         name=getattr(args, "name", None),
         blocklist=load_blocklist(args.blocklist),
         solvability=args.solvability,
+        judge=args.judge,
         prepare_timeout_s=args.prepare_timeout,
     )
     return (lambda: build_model(args.model)), options

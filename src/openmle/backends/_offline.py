@@ -487,7 +487,8 @@ def _describe(recipe: Recipe) -> str:
 
 def _builder_answer(request: ModelRequest) -> str | None:
     """The answer to a task-builder request (its kind in ``metadata["purpose"]``), else None."""
-    from openmle.backends._offline_builder import offline_prepare, offline_spec
+    from openmle.backends._offline_builder import offline_judgement, offline_prepare, offline_spec
+    from openmle.builder._judge import PURPOSE_JUDGE
     from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, PURPOSE_SPEC
 
     purpose = request.metadata.get(PURPOSE_KEY)
@@ -495,6 +496,8 @@ def _builder_answer(request: ModelRequest) -> str | None:
         return json.dumps(offline_spec(request.metadata.get("inventory") or {}), sort_keys=True)
     if purpose == PURPOSE_PREPARE:
         return offline_prepare(request.metadata.get("spec") or {})
+    if purpose == PURPOSE_JUDGE:
+        return json.dumps(offline_judgement(request.metadata.get("evidence") or {}), sort_keys=True)
     return None
 
 

@@ -133,3 +133,50 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
 def offline_prepare(spec: Mapping[str, Any]) -> str:
     """A prepare.py for ``spec``, as a fenced Python block."""
     return "```python\n" + _PREPARE.format(spec=json.dumps(dict(spec), sort_keys=True)) + "```\n"
+
+
+def _band(value: float, bounds: tuple[float, ...]) -> int:
+    """1 + the number of ``bounds`` that ``value`` reaches (bounds ascending)."""
+    return 1 + sum(value >= b for b in bounds)
+
+
+def offline_judgement(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """A quality judgement from the records' figures (row counts, missing cells, baselines)."""
+    spec = evidence.get("spec") or {}
+    inventory = evidence.get("inventory") or {}
+    gate = evidence.get("gate") or {}
+    solv = evidence.get("solvability") or {}
+    tables = [f for f in inventory.get("files", []) if f.get("rows") is not None]
+    table = next((f for f in tables if f["path"] == spec.get("data_file")), None)
+    rows = int(table["rows"]) if table else 0
+    cols = table["columns"] if table else []
+    cells = max(1, rows * len(cols))
+    missing = sum(int(c["missing"]) for c in cols) / cells
+    features = max(0, len(cols) - 1 - (spec.get("id_column") is not None))
+    valid = bool(gate.get("passed")) and bool(solv.get("solvable", True))
+    const = (solv.get("constant") or {}).get("score")
+    model = (solv.get("model") or {}).get("score")
+    scores = {
+        "task_validity": (
+            5 if valid else 1,
+            f"gate findings: {len(gate.get('findings', []))}; baselines: constant {const}, "
+            f"gradient boosting {model}",
+        ),
+        "data_sufficiency": (
+            min(5, _band(rows, (100, 300, 1000, 5000))),
+            f"{rows} labelled rows in {spec.get('data_file')}",
+        ),
+        "raw_data_use": (
+            5 if len(tables) <= 1 else 3,
+            f"the task uses 1 of {len(tables)} raw table(s)",
+        ),
+        "task_complexity": (
+            min(5, _band(features, (2, 5, 20, 100))),
+            f"{features} feature column(s)",
+        ),
+        "data_quality": (
+            5 - min(4, _band(missing, (0.01, 0.1, 0.3, 0.5)) - 1),
+            f"{missing:.1%} of cells missing",
+        ),
+    }
+    return {"scores": {k: {"score": s, "evidence": e} for k, (s, e) in scores.items()}}

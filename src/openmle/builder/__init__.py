@@ -16,6 +16,7 @@ from openmle.builder._decontam import Blocklist, DecontamResult, check_contamina
 from openmle.builder._gate import FINDINGS, Finding, GateResult
 from openmle.builder._intake import Intake, RawFile, intake
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, inventory
+from openmle.builder._judge import DIMENSIONS, PURPOSE_JUDGE, JudgeResult, JudgeThresholds
 from openmle.builder._pipeline import STAGES, BuildOptions, BuildResult, SandboxFactory, build_task
 from openmle.builder._prepare import PrepareResult, PrepareRun
 from openmle.builder._solvability import Baseline, Solvability
@@ -30,8 +31,10 @@ from openmle.builder._spec import (
 )
 
 __all__ = [
+    "DIMENSIONS",
     "FINDINGS",
     "METRIC_LIBRARY",
+    "PURPOSE_JUDGE",
     "PURPOSE_KEY",
     "PURPOSE_PREPARE",
     "PURPOSE_SPEC",
@@ -48,6 +51,8 @@ __all__ = [
     "GateResult",
     "Intake",
     "Inventory",
+    "JudgeResult",
+    "JudgeThresholds",
     "PrepareResult",
     "PrepareRun",
     "RawFile",

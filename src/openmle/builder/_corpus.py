@@ -221,6 +221,10 @@ async def build_many(
                 prepare_timeout_s=base.prepare_timeout_s,
                 solvability=base.solvability,
                 baseline_timeout_s=base.baseline_timeout_s,
+                judge=base.judge,
+                judge_thresholds=base.judge_thresholds,
+                judge_attempts=base.judge_attempts,
+                judge_timeout_s=base.judge_timeout_s,
             )
             try:
                 result = await build_task(

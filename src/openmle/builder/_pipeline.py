@@ -26,6 +26,7 @@ from openmle.builder._emit import (
 from openmle.builder._gate import run_gate
 from openmle.builder._intake import intake
 from openmle.builder._inventory import inventory
+from openmle.builder._judge import JudgeThresholds, judge_task
 from openmle.builder._prepare import StageResolver, request_prepare, run_prepare
 from openmle.builder._spec import SpecError, request_spec
 from openmle.errors import InvalidArgument
@@ -35,7 +36,17 @@ __all__ = ["BuildOptions", "BuildResult", "SandboxFactory", "build_task"]
 SandboxFactory = Callable[[TaskResolver], Sandbox]
 """Makes the sandbox a build runs prepare.py (and the baselines) in, given its resolver."""
 
-STAGES = ("intake", "decontam", "inventory", "spec", "prepare", "gate", "solvability", "emit")
+STAGES = (
+    "intake",
+    "decontam",
+    "inventory",
+    "spec",
+    "prepare",
+    "gate",
+    "solvability",
+    "judge",
+    "emit",
+)
 """The stages, in order (a build stops at the first that fails)."""
 
 
@@ -58,6 +69,8 @@ class BuildOptions:
         prepare_timeout_s: wall-clock limit of one prepare.py run.
         solvability: run the baselines (a constant and gradient boosting) and seed a
             synthetic leaderboard.
+        judge: run the model's quality gate (five dimensions; ``rejected`` stops the build, a
+            judge that never gave a valid answer fails it with the errors).
     """
 
     source: str = ""
@@ -69,6 +82,10 @@ class BuildOptions:
     prepare_timeout_s: float = 300.0
     solvability: bool = True
     baseline_timeout_s: float = 300.0
+    judge: bool = False
+    judge_thresholds: JudgeThresholds | None = None
+    judge_attempts: int = 3
+    judge_timeout_s: float = 300.0
 
 
 @frozen(kw_only=True)
@@ -217,6 +234,31 @@ async def build_task(
                 return stop("rejected", "solvability", solv.reason, ("not_solvable",))
             write_leaderboard(staged, solv.leaderboard)
             write_toml(staged, spec, name, leaderboard=True)
+        if opts.judge:
+            evidence: dict[str, Any] = {
+                k: record[k] for k in ("gate", "solvability") if k in record
+            }
+            evidence["inventory"] = record["inventory"]
+            evidence["spec"] = spec.to_dict()
+            verdict = await judge_task(
+                model,
+                evidence,
+                inv.text(),
+                thresholds=opts.judge_thresholds,
+                max_attempts=opts.judge_attempts,
+                timeout_s=opts.judge_timeout_s,
+            )
+            record["quality"] = verdict.to_dict()
+            if verdict.verdict == "error":
+                return stop(
+                    "failed",
+                    "judge",
+                    "the judge gave no valid answer: " + "; ".join(verdict.errors),
+                )
+            if verdict.verdict == "rejected":
+                return stop(
+                    "rejected", "judge", f"quality scores {verdict.scores}", ("quality_rejected",)
+                )
         record["checksums"] = gate.checksums
         await anyio.to_thread.run_sync(lambda: write_record(staged, record, inv.text()))
         await anyio.to_thread.run_sync(publish, staged, out_path)

@@ -43,7 +43,12 @@ def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> No
     raw, out = tmp_path / name, tmp_path / "out" / name
     _write_sklearn(name, raw)
     result = _build(
-        raw, out, OfflineModel(), source=f"sklearn.datasets.load_{name}", licence="BSD-3"
+        raw,
+        out,
+        OfflineModel(),
+        source=f"sklearn.datasets.load_{name}",
+        licence="BSD-3",
+        judge=True,
     )
     assert result.status == "built", result.reason
     assert result.package == out
@@ -65,9 +70,12 @@ def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> No
         "gate",
         "solvability",
         "checksums",
+        "quality",
     ):
         assert key in record, key
     assert record["intake"]["licence"] == "BSD-3"
+    assert record["quality"]["verdict"] in ("recommended", "conditional")
+    assert record["quality"]["errors"] == []
     assert record["gate"]["passed"] is True and record["gate"]["findings"] == []
     solv = record["solvability"]
     hib = solv["higher_is_better"]
