@@ -29,6 +29,7 @@ MODULES = (
     "openmle.search",
     "openmle.operators",
     "openmle.gym",
+    "openmle.builder",
     "openmle.service",
     "openmle.bench",
     "openmle.backends",
