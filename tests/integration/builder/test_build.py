@@ -188,3 +188,24 @@ def test_raw_data_matching_a_benchmark_hash_is_refused(tmp_path: Path) -> None:
     assert result.findings == ("contaminated",)
     assert "sha256 of iris.csv" in result.reason
     assert not out.exists()
+
+
+def test_cli_build_exit_codes(tmp_path: Path) -> None:
+    raw, out = tmp_path / "wine", tmp_path / "pkg"
+    _write_sklearn("wine", raw)
+    cmd = [sys.executable, "-m", "openmle", "task", "build", str(raw), "--out", str(out)]
+    first = subprocess.run([*cmd, "--no-solvability"], capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert f"built {out}" in first.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert again.returncode == 2 and "exists" in again.stderr
+    blocklist = tmp_path / "eval.txt"
+    blocklist.write_text("name:wine\n")
+    refused = subprocess.run(
+        [*cmd[:-1], str(tmp_path / "pkg2"), "--blocklist", str(blocklist), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["findings"] == ["contaminated"]
