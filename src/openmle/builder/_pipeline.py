@@ -1,5 +1,6 @@
-"""The pipeline: intake -> decontamination -> inventory -> spec -> prepare (twice) -> gate ->
-solvability -> emit. Every stage's result goes into the package's ``builder/record.json``."""
+"""The pipeline: intake, decontamination, inventory, spec, prepare (twice), gate, solvability,
+judge, emit. Every stage's result goes into the package's ``builder/record.json``.
+"""
 
 from __future__ import annotations
 

@@ -222,7 +222,8 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if "higher_is_better" in obj and obj["higher_is_better"] is not METRIC_LIBRARY[metric][0]:
         raise ValueError(f"'higher_is_better' contradicts metric {metric!r}; omit it")
     target_col = table.column(target)
-    assert target_col is not None
+    if target_col is None:  # checked above; keeps the type narrow
+        raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
     if task_type == "binary" and target_col.unique != 2:
         raise ValueError(
             f"task_type 'binary' needs 2 target values; {target!r} has {target_col.unique}"
