@@ -145,8 +145,9 @@ class StageResolver:
         return ref
 
     def __call__(self, ref: str) -> TaskHandle:
-        if ref in self.handles:
-            return self.handles.pop(ref)
+        handle = self.handles.get(ref)  # kept until the run ends: a sandbox may resolve twice
+        if handle is not None:
+            return handle
         from openmle.gym import resolve_task
 
         return resolve_task(ref)
@@ -216,8 +217,10 @@ async def run_prepare(
     await anyio.to_thread.run_sync(fresh)
     ref = resolver.add(StageHandle(name="prepare", raw_dir=raw_dir, dest=dest))
     job = Job(code=_WRAPPER.format(source=source), task=ref, split=Split.TEST, timeout_s=timeout_s)
-    result = await sandbox.run(job)
-    resolver.handles.pop(ref, None)
+    try:
+        result = await sandbox.run(job)
+    finally:
+        resolver.handles.pop(ref, None)
     return PrepareRun(
         outcome=result.outcome.value,
         detail=result.detail[:_MAX_LOG],
