@@ -30,6 +30,7 @@ MODULES = (
     "openmle.operators",
     "openmle.priors",
     "openmle.gym",
+    "openmle.builder",
     "openmle.service",
     "openmle.bench",
     "openmle.backends",

@@ -57,6 +57,8 @@ def register(subparsers: Any) -> None:
     ls.add_argument("--json", action="store_true", help="print the list as JSON")
     ls.set_defaults(handler=_list)
 
+    _register_build(sub)
+
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
@@ -156,4 +158,139 @@ def _list(args: argparse.Namespace) -> int:
         for r in rows:
             way = "higher" if r["higher_is_better"] else "lower"
             print(f"{r['name']:<20} {r['metric']:<10} {way} is better  {r['path']}")
+    return EXIT_OK
+
+
+# -------------------------------------------------------------------------- task build(-many)
+
+
+def _build_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        default="offline",
+        help="operator model: offline (default), replay:FILE or openai:URL#MODEL",
+    )
+    p.add_argument(
+        "--sandbox",
+        default="local",
+        choices=("local",),
+        help="where prepare.py and the baselines run (local: bubblewrap, no network)",
+    )
+    p.add_argument(
+        "--blocklist",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="more evaluation data to refuse (sha256:<hex> / name:<text> lines); "
+        "repeatable, added to the shipped list",
+    )
+    p.add_argument(
+        "--no-solvability",
+        dest="solvability",
+        action="store_false",
+        help="skip the baselines (no leaderboard)",
+    )
+    p.add_argument(
+        "--judge",
+        action="store_true",
+        help="run the model's quality gate (five dimensions; rejected tasks are not emitted)",
+    )
+    p.add_argument(
+        "--prepare-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="wall-clock limit of one prepare.py run (default 300)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _register_build(sub: Any) -> None:
+    b = sub.add_parser("build", help="build a verified task package from a raw data directory")
+    b.add_argument("raw_dir", metavar="RAW_DIR", help="the raw data, files as downloaded")
+    b.add_argument("--out", required=True, metavar="PKG_DIR", help="where the package goes (new)")
+    b.add_argument("--source", default="", help="where the data came from (URL or name)")
+    b.add_argument("--licence", default="", help="the data's licence")
+    b.add_argument("--name", default=None, help="task name (default: PKG_DIR's name)")
+    _build_options(b)
+    b.set_defaults(handler=_build)
+
+    m = sub.add_parser(
+        "build-many",
+        help="build one package per source directory; resumable",
+        description="Build SOURCES_DIR/<name>/ into CORPUS_DIR/tasks/<name>/. Rerun the same "
+        "command after an interruption: finished sources are kept, the rest are built. Writes "
+        "CORPUS_DIR/summary.json and index.txt (one package path a line).",
+    )
+    m.add_argument("sources_dir", metavar="SOURCES_DIR", help="one raw directory per source")
+    m.add_argument("--out", required=True, metavar="CORPUS_DIR", help="the corpus directory")
+    m.add_argument("--workers", type=int, default=1, help="builds at once (default 1)")
+    _build_options(m)
+    m.set_defaults(handler=_build_many)
+
+
+def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from openmle._cli._search import build_model
+    from openmle.builder import BuildOptions, load_blocklist
+
+    build_model(args.model)  # fail early on a bad --model
+    options = BuildOptions(
+        source=getattr(args, "source", ""),
+        licence=getattr(args, "licence", ""),
+        name=getattr(args, "name", None),
+        blocklist=load_blocklist(args.blocklist),
+        solvability=args.solvability,
+        judge=args.judge,
+        prepare_timeout_s=args.prepare_timeout,
+    )
+    return (lambda: build_model(args.model)), options
+
+
+def _build(args: argparse.Namespace) -> int:
+    import anyio
+
+    from openmle.builder import build_task
+
+    try:
+        make_model, options = _builder_setup(args)
+        result = anyio.run(
+            lambda: build_task(args.raw_dir, args.out, make_model(), options=options)
+        )
+    except (InvalidArgument, OSError) as exc:
+        print(f"openmle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif result.status == "built":
+        print(f"built {result.package}")
+    else:
+        print(f"{result.status.upper()} at stage {result.stage}: {result.reason}")
+    return EXIT_OK if result.status == "built" else EXIT_FAILURE
+
+
+def _build_many(args: argparse.Namespace) -> int:
+    import anyio
+
+    from openmle.builder import build_many
+
+    def progress(name: str, entry: dict[str, Any]) -> None:
+        if not args.json:
+            print(f"{entry['status']:<9} {name}  {entry['reason'][:120]}", flush=True)
+
+    try:
+        make_model, options = _builder_setup(args)
+        summary = anyio.run(
+            lambda: build_many(
+                args.sources_dir,
+                args.out,
+                make_model,
+                workers=args.workers,
+                options=options,
+                on_result=progress,
+            )
+        )
+    except (InvalidArgument, OSError) as exc:
+        print(f"openmle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.table())
     return EXIT_OK

@@ -492,6 +492,22 @@ def _describe(recipe: Recipe) -> str:
     return f"{models} on {feats}; impute {recipe['impute']}; categories {recipe['cat']}"
 
 
+def _builder_answer(request: ModelRequest) -> str | None:
+    """The answer to a task-builder request (its kind in ``metadata["purpose"]``), else None."""
+    from openmle.backends._offline_builder import offline_judgement, offline_prepare, offline_spec
+    from openmle.builder._judge import PURPOSE_JUDGE
+    from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, PURPOSE_SPEC
+
+    purpose = request.metadata.get(PURPOSE_KEY)
+    if purpose == PURPOSE_SPEC:
+        return json.dumps(offline_spec(request.metadata.get("inventory") or {}), sort_keys=True)
+    if purpose == PURPOSE_PREPARE:
+        return offline_prepare(request.metadata.get("spec") or {})
+    if purpose == PURPOSE_JUDGE:
+        return json.dumps(offline_judgement(request.metadata.get("evidence") or {}), sort_keys=True)
+    return None
+
+
 @final
 @define(eq=False)
 class OfflineModel(OperatorModel):
@@ -518,6 +534,17 @@ class OfflineModel(OperatorModel):
         """
         self.calls += 1
         text = "\n".join(m.content for m in request.messages)
+        builder_answer = _builder_answer(request)
+        if builder_answer is not None:
+            return ModelResponse(
+                text=builder_answer,
+                usage=Usage(
+                    prompt_tokens=max(1, len(text) // 4),
+                    completion_tokens=max(1, len(builder_answer) // 4),
+                ),
+                model=self.model,
+                finish_reason="stop",
+            )
         if request.metadata.get(PURPOSE_KEY) == NODE_SUMMARY_PURPOSE:
             answer = _summarise(text)
             return ModelResponse(

@@ -1,0 +1,268 @@
+"""The deterministic gate: named findings about what prepare.py produced.
+
+Every check reads files as CSV text on the host (never imports them) and grades through
+:meth:`openmle.gym.Task.grade`, which runs the vetted metric in its own confined process.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from attrs import field, frozen
+
+from openmle._types import Split
+from openmle.builder._intake import sha256_file
+from openmle.builder._inventory import Inventory, read_table
+from openmle.builder._spec import TaskSpec
+from openmle.gym._gradeproc import CsvError, positive_labels
+
+__all__ = ["FINDINGS", "Finding", "GateResult", "checksums", "run_gate"]
+
+FINDINGS: dict[str, str] = {
+    "missing_file": "a file the package needs was not written",
+    "symlink": "a symbolic link in the output",
+    "unreadable_csv": "a CSV that does not parse",
+    "label_leaking_file_name": "a public file whose name reveals the label",
+    "duplicate_ids": "an id repeated in test data, the sample submission or the answers",
+    "id_mismatch": "test, sample submission and answers do not hold the same ids",
+    "target_in_public_test": "the target column is in public test data",
+    "train_missing_target": "train.csv lacks the target column",
+    "answers_missing_target": "the answers lack the target column",
+    "row_count_mismatch": "sample submission or answers rows differ from test rows",
+    "raw_rows_not_conserved": "train + test rows differ from the raw labelled rows",
+    "not_deterministic": "two runs of prepare.py wrote different files",
+    "metric_failed_on_sample": "the metric fails or is not finite on the sample submission",
+    "answers_not_best": "the answers, submitted, do not get the best possible score",
+    "sample_scores_as_answers": "the sample submission scores as well as the answers",
+    "package_invalid": "openmle task validate reports an error",
+}
+"""Every finding code and what it means."""
+
+_EXPECTED = (
+    "public/train.csv",
+    "public/test.csv",
+    "public/sample_submission.csv",
+    "public/description.txt",
+    "private/test_answer.csv",
+)
+_LEAK_WORDS = ("answer", "label", "solution", "truth", "target", "private")
+
+
+@frozen(kw_only=True)
+class Finding:
+    """One gate finding: its code (a key of :data:`FINDINGS`), the file and the explanation."""
+
+    code: str
+    file: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"code": self.code, "file": self.file, "message": self.message}
+
+
+@frozen(kw_only=True)
+class GateResult:
+    """The gate's record: findings, scores of the sample and of the answers, checksums."""
+
+    findings: tuple[Finding, ...]
+    sample_score: float | None = None
+    answers_score: float | None = None
+    checksums: dict[str, str] = field(factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Whether there is no finding."""
+        return not self.findings
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The finding codes, in order."""
+        return tuple(f.code for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "passed": self.passed,
+            "findings": [f.to_dict() for f in self.findings],
+            "sample_score": self.sample_score,
+            "answers_score": self.answers_score,
+            "checksums": dict(self.checksums),
+        }
+
+
+def checksums(root: Path) -> dict[str, str]:
+    """SHA-256 of every regular file under ``root``, by relative path."""
+    return {
+        p.relative_to(root).as_posix(): sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _best(metric: str) -> float:
+    return 1.0 if metric in ("accuracy", "auc") else 0.0
+
+
+def _perfect_submission(spec: TaskSpec, answers: Path, sample_header: list[str], out: Path) -> None:
+    header, rows = read_table(answers)  # raises ValueError
+    id_i, t_i = header.index(spec.submission_id), header.index(spec.target)
+    positive = positive_labels([r[t_i] for r in rows]) if spec.metric == "auc" else []
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(sample_header)
+        for k, r in enumerate(rows):
+            if spec.metric == "auc":
+                w.writerow([r[id_i], "1" if positive[k] else "0"])
+            elif spec.metric == "log_loss":
+                w.writerow([r[id_i]] + ["1" if c == r[t_i] else "0" for c in sample_header[1:]])
+            else:
+                w.writerow([r[id_i], r[t_i]])
+
+
+def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | None) -> GateResult:
+    """Check the package at ``package`` (data/public, data/private) built by prepare.py.
+
+    ``second_run`` holds a second run's ``public``/``private`` for the determinism check.
+    """
+    from openmle.gym import load_task
+
+    found: list[Finding] = []
+
+    def add(code: str, file: str, message: str) -> None:
+        found.append(Finding(code=code, file=file, message=message))
+
+    data = package / "data"
+    sums = checksums(data)
+    for rel in _EXPECTED:
+        if not (data / rel).is_file():
+            add("missing_file", rel, f"prepare.py did not write {rel}")
+    for p in sorted(data.rglob("*")):
+        if p.is_symlink():
+            add("symlink", p.relative_to(data).as_posix(), "a symbolic link; write plain files")
+    public = data / "public"
+    for p in sorted(public.rglob("*")) if public.is_dir() else []:
+        rel = p.relative_to(data).as_posix()
+        stem = p.name.lower()
+        if rel in _EXPECTED or not p.is_file():
+            continue
+        if spec.target.lower() in stem or any(w in stem for w in _LEAK_WORDS):
+            add(
+                "label_leaking_file_name", rel, "the file name reveals the label; rename or drop it"
+            )
+    if second_run is not None:
+        other = checksums(second_run)
+        if other != sums:
+            differ = sorted(k for k in set(other) | set(sums) if other.get(k) != sums.get(k))
+            add(
+                "not_deterministic",
+                ", ".join(differ[:5]),
+                "two runs wrote different bytes; seed every random choice",
+            )
+    tables: dict[str, tuple[list[str], list[list[str]]]] = {}
+    for rel in _EXPECTED:
+        if rel.endswith(".csv") and (data / rel).is_file():
+            try:
+                tables[rel] = read_table(data / rel)
+            except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+                add("unreadable_csv", rel, str(exc)[:200])
+    if len(tables) < 4:
+        return GateResult(findings=tuple(found), checksums=sums)
+    train_h, train = tables["public/train.csv"]
+    test_h, test = tables["public/test.csv"]
+    sample_h, sample = tables["public/sample_submission.csv"]
+    ans_h, answers = tables["private/test_answer.csv"]
+    idc = spec.submission_id
+    if spec.target in test_h:
+        add(
+            "target_in_public_test",
+            "public/test.csv",
+            f"holds the target column {spec.target!r}; drop it",
+        )
+    if spec.target not in ans_h:
+        add("answers_missing_target", "private/test_answer.csv", f"lacks {spec.target!r}")
+    if spec.target not in train_h:
+        add("train_missing_target", "public/train.csv", f"lacks the target column {spec.target!r}")
+    ids: dict[str, list[str]] = {}
+    for rel, (h, rows) in (
+        ("public/test.csv", (test_h, test)),
+        ("public/sample_submission.csv", (sample_h, sample)),
+        ("private/test_answer.csv", (ans_h, answers)),
+    ):
+        if idc not in h:
+            add("missing_file", rel, f"has no id column {idc!r}")
+            continue
+        col = [r[h.index(idc)] for r in rows]
+        dup = [k for k, n in Counter(col).items() if n > 1]
+        if dup:
+            add("duplicate_ids", rel, f"{len(dup)} id(s) appear more than once")
+        ids[rel] = col
+    if len(ids) == 3 and not (
+        set(ids["public/test.csv"])
+        == set(ids["public/sample_submission.csv"])
+        == set(ids["private/test_answer.csv"])
+    ):
+        add("id_mismatch", "public/sample_submission.csv", "test, sample and answers ids differ")
+    if not len(test) == len(sample) == len(answers):
+        add(
+            "row_count_mismatch",
+            "private/test_answer.csv",
+            f"test {len(test)}, sample {len(sample)}, answers {len(answers)} rows",
+        )
+    table = inv.file(spec.data_file)
+    if table is not None and table.rows is not None:
+        target = table.column(spec.target)
+        labelled = table.rows - (target.missing if target else 0)
+        if len(train) + len(test) != labelled:
+            add(
+                "raw_rows_not_conserved",
+                "public/train.csv",
+                f"train {len(train)} + test {len(test)} rows != {labelled} labelled raw rows",
+            )
+    if found:
+        return GateResult(findings=tuple(found), checksums=sums)
+    task = load_task(package)
+    sample_report = task.grade(public / "sample_submission.csv", Split.TEST)
+    sample_score = sample_report.score if sample_report.valid else None
+    if sample_score is None or not math.isfinite(sample_score):
+        add(
+            "metric_failed_on_sample",
+            "public/sample_submission.csv",
+            sample_report.reason[:300] or "not finite",
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        perfect = Path(tmp) / "submission.csv"
+        try:
+            _perfect_submission(spec, data / "private/test_answer.csv", sample_h, perfect)
+            ans_report = task.grade(perfect, Split.TEST)
+            answers_score, why = (ans_report.score if ans_report.valid else None), ans_report.reason
+        except (ValueError, CsvError) as exc:
+            answers_score, why = None, str(exc)
+    best = _best(spec.metric)
+    if answers_score is None or abs(answers_score - best) > 1e-6:
+        add(
+            "answers_not_best",
+            "private/test_answer.csv",
+            f"the answers score {answers_score} (best {best}): {why[:200]}",
+        )
+    elif sample_score is not None and abs(sample_score - answers_score) <= 1e-9:
+        add(
+            "sample_scores_as_answers",
+            "public/sample_submission.csv",
+            "the sample is as good as the answers; it leaks them",
+        )
+    if not found:
+        report = task.validate(smoke_test=True)
+        for problem in report.errors:
+            add("package_invalid", problem.file, str(problem)[:300])
+    return GateResult(
+        findings=tuple(found),
+        sample_score=sample_score,
+        answers_score=answers_score,
+        checksums=sums,
+    )

@@ -1,0 +1,260 @@
+"""Inventory: a deterministic description of the raw data, and a bounded text of it for a model.
+
+Nothing here runs the data's code or trusts its names: files are read as bytes and CSV text,
+statistics are computed with the standard library, and every string that goes into the text is
+clipped, so a hostile file cannot blow up the prompt.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from openmle.builder._intake import Intake
+
+__all__ = ["ColumnStats", "FileInfo", "Inventory", "inventory"]
+
+MAX_TEXT_CHARS = 6000
+"""The inventory text's length bound."""
+MAX_CSV_BYTES = 256 * 1024 * 1024
+_MAX_UNIQUE = 1000
+_MAX_NAME = 60
+_ID_WORDS = ("id", "key", "index", "uuid")
+_TARGET_WORDS = ("target", "label", "class", "y", "outcome", "species", "churn", "price")
+_TABULAR = {".csv": "csv", ".tsv": "tsv"}
+
+
+def _clip(text: str, n: int = _MAX_NAME) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _number(cell: str) -> float | None:
+    try:
+        x = float(cell)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+@frozen(kw_only=True)
+class ColumnStats:
+    """One column's statistics.
+
+    Args:
+        name: the column name.
+        kind: ``"numeric"`` (every non-empty cell a finite number), ``"integer"`` (numeric with
+            whole values) or ``"categorical"``.
+        missing: empty cells.
+        unique: distinct non-empty values (capped at 1000; ``unique_capped`` says so).
+        minimum, maximum, mean: for numeric columns.
+        top: up to five most frequent values (categorical or low-cardinality columns).
+    """
+
+    name: str
+    kind: str
+    missing: int
+    unique: int
+    unique_capped: bool
+    minimum: float | None = None
+    maximum: float | None = None
+    mean: float | None = None
+    top: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "missing": self.missing,
+            "unique": self.unique,
+            "unique_capped": self.unique_capped,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "mean": self.mean,
+            "top": list(self.top),
+        }
+
+
+@frozen(kw_only=True)
+class FileInfo:
+    """One raw file: its format and, for a table, schema, row count and column statistics."""
+
+    path: str
+    format: str
+    size: int
+    rows: int | None = None
+    columns: tuple[ColumnStats, ...] = ()
+    error: str = ""
+
+    def column(self, name: str) -> ColumnStats | None:
+        """The statistics of column ``name``, or None."""
+        return next((c for c in self.columns if c.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "path": self.path,
+            "format": self.format,
+            "size": self.size,
+            "rows": self.rows,
+            "columns": [c.to_dict() for c in self.columns],
+            "error": self.error,
+        }
+
+
+@frozen(kw_only=True)
+class Inventory:
+    """The inventory stage's record.
+
+    Args:
+        files: every raw file, sorted by path.
+        id_candidates: ``file:column`` pairs whose values are unique and whose name looks like
+            an id.
+        target_candidates: ``file:column`` pairs that look like a label (by name, else the
+            table's last column), most likely first.
+    """
+
+    files: tuple[FileInfo, ...]
+    id_candidates: tuple[str, ...]
+    target_candidates: tuple[str, ...]
+
+    def file(self, path: str) -> FileInfo | None:
+        """The file at ``path`` (relative to the raw directory), or None."""
+        return next((f for f in self.files if f.path == path), None)
+
+    @property
+    def tables(self) -> tuple[FileInfo, ...]:
+        """The files read as tables."""
+        return tuple(f for f in self.files if f.rows is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "files": [f.to_dict() for f in self.files],
+            "id_candidates": list(self.id_candidates),
+            "target_candidates": list(self.target_candidates),
+        }
+
+    def text(self, limit: int = MAX_TEXT_CHARS) -> str:
+        """A compact text of the inventory, at most ``limit`` characters."""
+        lines = [f"{len(self.files)} raw file(s)."]
+        for f in self.files:
+            head = f"- {_clip(f.path)} ({f.format}, {f.size} bytes"
+            head += f", {f.rows} rows)" if f.rows is not None else ")"
+            lines.append(head + (f" unreadable: {_clip(f.error, 120)}" if f.error else ""))
+            for c in f.columns:
+                more = "+" if c.unique_capped else ""
+                line = f"    {_clip(c.name)}: {c.kind}, {c.unique}{more} unique"
+                line += f", {c.missing} missing"
+                if c.minimum is not None:
+                    line += f", range [{c.minimum:.4g}, {c.maximum:.4g}], mean {c.mean:.4g}"
+                if c.top:
+                    line += ", top " + ", ".join(_clip(t, 20) for t in c.top)
+                lines.append(line)
+        lines.append("id candidates: " + (", ".join(map(_clip, self.id_candidates)) or "none"))
+        lines.append(
+            "target candidates: " + (", ".join(map(_clip, self.target_candidates)) or "none")
+        )
+        text = "\n".join(lines)
+        return text if len(text) <= limit else text[: limit - 20] + "\n... (truncated)"
+
+
+def _column_stats(name: str, cells: list[str]) -> ColumnStats:
+    values = [c for c in cells if c.strip() != ""]
+    missing = len(cells) - len(values)
+    counts: dict[str, int] = {}
+    capped = False
+    for v in values:
+        if v in counts:
+            counts[v] += 1
+        elif len(counts) < _MAX_UNIQUE:
+            counts[v] = 1
+        else:
+            capped = True
+    numbers = [_number(v) for v in values]
+    top = tuple(k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    if values and all(x is not None for x in numbers):
+        xs = [x for x in numbers if x is not None]
+        kind = "integer" if all(x.is_integer() for x in xs) else "numeric"
+        return ColumnStats(
+            name=name,
+            kind=kind,
+            missing=missing,
+            unique=len(counts),
+            unique_capped=capped,
+            minimum=min(xs),
+            maximum=max(xs),
+            mean=math.fsum(xs) / len(xs),
+            top=top if len(counts) <= 20 else (),
+        )
+    return ColumnStats(
+        name=name,
+        kind="categorical",
+        missing=missing,
+        unique=len(counts),
+        unique_capped=capped,
+        top=top,
+    )
+
+
+def read_table(path: Path, delimiter: str = ",") -> tuple[list[str], list[list[str]]]:
+    """Read a CSV/TSV as a header and rows of strings (UTF-8, BOM allowed).
+
+    Raises:
+        ValueError: empty, too large, or a row with a different number of cells.
+    """
+    if path.stat().st_size > MAX_CSV_BYTES:
+        raise ValueError(f"larger than {MAX_CSV_BYTES} bytes")
+    text = path.read_text(encoding="utf-8-sig")
+    records = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+    if not records:
+        raise ValueError("empty file")
+    header, rows = records[0], [r for r in records[1:] if r]
+    for i, r in enumerate(rows, start=2):
+        if len(r) != len(header):
+            raise ValueError(f"line {i} has {len(r)} cells, the header {len(header)}")
+    return header, rows
+
+
+def _looks_like(name: str, words: tuple[str, ...]) -> bool:
+    low = name.strip().lower()
+    return low in words or any(low.endswith(("_" + w, " " + w)) for w in words)
+
+
+def inventory(record: Intake) -> Inventory:
+    """Describe every raw file; tables get schemas, row counts and column statistics."""
+    files: list[FileInfo] = []
+    ids: list[str] = []
+    targets: list[str] = []
+    for raw in record.files:
+        path = record.raw_dir / raw.path
+        fmt = _TABULAR.get(path.suffix.lower(), path.suffix.lower().lstrip(".") or "unknown")
+        if fmt not in ("csv", "tsv"):
+            files.append(FileInfo(path=raw.path, format=fmt, size=raw.size))
+            continue
+        try:
+            header, rows = read_table(path, "\t" if fmt == "tsv" else ",")
+        except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+            files.append(FileInfo(path=raw.path, format=fmt, size=raw.size, error=str(exc)))
+            continue
+        columns = [_column_stats(h, [r[j] for r in rows]) for j, h in enumerate(header)]
+        files.append(
+            FileInfo(
+                path=raw.path, format=fmt, size=raw.size, rows=len(rows), columns=tuple(columns)
+            )
+        )
+        ids.extend(
+            f"{raw.path}:{c.name}"
+            for c in columns
+            if _looks_like(c.name, _ID_WORDS) and c.unique == len(rows) and not c.unique_capped
+        )
+        named = [c for c in columns if _looks_like(c.name, _TARGET_WORDS)]
+        last = [columns[-1]] if columns and not _looks_like(columns[-1].name, _ID_WORDS) else []
+        targets.extend(f"{raw.path}:{c.name}" for c in named + [c for c in last if c not in named])
+    return Inventory(files=tuple(files), id_candidates=tuple(ids), target_candidates=tuple(targets))

@@ -1,0 +1,271 @@
+"""The pipeline: intake, decontamination, inventory, spec, prepare (twice), gate, solvability,
+judge, emit. Every stage's result goes into the package's ``builder/record.json``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from attrs import field, frozen
+
+from openmle._protocols import OperatorModel, Sandbox
+from openmle._task_protocol import TaskResolver
+from openmle.builder._decontam import Blocklist, check_contamination, load_blocklist
+from openmle.builder._emit import (
+    publish,
+    stage_package,
+    staging_dir,
+    write_leaderboard,
+    write_record,
+    write_toml,
+)
+from openmle.builder._gate import run_gate
+from openmle.builder._intake import intake
+from openmle.builder._inventory import inventory
+from openmle.builder._judge import JudgeThresholds, judge_task
+from openmle.builder._prepare import StageResolver, request_prepare, run_prepare
+from openmle.builder._spec import SpecError, request_spec
+from openmle.errors import InvalidArgument
+
+__all__ = ["BuildOptions", "BuildResult", "SandboxFactory", "build_task"]
+
+SandboxFactory = Callable[[TaskResolver], Sandbox]
+"""Makes the sandbox a build runs prepare.py (and the baselines) in, given its resolver."""
+
+STAGES = (
+    "intake",
+    "decontam",
+    "inventory",
+    "spec",
+    "prepare",
+    "gate",
+    "solvability",
+    "judge",
+    "emit",
+)
+"""The stages, in order (a build stops at the first that fails)."""
+
+
+def local_sandbox(resolver: TaskResolver) -> Sandbox:
+    """The default: a :class:`~openmle.backends.LocalSandbox` (bubblewrap, no network)."""
+    from openmle.backends import LocalSandbox
+
+    return LocalSandbox(resolver=resolver, max_concurrency=1)
+
+
+@frozen(kw_only=True)
+class BuildOptions:
+    """How to build one task.
+
+    Args:
+        source, licence: provenance, recorded in the package.
+        name: the task name (default: the output directory's name).
+        blocklist: evaluation data to refuse (default: the shipped list).
+        max_spec_attempts, max_prepare_attempts: model answers tried per stage.
+        prepare_timeout_s: wall-clock limit of one prepare.py run.
+        solvability: run the baselines (a constant and gradient boosting) and seed a
+            synthetic leaderboard.
+        judge: run the model's quality gate (five dimensions; ``rejected`` stops the build, a
+            judge that never gave a valid answer fails it with the errors).
+    """
+
+    source: str = ""
+    licence: str = ""
+    name: str | None = None
+    blocklist: Blocklist | None = None
+    max_spec_attempts: int = 3
+    max_prepare_attempts: int = 3
+    prepare_timeout_s: float = 300.0
+    solvability: bool = True
+    baseline_timeout_s: float = 300.0
+    judge: bool = False
+    judge_thresholds: JudgeThresholds | None = None
+    judge_attempts: int = 3
+    judge_timeout_s: float = 300.0
+
+
+@frozen(kw_only=True)
+class BuildResult:
+    """How one build ended.
+
+    Args:
+        status: ``"built"`` (a package at ``package``), ``"rejected"`` (the data or the task
+            failed a check: decontamination, gate, solvability) or ``"failed"`` (a stage gave
+            no result: no valid spec, prepare.py never ran).
+        stage: the last stage reached (``"emit"`` when built).
+        reason: why it was not built (empty when built).
+        findings: the gate's finding codes (or ``"contaminated"``).
+        record: the builder's full record (also in the package's builder/record.json).
+    """
+
+    status: str
+    stage: str
+    reason: str
+    package: Path | None
+    findings: tuple[str, ...] = ()
+    record: dict[str, Any] = field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "status": self.status,
+            "stage": self.stage,
+            "reason": self.reason,
+            "package": str(self.package) if self.package else None,
+            "findings": list(self.findings),
+            "record": self.record,
+        }
+
+
+async def build_task(
+    raw_dir: Path | str,
+    out: Path | str,
+    model: OperatorModel,
+    *,
+    sandbox: SandboxFactory | None = None,
+    options: BuildOptions | None = None,
+) -> BuildResult:
+    """Build a verified task package at ``out`` from the raw data in ``raw_dir``.
+
+    A task is published (one rename) only when every stage passed; otherwise nothing is
+    written at ``out`` and the result says which stage stopped it and why.
+
+    Raises:
+        InvalidArgument: ``raw_dir`` is not a usable directory, or ``out`` exists.
+    """
+    opts = options or BuildOptions()
+    out_path = await anyio.to_thread.run_sync(lambda: Path(out).expanduser().absolute())
+    if await anyio.to_thread.run_sync(out_path.exists):
+        raise InvalidArgument(f"out={str(out)!r} exists; a finished package is never overwritten")
+    name = opts.name or out_path.name
+    record: dict[str, Any] = {"builder": "openmle", "name": name}
+    rec = await anyio.to_thread.run_sync(
+        lambda: intake(raw_dir, source=opts.source, licence=opts.licence)
+    )
+    record["intake"] = rec.to_dict()
+
+    def stop(status: str, stage: str, reason: str, findings: Sequence[str] = ()) -> BuildResult:
+        return BuildResult(
+            status=status,
+            stage=stage,
+            reason=reason,
+            package=None,
+            findings=tuple(findings),
+            record=record,
+        )
+
+    blocklist = opts.blocklist
+    if blocklist is None:
+        blocklist = await anyio.to_thread.run_sync(load_blocklist)
+    contamination = check_contamination(rec, blocklist)
+    record["decontam"] = contamination.to_dict()
+    if not contamination.clean:
+        return stop(
+            "rejected",
+            "decontam",
+            "matches evaluation data: " + "; ".join(contamination.matches),
+            ("contaminated",),
+        )
+    inv = await anyio.to_thread.run_sync(inventory, rec)
+    record["inventory"] = inv.to_dict()
+    try:
+        spec_result = await request_spec(model, inv, max_attempts=opts.max_spec_attempts)
+    except SpecError as exc:
+        return stop("failed", "spec", str(exc))
+    spec = spec_result.spec
+    record["spec"] = spec_result.to_dict()
+    resolver = StageResolver()
+    box = (sandbox or local_sandbox)(resolver)
+    work = Path(await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="openmle-build-")))
+    staged = await anyio.to_thread.run_sync(staging_dir, out_path)
+    try:
+        prepared = await request_prepare(
+            model,
+            box,
+            resolver,
+            spec,
+            inv,
+            rec.raw_dir,
+            work / "run1",
+            max_attempts=opts.max_prepare_attempts,
+            timeout_s=opts.prepare_timeout_s,
+        )
+        record["prepare"] = prepared.to_dict()
+        if not prepared.ok:
+            return stop("failed", "prepare", prepared.runs[-1].error_text()[:2000])
+        second = await run_prepare(
+            box,
+            resolver,
+            prepared.source,
+            rec.raw_dir,
+            work / "run2",
+            timeout_s=opts.prepare_timeout_s,
+        )
+        record["prepare"]["second_run"] = second.to_dict()
+        await anyio.to_thread.run_sync(
+            lambda: stage_package(staged, spec, name, work / "run1", prepared.source, rec.raw_dir)
+        )
+        gate = await anyio.to_thread.run_sync(
+            lambda: run_gate(spec, inv, staged, work / "run2" if second.ok else None)
+        )
+        record["gate"] = gate.to_dict()
+        if not second.ok:
+            return stop(
+                "rejected",
+                "gate",
+                "the second prepare.py run failed: " + second.error_text()[:500],
+                ("not_deterministic",),
+            )
+        if not gate.passed:
+            reason = "; ".join(f"{f.code}: {f.file}: {f.message}" for f in gate.findings)
+            return stop("rejected", "gate", reason, gate.codes)
+        if opts.solvability:
+            from openmle.builder._solvability import check_solvability
+
+            solv = await check_solvability(
+                box, resolver, staged, spec, timeout_s=opts.baseline_timeout_s
+            )
+            record["solvability"] = solv.to_dict()
+            if not solv.solvable:
+                return stop("rejected", "solvability", solv.reason, ("not_solvable",))
+            write_leaderboard(staged, solv.leaderboard)
+            write_toml(staged, spec, name, leaderboard=True)
+        if opts.judge:
+            evidence: dict[str, Any] = {
+                k: record[k] for k in ("gate", "solvability") if k in record
+            }
+            evidence["inventory"] = record["inventory"]
+            evidence["spec"] = spec.to_dict()
+            verdict = await judge_task(
+                model,
+                evidence,
+                inv.text(),
+                thresholds=opts.judge_thresholds,
+                max_attempts=opts.judge_attempts,
+                timeout_s=opts.judge_timeout_s,
+            )
+            record["quality"] = verdict.to_dict()
+            if verdict.verdict == "error":
+                return stop(
+                    "failed",
+                    "judge",
+                    "the judge gave no valid answer: " + "; ".join(verdict.errors),
+                )
+            if verdict.verdict == "rejected":
+                return stop(
+                    "rejected", "judge", f"quality scores {verdict.scores}", ("quality_rejected",)
+                )
+        record["checksums"] = gate.checksums
+        await anyio.to_thread.run_sync(lambda: write_record(staged, record, inv.text()))
+        await anyio.to_thread.run_sync(publish, staged, out_path)
+        return BuildResult(status="built", stage="emit", reason="", package=out_path, record=record)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await box.aclose()
+            await anyio.to_thread.run_sync(lambda: shutil.rmtree(work, ignore_errors=True))
+            await anyio.to_thread.run_sync(lambda: shutil.rmtree(staged, ignore_errors=True))

@@ -1,0 +1,302 @@
+"""Specification: the model reads the inventory and answers a typed JSON task spec.
+
+The metric comes from a vetted library (the built-in metrics of :mod:`openmle.gym`): the model
+names one and fills parameters, it never writes metric code. An answer that is not valid JSON or
+breaks the schema is sent back with the validation error, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import frozen
+
+from openmle._protocols import OperatorModel
+from openmle._types import Message, ModelRequest
+from openmle.builder._inventory import Inventory
+from openmle.errors import OpenMLEError
+
+__all__ = [
+    "METRIC_LIBRARY",
+    "PURPOSE_KEY",
+    "PURPOSE_PREPARE",
+    "PURPOSE_SPEC",
+    "Attempt",
+    "SpecError",
+    "SpecResult",
+    "TaskSpec",
+    "parse_spec",
+    "request_spec",
+]
+
+PURPOSE_KEY = "purpose"
+"""The ``ModelRequest.metadata`` key that says what a builder request asks for."""
+PURPOSE_SPEC = "builder_spec"
+"""A request for a task spec; ``metadata["inventory"]`` holds the inventory as a dict."""
+PURPOSE_PREPARE = "builder_prepare"
+"""A request for ``prepare.py``; ``metadata["spec"]`` holds the spec as a dict."""
+
+TASK_TYPES = ("binary", "multiclass", "regression")
+METRIC_LIBRARY: Mapping[str, tuple[bool, tuple[str, ...]]] = {
+    "accuracy": (True, ("binary", "multiclass")),
+    "auc": (True, ("binary",)),
+    "log_loss": (False, ("binary", "multiclass")),
+    "rmse": (False, ("regression",)),
+    "mae": (False, ("regression",)),
+}
+"""Vetted metrics: name -> (higher is better, task types it fits). Graded by openmle.gym."""
+
+_JSON_BLOCK = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+MAX_ANSWER_CHARS = 200_000
+
+
+class SpecError(OpenMLEError):
+    """The model gave no valid spec within its attempts (the message holds the last error)."""
+
+
+@frozen(kw_only=True)
+class TaskSpec:
+    """What task to make of the raw data.
+
+    Args:
+        title: a short task name.
+        data_file: the raw table holding the labelled rows.
+        target: the label column.
+        id_column: a column of unique ids, or None to number the rows (column ``id``).
+        task_type: ``"binary"``, ``"multiclass"`` or ``"regression"``.
+        metric: a name from :data:`METRIC_LIBRARY`.
+        test_fraction: share of labelled rows held out as the test set (0.05 to 0.5).
+        seed: the split's seed.
+        description: what the task description must say (the goal, in plain words).
+    """
+
+    title: str
+    data_file: str
+    target: str
+    id_column: str | None
+    task_type: str
+    metric: str
+    test_fraction: float
+    seed: int
+    description: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        """The metric's direction, from the library (never from the model)."""
+        return METRIC_LIBRARY[self.metric][0]
+
+    @property
+    def submission_id(self) -> str:
+        """The id column of the package (``id`` when the rows are numbered)."""
+        return self.id_column or "id"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "title": self.title,
+            "data_file": self.data_file,
+            "target": self.target,
+            "id_column": self.id_column,
+            "task_type": self.task_type,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "test_fraction": self.test_fraction,
+            "seed": self.seed,
+            "description": self.description,
+        }
+
+
+@frozen(kw_only=True)
+class Attempt:
+    """One model answer and the error that made it invalid (empty when it was accepted)."""
+
+    answer_chars: int
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"answer_chars": self.answer_chars, "error": self.error}
+
+
+@frozen(kw_only=True)
+class SpecResult:
+    """The spec stage's record: the accepted spec and every attempt."""
+
+    spec: TaskSpec
+    attempts: tuple[Attempt, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"spec": self.spec.to_dict(), "attempts": [a.to_dict() for a in self.attempts]}
+
+
+SCHEMA_TEXT = f"""{{
+  "title": string (1-80 chars),
+  "data_file": string (a table path from the inventory),
+  "target": string (a column of data_file),
+  "id_column": string (a column of unique values) or null (rows get an "id" column),
+  "task_type": "binary" | "multiclass" | "regression",
+  "metric": one of {sorted(METRIC_LIBRARY)}
+            (binary/multiclass: accuracy, auc (binary only), log_loss;
+            regression: rmse, mae),
+  "test_fraction": number in [0.05, 0.5],
+  "seed": integer >= 0,
+  "description": string (1-2000 chars: the goal, in plain words)
+}}"""
+
+
+def extract_json(text: str) -> Any:
+    """The JSON object in ``text`` (bare or in a fenced block).
+
+    Raises:
+        ValueError: no JSON object can be read.
+    """
+    text = text[:MAX_ANSWER_CHARS]
+    block = _JSON_BLOCK.search(text)
+    candidate = block.group(1) if block else text.strip()
+    if not block:
+        start, end = candidate.find("{"), candidate.rfind("}")
+        if start < 0 or end < start:
+            raise ValueError("the answer holds no JSON object")
+        candidate = candidate[start : end + 1]
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the answer is not valid JSON: {exc}") from None
+
+
+def _text(obj: Mapping[str, Any], key: str, most: int) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip() or len(value) > most:
+        raise ValueError(f"{key!r} must be a non-empty string of at most {most} characters")
+    return value.strip()
+
+
+def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
+    """Check a decoded answer against the schema and the inventory.
+
+    Raises:
+        ValueError: the first problem, naming the field and the fix.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError("the answer must be a JSON object")
+    known = {a.name for a in TaskSpec.__attrs_attrs__}
+    unknown = sorted(set(obj) - known - {"higher_is_better"})
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown}; use only {sorted(known)}")
+    title = _text(obj, "title", 80)
+    data_file = _text(obj, "data_file", 500)
+    table = inv.file(data_file)
+    if table is None or table.rows is None:
+        names = [f.path for f in inv.tables]
+        raise ValueError(f"'data_file' {data_file!r} is not a readable table; use one of {names}")
+    target = _text(obj, "target", 500)
+    if table.column(target) is None:
+        raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
+    id_column = obj.get("id_column")
+    if id_column is not None:
+        if not isinstance(id_column, str):
+            raise ValueError("'id_column' must be a column name or null")
+        col = table.column(id_column)
+        if col is None or id_column == target:
+            raise ValueError(
+                f"'id_column' {id_column!r} is not a non-target column of {data_file!r}"
+            )
+        if col.unique != table.rows or col.missing:
+            raise ValueError(f"'id_column' {id_column!r} is not unique; use null to number rows")
+    elif table.column("id") is not None:
+        raise ValueError(
+            "the table already has a column 'id'; name it as 'id_column' or pick another"
+        )
+    task_type = str(obj.get("task_type"))
+    if task_type not in TASK_TYPES:
+        raise ValueError(f"'task_type' must be one of {list(TASK_TYPES)}")
+    metric = str(obj.get("metric"))
+    if metric not in METRIC_LIBRARY:
+        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)}")
+    if task_type not in METRIC_LIBRARY[metric][1]:
+        raise ValueError(f"metric {metric!r} does not fit task_type {task_type!r}")
+    if "higher_is_better" in obj and obj["higher_is_better"] is not METRIC_LIBRARY[metric][0]:
+        raise ValueError(f"'higher_is_better' contradicts metric {metric!r}; omit it")
+    target_col = table.column(target)
+    if target_col is None:  # checked above; keeps the type narrow
+        raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
+    if task_type == "binary" and target_col.unique != 2:
+        raise ValueError(
+            f"task_type 'binary' needs 2 target values; {target!r} has {target_col.unique}"
+        )
+    if task_type == "regression" and target_col.kind == "categorical":
+        raise ValueError(
+            f"task_type 'regression' needs a numeric target; {target!r} is categorical"
+        )
+    fraction = obj.get("test_fraction")
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0.05 <= fraction <= 0.5
+    ):
+        raise ValueError("'test_fraction' must be a number in [0.05, 0.5]")
+    seed = obj.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError("'seed' must be an integer >= 0")
+    return TaskSpec(
+        title=title,
+        data_file=data_file,
+        target=target,
+        id_column=id_column,
+        task_type=str(task_type),
+        metric=str(metric),
+        test_fraction=float(fraction),
+        seed=seed,
+        description=_text(obj, "description", 2000),
+    )
+
+
+def spec_messages(inv: Inventory) -> list[Message]:
+    """The spec prompt: the inventory text and the schema."""
+    return [
+        Message(
+            role="system",
+            content="You turn a raw dataset into a supervised machine-learning task. Answer "
+            "with one JSON object only, in this schema:\n" + SCHEMA_TEXT,
+        ),
+        Message(role="user", content="Inventory of the raw data:\n" + inv.text()),
+    ]
+
+
+async def request_spec(
+    model: OperatorModel, inv: Inventory, *, max_attempts: int = 3
+) -> SpecResult:
+    """Ask ``model`` for a spec; an invalid answer is sent back with its error.
+
+    Raises:
+        SpecError: no valid spec after ``max_attempts`` answers.
+    """
+    messages = spec_messages(inv)
+    attempts: list[Attempt] = []
+    for _ in range(max_attempts):
+        request = ModelRequest(
+            messages=messages,
+            metadata={PURPOSE_KEY: PURPOSE_SPEC, "inventory": inv.to_dict()},
+            temperature=0.0,
+        )
+        answer = (await model.complete(request)).text
+        try:
+            spec = parse_spec(extract_json(answer), inv)
+        except ValueError as exc:
+            attempts.append(Attempt(answer_chars=len(answer), error=str(exc)))
+            messages = [
+                *messages,
+                Message(role="assistant", content=answer[:MAX_ANSWER_CHARS]),
+                Message(role="user", content=f"That answer is invalid: {exc}. Answer again."),
+            ]
+            continue
+        attempts.append(Attempt(answer_chars=len(answer), error=""))
+        return SpecResult(spec=spec, attempts=tuple(attempts))
+    raise SpecError(
+        f"the model gave no valid task spec in {max_attempts} attempt(s); last error: "
+        f"{attempts[-1].error}"
+    )

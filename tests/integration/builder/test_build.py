@@ -1,0 +1,211 @@
+"""Real builds with the offline model through a LocalSandbox: scikit-learn's on-disk datasets
+become packages `openmle task validate` accepts; each mutation of prepare.py fails the build
+with its own named finding."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from openmle import ModelRequest, ModelResponse
+from openmle.backends import OfflineModel
+from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE, BuildOptions, BuildResult, build_task
+from openmle.builder._intake import sha256_file
+from openmle.gym import load_task
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _write_sklearn(name: str, raw: Path) -> None:
+    from sklearn import datasets
+
+    loader = getattr(datasets, f"load_{name}")
+    frame = loader(as_frame=True).frame
+    raw.mkdir(parents=True)
+    frame.to_csv(raw / f"{name}.csv", index=False)
+
+
+def _build(raw: Path, out: Path, model: object, **opts: object) -> BuildResult:
+    async def main() -> BuildResult:
+        return await build_task(raw, out, model, options=BuildOptions(**opts))  # type: ignore[arg-type]
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("name", ["iris", "wine", "breast_cancer", "diabetes", "digits"])
+def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> None:
+    raw, out = tmp_path / name, tmp_path / "out" / name
+    _write_sklearn(name, raw)
+    result = _build(
+        raw,
+        out,
+        OfflineModel(),
+        source=f"sklearn.datasets.load_{name}",
+        licence="BSD-3",
+        judge=True,
+    )
+    assert result.status == "built", result.reason
+    assert result.package == out
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", "task", "validate", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+    record = json.loads((out / "builder" / "record.json").read_text())
+    for key in (
+        "intake",
+        "decontam",
+        "inventory",
+        "spec",
+        "prepare",
+        "gate",
+        "solvability",
+        "checksums",
+        "quality",
+    ):
+        assert key in record, key
+    assert record["intake"]["licence"] == "BSD-3"
+    assert record["quality"]["verdict"] in ("recommended", "conditional")
+    assert record["quality"]["errors"] == []
+    assert record["gate"]["passed"] is True and record["gate"]["findings"] == []
+    solv = record["solvability"]
+    hib = solv["higher_is_better"]
+    const, model = solv["constant"]["score"], solv["model"]["score"]
+    assert (model > const) if hib else (model < const)
+    assert record["checksums"]["public/train.csv"] == sha256_file(out / "data/public/train.csv")
+    task = load_task(out)
+    assert task.leaderboard is not None and len(task.leaderboard) == 50
+    # No leftovers next to the package.
+    assert sorted(p.name for p in out.parent.iterdir()) == [name]
+
+
+class _Mutant:
+    """The offline model with its prepare.py rewritten by ``mutate``."""
+
+    def __init__(self, mutate: Callable[[str], str]) -> None:
+        self.inner = OfflineModel()
+        self.mutate = mutate
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        answer = await self.inner.complete(request)
+        if request.metadata.get(PURPOSE_KEY) == PURPOSE_PREPARE:
+            mutated = self.mutate(answer.text)
+            assert mutated != answer.text, "the mutation did not apply"
+            return ModelResponse(text=mutated)
+        return answer
+
+
+def _replace(old: str, new: str) -> Callable[[str], str]:
+    return lambda text: text.replace(old, new)
+
+
+MUTATIONS: dict[str, tuple[Callable[[str], str], str]] = {
+    "label_in_test": (
+        _replace(
+            "keep = [j for j in range(len(header)) if j != t]", "keep = list(range(len(header)))"
+        ),
+        "target_in_public_test",
+    ),
+    "duplicate_ids": (
+        _replace(
+            "[[str(k)] + r for k, r in enumerate(body)]",
+            "[[str(k // 2)] + r for k, r in enumerate(body)]",
+        ),
+        "duplicate_ids",
+    ),
+    "nan_metric": (
+        _replace('p = f"{1 / len(classes):.6f}"', 'p = "nan"'),
+        "metric_failed_on_sample",
+    ),
+    "leaky_file_name": (
+        _replace(
+            '    _write(public / "sample_submission.csv", cols, rows)',
+            '    _write(public / "sample_submission.csv", cols, rows)\n'
+            '    _write(public / "test_labels.csv", [id_col, target],'
+            " [[r[i], r[t]] for r in test])",
+        ),
+        "label_leaking_file_name",
+    ),
+    "not_deterministic": (
+        _replace('random.Random(SPEC["seed"]).shuffle(order)', "random.Random().shuffle(order)"),
+        "not_deterministic",
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_mutated_prepare_fails_with_its_finding(tmp_path: Path, mutation: str) -> None:
+    mutate, code = MUTATIONS[mutation]
+    raw, out = tmp_path / "iris", tmp_path / "out"
+    _write_sklearn("iris", raw)
+    result = _build(raw, out, _Mutant(mutate), solvability=False)
+    assert result.status == "rejected", result
+    assert result.stage == "gate"
+    assert code in result.findings, result.findings
+    assert code in result.reason
+    assert not out.exists()
+    assert [f["code"] for f in result.record["gate"]["findings"]] == list(result.findings)
+
+
+def test_prepare_opening_a_socket_is_refused_and_reported(tmp_path: Path) -> None:
+    connect = (
+        "    import socket\n"
+        '    socket.create_connection(("1.1.1.1", 80), timeout=5).close()\n'
+        "    raw, public, private = Path(raw), Path(public), Path(private)"
+    )
+    model = _Mutant(
+        _replace("    raw, public, private = Path(raw), Path(public), Path(private)", connect)
+    )
+    raw, out = tmp_path / "iris", tmp_path / "out"
+    _write_sklearn("iris", raw)
+    result = _build(raw, out, model, solvability=False, max_prepare_attempts=2)
+    assert result.status == "failed" and result.stage == "prepare"
+    assert "runtime_error" in result.reason
+    assert "OSError" in result.reason or "Network is unreachable" in result.reason, result.reason
+    runs = result.record["prepare"]["attempts"]
+    assert len(runs) == 2 and all(r["outcome"] == "runtime_error" for r in runs)
+    assert not out.exists()
+
+
+def test_raw_data_matching_a_benchmark_hash_is_refused(tmp_path: Path) -> None:
+    raw, out = tmp_path / "some-data", tmp_path / "out"
+    _write_sklearn("iris", raw)
+    blocklist = tmp_path / "eval.txt"
+    blocklist.write_text(f"# my evaluation set\nsha256:{sha256_file(raw / 'iris.csv')}\n")
+    from openmle.builder import load_blocklist
+
+    result = _build(raw, out, OfflineModel(), blocklist=load_blocklist([blocklist]))
+    assert result.status == "rejected" and result.stage == "decontam"
+    assert result.findings == ("contaminated",)
+    assert "sha256 of iris.csv" in result.reason
+    assert not out.exists()
+
+
+def test_cli_build_exit_codes(tmp_path: Path) -> None:
+    raw, out = tmp_path / "wine", tmp_path / "pkg"
+    _write_sklearn("wine", raw)
+    cmd = [sys.executable, "-m", "openmle", "task", "build", str(raw), "--out", str(out)]
+    first = subprocess.run([*cmd, "--no-solvability"], capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert f"built {out}" in first.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert again.returncode == 2 and "exists" in again.stderr
+    blocklist = tmp_path / "eval.txt"
+    blocklist.write_text("name:wine\n")
+    refused = subprocess.run(
+        [*cmd[:-1], str(tmp_path / "pkg2"), "--blocklist", str(blocklist), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["findings"] == ["contaminated"]
