@@ -38,6 +38,7 @@ Concurrency is anyio only; blocking torch calls run in worker threads.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,7 @@ from openmle._types import (
     Candidate,
     Job,
     ModelRequest,
+    ModelResponse,
     Operator,
     Outcome,
     Resources,
@@ -83,6 +85,8 @@ __all__ = [
     "rollout_batch",
     "train_on_policy",
 ]
+
+log = logging.getLogger("openmle.train")
 
 
 class PolicySample(NamedTuple):
@@ -152,35 +156,84 @@ class LocalPolicy(Policy):
 @final
 @define(eq=False)
 class ModelPolicy(Policy):
-    """Any :class:`~openmle.OperatorModel` (an inference server); answers are re-tokenised.
+    """Any :class:`~openmle.OperatorModel` (an inference server), with the server's log-probs.
 
-    There are no rollout log-probs (truncated importance sampling is off for these rows) and
-    re-tokenising may differ from the server's own ids; use a server that returns ids when
-    that matters.
+    The sampler's log-probs make truncated importance sampling work for server rollouts. An
+    :class:`~openmle.backends.OpenAIModel` is asked for them (``logprobs=True`` is set on a
+    copy unless ``request_logprobs=False``); any model may return them in
+    :attr:`ModelResponse.logprobs <openmle.ModelResponse.logprobs>`. Each answer's tokens are:
+
+    1. the server's own ids with their log-probs, when it returns both (vLLM with
+       ``extra_body={"return_token_ids": True}`` or ``{"return_tokens_as_token_ids": True}``);
+    2. else the re-tokenised text (plus EOS when the answer stopped) with the server's
+       log-probs, when the counts agree (one log-prob per re-tokenised token, the EOS's
+       included when the server reports it);
+    3. else the re-tokenised text plus EOS without log-probs, as before: truncated importance
+       sampling is then off for the batch (:func:`rollout_batch` uses log-probs only when every
+       row has them). This fallback is logged once per reason on the ``openmle.train`` logger.
 
     Args:
         model: the operator model; called ``n`` times concurrently with seeds ``seed + i``.
         tokenizer: the tokenizer of the model being trained.
+        request_logprobs: ask an ``OpenAIModel`` for log-probs (the default).
+
+    Attributes:
+        fallbacks: per reason, how many answers were re-tokenised without log-probs.
     """
 
     model: OperatorModel
     tokenizer: Tokenizer
+    request_logprobs: bool = True
+    fallbacks: Counter[str] = field(factory=Counter, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        from openmle.backends._openai import OpenAIModel
+
+        model = self.model
+        if self.request_logprobs and isinstance(model, OpenAIModel) and not model.logprobs:
+            self.model = evolve(self.model, logprobs=True)
 
     async def sample(self, request: ModelRequest, n: int, *, seed: int) -> list[PolicySample]:
         """See :class:`Policy`."""
         prompt, _ = encode_chat(self.tokenizer, request.messages)
-        texts: list[str] = [""] * n
+        answers: list[ModelResponse | None] = [None] * n
 
         async def one(i: int) -> None:
-            texts[i] = (await self.model.complete(evolve(request, seed=seed + i))).text
+            answers[i] = await self.model.complete(evolve(request, seed=seed + i))
 
         async with anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(one, i)
+        out = []
+        for a in answers:
+            assert a is not None
+            ids, lps = self._tokens(a)
+            out.append(PolicySample(a.text, list(prompt), ids, lps))
+        return out
+
+    def _tokens(self, answer: ModelResponse) -> tuple[list[int], list[float] | None]:
         eos = self.tokenizer.eos_token_id
-        return [
-            PolicySample(t, list(prompt), [*self.tokenizer.encode(t), eos], None) for t in texts
-        ]
+        lps = None if answer.logprobs is None else list(answer.logprobs)
+        if lps is not None and answer.token_ids is not None and len(answer.token_ids) == len(lps):
+            return list(answer.token_ids), lps
+        ids = list(self.tokenizer.encode(answer.text))
+        stopped = answer.finish_reason != "length"
+        if lps is None:
+            reason = "the server returned no log-probs"
+        elif len(lps) == len(ids) + 1:
+            return [*ids, eos], lps
+        elif len(lps) == len(ids) and not stopped:
+            return ids, lps
+        else:
+            reason = "the server's log-probs do not match the re-tokenised answer"
+        if self.fallbacks[reason] == 0:
+            log.warning(
+                "ModelPolicy: %s; these rows train without rollout log-probs (truncated "
+                "importance sampling off). Use a server that returns log-probs and token ids "
+                "(vLLM: OpenAIModel(extra_body={'return_token_ids': True}))", reason,
+            )  # fmt: skip
+        self.fallbacks[reason] += 1
+        return [*ids, eos], None
 
 
 @frozen(kw_only=True)
