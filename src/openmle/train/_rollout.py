@@ -12,8 +12,11 @@ One *group* is G samples of the same prompt. :class:`RolloutProducer` makes a gr
    :func:`~openmle.train.sample_completions`, with the sampler's log-probs for truncated
    importance sampling) or :class:`ModelPolicy` (any :class:`~openmle.OperatorModel`, e.g. a
    vLLM/SGLang server; re-tokenised, no rollout log-probs);
-5. parse each answer with :func:`openmle.operators.parse_response` and run the programs in any
-   :class:`~openmle.Sandbox` concurrently; an answer without a program is ``MISSING_CODE``;
+5. parse each answer with :func:`openmle.operators.parse_response`, check each program with the
+   reward-hacking guard (:class:`~openmle.rewards.RewardGuard`, static checks by default) and run
+   the programs it does not reject in any :class:`~openmle.Sandbox` concurrently; a rejected
+   program is never executed and gets the profile's hack penalty (its verdict is recorded per
+   sample in :attr:`RolloutGroup.verdicts`); an answer without a program is ``MISSING_CODE``;
 6. turn the group into rewards and advantages with a :class:`~openmle.rewards.RewardProfile`
    (the task's score history feeds the adaptive bounds; INFRA_ERROR members are masked);
 7. add the programs to the task's pool (reward, children's rewards, visits) for later parents.
@@ -65,7 +68,14 @@ from openmle._types import (
 )
 from openmle._validation import fail
 from openmle.operators import ParentView, TaskBrief, build_request, parse_response, same_program
-from openmle.rewards import GroupMember, GroupRewards, RewardProfile
+from openmle.rewards import (
+    GroupMember,
+    GroupRewards,
+    GuardVerdict,
+    RewardGuard,
+    RewardProfile,
+    Verdict,
+)
 from openmle.search import DEFAULT_MIX, OperatorMix, plan_rl_step
 
 from ._batch import RolloutBatch
@@ -279,6 +289,8 @@ class RolloutGroup:
         rewards: rewards and advantages from the reward profile.
         version: the policy version the group was sampled with.
         program_ids: the ids the programs got in the pool (None for masked members).
+        verdicts: per sample, the reward guard's verdict (None without a program or without a
+            guard); a REJECTED program was not executed.
     """
 
     task: str
@@ -290,6 +302,7 @@ class RolloutGroup:
     rewards: GroupRewards
     version: int
     program_ids: tuple[str | None, ...]
+    verdicts: tuple[GuardVerdict | None, ...] = ()
 
     @property
     def mean_reward(self) -> float:
@@ -357,6 +370,10 @@ class RolloutProducer:
         prompt: builds the request; default :func:`openmle.operators.build_request`.
         seed: seeds task, operator and parent draws and the samplers.
         max_pool: programs kept per task for parent selection (the most recent).
+        guard: checks each program before the sandbox (default: the static checks of
+            :class:`~openmle.rewards.RewardGuard`; pass one with a ``judge`` for the model check,
+            or None to run every program). REJECTED: not executed, the hack penalty;
+            UNCHECKED (the judge failed): executed and handled by the profile's ``unchecked``.
 
     Attributes:
         weights_lock: held while a local policy samples and while the optimiser steps.
@@ -374,6 +391,7 @@ class RolloutProducer:
     prompt: PromptHook = _default_prompt
     seed: int = 0
     max_pool: int = 512
+    guard: RewardGuard | None = field(factory=RewardGuard)
     weights_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     policy_version: int = field(default=0, init=False)
     history: dict[str, list[float]] = field(factory=dict, init=False)
@@ -441,7 +459,7 @@ class RolloutProducer:
             samples = await self.policy.sample(request, self.group_size, seed=seed)
         if len(samples) != self.group_size:
             raise fail(f"{self.group_size} samples", "policy.sample()", len(samples))
-        results, members = await self._run(spec, samples, parents)
+        results, members, verdicts = await self._run(spec, samples, parents)
         prof = self.profile
         rewards = prof.group(
             members, meta=spec.meta, history=self.history[spec.name], operator=step.operator,
@@ -452,7 +470,7 @@ class RolloutProducer:
         return RolloutGroup(
             task=spec.name, operator=step.operator, requested=step.requested,
             parent_ids=tuple(parent_ids), samples=tuple(samples), results=tuple(results),
-            rewards=rewards, version=version, program_ids=ids,
+            rewards=rewards, version=version, program_ids=ids, verdicts=tuple(verdicts),
         )  # fmt: skip
 
     async def groups(self, n: int, *, version: int | None = None) -> list[RolloutGroup]:
@@ -469,11 +487,16 @@ class RolloutProducer:
 
     async def _run(
         self, spec: RolloutTask, samples: Sequence[PolicySample], parents: Sequence[_Program]
-    ) -> tuple[list[RunResult | None], list[GroupMember]]:
+    ) -> tuple[list[RunResult | None], list[GroupMember], list[GuardVerdict | None]]:
         results: list[RunResult | None] = [None] * len(samples)
+        verdicts: list[GuardVerdict | None] = [None] * len(samples)
         codes = [parse_response(s.text).code for s in samples]
 
         async def run(i: int, code: str) -> None:
+            if self.guard is not None:
+                verdicts[i] = v = await self.guard.check(code, task_description=spec.description)
+                if v.verdict is Verdict.REJECTED:
+                    return  # a flagged program is never executed
             job = Job(code=code, task=spec.name, timeout_s=spec.timeout_s,
                       resources=spec.resources, name=f"rollout-{i}")  # fmt: skip
             results[i] = await self.sandbox.run(job)
@@ -483,13 +506,16 @@ class RolloutProducer:
                 if code is not None:
                     tg.start_soon(run, i, code)
         members = []
-        for code, res in zip(codes, results, strict=True):
-            if code is None or res is None:
+        for code, res, verdict in zip(codes, results, verdicts, strict=True):
+            if verdict is not None and verdict.verdict is Verdict.REJECTED:
+                reason = ",".join(verdict.reasons) or "reward_hacking"
+                members.append(GroupMember(score=None, outcome=Outcome.REJECTED, reason=reason))
+            elif code is None or res is None:
                 members.append(GroupMember(score=None, outcome=Outcome.MISSING_CODE))
             else:
                 same = any(same_program(code, p.code) for p in parents)
-                members.append(GroupMember.from_result(res, same_as_parent=same))
-        return results, members
+                members.append(GroupMember.from_result(res, verdict, same_as_parent=same))
+        return results, members, verdicts
 
     def _remember(
         self,
