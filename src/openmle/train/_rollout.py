@@ -201,7 +201,7 @@ class ModelPolicy(Policy):
 
         model = self.model
         if self.request_logprobs and isinstance(model, OpenAIModel) and not model.logprobs:
-            self.model = evolve(self.model, logprobs=True)
+            self.model = evolve(model, logprobs=True)
 
     async def sample(self, request: ModelRequest, n: int, *, seed: int) -> list[PolicySample]:
         """See :class:`Policy`."""
