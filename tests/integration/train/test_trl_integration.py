@@ -5,6 +5,7 @@ SFT export. Tested with TRL 1.16.0 on the CPU."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ pytestmark = [
 WORDS = [str(d) for d in range(10)]
 VOCAB = ["<pad>", "<eos>", "<unk>", *WORDS]
 G = 4
+CUDA = os.environ.get("OPENMLE_TEST_DEVICE") == "cuda"  # scripts/gpu-check.sh sets it
 
 
 @frozen
@@ -148,7 +150,7 @@ def test_grpo_trainer_on_sandbox_rewards(tmp_path: Path) -> None:
     args = trl.GRPOConfig(
         output_dir=str(tmp_path / "out"), importance_sampling_level="sequence",
         per_device_train_batch_size=2 * G, num_generations=G, max_completion_length=4,
-        max_steps=2, learning_rate=5e-2, report_to="none", use_cpu=True, bf16=False,
+        max_steps=2, learning_rate=5e-2, report_to="none", use_cpu=not CUDA, bf16=CUDA,
         logging_steps=1, save_strategy="no", temperature=1.0, seed=0,
         activation_checkpointing=False,
     )  # fmt: skip
@@ -236,7 +238,7 @@ def test_sft_trainer_on_the_sft_export(tmp_path: Path) -> None:
     before = [p.detach().clone() for p in model.parameters()]
     args = trl.SFTConfig(
         output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=2,
-        learning_rate=1e-2, report_to="none", use_cpu=True, bf16=False, save_strategy="no",
+        learning_rate=1e-2, report_to="none", use_cpu=not CUDA, bf16=CUDA, save_strategy="no",
         activation_checkpointing=False,
     )  # fmt: skip
     trainer = trl.SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
