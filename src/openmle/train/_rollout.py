@@ -11,7 +11,7 @@ One *group* is G samples of the same prompt. :class:`RolloutProducer` makes a gr
 4. sample G answers from a :class:`Policy`: :class:`LocalPolicy` (a torch model through
    :func:`~openmle.train.sample_completions`, with the sampler's log-probs for truncated
    importance sampling) or :class:`ModelPolicy` (any :class:`~openmle.OperatorModel`, e.g. a
-   vLLM/SGLang server; re-tokenised, no rollout log-probs);
+   vLLM/SGLang server, with the server's token log-probs and ids where it returns them);
 5. parse each answer with :func:`openmle.operators.parse_response`, check each program with the
    reward-hacking guard (:class:`~openmle.rewards.RewardGuard`, static checks by default) and run
    the programs it does not reject in any :class:`~openmle.Sandbox` concurrently; a rejected
