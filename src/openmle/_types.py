@@ -589,6 +589,10 @@ class ModelResponse:
         finish_reason: e.g. ``"stop"`` or ``"length"``.
         latency_s: wall seconds the call took.
         cost_usd: cost if the model knows its price, else None.
+        logprobs: the sampler's log-prob of each answer token, when the service returned them
+            (e.g. ``OpenAIModel(logprobs=True)``), else None.
+        token_ids: the answer's token ids, when the service returned them (vLLM with
+            ``return_token_ids`` or ``return_tokens_as_token_ids``), else None.
     """
 
     text: str
@@ -598,6 +602,8 @@ class ModelResponse:
     finish_reason: str | None = None
     latency_s: float = 0.0
     cost_usd: float | None = None
+    logprobs: tuple[float, ...] | None = None
+    token_ids: tuple[int, ...] | None = None
 
 
 # --------------------------------------------------------------------------------------------

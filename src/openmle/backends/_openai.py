@@ -73,6 +73,7 @@ log = logging.getLogger("openmle.model")
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _THINK = re.compile(r"^\s*<think>(.*?)(?:</think>|$)", re.DOTALL)
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_TOKEN_ID = re.compile(r"^token_id:(\d{1,10})$")
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Default cap on one answer's body: about 160k streamed tokens at ~200 bytes per event."""
 _MAX_ERROR_BYTES = 64 * 1024  # the body of an error answer: only its message is wanted
@@ -169,6 +170,13 @@ class OpenAIModel(OperatorModel):
         max_response_bytes: cap on the bytes of one answer's body (server-sent events framing
             included), 32 MiB by default; a longer answer raises :class:`ModelError` as soon as
             the cap is passed, without a retry.
+        logprobs: ask for the log-prob of each answer token (``"logprobs": true``) and return
+            them in :attr:`ModelResponse.logprobs`, with the token ids in
+            :attr:`ModelResponse.token_ids` where the server returns them (vLLM: add
+            ``{"return_token_ids": True}`` or ``{"return_tokens_as_token_ids": True}`` to
+            ``extra_body``). Log-probs that are not finite numbers <= 0, or ids that are not
+            integers >= 0, are dropped (None) with a warning: they are untrusted input that
+            would otherwise steer training.
 
     Raises:
         InvalidArgument: a bad setting (names the field).
@@ -203,6 +211,7 @@ class OpenAIModel(OperatorModel):
         default=DEFAULT_MAX_RESPONSE_BYTES, validator=_check_response_bytes
     )
     total_timeout_s: float | None = None
+    logprobs: bool = False
     _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _loop: object = field(default=None, init=False, repr=False)
@@ -281,6 +290,8 @@ class OpenAIModel(OperatorModel):
         if self.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        if self.logprobs:
+            body["logprobs"] = True
         body.update(self.extra_body)
         return body
 
@@ -382,6 +393,8 @@ class OpenAIModel(OperatorModel):
         cost: float | None = None
         finish: str | None = None
         model = self.model
+        lp_entries: list[Any] = []
+        stream_ids: list[Any] = []
         async for data in _sse_data(resp, self.max_response_bytes):
             if data.strip() == "[DONE]":
                 break
@@ -409,6 +422,14 @@ class OpenAIModel(OperatorModel):
                 r = _reasoning_of(delta)
                 if r:
                     thought.append(r)
+                if self.logprobs:
+                    lp = choice.get("logprobs")
+                    part = lp.get("content") if isinstance(lp, Mapping) else None
+                    if isinstance(part, list):
+                        lp_entries.extend(part)
+                    ids = choice.get("token_ids")
+                    if isinstance(ids, list):
+                        stream_ids.extend(ids)
                 reason = choice.get("finish_reason")
                 if reason:
                     finish = _finish(reason)
@@ -417,14 +438,15 @@ class OpenAIModel(OperatorModel):
                 "the stream ended before a finish_reason (connection dropped)"
             )
         answer, reasoning = split_reasoning(_clean("".join(text)), _clean("".join(thought)) or None)
-        return ModelResponse(
-            text=answer,
-            reasoning=reasoning,
-            usage=usage,
-            model=model,
-            finish_reason=finish,
-            cost_usd=cost,
+        logprobs, token_ids = (
+            self._token_info({"content": lp_entries}, stream_ids or None)
+            if self.logprobs
+            else (None, None)
         )
+        return ModelResponse(
+            text=answer, reasoning=reasoning, usage=usage, model=model, finish_reason=finish,
+            cost_usd=cost, logprobs=logprobs, token_ids=token_ids,
+        )  # fmt: skip
 
     def _parse(self, raw: bytes) -> ModelResponse:
         completion = _json_object(raw, "the answer")
@@ -448,6 +470,11 @@ class OpenAIModel(OperatorModel):
         answer, reasoning = split_reasoning(_clean(content), _clean(_reasoning_of(message) or ""))
         raw_usage = completion.get("usage")
         usage = Usage() if raw_usage is None else _usage(raw_usage, self._where())
+        logprobs, token_ids = (
+            self._token_info(choice.get("logprobs"), choice.get("token_ids"))
+            if self.logprobs
+            else (None, None)
+        )
         return ModelResponse(
             text=answer,
             reasoning=reasoning or None,
@@ -455,7 +482,59 @@ class OpenAIModel(OperatorModel):
             model=_model_id(completion.get("model"), self.model),
             finish_reason=_finish(choice.get("finish_reason")),
             cost_usd=_cost(raw_usage),
+            logprobs=logprobs,
+            token_ids=token_ids,
         )
+
+    def _token_info(
+        self, raw_logprobs: object, raw_ids: object
+    ) -> tuple[tuple[float, ...] | None, tuple[int, ...] | None]:
+        """Per-token log-probs and ids from an answer (untrusted: checked, else None)."""
+        content = raw_logprobs.get("content") if isinstance(raw_logprobs, Mapping) else None
+        logprobs: tuple[float, ...] | None = None
+        from_tokens: list[int] | None = []
+        if isinstance(content, list) and content:
+            values: list[float] = []
+            for entry in content:
+                lp = entry.get("logprob") if isinstance(entry, Mapping) else None
+                if (
+                    isinstance(lp, bool)
+                    or not isinstance(lp, int | float)
+                    or not math.isfinite(lp)
+                    or lp > 0
+                ):
+                    log.warning(
+                        "%s returned a token log-prob %s, not a finite number <= 0; "
+                        "log-probs dropped for this answer", self._where(), str(lp)[:60],
+                    )  # fmt: skip
+                    return None, None
+                values.append(float(lp))
+                tok = entry.get("token")
+                m = _TOKEN_ID.match(tok) if isinstance(tok, str) else None
+                if from_tokens is not None and m is not None:
+                    from_tokens.append(int(m.group(1)))
+                else:
+                    from_tokens = None
+            logprobs = tuple(values)
+        else:
+            from_tokens = None
+        ids: tuple[int, ...] | None = None
+        if raw_ids is not None:
+            if isinstance(raw_ids, list) and all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**31 for i in raw_ids
+            ):
+                ids = tuple(raw_ids)
+            else:
+                log.warning("%s returned token_ids that are not integer ids", self._where())
+        elif from_tokens:
+            ids = tuple(from_tokens)
+        if ids is not None and logprobs is not None and len(ids) != len(logprobs):
+            log.warning(
+                "%s returned %d token ids but %d log-probs; ids dropped",
+                self._where(), len(ids), len(logprobs),
+            )  # fmt: skip
+            ids = None
+        return logprobs, ids
 
     async def list_models(self) -> list[str]:
         """The model ids the server serves (``GET {base_url}/models``), sorted.

@@ -10,6 +10,8 @@ copied and changed. Names load lazily; using one needs the ``torch`` extra
 - :mod:`openmle.train._rollout`: policies, the rollout producer, ``train_on_policy``.
 - :mod:`openmle.train._loss`, :mod:`openmle.train._batch`: the losses and their batches.
 - :mod:`openmle.train._model`, :mod:`openmle.train._tokenizer`: a tiny causal LM, tokenisers.
+- :mod:`openmle.train._trl`: TRL as the engine for scale (extra ``trl``): operator prompt
+  datasets, sandbox reward functions, ``OpenMLEGRPOTrainer`` with the profile's advantages.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
     from openmle.train._tokenizer import HFTokenizer as HFTokenizer
     from openmle.train._tokenizer import Tokenizer as Tokenizer
     from openmle.train._tokenizer import encode_chat as encode_chat
+    from openmle.train._trl import SandboxReward as SandboxReward
+    from openmle.train._trl import prompt_dataset as prompt_dataset
+    from openmle.train._trl import sft_dataset as sft_dataset
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
@@ -60,6 +65,7 @@ _LAZY: dict[str, str] = {
     "HFTokenizer": "openmle.train._tokenizer",
     "LocalPolicy": "openmle.train._rollout",
     "ModelPolicy": "openmle.train._rollout",
+    "OpenMLEGRPOTrainer": "openmle.train._trl",
     "Policy": "openmle.train._rollout",
     "PolicySample": "openmle.train._rollout",
     "RolloutBatch": "openmle.train._batch",
@@ -70,13 +76,16 @@ _LAZY: dict[str, str] = {
     "SFTBatch": "openmle.train._batch",
     "SFTConfig": "openmle.train._sft",
     "SFTTrainer": "openmle.train._sft",
+    "SandboxReward": "openmle.train._trl",
     "TinyCausalLM": "openmle.train._model",
     "TinyLMConfig": "openmle.train._model",
     "Tokenizer": "openmle.train._tokenizer",
     "encode_chat": "openmle.train._tokenizer",
     "gspo_loss": "openmle.train._loss",
+    "prompt_dataset": "openmle.train._trl",
     "rollout_batch": "openmle.train._rollout",
     "sample_completions": "openmle.train._model",
+    "sft_dataset": "openmle.train._trl",
     "sft_loss": "openmle.train._loss",
     "train_on_policy": "openmle.train._rollout",
 }

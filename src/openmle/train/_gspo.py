@@ -18,6 +18,10 @@ when rollout log-probs are given, KL and entropy terms off. Departure: the defau
 aggregation is the per-sequence token mean averaged over sequences, not the released sum of
 sample means (see :mod:`._loss`); pass ``aggregation="sum-of-sample-mean"`` for the released
 behaviour. The released run offloads Adam to the CPU (Megatron); we leave placement to the user.
+
+:meth:`GSPOConfig.paper` adds the paper's rollout shape to those defaults: groups of 16 samples,
+16 groups per rollout batch, 2 optimiser steps per rollout batch (a global batch of 128
+sequences per step); the trainer then checks that every rollout batch has that shape.
 """
 
 from __future__ import annotations
@@ -69,6 +73,10 @@ class GSPOConfig:
         bf16: bfloat16 autocast for the forward on CUDA (ignored on the CPU).
         distributed: ``"auto"`` wraps the model in DDP when a process group is initialised;
             ``"none"`` never wraps (for FSDP or custom wrappers you apply yourself).
+        group_size: samples per prompt the rollouts use (``None``: not checked).
+        rollout_batch_size: groups per rollout batch (``None``: not checked). With both set,
+            :meth:`GSPOTrainer.step` checks that the rollout batch over all ranks holds
+            ``group_size * rollout_batch_size`` sequences.
     """
 
     lr: float = 1e-6
@@ -89,9 +97,35 @@ class GSPOConfig:
     micro_batch_size: int | None = None
     bf16: bool = True
     distributed: str = "auto"
+    group_size: int | None = None
+    rollout_batch_size: int | None = None
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> GSPOConfig:
+        """The paper's GSPO run: groups of 16, 16 groups per rollout batch, 2 optimiser steps
+        per rollout batch (128 sequences each), clip 3.5e-4 on both sides, truncated importance
+        sampling on [0, 2], AdamW lr 1e-6 constant, weight decay 0.1, betas (0.9, 0.98),
+        gradient clipping at 1.0, no KL or entropy term.
+
+        The loss aggregation stays the per-sequence token mean (the GSPO objective); the
+        released configuration summed per-sequence means (pass
+        ``aggregation="sum-of-sample-mean"`` for it).
+        """
+        kw: dict[str, Any] = {
+            "lr": 1e-6, "weight_decay": 0.1, "betas": (0.9, 0.98), "max_grad_norm": 1.0,
+            "clip_eps_low": 3.5e-4, "clip_eps_high": None, "use_tis": True, "tis_clip_low": 0.0,
+            "tis_clip_high": 2.0, "kl_coef": 0.0, "entropy_coef": 0.0, "steps_per_batch": 2,
+            "group_size": 16, "rollout_batch_size": 16,
+        }  # fmt: skip
+        kw.update(overrides)
+        return cls(**kw)
 
     def __attrs_post_init__(self) -> None:
         self.optim()  # validates the optimiser fields (lr, betas, ...)
+        for name in ("group_size", "rollout_batch_size"):
+            v = getattr(self, name)
+            if v is not None:
+                check_positive(check_type(v, int, name), name)
         check_positive(self.clip_eps_low, "clip_eps_low", allow_zero=True)
         if self.clip_eps_high is not None:
             check_positive(self.clip_eps_high, "clip_eps_high", allow_zero=True)
@@ -175,6 +209,15 @@ class GSPOTrainer(Trainer[RolloutBatch]):
             raise fail(
                 f">= steps_per_batch={cfg.steps_per_batch} sequences", "batch.size", batch.size
             )
+        if cfg.group_size is not None and cfg.rollout_batch_size is not None:
+            want = cfg.group_size * cfg.rollout_batch_size
+            (total,) = eng.global_sum(float(batch.size))
+            if int(total) != want:
+                raise fail(
+                    f"{want} sequences over all ranks (group_size={cfg.group_size} x "
+                    f"rollout_batch_size={cfg.rollout_batch_size})", "batch.size", int(total),
+                    "make the rollouts match the config or set both to None",
+                )  # fmt: skip
         batch = batch.to(eng.device)
         all_rows = torch.arange(batch.size, device=eng.device)
         with eng.training():

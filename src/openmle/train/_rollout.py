@@ -11,9 +11,12 @@ One *group* is G samples of the same prompt. :class:`RolloutProducer` makes a gr
 4. sample G answers from a :class:`Policy`: :class:`LocalPolicy` (a torch model through
    :func:`~openmle.train.sample_completions`, with the sampler's log-probs for truncated
    importance sampling) or :class:`ModelPolicy` (any :class:`~openmle.OperatorModel`, e.g. a
-   vLLM/SGLang server; re-tokenised, no rollout log-probs);
-5. parse each answer with :func:`openmle.operators.parse_response` and run the programs in any
-   :class:`~openmle.Sandbox` concurrently; an answer without a program is ``MISSING_CODE``;
+   vLLM/SGLang server, with the server's token log-probs and ids where it returns them);
+5. parse each answer with :func:`openmle.operators.parse_response`, check each program with the
+   reward-hacking guard (:class:`~openmle.rewards.RewardGuard`, static checks by default) and run
+   the programs it does not reject in any :class:`~openmle.Sandbox` concurrently; a rejected
+   program is never executed and gets the profile's hack penalty (its verdict is recorded per
+   sample in :attr:`RolloutGroup.verdicts`); an answer without a program is ``MISSING_CODE``;
 6. turn the group into rewards and advantages with a :class:`~openmle.rewards.RewardProfile`
    (the task's score history feeds the adaptive bounds; INFRA_ERROR members are masked);
 7. add the programs to the task's pool (reward, children's rewards, visits) for later parents.
@@ -38,6 +41,7 @@ Concurrency is anyio only; blocking torch calls run in worker threads.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +59,7 @@ from openmle._types import (
     Candidate,
     Job,
     ModelRequest,
+    ModelResponse,
     Operator,
     Outcome,
     Resources,
@@ -63,7 +68,14 @@ from openmle._types import (
 )
 from openmle._validation import fail
 from openmle.operators import ParentView, TaskBrief, build_request, parse_response, same_program
-from openmle.rewards import GroupMember, GroupRewards, RewardProfile
+from openmle.rewards import (
+    GroupMember,
+    GroupRewards,
+    GuardVerdict,
+    RewardGuard,
+    RewardProfile,
+    Verdict,
+)
 from openmle.search import DEFAULT_MIX, OperatorMix, plan_rl_step
 
 from ._batch import RolloutBatch
@@ -83,6 +95,8 @@ __all__ = [
     "rollout_batch",
     "train_on_policy",
 ]
+
+log = logging.getLogger("openmle.train")
 
 
 class PolicySample(NamedTuple):
@@ -152,35 +166,83 @@ class LocalPolicy(Policy):
 @final
 @define(eq=False)
 class ModelPolicy(Policy):
-    """Any :class:`~openmle.OperatorModel` (an inference server); answers are re-tokenised.
+    """Any :class:`~openmle.OperatorModel` (an inference server), with the server's log-probs.
 
-    There are no rollout log-probs (truncated importance sampling is off for these rows) and
-    re-tokenising may differ from the server's own ids; use a server that returns ids when
-    that matters.
+    The sampler's log-probs make truncated importance sampling work for server rollouts. An
+    :class:`~openmle.backends.OpenAIModel` is asked for them (``logprobs=True`` is set on a
+    copy unless ``request_logprobs=False``); any model may return them in
+    :attr:`ModelResponse.logprobs <openmle.ModelResponse.logprobs>`. Each answer's tokens are:
+
+    1. the server's own ids with their log-probs, when it returns both (vLLM with
+       ``extra_body={"return_token_ids": True}`` or ``{"return_tokens_as_token_ids": True}``);
+    2. else the re-tokenised text (plus EOS when the answer stopped) with the server's
+       log-probs, when the counts agree (one log-prob per re-tokenised token, the EOS's
+       included when the server reports it);
+    3. else the re-tokenised text plus EOS without log-probs, as before: truncated importance
+       sampling is then off for the batch (:func:`rollout_batch` uses log-probs only when every
+       row has them). This fallback is logged once per reason on the ``openmle.train`` logger.
 
     Args:
         model: the operator model; called ``n`` times concurrently with seeds ``seed + i``.
         tokenizer: the tokenizer of the model being trained.
+        request_logprobs: ask an ``OpenAIModel`` for log-probs (the default).
+
+    Attributes:
+        fallbacks: per reason, how many answers were re-tokenised without log-probs.
     """
 
     model: OperatorModel
     tokenizer: Tokenizer
+    request_logprobs: bool = True
+    fallbacks: Counter[str] = field(factory=Counter, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        from openmle.backends._openai import OpenAIModel
+
+        model = self.model
+        if self.request_logprobs and isinstance(model, OpenAIModel) and not model.logprobs:
+            self.model = evolve(model, logprobs=True)
 
     async def sample(self, request: ModelRequest, n: int, *, seed: int) -> list[PolicySample]:
         """See :class:`Policy`."""
         prompt, _ = encode_chat(self.tokenizer, request.messages)
-        texts: list[str] = [""] * n
+        answers: list[ModelResponse | None] = [None] * n
 
         async def one(i: int) -> None:
-            texts[i] = (await self.model.complete(evolve(request, seed=seed + i))).text
+            answers[i] = await self.model.complete(evolve(request, seed=seed + i))
 
         async with anyio.create_task_group() as tg:
             for i in range(n):
                 tg.start_soon(one, i)
+        out = []
+        for a in (a for a in answers if a is not None):  # every task filled its slot
+            ids, lps = self._tokens(a)
+            out.append(PolicySample(a.text, list(prompt), ids, lps))
+        return out
+
+    def _tokens(self, answer: ModelResponse) -> tuple[list[int], list[float] | None]:
         eos = self.tokenizer.eos_token_id
-        return [
-            PolicySample(t, list(prompt), [*self.tokenizer.encode(t), eos], None) for t in texts
-        ]
+        lps = None if answer.logprobs is None else list(answer.logprobs)
+        if lps is not None and answer.token_ids is not None and len(answer.token_ids) == len(lps):
+            return list(answer.token_ids), lps
+        ids = list(self.tokenizer.encode(answer.text))
+        stopped = answer.finish_reason != "length"
+        if lps is None:
+            reason = "the server returned no log-probs"
+        elif len(lps) == len(ids) + 1:
+            return [*ids, eos], lps
+        elif len(lps) == len(ids) and not stopped:
+            return ids, lps
+        else:
+            reason = "the server's log-probs do not match the re-tokenised answer"
+        if self.fallbacks[reason] == 0:
+            log.warning(
+                "ModelPolicy: %s; these rows train without rollout log-probs (truncated "
+                "importance sampling off). Use a server that returns log-probs and token ids "
+                "(vLLM: OpenAIModel(extra_body={'return_token_ids': True}))", reason,
+            )  # fmt: skip
+        self.fallbacks[reason] += 1
+        return [*ids, eos], None
 
 
 @frozen(kw_only=True)
@@ -226,6 +288,8 @@ class RolloutGroup:
         rewards: rewards and advantages from the reward profile.
         version: the policy version the group was sampled with.
         program_ids: the ids the programs got in the pool (None for masked members).
+        verdicts: per sample, the reward guard's verdict (None without a program or without a
+            guard); a REJECTED program was not executed.
     """
 
     task: str
@@ -237,6 +301,7 @@ class RolloutGroup:
     rewards: GroupRewards
     version: int
     program_ids: tuple[str | None, ...]
+    verdicts: tuple[GuardVerdict | None, ...] = ()
 
     @property
     def mean_reward(self) -> float:
@@ -304,6 +369,10 @@ class RolloutProducer:
         prompt: builds the request; default :func:`openmle.operators.build_request`.
         seed: seeds task, operator and parent draws and the samplers.
         max_pool: programs kept per task for parent selection (the most recent).
+        guard: checks each program before the sandbox (default: the static checks of
+            :class:`~openmle.rewards.RewardGuard`; pass one with a ``judge`` for the model check,
+            or None to run every program). REJECTED: not executed, the hack penalty;
+            UNCHECKED (the judge failed): executed and handled by the profile's ``unchecked``.
 
     Attributes:
         weights_lock: held while a local policy samples and while the optimiser steps.
@@ -321,6 +390,7 @@ class RolloutProducer:
     prompt: PromptHook = _default_prompt
     seed: int = 0
     max_pool: int = 512
+    guard: RewardGuard | None = field(factory=RewardGuard)
     weights_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     policy_version: int = field(default=0, init=False)
     history: dict[str, list[float]] = field(factory=dict, init=False)
@@ -388,7 +458,7 @@ class RolloutProducer:
             samples = await self.policy.sample(request, self.group_size, seed=seed)
         if len(samples) != self.group_size:
             raise fail(f"{self.group_size} samples", "policy.sample()", len(samples))
-        results, members = await self._run(spec, samples, parents)
+        results, members, verdicts = await self._run(spec, samples, parents)
         prof = self.profile
         rewards = prof.group(
             members, meta=spec.meta, history=self.history[spec.name], operator=step.operator,
@@ -399,7 +469,7 @@ class RolloutProducer:
         return RolloutGroup(
             task=spec.name, operator=step.operator, requested=step.requested,
             parent_ids=tuple(parent_ids), samples=tuple(samples), results=tuple(results),
-            rewards=rewards, version=version, program_ids=ids,
+            rewards=rewards, version=version, program_ids=ids, verdicts=tuple(verdicts),
         )  # fmt: skip
 
     async def groups(self, n: int, *, version: int | None = None) -> list[RolloutGroup]:
@@ -416,11 +486,16 @@ class RolloutProducer:
 
     async def _run(
         self, spec: RolloutTask, samples: Sequence[PolicySample], parents: Sequence[_Program]
-    ) -> tuple[list[RunResult | None], list[GroupMember]]:
+    ) -> tuple[list[RunResult | None], list[GroupMember], list[GuardVerdict | None]]:
         results: list[RunResult | None] = [None] * len(samples)
+        verdicts: list[GuardVerdict | None] = [None] * len(samples)
         codes = [parse_response(s.text).code for s in samples]
 
         async def run(i: int, code: str) -> None:
+            if self.guard is not None:
+                verdicts[i] = v = await self.guard.check(code, task_description=spec.description)
+                if v.verdict is Verdict.REJECTED:
+                    return  # a flagged program is never executed
             job = Job(code=code, task=spec.name, timeout_s=spec.timeout_s,
                       resources=spec.resources, name=f"rollout-{i}")  # fmt: skip
             results[i] = await self.sandbox.run(job)
@@ -430,13 +505,16 @@ class RolloutProducer:
                 if code is not None:
                     tg.start_soon(run, i, code)
         members = []
-        for code, res in zip(codes, results, strict=True):
-            if code is None or res is None:
+        for code, res, verdict in zip(codes, results, verdicts, strict=True):
+            if verdict is not None and verdict.verdict is Verdict.REJECTED:
+                reason = ",".join(verdict.reasons) or "reward_hacking"
+                members.append(GroupMember(score=None, outcome=Outcome.REJECTED, reason=reason))
+            elif code is None or res is None:
                 members.append(GroupMember(score=None, outcome=Outcome.MISSING_CODE))
             else:
                 same = any(same_program(code, p.code) for p in parents)
-                members.append(GroupMember.from_result(res, same_as_parent=same))
-        return results, members
+                members.append(GroupMember.from_result(res, verdict, same_as_parent=same))
+        return results, members, verdicts
 
     def _remember(
         self,

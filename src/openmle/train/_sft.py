@@ -8,14 +8,21 @@ optimiser step. Same model contract, checkpoint layout and distribution rules as
 GSPO in the same process.
 
 The released system ran SFT inside SLIME/Megatron with its own launcher settings; the defaults
-here (AdamW lr 1e-5 constant, weight decay 0.1, betas 0.9/0.98, clipping at 1.0) are ours, chosen
-to match the GSPO optimiser, not read from the paper.
+here (AdamW lr 1e-5 constant, weight decay 0.1, betas 0.9/0.98, clipping at 1.0, one epoch, no
+length cut) are ours, chosen to match the GSPO optimiser. :meth:`SFTConfig.paper` is the paper's
+recipe: lr 3e-5 with cosine decay after a 0.1 linear warm-up, 3 epochs, a 32,768-token context.
+
+The learning rate of step ``k`` (0-based) out of ``total_steps`` is a pure function of ``k``
+(:meth:`SFTConfig.lr_at`), so a restored checkpoint resumes the schedule exactly.
+:meth:`SFTTrainer.fit` runs ``epochs`` passes over a list of batches.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from typing import final
+from collections.abc import Callable, Sequence
+from typing import Any, final
 
 import attrs
 import torch
@@ -23,7 +30,7 @@ from attrs import define, field, frozen
 from torch import nn
 
 from openmle._protocols import Trainer
-from openmle._validation import check_positive, check_type
+from openmle._validation import check_choice, check_positive, check_type, fail
 
 from ._batch import SFTBatch
 from ._engine import Engine, OptimConfig
@@ -38,7 +45,7 @@ class SFTConfig:
     """Hyperparameters of :class:`SFTTrainer`.
 
     Attributes:
-        lr: AdamW learning rate (constant).
+        lr: AdamW peak learning rate.
         weight_decay: AdamW decoupled weight decay on matrices and embeddings.
         betas: AdamW betas.
         adam_eps: AdamW epsilon.
@@ -46,6 +53,16 @@ class SFTConfig:
         micro_batch_size: sequences per forward/backward (``None``: the whole batch).
         bf16: bfloat16 autocast on CUDA (ignored on the CPU).
         distributed: ``"auto"`` (DDP under a process group) or ``"none"``.
+        schedule: ``"constant"`` or ``"cosine"`` (linear warm-up, then cosine decay to
+            ``min_lr_ratio * lr`` at ``total_steps``).
+        warmup_ratio: fraction of ``total_steps`` spent warming up linearly from 0 (in [0, 1)).
+        min_lr_ratio: the cosine schedule's final learning rate as a fraction of ``lr``.
+        total_steps: optimiser steps of the whole run (needed by ``"cosine"`` and by
+            ``warmup_ratio > 0`` unless :meth:`SFTTrainer.fit` sets it from the data).
+        epochs: passes over the data in :meth:`SFTTrainer.fit`.
+        max_length: the length cut: tokens past this position (prompt + answer) are dropped
+            before the forward, so no sequence longer than the context is trained on
+            (``None``: no cut).
     """
 
     lr: float = 1e-5
@@ -56,12 +73,66 @@ class SFTConfig:
     micro_batch_size: int | None = None
     bf16: bool = True
     distributed: str = "auto"
+    schedule: str = "constant"
+    warmup_ratio: float = 0.0
+    min_lr_ratio: float = 0.0
+    total_steps: int | None = None
+    epochs: int = 1
+    max_length: int | None = None
 
     def __attrs_post_init__(self) -> None:
         self.optim()  # validates the optimiser fields (lr, betas, ...)
         if self.micro_batch_size is not None:
             check_type(self.micro_batch_size, int, "micro_batch_size")
             check_positive(self.micro_batch_size, "micro_batch_size")
+        check_choice(self.schedule, ("constant", "cosine"), "schedule")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise fail("a number in [0, 1)", "warmup_ratio", self.warmup_ratio)
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise fail("a number in [0, 1]", "min_lr_ratio", self.min_lr_ratio)
+        for name in ("total_steps", "max_length"):
+            v = getattr(self, name)
+            if v is not None:
+                check_positive(check_type(v, int, name), name)
+        check_positive(check_type(self.epochs, int, "epochs"), "epochs")
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> SFTConfig:
+        """The paper's SFT recipe: lr 3e-5, cosine decay after a 0.1 warm-up, 3 epochs, a
+        32,768-token length cut; AdamW weight decay 0.1, betas 0.9/0.98, clipping at 1.0.
+
+        ``total_steps`` is set by :meth:`SFTTrainer.fit` from the data (or pass it).
+        """
+        kw: dict[str, Any] = {
+            "lr": 3e-5, "schedule": "cosine", "warmup_ratio": 0.1, "epochs": 3,
+            "max_length": 32_768,
+        }  # fmt: skip
+        kw.update(overrides)
+        return cls(**kw)
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of 0-based optimiser step ``step``.
+
+        Raises:
+            InvalidArgument: a schedule or warm-up without ``total_steps``.
+        """
+        if self.schedule == "constant" and self.warmup_ratio == 0.0:
+            return self.lr
+        if self.total_steps is None:
+            raise fail(
+                "an int >= 1", "total_steps", None,
+                f"schedule={self.schedule!r} with warmup_ratio={self.warmup_ratio} needs it "
+                "(SFTTrainer.fit sets it from the data)",
+            )  # fmt: skip
+        total = self.total_steps
+        warm = math.ceil(self.warmup_ratio * total)
+        if step < warm:
+            return self.lr * (step + 1) / warm
+        if self.schedule == "constant":
+            return self.lr
+        progress = min(1.0, (step - warm) / max(1, total - warm))
+        floor = self.min_lr_ratio * self.lr
+        return floor + (self.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     def optim(self) -> OptimConfig:
         """The optimiser part."""
@@ -81,7 +152,8 @@ class SFTTrainer(Trainer[SFTBatch]):
         config: hyperparameters; ``SFTConfig()`` by default.
 
     ``step`` returns ``loss`` (mean NLL per answer token over the step), ``grad_norm``
-    (pre-clip), ``lr``, ``step`` and ``tokens`` (answer tokens over all ranks).
+    (pre-clip), ``lr`` (the scheduled rate this step used), ``step`` and ``tokens`` (answer
+    tokens over all ranks, after the length cut).
     """
 
     model: nn.Module
@@ -107,7 +179,16 @@ class SFTTrainer(Trainer[SFTBatch]):
         """One optimiser step on ``batch`` (this rank's shard), accumulated over micro-batches."""
         eng = self._engine
         check_type(batch, SFTBatch, "batch")
+        cut = self.config.max_length
+        if cut is not None and batch.input_ids.shape[1] > cut:
+            batch = SFTBatch(
+                input_ids=batch.input_ids[:, :cut], attention_mask=batch.attention_mask[:, :cut],
+                loss_mask=batch.loss_mask[:, :cut],
+            )  # fmt: skip
         batch = batch.to(eng.device)
+        lr = self.config.lr_at(eng.step_count)
+        for g in eng.optimizer.param_groups:
+            g["lr"] = lr
         (n_tok,) = eng.global_sum(batch.loss_mask.sum())
         micro = eng.split(torch.arange(batch.size, device=eng.device), self.config.micro_batch_size)
         loss_sum = torch.zeros((), dtype=torch.float64, device=eng.device)
@@ -124,10 +205,41 @@ class SFTTrainer(Trainer[SFTBatch]):
         return {
             "loss": loss_total,
             "grad_norm": grad_norm,
-            "lr": float(eng.optimizer.param_groups[0]["lr"]),
+            "lr": lr,
             "step": float(eng.step_count),
             "tokens": n_tok,
         }
+
+    def fit(
+        self,
+        batches: Sequence[SFTBatch],
+        *,
+        on_step: Callable[[dict[str, float]], Any] | None = None,
+    ) -> list[dict[str, float]]:
+        """``config.epochs`` passes over ``batches`` (one optimiser step per batch, in order).
+
+        When the config has no ``total_steps``, it is set to ``epochs * len(batches)`` (plus the
+        steps already taken) so the schedule ends with the run.
+
+        Returns:
+            The metrics of every step.
+
+        Raises:
+            InvalidArgument: no batches.
+        """
+        if not batches:
+            raise fail("at least one SFTBatch", "batches", 0)
+        c = self.config
+        if c.total_steps is None:
+            self.config = attrs.evolve(c, total_steps=self.step_count + c.epochs * len(batches))
+        out = []
+        for _ in range(c.epochs):
+            for b in batches:
+                m = self.step(b)
+                out.append(m)
+                if on_step is not None:
+                    on_step(m)
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a checkpoint directory (same layout as :meth:`GSPOTrainer.save`).

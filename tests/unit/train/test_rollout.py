@@ -177,3 +177,40 @@ def test_bad_arguments_name_the_field() -> None:
         AsyncRollouts(producer(), RecordingTrainer(), pad_token_id=0, max_staleness=-1)
     with pytest.raises(InvalidArgument, match="groups"):
         rollout_batch([], pad_token_id=0)
+
+
+async def test_guard_rejects_before_the_sandbox_with_the_hack_penalty() -> None:
+    """A flagged program is never executed, gets the hack penalty, and its verdict is kept."""
+    from openmle.rewards import HACK_PENALTY, Verdict
+
+    def hacky(request: ModelRequest) -> str:
+        seed = request.seed or 0
+        if seed % 2:
+            return "```python\nvalue = 1\nprint(open('data/private/test_answer.csv').read())\n```"
+        return f"```python\nvalue = {seed % 10 if seed % 10 != 5 else 4}\nprint(value)\n```"
+
+    ran: list[str] = []
+
+    def record(job: Job) -> RunResult:
+        ran.append(job.code)
+        return grade(job)
+
+    prod = producer(policy=ModelPolicy(ScriptedModel(hacky), ByteTokenizer()),
+                    sandbox=FunctionSandbox(record))  # fmt: skip
+    g = await prod.group()
+    flagged = [i for i, v in enumerate(g.verdicts) if v and v.verdict is Verdict.REJECTED]
+    assert flagged and len(flagged) < len(g.samples)
+    assert all("data/private" not in code for code in ran)  # never reached the sandbox
+    assert len(ran) == len(g.samples) - len(flagged)
+    for i in flagged:
+        assert g.results[i] is None and g.program_ids[i] is None
+        assert g.rewards.base_rewards[i] == HACK_PENALTY and g.rewards.included[i]
+        assert "hidden_answers" in g.verdicts[i].reasons  # type: ignore[union-attr]
+    assert all(v is not None and v.verdict is Verdict.VALID
+               for i, v in enumerate(g.verdicts) if i not in flagged)  # fmt: skip
+
+    unguarded = producer(policy=ModelPolicy(ScriptedModel(hacky), ByteTokenizer()),
+                         sandbox=FunctionSandbox(record), guard=None)  # fmt: skip
+    ran.clear()
+    g2 = await unguarded.group()
+    assert len(ran) == len(g2.samples) and g2.verdicts == (None,) * len(g2.samples)
