@@ -405,5 +405,11 @@ def group_normalized_advantage(
         out0: FloatArray = np.ldexp(centred, int(exp2))
         return out0
     std = float(a.std(ddof=1 if a.size > 1 else 0))
-    out: FloatArray = centred / (std + float(np.ldexp(eps, -int(exp2))))
-    return out
+    with np.errstate(over="ignore"):
+        eps_scaled = float(np.ldexp(eps, -int(exp2)))
+    if math.isfinite(eps_scaled):
+        out: FloatArray = centred / (std + eps_scaled)
+        return out
+    # Subnormal rewards: eps dwarfs the spread, so divide in the original scale.
+    unscaled: FloatArray = np.ldexp(centred, int(exp2)) / (float(np.ldexp(std, int(exp2))) + eps)
+    return unscaled

@@ -40,3 +40,16 @@ def test_batched_matches_single_on_ragged_groups() -> None:
     batched = entropic_advantages(matrix, mask)
     for i, g in enumerate(groups):
         np.testing.assert_array_equal(batched[i, : len(g)], entropic_advantage(g))
+
+
+def test_group_normalized_advantage_of_subnormal_rewards_does_not_overflow() -> None:
+    """Rewards of subnormal size (found by hypothesis: ``[0, 5e-324]``): eps dwarfs the spread,
+    so the advantages are tiny and ordered, with no overflow warning from the rescaling."""
+    import warnings
+
+    from openmle.rewards import group_normalized_advantage
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        adv = group_normalized_advantage([0.0, 5e-324])
+    assert adv[0] <= 0.0 <= adv[1] and abs(adv[1]) < 1e-300

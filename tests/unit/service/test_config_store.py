@@ -75,11 +75,11 @@ def test_sandbox_spec_must_name_a_factory() -> None:
 def test_cli_refuses_to_serve_without_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``openmle serve`` without keys exits 1 and says how to give one."""
+    """``openmle serve`` without keys is a usage error (exit 2) and says how to give one."""
     from openmle._cli import main
 
     monkeypatch.delenv("OPENMLE_SERVICE_API_KEYS", raising=False)
-    assert main(["serve", "--db", str(tmp_path / "jobs.db")]) == 1
+    assert main(["serve", "--db", str(tmp_path / "jobs.db")]) == 2
     assert "OPENMLE_SERVICE_API_KEYS" in capsys.readouterr().err
 
 
