@@ -31,6 +31,7 @@ from attrs import define, field, frozen
 
 from openmle._types import Usage
 from openmle._validation import check_choice, check_positive, fail
+from openmle.errors import InvalidArgument
 
 __all__ = ["Budget", "Consumption", "Ledger", "PriceTable"]
 
@@ -265,7 +266,21 @@ class Ledger:
         self.steps += 1
 
     def charge(self, used: Consumption) -> None:
-        """Add one node's consumption."""
+        """Add one node's consumption.
+
+        Raises:
+            InvalidArgument: the budget has a ``usd`` cap but this node used tokens at an
+                unknown cost (the model reported no ``cost_usd`` and ``Budget.prices`` does not
+                price it): a money cap that cannot be measured is refused, never silently
+                ignored. A node that used no tokens costs nothing.
+        """
+        if self.budget.usd is not None and used.cost_usd is None and used.tokens > 0:
+            raise InvalidArgument(
+                "Budget.usd is set but a step's cost is unknown: the model reported no cost "
+                "and Budget.prices has no price for it. Pass "
+                "Budget(prices=PriceTable({model_id: (usd_per_mtok_in, usd_per_mtok_out)})) "
+                "(CLI: --prices FILE) or drop the usd cap."
+            )
         self.sandbox_s += used.sandbox_s
         self.model_s += used.model_s
         self.tokens += used.tokens

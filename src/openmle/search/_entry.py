@@ -71,7 +71,8 @@ __all__ = ["aresume_search", "arun_search", "resolve_task_meta", "resume_search"
 
 def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The exception the caller should see for ``group``: its only leaf, the first leaf that is
-    not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``), or :class:`MultipleErrors`.
+    not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``), the first leaf when every leaf
+    is the same error (several workers met one cause), or :class:`MultipleErrors`.
     """
     leaves = _leaves(group)
     if len(leaves) == 1:
@@ -79,6 +80,8 @@ def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     for exc in leaves:
         if not isinstance(exc, Exception):
             return exc
+    if len({(type(exc), str(exc)) for exc in leaves}) == 1:
+        return leaves[0]  # several workers met the same error: one cause
     return MultipleErrors(group)
 
 

@@ -49,7 +49,7 @@ def test_ledger_reports_first_cap_reached() -> None:
     """Each cap is reached when its total meets it; steps never counts as a hard stop."""
     ledger = Ledger(budget=Budget(steps=2, sandbox_s=10.0, tokens=100, usd=1.0))
     assert ledger.exhausted() is None
-    ledger.charge(Consumption(sandbox_s=4.0, prompt_tokens=30, completion_tokens=20))
+    ledger.charge(Consumption(sandbox_s=4.0, prompt_tokens=30, completion_tokens=20, cost_usd=0.1))
     assert ledger.exhausted() is None
     ledger.charge_step()
     ledger.charge_step()
@@ -61,7 +61,8 @@ def test_ledger_reports_first_cap_reached() -> None:
 
 
 def test_ledger_money_and_wall_time_across_sessions() -> None:
-    """Money sums known costs only; wall time adds earlier sessions' offset."""
+    """Money sums known costs (a node that used no tokens costs nothing); wall time adds
+    earlier sessions' offset."""
     ledger = Ledger(budget=Budget(usd=1.0, wall_s=100.0))
     ledger.charge(Consumption(cost_usd=0.4))
     ledger.charge(Consumption(cost_usd=None))
@@ -71,3 +72,16 @@ def test_ledger_money_and_wall_time_across_sessions() -> None:
     assert ledger.exhausted() is None
     ledger.wall_now_s = 40.0
     assert ledger.exhausted() == "wall_s"
+
+
+def test_a_money_cap_that_cannot_be_measured_is_refused() -> None:
+    """Budget(usd=...) with tokens at an unknown cost (no reported cost, no price table) is an
+    error naming Budget.prices, not a cap that silently never fires."""
+    from openmle.errors import InvalidArgument
+
+    ledger = Ledger(budget=Budget(usd=1.0))
+    with pytest.raises(InvalidArgument, match=r"Budget\.prices"):
+        ledger.charge(Consumption(prompt_tokens=30, completion_tokens=20))
+    priced = Ledger(budget=Budget(usd=1.0, prices=PriceTable(prices={"m": (1.0, 2.0)})))
+    priced.charge(Consumption(prompt_tokens=30, completion_tokens=20, cost_usd=0.2))
+    assert priced.usd == pytest.approx(0.2)

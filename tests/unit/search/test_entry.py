@@ -140,6 +140,32 @@ def test_several_errors_become_one_documented_error() -> None:
     assert _one_error(only) is first
     interrupted = BaseExceptionGroup("g", [first, KeyboardInterrupt()])
     assert isinstance(_one_error(interrupted), KeyboardInterrupt)
+    same = BaseExceptionGroup("g", [RunDirError("disk full"), RunDirError("disk full")])
+    assert _one_error(same) is same.exceptions[0]  # several workers, one cause
+
+
+def test_money_cap_without_prices_is_one_clear_error(tmp_path: Path) -> None:
+    """Budget(usd=...) with a model that reports no cost and no price table: one
+    InvalidArgument naming Budget.prices (every worker meets it: still one error)."""
+    from openmle import Outcome, RunResult
+    from openmle.errors import InvalidArgument
+    from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+
+    def grade(job: Any) -> RunResult:
+        return RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split, runtime_s=1.0)
+
+    with pytest.raises(InvalidArgument, match=r"Budget\.prices"):
+        run_search(
+            "toy",
+            model=ScriptedModel(lambda r: "```python\nprint(1)\n```"),
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 1.0),
+            budget=Budget(steps=3, usd=1.0),
+            higher_is_better=True,
+            run_dir=tmp_path / "r",
+            description="",
+            workers=2,
+        )
 
 
 # ------------------------------------------------------------------------- preflight
