@@ -84,6 +84,10 @@ PUBLIC = {
         "RaySandbox",
         "RecordingModel",
         "ReplayModel",
+        "make_model",
+        "make_sandbox",
+        "register_model",
+        "register_sandbox",
     ],
     "openmle.train": [
         "AsyncRollouts",

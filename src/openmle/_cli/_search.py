@@ -40,11 +40,17 @@ __all__ = [
 
 MODEL_HELP = (
     "offline (writes programs without an LLM), offline-numpy (no scikit-learn), "
-    "replay:FILE (answers recorded with --record), or openai:URL[#MODEL] (an OpenAI-compatible "
+    "replay:FILE (answers recorded with --record), module:callable (a factory returning an "
+    "OperatorModel), a name registered in entry-point group openmle.models, or "
+    "openai:URL[#MODEL] (an OpenAI-compatible "
     "server; URL is the API root with /v1, e.g. openai:http://127.0.0.1:8000/v1#Qwen/Qwen3-8B; "
     "without #MODEL the server's only model is used). The API key comes from --api-key-file, "
     "else $OPENAI_API_KEY; the key, the URL and the model are checked with one request before "
     "the first step"
+)
+SANDBOX_HELP = (
+    "where programs run: local (default), docker, ray, service:URL, module:callable (a "
+    "factory returning a Sandbox) or a name registered in entry-point group openmle.sandboxes"
 )
 _BUDGET_KEYS = ("steps", "sandbox_s", "wall_s", "tokens", "usd")
 SELECTORS = ("three-factor", "three-factor-paper", "greedy", "uniform")
@@ -185,11 +191,7 @@ def build_model(spec: str, *, record: str | None = None, api_key_file: str | Non
     from openmle import backends
 
     model: Any
-    if spec in ("offline", "offline-numpy"):
-        model = backends.OfflineModel(sklearn=False if spec == "offline-numpy" else None)
-    elif spec.startswith("replay:"):
-        model = backends.ReplayModel(spec[len("replay:") :])
-    elif spec.startswith("openai:"):
+    if spec.startswith("openai:"):  # the CLI adds the key file and the server's only model
         if "OpenAIModel" not in backends.__all__:
             raise InvalidArgument(
                 "--model openai:URL needs the OpenAI-compatible backend, which this build of "
@@ -203,10 +205,10 @@ def build_model(spec: str, *, record: str | None = None, api_key_file: str | Non
             )
         key = _read_key_file(api_key_file) if api_key_file else None
         model = backends.OpenAIModel(base_url=url, model=name or _AUTO, api_key=key)
-    else:
-        raise InvalidArgument(f"Expected --model to be one of: {MODEL_HELP}; got {spec!r}")
-    if api_key_file and not spec.startswith("openai:"):
+    elif api_key_file:
         raise InvalidArgument("--api-key-file is for --model openai:URL; this model needs no key")
+    else:  # every other spec: the one registry (built-ins, module:callable, entry points)
+        model = backends.make_model(spec)
     if record:
         model = backends.RecordingModel(model, record)
     return model
@@ -300,23 +302,10 @@ def check_task(ref: str, sandbox: str) -> None:
 
 
 def build_sandbox(spec: str) -> Any:
-    """Build a sandbox from a ``--sandbox`` spec.
-
-    ``local`` (default), ``docker`` (a Docker Engine API at ``$DOCKER_HOST``), ``ray`` (a Ray
-    cluster, ``ray.init`` from the environment, local sandboxes on the workers) or
-    ``service:URL`` (a job service; the key comes from ``$OPENMLE_SERVICE_API_KEY``).
-    """
+    """Build a sandbox from a ``--sandbox`` spec (see ``SANDBOX_HELP``)."""
     from openmle import backends
 
-    if spec == "local":
-        return backends.LocalSandbox()
-    if spec == "docker":
-        return backends.DockerSandbox()
-    if spec == "ray":
-        return backends.RaySandbox()
-    if spec.startswith("service:") and len(spec) > len("service:"):
-        return backends.JobServiceSandbox(base_url=spec.removeprefix("service:"))
-    raise InvalidArgument(f"Expected --sandbox local, docker, ray or service:URL but got {spec!r}")
+    return backends.make_sandbox(spec)
 
 
 def build_selector(name: str, higher_is_better: bool) -> Any:
@@ -574,10 +563,24 @@ def _resume(args: argparse.Namespace) -> int:
 
     rd = RunDir.open(args.run_dir)
     cli = dict(rd.manifest.get("extra", {}).get("cli") or {})
-    model_spec = args.model or cli.get("model")
+    model_spec = args.model or cli.get("model") or _recorded_spec(rd.manifest, "model")
     if not model_spec:
         raise InvalidArgument(
-            f"{args.run_dir} was not started by the CLI; pass --model to say which model to use"
+            f"{args.run_dir} was started with model {_recorded_class(rd.manifest, 'model')}, "
+            "which openmle cannot rebuild; pass --model SPEC to say which model to resume with"
+        )
+    # A CLI run from before --sandbox existed ran on the local sandbox.
+    sandbox_spec = (
+        args.sandbox
+        or cli.get("sandbox", "local" if cli else None)
+        or _recorded_spec(rd.manifest, "sandbox")
+    )
+    if not sandbox_spec:
+        raise InvalidArgument(
+            f"{args.run_dir} was started with sandbox "
+            f"{_recorded_class(rd.manifest, 'sandbox')}, which openmle cannot rebuild; pass "
+            "--sandbox SPEC (local, docker, ray, service:URL, module:callable or a registered "
+            "name) to say which sandbox to resume on"
         )
     hib = bool(rd.manifest["task"]["higher_is_better"])
     prices = load_prices(args.prices) if args.prices else None
@@ -585,7 +588,7 @@ def _resume(args: argparse.Namespace) -> int:
     stream = sys.stderr if args.json else sys.stdout
     steps = budget.steps if budget else rd.manifest["budget"].get("steps")
     model = _model_for_run(model_spec, args, cli.get("record"))
-    sandbox = build_sandbox(cli.get("sandbox", "local"))
+    sandbox = build_sandbox(sandbox_spec)
     try:
         with _closing(sandbox):
             result = _search_run(
@@ -601,6 +604,15 @@ def _resume(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return interrupted(rd.path)
     return _finish(args, result, rd.path)
+
+
+def _recorded_spec(manifest: dict[str, Any], part: str) -> str | None:
+    spec = (manifest.get(part) or {}).get("spec")
+    return spec if isinstance(spec, str) and spec else None
+
+
+def _recorded_class(manifest: dict[str, Any], part: str) -> str:
+    return str((manifest.get(part) or {}).get("class") or "(not recorded)")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -629,7 +641,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sandbox",
         default="local",
-        help="where programs run: local (default), docker, ray or service:URL",
+        help=SANDBOX_HELP,
     )
     p.add_argument(
         "--selector",
@@ -766,6 +778,10 @@ def register(subparsers: Any) -> None:
     )
     resume.add_argument("run_dir", metavar="RUN_DIR")
     resume.add_argument("--model", help=f"override the model ({MODEL_HELP})")
+    resume.add_argument(
+        "--sandbox",
+        help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",
+    )
     resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
     _model_flags(resume)
     resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")

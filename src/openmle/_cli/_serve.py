@@ -30,7 +30,10 @@ def register(subparsers: Any) -> None:
         help="directory of task packages clients may name (repeatable)",
     )
     p.add_argument(
-        "--sandbox", default="local", help="'local' or a 'module:callable' factory (default local)"
+        "--sandbox",
+        default="local",
+        help="the sandbox jobs run on: local (default), docker, ray, service:URL, "
+        "module:callable or a name registered in entry-point group openmle.sandboxes",
     )
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")

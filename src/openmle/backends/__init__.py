@@ -7,6 +7,10 @@ The torch training stack (trainers, SFT, rollouts, the tiny causal LM) moved to
 Every backend lives in a private module and is imported only when first used, so
 ``import openmle.backends`` stays light; a backend whose optional dependency is missing raises
 :class:`openmle.errors.MissingDependency` with the ``pip install`` line.
+
+:func:`make_sandbox` and :func:`make_model` build a part from a spec string (``"local"``,
+``"service:URL"``, ``"module:callable"``, a registered or entry-point name); every command
+that takes ``--sandbox`` or ``--model`` goes through them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ if TYPE_CHECKING:
     from openmle.backends._offline import OfflineModel as OfflineModel
     from openmle.backends._openai import OpenAIModel as OpenAIModel
     from openmle.backends._ray import RaySandbox as RaySandbox
+    from openmle.backends._registry import make_model as make_model
+    from openmle.backends._registry import make_sandbox as make_sandbox
+    from openmle.backends._registry import register_model as register_model
+    from openmle.backends._registry import register_sandbox as register_sandbox
     from openmle.backends._replay import RecordingModel as RecordingModel
     from openmle.backends._replay import ReplayModel as ReplayModel
 
@@ -35,6 +43,10 @@ _LAZY: dict[str, str] = {
     "RaySandbox": "openmle.backends._ray",
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",
+    "make_model": "openmle.backends._registry",
+    "make_sandbox": "openmle.backends._registry",
+    "register_model": "openmle.backends._registry",
+    "register_sandbox": "openmle.backends._registry",
 }
 if list(_LAZY) != sorted(_LAZY):
     raise AssertionError("keep _LAZY alphabetical")

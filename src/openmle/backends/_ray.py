@@ -52,12 +52,6 @@ from openmle.errors import OpenMLEError, SandboxError
 
 __all__ = ["RaySandbox"]
 
-INNER_SANDBOXES: Mapping[str, tuple[str, str]] = {
-    "docker": ("openmle.backends._docker", "DockerSandbox"),
-    "local": ("openmle.backends", "LocalSandbox"),
-}
-"""Inner sandboxes selectable by name: module and class, imported on the worker."""
-
 SandboxFactory = Callable[[], Sandbox]
 
 
@@ -66,15 +60,10 @@ def _make_inner(
 ) -> Sandbox:
     if callable(inner):
         return inner()
-    import importlib
+    from openmle.backends._registry import build_sandbox
 
-    module, name = INNER_SANDBOXES[inner]
-    cls = getattr(importlib.import_module(module), name)
-    kwargs = dict(options)
-    if resolver is not None:
-        kwargs.setdefault("resolver", resolver)
-    sandbox: Sandbox = cls(**kwargs)
-    return sandbox
+    # A named inner sandbox gets the resolver when its factory takes one.
+    return build_sandbox(inner, options, {} if resolver is None else {"resolver": resolver})
 
 
 def _run_on_worker(
@@ -120,9 +109,13 @@ class RaySandbox(Sandbox):
     """Runs each job as a Ray task with the job's resources, on a worker's inner sandbox.
 
     Args:
-        inner: ``"local"`` (:class:`openmle.backends.LocalSandbox`), ``"docker"``
-            (:class:`openmle.backends.DockerSandbox`), or a picklable zero-argument factory
-            returning a sandbox (it is called on the worker).
+        inner: a sandbox spec built on the worker by :func:`openmle.backends.make_sandbox`:
+            ``"local"`` (:class:`openmle.backends.LocalSandbox`), ``"docker"``
+            (:class:`openmle.backends.DockerSandbox`), ``"module:callable"`` or an
+            ``openmle.sandboxes`` entry-point name (names registered with
+            :func:`~openmle.backends.register_sandbox` exist only in the process that registered
+            them); or a picklable zero-argument factory returning a sandbox (called on the
+            worker).
         inner_options: keyword arguments for a named inner sandbox (picklable).
         resolver: the task resolver, shipped to workers (picklable); passed to a named inner
             sandbox as ``resolver``. None keeps the inner sandbox's default
@@ -157,12 +150,11 @@ class RaySandbox(Sandbox):
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.inner, str):
-            if self.inner not in INNER_SANDBOXES:
-                raise fail(
-                    f"one of {sorted(INNER_SANDBOXES)} or a sandbox factory",
-                    "RaySandbox.inner",
-                    self.inner,
-                )
+            from openmle.backends._registry import check_sandbox_spec
+
+            if self.inner == "ray" or self.inner.startswith("ray:"):
+                raise fail("a sandbox other than ray, or a factory", "RaySandbox.inner", self.inner)
+            check_sandbox_spec(self.inner)
         elif not callable(self.inner):
             raise fail("a sandbox name or a factory", "RaySandbox.inner", self.inner)
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):

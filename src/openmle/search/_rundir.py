@@ -147,6 +147,14 @@ def _describe(obj: object) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
+def _spec_of(part: object) -> str | None:
+    """The spec string ``openmle.backends.make_sandbox``/``make_model`` built ``part`` from
+    (None when they did not: then ``openmle resume`` asks for ``--sandbox``/``--model``).
+    """
+    registry = sys.modules.get("openmle.backends._registry")  # not imported: nothing built
+    return None if registry is None else registry.spec_of(part)
+
+
 def _template_hash(prompts: object) -> str:
     hook = getattr(prompts, "template_hash", None)
     if callable(hook):
@@ -351,8 +359,9 @@ class RunDir:
             "model": {
                 "id": str(getattr(model, "model", "") or getattr(model, "model_id", "")),
                 "class": _describe(model),
+                "spec": _spec_of(model),
             },
-            "sandbox": {"class": _describe(sandbox)},
+            "sandbox": {"class": _describe(sandbox), "spec": _spec_of(sandbox)},
             "selector": {"class": _describe(selector), "repr": repr(selector)[:500]},
             "prompts": {"class": _describe(prompts), "template_sha256": _template_hash(prompts)},
             "budget": budget.to_dict(),

@@ -140,8 +140,10 @@ class ServiceConfig:
             file: a second one refuses to start.
         task_roots: directories under which ``data_dir`` / ``task`` references are resolved;
             nothing outside them can be named.
-        sandbox: ``"local"`` (``openmle.backends.LocalSandbox()``) or ``"module:callable"``,
-            a factory called with no arguments that returns a :class:`~openmle.Sandbox`.
+        sandbox: a spec for :func:`openmle.backends.make_sandbox`: ``"local"``
+            (``openmle.backends.LocalSandbox()``), ``"module:callable"`` (a factory called with
+            no arguments, or with ``workdir=`` when it takes one, that returns a
+            :class:`~openmle.Sandbox`), or another built-in or registered name.
         api_keys: accepted ``X-API-Key`` values (see :func:`load_api_keys`).
         allow_no_auth: start without keys (every request is accepted). Off by default.
         cpu_slots, gpu_slots: jobs run at once in the CPU and GPU pools.

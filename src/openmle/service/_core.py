@@ -15,8 +15,6 @@ back in the queue without counting the interrupted start.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -30,7 +28,6 @@ from attrs import define, field
 
 from openmle._protocols import Sandbox
 from openmle._types import Job, RunResult
-from openmle.errors import InvalidArgument
 from openmle.service._config import ServiceConfig
 from openmle.service._payload import SubmitRequest
 from openmle.service._store import JobRow, JobStore, Status
@@ -43,41 +40,21 @@ POOLS = ("cpu", "gpu")
 
 
 def load_sandbox(spec: str, *, workdir: Path | None = None) -> Sandbox:
-    """Build the sandbox named by ``spec``: ``"local"`` or ``"module:callable"``.
+    """Build the sandbox named by ``spec`` through :func:`openmle.backends.make_sandbox`:
+    ``"local"``, ``"module:callable"``, or any other spec it accepts.
 
     With ``workdir``, ``"local"`` makes its run directories and data views there, and so does a
     factory that takes a ``workdir`` keyword (it is called with it); the job service passes its
     own work directory, which it sweeps at start after a crash.
 
     Raises:
-        InvalidArgument: the spec does not name an importable factory, or it returned
+        InvalidArgument: the spec names no sandbox factory, or it returned
             something that is not a Sandbox.
     """
-    if spec == "local":
-        backends = importlib.import_module("openmle.backends")
-        factory = backends.LocalSandbox
-    else:
-        module, sep, attr = spec.partition(":")
-        if not sep or not module or not attr:
-            raise InvalidArgument(f"Expected 'local' or 'module:callable' but got sandbox={spec!r}")
-        try:
-            factory = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise InvalidArgument(f"cannot load sandbox factory {spec!r}: {exc}") from None
-    kwargs: dict[str, Any] = {}
-    if workdir is not None:
-        try:
-            params = inspect.signature(factory).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
-        if "workdir" in params:
-            kwargs["workdir"] = workdir
-    sandbox = factory(**kwargs)
-    if not isinstance(sandbox, Sandbox):
-        raise InvalidArgument(
-            f"sandbox factory {spec!r} returned {type(sandbox).__name__}, not a Sandbox "
-            "(needs async run(job) and async aclose())"
-        )
+    from openmle.backends._registry import build_sandbox
+
+    optional: dict[str, Any] = {} if workdir is None else {"workdir": workdir}
+    sandbox = build_sandbox(spec, {}, optional)
     return sandbox
 
 
