@@ -13,8 +13,7 @@ import pytest
 from attrs import define
 
 from openmle import Job, RunResult
-from openmle._runlog import LogCap, classify_run
-from openmle.backends import LocalSandbox
+from openmle.backends import LocalSandbox, LogCap, classify_run
 from openmle.testing import ToyTask, check_sandbox
 
 pytestmark = [pytest.mark.conformance, pytest.mark.integration, pytest.mark.anyio]
@@ -30,6 +29,7 @@ class NaiveSandbox:
     """Runs programs as plain subprocesses with no isolation: classifies well, protects nothing."""
 
     task: ToyTask
+    capped: bool = True
 
     async def run(self, job: Job) -> RunResult:
         """Run with subprocess.run in a thread (timeouts kill the child only)."""
@@ -54,7 +54,7 @@ class NaiveSandbox:
                 return p.returncode, False, p.stdout + p.stderr
 
             code, timed_out, out = await anyio.to_thread.run_sync(go, abandon_on_cancel=True)
-            cap = LogCap()
+            cap = LogCap() if self.capped else LogCap(head=len(out), tail=0)
             cap.feed(out)
             sub = Path(work) / "submission.csv"
             grade = self.task.grade(sub, job.split) if sub.exists() else None
@@ -66,6 +66,7 @@ class NaiveSandbox:
                 submission=sub if sub.exists() else None,
                 grade=grade,
                 logs=cap.text(),
+                logs_dropped_bytes=cap.dropped,
                 artifacts=tuple(sorted(os.listdir(work))),
             )
 
@@ -77,6 +78,12 @@ async def test_suite_catches_a_leaking_sandbox(toy: ToyTask) -> None:
     """An unisolated sandbox fails the private-path check, naming the leaked path."""
     with pytest.raises(AssertionError, match="could read private paths"):
         await check_sandbox(NaiveSandbox(toy), task="toy", private_paths=toy.private_paths)
+
+
+async def test_suite_catches_a_sandbox_without_a_log_cap(toy: ToyTask) -> None:
+    """A sandbox that keeps all of a program's output fails the log-cap check."""
+    with pytest.raises(AssertionError, match="cap them"):
+        await check_sandbox(NaiveSandbox(toy, capped=False), task="toy")
 
 
 @pytest.mark.slow

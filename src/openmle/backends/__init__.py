@@ -11,6 +11,11 @@ Every backend lives in a private module and is imported only when first used, so
 :func:`make_sandbox` and :func:`make_model` build a part from a spec string (``"local"``,
 ``"service:URL"``, ``"module:callable"``, a registered or entry-point name); every command
 that takes ``--sandbox`` or ``--model`` goes through them.
+
+The sandbox kit for backend authors: :class:`TaskHandle` (what a sandbox needs from a task) and
+:class:`GradeLike` (a grade report), :class:`LogCap` (bounded head-and-tail log capture) and
+:func:`classify_run` (how a program's ending becomes a :class:`~openmle.RunResult`, the same
+rule every shipped sandbox uses).
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from openmle._runlog import LogCap as LogCap
+    from openmle._runlog import classify_run as classify_run
+    from openmle._task_protocol import GradeLike as GradeLike
+    from openmle._task_protocol import TaskHandle as TaskHandle
     from openmle.backends._docker import DockerSandbox as DockerSandbox
     from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
     from openmle.backends._local import LocalSandbox as LocalSandbox
@@ -36,13 +45,17 @@ if TYPE_CHECKING:
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
     "DockerSandbox": "openmle.backends._docker",
+    "GradeLike": "openmle._task_protocol",
     "JobServiceSandbox": "openmle.backends._jobclient",
     "LocalSandbox": "openmle.backends._local",
+    "LogCap": "openmle._runlog",
     "OfflineModel": "openmle.backends._offline",
     "OpenAIModel": "openmle.backends._openai",
     "RaySandbox": "openmle.backends._ray",
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",
+    "TaskHandle": "openmle._task_protocol",
+    "classify_run": "openmle._runlog",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",
     "register_model": "openmle.backends._registry",
@@ -103,7 +116,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'openmle.backends' has no attribute {name!r}")
     obj = getattr(importlib.import_module(module), name)
-    if getattr(obj, "__module__", "").startswith("openmle.backends._"):
+    if getattr(obj, "__module__", "").startswith(("openmle.backends._", "openmle._")):
         obj.__module__ = __name__  # reprs and docs name the public path
     globals()[name] = obj
     return obj

@@ -49,6 +49,20 @@ with open("submission.csv", "w") as f:
     f.write("this is,not a\\nvalid,submission,at,all\\n???\\n")
 """
 
+_FLOOD_BYTES = 8 * 1024 * 1024
+_KEPT_LOG_LIMIT = 1024 * 1024
+"""A sandbox keeps at most this much of a run's output (the shipped ones keep 128 KiB)."""
+
+_FLOOD = """
+import sys
+print("FLOOD-START", flush=True)
+line = b"x" * 1023 + b"\\n"
+for _ in range(8 * 1024):
+    sys.stdout.buffer.write(line)
+sys.stdout.flush()
+print("FLOOD-END", flush=True)
+"""
+
 _READ_PRIVATE = """
 import os
 leaked = []
@@ -120,7 +134,8 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
     score on both splits, with stdout captured and ``job.env`` visible to the program; two
     such jobs at once both succeed; a raise gives RUNTIME_ERROR with the exception in its
     error signature; a sleep past ``timeout_s`` gives TIMEOUT; exiting 0 without a file gives
-    MISSING_SUBMISSION; a garbage CSV gives INVALID_SUBMISSION; reading any of
+    MISSING_SUBMISSION; a garbage CSV gives INVALID_SUBMISSION; printing 8 MiB keeps at most
+    1 MiB of logs (head and tail) and counts the rest in ``logs_dropped_bytes``; reading any of
     ``private_paths`` (and every file beneath them) fails; cancelling a running ``run``
     returns promptly, and the sandbox still works afterwards.
 
@@ -188,6 +203,25 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
         Outcome.INVALID_SUBMISSION,
         "a garbage submission",
     )
+
+    r = _expect(
+        await _run(sandbox, Job(code=_FLOOD, task=task), "flood"),
+        Outcome.MISSING_SUBMISSION,
+        "printing 8 MiB",
+    )
+    kept = len(r.logs.encode("utf-8", errors="replace"))
+    if kept > _KEPT_LOG_LIMIT:
+        raise AssertionError(
+            f"printing 8 MiB: the sandbox kept {kept} bytes of logs; cap them (at most "
+            f"{_KEPT_LOG_LIMIT}, e.g. with openmle.backends.LogCap)"
+        )
+    if r.logs_dropped_bytes < _FLOOD_BYTES - _KEPT_LOG_LIMIT:
+        raise AssertionError(
+            f"printing 8 MiB: logs_dropped_bytes={r.logs_dropped_bytes} does not count what the "
+            "cap dropped"
+        )
+    if "FLOOD-START" not in r.logs or "FLOOD-END" not in r.logs:
+        raise AssertionError("printing 8 MiB: the capped logs must keep the head and the tail")
 
     targets = _private_targets(private_paths)
     if targets:
