@@ -96,6 +96,12 @@ _MODELS: dict[str, Factory | str] = {
     "openai": _openai,
     "replay": _replay,
 }
+# Built-in wrappers passing ``**options`` on to a class: which options they take is the class's.
+_WRAPS: dict[Factory, str] = {
+    _service: "openmle.backends._jobclient:JobServiceSandbox",
+    _replay: "openmle.backends._replay:ReplayModel",
+}
+
 # Built-ins that need an argument, with how to spell it (for error messages).
 _NEEDS_ARG = {"service": "service:URL", "replay": "replay:FILE", "openai": "openai:URL[#MODEL]"}
 
@@ -189,6 +195,16 @@ def check_sandbox_spec(spec: str) -> None:
     _resolve(_SANDBOXES, SANDBOX_GROUP, "sandbox", spec)
 
 
+def sandbox_takes(spec: str, option: str) -> bool:
+    """Whether the factory ``spec`` names takes the keyword ``option`` (none is called).
+
+    Raises:
+        InvalidArgument: ``spec`` names no sandbox factory.
+    """
+    factory, _ = _resolve(_SANDBOXES, SANDBOX_GROUP, "sandbox", spec)
+    return _accepts(factory, option)
+
+
 def _register(table: dict[str, Factory | str], kind: str, name: str, factory: Factory) -> None:
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidArgument(
@@ -260,6 +276,10 @@ def _resolve(
 
 
 def _accepts(factory: Factory, name: str) -> bool:
+    target = _WRAPS.get(factory)
+    if target is not None:  # a built-in wrapper: ask the class it builds
+        module, _, attr = target.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):

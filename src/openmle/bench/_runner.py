@@ -487,22 +487,24 @@ SandboxFactory = Callable[[Callable[[str], Any]], Any]
 
 
 def bench_sandbox(spec: str) -> SandboxFactory:
-    """The sandbox factory for a ``--sandbox`` spec: ``local`` or ``docker``.
+    """The sandbox factory for a ``--sandbox`` spec, through the one sandbox registry
+    (:func:`openmle.backends.make_sandbox`): ``local``, ``docker``, or any spec whose factory
+    takes a ``resolver`` keyword (``module:callable``, an ``openmle.sandboxes`` entry point).
 
     Raises:
-        InvalidArgument: another spec (the bench grades through its own task resolver, which
-            remote sandboxes cannot reach).
+        InvalidArgument: the spec names no sandbox, or one whose factory takes no
+            ``resolver`` (such as ``service:URL``): the bench grades through its own task
+            resolver, which such a sandbox cannot use.
     """
-    from openmle import backends
+    from openmle.backends._registry import build_sandbox, sandbox_takes
 
-    if spec == "local":
-        return lambda resolver: backends.LocalSandbox(resolver=resolver)
-    if spec == "docker":
-        return lambda resolver: backends.DockerSandbox(resolver=resolver)
-    raise InvalidArgument(
-        f"Expected --sandbox local or docker for a bench but got {spec!r}: the bench grades "
-        "with MLE-bench's graders through its own task resolver"
-    )
+    if not sandbox_takes(spec, "resolver"):
+        raise InvalidArgument(
+            f"Expected --sandbox local, docker or a sandbox factory taking resolver= for a "
+            f"bench but got {spec!r}: the bench grades with MLE-bench's graders through its "
+            "own task resolver"
+        )
+    return lambda resolver: build_sandbox(spec, {"resolver": resolver}, {})
 
 
 async def arun_bench(

@@ -144,3 +144,20 @@ def test_ray_inner_goes_through_the_registry(plugin: str) -> None:
     assert inner.tag == "entry"
     local: Any = _make_inner("local", {"keep_workspaces": True}, lambda ref: None)  # type: ignore[arg-type,return-value]
     assert local.keep_workspaces is True and local.resolver is not None
+
+
+def test_bench_sandbox_goes_through_the_registry(plugin: str) -> None:
+    """The bench takes any sandbox spec whose factory takes its task resolver."""
+    from openmle.bench import bench_sandbox
+
+    def resolver(ref: str) -> Any:
+        raise AssertionError("not called")
+
+    local: Any = bench_sandbox("local")(resolver)
+    assert isinstance(local, backends.LocalSandbox) and local.resolver is resolver
+    assert isinstance(bench_sandbox("docker")(resolver), backends.DockerSandbox)
+    for spec in ("service:http://127.0.0.1:1", f"{plugin}:make"):
+        with pytest.raises(InvalidArgument, match="taking resolver="):
+            bench_sandbox(spec)
+    with pytest.raises(InvalidArgument, match="module:callable"):
+        bench_sandbox("k8s")
