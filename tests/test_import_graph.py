@@ -47,10 +47,12 @@ LAYERS: dict[str, int] = {
     "openmle.service": 8,
     "openmle.train": 9,
     "openmle.bench": 9,
+    "openmle.builder": 9,
+    "openmle.priors": 10,
     # entry points
-    "openmle": 10,
-    "openmle._cli": 11,
-    "openmle.__main__": 12,
+    "openmle": 11,
+    "openmle._cli": 12,
+    "openmle.__main__": 13,
 }
 
 ALLOWED_CYCLES: dict[frozenset[str], str] = {}

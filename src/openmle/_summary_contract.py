@@ -13,6 +13,9 @@ import re
 from typing import Final
 
 __all__ = [
+    "BUILDER_JUDGE_PURPOSE",
+    "BUILDER_PREPARE_PURPOSE",
+    "BUILDER_SPEC_PURPOSE",
     "NODE_SUMMARY_PURPOSE",
     "OUTCOME_LINE",
     "OUTCOME_LINE_RE",
@@ -27,6 +30,15 @@ PURPOSE_KEY: Final = "purpose"
 
 NODE_SUMMARY_PURPOSE: Final = "node_summary"
 """``metadata[PURPOSE_KEY]`` of a node-summary request."""
+
+# The task builder's request kinds (openmle.builder), here so that a model answering them
+# offline (backends) needs no import of the builder, which sits above the backends.
+BUILDER_SPEC_PURPOSE: Final = "builder_spec"
+"""A request for a task spec; ``metadata["inventory"]`` holds the inventory as a dict."""
+BUILDER_PREPARE_PURPOSE: Final = "builder_prepare"
+"""A request for ``prepare.py``; ``metadata["spec"]`` holds the spec as a dict."""
+BUILDER_JUDGE_PURPOSE: Final = "builder_judge"
+"""A request for a quality judgement; ``metadata["evidence"]`` holds the records it judges."""
 
 SUMMARY_KEYS: Final = ("method", "lesson")
 """The string fields of the JSON object a summary answer holds."""

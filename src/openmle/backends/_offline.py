@@ -494,9 +494,10 @@ def _describe(recipe: Recipe) -> str:
 
 def _builder_answer(request: ModelRequest) -> str | None:
     """The answer to a task-builder request (its kind in ``metadata["purpose"]``), else None."""
+    from openmle._summary_contract import BUILDER_JUDGE_PURPOSE as PURPOSE_JUDGE
+    from openmle._summary_contract import BUILDER_PREPARE_PURPOSE as PURPOSE_PREPARE
+    from openmle._summary_contract import BUILDER_SPEC_PURPOSE as PURPOSE_SPEC
     from openmle.backends._offline_builder import offline_judgement, offline_prepare, offline_spec
-    from openmle.builder._judge import PURPOSE_JUDGE
-    from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, PURPOSE_SPEC
 
     purpose = request.metadata.get(PURPOSE_KEY)
     if purpose == PURPOSE_SPEC:

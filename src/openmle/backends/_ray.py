@@ -48,7 +48,7 @@ from openmle._task_protocol import TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
 from openmle.backends._docker import _short
-from openmle.errors import OpenMLEError, SandboxError
+from openmle.errors import InvalidArgument, OpenMLEError, SandboxError
 
 __all__ = ["RaySandbox"]
 
@@ -154,7 +154,10 @@ class RaySandbox(Sandbox):
 
             if self.inner == "ray" or self.inner.startswith("ray:"):
                 raise fail("a sandbox other than ray, or a factory", "RaySandbox.inner", self.inner)
-            check_sandbox_spec(self.inner)
+            try:
+                check_sandbox_spec(self.inner)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"RaySandbox.inner: {exc}") from None
         elif not callable(self.inner):
             raise fail("a sandbox name or a factory", "RaySandbox.inner", self.inner)
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 from attrs import field, frozen
 
+from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
 from openmle.builder._spec import MAX_ANSWER_CHARS, PURPOSE_KEY, extract_json
@@ -24,7 +25,7 @@ from openmle.errors import InvalidArgument, OpenMLEError
 
 __all__ = ["DIMENSIONS", "PURPOSE_JUDGE", "JudgeResult", "JudgeThresholds", "judge_task"]
 
-PURPOSE_JUDGE = "builder_judge"
+PURPOSE_JUDGE = _contract.BUILDER_JUDGE_PURPOSE
 """A request for a quality judgement; ``metadata["evidence"]`` holds the records it judges."""
 
 DIMENSIONS = (

@@ -14,6 +14,7 @@ from typing import Any
 
 from attrs import frozen
 
+from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
 from openmle.builder._inventory import Inventory
@@ -32,11 +33,11 @@ __all__ = [
     "request_spec",
 ]
 
-PURPOSE_KEY = "purpose"
+PURPOSE_KEY = _contract.PURPOSE_KEY
 """The ``ModelRequest.metadata`` key that says what a builder request asks for."""
-PURPOSE_SPEC = "builder_spec"
+PURPOSE_SPEC = _contract.BUILDER_SPEC_PURPOSE
 """A request for a task spec; ``metadata["inventory"]`` holds the inventory as a dict."""
-PURPOSE_PREPARE = "builder_prepare"
+PURPOSE_PREPARE = _contract.BUILDER_PREPARE_PURPOSE
 """A request for ``prepare.py``; ``metadata["spec"]`` holds the spec as a dict."""
 
 TASK_TYPES = ("binary", "multiclass", "regression")
