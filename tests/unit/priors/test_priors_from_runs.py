@@ -47,6 +47,7 @@ def make_run(path: Path) -> Path:
         workers=1,
         ordered=True,
         run_dir=path,
+        higher_is_better=True,
         description="predict a binary label from tabular features",
     )
     return path
