@@ -153,6 +153,7 @@ def test_huge_submission_is_stopped_by_the_memory_limit(
 # ------------------------------------------------------------------------- time and CPU
 
 
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
 def test_slow_metric_is_killed_at_the_job_timeout(
     make_package: PackageBuilder, tmp_path: Path
 ) -> None:
@@ -177,6 +178,7 @@ def test_slow_metric_is_killed_at_the_job_timeout(
     assert not _alive(int(pid_file.read_text()))
 
 
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
 def test_busy_metric_is_stopped_by_the_cpu_limit(make_package: PackageBuilder) -> None:
     """A metric spinning on the CPU is stopped by RLIMIT_CPU from ``[grader] cpu_s``."""
     source = textwrap.dedent(
@@ -194,6 +196,7 @@ def test_busy_metric_is_stopped_by_the_cpu_limit(make_package: PackageBuilder) -
     assert not report.valid and ("CPU" in report.reason or "killed" in report.reason)
 
 
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
 def test_cancelled_grade_kills_the_grading_process(
     make_package: PackageBuilder, tmp_path: Path
 ) -> None:
@@ -223,6 +226,7 @@ def test_cancelled_grade_kills_the_grading_process(
 # ------------------------------------------------------------------------- parent death
 
 
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 def test_grading_process_dies_with_its_parent(
     make_package: PackageBuilder, tmp_path: Path, how: signal.Signals
@@ -262,6 +266,7 @@ def test_grading_process_dies_with_its_parent(
 # ------------------------------------------------------------------------- environment
 
 
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
 def test_metric_sees_no_caller_environment(
     make_package: PackageBuilder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

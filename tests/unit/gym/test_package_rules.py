@@ -85,6 +85,7 @@ def test_symlinks_in_public_data_are_flagged(make_package: PackageBuilder, tmp_p
     assert [p.file for p in report.errors] == ["data/public/extra/notes.txt"]
 
 
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
 def test_looping_metric_costs_the_grade_timeout_once(make_package: PackageBuilder) -> None:
     """A metric that is slow on the test split and never returns on the validation split
     made validate take the first grade plus a whole ``grade_timeout_s`` more (about twice
