@@ -39,13 +39,11 @@ import os
 import shlex
 import shutil
 import socket
-import stat
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, final
 
@@ -56,11 +54,13 @@ from attrs import define, field
 
 from openmle._compat import require
 from openmle._protocols import Sandbox
-from openmle._runlog import LogCap, RefusedGrade, classify_run, take_submission
-from openmle._task_protocol import GradeLike, TaskEnvironment, TaskHandle, TaskResolver
+from openmle._runlog import LogCap
+from openmle._task_protocol import TaskEnvironment, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
-from openmle.backends._workspace import encode_program, list_artifacts, over_quota, remove_tree
+from openmle.backends._gpu import GpuPool, visible_gpus
+from openmle.backends._kit import default_resolver, grade_outside, signal_exit_code
+from openmle.backends._workspace import encode_program, over_quota, remove_tree
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
@@ -81,21 +81,13 @@ CONTAINER_DEADLINE_SLACK_S = 10.0
 program; the driver stops a timed-out container well before that, so this only acts when the
 driver is gone (or stalled)."""
 
-_SIGNAL_BASE = 128
-
-
-def _default_resolver(ref: str) -> TaskHandle:
-    from openmle.gym import resolve_task
-
-    handle: TaskHandle = resolve_task(ref)
-    return handle
-
 
 def _visible_gpus_from_env() -> tuple[str, ...] | None:
+    """The inherited ``CUDA_VISIBLE_DEVICES`` entries (read as CUDA does), None when unset."""
     mask = os.environ.get("CUDA_VISIBLE_DEVICES")
     if mask is None or not mask.strip():
         return None
-    return tuple(part.strip() for part in mask.split(",") if part.strip())
+    return visible_gpus(os.environ)
 
 
 def _gpu_pool(value: Sequence[int | str] | None) -> tuple[str, ...] | None:
@@ -106,46 +98,6 @@ def _gpu_pool(value: Sequence[int | str] | None) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value)
 
 
-@define(eq=False)
-class _GpuLease:
-    """Hands out GPU ids from a fixed pool, round-robin; a job waits until its ids are free."""
-
-    pool: tuple[str, ...]
-    _busy: set[str] = field(factory=set, init=False)
-    _next: int = field(default=0, init=False)
-    _changed: anyio.Event | None = field(default=None, init=False)
-
-    def _pick(self, count: int, wanted: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if wanted is not None:
-            return None if self._busy.intersection(wanted) else wanted
-        n = len(self.pool)
-        order = [self.pool[(self._next + i) % n] for i in range(n)]
-        free = [g for g in order if g not in self._busy]
-        if len(free) < count:
-            return None
-        picked = tuple(free[:count])
-        self._next = (self.pool.index(picked[-1]) + 1) % n
-        return picked
-
-    @asynccontextmanager
-    async def hold(
-        self, count: int, wanted: tuple[str, ...] | None
-    ) -> AsyncIterator[tuple[str, ...]]:
-        """Lease ``wanted`` (or any ``count`` free ids) for the duration of the block."""
-        while (picked := self._pick(count, wanted)) is None:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
-        self._busy.update(picked)
-        try:
-            yield picked
-        finally:
-            self._busy.difference_update(picked)
-            if self._changed is not None:
-                self._changed.set()
-                self._changed = None
-
-
 def _engine_errors() -> tuple[type[BaseException], ...]:
     docker_errors = require("docker.errors", "docker")
     requests_exc = require("requests.exceptions", "docker")
@@ -154,13 +106,6 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
 
 _QUOTA_POLL_S = 0.5
 """How often the quota watchdog measures a workspace (where no quota tmpfs is mounted)."""
-
-
-def _signal_exit(code: int | None) -> int | None:
-    """Docker reports death by signal N as 128+N; report -N like the local sandbox."""
-    if code is not None and _SIGNAL_BASE < code <= _SIGNAL_BASE + 64:
-        return _SIGNAL_BASE - code
-    return code
 
 
 def _owner_token(pid: int) -> str | None:
@@ -200,24 +145,6 @@ def _sweep(api: Any, sandbox_id: str | None, live: set[str]) -> list[str]:
                 _remove(api, cid)
                 removed.append(cid)
     return removed
-
-
-def _submission_too_large(workspace: Path) -> RefusedGrade | None:
-    """Refuse a ``submission.csv`` above the grader's size limit before anything copies it
-    (a sparse file costs no disk in the workspace but its whole size in a copy).
-    """
-    from openmle.gym._gradeproc import MAX_CSV_BYTES
-
-    try:
-        st = os.lstat(workspace / "submission.csv")
-    except OSError:
-        return None
-    if stat.S_ISREG(st.st_mode) and st.st_size > MAX_CSV_BYTES:
-        return RefusedGrade(
-            reason=f"submission.csv is {st.st_size} bytes, above the {MAX_CSV_BYTES}-byte "
-            "limit; write a smaller file"
-        )
-    return None
 
 
 def _public_dir(task: TaskHandle, job: Job) -> Path:
@@ -334,7 +261,7 @@ class DockerSandbox(Sandbox):
     image: str = DEFAULT_IMAGE
     task_images: Mapping[str, str] = field(factory=dict)
     base_url: str | None = None
-    resolver: TaskResolver = field(default=_default_resolver)
+    resolver: TaskResolver = field(default=default_resolver)
     max_concurrency: int = 4
     memory_mb: int = 4096
     pids_limit: int = 512
@@ -364,7 +291,7 @@ class DockerSandbox(Sandbox):
     _engine: str | None = field(default=None, init=False)
     _seccomp_path: str | None = field(default=None, init=False)
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False)
-    _lease: _GpuLease | None = field(default=None, init=False)
+    _pool: GpuPool | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
     _live: set[str] = field(factory=set, init=False)
     _owner: str = field(factory=lambda: _owner_token(os.getpid()) or "", init=False)
@@ -401,7 +328,7 @@ class DockerSandbox(Sandbox):
         if not self.image:
             raise fail("a non-empty image reference", "DockerSandbox.image", self.image)
         if self.gpus is not None:
-            self._lease = _GpuLease(self.gpus)
+            self._pool = GpuPool(devices=self.gpus)
 
     # ---------------------------------------------------------------- the container request
 
@@ -699,8 +626,8 @@ class DockerSandbox(Sandbox):
         wanted = self.device_ids(job)
         queued = time.monotonic()
         async with self._limiter:
-            if job.resources.gpu_count > 0 and self._lease is not None:
-                async with self._lease.hold(job.resources.gpu_count, wanted) as ids:
+            if job.resources.gpu_count > 0 and self._pool is not None:
+                async with self._pool.lease(job.resources) as ids:
                     return await self._run(job, task, public, ids, time.monotonic() - queued, image)
             return await self._run(job, task, public, wanted, time.monotonic() - queued, image)
 
@@ -822,7 +749,7 @@ class DockerSandbox(Sandbox):
                 ]
             except errors as exc:
                 return infra(f"could not read the finished container: {_short(exc)}")
-            exit_code = _signal_exit(state.get("ExitCode"))
+            exit_code = signal_exit_code(state.get("ExitCode"))
             oom = bool(state.get("OOMKilled"))
             detail = ""
             if not timed_out and not oom and exit_code == -9 and runtime_s >= job.timeout_s:
@@ -887,45 +814,18 @@ class DockerSandbox(Sandbox):
     ) -> RunResult:
         grading = Path(tempfile.mkdtemp(prefix="openmle-grade-", dir=self.workspace_root))
         try:
-            submission: Path | None = None
-            grade: GradeLike | None = None
-            if not timed_out and not oom and exit_code == 0:
-                refused = await anyio.to_thread.run_sync(_submission_too_large, workspace)
-                if refused is None:
-                    submission, refused = await anyio.to_thread.run_sync(
-                        take_submission, workspace, grading
-                    )
-                if refused is not None:  # classified as an invalid submission with this reason
-                    submission, grade = grading / "refused", refused
-                elif submission is not None:
-                    try:
-                        from openmle.gym._grader import grade_in_thread
-
-                        grade = await grade_in_thread(
-                            task, submission, job.split, timeout_s=job.timeout_s
-                        )
-                    except Exception as exc:  # the grader broke, not the program
-                        return RunResult.infra_error(
-                            f"the grader failed: {_short(exc)}",
-                            split=job.split,
-                            queue_s=queue_s,
-                            logs=cap.text(),
-                        )
-            artifacts = await anyio.to_thread.run_sync(
-                lambda: list_artifacts(workspace, exclude=("main.py",))
-            )
-            return classify_run(
-                split=job.split,
+            return await grade_outside(
+                job=job,
+                task=task,
+                workspace=workspace,
+                grading_dir=grading,
                 exit_code=exit_code,
                 timed_out=timed_out,
                 oom=oom,
-                submission=submission,
-                grade=grade,
-                logs=cap.text(),
-                logs_dropped_bytes=cap.dropped,
+                cap=cap,
                 runtime_s=runtime_s,
                 queue_s=queue_s,
-                artifacts=artifacts,
+                shell_base=False,  # already -N (signal_exit_code)
                 detail=detail,
             )
         finally:

@@ -4,7 +4,8 @@ Each job gets a fresh run directory with a workspace (the program's working dire
 it writes ``submission.csv``). The program reads the task's public data for the job's split
 read-only through ``$DATA_DIR``; after it exits (or is killed), the sandbox grades the
 submission with ``task.grade`` in a worker thread, outside the program's isolation, and
-classifies the run with :func:`openmle._runlog.classify_run`.
+classifies the run with :func:`openmle.backends._kit.grade_outside` (the rule every shipped
+sandbox uses).
 
 Isolation and limits are described in :mod:`openmle.backends._isolation`: bubblewrap where it
 works, else a weaker Landlock mode that warns once; never a mode in which the task's private
@@ -21,7 +22,6 @@ cannot point the grader at the answers.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import math
 import os
@@ -36,20 +36,20 @@ import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, cast, final
+from typing import Any, Literal, final
 
 import anyio
 import anyio.abc
 from attrs import define, field
 
 from openmle._protocols import Sandbox
-from openmle._runlog import LogCap, classify_run, take_submission
-from openmle._signature import error_signature
-from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
+from openmle._runlog import LogCap
+from openmle._task_protocol import TaskHandle, TaskResolver
 from openmle._types import Job, RunResult, env_problem
 from openmle.backends import _isolation as iso
 from openmle.backends._gpu import GpuPool
-from openmle.backends._workspace import encode_program, list_artifacts, over_quota
+from openmle.backends._kit import default_resolver, grade_outside
+from openmle.backends._workspace import encode_program, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 
 __all__ = ["LocalSandbox"]
@@ -75,18 +75,6 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuntimeWarning, stacklevel=4)
-
-
-def _default_resolver(ref: str) -> TaskHandle:
-    """``openmle.gym.resolve_task``, imported on first use."""
-    gym = importlib.import_module("openmle.gym")
-    resolve = getattr(gym, "resolve_task", None)
-    if resolve is None:
-        raise SandboxError(
-            "openmle.gym.resolve_task is not available in this installation; "
-            "pass LocalSandbox(resolver=...) to say how job.task names a task"
-        )
-    return cast(TaskResolver, resolve)(ref)
 
 
 def _positive_int(name: str, most: int | None = None) -> Any:
@@ -339,7 +327,7 @@ class LocalSandbox(Sandbox):
         if self._closed:
             raise SandboxError("LocalSandbox is closed; create a new one to run more jobs")
         await self.prepare()
-        resolver = self.resolver or _default_resolver
+        resolver = self.resolver or default_resolver
         task = await anyio.to_thread.run_sync(resolver, job.task)
         submitted = time.monotonic()  # queue_s: waiting for a slot and for GPUs
         pool = self._gpu_pool
@@ -738,56 +726,19 @@ class LocalSandbox(Sandbox):
         bwrap: bool,
         quota: str | None = None,
     ) -> RunResult:
-        logs = cap.text()
-        detail = ""
-        if exit_code not in (0, None) and not oom:
-            # Without a memory cgroup, RLIMIT_DATA makes allocations fail with MemoryError.
-            oom = (error_signature(logs) or "").startswith("MemoryError")
-        signum = _signal_of(exit_code, bwrap)
-        if signum == signal.SIGXCPU and not timed_out:
-            timed_out, detail = True, "killed at its CPU-time limit"
-        elif signum is not None and not timed_out and not oom:
-            try:
-                detail = f"killed by {signal.Signals(signum).name}"
-            except ValueError:
-                detail = f"killed by signal {signum}"
-        if quota is not None:
-            detail = quota
-        artifacts = await anyio.to_thread.run_sync(list_artifacts, workspace)
-        submission: Path | None = None
-        grade: GradeLike | None = None
-        if exit_code == 0 and not timed_out and not oom:
-            copy, refused = await anyio.to_thread.run_sync(
-                take_submission, workspace, run_dir / "graded"
-            )
-            if refused is not None:  # never handed to the grader
-                submission, grade = workspace / "submission.csv", refused
-            elif copy is not None:
-                submission = copy
-                try:
-                    from openmle.gym._grader import grade_in_thread
-
-                    grade = await grade_in_thread(task, copy, job.split, timeout_s=job.timeout_s)
-                except Exception as exc:
-                    return RunResult.infra_error(
-                        f"grader of task {task.name!r} raised {type(exc).__name__}",
-                        split=job.split,
-                        queue_s=queue_s,
-                        logs=logs,
-                    )
-        return classify_run(
-            split=job.split,
+        return await grade_outside(
+            job=job,
+            task=task,
+            workspace=workspace,
+            grading_dir=run_dir / "graded",
             exit_code=exit_code,
             timed_out=timed_out,
             oom=oom,
-            submission=submission,
-            grade=grade,
-            logs=logs,
-            logs_dropped_bytes=cap.dropped,
+            cap=cap,
             runtime_s=runtime_s,
             queue_s=queue_s,
-            artifacts=artifacts,
-            detail=detail,
+            shell_base=bwrap,
+            detail=quota or "",
         )
 
     async def _kill_tree(
@@ -871,17 +822,6 @@ def _read_all(fd: int) -> bytes:
             break
         out += chunk
     return bytes(out)
-
-
-def _signal_of(exit_code: int | None, bwrap: bool) -> int | None:
-    """The signal that killed the program, if its exit status says so."""
-    if exit_code is None:
-        return None
-    if exit_code < 0:
-        return -exit_code
-    if bwrap and 128 < exit_code < 128 + 65:  # bwrap reports 128 + signal
-        return exit_code - 128
-    return None
 
 
 def _comm(pid: int) -> str:

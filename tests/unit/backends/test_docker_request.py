@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from openmle import Job, Resources
@@ -18,11 +17,8 @@ from openmle.backends import DockerSandbox
 from openmle.backends._docker import (
     _PODMAN_SECCOMP,
     _check_disjoint,
-    _GpuLease,
     _owner_gone,
     _owner_token,
-    _signal_exit,
-    _submission_too_large,
     _tightened_profile,
 )
 from openmle.errors import InvalidArgument, TaskPackageError
@@ -190,17 +186,6 @@ def test_seccomp_profile_refuses_namespace_clones_and_clone3() -> None:
     ]
 
 
-def test_sparse_oversized_submission_is_refused_before_any_copy(tmp_path: Path) -> None:
-    """A sparse 1 GiB submission.csv is refused by its size; nothing is read or copied."""
-    with (tmp_path / "submission.csv").open("wb") as f:
-        f.truncate(1 << 30)
-    refused = _submission_too_large(tmp_path)
-    assert refused is not None and "1073741824 bytes" in refused.reason
-    (tmp_path / "submission.csv").write_text("id,y\n1,2\n")
-    assert _submission_too_large(tmp_path) is None
-    assert _submission_too_large(tmp_path / "missing") is None
-
-
 def test_network_user_image_and_shm_options() -> None:
     """Network on drops ``NetworkMode``; user, per-task image and shm size are passed through."""
     sandbox = DockerSandbox(
@@ -245,15 +230,6 @@ def test_bad_settings_name_the_field(kwargs: dict[str, object], field: str) -> N
         DockerSandbox(**kwargs)  # type: ignore[arg-type]
 
 
-def test_signal_exit_codes_are_reported_negative() -> None:
-    """128+N from the engine becomes -N (as the local sandbox reports signals)."""
-    assert _signal_exit(137) == -9
-    assert _signal_exit(143) == -15
-    assert _signal_exit(1) == 1
-    assert _signal_exit(0) == 0
-    assert _signal_exit(None) is None
-
-
 def test_public_dir_overlapping_private_is_refused(tmp_path: Path) -> None:
     """A public directory that contains (or is inside) a private path would leak the answers."""
     (tmp_path / "public" / "private").mkdir(parents=True)
@@ -262,32 +238,6 @@ def test_public_dir_overlapping_private_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TaskPackageError, match="overlaps"):
         _check_disjoint(tmp_path / "public" / "private", [tmp_path / "public"])
     _check_disjoint(tmp_path / "public", [tmp_path / "elsewhere"])
-
-
-@pytest.mark.anyio
-async def test_gpu_lease_round_robin_and_waits_for_free_ids() -> None:
-    """Count leases go round-robin over the pool; a job waits until enough ids are free."""
-    lease = _GpuLease(("a", "b", "c"))
-    async with lease.hold(1, None) as first:
-        assert first == ("a",)
-    async with lease.hold(2, None) as second:
-        assert second == ("b", "c")
-    order: list[str] = []
-
-    async def holder() -> None:
-        async with lease.hold(3, None) as ids:
-            order.append("all:" + ",".join(sorted(ids)))
-            await anyio.sleep(0.05)
-
-    async def waiter() -> None:
-        await anyio.sleep(0.01)
-        async with lease.hold(1, ("b",)) as ids:
-            order.append("b:" + ",".join(ids))
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(holder)
-        tg.start_soon(waiter)
-    assert order == ["all:a,b,c", "b:b"]
 
 
 def test_seccomp_profile_is_requested_and_podman_profile_tightened(tmp_path: Path) -> None:

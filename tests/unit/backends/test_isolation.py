@@ -12,7 +12,6 @@ from typing import Literal
 import pytest
 
 from openmle.backends import _isolation as iso
-from openmle.backends._local import _signal_of
 
 
 def test_clamp_rlimits_never_exceeds_hard_limit() -> None:
@@ -90,22 +89,6 @@ def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
     cfg = json.loads(argv[-1])
     assert cfg["procs"] == ["/run/openmle/cg0"]
     assert argv[-2] == iso.LAUNCHER
-
-
-@pytest.mark.parametrize(
-    ("code", "bwrap", "sig"),
-    [
-        (0, True, None),
-        (1, True, None),
-        (137, True, 9),
-        (137, False, None),
-        (-11, False, 11),
-        (None, False, None),
-    ],
-)
-def test_signal_of_exit_status(code: int | None, bwrap: bool, sig: int | None) -> None:
-    """bwrap reports 128+signal; a plain child reports -signal."""
-    assert _signal_of(code, bwrap) == sig
 
 
 def test_descendants_and_env_scan() -> None:
