@@ -218,9 +218,12 @@ class DockerSandbox(Sandbox):
             when this process is gone: the command runs under the image's ``timeout``
             (coreutils, or busybox 1.30 or later) and is SIGKILLed at ``timeout_s +
             stop_grace_s + 10`` seconds. Turn it off only for an image without ``timeout``.
-        gpus: host GPU ids this sandbox may lease to jobs, round-robin (a job asking for 2 GPUs
-            gets 2 free ids from the pool; it waits when too few are free). Default: the
-            inherited ``CUDA_VISIBLE_DEVICES`` mask if set, else no pool. ``Resources.gpu_ids``
+        gpus: host GPU ids this sandbox may lease to jobs through the same
+            :class:`~openmle.backends._gpu.GpuPool` as ``LocalSandbox`` (a job asking for 2 GPUs
+            gets 2 free ids from the pool; it waits when too few are free, and a request the
+            pool can never serve raises ``InvalidArgument``). Default: the inherited
+            ``CUDA_VISIBLE_DEVICES`` mask if set (read as CUDA reads it: up to the first
+            invalid entry), else no pool. ``Resources.gpu_ids``
             are indices into the pool (relative, like CUDA's), or host ids without a pool.
             Without a pool a count request is passed to the engine as ``Count`` and the engine
             picks, with no coordination between concurrent jobs.
