@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "openmle.errors": 0,
     "openmle._version": 0,
     "openmle._exports": 0,
+    "openmle._embedded": 0,
     "openmle._validation": 1,
     "openmle._compat": 1,
     "openmle._leaderboard": 1,

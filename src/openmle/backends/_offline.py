@@ -41,6 +41,7 @@ from typing import Any, final
 import numpy as np
 from attrs import define, field
 
+from openmle._embedded import fill, parts, source
 from openmle._protocols import OperatorModel
 from openmle._summary_contract import (
     NODE_SUMMARY_PURPOSE,
@@ -95,334 +96,8 @@ def _sklearn_available() -> bool:
 
 # ------------------------------------------------------------------------------- the program
 
-_PRELUDE = '''\
-import csv
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core per run; the search runs several
-import numpy as np
-{imports}
-DATA = os.environ.get("DATA_DIR", ".")
-
-
-def read(name):
-    with open(os.path.join(DATA, name), newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    return rows[0], rows[1:]
-
-
-# Inspect the files: the target is the train column missing from test.csv; the id and the
-# submission columns come from sample_submission.csv.
-train_h, train_rows = read("train.csv")
-test_h, test_rows = read("test.csv")
-sub_h, _ = read("sample_submission.csv")
-id_col, out_cols = sub_h[0], sub_h[1:]
-target = [c for c in train_h if c not in test_h][0]
-feat_cols = [c for c in test_h if c != id_col]
-desc_path = os.path.join(DATA, "description.txt")
-description = open(desc_path, encoding="utf-8").read().lower() if os.path.exists(desc_path) else ""
-y_raw = [r[train_h.index(target)] for r in train_rows]
-print(f"train {{len(train_rows)}} rows, test {{len(test_rows)}} rows, target {{target!r}}")
-
-
-def is_number(v):
-    if v == "":
-        return True
-    try:
-        float(v)
-        return True
-    except ValueError:
-        return False
-
-
-num_cols = [c for c in feat_cols if all(is_number(r[train_h.index(c)]) for r in train_rows)]
-cat_cols = [c for c in feat_cols if c not in num_cols]
-
-
-def numeric(rows, header):
-    idx = [header.index(c) for c in num_cols]
-    out = np.full((len(rows), len(idx)), np.nan)
-    for i, r in enumerate(rows):
-        for k, j in enumerate(idx):
-            if r[j] != "":
-                out[i, k] = float(r[j])
-    return out
-
-
-levels = {{c: sorted({{r[train_h.index(c)] for r in train_rows}}) for c in cat_cols}}
-
-
-def categorical(rows, header):
-    blocks = []
-    for c in cat_cols:
-        j = header.index(c)
-        values = [r[j] for r in rows]
-{cat_block}
-    return np.hstack(blocks) if blocks else np.zeros((len(rows), 0))
-
-
-# The task kind, from the submission shape and the target values.
-if len(out_cols) > 1:
-    kind, classes = "multiclass", list(out_cols)
-    y = np.array([classes.index(v) for v in y_raw])
-elif len(set(y_raw)) == 2 or not all(v != "" and is_number(v) for v in y_raw):
-    kind = "binary" if len(set(y_raw)) == 2 else "labels"
-    numeric_labels = all(v != "" and is_number(v) for v in y_raw)
-    classes = sorted(set(y_raw), key=float) if numeric_labels else sorted(set(y_raw))
-    y = np.array([classes.index(v) for v in y_raw])
-else:
-    kind, classes = "regression", []
-    y = np.array([float(v) for v in y_raw])
-K = len(classes)
-words = ("auc", "probab", "log loss")
-want_proba = kind == "multiclass" or (kind == "binary" and any(w in description for w in words))
-print(f"task kind: {{kind}}; numeric {{len(num_cols)}}, categorical {{len(cat_cols)}} columns")
-
-
-def features(num_tr, num_te, cat_tr, cat_te):
-    """Feature engineering, fitted on the training rows only."""
-    tr, te = num_tr.copy(), num_te.copy()
-{feature_block}
-    tr, te = np.hstack([tr, cat_tr]), np.hstack([te, cat_te])
-{scale_block}
-    return tr, te
-
-
-{model_defs}
-
-def fit_predict(x_tr, y_tr, x_te):
-{input_check}    preds = []
-{model_calls}
-{combine}
-
-
-def score(y_true, pred):
-    if kind == "regression":
-        return float(np.sqrt(np.mean((y_true - pred) ** 2)))
-    p = np.clip(pred, 1e-15, 1.0)
-    p = p / p.sum(axis=1, keepdims=True)
-    if kind == "multiclass" or "log loss" in description:
-        return float(-np.mean(np.log(p[np.arange(len(y_true)), y_true])))
-    if "auc" in description:
-        s, pos = p[:, 1], y_true == 1
-        ranks = np.empty(len(s))
-        ranks[np.argsort(s, kind="mergesort")] = np.arange(1, len(s) + 1)
-        for v in np.unique(s):
-            ranks[s == v] = ranks[s == v].mean()
-        n_pos, n_neg = pos.sum(), (~pos).sum()
-        return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-    return float(np.mean(p.argmax(axis=1) == y_true))
-
-
-num_tr, num_te = numeric(train_rows, train_h), numeric(test_rows, test_h)
-cat_tr, cat_te = categorical(train_rows, train_h), categorical(test_rows, test_h)
-
-# Hold out 20% of the training rows for our own check.
-order = np.random.default_rng(0).permutation(len(y))
-cut = int(0.8 * len(y))
-a, b = order[:cut], order[cut:]
-x_a, x_b = features(num_tr[a], num_tr[b], cat_tr[a], cat_tr[b])
-hold = fit_predict(x_a, y[a], x_b)
-if not np.all(np.isfinite(hold)):
-    raise ValueError("predictions contain NaN or infinity")
-print(f"Final Validation Score: {{score(y[b], hold):.6f}}")
-
-# Refit on every training row and predict the test rows.
-x_tr, x_te = features(num_tr, num_te, cat_tr, cat_te)
-pred = fit_predict(x_tr, y, x_te)
-if not np.all(np.isfinite(pred)):
-    raise ValueError("predictions contain NaN or infinity")
-ids = [r[test_h.index(id_col)] for r in test_rows]
-with open("submission.csv", "w", newline="", encoding="utf-8") as f:
-    w = csv.writer(f, lineterminator="\\n")
-    w.writerow(sub_h)
-    for i, row_id in enumerate(ids):
-        if kind == "regression":
-            w.writerow([row_id, f"{{pred[i]:.6f}}"])
-        elif kind == "multiclass":
-            w.writerow([row_id, *(f"{{v:.6f}}" for v in pred[i] / pred[i].sum())])
-        elif want_proba:
-            w.writerow([row_id, f"{{pred[i, 1] / pred[i].sum():.6f}}"])
-        else:
-            w.writerow([row_id, classes[int(np.argmax(pred[i]))]])
-print("wrote submission.csv")
-'''
-
-_CAT = {
-    "onehot": (
-        "        keep = levels[c][:30]\n"
-        "        blocks.append(np.array([[v == lv for lv in keep] for v in values], dtype=float))"
-    ),
-    "ordinal": (
-        "        code = {lv: i for i, lv in enumerate(levels[c])}\n"
-        "        blocks.append(np.array([[code.get(v, -1)] for v in values], dtype=float))"
-    ),
-}
-
-_FEATURE_CODE = {
-    "missing_flags": (
-        "    # Flag missing values before filling them.\n"
-        "    miss = np.isnan(num_tr).any(axis=0)\n"
-        "    tr = np.hstack([tr, np.isnan(num_tr[:, miss]).astype(float)])\n"
-        "    te = np.hstack([te, np.isnan(num_te[:, miss]).astype(float)])"
-    ),
-    "impute_median": (
-        "    # Fill missing numbers with the training median.\n"
-        "    med = np.nanmedian(num_tr, axis=0)\n"
-        "    med = np.where(np.isnan(med), 0.0, med)\n"
-        "    n = num_tr.shape[1]\n"
-        "    tr[:, :n] = np.where(np.isnan(tr[:, :n]), med, tr[:, :n])\n"
-        "    te[:, :n] = np.where(np.isnan(te[:, :n]), med, te[:, :n])"
-    ),
-    "impute_mean": (
-        "    # Fill missing numbers with the training mean.\n"
-        "    mean = np.nanmean(num_tr, axis=0)\n"
-        "    mean = np.where(np.isnan(mean), 0.0, mean)\n"
-        "    n = num_tr.shape[1]\n"
-        "    tr[:, :n] = np.where(np.isnan(tr[:, :n]), mean, tr[:, :n])\n"
-        "    te[:, :n] = np.where(np.isnan(te[:, :n]), mean, te[:, :n])"
-    ),
-    "log1p": (
-        "    # Signed log1p of the numeric columns (safe for any sign).\n"
-        "    n = num_tr.shape[1]\n"
-        "    tr = np.hstack([tr, np.sign(tr[:, :n]) * np.log1p(np.abs(tr[:, :n]))])\n"
-        "    te = np.hstack([te, np.sign(te[:, :n]) * np.log1p(np.abs(te[:, :n]))])"
-    ),
-    "log": (
-        "    # Log of the numeric columns shifted by their training minimum.\n"
-        "    n = num_tr.shape[1]\n"
-        "    low = np.nanmin(tr[:, :n], axis=0)\n"
-        "    with np.errstate(divide='ignore', invalid='ignore'):\n"
-        "        tr = np.hstack([tr, np.log(tr[:, :n] - low)])\n"
-        "        te = np.hstack([te, np.log(te[:, :n] - low)])"
-    ),
-    "poly2": (
-        "    # Pairwise products of the first numeric columns.\n"
-        "    n = min(num_tr.shape[1], 6)\n"
-        "    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]\n"
-        "    tr = np.hstack([tr] + [tr[:, i : i + 1] * tr[:, j : j + 1] for i, j in pairs])\n"
-        "    te = np.hstack([te] + [te[:, i : i + 1] * te[:, j : j + 1] for i, j in pairs])"
-    ),
-}
-
-_SCALE = (
-    "    mu, sd = np.nanmean(tr, axis=0), np.nanstd(tr, axis=0)\n"
-    "    sd = np.where(sd > 0, sd, 1.0)\n"
-    "    tr, te = (tr - mu) / sd, (te - mu) / sd"
-)
-
-_MODEL_DEFS = {
-    "ridge": '''\
-def ridge(x_tr, y_tr, x_te, alpha):
-    """Closed-form ridge regression; classes are fitted as one-hot targets."""
-    xa = np.hstack([x_tr, np.ones((len(x_tr), 1))])
-    xb = np.hstack([x_te, np.ones((len(x_te), 1))])
-    t = np.eye(K)[y_tr] if K else y_tr[:, None]
-    reg = alpha * np.eye(xa.shape[1])
-    reg[-1, -1] = 0.0
-    w = np.linalg.solve(xa.T @ xa + reg, xa.T @ t)
-    out = xb @ w
-    if not K:
-        return out[:, 0]
-    out = np.clip(out, 1e-3, None)
-    return out / out.sum(axis=1, keepdims=True)
-''',
-    "logreg": '''\
-def logreg(x_tr, y_tr, x_te, lr, epochs, l2):
-    """Softmax regression by full-batch gradient descent (linear regression if no classes)."""
-    mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0) + 1e-9
-    a, b = (x_tr - mu) / sd, (x_te - mu) / sd
-    a = np.hstack([a, np.ones((len(a), 1))])
-    b = np.hstack([b, np.ones((len(b), 1))])
-    if not K:
-        w = np.zeros(a.shape[1])
-        for _ in range(epochs):
-            w -= lr * (a.T @ (a @ w - y_tr) / len(a) + l2 * w)
-        return b @ w
-    t = np.eye(K)[y_tr]
-    w = np.zeros((a.shape[1], K))
-    for _ in range(epochs):
-        z = a @ w
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        w -= lr * (a.T @ (p - t) / len(a) + l2 * w)
-    z = b @ w
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return p / p.sum(axis=1, keepdims=True)
-''',
-    "knn": '''\
-def knn(x_tr, y_tr, x_te, k, weighted):
-    """k-nearest neighbours on standardised features, in chunks."""
-    mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0) + 1e-9
-    a, b = (x_tr - mu) / sd, (x_te - mu) / sd
-    out = []
-    for s in range(0, len(b), 500):
-        d = ((b[s:s + 500, None, :] - a[None, :, :]) ** 2).sum(axis=2)
-        idx = np.argpartition(d, k, axis=1)[:, :k]
-        near = np.take_along_axis(d, idx, axis=1)
-        w = 1.0 / (np.sqrt(near) + 1e-6) if weighted else np.ones(idx.shape)
-        if K:
-            votes = np.zeros((len(idx), K))
-            for c in range(K):
-                votes[:, c] = (w * (y_tr[idx] == c)).sum(axis=1)
-            votes += 0.5
-            out.append(votes / votes.sum(axis=1, keepdims=True))
-        else:
-            out.append((w * y_tr[idx]).sum(axis=1) / w.sum(axis=1))
-    return np.concatenate(out)
-''',
-    "hgb": '''\
-def hgb(x_tr, y_tr, x_te, learning_rate, max_iter, max_leaf_nodes, l2):
-    """Histogram gradient boosting (handles missing values natively)."""
-    cls = HistGradientBoostingClassifier if K else HistGradientBoostingRegressor
-    m = cls(learning_rate=learning_rate, max_iter=max_iter, max_leaf_nodes=max_leaf_nodes,
-            l2_regularization=l2, random_state=0)
-    m.fit(x_tr, y_tr)
-    return proba(m, x_te) if K else m.predict(x_te)
-''',
-    "rf": '''\
-def rf(x_tr, y_tr, x_te, n_estimators, max_depth, min_leaf):
-    """Random forest."""
-    cls = RandomForestClassifier if K else RandomForestRegressor
-    m = cls(n_estimators=n_estimators, max_depth=max_depth, min_samples_leaf=min_leaf,
-            random_state=0, n_jobs=1)
-    m.fit(x_tr, y_tr)
-    return proba(m, x_te) if K else m.predict(x_te)
-''',
-    "et": '''\
-def et(x_tr, y_tr, x_te, n_estimators, max_depth, min_leaf):
-    """Extremely randomised trees."""
-    cls = ExtraTreesClassifier if K else ExtraTreesRegressor
-    m = cls(n_estimators=n_estimators, max_depth=max_depth, min_samples_leaf=min_leaf,
-            random_state=0, n_jobs=1)
-    m.fit(x_tr, y_tr)
-    return proba(m, x_te) if K else m.predict(x_te)
-''',
-    "linear": '''\
-def linear(x_tr, y_tr, x_te, c):
-    """Logistic regression for classes, ridge regression for numbers (sklearn)."""
-    if K:
-        m = LogisticRegression(C=c, max_iter=500)
-        m.fit(x_tr, y_tr)
-        return proba(m, x_te)
-    m = Ridge(alpha=1.0 / c)
-    m.fit(x_tr, y_tr)
-    return m.predict(x_te)
-''',
-}
-
-_INPUT_CHECK = (
-    "    if not (np.all(np.isfinite(x_tr)) and np.all(np.isfinite(x_te))):\n"
-    '        raise ValueError("Input X contains NaN or infinity; impute or transform it first")\n'
-)
-
-_PROBA = '''\
-def proba(m, x):
-    """Class probabilities in the order of `classes` (a class absent from a fold gets 0)."""
-    out = np.zeros((len(x), K))
-    out[:, m.classes_.astype(int)] = m.predict_proba(x)
-    return out
-'''
+_PROGRAMS = "openmle.backends._offline_programs"
+"""The package holding the program template (``tabular.py``) and its parts."""
 
 _SK_IMPORTS = {
     "hgb": "from sklearn.ensemble import HistGradientBoostingClassifier, "
@@ -439,45 +114,46 @@ def render_program(recipe: Recipe, plan: str = "") -> str:
     The recipe is written as the program's first line (``# recipe: {...}``), so a later
     operator can read the design back from the code alone.
     """
+    part = parts(_PROGRAMS, "tabular_parts.py")
     models = recipe["models"]
     names = [m["name"] for m in models]
     imports = "".join(_SK_IMPORTS[n] + "\n" for n in dict.fromkeys(names) if n in _SK_IMPORTS)
     feats = list(recipe["features"])
     steps: list[str] = []
     if "missing_flags" in feats:
-        steps.append(_FEATURE_CODE["missing_flags"])
+        steps.append(part["feature:missing_flags"])
     if recipe["impute"] in ("median", "mean"):
-        steps.append(_FEATURE_CODE[f"impute_{recipe['impute']}"])
-    steps.extend(_FEATURE_CODE[f] for f in ("log", "log1p", "poly2") if f in feats)
-    feature_block = "\n".join(steps) if steps else "    pass"
-    scale_block = _SCALE if "standardize" in feats else "    pass"
-    defs = [_MODEL_DEFS[n] for n in dict.fromkeys(names)]
+        steps.append(part[f"feature:impute_{recipe['impute']}"])
+    steps.extend(part[f"feature:{f}"] for f in ("log", "log1p", "poly2") if f in feats)
+    defs = [part[f"model:{n}"] for n in dict.fromkeys(names)]
     if any(n in _SK_IMPORTS for n in names):
-        defs.insert(0, _PROBA)
-    calls = "\n".join(
-        f"    preds.append({m['name']}(x_tr, y_tr, x_te"
+        defs.insert(0, part["proba"])
+    calls = "".join(
+        f"preds.append({m['name']}(x_tr, y_tr, x_te"
         + "".join(f", {k}={v!r}" for k, v in sorted(m["params"].items()))
-        + "))"
+        + "))\n"
         for m in models
     )
-    body = _PRELUDE.format(
-        imports=imports,
-        cat_block=_CAT[recipe["cat"]],
-        feature_block=feature_block,
-        scale_block=scale_block,
-        model_defs="\n\n".join(defs),
-        input_check=_INPUT_CHECK if any(n in NUMPY_MODELS for n in names) else "",
-        model_calls=calls,
-        combine=(
-            "    blend = sum(preds) / len(preds)  # an ensemble: average the models\n"
-            "    return blend"
-            if len(models) > 1
-            else "    return preds[0]"
-        ),
-    )
     doc = (plan or "A tabular model.").replace('"""', "'''")
-    header = f"# recipe: {json.dumps(recipe, sort_keys=True)}\n" + f'"""{doc}"""\n\n'
-    return header + body
+    return fill(
+        source(_PROGRAMS, "tabular.py"),
+        {
+            "recipe": f"# recipe: {json.dumps(recipe, sort_keys=True)}\n",
+            "docstring": f'"""{doc}"""\n',
+            "imports": imports,
+            "cat_block": part[f"cat:{recipe['cat']}"],
+            "feature_block": "".join(steps) or "pass\n",
+            "scale_block": part["scale"] if "standardize" in feats else "pass\n",
+            "model_defs": "\n\n".join(defs) + "\n",
+            "input_check": part["input_check"] if any(n in NUMPY_MODELS for n in names) else "",
+            "model_calls": calls,
+            "combine": (
+                "blend = sum(preds) / len(preds)  # an ensemble: average the models\nreturn blend\n"
+                if len(models) > 1
+                else "return preds[0]\n"
+            ),
+        },
+    )
 
 
 # ------------------------------------------------------------------------------- the designer
