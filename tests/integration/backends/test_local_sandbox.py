@@ -68,9 +68,10 @@ async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
-    """The toy solution scores 1.0 on both splits; output, runtime and artifacts are recorded."""
+    """The toy solution scores 1.0 on both splits; output, runtime and artifacts are recorded
+    (a ``main.py`` the program writes is not an artifact, as in every shipped sandbox)."""
     for split in Split:
-        code = TOY_SOLUTION + "\nopen('model.txt', 'w').write('w')\n"
+        code = TOY_SOLUTION + "\nopen('model.txt', 'w').write('w')\nopen('main.py', 'w')\n"
         r = await sandbox.run(Job(code=code, task="toy", split=split, timeout_s=60))
         assert r.outcome is Outcome.SUCCESS, r
         assert r.score == 1.0 and r.split is split
