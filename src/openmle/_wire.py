@@ -383,6 +383,57 @@ def encode_submit(body: SubmitBody) -> dict[str, Any]:
     return out
 
 
+def _submit_code(data: Mapping[str, Any]) -> str:
+    code = data.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise _bad("code", "expected the program as a non-empty string")
+    _utf8(code, "code")
+    if "\x00" in code:
+        raise _bad("code", "the program contains a NUL character")
+    return code
+
+
+def _submit_task(data: Mapping[str, Any]) -> tuple[str, bool]:
+    """(task reference, whether it is a path)."""
+    data_dir = data.get("data_dir")
+    task = data.get("task")
+    if data_dir is not None:
+        if not isinstance(data_dir, str) or not data_dir:
+            raise _bad("data_dir", f"expected a path string, got {data_dir!r}")
+        _utf8(data_dir, "data_dir")
+        return data_dir, True
+    if task is not None:
+        if not isinstance(task, str) or not task:
+            raise _bad("task", f"expected a task name, got {task!r}")
+        _utf8(task, "task")
+        return task, False
+    raise _bad("data_dir", "give the task as data_dir (a task directory) or task (a name)")
+
+
+def _submit_timeout(data: Mapping[str, Any]) -> float | None:
+    """The timeout in seconds, or None when absent (the service's default applies)."""
+    # Absent: the service's default; present (null included) it must be a duration.
+    timeout = data["timeout"] if "timeout" in data else data.get("timeout_s", _ABSENT)
+    if timeout is not _ABSENT and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not (math.isfinite(timeout) and timeout > 0)
+    ):
+        raise _bad("timeout", f"expected seconds > 0, got {timeout!r}")
+    return None if timeout is _ABSENT else float(timeout)
+
+
+def _submit_resources(res_in: object, pool: str) -> Resources:
+    try:
+        if res_in is None:
+            return Resources(gpus=1 if pool == "gpu" else 0)
+        if isinstance(res_in, Mapping):
+            return Resources.from_dict(res_in)
+    except (InvalidArgument, TypeError) as exc:
+        raise _bad("resources", str(exc)) from None
+    raise _bad("resources", "expected an object with cpus, gpus, memory_mb")
+
+
 def decode_submit(data: object, *, header_key: str | None = None) -> SubmitBody:
     """Read a submission, checking the shape of every field (not the service's policy).
 
@@ -398,36 +449,9 @@ def decode_submit(data: object, *, header_key: str | None = None) -> SubmitBody:
     """
     if not isinstance(data, Mapping):
         raise _bad("body", "expected a JSON object")
-    code = data.get("code")
-    if not isinstance(code, str) or not code.strip():
-        raise _bad("code", "expected the program as a non-empty string")
-    _utf8(code, "code")
-    if "\x00" in code:
-        raise _bad("code", "the program contains a NUL character")
-
-    data_dir = data.get("data_dir")
-    task = data.get("task")
-    if data_dir is not None:
-        if not isinstance(data_dir, str) or not data_dir:
-            raise _bad("data_dir", f"expected a path string, got {data_dir!r}")
-        _utf8(data_dir, "data_dir")
-        ref, is_path = data_dir, True
-    elif task is not None:
-        if not isinstance(task, str) or not task:
-            raise _bad("task", f"expected a task name, got {task!r}")
-        _utf8(task, "task")
-        ref, is_path = task, False
-    else:
-        raise _bad("data_dir", "give the task as data_dir (a task directory) or task (a name)")
-
-    # Absent: the service's default; present (null included) it must be a duration.
-    timeout = data["timeout"] if "timeout" in data else data.get("timeout_s", _ABSENT)
-    if timeout is not _ABSENT and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not (math.isfinite(timeout) and timeout > 0)
-    ):
-        raise _bad("timeout", f"expected seconds > 0, got {timeout!r}")
+    code = _submit_code(data)
+    ref, is_path = _submit_task(data)
+    timeout = _submit_timeout(data)
 
     rtype = data.get("resource_type", "cpu")
     if not isinstance(rtype, str) or rtype.lower() not in ("cpu", "gpu"):
@@ -446,16 +470,7 @@ def decode_submit(data: object, *, header_key: str | None = None) -> SubmitBody:
         where = "eval_split" if "eval_split" in data else "split"
         raise _bad(where, f"expected 'valid' or 'test', got {split_raw!r}")
 
-    res_in = data.get("resources")
-    try:
-        if res_in is None:
-            resources = Resources(gpus=1 if pool == "gpu" else 0)
-        elif isinstance(res_in, Mapping):
-            resources = Resources.from_dict(res_in)
-        else:
-            raise _bad("resources", "expected an object with cpus, gpus, memory_mb")
-    except (InvalidArgument, TypeError) as exc:
-        raise _bad("resources", str(exc)) from None
+    resources = _submit_resources(data.get("resources"), pool)
 
     key = _opt_str(data, "idempotency_key") or header_key
     if header_key is not None and (not header_key or len(header_key) > 256):
@@ -466,7 +481,7 @@ def decode_submit(data: object, *, header_key: str | None = None) -> SubmitBody:
         code=code,
         task=ref,
         task_is_path=is_path,
-        timeout_s=None if timeout is _ABSENT else float(timeout),
+        timeout_s=timeout,
         resource_type=pool,
         priority=int(priority),
         environment=env,

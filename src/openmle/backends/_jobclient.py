@@ -392,41 +392,14 @@ class JobServiceSandbox(Sandbox):
                     return None
             wait = min(self.long_poll_s, remaining) if self.long_poll_s > 0 else 0.0
             data = None
-            # The whole poll, body included, ends by the wait's deadline (plus a second), so a
-            # server trickling bytes cannot stretch wait_timeout_s.
-            limit = min(self.request_timeout_s + wait, remaining + 1.0)
-            try:
-                status, headers, raw = await self._request(
-                    client,
-                    "GET",
-                    f"/api/v1/jobs/{job_id}",
-                    limit_s=limit,
-                    params={"wait": f"{wait:.3f}"} if wait > 0 else None,
-                    timeout=httpx.Timeout(self.request_timeout_s + wait, connect=10.0, pool=None),
-                )
-            except (httpx.HTTPError, TimeoutError) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            except _TooLarge as exc:
-                return self._too_large(f"an answer about job {job_id}", exc, job)
-            else:
-                if status in _TRANSIENT:
-                    last = f"HTTP {status}"
-                elif status == 404:
-                    return RunResult.infra_error(
-                        f"the job service no longer knows job {job_id} (HTTP 404)",
-                        split=job.split,
-                    )
-                elif status >= 400 or status < 200 or status >= 300:
-                    refused = self._refused(f"report job {job_id}", status, raw)
-                    return RunResult.infra_error(str(refused), split=job.split)
-                else:
-                    try:
-                        data = dict(parse_job_view(decode_json(raw), job_id=job_id))
-                    except WireError as exc:
-                        return self._bad_answer(job_id, exc, job)
-                    failures = 0
-                    supports_long_poll = "x-long-poll" in headers
-                    continue
+            polled = await self._poll(client, job_id, job, wait, remaining)
+            if isinstance(polled, RunResult):
+                return polled
+            if isinstance(polled, tuple):
+                data, supports_long_poll = polled
+                failures = 0
+                continue
+            last = polled
             failures += 1
             if failures > self.max_poll_failures:
                 return RunResult.infra_error(
@@ -439,6 +412,43 @@ class JobServiceSandbox(Sandbox):
                 + random.random() * 0.5 * self.backoff_s
             )
             await anyio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+
+    async def _poll(
+        self, client: httpx.AsyncClient, job_id: str, job: Job, wait: float, remaining: float
+    ) -> RunResult | tuple[dict[str, Any], bool] | str:
+        """One status request: a final result, (the job view, whether the service long-polls),
+        or the text of a transient failure (retried by the caller).
+        """
+        # The whole poll, body included, ends by the wait's deadline (plus a second), so a
+        # server trickling bytes cannot stretch wait_timeout_s.
+        limit = min(self.request_timeout_s + wait, remaining + 1.0)
+        try:
+            status, headers, raw = await self._request(
+                client,
+                "GET",
+                f"/api/v1/jobs/{job_id}",
+                limit_s=limit,
+                params={"wait": f"{wait:.3f}"} if wait > 0 else None,
+                timeout=httpx.Timeout(self.request_timeout_s + wait, connect=10.0, pool=None),
+            )
+        except (httpx.HTTPError, TimeoutError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        except _TooLarge as exc:
+            return self._too_large(f"an answer about job {job_id}", exc, job)
+        if status in _TRANSIENT:
+            return f"HTTP {status}"
+        if status == 404:
+            return RunResult.infra_error(
+                f"the job service no longer knows job {job_id} (HTTP 404)", split=job.split
+            )
+        if status < 200 or status >= 300:
+            refused = self._refused(f"report job {job_id}", status, raw)
+            return RunResult.infra_error(str(refused), split=job.split)
+        try:
+            data = dict(parse_job_view(decode_json(raw), job_id=job_id))
+        except WireError as exc:
+            return self._bad_answer(job_id, exc, job)
+        return data, "x-long-poll" in headers
 
     def _bad_answer(self, job_id: str, exc: Exception, job: Job) -> RunResult:
         return RunResult.infra_error(

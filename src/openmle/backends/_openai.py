@@ -411,26 +411,9 @@ class OpenAIModel(OperatorModel):
             if not isinstance(choices, list):
                 raise _Malformed(f"'choices' is {_kind(choices)}, not a list")
             for choice in choices[:1]:
-                if not isinstance(choice, Mapping):
-                    raise _Malformed(f"a choice is {_kind(choice)}, not an object")
-                delta = choice.get("delta") or {}
-                if not isinstance(delta, Mapping):
-                    raise _Malformed(f"'delta' is {_kind(delta)}, not an object")
-                content = _opt_str(delta.get("content"), "delta.content")
-                if content:
-                    text.append(content)
-                r = _reasoning_of(delta)
-                if r:
-                    thought.append(r)
-                if self.logprobs:
-                    lp = choice.get("logprobs")
-                    part = lp.get("content") if isinstance(lp, Mapping) else None
-                    if isinstance(part, list):
-                        lp_entries.extend(part)
-                    ids = choice.get("token_ids")
-                    if isinstance(ids, list):
-                        stream_ids.extend(ids)
-                reason = choice.get("finish_reason")
+                reason = _stream_choice(
+                    choice, text, thought, (lp_entries, stream_ids) if self.logprobs else None
+                )
                 if reason:
                     finish = _finish(reason)
         if finish is None:
@@ -706,6 +689,40 @@ async def _read_capped(resp: httpx.Response, cap: int, *, truncate: bool = False
                 return bytes(buf[:cap])
             raise _TooLarge(f"more than {cap} bytes received")
     return bytes(buf)
+
+
+def _stream_choice(
+    choice: object,
+    text: list[str],
+    thought: list[str],
+    token_parts: tuple[list[Any], list[Any]] | None,
+) -> Any:
+    """Append one stream choice's delta to ``text``/``thought`` (and its log-probs and token
+    ids to ``token_parts`` when asked); returns its ``finish_reason`` (None while streaming).
+
+    Raises:
+        _Malformed: the choice or its delta is not an object, or the content not a string.
+    """
+    if not isinstance(choice, Mapping):
+        raise _Malformed(f"a choice is {_kind(choice)}, not an object")
+    delta = choice.get("delta") or {}
+    if not isinstance(delta, Mapping):
+        raise _Malformed(f"'delta' is {_kind(delta)}, not an object")
+    content = _opt_str(delta.get("content"), "delta.content")
+    if content:
+        text.append(content)
+    r = _reasoning_of(delta)
+    if r:
+        thought.append(r)
+    if token_parts is not None:
+        lp = choice.get("logprobs")
+        part = lp.get("content") if isinstance(lp, Mapping) else None
+        if isinstance(part, list):
+            token_parts[0].extend(part)
+        ids = choice.get("token_ids")
+        if isinstance(ids, list):
+            token_parts[1].extend(ids)
+    return choice.get("finish_reason")
 
 
 async def _sse_data(resp: httpx.Response, cap: int) -> AsyncIterator[str]:

@@ -181,6 +181,11 @@ def read_csv(
         raise CsvError(
             f"{label} is not a valid CSV ({clip(str(exc), 200)}); fix its quoting"
         ) from None
+    return Table(_check_header(header, label), rows)
+
+
+def _check_header(header: list[str] | None, label: str) -> list[str]:
+    """``header``, checked: :class:`CsvError` when missing, with a blank or a repeated name."""
     if header is None:
         raise CsvError(f"{label} is empty; it needs a header row")
     if any(h == "" for h in header):
@@ -189,7 +194,7 @@ def read_csv(
     dupes = sorted(h for h, n in counts.items() if n > 1)
     if dupes:
         raise CsvError(f"{label} repeats the column(s) {names(dupes)}; give each column one name")
-    return Table(header, rows)
+    return header
 
 
 def to_floats(cells: Sequence[str], *, label: str, column: str) -> list[float]:

@@ -138,14 +138,8 @@ def _bad(key: str, expected: str, value: object, hint: str) -> TaskPackageError:
     return TaskPackageError(f"task.toml: expected {key} to be {expected} but got {value!r}; {hint}")
 
 
-def _read_config(root: Path) -> _Config:
-    path = root / "task.toml"
-    if not path.exists():
-        return _Config(name=root.name)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise TaskPackageError(f"task.toml cannot be parsed ({exc}); fix its TOML syntax") from None
+def _check_types(data: dict[str, Any]) -> None:
+    """Refuse unknown top-level keys and values of the wrong type (finite numbers only)."""
     unknown = sorted(set(data) - set(_KEYS))
     if unknown:
         raise TaskPackageError(
@@ -162,6 +156,32 @@ def _read_config(root: Path) -> _Config:
         )
         if not ok:
             raise _bad(key, f"a {kind.__name__}", v, "fix the value's type")
+
+
+def _check_resources(res: dict[str, Any]) -> None:
+    """Refuse unknown ``[resources]`` keys and demands above the package maxima."""
+    unknown_res = sorted(set(res) - {"cpus", "gpus", "memory_mb"})
+    if unknown_res:
+        raise TaskPackageError(
+            f"task.toml [resources] has unknown key(s) {unknown_res}; use cpus, gpus, memory_mb"
+        )
+    for key in ("cpus", "gpus", "memory_mb"):
+        v = res.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > _MAXIMA[key]:
+            raise _bad(
+                f"resources.{key}", f"at most {_MAXIMA[key]:g}", v, "ask for what one run needs"
+            )
+
+
+def _read_config(root: Path) -> _Config:
+    path = root / "task.toml"
+    if not path.exists():
+        return _Config(name=root.name)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise TaskPackageError(f"task.toml cannot be parsed ({exc}); fix its TOML syntax") from None
+    _check_types(data)
     metric = data.get("metric")
     if metric is not None and metric not in BUILTIN_METRICS:
         raise _bad(
@@ -182,17 +202,7 @@ def _read_config(root: Path) -> _Config:
                 key, f"in (0, {_MAXIMA[key]:g}] seconds", data[key], "give a sane time limit"
             )
     res = data.get("resources", {})
-    unknown_res = sorted(set(res) - {"cpus", "gpus", "memory_mb"})
-    if unknown_res:
-        raise TaskPackageError(
-            f"task.toml [resources] has unknown key(s) {unknown_res}; use cpus, gpus, memory_mb"
-        )
-    for key in ("cpus", "gpus", "memory_mb"):
-        v = res.get(key)
-        if isinstance(v, int | float) and not isinstance(v, bool) and v > _MAXIMA[key]:
-            raise _bad(
-                f"resources.{key}", f"at most {_MAXIMA[key]:g}", v, "ask for what one run needs"
-            )
+    _check_resources(res)
     leaderboard = data.get("leaderboard")
     if leaderboard is not None:
         _check_relative(root, leaderboard)

@@ -120,6 +120,100 @@ def _reachable_kl(c: FloatArray, mask: BoolArray, log_k: FloatArray) -> FloatArr
     return out
 
 
+class _KL:
+    """KL (nats) of each group's tilted distribution against uniform, for a vector of betas.
+
+    Works in (members, groups) layout: each member row is contiguous, and sums run over the
+    member rows strictly in order, so padding (exact zeros / -inf) never changes a result.
+    """
+
+    def __init__(
+        self, c: FloatArray, mask: BoolArray, log_k: FloatArray, target: FloatArray
+    ) -> None:
+        self.width = c.shape[1]
+        self.c_t = np.ascontiguousarray(c.T)
+        self.off_t = ~np.ascontiguousarray(mask.T)
+        self.no_members = mask.sum(axis=1) == 0
+        self.log_k = log_k
+        self.target = target
+        self.buf = np.empty_like(self.c_t)
+        self.q = np.empty_like(self.c_t)
+
+    def exact(self, beta: FloatArray, cols: npt.NDArray[np.intp]) -> FloatArray:
+        """KL exactly as released (log-sum-exp by ``logaddexp``, left to right)."""
+        width = self.width
+        z = beta * self.c_t[:, cols]
+        np.copyto(z, -np.inf, where=self.off_t[:, cols])
+        lse = z[0].copy()
+        for j in range(1, width):
+            np.logaddexp(lse, z[j], out=lse)
+        np.copyto(lse, 0.0, where=self.no_members[cols])
+        z -= lse  # log q; masked entries stay -inf
+        qq = np.exp(z)
+        z += self.log_k[cols]
+        # q == 0 (masked or underflowed) contributes exactly 0, never 0 * -inf.
+        np.copyto(z, 0.0, where=qq == 0.0)
+        z *= qq
+        out: FloatArray = z[0].copy()
+        for j in range(1, width):
+            out += z[j]
+        return out
+
+    def __call__(self, beta: FloatArray, wide: BoolArray | None = None) -> FloatArray:
+        """KL by a cheap identity (``E_q[z] - log S + log k``).
+
+        Where the comparison with the target could depend on the last bits (within 1e-13)
+        while the bracket is still wide (``wide``), the released computation decides, so the
+        search takes the released path; once a bracket is narrower than 1e-11 of beta the
+        cheap value decides (beta then differs from the released one by < 1e-11 relative).
+        """
+        width, buf, q = self.width, self.buf, self.q
+        np.multiply(beta, self.c_t, out=buf)
+        np.maximum(buf, -1e300, out=buf)
+        np.exp(buf, out=q)
+        np.copyto(q, 0.0, where=self.off_t)
+        s = q[0].copy()
+        for j in range(1, width):
+            s += q[j]
+        np.copyto(s, 1.0, where=self.no_members)
+        np.multiply(buf, q, out=buf)
+        a = buf[0].copy()
+        for j in range(1, width):
+            a += buf[j]
+        out: FloatArray = a / s - np.log(s) + self.log_k
+        near = np.abs(out - self.target) <= 1e-13
+        if wide is not None:
+            near &= wide
+        close = np.flatnonzero(near)
+        if close.size:
+            out[close] = self.exact(beta[close], close)
+        return out
+
+
+def _find_beta(kl: _KL, n_groups: int, *, beta_max: float, iters: int, compat: str) -> FloatArray:
+    """The smallest beta per group whose KL reaches the target (doubling, then bisection)."""
+    target = kl.target
+    hi = np.ones(n_groups)
+    kl_hi = kl(hi)
+    for _ in range(4096):
+        need = (hi < beta_max) & (kl_hi < target)
+        if not need.any():
+            break
+        hi = np.where(need, hi * 2.0, hi)
+        kl_hi = kl(hi)
+    if compat == "default" and np.any(hi > beta_max):
+        hi = np.minimum(hi, beta_max)
+        kl_hi = kl(hi)
+    below = kl_hi < target
+    lo = np.zeros(n_groups)
+    for _ in range(iters):
+        mid = (lo + hi) / 2.0
+        ok = kl(mid, (hi - lo) > 1e-11 * hi) >= target
+        hi = np.where(below, hi, np.where(ok, mid, hi))
+        lo = np.where(below, lo, np.where(ok, lo, mid))
+    return hi
+
+
 def _solve(
     r: FloatArray,
     mask: BoolArray,
@@ -144,81 +238,8 @@ def _solve(
         reach = _reachable_kl(c, mask, log_k)
         target = np.where(reach > 0, np.minimum(target, 0.5 * reach), target)
 
-    # Work in (members, groups) layout: each member row is contiguous, and sums run over the
-    # member rows strictly in order, so padding (exact zeros / -inf) never changes a result.
-    c_t = np.ascontiguousarray(c.T)
-    off_t = ~np.ascontiguousarray(mask.T)
-    no_members = k == 0
-    buf = np.empty_like(c_t)
-    q = np.empty_like(c_t)
-
-    def kl_exact(beta: FloatArray, cols: npt.NDArray[np.intp]) -> FloatArray:
-        """KL exactly as released (log-sum-exp by ``logaddexp``, left to right)."""
-        z = beta * c_t[:, cols]
-        np.copyto(z, -np.inf, where=off_t[:, cols])
-        lse = z[0].copy()
-        for j in range(1, width):
-            np.logaddexp(lse, z[j], out=lse)
-        np.copyto(lse, 0.0, where=no_members[cols])
-        z -= lse  # log q; masked entries stay -inf
-        qq = np.exp(z)
-        z += log_k[cols]
-        # q == 0 (masked or underflowed) contributes exactly 0, never 0 * -inf.
-        np.copyto(z, 0.0, where=qq == 0.0)
-        z *= qq
-        out: FloatArray = z[0].copy()
-        for j in range(1, width):
-            out += z[j]
-        return out
-
-    def kl(beta: FloatArray, wide: BoolArray | None = None) -> FloatArray:
-        """KL by a cheap identity (``E_q[z] - log S + log k``).
-
-        Where the comparison with the target could depend on the last bits (within 1e-13)
-        while the bracket is still wide (``wide``), the released computation decides, so the
-        search takes the released path; once a bracket is narrower than 1e-11 of beta the
-        cheap value decides (beta then differs from the released one by < 1e-11 relative).
-        """
-        np.multiply(beta, c_t, out=buf)
-        np.maximum(buf, -1e300, out=buf)
-        np.exp(buf, out=q)
-        np.copyto(q, 0.0, where=off_t)
-        s = q[0].copy()
-        for j in range(1, width):
-            s += q[j]
-        np.copyto(s, 1.0, where=no_members)
-        np.multiply(buf, q, out=buf)
-        a = buf[0].copy()
-        for j in range(1, width):
-            a += buf[j]
-        out: FloatArray = a / s - np.log(s) + log_k
-        near = np.abs(out - target) <= 1e-13
-        if wide is not None:
-            near &= wide
-        close = np.flatnonzero(near)
-        if close.size:
-            out[close] = kl_exact(beta[close], close)
-        return out
-
-    hi = np.ones(n_groups)
-    kl_hi = kl(hi)
-    for _ in range(4096):
-        need = (hi < beta_max) & (kl_hi < target)
-        if not need.any():
-            break
-        hi = np.where(need, hi * 2.0, hi)
-        kl_hi = kl(hi)
-    if compat == "default" and np.any(hi > beta_max):
-        hi = np.minimum(hi, beta_max)
-        kl_hi = kl(hi)
-    below = kl_hi < target
-    lo = np.zeros(n_groups)
-    for _ in range(iters):
-        mid = (lo + hi) / 2.0
-        ok = kl(mid, (hi - lo) > 1e-11 * hi) >= target
-        hi = np.where(below, hi, np.where(ok, mid, hi))
-        lo = np.where(below, lo, np.where(ok, lo, mid))
-    beta = hi
+    kl = _KL(c, mask, log_k, target)
+    beta = _find_beta(kl, n_groups, beta_max=beta_max, iters=iters, compat=compat)
 
     e = np.where(mask, np.exp(beta[:, None] * c), 0.0)
     total = _seqsum(e)

@@ -416,6 +416,32 @@ class RewardProfile:
                 discarded=True,
                 history_update=(),
             )
+        base, included, valid, valid_scores = self._triage(members)
+        finite_group = [s for s in valid_scores if s is not None]
+        bounds = self._score_rewards(
+            base, valid, valid_scores, m, self._history(history), finite_group, leaderboard
+        )
+        bases = [0.0 if b is None else float(b) for b in base]
+        if self.gap_penalty:
+            self._gap_penalties(members, bases, valid, valid_scores, m)
+        finals, deltas = self._shape(members, bases, valid, op, parent_rewards)
+        advantages = self._advantages(finals, included)
+        return GroupRewards(
+            rewards=tuple(f if inc else 0.0 for f, inc in zip(finals, included, strict=True)),
+            base_rewards=tuple(bases),
+            advantages=tuple(advantages),
+            included=tuple(included),
+            improve_deltas=tuple(deltas),
+            bounds=bounds,
+            discarded=False,
+            history_update=tuple(finite_group),
+        )
+
+    def _triage(
+        self, members: Sequence[GroupMember]
+    ) -> tuple[list[float | None], list[bool], list[bool], list[float | None]]:
+        """(fixed rewards of the members that get no score reward, included, valid, score)."""
+        n = len(members)
         base: list[float | None] = [None] * n
         included = [True] * n
         valid_scores: list[float | None] = [None] * n
@@ -439,12 +465,23 @@ class RewardProfile:
                 valid[i] = True
                 if mb.outcome is Outcome.SUCCESS:
                     valid_scores[i] = _finite(mb.score)
-        finite_group = [s for s in valid_scores if s is not None]
-        hist = self._history(history)
+        return base, included, valid, valid_scores
+
+    def _score_rewards(
+        self,
+        base: list[float | None],
+        valid: list[bool],
+        valid_scores: list[float | None],
+        m: TaskMeta,
+        hist: list[float],
+        finite_group: list[float],
+        leaderboard: Sequence[float] | None,
+    ) -> tuple[float, float] | None:
+        """Fill ``base`` for the valid members; returns the adaptive bounds used, if any."""
         bounds: tuple[float, float] | None = None
         barrier = self.adaptive and self.mapping == "power_clip"
-        for i in range(n):
-            if not valid[i]:
+        for i, ok in enumerate(valid):
+            if not ok:
                 continue
             s = valid_scores[i]
             if self.mapping in _LEADERBOARD_MAPS:
@@ -470,31 +507,28 @@ class RewardProfile:
                 base[i] = mr.reward
                 if mr.best is not None and mr.worst is not None:
                     bounds = (mr.best, mr.worst)
-        bases = [0.0 if b is None else float(b) for b in base]
-        if self.gap_penalty:
-            for i, mb in enumerate(members):
-                if valid[i] and valid_scores[i] is not None:
-                    gap = validation_gap(mb.printed_score, valid_scores[i], m)
-                    bases[i] = validation_gap_penalty(
-                        bases[i],
-                        gap,
-                        coef=self.gap_coef,
-                        high_coef=self.gap_high_coef,
-                        tolerance=self.gap_tolerance,
-                        piecewise=self.gap_piecewise,
-                    ).reward
-        finals, deltas = self._shape(members, bases, valid, op, parent_rewards)
-        advantages = self._advantages(finals, included)
-        return GroupRewards(
-            rewards=tuple(f if inc else 0.0 for f, inc in zip(finals, included, strict=True)),
-            base_rewards=tuple(bases),
-            advantages=tuple(advantages),
-            included=tuple(included),
-            improve_deltas=tuple(deltas),
-            bounds=bounds,
-            discarded=False,
-            history_update=tuple(finite_group),
-        )
+        return bounds
+
+    def _gap_penalties(
+        self,
+        members: Sequence[GroupMember],
+        bases: list[float],
+        valid: list[bool],
+        valid_scores: list[float | None],
+        m: TaskMeta,
+    ) -> None:
+        """Apply the validation-gap penalty to ``bases`` in place."""
+        for i, mb in enumerate(members):
+            if valid[i] and valid_scores[i] is not None:
+                gap = validation_gap(mb.printed_score, valid_scores[i], m)
+                bases[i] = validation_gap_penalty(
+                    bases[i],
+                    gap,
+                    coef=self.gap_coef,
+                    high_coef=self.gap_high_coef,
+                    tolerance=self.gap_tolerance,
+                    piecewise=self.gap_piecewise,
+                ).reward
 
     def _shape(
         self,

@@ -127,26 +127,8 @@ async def _run(sandbox: Sandbox, job: Job, what: str) -> RunResult:
         ) from None
 
 
-async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[Path] = ()) -> None:
-    """Check that ``sandbox`` keeps the :class:`openmle.Sandbox` contract on ``task``.
-
-    Runs, in order: copying ``$DATA_DIR/sample_submission.csv`` gives SUCCESS with a finite
-    score on both splits, with stdout captured and ``job.env`` visible to the program; two
-    such jobs at once both succeed; a raise gives RUNTIME_ERROR with the exception in its
-    error signature; a sleep past ``timeout_s`` gives TIMEOUT; exiting 0 without a file gives
-    MISSING_SUBMISSION; a garbage CSV gives INVALID_SUBMISSION; printing 8 MiB keeps at most
-    1 MiB of logs (head and tail) and counts the rest in ``logs_dropped_bytes``; reading any of
-    ``private_paths`` (and every file beneath them) fails; cancelling a running ``run``
-    returns promptly, and the sandbox still works afterwards.
-
-    Args:
-        sandbox: the sandbox under test (not closed by this function).
-        task: a task reference the sandbox resolves (its sample submission must be valid).
-        private_paths: host paths of the task's hidden answers.
-
-    Raises:
-        AssertionError: the first violated rule, with the result that broke it.
-    """
+async def _check_success(sandbox: Sandbox, task: str) -> None:
+    """Copying the sample submission succeeds on both splits, with output, env, artifacts."""
     env = {"OPENMLE_CONFORMANCE_ENV": "env-reaches-program"}
     for split in Split:
         what = f"copying the sample submission (split={split.value})"
@@ -166,6 +148,9 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
         if "submission.csv" not in r.artifacts:
             raise AssertionError(f"{what}: artifacts {r.artifacts} lack it")
 
+
+async def _check_concurrent(sandbox: Sandbox, task: str) -> None:
+    """Two jobs at once both succeed."""
     results: list[RunResult] = []
 
     async def one() -> None:
@@ -177,6 +162,9 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
     for r in results:
         _expect(r, Outcome.SUCCESS, "two jobs at once")
 
+
+async def _check_failures(sandbox: Sandbox, task: str) -> None:
+    """A raise, a sleep past the timeout, no submission and a garbage CSV each get their outcome."""
     r = _expect(
         await _run(sandbox, Job(code=_RAISE, task=task), "raise"), Outcome.RUNTIME_ERROR, "raise"
     )
@@ -204,6 +192,9 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
         "a garbage submission",
     )
 
+
+async def _check_log_cap(sandbox: Sandbox, task: str) -> None:
+    """Printing 8 MiB keeps at most 1 MiB of logs (head and tail) and counts the rest."""
     r = _expect(
         await _run(sandbox, Job(code=_FLOOD, task=task), "flood"),
         Outcome.MISSING_SUBMISSION,
@@ -223,6 +214,9 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
     if "FLOOD-START" not in r.logs or "FLOOD-END" not in r.logs:
         raise AssertionError("printing 8 MiB: the capped logs must keep the head and the tail")
 
+
+async def _check_private(sandbox: Sandbox, task: str, private_paths: Sequence[Path]) -> None:
+    """Reading any of ``private_paths`` (and every file beneath them) fails."""
     targets = _private_targets(private_paths)
     if targets:
         code = f"TARGETS = {targets!r}\n" + _READ_PRIVATE
@@ -236,6 +230,33 @@ async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[
             leaked = [line for line in r.logs.splitlines() if line.startswith("LEAKED")]
             if leaked:
                 raise AssertionError(f"the program could read private paths: {leaked}")
+
+
+async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[Path] = ()) -> None:
+    """Check that ``sandbox`` keeps the :class:`openmle.Sandbox` contract on ``task``.
+
+    Runs, in order: copying ``$DATA_DIR/sample_submission.csv`` gives SUCCESS with a finite
+    score on both splits, with stdout captured and ``job.env`` visible to the program; two
+    such jobs at once both succeed; a raise gives RUNTIME_ERROR with the exception in its
+    error signature; a sleep past ``timeout_s`` gives TIMEOUT; exiting 0 without a file gives
+    MISSING_SUBMISSION; a garbage CSV gives INVALID_SUBMISSION; printing 8 MiB keeps at most
+    1 MiB of logs (head and tail) and counts the rest in ``logs_dropped_bytes``; reading any of
+    ``private_paths`` (and every file beneath them) fails; cancelling a running ``run``
+    returns promptly, and the sandbox still works afterwards.
+
+    Args:
+        sandbox: the sandbox under test (not closed by this function).
+        task: a task reference the sandbox resolves (its sample submission must be valid).
+        private_paths: host paths of the task's hidden answers.
+
+    Raises:
+        AssertionError: the first violated rule, with the result that broke it.
+    """
+    await _check_success(sandbox, task)
+    await _check_concurrent(sandbox, task)
+    await _check_failures(sandbox, task)
+    await _check_log_cap(sandbox, task)
+    await _check_private(sandbox, task, private_paths)
 
     cancelled_at = None
     try:
