@@ -174,7 +174,14 @@ def _routes() -> list[tuple[str, str, str]]:
             and node.func.id == "Route"
         ):
             path = ast.literal_eval(node.args[0])
-            handler = node.args[1].id if isinstance(node.args[1], ast.Name) else ""
+            arg = node.args[1]
+            handler = (
+                arg.id
+                if isinstance(arg, ast.Name)
+                else arg.attr
+                if isinstance(arg, ast.Attribute)
+                else ""
+            )
             methods = next(ast.literal_eval(k.value) for k in node.keywords if k.arg == "methods")
             out += [(m, path, handler) for m in methods]
     return out
