@@ -537,6 +537,24 @@ class DockerSandbox(Sandbox):
 
     # ---------------------------------------------------------------- engine plumbing
 
+    async def preflight(self) -> None:
+        """Check that the engine answers (a ping), before a search spends any step.
+
+        Raises:
+            SandboxError: no engine answers at the address (the message names it and the fix).
+        """
+        errors: tuple[type[BaseException], ...] = (OSError, *_engine_errors())
+        try:
+            api = await self._client()
+            await anyio.to_thread.run_sync(api.ping)
+        except errors as exc:
+            where = self.base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            raise SandboxError(
+                f"no container engine answers at {where} ({_short(exc, 200)}); start it "
+                "(dockerd, or `podman system service --time=0 unix:///PATH`) or pass "
+                "DockerSandbox(base_url=...) / set DOCKER_HOST"
+            ) from None
+
     def _connect_with_timeout(self, timeout: float) -> Any:
         return self._connect(timeout=timeout)
 

@@ -177,6 +177,21 @@ def _check_workers(workers: int) -> int:
     return workers
 
 
+async def preflight_sandbox(sandbox: object) -> None:
+    """Call the sandbox's optional ``preflight()`` (an engine or service that cannot answer
+    stops the search before its first step, not after a streak of infrastructure errors).
+
+    Raises:
+        SandboxError: what the sandbox's preflight raised (its message names the fix).
+    """
+    hook = getattr(sandbox, "preflight", None)
+    if hook is None or not callable(hook):
+        return
+    answer = hook()
+    if inspect.isawaitable(answer):
+        await answer
+
+
 def _check_parts(
     *,
     model: object,
@@ -294,6 +309,7 @@ async def arun_search(
         config=cfg,
     )
     workers = _check_workers(workers)
+    await preflight_sandbox(sandbox)
     if higher_is_better is None:
         hib = (await resolve_task_meta(task, sandbox)).higher_is_better
     else:
@@ -449,6 +465,7 @@ async def aresume_search(
     """
     _check_parts(model=model, sandbox=sandbox, prompts=prompts, selector=selector, budget=budget)
     rd = RunDir.open(run_dir)
+    await preflight_sandbox(sandbox)
     if not rd.chained:
         warnings.warn(
             f"{rd.path} was written before the journal hash chain: it is resumed, but edits "

@@ -266,3 +266,35 @@ def test_seccomp_profile_is_requested_and_podman_profile_tightened(tmp_path: Pat
         assert path.parent.stat().st_mode & 0o077 == 0
     finally:
         shutil.rmtree(path.parent)
+
+
+@pytest.mark.needs("docker")
+def test_preflight_names_a_dead_engine_before_any_step(tmp_path: Path) -> None:
+    """A search on a sandbox whose engine is down stops at once with one clear error and
+    writes no run directory (it used to spend ten steps on infrastructure errors).
+    """
+    import anyio
+
+    from openmle.backends import OfflineModel
+    from openmle.errors import SandboxError
+    from openmle.search import Budget, arun_search
+
+    dead = f"unix://{tmp_path / 'no-engine.sock'}"
+    sandbox = DockerSandbox(base_url=dead)
+
+    async def main() -> None:
+        with pytest.raises(SandboxError, match=r"no container engine answers at unix://.*base_url"):
+            await sandbox.preflight()
+        with pytest.raises(SandboxError, match="no container engine answers"):
+            await arun_search(
+                task="toy",
+                model=OfflineModel(),
+                sandbox=sandbox,
+                budget=Budget(steps=3),
+                run_dir=tmp_path / "run",
+                higher_is_better=True,
+            )
+        await sandbox.aclose()
+
+    anyio.run(main)
+    assert not (tmp_path / "run").exists()
