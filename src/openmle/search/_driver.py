@@ -21,7 +21,10 @@ worker.
 Failures of the harness never kill the search. Any exception from ``Sandbox.run`` or from the
 model (not only :class:`~openmle.errors.SandboxError` / :class:`~openmle.errors.ModelError`:
 a ``RecursionError``, a ``JSONDecodeError``, anything but cancellation and
-``KeyboardInterrupt``) is retried like an infrastructure failure and then committed as that
+``KeyboardInterrupt``; but a :class:`~openmle.errors.ModelAuthError` or
+:class:`~openmle.errors.ModelNotFoundError`, which no retry can fix, stops the search at once
+with that one error, the step left pending for ``resume``) is retried like an infrastructure
+failure and then committed as that
 step's ``INFRA_ERROR`` node, with the error type and a truncated message in its ``detail``; a
 resumed run therefore moves past it instead of re-running a step that crashes. After
 ``SearchConfig.max_infra_errors`` consecutive ``INFRA_ERROR`` nodes in one session the search
@@ -57,7 +60,7 @@ from openmle._types import (
     Split,
     Usage,
 )
-from openmle.errors import BackendError
+from openmle.errors import BackendError, ModelAuthError, ModelNotFoundError
 from openmle.search._board import Board
 from openmle.search._budget import check_cost, check_usage
 from openmle.search._loop import Evaluation, Node, Proposal, SearchCore
@@ -389,6 +392,10 @@ class _Driver:
                         raise TypeError(f"the model returned {type(answer).__name__}")
                     response = answer
                     break
+                except (ModelAuthError, ModelNotFoundError):
+                    # A revoked key or a removed model: no retry or later step can succeed,
+                    # so the search stops with this error (the step stays pending: resume).
+                    raise
                 except Exception as exc:  # ModelError, and whatever a broken client raises
                     error = _describe_exc(exc)
                     if attempt < self.core.config.retries:

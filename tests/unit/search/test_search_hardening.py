@@ -373,3 +373,42 @@ async def test_wall_clock_cap_is_a_hard_deadline_for_model_calls(tmp_path: Path)
     )
     assert again.stop_reason == "wall_s"
     assert len(again.nodes) == len(result.nodes)
+
+
+def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
+    tmp_path: Path,
+) -> None:
+    """A key revoked mid-run (ModelAuthError on the fourth call) stops the search with that one
+    error instead of ten steps of INFRA_ERROR nodes; resume with a good key finishes the run."""
+    from openmle.errors import ModelAuthError
+
+    calls: list[int] = []
+
+    def revoked_after_three(request: ModelRequest) -> str:
+        calls.append(1)
+        if len(calls) > 3:
+            raise ModelAuthError("401: the API key was revoked")
+        return by_step(request)
+
+    out = tmp_path / "run"
+    with pytest.raises(ModelAuthError, match="revoked"):
+        run_search(
+            "toy",
+            higher_is_better=True,
+            model=ScriptedModel(revoked_after_three),
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(steps=8),
+            config=CONFIG,
+            workers=1,
+            run_dir=out,
+            description="",
+        )
+    assert len(calls) == 4  # no retry of an auth failure
+    nodes = [r["node"] for r in read_journal(out) if r["event"] == "node"]
+    assert [n["outcome"] for n in nodes] == ["success"] * 3
+    result = resume_search(
+        out, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+    )
+    assert len(result.nodes) == 8
+    assert all(n.outcome is Outcome.SUCCESS for n in result.nodes)
