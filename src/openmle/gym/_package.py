@@ -603,14 +603,16 @@ class Task:
         """Run the deterministic package checks; see :mod:`openmle.gym._validate`."""
         return validate_task(self, smoke_test=smoke_test)
 
-    def prepare(self, *, timeout_s: float = 600.0) -> None:
-        """Run ``utils/prepare.py`` in a child process to rebuild ``data/public``/``private``.
+    def prepare(self, *, timeout_s: float = 600.0, memory_mb: int = 16384) -> None:
+        """Run ``utils/prepare.py`` in a confined child process (fixed environment, own process
+        group killed at the end, address-space limit ``memory_mb`` MiB, CPU and wall-clock limit
+        ``timeout_s`` s) to rebuild ``data/public`` and ``data/private``.
 
         See :func:`openmle.gym._prepare.run_prepare`.
         """
         from openmle.gym._prepare import run_prepare
 
-        run_prepare(self.root, timeout_s=timeout_s)
+        run_prepare(self.root, timeout_s=timeout_s, memory_mb=memory_mb)
         self._meta = None
         self._view_key = None
         self._leaderboard_read = False

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +73,95 @@ def test_prepare_failures_keep_the_data(
     with pytest.raises(TaskPackageError, match=needle):
         load_task(root).prepare()
     assert (root / "data/public/train.csv").read_text() == before
+
+
+def _with_prepare(make_package: PackageBuilder, body: str) -> Path:
+    root = make_package()
+    (root / "raw").mkdir()
+    (root / "utils").mkdir()
+    (root / "utils/prepare.py").write_text(body)
+    return root
+
+
+def test_prepare_sees_none_of_the_callers_environment(
+    make_package: PackageBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package's prepare.py cannot read the caller's secrets (it got os.environ whole)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-of-the-caller")
+    monkeypatch.setenv("LD_PRELOAD", "/nonexistent/evil.so")
+    root = _with_prepare(
+        make_package,
+        "import json, os\nfrom pathlib import Path\n"
+        "def prepare(raw, public, private):\n"
+        "    (Path(public) / 'env.json').write_text(json.dumps(dict(os.environ)))\n",
+    )
+    load_task(root).prepare()
+    env = json.loads((root / "data/public/env.json").read_text())
+    assert "OPENAI_API_KEY" not in env
+    assert "LD_PRELOAD" not in env
+    assert env["PYTHONHASHSEED"] == "0"
+    assert "sk-secret" not in json.dumps(env)
+
+
+def test_a_daemon_forked_by_prepare_does_not_outlive_it(make_package: PackageBuilder) -> None:
+    """A grandchild that detaches (double fork) and keeps stderr open is killed when prepare
+    returns; the prepare does not wait for it (the old runner waited on its pipes until the
+    grandchild's 300 s sleep ended, here past the 30 s timeout).
+    """
+    root = _with_prepare(
+        make_package,
+        "import os, time\nfrom pathlib import Path\n"
+        "def prepare(raw, public, private):\n"
+        "    if os.fork() == 0:\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(300)\n"
+        "        os._exit(0)\n"
+        "    time.sleep(0.2)\n"
+        "    (Path(public) / 'ok.txt').write_text('x')\n",
+    )
+    marker = f"openmle-prepare-{os.getpid()}"
+    before = _sleepers()
+    load_task(root).prepare(timeout_s=30)
+    left: set[int] = set()
+    for _ in range(50):
+        left = _sleepers() - before
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, f"{marker}: prepare left {left} running"
+
+
+def _sleepers() -> set[int]:
+    """Pids of processes of this user whose command line runs the prepare runner."""
+    out = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"_openmle_task_prepare" in cmd:
+            out.add(int(d.name))
+    return out
+
+
+def test_prepare_memory_limit_is_enforced_with_a_clear_error(make_package: PackageBuilder) -> None:
+    """A prepare.py that allocates past memory_mb fails naming the limit; data unchanged."""
+    root = _with_prepare(
+        make_package,
+        "def prepare(raw, public, private):\n    blob = bytearray(2 * 1024**3)\n",
+    )
+    before = (root / "data/public/train.csv").read_text()
+    with pytest.raises(TaskPackageError, match="memory_mb=512"):
+        load_task(root).prepare(memory_mb=512)
+    assert (root / "data/public/train.csv").read_text() == before
+
+
+def test_prepare_limits_are_checked() -> None:
+    """A limit that is not a positive integer is an InvalidArgument naming it."""
+    from openmle.errors import InvalidArgument
+    from openmle.gym._prepare import run_prepare
+
+    with pytest.raises(InvalidArgument, match="memory_mb"):
+        run_prepare(Path("/nonexistent"), memory_mb=0)
