@@ -41,12 +41,10 @@ from openmle.bench._naturebench import (
     NatureBenchTask,
     PrimaryMetric,
     case_gap,
-    case_rows,
     parse_sota,
     primary_metrics,
-    read_judge,
-    write_naturebench_report,
 )
+from openmle.bench._naturebench_report import case_rows, read_judge, write_naturebench_report
 from openmle.bench._report import BenchReport, bench_report, write_report
 from openmle.bench._runner import (
     BenchConfig,

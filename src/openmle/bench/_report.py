@@ -326,7 +326,7 @@ def write_report(
     }
     out["grading_report"].write_text(json.dumps(summary, indent=2) + "\n")
     if rep.run.config.benchmark == "naturebench":
-        from openmle.bench._naturebench import write_naturebench_report
+        from openmle.bench._naturebench_report import write_naturebench_report
 
         out.update(write_naturebench_report(root, **dict(naturebench or {})))
     return out
