@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     if benchmark == "naturebench":
         from openmle.bench import NatureBench
 
-        bench = NatureBench(s["data"])
+        bench = NatureBench(s["data"], harness=s.get("registry"))
     else:
         bench = MLEBench.locate(s.get("registry"), s["data"])
     ids = bench.suite(suite if isinstance(suite, str) else list(suite))
@@ -263,7 +263,8 @@ def register(subparsers: Any) -> None:
     run.add_argument(
         "--tasks-dir",
         dest="tasks_dir",
-        help="naturebench: the harness checkout holding tasks/ and task-set/",
+        help="naturebench: the downloaded data holding tasks/ (the harness's --data-dir); "
+        "--registry is the harness checkout holding task-set/ (default: the same folder)",
     )
     run.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
     run.add_argument("--model", help="operator model (default: offline)")

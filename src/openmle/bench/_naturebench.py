@@ -253,13 +253,20 @@ def _abs(p: str | Path) -> Path:
     return Path(p).expanduser().resolve()
 
 
+def _opt_abs(p: str | Path | None) -> Path | None:
+    return None if p is None else _abs(p)
+
+
 @final
 @define(eq=False)
 class NatureBench:
     """A NatureBench checkout: its cases, suites and domains (see the module doc).
 
     Args:
-        root: the checkout (holds ``tasks/`` and ``task-set/``).
+        root: the downloaded data (holds ``tasks/``; the harness's ``--data-dir``,
+            ``./data/naturebench_data`` by default), or a checkout holding both.
+        harness: the harness checkout (holds ``task-set/`` and ``submit-results/``); default
+            ``root``.
         resources: what a program run may use besides GPUs (CPUs, memory); the GPUs come from
             each case's demand.
         time_limit_s: wall-clock limit of one program run (default: the reference 4 hours).
@@ -267,6 +274,7 @@ class NatureBench:
     """
 
     root: Path = field(converter=_abs)
+    harness: Path | None = field(default=None, converter=_opt_abs)
     resources: Resources = field(factory=Resources)
     time_limit_s: float = REFERENCE_TIMEOUT_S
     grade_limits: Any = None
@@ -291,8 +299,8 @@ class NatureBench:
 
     @property
     def task_set(self) -> Path:
-        """``ROOT/task-set``."""
-        return self.root / "task-set"
+        """``HARNESS/task-set``."""
+        return (self.harness or self.root) / "task-set"
 
     def ids(self) -> list[str]:
         """Every case directory under ``tasks/`` (sorted)."""
@@ -346,7 +354,7 @@ class NatureBench:
         """
         if self._domains is None:
             self._domains = {}
-            path = self.root / "submit-results" / "case_metadata.csv"
+            path = (self.harness or self.root) / "submit-results" / "case_metadata.csv"
             with (
                 contextlib.suppress(OSError, csv.Error, UnicodeDecodeError),
                 path.open(newline="", encoding="utf-8-sig") as fh,
@@ -385,7 +393,8 @@ class NatureBench:
         return {
             "benchmark": "naturebench",
             "root": str(self.root),
-            "commit": _git_commit(self.root),
+            "harness": None if self.harness is None else str(self.harness),
+            "commit": _git_commit(self.harness or self.root),
             "time_limit_s": self.time_limit_s,
         }
 

@@ -67,7 +67,7 @@ def case_rows(
         )
     if seed not in run.config.seeds:
         raise InvalidArgument(f"Expected a seed of {list(run.config.seeds)} but got {seed}")
-    bench = NatureBench(run.config.data_dir)
+    bench = NatureBench(run.config.data_dir, harness=run.config.registry)
     judge = judge or {}
     rows = []
     for cid in run.config.competitions:

@@ -626,6 +626,7 @@ def _bench_of(config: BenchConfig, path: Path) -> MLEBench | NatureBench:
     if config.benchmark == "naturebench":
         return NatureBench(
             config.data_dir,
+            harness=config.registry,
             resources=config.resources,
             time_limit_s=config.time_limit_s,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,18 +61,25 @@ def _hand_g(cid: str, raw: dict[str, Any]) -> float:
 
 
 def test_naturebench_bench_run_and_report(tmp_path: Path) -> None:
-    checkout = build(tmp_path / "NatureBench")
+    # As the harness lays it out: the download under --data-dir, task-set/ in the checkout.
+    data = build(tmp_path / "naturebench_data")
+    checkout = tmp_path / "NatureBench"
+    checkout.mkdir()
+    for name in ("task-set", "submit-results"):
+        shutil.move(data / name, checkout / name)
     jobs = tmp_path / "jobs.jsonl"
     out = tmp_path / "bench"
     env = _env(jobs)
     _cli(
-        env, "run", "all", "--benchmark", "naturebench", "--tasks-dir", str(checkout),
+        env, "run", "all", "--benchmark", "naturebench", "--tasks-dir", str(data),
+        "--registry", str(checkout),
         "--model", "offline", "--seeds", "1", "--budget", "steps=3", "--out", str(out),
         "--sandbox", "tests.integration.bench._nbsandbox:recording", "--quiet",
     )  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["benchmark"] == "naturebench"
-    assert manifest["naturebench"]["root"] == str(checkout.resolve())
+    assert manifest["naturebench"]["root"] == str(data.resolve())
+    assert manifest["naturebench"]["harness"] == str(checkout.resolve())
 
     # Resource demand reached the jobs the search made (valid and test).
     seen: dict[str, set[int]] = {}
