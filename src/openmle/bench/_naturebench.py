@@ -271,6 +271,10 @@ class NatureBench:
             each case's demand.
         time_limit_s: wall-clock limit of one program run (default: the reference 4 hours).
         grade_limits: the evaluator process's limits (default: 1 hour, 16 GiB).
+        grader: runs the evaluator elsewhere instead of the local grading process: a callable
+            ``(evaluation_dir, submission_copy, timeout_s) -> {"raw": dict} | {"error": str}``
+            such as ``openmle.backends._docker_grade.ContainerGrader`` (a container of the
+            case's image, the answers mounted read-only there only).
     """
 
     root: Path = field(converter=_abs)
@@ -278,6 +282,7 @@ class NatureBench:
     resources: Resources = field(factory=Resources)
     time_limit_s: float = REFERENCE_TIMEOUT_S
     grade_limits: Any = None
+    grader: Any = None
     _domains: dict[str, str] | None = field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -563,16 +568,27 @@ class NatureBenchTask:
             out = Path(tmp) / "output"
             out.mkdir()
             shutil.copyfile(src, out / "submission.csv", follow_symlinks=False)
-            child = run_child(
-                {"mode": "naturebench", "evaluator": str(evaluator), "output_dir": str(out)},
-                limits=limits,
-            )
-        found = child.result or {}
-        if child.limit is not None or "raw" not in found:
+            if self.bench.grader is not None:
+                try:
+                    found = dict(
+                        self.bench.grader(
+                            evaluator.parent, out / "submission.csv", limits.timeout_s
+                        )
+                    )
+                except Exception as exc:  # the engine failed: no grade, said so
+                    found = {"error": f"the grader failed: {type(exc).__name__}: {str(exc)[:300]}"}
+                limit, code = found.get("limit"), None
+            else:
+                child = run_child(
+                    {"mode": "naturebench", "evaluator": str(evaluator), "output_dir": str(out)},
+                    limits=limits,
+                )
+                found, limit, code = child.result or {}, child.limit, child.returncode
+        if limit is not None or "raw" not in found:
             why = found.get("error") or (
-                f"the evaluator hit its {child.limit} limit"
-                if child.limit
-                else f"the evaluator process ended without a result (exit {child.returncode})"
+                f"the evaluator hit its {limit} limit"
+                if limit
+                else f"the evaluator process ended without a result (exit {code})"
             )
             return result("evaluator_error", str(why), notes=notes)
         raw = found["raw"] if isinstance(found["raw"], dict) else {}
