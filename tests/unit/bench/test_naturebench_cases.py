@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.unit.bench._mininb import build
@@ -194,3 +195,35 @@ def test_evaluator_sees_no_caller_secrets(
     )
     g = nb.task("nb-cpu-bio").evaluate(_submission(nb, "nb-cpu-bio", tmp_path))["g"]
     assert g is not None and math.isclose(g, 0.0, abs_tol=1e-12)
+
+
+def test_bench_config_names_its_benchmark() -> None:
+    from openmle.bench import BenchConfig
+
+    base: dict[str, Any] = {
+        "suite": "all",
+        "competitions": ["a"],
+        "seeds": [0],
+        "model": "offline",
+        "data_dir": "/d",
+    }
+    assert BenchConfig(**base).benchmark == "mle-bench"  # older manifests load unchanged
+    cfg = BenchConfig(**base, benchmark="naturebench")
+    assert BenchConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InvalidArgument, match="benchmark"):
+        BenchConfig(**base, benchmark="kaggle")
+
+
+def test_judge_file_is_checked(tmp_path: Path) -> None:
+    from openmle.bench import read_judge
+
+    good = tmp_path / "judge.json"
+    good.write_text('{"a": {"is_valid": false, "reason": "leak"}, "b": {"is_valid": true, '
+                    '"reason": "ok"}}')  # fmt: skip
+    assert read_judge(good) == {"a": ("invalid", "leak"), "b": ("valid", "ok")}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": {"is_valid": "no", "reason": ""}}')
+    with pytest.raises(InvalidArgument, match="is_valid"):
+        read_judge(bad)
+    with pytest.raises(InvalidArgument, match="Cannot read"):
+        read_judge(tmp_path / "absent.json")
