@@ -496,6 +496,14 @@ class NatureBenchTask:
         )
 
     @property
+    def dockerfile(self) -> Path | None:
+        """``environment/Dockerfile.v3`` when the case ships one (``DockerSandbox`` builds it,
+        on the harness's base image, which must exist in the engine), else None.
+        """
+        path = self.root / "environment" / "Dockerfile.v3"
+        return path if path.is_file() else None
+
+    @property
     def private_paths(self) -> tuple[Path, ...]:
         """``evaluation/`` (the evaluator and the ground truth)."""
         return (self.root / "evaluation",)

@@ -308,6 +308,12 @@ class _KeepingTask:
     def private_paths(self) -> tuple[Path, ...]:
         return self.inner.private_paths
 
+    @property
+    def dockerfile(self) -> Path | None:
+        """The task's environment Dockerfile (a NatureBench case's), else None."""
+        found = getattr(self.inner, "dockerfile", None)
+        return Path(found) if found is not None else None
+
     def public_dir(self, split: Split) -> Path:
         return self.inner.public_dir(split)
 

@@ -227,3 +227,25 @@ def test_judge_file_is_checked(tmp_path: Path) -> None:
         read_judge(bad)
     with pytest.raises(InvalidArgument, match="Cannot read"):
         read_judge(tmp_path / "absent.json")
+
+
+def test_case_environment_reaches_the_sandbox_through_the_bench(
+    nb: NatureBench, tmp_path: Path
+) -> None:
+    """The bench's task wrapper passes a case's Dockerfile.v3 on (DockerSandbox builds it); an
+    MLE-bench task has none, so its jobs keep the sandbox's image."""
+    from openmle._task_protocol import TaskEnvironment
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    cfg = BenchConfig(
+        suite="all", competitions=nb.suite("all"), seeds=[0], model="offline",
+        data_dir=str(nb.root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    task = _Resolver(bench=nb, run=run)("nb-cpu-bio@seed-0")
+    assert isinstance(task, TaskEnvironment)
+    assert task.dockerfile == nb.tasks_dir / "nb-cpu-bio" / "environment" / "Dockerfile.v3"
+    assert not task.dockerfile.parent.is_relative_to(task.private_paths[0])
+    (nb.tasks_dir / "nb-cpu-bio" / "environment" / "Dockerfile.v3").unlink()
+    assert task.dockerfile is None
