@@ -1,4 +1,6 @@
-"""``openmle bench run|resume|report|doctor``: MLE-bench competitions x seeds."""
+"""``openmle bench run|resume|report|doctor``: MLE-bench competitions (or NatureBench cases)
+x seeds.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ _TOML_KEYS = {
     "cpus",
     "memory_mb",
     "time_limit_s",
+    "benchmark",
+    "tasks_dir",
 }
 
 
@@ -58,6 +62,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         v = getattr(args, key, None)
         if v is not None:
             base[key] = v
+    if base.get("benchmark") == "naturebench":
+        if base.get("tasks_dir") and not base.get("data"):
+            base["data"] = base["tasks_dir"]
+        base.setdefault("time_limit_s", 14_400.0)  # NatureBench's reference 4 hours
     defaults = {
         "model": "offline",
         "sandbox": "local",
@@ -89,7 +97,14 @@ def _run(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     suite = s["suite"]
-    bench = MLEBench.locate(s.get("registry"), s["data"])
+    benchmark = s.get("benchmark") or "mle-bench"
+    bench: Any
+    if benchmark == "naturebench":
+        from openmle.bench import NatureBench
+
+        bench = NatureBench(s["data"], harness=s.get("registry"))
+    else:
+        bench = MLEBench.locate(s.get("registry"), s["data"])
     ids = bench.suite(suite if isinstance(suite, str) else list(suite))
     seeds = s["seeds"]
     seed_list = list(range(int(seeds))) if isinstance(seeds, int) else [int(x) for x in seeds]
@@ -109,6 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         time_limit_s=float(s["time_limit_s"]),
         concurrency=s.get("concurrency"),
         workers=int(s["workers"]),
+        benchmark=benchmark,
     )
     model = build_model(config.model)
     emit = _emitter(args)
@@ -167,7 +183,23 @@ def _resume(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from openmle.bench import bench_report, write_report
 
-    paths = write_report(args.bench_dir)
+    submission = {
+        k: v
+        for k, v in (
+            ("model", args.model_name),
+            ("agent", args.agent),
+            ("organization", args.organization),
+            ("url", args.url),
+            ("contact", args.contact),
+        )
+        if v
+    }
+    naturebench = {
+        "judge": args.judge,
+        "submission": submission,
+        "judge_model": args.judge_model or "",
+    }
+    paths = write_report(args.bench_dir, naturebench=naturebench)
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}, sort_keys=True))
     else:
@@ -223,6 +255,17 @@ def register(subparsers: Any) -> None:
         "experiment file",
     )
     run.add_argument("--data", help="the data directory `mlebench prepare` wrote")
+    run.add_argument(
+        "--benchmark",
+        choices=("mle-bench", "naturebench"),
+        help="mle-bench (default) or naturebench (SUITE: all, cpu, gpu_low, gpu_high, ids)",
+    )
+    run.add_argument(
+        "--tasks-dir",
+        dest="tasks_dir",
+        help="naturebench: the downloaded data holding tasks/ (the harness's --data-dir); "
+        "--registry is the harness checkout holding task-set/ (default: the same folder)",
+    )
     run.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
     run.add_argument("--model", help="operator model (default: offline)")
     run.add_argument("--sandbox", help="local (default) or docker")
@@ -250,6 +293,15 @@ def register(subparsers: Any) -> None:
 
     report = sub.add_parser("report", help="write report.{md,json,html} and submission.jsonl")
     report.add_argument("bench_dir", metavar="BENCH_DIR")
+    report.add_argument(
+        "--judge", help="naturebench: judge verdicts JSON {case_id: {is_valid, reason}}"
+    )
+    report.add_argument("--judge-model", dest="judge_model", help="naturebench: the judge")
+    report.add_argument("--model-name", dest="model_name", help="naturebench: submission model")
+    report.add_argument("--agent", help="naturebench: submission agent name")
+    report.add_argument("--organization", help="naturebench: submitting organization")
+    report.add_argument("--url", help="naturebench: public project link")
+    report.add_argument("--contact", help="naturebench: contact for the submission")
     report.add_argument("--json", action="store_true", help="print the written paths as JSON")
     report.set_defaults(handler=_report)
 

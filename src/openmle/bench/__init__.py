@@ -10,6 +10,10 @@
 - :func:`arun_bench`: the competitions x seeds matrix (:class:`BenchConfig`) in a resumable
   bench directory (:class:`BenchRun`); :func:`write_report` / :func:`bench_report` give
   Markdown, JSON, HTML, ``submission.jsonl`` and MLE-bench's grading report.
+- :class:`NatureBench`: a NatureBench checkout; each case is a :class:`NatureBenchTask` (the
+  program sees ``problem/data``, the case's evaluator runs out of process and its result is
+  scored as the gap ``g``); :func:`write_naturebench_report` writes NatureBench's leaderboard
+  metrics, ``results.csv`` and ``submission.yaml`` from a bench directory.
 """
 
 from __future__ import annotations
@@ -32,6 +36,15 @@ from openmle.bench._medals import (
     round_score,
 )
 from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
+from openmle.bench._naturebench import (
+    NatureBench,
+    NatureBenchTask,
+    PrimaryMetric,
+    case_gap,
+    parse_sota,
+    primary_metrics,
+)
+from openmle.bench._naturebench_report import case_rows, read_judge, write_naturebench_report
 from openmle.bench._report import BenchReport, bench_report, write_report
 from openmle.bench._runner import (
     BenchConfig,
@@ -60,6 +73,9 @@ __all__ = [
     "MLEBench",
     "MLEBenchTask",
     "Metric",
+    "NatureBench",
+    "NatureBenchTask",
+    "PrimaryMetric",
     "RankInfo",
     "RunStatus",
     "SandboxFactory",
@@ -71,10 +87,16 @@ __all__ = [
     "bench_sandbox",
     "bench_status",
     "build_seeds",
+    "case_gap",
+    "case_rows",
     "competition_report",
     "doctor",
+    "parse_sota",
+    "primary_metrics",
     "rank_score",
+    "read_judge",
     "round_score",
+    "write_naturebench_report",
     "write_report",
 ]
 

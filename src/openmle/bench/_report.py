@@ -18,12 +18,13 @@ import html
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from openmle.bench._aggregate import METRICS, SuiteMetrics, aggregate_seeds
 from openmle.bench._medals import CompetitionReport, competition_report
+from openmle.bench._mlebench import MLEBenchTask
 from openmle.bench._runner import BenchRun
 from openmle.bench._suites import KNOWN_ISSUES
 
@@ -80,8 +81,12 @@ class BenchReport:
             "",
             f"- competitions: {len(cfg['competitions'])}, seeds: {cfg['seeds']}",
             f"- model: `{cfg['model']}`, sandbox: `{cfg['sandbox']}`, budget: `{cfg['budget']}`",
-            f"- MLE-bench commit: `{m['mlebench'].get('mlebench_commit') or 'unknown'}`, "
-            f"openmle {m['openmle_version']}",
+            (
+                f"- MLE-bench commit: `{m['mlebench'].get('mlebench_commit') or 'unknown'}`, "
+                if "mlebench" in m
+                else f"- NatureBench commit: `{m['naturebench'].get('commit') or 'unknown'}`, "
+            )
+            + f"openmle {m['openmle_version']}",
             f"- hardware: {_hw(m['hardware'])}; per run: {cfg['resources']}, "
             f"{cfg['time_limit_s']:g} s per program",
             "",
@@ -125,6 +130,11 @@ class BenchReport:
         """A self-contained HTML page: suite table, medal table, score-vs-threshold plots."""
         cfg = self.run.manifest["config"]
         e = html.escape
+        m = self.run.manifest
+        source = "MLE-bench" if "mlebench" in m else "NatureBench"
+        commit = (m.get("mlebench") or {}).get("mlebench_commit") or (
+            m.get("naturebench") or {}
+        ).get("commit")
         rows = "".join(
             f"<tr><td>{e(_LABELS[k])}</td><td>{_fmt(self.metrics.metrics[k].mean)}</td>"
             f"<td>{_fmt(self.metrics.metrics[k].sem)}</td>"
@@ -157,8 +167,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:center}}
 <h1>openmle bench: {e(cfg["suite"])}</h1>
 <p>{len(cfg["competitions"])} competitions &times; {len(seeds)} seeds; model
 <code>{e(cfg["model"])}</code>, sandbox <code>{e(cfg["sandbox"])}</code>, budget
-<code>{e(json.dumps(cfg["budget"]))}</code>; MLE-bench commit
-<code>{e(str(self.run.manifest["mlebench"].get("mlebench_commit") or "unknown"))}</code>;
+<code>{e(json.dumps(cfg["budget"]))}</code>; {e(source)} commit
+<code>{e(str(commit or "unknown"))}</code>;
 hardware: {e(_hw(self.run.manifest["hardware"]))}. Missing or failed runs count as failures.</p>
 <h2>Suite (mean, SEM with ddof 1, population sd)</h2>
 <table><tr><th>metric</th><th>mean</th><th>SEM</th><th>sd</th></tr>{rows}</table>
@@ -221,7 +231,10 @@ def _missing(run: BenchRun, cid: str, seed: int, state: str) -> CompetitionRepor
 
     reason = f"run {state}: counted as a failure"
     try:
-        board = _bench_of(run.config, run.path).task(cid).leaderboard
+        task = _bench_of(run.config, run.path).task(cid)
+        if not isinstance(task, MLEBenchTask):  # no leaderboard (NatureBench)
+            return CompetitionReport.missing(cid, seed=seed, reason=reason)
+        board = task.leaderboard
     except (OpenMLEError, OSError):
         return CompetitionReport.missing(cid, seed=seed, reason=reason)
     return competition_report(cid, None, board, submission_exists=False, seed=seed, reason=reason)
@@ -264,11 +277,15 @@ def bench_report(path: str | os.PathLike[str]) -> BenchReport:
     return BenchReport(BenchRun.open(path))
 
 
-def write_report(path: str | os.PathLike[str]) -> dict[str, Path]:
+def write_report(
+    path: str | os.PathLike[str], *, naturebench: Mapping[str, Any] | None = None
+) -> dict[str, Path]:
     """Write the reports and MLE-bench's input files into the bench directory.
 
     Writes ``report.{json,md,html}``, ``submission.jsonl`` and ``grading_report.json``;
-    returns their paths by kind.
+    returns their paths by kind. A NatureBench bench also gets its leaderboard metrics and
+    submission package (``naturebench`` are the keyword arguments of
+    :func:`openmle.bench.write_naturebench_report`: judge, submission, judge_model).
     """
     rep = bench_report(path)
     root = rep.run.path
@@ -308,4 +325,8 @@ def write_report(path: str | os.PathLike[str]) -> dict[str, Path]:
         ],
     }
     out["grading_report"].write_text(json.dumps(summary, indent=2) + "\n")
+    if rep.run.config.benchmark == "naturebench":
+        from openmle.bench._naturebench_report import write_naturebench_report
+
+        out.update(write_naturebench_report(root, **dict(naturebench or {})))
     return out

@@ -44,6 +44,7 @@ from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle.bench._medals import CompetitionReport, competition_report
 from openmle.bench._mlebench import MLEBench, MLEBenchTask
+from openmle.bench._naturebench import NatureBench, NatureBenchTask
 from openmle.errors import InvalidArgument, OpenMLEError
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+BENCHMARKS = ("mle-bench", "naturebench")
 RESULT = "bench_result.json"
 
 
@@ -101,6 +103,8 @@ class BenchConfig:
         time_limit_s: the wall-clock limit of one program run.
         concurrency: runs at once (None: the sandbox's slots).
         workers: expansions in flight within one run.
+        benchmark: ``mle-bench`` or ``naturebench`` (then ``data_dir`` is the NatureBench
+            checkout, and each case's GPUs and the run's time limit come from the case).
     """
 
     suite: str
@@ -115,8 +119,11 @@ class BenchConfig:
     time_limit_s: float = 3600.0
     concurrency: int | None = None
     workers: int = 1
+    benchmark: str = "mle-bench"
 
     def __attrs_post_init__(self) -> None:
+        if self.benchmark not in BENCHMARKS:
+            raise InvalidArgument(f"Expected benchmark in {BENCHMARKS} but got {self.benchmark!r}")
         if not self.competitions:
             raise InvalidArgument("Expected at least one competition in the bench; check SUITE")
         if not self.seeds or any(s < 0 for s in self.seeds):
@@ -143,6 +150,7 @@ class BenchConfig:
             "time_limit_s": self.time_limit_s,
             "concurrency": self.concurrency,
             "workers": self.workers,
+            "benchmark": self.benchmark,
         }
 
     @classmethod
@@ -204,7 +212,7 @@ class BenchRun:
     manifest: dict[str, Any]
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], config: BenchConfig, bench: MLEBench) -> BenchRun:
+    def create(cls, path: str | os.PathLike[str], config: BenchConfig, bench: Any) -> BenchRun:
         """Make ``path`` (absent or empty) and write the manifest.
 
         Raises:
@@ -222,7 +230,9 @@ class BenchRun:
             "openmle_version": __version__,
             "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "config": config.to_dict(),
-            "mlebench": bench.manifest(),
+            ("mlebench" if config.benchmark == "mle-bench" else config.benchmark): (
+                bench.manifest()
+            ),
             "hardware": hardware(),
             "selection": "best validation score; test graded once for the chosen program",
         }
@@ -286,7 +296,7 @@ def bench_status(path: str | os.PathLike[str]) -> list[RunStatus]:
 class _KeepingTask:
     """A competition seen by one run: its test grade keeps the submission it graded."""
 
-    inner: MLEBenchTask
+    inner: MLEBenchTask | NatureBenchTask
     ref: str
     keep: Path
 
@@ -298,6 +308,12 @@ class _KeepingTask:
     def private_paths(self) -> tuple[Path, ...]:
         return self.inner.private_paths
 
+    @property
+    def dockerfile(self) -> Path | None:
+        """The task's environment Dockerfile (a NatureBench case's), else None."""
+        found = getattr(self.inner, "dockerfile", None)
+        return Path(found) if found is not None else None
+
     def public_dir(self, split: Split) -> Path:
         return self.inner.public_dir(split)
 
@@ -307,6 +323,9 @@ class _KeepingTask:
             self.keep.parent.mkdir(parents=True, exist_ok=True)
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, self.keep)
+                if isinstance(self.inner, NatureBenchTask):
+                    # graded in place, so the evaluator's record lands beside the kept copy
+                    return self.inner.grade(self.keep, split)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     self.keep.unlink()
@@ -320,7 +339,7 @@ def _ref(cid: str, seed: int) -> str:
 @final
 @define(eq=False)
 class _Resolver:
-    bench: MLEBench
+    bench: MLEBench | NatureBench
     run: BenchRun
 
     def __call__(self, ref: str) -> _KeepingTask:
@@ -388,7 +407,7 @@ def _budget(config: BenchConfig) -> Any:
 
 async def _one(
     run: BenchRun,
-    bench: MLEBench,
+    bench: MLEBench | NatureBench,
     cid: str,
     seed: int,
     *,
@@ -401,8 +420,12 @@ async def _one(
 
     rd = run.run_dir(cid, seed)
     task = bench.task(cid)
-    leaderboard = task.leaderboard
-    hib = not leaderboard.lower_is_better
+    leaderboard = task.leaderboard if isinstance(task, MLEBenchTask) else None
+    hib = task.higher_is_better
+    # NatureBench: each case's demand (GPUs, time limit) reaches its jobs.
+    per_case = isinstance(task, NatureBenchTask)
+    resources = task.resources if per_case else run.config.resources
+    time_limit_s = task.time_limit_s if per_case else run.config.time_limit_s
     steps = run.config.budget.get("steps")
 
     def progress(p: Any) -> None:
@@ -425,7 +448,7 @@ async def _one(
             model=model,
             sandbox=sandbox,
             budget=_budget(run.config),
-            config=SearchConfig(seed=seed, timeout_s=run.config.time_limit_s),
+            config=SearchConfig(seed=seed, timeout_s=time_limit_s),
             workers=run.config.workers,
             ordered=True,
             run_dir=rd,
@@ -433,8 +456,8 @@ async def _one(
             description=task.description,
             limiter=limiter,
             on_progress=progress,
-            resources=run.config.resources,
-            time_limit_s=run.config.time_limit_s,
+            resources=resources,
+            time_limit_s=time_limit_s,
             manifest_extra={"bench": {"competition_id": cid, "seed": seed}},
         )
     kept = run.submission_path(cid, seed)
@@ -449,14 +472,28 @@ async def _one(
             else (test.detail or test.outcome.value)
         )
     )
-    report = competition_report(
-        cid,
-        score,
-        leaderboard,
-        submission_exists=kept.is_file(),
-        submission_path=str(kept.relative_to(run.path)) if kept.is_file() else "",
-        seed=seed,
-        reason=reason,
+    kept_rel = str(kept.relative_to(run.path)) if kept.is_file() else ""
+    report = (
+        competition_report(
+            cid,
+            score,
+            leaderboard,
+            submission_exists=kept.is_file(),
+            submission_path=kept_rel,
+            seed=seed,
+            reason=reason,
+        )
+        if leaderboard is not None
+        else CompetitionReport(  # no leaderboard, no medals: the score is the gap g
+            competition_id=cid,
+            score=score,
+            submission_exists=kept.is_file(),
+            valid_submission=score is not None,
+            created_at=_dt.datetime.now(_dt.UTC).isoformat(),
+            submission_path=kept_rel,
+            seed=seed,
+            reason=reason,
+        )
     )
     _atomic_write(
         rd / RESULT,
@@ -513,7 +550,7 @@ async def arun_bench(
     model: Any,
     config: BenchConfig | None = None,
     sandbox: SandboxFactory | None = None,
-    bench: MLEBench | None = None,
+    bench: MLEBench | NatureBench | None = None,
     emit: ProgressFn | None = None,
 ) -> list[CompetitionReport]:
     """Run a new bench (``config`` given) or finish the one at ``path``: every run, once.
@@ -591,7 +628,14 @@ async def arun_bench(
     ]
 
 
-def _bench_of(config: BenchConfig, path: Path) -> MLEBench:
+def _bench_of(config: BenchConfig, path: Path) -> MLEBench | NatureBench:
+    if config.benchmark == "naturebench":
+        return NatureBench(
+            config.data_dir,
+            harness=config.registry,
+            resources=config.resources,
+            time_limit_s=config.time_limit_s,
+        )
     return MLEBench.locate(
         config.registry,
         config.data_dir,

@@ -1,0 +1,611 @@
+"""NatureBench cases as openmle tasks: the agent sees ``problem/``, the evaluator runs outside.
+
+Input: a NatureBench checkout (``FrontisAI/NatureBench``, MIT) after its download step::
+
+    ROOT/tasks/<case_id>/{problem/,evaluation/,environment/,metadata.json}
+    ROOT/task-set/{all,cpu,gpu_low,gpu_high}.txt
+    ROOT/submit-results/case_metadata.csv       (optional: the official case -> domain table)
+
+Each case becomes a :class:`NatureBenchTask` (an :class:`openmle._task_protocol.TaskHandle`):
+
+- the program reads ``problem/data/`` read-only through ``$DATA_DIR`` (the runtime path every
+  case exposes after the harness extracts its archives); ``problem/README.md`` and
+  ``problem/data_description.md`` are the task description the model reads;
+- ``evaluation/`` (``evaluator.py`` and the ground truth) is a private path: never mounted,
+  never readable by the program;
+- a grade copies the program's ``submission.csv`` into a fresh output directory
+  (``OUTPUT_DIR/submission.csv``) and runs the case's ``run_evaluation()`` (or ``main()``) in a
+  confined ``python -I`` process (the grader's limits, :class:`openmle.gym.GradeLimits`, with
+  ``OUTPUT_DIR`` set, as the harness does); its returned per-instance blocks are scored against
+  ``metadata.json``'s primary metrics and SOTA scores into the gap ``g``
+  (:func:`case_gap`). The grade's ``score`` is ``g`` (higher is better), so the search
+  selects on the evaluator, as the harness's agents do (every evaluator attempt counts there,
+  the best kept); ``valid`` and ``test`` are the same evaluator.
+
+A test grade writes its structured result (status, message, ``g``, per-instance gaps, the
+evaluator's raw result) to ``naturebench_grade.json`` next to the kept submission; the report
+(:func:`naturebench_report`) reads those into NatureBench's metrics and submission files.
+
+Resources per case: ``task-set`` membership decides the GPUs (``cpu``: none; ``gpu_low`` and
+``gpu_high``: one, as in the reference setup), falling back to ``metadata.json``'s
+``compute_resource_requirements.gpu_compute.severity`` (``none``: 0, otherwise 1) for a case in
+no list; the per-run wall-clock limit defaults to the reference 4 hours.
+
+Limits: only a single-file output (``submission.csv``) reaches the evaluator; cases whose
+evaluator reads several files under ``OUTPUT_DIR/<instance>/`` score ``g = -1`` per missing
+instance. Nothing here downloads anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, final
+
+from attrs import define, field, frozen
+
+from openmle._types import Resources, Split, check_split
+from openmle.errors import InvalidArgument, TaskPackageError
+from openmle.gym._naturebench import REFERENCE_TIMEOUT_S, SUITES, read_suite
+from openmle.gym._reports import GradeReport
+
+__all__ = [
+    "GRADE_RECORD",
+    "NatureBench",
+    "NatureBenchTask",
+    "PrimaryMetric",
+    "case_gap",
+    "parse_sota",
+    "primary_metrics",
+]
+
+GRADE_RECORD = "naturebench_grade.json"
+"""The file a test grade writes next to the kept submission."""
+FAILED_INSTANCE_G = -1.0
+_MAX_METADATA_BYTES = 4 << 20
+_MAX_DESCRIPTION_CHARS = 200_000
+_CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_MEAN = re.compile(rf"\bmean\s*=\s*({_NUMBER})", re.IGNORECASE)
+_RANGE = re.compile(rf"^~?\s*({_NUMBER})\s*(?:to|-|\u2013|\u2014)\s*~?\s*({_NUMBER})\s*$")
+_BOUND = re.compile(rf"^[<>]=?\s*({_NUMBER})")
+_LEADING = re.compile(rf"^{_NUMBER}")
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _parse_one(value: Any, higher_is_better: bool) -> float | None:
+    """One SOTA value (number or text) as a point estimate, by the harness's rules."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return _finite(value)
+    text = str(value).strip()
+    if not text:
+        return None
+    m = _MEAN.search(text)  # "..., (mean=0.919)"
+    if m:
+        return _finite(float(m.group(1)))
+    core = text.split("(", 1)[0].strip().lstrip("~").strip()  # "11.5 (0.6)" -> "11.5"
+    r = _RANGE.match(core)  # "~0.60 to ~0.95": the better end for the direction
+    if r:
+        lo, hi = float(r.group(1)), float(r.group(2))
+        return _finite(hi if higher_is_better else lo)
+    b = _BOUND.match(core)  # "< 1.6" -> 1.6
+    if b:
+        return _finite(float(b.group(1)))
+    core = core.split("\u00b1", 1)[0].strip().lstrip("~").strip()  # "0.939 ± 0.002"
+    n = _LEADING.match(core)
+    return _finite(float(n.group(0))) if n else None
+
+
+def parse_sota(sota_score: Any, higher_is_better: bool) -> float | None:
+    """The SOTA point of a ``sota_score`` field: the best by direction over its variants.
+
+    ``sota_score`` is a list of ``{"value", "method"}`` variants, one such dict, a number or
+    text. Text follows NatureBench's forms: ``"0.939 ± 0.002"`` -> 0.939, ``"11.5 (0.6)"`` ->
+    11.5, ``"~0.60 to ~0.95"`` -> the better end for the direction, ``"< 1.6"`` -> 1.6,
+    ``"(mean=0.919)"`` -> 0.919. None when nothing numeric can be read.
+    """
+    items = sota_score if isinstance(sota_score, list) else [sota_score]
+    points: list[float] = []
+    for item in items:
+        value = item.get("value") if isinstance(item, dict) else item
+        p = _parse_one(value, higher_is_better)
+        if p is not None:
+            points.append(p)
+    if not points:
+        return None
+    return max(points) if higher_is_better else min(points)
+
+
+@final
+@frozen(kw_only=True)
+class PrimaryMetric:
+    """One instance's primary metric: its name, direction and SOTA point (never 0)."""
+
+    instance: str
+    metric: str
+    higher_is_better: bool
+    sota: float
+
+
+def primary_metrics(metadata: Mapping[str, Any]) -> tuple[dict[str, PrimaryMetric], list[str]]:
+    """The primary metric of every ``performance_entries`` instance, and the skipped ones.
+
+    An instance without a primary metric, without a metric name, or with a SOTA that is
+    missing, unparsable or 0 (cannot be normalised) is skipped, with a note saying why.
+    """
+    notes: list[str] = []
+    table: dict[str, PrimaryMetric] = {}
+    entries = metadata.get("performance_entries")
+    if not isinstance(entries, list) or not entries:
+        return {}, ["metadata.json has no performance_entries"]
+    for entry in entries:
+        if not isinstance(entry, dict):
+            notes.append("a performance entry is not an object")
+            continue
+        instance = entry.get("dataset_name") or entry.get("instance_name")
+        if not isinstance(instance, str) or not instance:
+            notes.append("a performance entry has no dataset_name")
+            continue
+        listed = entry.get("metrics")
+        metrics: list[Any] = listed if isinstance(listed, list) else []
+        primary = next((m for m in metrics if isinstance(m, dict) and m.get("is_primary")), None)
+        if primary is None or not isinstance(primary.get("name"), str) or not primary["name"]:
+            notes.append(f"instance {instance!r}: no named primary metric, skipped")
+            continue
+        hib = primary.get("metric_direction") == "higher_is_better"
+        sota = parse_sota(primary.get("sota_score"), hib)
+        if sota is None or sota == 0:
+            why = "missing or unparsable" if sota is None else "0 (cannot be normalised)"
+            notes.append(f"instance {instance!r}: SOTA {why}, skipped")
+            continue
+        table[instance] = PrimaryMetric(
+            instance=instance, metric=primary["name"], higher_is_better=hib, sota=sota
+        )
+    return table, notes
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "").replace(" ", "").replace("-", "")
+
+
+def _metric_in(block: Any, metric: str) -> float | None:
+    """The value keyed (loosely: case, ``_``, ``-`` and spaces ignored) by ``metric`` in
+    ``block`` or the dicts nested in it; None when absent or not a number.
+    """
+    if not isinstance(block, dict):
+        return None
+    target = _norm(metric)
+    for key, value in block.items():
+        if (
+            _norm(str(key)) == target
+            and not isinstance(value, bool)
+            and isinstance(value, int | float)
+        ):
+            return float(value)
+    for value in block.values():
+        found = _metric_in(value, metric) if isinstance(value, dict) else None
+        if found is not None:
+            return found
+    return None
+
+
+def case_gap(
+    raw: Mapping[str, Any], table: Mapping[str, PrimaryMetric]
+) -> tuple[dict[str, float], float | None]:
+    """Per-instance gaps and the case's ``g`` from an evaluator's result.
+
+    ``g_i = d * (score - sota) / |sota|`` (``d`` = +1 for higher-is-better, -1 otherwise);
+    an instance whose own block has no finite score for its primary metric gets -1 (a score is
+    never taken from another instance's block); ``g`` is the mean over the primary instances,
+    None when there are none.
+    """
+    per: dict[str, float] = {}
+    for instance, pm in table.items():
+        score = _metric_in(raw.get(instance), pm.metric)
+        if score is None or not math.isfinite(score):
+            per[instance] = FAILED_INSTANCE_G
+            continue
+        d = 1.0 if pm.higher_is_better else -1.0
+        per[instance] = d * (score - pm.sota) / abs(pm.sota)
+    if not per:
+        return per, None
+    return per, sum(per.values()) / len(per)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(_MAX_METADATA_BYTES + 1)
+        if len(data) > _MAX_METADATA_BYTES:
+            raise TaskPackageError(f"{path} is larger than {_MAX_METADATA_BYTES} bytes")
+        loaded = json.loads(data)
+    except (OSError, ValueError) as exc:
+        raise TaskPackageError(f"{path} cannot be read as JSON ({type(exc).__name__})") from None
+    if not isinstance(loaded, dict):
+        raise TaskPackageError(f"{path} is not a JSON object")
+    return loaded
+
+
+def _read_text(path: Path) -> str:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            return fh.read(_MAX_DESCRIPTION_CHARS)
+    except OSError:
+        return ""
+
+
+def _abs(p: str | Path) -> Path:
+    return Path(p).expanduser().resolve()
+
+
+def _opt_abs(p: str | Path | None) -> Path | None:
+    return None if p is None else _abs(p)
+
+
+@final
+@define(eq=False)
+class NatureBench:
+    """A NatureBench checkout: its cases, suites and domains (see the module doc).
+
+    Args:
+        root: the downloaded data (holds ``tasks/``; the harness's ``--data-dir``,
+            ``./data/naturebench_data`` by default), or a checkout holding both.
+        harness: the harness checkout (holds ``task-set/`` and ``submit-results/``); default
+            ``root``.
+        resources: what a program run may use besides GPUs (CPUs, memory); the GPUs come from
+            each case's demand.
+        time_limit_s: wall-clock limit of one program run (default: the reference 4 hours).
+        grade_limits: the evaluator process's limits (default: 1 hour, 16 GiB).
+        grader: runs the evaluator elsewhere instead of the local grading process: a callable
+            ``(evaluation_dir, submission_copy, timeout_s) -> {"raw": dict} | {"error": str}``
+            such as ``openmle.backends._docker_grade.ContainerGrader`` (a container of the
+            case's image, the answers mounted read-only there only).
+    """
+
+    root: Path = field(converter=_abs)
+    harness: Path | None = field(default=None, converter=_opt_abs)
+    resources: Resources = field(factory=Resources)
+    time_limit_s: float = REFERENCE_TIMEOUT_S
+    grade_limits: Any = None
+    grader: Any = None
+    _domains: dict[str, str] | None = field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.tasks_dir.is_dir():
+            raise InvalidArgument(
+                f"No NatureBench tasks under {self.tasks_dir}; give the harness checkout after "
+                "its download step (`python run_naturebench.py --download-only` or the "
+                "Hugging Face dataset unpacked into tasks/)"
+            )
+        if self.grade_limits is None:
+            from openmle.gym._grader import GradeLimits
+
+            self.grade_limits = GradeLimits(timeout_s=3600.0, memory_mb=16_384)
+
+    @property
+    def tasks_dir(self) -> Path:
+        """``ROOT/tasks``."""
+        return self.root / "tasks"
+
+    @property
+    def task_set(self) -> Path:
+        """``HARNESS/task-set``."""
+        return (self.harness or self.root) / "task-set"
+
+    def ids(self) -> list[str]:
+        """Every case directory under ``tasks/`` (sorted)."""
+        return sorted(
+            p.name
+            for p in self.tasks_dir.iterdir()
+            if p.is_dir() and _CASE_ID.match(p.name) and (p / "metadata.json").is_file()
+        )
+
+    def suite(self, spec: str | Sequence[str]) -> list[str]:
+        """The case ids of a suite: ``all``, ``cpu``, ``gpu_low``, ``gpu_high`` (from
+        ``task-set/``), a ``.txt`` file of ids, comma-separated ids, or a list of ids.
+
+        NatureBench's Lite subset (10 cases in the paper) is not published in the harness;
+        give its ids as a list or a file.
+
+        Raises:
+            InvalidArgument: an unknown id or an empty selection.
+            TaskPackageError: a task-set list is missing or malformed.
+        """
+        if isinstance(spec, str) and spec in SUITES:
+            ids = list(read_suite(self.task_set, spec))
+        elif isinstance(spec, str) and spec.endswith(".txt"):
+            ids = _ids_file(Path(spec))
+        elif isinstance(spec, str):
+            ids = [s.strip() for s in spec.split(",") if s.strip()]
+        else:
+            ids = [str(s).strip() for s in spec if str(s).strip()]
+        known = set(self.ids())
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise InvalidArgument(
+                f"Unknown NatureBench case(s) {unknown[:8]} under {self.tasks_dir}; download "
+                f"them first, or choose from the suites {list(SUITES)}"
+            )
+        if not ids:
+            raise InvalidArgument(f"Expected at least one case in suite {spec!r}")
+        return list(dict.fromkeys(ids))
+
+    def tier(self, cid: str) -> str:
+        """``cpu``, ``gpu_low`` or ``gpu_high`` from ``task-set/``; ``""`` when in none."""
+        for name in ("cpu", "gpu_low", "gpu_high"):
+            with contextlib.suppress(TaskPackageError):
+                if cid in read_suite(self.task_set, name):
+                    return name
+        return ""
+
+    def domain(self, cid: str) -> str:
+        """The case's leaderboard domain: ``submit-results/case_metadata.csv`` when present,
+        else ``metadata.json``'s ``domain_metadata.primary_domain`` (``Other`` when absent).
+        """
+        if self._domains is None:
+            self._domains = {}
+            path = (self.harness or self.root) / "submit-results" / "case_metadata.csv"
+            with (
+                contextlib.suppress(OSError, csv.Error, UnicodeDecodeError),
+                path.open(newline="", encoding="utf-8-sig") as fh,
+            ):
+                for row in csv.DictReader(fh):
+                    case, dom = (row.get("case_id") or "").strip(), row.get("domain")
+                    if case and isinstance(dom, str) and dom.strip():
+                        self._domains[case] = dom.strip()[:100]
+        if cid in self._domains:
+            return self._domains[cid]
+        from openmle.gym._naturebench import case_domain
+
+        return case_domain(self.tasks_dir / cid)
+
+    def task(self, cid: str) -> NatureBenchTask:
+        """The case ``cid`` as a task.
+
+        Raises:
+            InvalidArgument: not a case id under ``tasks/``.
+        """
+        if not isinstance(cid, str) or not _CASE_ID.match(cid):
+            raise InvalidArgument(f"Expected a NatureBench case id but got {cid!r}")
+        root = self.tasks_dir / cid
+        if not (root / "metadata.json").is_file():
+            raise InvalidArgument(f"No NatureBench case {cid!r} under {self.tasks_dir}")
+        return NatureBenchTask(bench=self, case_id=cid)
+
+    def resolve(self, ref: str) -> NatureBenchTask:
+        """A task resolver: the case id as reference."""
+        return self.task(ref)
+
+    def manifest(self) -> dict[str, Any]:
+        """What the bench manifest records about the checkout."""
+        from openmle.bench._mlebench import _git_commit
+
+        return {
+            "benchmark": "naturebench",
+            "root": str(self.root),
+            "harness": None if self.harness is None else str(self.harness),
+            "commit": _git_commit(self.harness or self.root),
+            "time_limit_s": self.time_limit_s,
+        }
+
+
+def _ids_file(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"Cannot read the id list {path} ({type(exc).__name__})") from None
+    return [ln.split("#", 1)[0].strip() for ln in text.splitlines() if ln.split("#", 1)[0].strip()]
+
+
+@final
+@define(eq=False)
+class NatureBenchTask:
+    """One NatureBench case as a task (see the module doc)."""
+
+    bench: NatureBench
+    case_id: str
+
+    @property
+    def name(self) -> str:
+        """The case id."""
+        return self.case_id
+
+    @property
+    def root(self) -> Path:
+        """``tasks/<case_id>``."""
+        return self.bench.tasks_dir / self.case_id
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """``metadata.json``.
+
+        Raises:
+            TaskPackageError: missing, too large or not a JSON object.
+        """
+        return _read_json(self.root / "metadata.json")
+
+    @property
+    def tier(self) -> str:
+        """``cpu``, ``gpu_low``, ``gpu_high`` or ``""`` (see :meth:`NatureBench.tier`)."""
+        return self.bench.tier(self.case_id)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one program run needs (see the module doc)."""
+        tier = self.tier
+        if tier:
+            return 0 if tier == "cpu" else 1
+        req = self.metadata.get("compute_resource_requirements")
+        gpu = req.get("gpu_compute") if isinstance(req, dict) else None
+        severity = gpu.get("severity") if isinstance(gpu, dict) else None
+        return 0 if severity in (None, "none") else 1
+
+    @property
+    def resources(self) -> Resources:
+        """The bench's resources with this case's GPUs."""
+        r = self.bench.resources
+        return Resources(cpus=r.cpus, gpus=self.gpus, memory_mb=r.memory_mb)
+
+    @property
+    def time_limit_s(self) -> float:
+        """Wall-clock limit of one program run."""
+        return self.bench.time_limit_s
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Always: the score is the gap ``g``."""
+        return True
+
+    @property
+    def domain(self) -> str:
+        """The leaderboard domain."""
+        return self.bench.domain(self.case_id)
+
+    @property
+    def grade_limits(self) -> Any:
+        """The evaluator process's limits."""
+        return self.bench.grade_limits
+
+    @property
+    def description(self) -> str:
+        """``problem/README.md`` and ``problem/data_description.md`` plus the output rule."""
+        parts = [
+            _read_text(self.root / "problem" / name)
+            for name in ("README.md", "data_description.md")
+        ]
+        text = "\n\n".join(p for p in parts if p.strip())
+        return (
+            text + "\n\n## How this run is graded\n\nThe data of `problem/data/` is in "
+            "$DATA_DIR (read-only). Write your output as `submission.csv` in the working "
+            "directory; it is given to the case's evaluator as `$OUTPUT_DIR/submission.csv`.\n"
+        )
+
+    @property
+    def dockerfile(self) -> Path | None:
+        """``environment/Dockerfile.v3`` when the case ships one (``DockerSandbox`` builds it,
+        on the harness's base image, which must exist in the engine), else None.
+        """
+        path = self.root / "environment" / "Dockerfile.v3"
+        return path if path.is_file() else None
+
+    @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """``evaluation/`` (the evaluator and the ground truth)."""
+        return (self.root / "evaluation",)
+
+    def public_dir(self, split: Split | str) -> Path:
+        """``problem/data`` (both splits: the evaluator is the only grader)."""
+        check_split(split)
+        return self.root / "problem" / "data"
+
+    def grade(
+        self, submission: Path, split: Split | str, *, timeout_s: float | None = None
+    ) -> GradeReport:
+        """Run the case's evaluator on ``submission`` out of process; the score is ``g``.
+
+        Never raises for a bad submission or a failing evaluator: the report is invalid with
+        the reason. A test grade also writes :data:`GRADE_RECORD` beside ``submission``.
+        """
+        sp = check_split(split)
+        record = self.evaluate(submission, timeout_s=timeout_s)
+        g = record["g"]
+        if sp is Split.TEST:
+            with contextlib.suppress(OSError):
+                Path(submission).with_name(GRADE_RECORD).write_text(
+                    json.dumps(record, indent=2, sort_keys=True), encoding="utf-8"
+                )
+        return GradeReport(
+            task=self.case_id,
+            split=sp,
+            score=g,
+            valid=g is not None,
+            reason="" if g is not None else record["message"],
+            higher_is_better=True,
+            submission_path=str(submission),
+            submission_exists=Path(submission).is_file(),
+        )
+
+    def evaluate(self, submission: Path, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """The structured result of one evaluator run: ``status`` (``scored``,
+        ``no_submission``, ``evaluator_error``, ``no_primary_metrics``), ``message``, ``g``,
+        ``instances`` (per-instance gaps), ``raw`` (the evaluator's result) and ``notes``.
+        """
+        from openmle.gym._grader import GradeLimits, run_child
+
+        def result(status: str, message: str, **extra: Any) -> dict[str, Any]:
+            base: dict[str, Any] = {
+                "case_id": self.case_id,
+                "status": status,
+                "message": message[:1000],
+            }
+            base.update({"g": None, "instances": {}, "raw": None, "notes": []})
+            base.update(extra)
+            return base
+
+        try:
+            table, notes = primary_metrics(self.metadata)
+        except TaskPackageError as exc:
+            return result("task_error", str(exc))
+        src = Path(submission)
+        if not src.is_file() or src.is_symlink():
+            return result("no_submission", "no submission.csv to evaluate", notes=notes)
+        evaluator = self.root / "evaluation" / "evaluator.py"
+        if not evaluator.is_file():
+            return result("task_error", f"{evaluator} is missing", notes=notes)
+        limits = self.grade_limits
+        if not isinstance(limits, GradeLimits):
+            limits = GradeLimits()
+        if timeout_s is not None:
+            limits = limits.with_timeout(min(limits.timeout_s, max(1.0, float(timeout_s))))
+        with tempfile.TemporaryDirectory(prefix="openmle-nb-output-") as tmp:
+            out = Path(tmp) / "output"
+            out.mkdir()
+            shutil.copyfile(src, out / "submission.csv", follow_symlinks=False)
+            if self.bench.grader is not None:
+                try:
+                    found = dict(
+                        self.bench.grader(
+                            evaluator.parent, out / "submission.csv", limits.timeout_s
+                        )
+                    )
+                except Exception as exc:  # the engine failed: no grade, said so
+                    found = {"error": f"the grader failed: {type(exc).__name__}: {str(exc)[:300]}"}
+                limit, code = found.get("limit"), None
+            else:
+                child = run_child(
+                    {"mode": "naturebench", "evaluator": str(evaluator), "output_dir": str(out)},
+                    limits=limits,
+                )
+                found, limit, code = child.result or {}, child.limit, child.returncode
+        if limit is not None or "raw" not in found:
+            why = found.get("error") or (
+                f"the evaluator hit its {limit} limit"
+                if limit
+                else f"the evaluator process ended without a result (exit {code})"
+            )
+            return result("evaluator_error", str(why), notes=notes)
+        raw = found["raw"] if isinstance(found["raw"], dict) else {}
+        per, g = case_gap(raw, table)
+        if g is None:
+            return result(
+                "no_primary_metrics",
+                "metadata.json gives no instance a usable primary metric and SOTA",
+                raw=raw,
+                notes=notes,
+            )
+        return result("scored", "", g=g, instances=per, raw=raw, notes=notes)

@@ -1,0 +1,149 @@
+"""A NatureBench case graded in a container of its own on the real engine (Podman's Docker API):
+the answers are mounted read-only there only, the submission is copied in, and the result is the
+same ``g`` as the local grading process gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.unit.bench._mininb import build
+
+from openmle import Split
+from openmle.backends._docker_grade import ContainerGrader
+from openmle.bench import NatureBench
+from openmle.gym import GradeLimits
+
+from .conftest import Engine
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+
+def _perfect(nb: NatureBench, cid: str, tmp: Path) -> Path:
+    answers = nb.tasks_dir / cid / "evaluation" / "ground_truth" / "answers.csv"
+    sub = tmp / "submission.csv"
+    sub.write_text(answers.read_text())
+    return sub
+
+
+def test_container_grade_matches_local_and_answers_stay_read_only(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "nb")
+    local = NatureBench(root)
+    grader = ContainerGrader(image=docker_engine.image, base_url=docker_engine.base_url)
+    boxed = NatureBench(root, grader=grader)
+    sub = _perfect(local, "nb-gpu-chem", tmp_path)
+    want = local.task("nb-gpu-chem").grade(sub, Split.VALID).score
+    got = boxed.task("nb-gpu-chem").grade(sub, Split.VALID)
+    assert got.valid and want is not None and got.score == pytest.approx(want)
+
+    # The evaluator cannot change its own answers: the mount is read-only.
+    evaluator = root / "tasks" / "nb-cpu-bio" / "evaluation" / "evaluator.py"
+    evaluator.write_text(
+        "import os\n"
+        "def run_evaluation():\n"
+        "    here = os.path.dirname(os.path.abspath(__file__))\n"
+        "    try:\n"
+        "        open(os.path.join(here, 'ground_truth', 'answers.csv'), 'a').write('x')\n"
+        "        wrote = 1.0\n"
+        "    except OSError:\n"
+        "        wrote = 0.05\n"
+        "    sub = open(os.path.join(os.environ['OUTPUT_DIR'], 'submission.csv')).read()\n"
+        "    return {'main': {'ErrorRate': wrote if sub.startswith('id,label') else 9.0}}\n"
+    )
+    rec = boxed.task("nb-cpu-bio").evaluate(sub)
+    assert rec["status"] == "scored" and rec["g"] == pytest.approx(0.0), rec
+
+    broken = boxed.task("nb-broken-bio").evaluate(sub)
+    assert broken["status"] == "evaluator_error" and "RuntimeError" in broken["message"]
+
+    # A stuck evaluator is stopped at the wall-clock limit, and no grading container is left.
+    evaluator.write_text("def run_evaluation():\n    while True:\n        pass\n")
+    slow = NatureBench(root, grader=grader, grade_limits=GradeLimits(timeout_s=3.0))
+    rec = slow.task("nb-cpu-bio").evaluate(sub)
+    assert rec["status"] == "evaluator_error" and "time limit" in rec["message"]
+    import docker
+
+    api = docker.APIClient(base_url=docker_engine.base_url, version="auto")
+    try:
+        left = api.containers(all=True, filters={"label": "openmle.grader=naturebench"})
+    finally:
+        api.close()
+    assert left == []
+
+
+SOLVES = """\
+import csv, os, pathlib
+assert pathlib.Path('/opt/nb_env.txt').read_text().strip() == '42'  # from Dockerfile.v3
+rows = list(csv.DictReader(open(os.path.join(os.environ['DATA_DIR'], 'test.csv'))))
+with open('submission.csv', 'w') as fh:
+    fh.write('id,label\\n')
+    for r in rows:
+        fh.write(f"{r['id']},{int(float(r['x']) > 0)}\\n")
+"""
+
+
+@pytest.mark.anyio
+async def test_case_dockerfile_is_built_and_its_program_graded(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    """Through the bench's task wrapper, DockerSandbox builds the case's Dockerfile.v3, runs the
+    program in it with problem/data only, and the case's evaluator scores g (ErrorRate 0
+    against SOTA 0.05, lower is better: g = 1)."""
+    import os
+    import uuid
+
+    import docker
+
+    from openmle import Job, Outcome
+    from openmle.backends import DockerSandbox
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    root = build(tmp_path / "nb")
+    env = root / "tasks" / "nb-cpu-bio" / "environment" / "Dockerfile.v3"
+    env.write_text(
+        f'FROM {docker_engine.image}\nLABEL nonce="{uuid.uuid4().hex}"\n'
+        "RUN echo 42 > /opt/nb_env.txt\n"
+    )
+    for dirpath, dirs, files in os.walk(tmp_path):
+        for d in dirs:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+    nb = NatureBench(root)
+    cfg = BenchConfig(
+        suite="cpu", competitions=["nb-cpu-bio"], seeds=[0], model="offline",
+        data_dir=str(root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    box = DockerSandbox(
+        image=docker_engine.image,
+        base_url=docker_engine.base_url,
+        resolver=_Resolver(bench=nb, run=run),
+        gpus=None,
+        stop_grace_s=1.0,
+        memory_mb=512,
+        build_log_dir=tmp_path / "builds",
+        build_network_check=docker_engine.kind != "podman",
+    )
+    tag = ""
+    try:
+        async with box:
+            tag = await box.task_image("nb-cpu-bio@seed-0")
+            assert box.builds == 1
+            result = await box.run(
+                Job(code=SOLVES, task="nb-cpu-bio@seed-0", split=Split.TEST, timeout_s=120.0)
+            )
+            assert result.outcome is Outcome.SUCCESS, result.detail + result.logs
+            assert result.score == pytest.approx(1.0)
+        rec = run.submission_path("nb-cpu-bio", 0).with_name("naturebench_grade.json")
+        assert '"status": "scored"' in rec.read_text()
+    finally:
+        if tag:
+            api = docker.APIClient(base_url=docker_engine.base_url, version="auto", timeout=60)
+            try:
+                api.remove_image(tag, force=True)
+            finally:
+                api.close()

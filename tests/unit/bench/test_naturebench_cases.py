@@ -1,0 +1,251 @@
+"""NatureBench cases as tasks: SOTA parsing, the gap g, the problem/evaluation split, resources
+per case, and the evaluator run out of process (hand-computed values)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.unit.bench._mininb import build
+
+from openmle import Resources, Split
+from openmle.bench import NatureBench, PrimaryMetric, case_gap, parse_sota, primary_metrics
+from openmle.bench._naturebench import GRADE_RECORD
+from openmle.errors import InvalidArgument
+from openmle.gym import GradeLimits
+
+
+@pytest.fixture
+def nb(tmp_path: Path) -> NatureBench:
+    return NatureBench(build(tmp_path / "nb"), resources=Resources(cpus=2, memory_mb=2048))
+
+
+@pytest.mark.parametrize(
+    ("value", "hib", "expected"),
+    [
+        ("0.939 \u00b1 0.002", True, 0.939),
+        ("11.5 (0.6)", True, 11.5),
+        ("~0.60 to ~0.95", True, 0.95),
+        ("~0.60 to ~0.95", False, 0.60),
+        ("0.85-0.97", False, 0.85),
+        ("< 1.6", False, 1.6),
+        ("accuracy 0.9, (mean=0.919)", True, 0.919),
+        ("~0.734 \u00b1 0.008", True, 0.734),
+        (3, True, 3.0),
+        ("n/a", True, None),
+        (None, True, None),
+        (True, True, None),
+        ([{"value": "0.8 \u00b1 0.01"}, {"value": "0.75"}], True, 0.8),
+        ([{"value": "0.8 \u00b1 0.01"}, {"value": "0.75"}], False, 0.75),
+        ({"value": "12", "method": "m"}, True, 12.0),
+    ],
+)
+def test_parse_sota_forms(value: object, hib: bool, expected: float | None) -> None:
+    assert parse_sota(value, hib) == expected
+
+
+def test_primary_metrics_skips_zero_unparsable_and_unnamed() -> None:
+    meta = {
+        "performance_entries": [
+            {"dataset_name": "a", "metrics": [
+                {"name": "M", "is_primary": True, "metric_direction": "lower_is_better",
+                 "sota_score": "2.0"}]},
+            {"dataset_name": "z", "metrics": [
+                {"name": "M", "is_primary": True, "sota_score": "0"}]},
+            {"dataset_name": "u", "metrics": [
+                {"name": "M", "is_primary": True, "sota_score": "unknown"}]},
+            {"dataset_name": "n", "metrics": [{"name": "M", "is_primary": False}]},
+        ]
+    }  # fmt: skip
+    table, notes = primary_metrics(meta)
+    assert table == {"a": PrimaryMetric(instance="a", metric="M", higher_is_better=False, sota=2.0)}
+    assert len(notes) == 3
+    assert primary_metrics({})[0] == {}
+
+
+def test_case_gap_by_hand_and_no_cross_instance_leak() -> None:
+    table = {
+        "a": PrimaryMetric(instance="a", metric="Acc", higher_is_better=True, sota=0.8),
+        "b": PrimaryMetric(instance="b", metric="RMSE", higher_is_better=False, sota=-2.0),
+        "c": PrimaryMetric(instance="c", metric="Acc", higher_is_better=True, sota=0.5),
+    }
+    raw = {
+        "a": {"nested": {"acc": 0.9}},  # loose name, nested block
+        "b": {"rmse": 1.0},
+        # "c" missing: -1, never a's 0.9 (a global fallback would leak it)
+        "Acc": 0.99,
+    }
+    per, g = case_gap(raw, table)
+    ga = (0.9 - 0.8) / 0.8
+    gb = -1.0 * (1.0 - (-2.0)) / 2.0
+    assert per == pytest.approx({"a": ga, "b": gb, "c": -1.0})
+    assert g == pytest.approx((ga + gb - 1.0) / 3)
+    per, g = case_gap({"a": {"Acc": float("nan")}, "b": {"RMSE": True}}, table)
+    assert per == {"a": -1.0, "b": -1.0, "c": -1.0} and g == -1.0
+    assert case_gap(raw, {}) == ({}, None)
+
+
+def test_case_is_a_task_problem_data_only(nb: NatureBench) -> None:
+    t = nb.task("nb-gpu-chem")
+    assert t.public_dir(Split.VALID) == t.public_dir(Split.TEST) == t.root / "problem" / "data"
+    assert t.private_paths == (t.root / "evaluation",)
+    assert not t.public_dir("test").is_relative_to(t.private_paths[0])
+    assert "Predict `label`" in t.description and "$OUTPUT_DIR/submission.csv" in t.description
+    assert t.higher_is_better
+    assert t.domain == "Chemistry"
+    with pytest.raises(InvalidArgument, match="case id"):
+        nb.task("../nb-gpu-chem")
+
+
+def test_resources_per_case(nb: NatureBench) -> None:
+    assert nb.task("nb-cpu-bio").resources == Resources(cpus=2, gpus=0, memory_mb=2048)
+    assert nb.task("nb-gpu-chem").resources.gpus == 1
+    assert nb.task("nb-broken-bio").resources.gpus == 1
+    assert nb.task("nb-gpu-chem").time_limit_s == 14_400.0
+    # in no task-set list: metadata.json's gpu severity decides
+    (nb.task_set / "gpu_low.txt").write_text("")
+    assert nb.task("nb-gpu-chem").tier == ""
+    assert nb.task("nb-gpu-chem").gpus == 1
+    (nb.task_set / "cpu.txt").write_text("")
+    assert nb.task("nb-cpu-bio").gpus == 0
+
+
+def test_suites(nb: NatureBench, tmp_path: Path) -> None:
+    assert nb.suite("all") == ["nb-cpu-bio", "nb-gpu-chem", "nb-broken-bio"]
+    assert nb.suite("cpu") == ["nb-cpu-bio"]
+    assert nb.suite("gpu_low") == ["nb-gpu-chem"]
+    assert nb.suite("gpu_high") == ["nb-broken-bio"]
+    assert nb.suite("nb-gpu-chem,nb-cpu-bio") == ["nb-gpu-chem", "nb-cpu-bio"]
+    lite = tmp_path / "lite.txt"
+    lite.write_text("# my lite subset\nnb-cpu-bio\n")
+    assert nb.suite(str(lite)) == ["nb-cpu-bio"]
+    with pytest.raises(InvalidArgument, match="Unknown NatureBench case"):
+        nb.suite("nope")
+    with pytest.raises(InvalidArgument, match="No NatureBench tasks"):
+        NatureBench(tmp_path / "empty")
+
+
+def _submission(nb: NatureBench, cid: str, tmp: Path, *, wrong: int = 0) -> Path:
+    answers = (nb.tasks_dir / cid / "evaluation" / "ground_truth" / "answers.csv").read_text()
+    lines = answers.splitlines()
+    body = [lines[0]]
+    for k, line in enumerate(lines[1:]):
+        i, y = line.split(",")
+        body.append(f"{i},{1 - int(y) if k < wrong else y}")
+    sub = tmp / cid / "submission.csv"
+    sub.parent.mkdir(parents=True)
+    sub.write_text("\n".join(body) + "\n")
+    return sub
+
+
+def test_grade_runs_the_evaluator_and_scores_g(nb: NatureBench, tmp_path: Path) -> None:
+    # 40 test rows, 4 wrong: error rate 0.1 against SOTA 0.05 (lower is better)
+    sub = _submission(nb, "nb-cpu-bio", tmp_path, wrong=4)
+    rep = nb.task("nb-cpu-bio").grade(sub, Split.TEST)
+    assert rep.valid and rep.score == pytest.approx(-(0.1 - 0.05) / 0.05)
+    record = (sub.parent / GRADE_RECORD).read_text()
+    assert '"status": "scored"' in record and '"ErrorRate"' in record
+    # two primary instances ('zero' has SOTA 0 and is skipped): main all right, extra -1
+    sub = _submission(nb, "nb-gpu-chem", tmp_path)
+    rep = nb.task("nb-gpu-chem").grade(sub, Split.VALID)
+    assert rep.score == pytest.approx(((1.0 - 0.8) / 0.8 - 1.0) / 2)
+    assert not (sub.parent / GRADE_RECORD).exists()  # only a test grade is recorded
+
+
+def test_failing_evaluator_and_missing_submission_are_unscored(
+    nb: NatureBench, tmp_path: Path
+) -> None:
+    sub = _submission(nb, "nb-broken-bio", tmp_path)
+    t = nb.task("nb-broken-bio")
+    rep = t.grade(sub, Split.TEST)
+    assert not rep.valid and rep.score is None
+    assert "RuntimeError" in rep.reason
+    rec = t.evaluate(tmp_path / "absent.csv")
+    assert rec["status"] == "no_submission" and rec["g"] is None
+
+
+def test_evaluator_is_bounded_by_the_grade_limits(nb: NatureBench, tmp_path: Path) -> None:
+    evaluator = nb.tasks_dir / "nb-cpu-bio" / "evaluation" / "evaluator.py"
+    evaluator.write_text("def run_evaluation():\n    while True:\n        pass\n")
+    slow = NatureBench(nb.root, grade_limits=GradeLimits(timeout_s=2.0))
+    rec = slow.task("nb-cpu-bio").evaluate(_submission(nb, "nb-cpu-bio", tmp_path))
+    assert rec["status"] == "evaluator_error" and "time" in rec["message"]
+
+
+def test_symlinked_submission_is_never_evaluated(nb: NatureBench, tmp_path: Path) -> None:
+    """A program cannot point the evaluator at the ground truth through a link."""
+    link = tmp_path / "submission.csv"
+    link.symlink_to(nb.tasks_dir / "nb-cpu-bio" / "evaluation" / "ground_truth" / "answers.csv")
+    rec = nb.task("nb-cpu-bio").evaluate(link)
+    assert rec["status"] == "no_submission" and rec["g"] is None
+
+
+def test_evaluator_sees_no_caller_secrets(
+    nb: NatureBench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENMLE_TEST_SECRET", "hunter2")
+    evaluator = nb.tasks_dir / "nb-cpu-bio" / "evaluation" / "evaluator.py"
+    evaluator.write_text(
+        "import os\n"
+        "def run_evaluation():\n"
+        "    leaked = os.environ.get('OPENMLE_TEST_SECRET') is not None\n"
+        "    return {'main': {'ErrorRate': 1.0 if leaked else 0.05}}\n"
+    )
+    g = nb.task("nb-cpu-bio").evaluate(_submission(nb, "nb-cpu-bio", tmp_path))["g"]
+    assert g is not None and math.isclose(g, 0.0, abs_tol=1e-12)
+
+
+def test_bench_config_names_its_benchmark() -> None:
+    from openmle.bench import BenchConfig
+
+    base: dict[str, Any] = {
+        "suite": "all",
+        "competitions": ["a"],
+        "seeds": [0],
+        "model": "offline",
+        "data_dir": "/d",
+    }
+    assert BenchConfig(**base).benchmark == "mle-bench"  # older manifests load unchanged
+    cfg = BenchConfig(**base, benchmark="naturebench")
+    assert BenchConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InvalidArgument, match="benchmark"):
+        BenchConfig(**base, benchmark="kaggle")
+
+
+def test_judge_file_is_checked(tmp_path: Path) -> None:
+    from openmle.bench import read_judge
+
+    good = tmp_path / "judge.json"
+    good.write_text('{"a": {"is_valid": false, "reason": "leak"}, "b": {"is_valid": true, '
+                    '"reason": "ok"}}')  # fmt: skip
+    assert read_judge(good) == {"a": ("invalid", "leak"), "b": ("valid", "ok")}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": {"is_valid": "no", "reason": ""}}')
+    with pytest.raises(InvalidArgument, match="is_valid"):
+        read_judge(bad)
+    with pytest.raises(InvalidArgument, match="Cannot read"):
+        read_judge(tmp_path / "absent.json")
+
+
+def test_case_environment_reaches_the_sandbox_through_the_bench(
+    nb: NatureBench, tmp_path: Path
+) -> None:
+    """The bench's task wrapper passes a case's Dockerfile.v3 on (DockerSandbox builds it); an
+    MLE-bench task has none, so its jobs keep the sandbox's image."""
+    from openmle._task_protocol import TaskEnvironment
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    cfg = BenchConfig(
+        suite="all", competitions=nb.suite("all"), seeds=[0], model="offline",
+        data_dir=str(nb.root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    task = _Resolver(bench=nb, run=run)("nb-cpu-bio@seed-0")
+    assert isinstance(task, TaskEnvironment)
+    assert task.dockerfile == nb.tasks_dir / "nb-cpu-bio" / "environment" / "Dockerfile.v3"
+    assert not task.dockerfile.parent.is_relative_to(task.private_paths[0])
+    (nb.tasks_dir / "nb-cpu-bio" / "environment" / "Dockerfile.v3").unlink()
+    assert task.dockerfile is None
