@@ -34,6 +34,7 @@ from openmle.bench._medals import (
 from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
 from openmle.bench._report import BenchReport, bench_report, write_report
 from openmle.bench._runner import (
+    Arm,
     BenchConfig,
     BenchRun,
     RunStatus,
@@ -41,6 +42,8 @@ from openmle.bench._runner import (
     arun_bench,
     bench_sandbox,
     bench_status,
+    check_priors_clean,
+    priors_ablation,
 )
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITES
 
@@ -50,6 +53,7 @@ __all__ = [
     "METRICS",
     "MLEBENCH_REPORT_FIELDS",
     "SUITES",
+    "Arm",
     "BenchConfig",
     "BenchReport",
     "BenchRun",
@@ -71,8 +75,10 @@ __all__ = [
     "bench_sandbox",
     "bench_status",
     "build_seeds",
+    "check_priors_clean",
     "competition_report",
     "doctor",
+    "priors_ablation",
     "rank_score",
     "round_score",
     "write_report",

@@ -458,6 +458,7 @@ class _Driver:
             wall_s=self.clock() - t0,
             cost_usd=_add_costs(cost, summary_cost),
             warnings=tuple(warnings),
+            priors_shown=_priors_shown(request),
         )
         return ev, result.logs
 
@@ -560,6 +561,14 @@ async def _safe_run(sandbox: Sandbox, job: Job) -> RunResult:
             split=job.split,
         )
     return result
+
+
+def _priors_shown(request: ModelRequest) -> tuple[str, ...]:
+    """The prior ids the request's metadata says its prompt showed (strings only)."""
+    shown = request.metadata.get("priors_shown")
+    if not isinstance(shown, list | tuple):
+        return ()
+    return tuple(str(x)[:200] for x in shown if isinstance(x, str))
 
 
 def _unencodable(text: str) -> str | None:
