@@ -188,3 +188,19 @@ def test_offline_model_drafts_the_model_a_method_prior_names() -> None:
     only_pitfall = f"{PRIORS_BEGIN}\n- [pitfall] hgb(max_iter=300) overfit\nPRIORS>>>"
     names = {_draft(only_pitfall, s)["models"][0]["name"] for s in range(12)}
     assert names != {"hgb"}
+
+
+def test_priors_from_a_run_quote_its_best_program(tmp_path: Path) -> None:
+    """The run's best program becomes a method prior with its gain over the mean Draft."""
+    from openmle.priors import priors_from_run
+
+    out = _search(tmp_path, "a", None, Recording(), steps=8)
+    nodes = RunDir.open(out).nodes()
+    best = max((n for n in nodes if n.score is not None), key=lambda n: n.score or 0.0)
+    drafts = [n.score for n in nodes if not n.parent_ids and n.score is not None]
+    (prior,) = [p for p in priors_from_run(out) if p.prior_id.endswith("-best")]
+    assert prior.kind == "method" and prior.n == len(drafts)
+    assert best.score is not None
+    assert prior.effect == pytest.approx(best.score - sum(drafts) / len(drafts))
+    assert "the best validation score came from this program" in prior.text
+    assert prior.source_ids[0] == "toy"
