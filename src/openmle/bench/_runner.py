@@ -525,7 +525,7 @@ async def _one(
     steps = run.config.budget.get("steps")
 
     def progress(p: Any) -> None:
-        live.run_line(cid, seed, p, steps)
+        live.run_line(cid if arm is None else f"{cid} [{arm.name}]", seed, p, steps)
 
     if (rd / "manifest.json").is_file():
         result = await aresume_search(
