@@ -52,7 +52,7 @@ SANDBOX_HELP = (
     "where programs run: local (default), docker, ray, service:URL, module:callable (a "
     "factory returning a Sandbox) or a name registered in entry-point group openmle.sandboxes"
 )
-_BUDGET_KEYS = ("steps", "sandbox_s", "wall_s", "tokens", "usd")
+_BUDGET_KEYS = ("steps", "sandbox_s", "wall_s", "tokens", "usd", "gpu_s")
 SELECTORS = ("three-factor", "three-factor-paper", "greedy", "uniform")
 
 

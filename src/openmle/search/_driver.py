@@ -459,6 +459,7 @@ class _Driver:
             cost_usd=_add_costs(cost, summary_cost),
             warnings=tuple(warnings),
             priors_shown=_priors_shown(request),
+            gpus=float(_leased_gpus(self.limits.resources)),
         )
         return ev, result.logs
 
@@ -561,6 +562,11 @@ async def _safe_run(sandbox: Sandbox, job: Job) -> RunResult:
             split=job.split,
         )
     return result
+
+
+def _leased_gpus(resources: Resources) -> int:
+    """How many GPUs a job with ``resources`` leases (explicit ids win over the count)."""
+    return len(resources.gpu_ids) if resources.gpu_ids else resources.gpus
 
 
 def _priors_shown(request: ModelRequest) -> tuple[str, ...]:

@@ -232,6 +232,7 @@ class Evaluation:
         warnings: what the harness distrusted or replaced (invalid usage or cost, say).
         priors_shown: the ids of the cross-task priors the request showed (its metadata's
             ``priors_shown``).
+        gpus: the GPUs the job leased (its GPU-seconds are ``runtime_s * gpus``).
     """
 
     code: str
@@ -245,6 +246,7 @@ class Evaluation:
     price_model: str = ""
     warnings: tuple[str, ...] = ()
     priors_shown: tuple[str, ...] = ()
+    gpus: float = 0.0
 
 
 def _str_tuple(value: Sequence[object]) -> tuple[str, ...]:
@@ -521,13 +523,18 @@ class SearchCore:
         proposed only while the compute spent plus the expected compute of the steps in
         flight (their number times the mean sandbox seconds of a committed step) is under
         the cap. One worker, two or N spend the same total, within about one job's duration;
-        more workers only spend it sooner. Before any step is committed nothing is reserved.
+        more workers only spend it sooner. The same holds for ``Budget.gpu_s`` (GPU-seconds).
+        Before any step is committed nothing is reserved.
         """
-        cap = self.budget.sandbox_s
-        if cap is None or not self.pending or not self.nodes:
+        if not self.pending or not self.nodes:
             return False
-        per_step = self.ledger.sandbox_s / len(self.nodes)
-        return self.ledger.sandbox_s + len(self.pending) * per_step >= cap
+        for cap, spent in (
+            (self.budget.sandbox_s, self.ledger.sandbox_s),
+            (self.budget.gpu_s, self.ledger.gpu_s),
+        ):
+            if cap is not None and spent + len(self.pending) * spent / len(self.nodes) >= cap:
+                return True
+        return False
 
     # ---------------------------------------------------------------------------------- propose
 
@@ -664,6 +671,7 @@ class SearchCore:
             cost = self.budget.prices.cost(evaluation.price_model or evaluation.model, usage)
         used = Consumption(
             sandbox_s=r.runtime_s,
+            gpu_s=r.runtime_s * max(0.0, float(evaluation.gpus)),
             queue_s=r.queue_s,
             model_s=max(0.0, evaluation.model_s),
             wall_s=max(0.0, evaluation.wall_s),

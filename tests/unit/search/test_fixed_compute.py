@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from openmle import Job, ModelRequest, Outcome, RunResult
+from openmle import Job, ModelRequest, Outcome, Resources, RunResult
 from openmle.search import (
     Budget,
     SearchConfig,
@@ -115,3 +115,29 @@ def test_fixed_compute_parallel_run_resumes_exactly(tmp_path: Path, workers: int
             final_test=False,
         )
         assert journal_fingerprint(b) == expected, f"cut at line {cut}"
+
+
+def test_gpu_seconds_are_a_fixed_compute_cap_too() -> None:
+    """Jobs that lease GPUs count runtime x GPUs; a gpu_s cap is spent the same way by 1, 2
+    and 4 workers, and the ledger and every node report it."""
+    spent = {}
+    for workers in (1, 2, 4):
+        result = run_search(
+            "toy",
+            higher_is_better=True,
+            model=ScriptedModel(_model),
+            sandbox=_sandbox(0.0),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            budget=Budget(gpu_s=2 * CAP),
+            config=SearchConfig(initial_drafts=2, seed=4),
+            workers=workers,
+            description="",
+            final_test=False,
+            resources=Resources(gpus=2),
+        )
+        assert result.stop_reason == "gpu_s"
+        assert all(n.used.gpu_s == 2 * n.used.sandbox_s for n in result.nodes)
+        spent[workers] = result.spent["gpu_s"]
+    assert set(spent.values()) == {2 * CAP}, spent
+    assert Budget.from_dict(Budget(gpu_s=5.0).to_dict()).gpu_s == 5.0
+    assert "gpu_s" not in Budget(steps=3).to_dict()
