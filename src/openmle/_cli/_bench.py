@@ -32,6 +32,9 @@ _TOML_KEYS = {
     "time_limit_s",
     "benchmark",
     "tasks_dir",
+    "priors",
+    "islands",
+    "arms",
 }
 
 
@@ -93,9 +96,18 @@ def _run(args: argparse.Namespace) -> int:
 
     from openmle import Resources
     from openmle._cli._search import build_model, parse_budget
-    from openmle.bench import BenchConfig, MLEBench, arun_bench, write_report
+    from openmle.bench import BenchConfig, MLEBench, arun_bench, priors_ablation, write_report
 
     s = _settings(args)
+    arms: tuple[Any, ...] = ()
+    if s.get("arms") is not None:
+        if s["arms"] != "2x2":
+            raise InvalidArgument(f"Expected --arms 2x2 but got {s['arms']!r}")
+        if int(s["workers"]) < 2:
+            raise InvalidArgument(
+                "--arms 2x2 compares 1 worker with N workers: pass --workers N with N >= 2"
+            )
+        arms = priors_ablation(int(s["workers"]))
     suite = s["suite"]
     benchmark = s.get("benchmark") or "mle-bench"
     bench: Any
@@ -125,6 +137,9 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=s.get("concurrency"),
         workers=int(s["workers"]),
         benchmark=benchmark,
+        priors=None if s.get("priors") is None else str(Path(s["priors"]).resolve()),
+        islands=int(s.get("islands") or 0),
+        arms=arms,
     )
     model = build_model(config.model)
     emit = _emitter(args)
@@ -279,6 +294,19 @@ def register(subparsers: Any) -> None:
     run.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory per program run")
     run.add_argument(
         "--time-limit", dest="time_limit_s", type=float, help="seconds per program run"
+    )
+    run.add_argument(
+        "--priors",
+        metavar="FILE",
+        help="a prior library shown to every run (or to the arms with priors); a competition "
+        "named in its provenance is refused",
+    )
+    run.add_argument("--islands", type=int, help="island populations per run (default: none)")
+    run.add_argument(
+        "--arms",
+        choices=("2x2",),
+        help="run the ablation: priors off/on x 1 worker / --workers N at the same budget "
+        "(needs --priors, --workers N >= 2 and a sandbox_s cap in --budget)",
     )
     run.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     run.add_argument("--quiet", action="store_true", help="no progress lines")

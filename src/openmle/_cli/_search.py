@@ -52,7 +52,7 @@ SANDBOX_HELP = (
     "where programs run: local (default), docker, ray, service:URL, module:callable (a "
     "factory returning a Sandbox) or a name registered in entry-point group openmle.sandboxes"
 )
-_BUDGET_KEYS = ("steps", "sandbox_s", "wall_s", "tokens", "usd")
+_BUDGET_KEYS = ("steps", "sandbox_s", "wall_s", "tokens", "usd", "gpu_s")
 SELECTORS = ("three-factor", "three-factor-paper", "greedy", "uniform")
 
 
@@ -441,7 +441,13 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         seed=args.seed,
         timeout_s=args.timeout,
         trust_printed_score=getattr(args, "trust_printed_score", False),
+        islands=getattr(args, "islands", None) or 0,
     )
+    priors = getattr(args, "priors", None)
+    if priors is not None:
+        from openmle.search._priors import library_hash
+
+        library_hash(priors)  # a missing or malformed library is refused before anything runs
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
     try:  # from the task package, else the sandbox's task_meta; never guessed
@@ -475,6 +481,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                 higher_is_better=hib,
                 on_progress=None if args.quiet else _Display(stream, budget.steps),
                 prompts=_prompts(model, args.summaries),
+                priors=priors,
                 manifest_extra={
                     "cli": {
                         "model": model_spec,
@@ -482,6 +489,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                         "selector": args.selector,
                         "record": getattr(args, "record", None),
                         "summaries": bool(args.summaries),
+                        "priors": priors,
                     }
                 },
             )
@@ -600,6 +608,7 @@ def _resume(args: argparse.Namespace) -> int:
                 prompts=_prompts(model, bool(cli.get("summaries", False))),
                 budget=budget,
                 on_progress=None if args.quiet else _Display(stream, steps),
+                priors=args.priors,
             )
     except KeyboardInterrupt:
         return interrupted(rd.path)
@@ -767,6 +776,19 @@ def register(subparsers: Any) -> None:
         help="select by the score programs print instead of the sandbox's (recorded in the "
         "manifest; off by default)",
     )
+    search.add_argument(
+        "--priors",
+        metavar="FILE",
+        help="a prior library (JSONL, see openmle.priors): the priors retrieved for the task "
+        "are shown to Draft and Improve prompts; its hash is kept in the manifest",
+    )
+    search.add_argument(
+        "--islands",
+        type=_positive(int),
+        default=None,
+        help="island populations (N >= 2: nodes live on islands, parents are chosen within "
+        "one, the weaker half is reset every 10 nodes; needs --selector three-factor)",
+    )
     _common(search)
     search.set_defaults(handler=_search)
 
@@ -783,6 +805,12 @@ def register(subparsers: Any) -> None:
         help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",
     )
     resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
+    resume.add_argument(
+        "--priors",
+        metavar="FILE",
+        help="check that the run resumes with this prior library (refused when its hash "
+        "differs from the manifest's); default: the block the run recorded",
+    )
     _model_flags(resume)
     resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     resume.add_argument("--quiet", action="store_true", help="no per-node progress lines")

@@ -17,6 +17,12 @@ How it reads its context (honestly: only what a language model would see):
   Crossover blends the two parents' models and unites their features; Draft samples a fresh
   design. Drafts and improvements sometimes carry realistic bugs (no imputation before a model
   that rejects NaN, a log of a possibly non-positive column), so Debug has real work.
+- Cross-task priors (the ``<<<PRIORS ... PRIORS>>>`` block of a Draft or Improve prompt, see
+  :func:`openmle.priors.render_priors`): a ``method`` or ``trick`` line that names one of its
+  models as ``name(key=value, ...)`` (the way its own plans do) is advice it follows. A Draft
+  then builds an advised model (chosen by the seed among them, in block order), with the
+  advised hyperparameters that are on its grid; an Improve that would replace the model
+  replaces it by an advised one. ``pitfall`` lines and models it cannot build are ignored.
 
 The programs inspect the data files at run time: the target is the train column absent from
 ``test.csv``, the id column and submission columns come from ``sample_submission.csv``, the
@@ -55,6 +61,8 @@ from openmle._types import ModelRequest, ModelResponse, Operator, Usage
 __all__ = ["OfflineModel", "render_program"]
 
 _RECIPE = re.compile(r"^# recipe: (\{.*\})\s*$", re.MULTILINE)
+_PRIORS_BLOCK = re.compile(r"<<<PRIORS[^\n]*\n(.*?)PRIORS>>>", re.DOTALL)
+_ADVISED = re.compile(r"\b(ridge|logreg|knn|hgb|rf|et|linear)\(([^()]*)\)")
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 Recipe = dict[str, Any]
@@ -236,16 +244,17 @@ class OfflineModel(OperatorModel):
         if seed is None:
             seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
         rng = np.random.default_rng(seed)
-        parents = [json.loads(m) for m in _RECIPE.findall(text)]
+        parents = [json.loads(m) for m in _RECIPE.findall(_without_priors(text))]
         op = request.operator or Operator.DRAFT
+        advised = self._advised(text) if op in (Operator.DRAFT, Operator.IMPROVE) else []
         if op is Operator.DEBUG and parents:
             recipe, plan = self._debug(parents[0], _feedback(text), rng)
         elif op is Operator.CROSSOVER and len(parents) >= 2:
             recipe, plan = self._crossover(parents[0], parents[1], rng)
         elif op in (Operator.IMPROVE, Operator.CROSSOVER) and parents:
-            recipe, plan = self._improve(parents[0], rng)
+            recipe, plan = self._improve(parents[0], rng, advised)
         else:
-            recipe, plan = self._draft(rng)
+            recipe, plan = self._draft(rng, advised)
         program = render_program(recipe, plan)
         answer = f"{plan}\n\n```python\n{program}```\n"
         return ModelResponse(
@@ -265,8 +274,40 @@ class OfflineModel(OperatorModel):
         params = {k: v[int(rng.integers(len(v)))] for k, v in _GRID[name].items()}
         return {"name": name, "params": params}
 
-    def _draft(self, rng: np.random.Generator) -> tuple[Recipe, str]:
+    def _advised(self, text: str) -> list[dict[str, Any]]:
+        """The models the priors block advises (method and trick lines), in block order, with
+        the advised hyperparameters that are on the grid (the rest at their defaults).
+        """
+        block = _PRIORS_BLOCK.search(text)
+        if block is None:
+            return []
+        out: list[dict[str, Any]] = []
+        for line in block.group(1).splitlines():
+            if not line.lstrip().startswith(("- [method]", "- [trick]")):
+                continue
+            for name, args in _ADVISED.findall(line):
+                if name not in self._models():
+                    continue
+                params = dict(_DEFAULTS[name])
+                for part in args.split(","):
+                    key, eq, raw = part.partition("=")
+                    key = key.strip()
+                    if not eq or key not in _GRID[name]:
+                        continue
+                    for option in _GRID[name][key]:
+                        if repr(option) == raw.strip() or str(option) == raw.strip():
+                            params[key] = option
+                model = {"name": name, "params": params}
+                if model not in out:
+                    out.append(model)
+        return out
+
+    def _draft(
+        self, rng: np.random.Generator, advised: list[dict[str, Any]] | None = None
+    ) -> tuple[Recipe, str]:
         model = self._random_model(rng)
+        if advised:
+            model = copy.deepcopy(advised[int(rng.integers(len(advised)))])
         feats = [f for f in ("missing_flags", "log1p", "poly2") if rng.random() < 0.3]
         if model["name"] in _SCALE_SENSITIVE or rng.random() < 0.3:
             feats.append("standardize")
@@ -284,7 +325,12 @@ class OfflineModel(OperatorModel):
         }
         return recipe, f"Draft: {_describe(recipe)}."
 
-    def _improve(self, parent: Recipe, rng: np.random.Generator) -> tuple[Recipe, str]:
+    def _improve(
+        self,
+        parent: Recipe,
+        rng: np.random.Generator,
+        advised: list[dict[str, Any]] | None = None,
+    ) -> tuple[Recipe, str]:
         r = copy.deepcopy(parent)
         moves = ["param", "param", "param", "feature", "model", "cat"]
         move = moves[int(rng.integers(len(moves)))]
@@ -310,6 +356,9 @@ class OfflineModel(OperatorModel):
             return r, f"Improve: encode categories as {r['cat']}; {_describe(r)}."
         new = self._random_model(rng, avoid=m["name"])
         new["params"] = dict(_DEFAULTS[new["name"]])
+        others = [a for a in advised or () if a["name"] != m["name"]]
+        if others:
+            new = copy.deepcopy(others[int(rng.integers(len(others)))])
         r["models"][idx] = new
         if new["name"] in _SCALE_SENSITIVE and "standardize" not in r["features"]:
             r["features"] = _ordered([*r["features"], "standardize"])
@@ -360,6 +409,11 @@ class OfflineModel(OperatorModel):
             r["cat"] = "onehot"
             fixes.append("rewrite conservatively (median imputation, safe features)")
         return r, f"Debug: {'; '.join(fixes)}; {_describe(r)}."
+
+
+def _without_priors(text: str) -> str:
+    """``text`` without its priors block (advice is never mistaken for a parent program)."""
+    return _PRIORS_BLOCK.sub("", text)
 
 
 def _ordered(feats: list[str]) -> list[str]:

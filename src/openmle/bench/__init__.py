@@ -47,6 +47,7 @@ from openmle.bench._naturebench import (
 from openmle.bench._naturebench_report import case_rows, read_judge, write_naturebench_report
 from openmle.bench._report import BenchReport, bench_report, write_report
 from openmle.bench._runner import (
+    Arm,
     BenchConfig,
     BenchRun,
     RunStatus,
@@ -54,6 +55,8 @@ from openmle.bench._runner import (
     arun_bench,
     bench_sandbox,
     bench_status,
+    check_priors_clean,
+    priors_ablation,
 )
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITES
 
@@ -63,6 +66,7 @@ __all__ = [
     "METRICS",
     "MLEBENCH_REPORT_FIELDS",
     "SUITES",
+    "Arm",
     "BenchConfig",
     "BenchReport",
     "BenchRun",
@@ -89,10 +93,12 @@ __all__ = [
     "build_seeds",
     "case_gap",
     "case_rows",
+    "check_priors_clean",
     "competition_report",
     "doctor",
     "parse_sota",
     "primary_metrics",
+    "priors_ablation",
     "rank_score",
     "read_judge",
     "round_score",

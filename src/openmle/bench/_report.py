@@ -47,28 +47,105 @@ class BenchReport:
 
     def __init__(self, run: BenchRun) -> None:
         self.run = run
-        by_key = {(s.competition_id, s.seed): s for s in run.status()}
-        self.seeds: list[list[CompetitionReport]] = []
-        for seed in run.config.seeds:
-            row = []
-            for cid in run.config.competitions:
-                s = by_key[(cid, seed)]
-                row.append(s.report if s.report is not None else _missing(run, cid, seed, s.state))
-            self.seeds.append(row)
+        by_key = {(s.arm, s.competition_id, s.seed): s for s in run.status()}
+        names = [a.name for a in run.config.arms] or [""]
+        self.arm_seeds: dict[str, list[list[CompetitionReport]]] = {}
+        for arm in names:
+            rows: list[list[CompetitionReport]] = []
+            for seed in run.config.seeds:
+                row = []
+                for cid in run.config.competitions:
+                    s = by_key[(arm, cid, seed)]
+                    row.append(
+                        s.report if s.report is not None else _missing(run, cid, seed, s.state)
+                    )
+                rows.append(row)
+            self.arm_seeds[arm] = rows
+        self.seeds: list[list[CompetitionReport]] = self.arm_seeds[names[0]]
         self.metrics: SuiteMetrics = aggregate_seeds(self.seeds)
+        self.arm_metrics: dict[str, SuiteMetrics] = {
+            a: aggregate_seeds(rows) for a, rows in self.arm_seeds.items() if a
+        }
 
     @property
     def reports(self) -> list[CompetitionReport]:
-        """Every run's report, seed-major."""
+        """Every run's report, seed-major (of the first arm, in an ablation)."""
         return [r for row in self.seeds for r in row]
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, JSON-ready (no timestamps of runs, so reruns compare equal)."""
-        return {
+        out: dict[str, Any] = {
             "manifest": self.run.manifest,
             "metrics": self.metrics.to_dict(),
             "runs": [_stable(r) for r in self.reports],
         }
+        if self.arm_metrics:
+            out["arms"] = {
+                a.name: {
+                    "arm": a.to_dict(),
+                    "metrics": self.arm_metrics[a.name].to_dict(),
+                    "runs": [_stable(r) for row in self.arm_seeds[a.name] for r in row],
+                    "spent": self._spent(a.name),
+                }
+                for a in self.run.config.arms
+            }
+        return out
+
+    def _spent(self, arm: str) -> dict[str, float]:
+        """Total compute the arm's finished runs spent (sandbox seconds, steps, GPU-seconds)."""
+        total: dict[str, float] = {}
+        for cid in self.run.config.competitions:
+            for seed in self.run.config.seeds:
+                res = self.run.run_dir(cid, seed, arm) / "bench_result.json"
+                if not res.is_file():
+                    continue
+                spent = json.loads(res.read_text(encoding="utf-8")).get("spent") or {}
+                for k in ("sandbox_s", "steps", "gpu_s"):
+                    v = spent.get(k)
+                    if isinstance(v, int | float) and not isinstance(v, bool):
+                        total[k] = total.get(k, 0.0) + float(v)
+        return total
+
+    def arms_markdown(self) -> list[str]:
+        """The ablation table: each arm's metrics side by side, mean ± sd over seeds."""
+        if not self.arm_metrics:
+            return []
+        cfg = self.run.config
+        arms = list(cfg.arms)
+        sha = (cfg.priors_sha256 or "")[:16]
+        out = [
+            "## Arms (mean ± population sd over seeds; same competitions, seeds and budget)",
+            "",
+            "| metric | " + " | ".join(a.name for a in arms) + " |",
+            "| --- |" + " --- |" * len(arms),
+            "| priors | " + " | ".join(f"on (`{sha}`)" if a.priors else "off" for a in arms) + " |",
+            "| workers | " + " | ".join(str(a.workers) for a in arms) + " |",
+            "| sandbox s spent | "
+            + " | ".join(_fmt(self._spent(a.name).get("sandbox_s")) for a in arms)
+            + " |",
+        ]
+        for key in METRICS:
+            cells = []
+            for a in arms:
+                mt = self.arm_metrics[a.name].metrics[key]
+                cells.append(f"{_fmt(mt.mean)} ± {_fmt(mt.sd)}")
+            out.append(f"| {_LABELS[key]} | " + " | ".join(cells) + " |")
+        out.append("")
+        if len({a.priors for a in arms}) > 1:
+            out += [
+                f"Arms with priors on saw the library sha256 `{sha}`; arms with priors off "
+                "saw none. These runs differ in priors on purpose (the difference is the "
+                "priors' effect); compare them with other benches only at the same library.",
+                "",
+            ]
+        if len({a.workers for a in arms}) > 1:
+            out += [
+                f"Every arm had the same budget (`{dict(cfg.budget)}`): more workers spend the "
+                "same sandbox compute in parallel, so the workers' effect is not bought with "
+                "more compute.",
+                "",
+            ]
+        return out
 
     # ------------------------------------------------------------------ Markdown
 
@@ -101,6 +178,8 @@ class BenchReport:
             out.append(
                 f"| {_LABELS[key]} | {_fmt(mt.mean)} | {_fmt(mt.sem)} | {_fmt(mt.sd)} | {per} |"
             )
+        if self.arm_metrics:
+            out += ["", *self.arms_markdown()]
         out += [
             "",
             "## Runs",

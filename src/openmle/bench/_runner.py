@@ -29,6 +29,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any, final
 
 import anyio
+import attrs
 from attrs import define, field, frozen
 
 from openmle._types import Outcome, Resources, Split
@@ -48,6 +50,7 @@ from openmle.bench._naturebench import NatureBench, NatureBenchTask
 from openmle.errors import InvalidArgument, OpenMLEError
 
 __all__ = [
+    "Arm",
     "BenchConfig",
     "BenchRun",
     "RunStatus",
@@ -55,6 +58,8 @@ __all__ = [
     "arun_bench",
     "bench_sandbox",
     "bench_status",
+    "check_priors_clean",
+    "priors_ablation",
 ]
 
 MANIFEST = "manifest.json"
@@ -85,6 +90,62 @@ def _ints(values: Iterable[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _arm_name(inst: object, attribute: Any, value: str) -> None:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_+-]{0,40}", value):
+        raise InvalidArgument(
+            f"Expected an arm name of lower-case letters, digits, '_', '+' or '-' but got "
+            f"Arm.name={value!r}"
+        )
+
+
+@final
+@frozen(kw_only=True)
+class Arm:
+    """One arm of an ablation: every competition and seed is run once per arm.
+
+    Args:
+        name: the arm's name (its runs live under ``runs/<name>/``).
+        priors: show the bench's prior library (``BenchConfig.priors``) to the search.
+        workers: expansions in flight within one run. Arms share the bench's budget, so at a
+            fixed ``sandbox_s`` more workers spend the same compute in parallel.
+    """
+
+    name: str = field(validator=_arm_name)
+    priors: bool = False
+    workers: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise InvalidArgument(f"Expected Arm.workers >= 1 but got {self.workers!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"name": self.name, "priors": self.priors, "workers": self.workers}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Arm:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**dict(data))
+
+
+def priors_ablation(workers: int) -> tuple[Arm, ...]:
+    """The 2 x 2 ablation: priors off/on x 1 worker / ``workers`` workers (``workers`` >= 2),
+    named ``base``, ``priors``, ``parallel`` and ``priors+parallel``.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
+        raise InvalidArgument(f"Expected workers >= 2 for the parallel arms but got {workers!r}")
+    return (
+        Arm(name="base", priors=False, workers=1),
+        Arm(name="priors", priors=True, workers=1),
+        Arm(name="parallel", priors=False, workers=workers),
+        Arm(name="priors+parallel", priors=True, workers=workers),
+    )
+
+
+def _arms(values: Iterable[Any]) -> tuple[Arm, ...]:
+    return tuple(v if isinstance(v, Arm) else Arm.from_dict(v) for v in values)
+
+
 @final
 @frozen(kw_only=True)
 class BenchConfig:
@@ -102,9 +163,16 @@ class BenchConfig:
         resources: what each program run may use.
         time_limit_s: the wall-clock limit of one program run.
         concurrency: runs at once (None: the sandbox's slots).
-        workers: expansions in flight within one run.
+        workers: expansions in flight within one run (arms set their own).
         benchmark: ``mle-bench`` or ``naturebench`` (then ``data_dir`` is the NatureBench
             checkout, and each case's GPUs and the run's time limit come from the case).
+        priors: a prior library file shown to every run (or to the arms with ``priors``);
+            the bench refuses a competition named in the library's provenance.
+        priors_sha256: the library's content hash, recorded when the bench is made; a
+            resumed bench refuses a library that changed.
+        islands: island populations per run (0: none; see ``SearchConfig.islands``).
+        arms: the ablation's arms (:func:`priors_ablation`); empty: one plain arm. Arms whose
+            workers differ need a ``sandbox_s`` cap in the budget (the fixed compute).
     """
 
     suite: str
@@ -120,6 +188,10 @@ class BenchConfig:
     concurrency: int | None = None
     workers: int = 1
     benchmark: str = "mle-bench"
+    priors: str | None = None
+    priors_sha256: str | None = None
+    islands: int = 0
+    arms: tuple[Arm, ...] = field(default=(), converter=_arms)
 
     def __attrs_post_init__(self) -> None:
         if self.benchmark not in BENCHMARKS:
@@ -134,24 +206,49 @@ class BenchConfig:
             raise InvalidArgument(f"Expected concurrency >= 1 but got {self.concurrency}")
         if self.workers < 1:
             raise InvalidArgument(f"Expected workers >= 1 but got {self.workers}")
+        if isinstance(self.islands, bool) or not isinstance(self.islands, int) or self.islands < 0:
+            raise InvalidArgument(f"Expected islands >= 0 but got islands={self.islands!r}")
+        names = [a.name for a in self.arms]
+        if len(set(names)) != len(names):
+            raise InvalidArgument(f"Expected distinct arm names but got {names}")
+        if any(a.priors for a in self.arms) and self.priors is None:
+            raise InvalidArgument(
+                "an arm shows priors but the bench has no prior library; pass priors= "
+                "(CLI: --priors FILE)"
+            )
+        if len({a.workers for a in self.arms}) > 1 and "sandbox_s" not in self.budget:
+            raise InvalidArgument(
+                "arms with different workers are compared at equal total compute: give the "
+                "budget a sandbox_s cap (e.g. --budget sandbox_s=600), the compute every arm "
+                f"spends; got budget={dict(self.budget)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {
-            "suite": self.suite,
-            "competitions": list(self.competitions),
-            "seeds": list(self.seeds),
-            "model": self.model,
-            "sandbox": self.sandbox,
-            "budget": dict(self.budget),
-            "data_dir": self.data_dir,
-            "registry": self.registry,
-            "resources": self.resources.to_dict(),
-            "time_limit_s": self.time_limit_s,
-            "concurrency": self.concurrency,
-            "workers": self.workers,
-            "benchmark": self.benchmark,
-        }
+        return (
+            {
+                "suite": self.suite,
+                "competitions": list(self.competitions),
+                "seeds": list(self.seeds),
+                "model": self.model,
+                "sandbox": self.sandbox,
+                "budget": dict(self.budget),
+                "data_dir": self.data_dir,
+                "registry": self.registry,
+                "resources": self.resources.to_dict(),
+                "time_limit_s": self.time_limit_s,
+                "concurrency": self.concurrency,
+                "workers": self.workers,
+                "benchmark": self.benchmark,
+            }
+            | (
+                {"priors": self.priors, "priors_sha256": self.priors_sha256}
+                if self.priors is not None
+                else {}
+            )
+            | ({"islands": self.islands} if self.islands else {})
+            | ({"arms": [a.to_dict() for a in self.arms]} if self.arms else {})
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchConfig:
@@ -197,6 +294,7 @@ class RunStatus:
     seed: int
     state: str  # "done", "interrupted" or "pending"
     report: CompetitionReport | None = None
+    arm: str = ""
 
 
 @final
@@ -258,31 +356,40 @@ class BenchRun:
             raise InvalidArgument(f"{str(p)!r} is not a bench directory (wrong manifest kind)")
         return cls(path=p, config=BenchConfig.from_dict(manifest["config"]), manifest=manifest)
 
-    def run_dir(self, cid: str, seed: int) -> Path:
-        """The search run directory of (``cid``, ``seed``)."""
-        return self.path / "runs" / cid / f"seed-{seed}"
+    def run_dir(self, cid: str, seed: int, arm: str = "") -> Path:
+        """The search run directory of (``cid``, ``seed``) (under ``runs/<arm>/`` in an arm)."""
+        base = self.path / "runs" / arm if arm else self.path / "runs"
+        return base / cid / f"seed-{seed}"
 
-    def submission_path(self, cid: str, seed: int) -> Path:
+    def submission_path(self, cid: str, seed: int, arm: str = "") -> Path:
         """Where the run's graded test submission is kept."""
-        return self.path / "submissions" / cid / f"seed-{seed}" / "submission.csv"
+        base = self.path / "submissions" / arm if arm else self.path / "submissions"
+        return base / cid / f"seed-{seed}" / "submission.csv"
 
     def status(self) -> list[RunStatus]:
-        """Every run of the matrix, competitions in order, then seeds."""
+        """Every run of the matrix: arms in order, then competitions, then seeds."""
         out = []
-        for cid in self.config.competitions:
-            for seed in self.config.seeds:
-                rd = self.run_dir(cid, seed)
-                res = rd / RESULT
-                if res.is_file():
-                    data = json.loads(res.read_text(encoding="utf-8"))
-                    report = CompetitionReport.from_dict(data["report"])
-                    out.append(
-                        RunStatus(competition_id=cid, seed=seed, state="done", report=report)
-                    )
-                elif (rd / "manifest.json").is_file():
-                    out.append(RunStatus(competition_id=cid, seed=seed, state="interrupted"))
-                else:
-                    out.append(RunStatus(competition_id=cid, seed=seed, state="pending"))
+        for arm in [a.name for a in self.config.arms] or [""]:
+            for cid in self.config.competitions:
+                for seed in self.config.seeds:
+                    rd = self.run_dir(cid, seed, arm)
+                    res = rd / RESULT
+                    if res.is_file():
+                        data = json.loads(res.read_text(encoding="utf-8"))
+                        report = CompetitionReport.from_dict(data["report"])
+                        out.append(
+                            RunStatus(
+                                competition_id=cid, seed=seed, state="done", report=report, arm=arm
+                            )
+                        )
+                    elif (rd / "manifest.json").is_file():
+                        out.append(
+                            RunStatus(competition_id=cid, seed=seed, state="interrupted", arm=arm)
+                        )
+                    else:
+                        out.append(
+                            RunStatus(competition_id=cid, seed=seed, state="pending", arm=arm)
+                        )
         return out
 
 
@@ -332,8 +439,8 @@ class _KeepingTask:
         return self.inner.grade(submission, split)
 
 
-def _ref(cid: str, seed: int) -> str:
-    return f"{cid}@seed-{seed}"
+def _ref(cid: str, seed: int, arm: str = "") -> str:
+    return f"{cid}@arm-{arm}@seed-{seed}" if arm else f"{cid}@seed-{seed}"
 
 
 @final
@@ -346,8 +453,15 @@ class _Resolver:
         cid, sep, seed = ref.rpartition("@seed-")
         if not sep or not seed.isdigit():
             raise InvalidArgument(f"Expected a bench task reference ID@seed-K but got {ref!r}")
+        arm = ""
+        if self.run.config.arms:
+            cid, sep, arm = cid.rpartition("@arm-")
+            if not sep or arm not in {a.name for a in self.run.config.arms}:
+                raise InvalidArgument(f"Expected a reference ID@arm-NAME@seed-K but got {ref!r}")
         return _KeepingTask(
-            inner=self.bench.task(cid), ref=ref, keep=self.run.submission_path(cid, int(seed))
+            inner=self.bench.task(cid),
+            ref=ref,
+            keep=self.run.submission_path(cid, int(seed), arm),
         )
 
 
@@ -415,10 +529,15 @@ async def _one(
     sandbox: Any,
     limiter: anyio.CapacityLimiter,
     live: _Live,
+    arm: Arm | None = None,
+    priors: Any = None,
 ) -> CompetitionReport:
     from openmle.search import SearchConfig, aresume_search, arun_search
 
-    rd = run.run_dir(cid, seed)
+    name = "" if arm is None else arm.name
+    rd = run.run_dir(cid, seed, name)
+    shown = priors if (arm is None or arm.priors) else None
+    workers = run.config.workers if arm is None else arm.workers
     task = bench.task(cid)
     leaderboard = task.leaderboard if isinstance(task, MLEBenchTask) else None
     hib = task.higher_is_better
@@ -429,7 +548,7 @@ async def _one(
     steps = run.config.budget.get("steps")
 
     def progress(p: Any) -> None:
-        live.run_line(cid, seed, p, steps)
+        live.run_line(cid if arm is None else f"{cid} [{arm.name}]", seed, p, steps)
 
     if (rd / "manifest.json").is_file():
         result = await aresume_search(
@@ -439,17 +558,18 @@ async def _one(
             limiter=limiter,
             on_progress=progress,
             description=task.description,
+            priors=shown,
         )
     else:
         if rd.exists():
             shutil.rmtree(rd)  # killed while being created: nothing was journalled
         result = await arun_search(
-            _ref(cid, seed),
+            _ref(cid, seed, name),
             model=model,
             sandbox=sandbox,
             budget=_budget(run.config),
-            config=SearchConfig(seed=seed, timeout_s=time_limit_s),
-            workers=run.config.workers,
+            config=SearchConfig(seed=seed, timeout_s=time_limit_s, islands=run.config.islands),
+            workers=workers,
             ordered=True,
             run_dir=rd,
             higher_is_better=hib,
@@ -458,9 +578,13 @@ async def _one(
             on_progress=progress,
             resources=resources,
             time_limit_s=time_limit_s,
-            manifest_extra={"bench": {"competition_id": cid, "seed": seed}},
+            manifest_extra={
+                "bench": {"competition_id": cid, "seed": seed}
+                | ({"arm": arm.to_dict()} if arm is not None else {})
+            },
+            priors=shown,
         )
-    kept = run.submission_path(cid, seed)
+    kept = run.submission_path(cid, seed, name)
     test = result.test_result
     score = test.score if test is not None and test.outcome is Outcome.SUCCESS else None
     reason = (
@@ -576,10 +700,14 @@ async def arun_bench(
         InvalidArgument: a bad config, a non-empty new directory, or not a bench directory.
     """
     if config is not None:
+        library = _library(config)
+        if config.priors is not None and config.priors_sha256 is None:
+            config = attrs.evolve(config, priors_sha256=library.content_hash)
         bench = bench or _bench_of(config, Path(path))
         run = BenchRun.create(path, config, bench)
     else:
         run = BenchRun.open(path)
+        library = _library(run.config)
         bench = bench or _bench_of(run.config, run.path)
     cfg = run.config
     box = (sandbox or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
@@ -591,13 +719,16 @@ async def arun_bench(
         emit=emit or (lambda _line: None),
     )
     todo = [s for s in states if s.state != "done"]
+    arms = {a.name: a for a in cfg.arms}
     live.emit(
         f"openmle bench: {len(states)} runs ({len(cfg.competitions)} competitions x "
-        f"{len(cfg.seeds)} seeds), {len(todo)} to do, writing {run.path}"
+        f"{len(cfg.seeds)} seeds{f' x {len(arms)} arms' if arms else ''}), {len(todo)} to do, "
+        f"writing {run.path}"
     )
     runs_at_once = cfg.concurrency or _slots(box)
     gate = anyio.Semaphore(runs_at_once)
-    limiter = anyio.CapacityLimiter(runs_at_once * cfg.workers)
+    most = max([cfg.workers, *(a.workers for a in cfg.arms)])
+    limiter = anyio.CapacityLimiter(runs_at_once * most)
 
     async def one(s: RunStatus) -> None:
         async with gate:
@@ -611,6 +742,8 @@ async def arun_bench(
                     sandbox=box,
                     limiter=limiter,
                     live=live,
+                    arm=arms.get(s.arm),
+                    priors=library,
                 )
             except OpenMLEError as exc:  # a broken competition fails its runs, not the bench
                 live.emit(f"  {s.competition_id} seed {s.seed}: not finished: {exc}")
@@ -626,6 +759,55 @@ async def arun_bench(
         s.report or CompetitionReport.missing(s.competition_id, seed=s.seed, reason=s.state)
         for s in run.status()
     ]
+
+
+def _library(config: BenchConfig) -> Any:
+    """The bench's prior library (None without one), checked against the recorded hash and
+    against every competition of the bench (:func:`check_priors_clean`).
+    """
+    if config.priors is None:
+        return None
+    from openmle.priors._record import load_library
+
+    library = load_library(config.priors)
+    if config.priors_sha256 is not None and library.content_hash != config.priors_sha256:
+        raise InvalidArgument(
+            f"the prior library {config.priors!r} changed since the bench was made (sha256 "
+            f"{library.content_hash[:16]}... instead of {config.priors_sha256[:16]}...); "
+            "restore it, or start a new bench: runs with different priors are not comparable"
+        )
+    check_priors_clean(library, config.competitions)
+    return library
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.strip().lower()).strip("-")
+
+
+def check_priors_clean(library: Any, competitions: Iterable[str]) -> None:
+    """Refuse to evaluate on a competition the priors were made from.
+
+    Args:
+        library: an :class:`openmle.priors.PriorLibrary`.
+        competitions: the ids the bench evaluates on.
+
+    Raises:
+        InvalidArgument: a competition id appears (compared lower-case, punctuation as
+            ``-``) in a prior's ``source_ids``, or a bench reference to it (``ID@...``)
+            does; the message names the competition, the prior and its source.
+    """
+    for cid in competitions:
+        key = _norm(cid)
+        for prior in library.priors:
+            if any(
+                _norm(s) == key or s.strip().lower().startswith(f"{cid.strip().lower()}@")
+                for s in prior.source_ids
+            ):
+                raise InvalidArgument(
+                    f"refusing to evaluate on {cid!r}: it appears in the provenance of prior "
+                    f"{prior.prior_id!r} (source {prior.source!r}); build the library without "
+                    f"it (openmle.priors.Exclusions) or leave {cid!r} out of the bench"
+                )
 
 
 def _bench_of(config: BenchConfig, path: Path) -> MLEBench | NatureBench:

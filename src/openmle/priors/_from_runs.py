@@ -30,7 +30,10 @@ def priors_from_run(
     score is positive, a ``pitfall`` otherwise, with ``effect`` the mean gain (in the task's
     own score units, higher is better) and ``n`` the number of nodes. Families whose nodes
     failed at least half the time (at least ``max(min_n, 2)`` nodes) give a ``pitfall``
-    without an effect.
+    without an effect. The run's best program (by validation score) gives one ``method``
+    prior quoting the model's own plan for it, with ``effect`` its signed validation score
+    minus the mean of the run's scored Drafts (``n``: those Drafts), when at least one Draft
+    was scored.
 
     Args:
         path: a run directory (read with :meth:`openmle.search.RunDir.open`).
@@ -111,6 +114,9 @@ def priors_from_run(
                 **labels,
             )
         )
+    best = _best_program(nodes, task_name, run_tag, source_ids, labels)
+    if best is not None:
+        out.append(best)
     for fam, oks in sorted(tries.items()):
         failures = oks.count(False)
         if len(oks) >= max(min_n, 2) and failures * 2 >= len(oks):
@@ -133,6 +139,39 @@ def priors_from_run(
                 )
             )
     return out
+
+
+def _best_program(
+    nodes: list[Any],
+    task_name: str,
+    run_tag: str,
+    source_ids: list[str],
+    labels: Mapping[str, Any],
+) -> Prior | None:
+    """The ``method`` prior of the run's best program (None without a scored Draft)."""
+    scored = [n for n in nodes if n.card is not None and n.card.fitness is not None]
+    drafts = [n.card.fitness for n in scored if not n.parent_ids]
+    if not scored or not drafts:
+        return None
+    top = max(scored, key=lambda n: (n.card.fitness, -n.step))
+    plan = " ".join(str(top.plan).split())[:400] or "(the program gave no plan)"
+    effect = float(top.card.fitness - sum(drafts) / len(drafts))
+    return Prior(
+        prior_id=f"run-{run_tag}-best",
+        kind="method",
+        text=(
+            f"On task {task_name!r}, the best validation score came from this program "
+            f"({effect:+.4g} over the mean first draft): {plan}"
+        ),
+        family=top.card.family,
+        source=f"openmle run {task_name}",
+        effect=effect,
+        n=len(drafts),
+        provenance="run",
+        source_ids=source_ids,
+        licence="own",
+        **labels,
+    )
 
 
 def priors_from_runs(

@@ -134,6 +134,9 @@ class Budget:
             summed over the sessions of a resumed run).
         tokens: prompt plus completion tokens.
         usd: money, from ``prices`` or the model's reported ``cost_usd``.
+        gpu_s: GPU-seconds: program run seconds times the GPUs each job leases
+            (``Resources.gpus``), summed over all runs. With ``sandbox_s`` it is the fixed
+            compute that more workers spend in parallel.
         prices: a price table for models that do not report their cost.
         on_exhaust: ``"finish"`` lets running work complete (and be recorded) after a cap is
             reached; ``"cancel"`` cancels it (the cancelled steps are journalled, not re-run).
@@ -147,17 +150,19 @@ class Budget:
     wall_s: float | None = field(default=None, validator=_opt_positive("wall_s"))
     tokens: int | None = field(default=None, converter=_opt_int)
     usd: float | None = field(default=None, validator=_opt_positive("usd"))
+    gpu_s: float | None = field(default=None, validator=_opt_positive("gpu_s"))
     prices: PriceTable | None = None
     on_exhaust: Literal["finish", "cancel"] = "finish"
 
     def __attrs_post_init__(self) -> None:
         check_choice(self.on_exhaust, ("finish", "cancel"), "Budget.on_exhaust")
-        if all(v is None for v in (self.steps, self.sandbox_s, self.wall_s, self.tokens, self.usd)):
+        caps = (self.steps, self.sandbox_s, self.wall_s, self.tokens, self.usd, self.gpu_s)
+        if all(v is None for v in caps):
             raise fail(
                 "at least one cap",
                 "Budget",
                 "no caps",
-                "set steps=, sandbox_s=, wall_s=, tokens= or usd= so the search can end",
+                "set steps=, sandbox_s=, wall_s=, tokens=, usd= or gpu_s= so the search can end",
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,7 +175,7 @@ class Budget:
             "usd": self.usd,
             "prices": None if self.prices is None else self.prices.to_dict(),
             "on_exhaust": self.on_exhaust,
-        }
+        } | ({"gpu_s": self.gpu_s} if self.gpu_s is not None else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Budget:
@@ -193,6 +198,8 @@ class Consumption:
         wall_s: wall seconds of the whole expansion (model plus sandbox plus waits).
         prompt_tokens, completion_tokens: token usage of the model call(s).
         cost_usd: money spent, or None when unknown.
+        gpu_s: GPU-seconds (``sandbox_s`` times the GPUs the job leased; in the JSON only
+            when > 0).
     """
 
     sandbox_s: float = 0.0
@@ -202,9 +209,10 @@ class Consumption:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    gpu_s: float = 0.0
 
     def __attrs_post_init__(self) -> None:
-        for name in ("sandbox_s", "queue_s", "model_s", "wall_s"):
+        for name in ("sandbox_s", "queue_s", "model_s", "wall_s", "gpu_s"):
             check_positive(getattr(self, name), f"Consumption.{name}", allow_zero=True)
         for name in ("prompt_tokens", "completion_tokens"):
             value = getattr(self, name)
@@ -228,7 +236,7 @@ class Consumption:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
-        }
+        } | ({"gpu_s": self.gpu_s} if self.gpu_s else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Consumption:
@@ -251,6 +259,7 @@ class Ledger:
     model_s: float = 0.0
     tokens: int = 0
     usd: float = 0.0
+    gpu_s: float = 0.0
     wall_offset_s: float = 0.0
     """Wall seconds spent by earlier sessions of a resumed run."""
     wall_now_s: float = field(default=0.0)
@@ -282,6 +291,7 @@ class Ledger:
                 "(CLI: --prices FILE) or drop the usd cap."
             )
         self.sandbox_s += used.sandbox_s
+        self.gpu_s += used.gpu_s
         self.model_s += used.model_s
         self.tokens += used.tokens
         if used.cost_usd is not None and math.isfinite(used.cost_usd):
@@ -296,6 +306,7 @@ class Ledger:
             ("wall_s", b.wall_s, self.wall_s),
             ("tokens", b.tokens, self.tokens),
             ("usd", b.usd, self.usd),
+            ("gpu_s", b.gpu_s, self.gpu_s),
         )
         for name, cap, spent in checks:
             if cap is not None and spent >= cap:
@@ -312,6 +323,7 @@ class Ledger:
                 ("wall_s", b.wall_s, self.wall_s),
                 ("tokens", b.tokens, self.tokens),
                 ("usd", b.usd, self.usd),
+                ("gpu_s", b.gpu_s, self.gpu_s),
             ):
                 if cap is not None and spent >= cap:
                     return name
@@ -328,6 +340,7 @@ class Ledger:
             ("wall_s", b.wall_s, self.wall_s),
             ("tokens", b.tokens, self.tokens),
             ("usd", b.usd, self.usd),
+            ("gpu_s", b.gpu_s, self.gpu_s),
         ):
             if cap is not None:
                 out[name] = spent / cap
@@ -342,4 +355,4 @@ class Ledger:
             "wall_s": self.wall_s,
             "tokens": self.tokens,
             "usd": self.usd,
-        }
+        } | ({"gpu_s": self.gpu_s} if self.gpu_s or self.budget.gpu_s is not None else {})

@@ -458,6 +458,8 @@ class _Driver:
             wall_s=self.clock() - t0,
             cost_usd=_add_costs(cost, summary_cost),
             warnings=tuple(warnings),
+            priors_shown=_priors_shown(request),
+            gpus=float(_leased_gpus(self.limits.resources)),
         )
         return ev, result.logs
 
@@ -560,6 +562,19 @@ async def _safe_run(sandbox: Sandbox, job: Job) -> RunResult:
             split=job.split,
         )
     return result
+
+
+def _leased_gpus(resources: Resources) -> int:
+    """How many GPUs a job with ``resources`` leases (explicit ids win over the count)."""
+    return len(resources.gpu_ids) if resources.gpu_ids else resources.gpus
+
+
+def _priors_shown(request: ModelRequest) -> tuple[str, ...]:
+    """The prior ids the request's metadata says its prompt showed (strings only)."""
+    shown = request.metadata.get("priors_shown")
+    if not isinstance(shown, list | tuple):
+        return ()
+    return tuple(str(x)[:200] for x in shown if isinstance(x, str))
 
 
 def _unencodable(text: str) -> str | None:

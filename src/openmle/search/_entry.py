@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
+import attrs
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._types import ModelRequest, Resources, Split, TaskMeta
@@ -58,6 +59,7 @@ from openmle.search._driver import (
     default_selector,
 )
 from openmle.search._loop import Proposal, SearchConfig, SearchCore
+from openmle.search._priors import check_resume_priors, priors_for_run
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
 from openmle.search._rundir import RunDir, check_new_run_dir
 
@@ -258,6 +260,8 @@ async def arun_search(
     manifest_extra: Mapping[str, Any] | None = None,
     resources: Resources | None = None,
     time_limit_s: float | None = None,
+    priors: Any = None,
+    retriever: Any = None,
 ) -> SearchResult:
     """Search ``task`` with Draft/Improve/Debug/Crossover until a budget cap is reached.
 
@@ -288,6 +292,13 @@ async def arun_search(
             task package's ``[resources]`` via ``openmle.gym``, else one CPU and no GPU.
         time_limit_s: the task's per-run limit, capping ``config.timeout_s`` for every job;
             default: the task package's ``time_limit_s``, else no cap.
+        priors: a :class:`~openmle.priors.PriorLibrary` or the path of a library file: the
+            priors retrieved for the task are shown to every Draft and Improve prompt (ids
+            recorded per node as ``priors_shown``; the library's hash, the ids and the block in
+            the manifest's ``extra.priors``). None: no priors.
+        retriever: ranks the library's priors for the task (an
+            :class:`~openmle.priors.Retriever`; default
+            :class:`~openmle.priors.LexicalRetriever`).
 
     Returns:
         The nodes, the best one by validation score, and its test result.
@@ -321,6 +332,11 @@ async def arun_search(
         higher_is_better=hib,
         timeout_s=limits.timeout(cfg.timeout_s),
     )
+    extra: dict[str, Any] = {**(manifest_extra or {}), "job_limits": limits.to_dict()}
+    if priors is not None:
+        entry = priors_for_run(priors, retriever, task=task, description=info.description)
+        info = attrs.evolve(info, priors=entry["block"], priors_shown=tuple(entry["shown"]))
+        extra["priors"] = entry
     sel = selector or default_selector(hib)
     core = SearchCore(config=cfg, selector=sel, budget=budget, higher_is_better=hib)
     recorder: Recorder = _NullRecorder()
@@ -339,7 +355,7 @@ async def arun_search(
             model=model,
             sandbox=sandbox,
             prompts=prompts or OperatorPrompts(),
-            extra={**(manifest_extra or {}), "job_limits": limits.to_dict()},
+            extra=extra,
         )
         recorder = rd
         path = rd.path
@@ -389,6 +405,8 @@ def run_search(
     manifest_extra: Mapping[str, Any] | None = None,
     resources: Resources | None = None,
     time_limit_s: float | None = None,
+    priors: Any = None,
+    retriever: Any = None,
 ) -> SearchResult:
     """Blocking twin of :func:`arun_search` (same arguments but ``limiter``); runs its own
     event loop, so call it from synchronous code only.
@@ -413,6 +431,8 @@ def run_search(
             manifest_extra=manifest_extra,
             resources=resources,
             time_limit_s=time_limit_s,
+            priors=priors,
+            retriever=retriever,
         )
     )
 
@@ -440,6 +460,7 @@ async def aresume_search(
     on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
     description: str | None = None,
+    priors: Any = None,
 ) -> SearchResult:
     """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
 
@@ -490,12 +511,20 @@ async def aresume_search(
                 f"the description given to resume {str(rd.path)!r} differs from the one the "
                 "run started with; pass the original description"
             )
+    recorded = extra.get("priors")
+    check_resume_priors(str(rd.path), recorded, priors)
     info = TaskInfo(
         name=m["task"]["name"],
         description=_description(m["task"]["name"]) if description is None else description,
         higher_is_better=hib,
         timeout_s=limits.timeout(cfg.timeout_s),
     )
+    if isinstance(recorded, Mapping):
+        info = attrs.evolve(
+            info,
+            priors=str(recorded.get("block", "")),
+            priors_shown=tuple(str(x) for x in recorded.get("shown", ())),
+        )
     core = SearchCore(
         config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
     )
@@ -552,6 +581,7 @@ def resume_search(
     on_progress: Callable[[Progress], None] | None = None,
     final_test: bool = True,
     description: str | None = None,
+    priors: Any = None,
 ) -> SearchResult:
     """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
     return _blocking(
@@ -566,5 +596,6 @@ def resume_search(
             on_progress=on_progress,
             final_test=final_test,
             description=description,
+            priors=priors,
         )
     )

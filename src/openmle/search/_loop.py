@@ -52,6 +52,8 @@ from openmle.errors import InvalidArgument
 from openmle.search._board import Board
 from openmle.search._budget import Budget, Consumption, Ledger, check_cost, check_usage
 from openmle.search._cards import ExperienceCard
+from openmle.search._islands import Islands, IslandSelector
+from openmle.search._select import ThreeFactorSelector
 
 __all__ = ["Evaluation", "Node", "Proposal", "SearchConfig", "SearchCore"]
 
@@ -92,6 +94,15 @@ class SearchConfig:
             failing or raising) after which the search stops with a
             :class:`~openmle.errors.BackendError`; counted per session, so ``resume`` tries
             again once the cause is fixed. 0 never stops.
+        islands: island populations (0 or 1: none). With ``N >= 2`` every committed node
+            has a home island (a Draft: ``step % N``; any other node: its first parent's),
+            a scored node is offered to its home island (:meth:`Islands.admit`), and parents
+            are chosen by an :class:`~openmle.search.IslandSelector` over the configured
+            selector (which must then be a :class:`~openmle.search.ThreeFactorSelector`).
+        migration_interval: with islands, :meth:`Islands.migrate` runs after every
+            ``migration_interval`` committed nodes (the weaker half of the islands is reset
+            from the stronger half); its random draw comes from a generator seeded by
+            ``(seed, migration number)``, so a replayed journal migrates identically.
     """
 
     initial_drafts: int = field(default=5, validator=_nonneg_int("initial_drafts"))
@@ -106,6 +117,8 @@ class SearchConfig:
     retries: int = field(default=2, validator=_nonneg_int("retries"))
     retry_backoff_s: float = 1.0
     max_infra_errors: int = field(default=10, validator=_nonneg_int("max_infra_errors"))
+    islands: int = field(default=0, validator=_nonneg_int("islands"))
+    migration_interval: int = field(default=10)
 
     def __attrs_post_init__(self) -> None:
         check_positive(self.retry_backoff_s, "SearchConfig.retry_backoff_s", allow_zero=True)
@@ -120,6 +133,12 @@ class SearchConfig:
             isinstance(self.repeated_errors, int) and self.repeated_errors >= 2
         ):
             raise fail("an integer >= 2", "SearchConfig.repeated_errors", self.repeated_errors)
+        if isinstance(self.migration_interval, bool) or not (
+            isinstance(self.migration_interval, int) and self.migration_interval >= 1
+        ):
+            raise fail(
+                "an integer >= 1", "SearchConfig.migration_interval", self.migration_interval
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -211,6 +230,9 @@ class Evaluation:
         price_model: the model id the price table prices (the one the user asked for); default:
             ``model``.
         warnings: what the harness distrusted or replaced (invalid usage or cost, say).
+        priors_shown: the ids of the cross-task priors the request showed (its metadata's
+            ``priors_shown``).
+        gpus: the GPUs the job leased (its GPU-seconds are ``runtime_s * gpus``).
     """
 
     code: str
@@ -223,6 +245,8 @@ class Evaluation:
     cost_usd: float | None = None
     price_model: str = ""
     warnings: tuple[str, ...] = ()
+    priors_shown: tuple[str, ...] = ()
+    gpus: float = 0.0
 
 
 def _str_tuple(value: Sequence[object]) -> tuple[str, ...]:
@@ -259,6 +283,9 @@ class Node:
         card: the node's :class:`~openmle.search.ExperienceCard` (the board's record).
         warnings: what the harness distrusted or replaced while evaluating it (journalled only
             when there is any).
+        island: the node's home island when the search runs islands (journalled only then).
+        priors_shown: the ids of the cross-task priors its prompt showed (journalled only
+            when there is any).
 
     Raises:
         InvalidArgument: a non-finite score, or a score on a node that did not succeed.
@@ -288,8 +315,16 @@ class Node:
     elapsed_s: float = 0.0
     card: ExperienceCard | None = None
     warnings: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    island: int | None = None
+    priors_shown: tuple[str, ...] = field(default=(), converter=_str_tuple)
 
     def __attrs_post_init__(self) -> None:
+        if self.island is not None and (
+            isinstance(self.island, bool) or not isinstance(self.island, int) or self.island < 0
+        ):
+            raise InvalidArgument(
+                f"Node.island must be an integer >= 0 or None, got {self.island!r}"
+            )
         for name in ("score", "valid_score", "printed_score"):
             value = getattr(self, name)
             if value is None:
@@ -337,7 +372,11 @@ class Node:
             "selection": None if self.selection is None else dict(self.selection),
             "elapsed_s": self.elapsed_s,
             "card": None if self.card is None else self.card.to_dict(),
-        } | ({"warnings": list(self.warnings)} if self.warnings else {})
+        } | (
+            ({"warnings": list(self.warnings)} if self.warnings else {})
+            | ({"island": self.island} if self.island is not None else {})
+            | ({"priors_shown": list(self.priors_shown)} if self.priors_shown else {})
+        )
 
     def run_result(self) -> RunResult:
         """The node's validation run as a :class:`RunResult` (logs capped to ``feedback``)."""
@@ -365,6 +404,7 @@ class Node:
         d["parent_ids"] = tuple(d["parent_ids"])
         d["used"] = Consumption.from_dict(d["used"])
         d["warnings"] = tuple(d.get("warnings", ()))
+        d["priors_shown"] = tuple(d.get("priors_shown", ()))
         return cls(**d)
 
 
@@ -412,11 +452,31 @@ class SearchCore:
     _n_ok: int = field(default=0, init=False)
     _done: set[int] = field(factory=set, init=False)
     _prefix: int = field(default=0, init=False)
+    islands: Islands | None = field(default=None, init=False)
+    migrations: int = field(default=0, init=False)
+    _home: dict[str, int] = field(factory=dict, init=False)
+    _since_migration: int = field(default=0, init=False)
+    _island_base: ThreeFactorSelector | None = field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.ledger = Ledger(budget=self.budget)
         self.rng = np.random.default_rng(self.config.seed)
         self.board = Board(task=TaskMeta(higher_is_better=self.higher_is_better))
+        if self.config.islands >= 2:
+            base = self.selector
+            if isinstance(base, IslandSelector):
+                base = base.base
+            if not isinstance(base, ThreeFactorSelector):
+                raise InvalidArgument(
+                    f"SearchConfig.islands={self.config.islands} needs a ThreeFactorSelector "
+                    f"(parents are chosen within an island by it) but got selector="
+                    f"{type(self.selector).__name__}; pass selector=ThreeFactorSelector(...) "
+                    "(CLI: --selector three-factor) or islands=0"
+                )
+            self._island_base = base
+            self.islands = Islands(
+                num_islands=self.config.islands, higher_is_better=self.higher_is_better
+            )
 
     # ----------------------------------------------------------------------------------- views
 
@@ -456,11 +516,31 @@ class SearchCore:
         """Why the core will propose nothing more (a cap name), or None."""
         return self.stop_reason or self.ledger.exhausted()
 
+    def compute_reserved(self) -> bool:
+        """Whether the steps in flight are expected to use up the ``sandbox_s`` cap.
+
+        ``Budget.sandbox_s`` is the fixed compute of a search: with several workers, a step is
+        proposed only while the compute spent plus the expected compute of the steps in
+        flight (their number times the mean sandbox seconds of a committed step) is under
+        the cap. One worker, two or N spend the same total, within about one job's duration;
+        more workers only spend it sooner. The same holds for ``Budget.gpu_s`` (GPU-seconds).
+        Before any step is committed nothing is reserved.
+        """
+        if not self.pending or not self.nodes:
+            return False
+        for cap, spent in (
+            (self.budget.sandbox_s, self.ledger.sandbox_s),
+            (self.budget.gpu_s, self.ledger.gpu_s),
+        ):
+            if cap is not None and spent + len(self.pending) * spent / len(self.nodes) >= cap:
+                return True
+        return False
+
     # ---------------------------------------------------------------------------------- propose
 
     def propose(self) -> Proposal | None:
         """The next expansion to evaluate, or None once a budget cap is reached."""
-        if self.exhausted() is not None:
+        if self.exhausted() is not None or self.compute_reserved():
             return None
         step = self.next_step
         node_id = f"n{step:05d}"
@@ -519,7 +599,10 @@ class SearchCore:
             # The board caches one candidate per scored node; family_count is left to the
             # selector (it counts families among the candidates, as the released code does).
             candidates = self.board.candidates()
-        selection = self.selector.select(candidates, self.rng, k=op.n_parents)
+        selector: Selector = self.selector
+        if self.islands is not None and self._island_base is not None:
+            selector = IslandSelector(base=self._island_base, islands=self.islands)
+        selection = selector.select(candidates, self.rng, k=op.n_parents)
         if len(selection.chosen) != op.n_parents:
             raise InvalidArgument(
                 f"selector returned {len(selection.chosen)} parents for {op.value}, "
@@ -588,6 +671,7 @@ class SearchCore:
             cost = self.budget.prices.cost(evaluation.price_model or evaluation.model, usage)
         used = Consumption(
             sandbox_s=r.runtime_s,
+            gpu_s=r.runtime_s * max(0.0, float(evaluation.gpus)),
             queue_s=r.queue_s,
             model_s=max(0.0, evaluation.model_s),
             wall_s=max(0.0, evaluation.wall_s),
@@ -637,7 +721,35 @@ class SearchCore:
             elapsed_s=elapsed_s,
             card=card,
             warnings=tuple(warnings),
+            island=self._home_island(proposal),
+            priors_shown=evaluation.priors_shown,
         )
+
+    def _home_island(self, proposal: Proposal) -> int | None:
+        """A Draft's home is ``step % islands``; any other node lives on its first parent's."""
+        if self.islands is None:
+            return None
+        if proposal.parent_ids and proposal.parent_ids[0] in self._home:
+            return self._home[proposal.parent_ids[0]]
+        return proposal.step % self.islands.num_islands
+
+    def _admit(self, node: Node) -> None:
+        """Offer ``node`` to its home island, then migrate on schedule (see SearchConfig)."""
+        islands = self.islands
+        if islands is None:
+            return
+        home = node.island if node.island is not None else node.step % islands.num_islands
+        home = min(home, islands.num_islands - 1)
+        self._home[node.node_id] = home
+        if node.ok and node.score is not None:
+            islands = islands.admit(node.node_id, node.score, home)
+        self._since_migration += 1
+        if self._since_migration >= self.config.migration_interval:
+            rng = np.random.default_rng([self.config.seed, self.migrations])
+            islands = islands.migrate(rng)
+            self.migrations += 1
+            self._since_migration = 0
+        self.islands = islands
 
     def commit(self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0) -> Node:
         """Record the evaluation of a pending proposal and return its node."""
@@ -655,6 +767,7 @@ class SearchCore:
             self.board.add(node.card)
         self._family_counts[node.family] = self._family_counts.get(node.family, 0) + 1
         self._n_ok += node.ok
+        self._admit(node)
         self.ledger.charge(node.used)
         self.last_elapsed_s = max(self.last_elapsed_s, node.elapsed_s)
         self._mark_done(node.step)

@@ -64,12 +64,17 @@ class TaskInfo:
         description: the task's public description.
         higher_is_better: metric direction.
         timeout_s: the per-run wall-clock limit.
+        priors: the cross-task priors block retrieved for this task
+            (:func:`openmle.priors.render_priors`; empty: none), shown to Draft and Improve.
+        priors_shown: the ids of the priors in ``priors``.
     """
 
     name: str
     description: str = ""
     higher_is_better: bool = True
     timeout_s: float = 600.0
+    priors: str = ""
+    priors_shown: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -260,6 +265,8 @@ class OperatorPrompts(DeferringPromptBuilder):
                 task=TaskBrief(description=task.description.strip() or task.name),
                 parents=views,
                 memory=memory,
+                priors=task.priors,
+                priors_shown=task.priors_shown,
                 execution_timeout_s=task.timeout_s,
                 time_left_s=time_left_s,
                 templates=self.templates,
@@ -316,6 +323,10 @@ class BasicPrompts(PromptBuilder):
                 f"## Feedback{label}\n\n{feedback.rstrip()}\n"
             )
         limit = task.timeout_s if time_left_s is None else min(task.timeout_s, time_left_s)
+        meta = _metadata(proposal, task)
+        if task.priors.strip() and op in (Operator.DRAFT, Operator.IMPROVE):
+            parts.append(f"## Priors from other tasks\n\n{task.priors.strip()}\n")
+            meta["priors_shown"] = list(task.priors_shown)
         parts.append(f"## What to do\n\n{_GUIDANCE[op]}\n")
         parts.append(
             "## Submission\n\nRead the data from the directory in $DATA_DIR and write "
@@ -330,7 +341,7 @@ class BasicPrompts(PromptBuilder):
             ),
             operator=op,
             seed=proposal.seed,
-            metadata=_metadata(proposal, task),
+            metadata=meta,
         )
 
     def parse(self, text: str) -> tuple[str, str | None]:

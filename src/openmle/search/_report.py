@@ -361,6 +361,19 @@ _INTEGRITY = {
 }
 
 
+def _priors_line(manifest: dict[str, Any]) -> str:
+    """Which prior library the run saw (runs with different priors are not comparable)."""
+    entry = (manifest.get("extra") or {}).get("priors")
+    if not isinstance(entry, dict):
+        return '<p class="sub">priors: none (not comparable with runs that used priors)</p>'
+    shown = ", ".join(str(x) for x in entry.get("shown", [])) or "none fitted"
+    return (
+        f'<p class="sub">priors: library sha256 <code>{_esc(str(entry.get("sha256"))[:16])}'
+        f"</code> ({_esc(entry.get('n_priors'))} priors; shown to Draft and Improve: "
+        f"{_esc(shown)}) · compare only with runs that used the same library</p>"
+    )
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` (and ``score.png``/``score.svg``) for a run directory.
 
@@ -449,6 +462,7 @@ seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
 {_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
 openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code> ·
 {_INTEGRITY[rd.integrity]}</p>
+{_priors_line(m)}
 {_nothing_succeeded(nodes) if ok == 0 else ""}<div class="cards">{card_html}</div>
 <h2>Search tree</h2>
 <p class="legend">{legend} · x: step, y: generation · hover a node for its plan</p>

@@ -1,0 +1,127 @@
+"""The 2 x 2 ablation on the miniature MLE-bench: priors off/on x 1 / 2 workers at one
+sandbox_s budget, same competitions and seeds; the report shows the arms side by side; a
+library naming a bench competition is refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.unit.bench._minibench import build
+
+from openmle.bench import BenchConfig, arun_bench, bench_report, priors_ablation
+from openmle.errors import InvalidArgument
+from openmle.priors import Prior, PriorLibrary, save_library
+from openmle.testing import ScriptedModel
+
+pytest.importorskip("yaml")
+pytest.importorskip("pandas")
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PROGRAM = """plan: copy the sample
+```python
+import os, shutil
+shutil.copyfile(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"), "submission.csv")
+print("copied")
+```"""
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build(tmp_path_factory.mktemp("minibench"))
+
+
+def _config(mini: tuple[Path, Path], lib: Path) -> BenchConfig:
+    registry, data = mini
+    return BenchConfig(
+        suite="custom",
+        competitions=["mini-tabular"],
+        seeds=(0, 1),
+        model="scripted",
+        budget={"sandbox_s": 0.5},
+        data_dir=str(data),
+        registry=str(registry),
+        time_limit_s=60.0,
+        concurrency=2,
+        priors=str(lib),
+        arms=priors_ablation(2),
+    )
+
+
+def test_two_by_two_arms_run_and_report_side_by_side(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib.jsonl"
+    library = PriorLibrary(
+        [
+            Prior(
+                prior_id="p",
+                kind="trick",
+                text="Copy nothing blindly.",
+                source="s",
+                source_ids=["x"],
+            )
+        ]
+    )
+    save_library(library, lib)
+    out = tmp_path / "bench"
+    reports = anyio.run(
+        lambda: arun_bench(out, config=_config(mini, lib), model=ScriptedModel(lambda _r: PROGRAM))
+    )
+    assert len(reports) == 8  # every arm x seed
+    for arm in ("base", "priors", "parallel", "priors+parallel"):
+        for seed in (0, 1):
+            rd = out / "runs" / arm / "mini-tabular" / f"seed-{seed}"
+            assert (rd / "bench_result.json").is_file(), rd
+            m = json.loads((rd / "manifest.json").read_text())
+            assert m["workers"] == (2 if "parallel" in arm else 1)
+            assert m["budget"]["sandbox_s"] == 0.5 and m["config"]["seed"] == seed
+            has = "priors" in m["extra"]
+            assert has == arm.startswith("priors"), arm
+            if has:
+                assert m["extra"]["priors"]["sha256"] == library.content_hash
+            assert (out / "submissions" / arm / "mini-tabular" / f"seed-{seed}").is_dir()
+    rep = bench_report(out)
+    md = rep.markdown()
+    assert "## Arms" in md and "priors+parallel" in md and " ± " in md
+    assert "differ in priors on purpose" in md and "same sandbox compute" in md
+    d = rep.to_dict()
+    assert set(d["arms"]) == {"base", "priors", "parallel", "priors+parallel"}
+    for arm in d["arms"].values():
+        assert arm["metrics"]["num_seeds"] == 2
+        assert arm["spent"]["sandbox_s"] >= 2 * 0.5
+    # The library changed: the bench refuses to resume with it.
+    save_library(PriorLibrary([]), lib)
+    with pytest.raises(InvalidArgument, match="changed since the bench was made"):
+        anyio.run(lambda: arun_bench(out, model=ScriptedModel(lambda _r: PROGRAM)))
+
+
+def test_a_library_made_from_a_bench_competition_is_refused(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib.jsonl"
+    save_library(
+        PriorLibrary(
+            [
+                Prior(
+                    prior_id="leak",
+                    kind="method",
+                    text="t",
+                    source="openmle run mini-tabular@seed-0",
+                    source_ids=["mini-tabular@seed-0"],
+                )
+            ]
+        ),
+        lib,
+    )
+    out = tmp_path / "bench"
+    with pytest.raises(InvalidArgument, match=r"'mini-tabular'.*openmle run mini-tabular"):
+        anyio.run(
+            lambda: arun_bench(
+                out, config=_config(mini, lib), model=ScriptedModel(lambda _r: PROGRAM)
+            )
+        )
+    assert not out.exists()
