@@ -239,8 +239,8 @@ class BenchConfig:
                 "time_limit_s": self.time_limit_s,
                 "concurrency": self.concurrency,
                 "workers": self.workers,
-                "benchmark": self.benchmark,
             }
+            | ({"benchmark": self.benchmark} if self.benchmark != "mle-bench" else {})
             | (
                 {"priors": self.priors, "priors_sha256": self.priors_sha256}
                 if self.priors is not None
