@@ -67,6 +67,7 @@ PUBLIC = {
         "Solvability",
         "SpecError",
         "SpecResult",
+        "SplitRule",
         "TaskSpec",
         "build_many",
         "build_task",
