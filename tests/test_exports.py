@@ -202,6 +202,7 @@ PUBLIC = {
         "aggregate",
         "bundled",
         "bundled_names",
+        "bundled_raw",
         "human_rank",
         "load_task",
         "match_sota_rate",

@@ -57,7 +57,30 @@ def register(subparsers: Any) -> None:
     ls.add_argument("--json", action="store_true", help="print the list as JSON")
     ls.set_defaults(handler=_list)
 
+    r = sub.add_parser(
+        "raw",
+        help="write a bundled task's raw data (data.csv, description.txt) as a raw directory",
+        description="Write bundled task NAME's raw data into the new directory --out, for "
+        "openmle task build. It is evaluation data: the builder's shipped blocklist refuses it "
+        "unless the build gets --no-shipped-blocklist.",
+    )
+    r.add_argument("name", metavar="NAME", help="a bundled task name (openmle task list)")
+    r.add_argument("--out", required=True, metavar="RAW_DIR", help="the new raw directory")
+    r.set_defaults(handler=_raw)
+
     _register_build(sub)
+
+
+def _raw(args: argparse.Namespace) -> int:
+    from openmle.gym import bundled_raw
+
+    try:
+        out = bundled_raw(args.name, args.out)
+    except (InvalidArgument, OSError) as exc:
+        print(f"openmle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {out}")
+    return EXIT_OK
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -187,6 +210,14 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         "repeatable, added to the shipped list",
     )
     p.add_argument(
+        "--no-shipped-blocklist",
+        dest="shipped_blocklist",
+        action="store_false",
+        help="do not refuse the data on openmle's shipped list (the bundled tasks' data, "
+        "MLE-bench Lite ids); only --blocklist files apply. For checking the builder on "
+        "evaluation data, never for training corpora",
+    )
+    p.add_argument(
         "--no-solvability",
         dest="solvability",
         action="store_false",
@@ -242,7 +273,7 @@ def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         source=getattr(args, "source", ""),
         licence=getattr(args, "licence", ""),
         name=getattr(args, "name", None),
-        blocklist=load_blocklist(args.blocklist),
+        blocklist=load_blocklist(args.blocklist, shipped=args.shipped_blocklist),
         solvability=args.solvability,
         judge=args.judge,
         prepare_timeout_s=args.prepare_timeout,

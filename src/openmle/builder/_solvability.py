@@ -44,7 +44,7 @@ sample = pd.read_csv(os.path.join(d, "sample_submission.csv"), dtype={{idc: str}
 feats = [c for c in test.columns if c != idc and c in train.columns]
 both = pd.concat([train[feats], test[feats]], keys=["a", "b"])
 for c in feats:
-    if both[c].dtype == object:
+    if not pd.api.types.is_numeric_dtype(both[c]):
         both[c] = both[c].astype("category").cat.codes
 X, Xt = both.loc["a"].to_numpy(float), both.loc["b"].to_numpy(float)
 y = train[target]
@@ -134,8 +134,12 @@ def synthetic_leaderboard(
 async def _run(sandbox: Sandbox, name: str, code: str, package: Path, timeout_s: float) -> Baseline:
     job = Job(code=code, task=str(package), split=Split.VALID, timeout_s=timeout_s, name=name)
     result = await sandbox.run(job)
+    detail = result.detail
+    if result.score is None and result.logs.strip():
+        # The last lines of the program's output name the error (a traceback's last line).
+        detail = f"{detail}; output tail: {result.logs.strip()[-400:]}"
     return Baseline(
-        name=name, outcome=result.outcome.value, score=result.score, detail=result.detail[:500]
+        name=name, outcome=result.outcome.value, score=result.score, detail=detail[:600]
     )
 
 

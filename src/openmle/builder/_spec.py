@@ -255,7 +255,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
             raise ValueError(
                 f"'id_column' {id_column!r} is not a non-target column of {data_file!r}"
             )
-        if col.unique != table.rows or col.missing:
+        if not col.all_unique:
             raise ValueError(f"'id_column' {id_column!r} is not unique; use null to number rows")
     elif table.column("id") is not None:
         raise ValueError(

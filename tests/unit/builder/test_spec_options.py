@@ -119,3 +119,24 @@ def test_split_rules_parse(tmp_path: Path, split: dict[str, Any], expected: Spli
     assert spec.split == expected
     assert isinstance(spec, TaskSpec)
     assert json.loads(json.dumps(spec.to_dict()))["split"] == expected.to_dict()
+
+
+def test_id_column_is_found_beyond_the_unique_cap(tmp_path: Path) -> None:
+    """A 1,500-row id column (the distinct count is capped at 1,000) is an id candidate and
+    accepted as id_column; a repeated value anywhere is not."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    rows = ["id,x,y"] + [f"{k},{k % 7},{k % 2}" for k in range(1500)]
+    (raw / "t.csv").write_text("\n".join(rows) + "\n")
+    inv = inventory(intake(raw))
+    assert inv.id_candidates == ("t.csv:id",)
+    col = inv.tables[0].column("id")
+    assert col is not None and col.unique_capped and col.all_unique
+    good = dict(_BASE, data_file="t.csv", target="y", id_column="id", task_type="binary")
+    assert parse_spec(dict(good, metric="auc"), inv).id_column == "id"
+    rows[-1] = "0,1,1"
+    (raw / "t.csv").write_text("\n".join(rows) + "\n")
+    inv = inventory(intake(raw))
+    assert inv.id_candidates == ()
+    with pytest.raises(ValueError, match="not unique"):
+        parse_spec(dict(good, metric="auc"), inv)
