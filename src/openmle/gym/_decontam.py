@@ -165,3 +165,8 @@ def load_exclusions(
     if suite is None:
         suite = "+".join((["openmle"] if shipped else []) + (["user"] if user else [])) or "none"
     return Exclusions(ids=ids, names=names, data_hashes=hashes, suite=suite)
+
+
+# The public home of the shared objects (reprs, docs and pickles name it, never this module).
+Exclusions.__module__ = "openmle.priors"
+normalise_name.__module__ = "openmle.priors"
