@@ -117,7 +117,7 @@ class TaskSpec:
     test_fraction: float
     seed: int
     description: str
-    metric_params: Mapping[str, int] = field(factory=dict, converter=_params)
+    metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
     split: SplitRule = SplitRule()
 
     @property

@@ -140,3 +140,9 @@ def test_id_column_is_found_beyond_the_unique_cap(tmp_path: Path) -> None:
     assert inv.id_candidates == ()
     with pytest.raises(ValueError, match="not unique"):
         parse_spec(dict(good, metric="auc"), inv)
+
+
+def test_spec_stays_hashable(tmp_path: Path) -> None:
+    """A spec with metric parameters is a hashable value (the parameters are left out of it)."""
+    spec = parse_spec(dict(_BASE, metric="map@k", metric_params={"k": 3}), _inv(tmp_path))
+    assert hash(spec) == hash(spec) and spec in {spec}
