@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openmle.errors import InvalidArgument
+from openmle.errors import InvalidArgument, MissingDependency
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -57,7 +57,30 @@ def register(subparsers: Any) -> None:
     ls.add_argument("--json", action="store_true", help="print the list as JSON")
     ls.set_defaults(handler=_list)
 
+    r = sub.add_parser(
+        "raw",
+        help="write a bundled task's raw data (data.csv, description.txt) as a raw directory",
+        description="Write bundled task NAME's raw data into the new directory --out, for "
+        "openmle task build. It is evaluation data: the builder's shipped blocklist refuses it "
+        "unless the build gets --no-shipped-blocklist.",
+    )
+    r.add_argument("name", metavar="NAME", help="a bundled task name (openmle task list)")
+    r.add_argument("--out", required=True, metavar="RAW_DIR", help="the new raw directory")
+    r.set_defaults(handler=_raw)
+
     _register_build(sub)
+
+
+def _raw(args: argparse.Namespace) -> int:
+    from openmle.gym import bundled_raw
+
+    try:
+        out = bundled_raw(args.name, args.out)
+    except (InvalidArgument, OSError) as exc:
+        print(f"openmle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {out}")
+    return EXIT_OK
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -173,8 +196,10 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sandbox",
         default="local",
-        choices=("local",),
-        help="where prepare.py and the baselines run (local: bubblewrap, no network)",
+        metavar="SPEC",
+        help="where prepare.py and the baselines run: local (default; bubblewrap, no "
+        "network), docker, or any sandbox factory taking resolver= (module:callable, a "
+        "registered name, an openmle.sandboxes entry point)",
     )
     p.add_argument(
         "--blocklist",
@@ -183,6 +208,14 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="more evaluation data to refuse (sha256:<hex> / name:<text> lines); "
         "repeatable, added to the shipped list",
+    )
+    p.add_argument(
+        "--no-shipped-blocklist",
+        dest="shipped_blocklist",
+        action="store_false",
+        help="do not refuse the data on openmle's shipped list (the bundled tasks' data, "
+        "MLE-bench Lite ids); only --blocklist files apply. For checking the builder on "
+        "evaluation data, never for training corpora",
     )
     p.add_argument(
         "--no-solvability",
@@ -229,21 +262,23 @@ def _register_build(sub: Any) -> None:
     m.set_defaults(handler=_build_many)
 
 
-def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any]:
+def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from openmle._cli._search import build_model
     from openmle.builder import BuildOptions, load_blocklist
+    from openmle.builder._pipeline import sandbox_factory
 
     build_model(args.model)  # fail early on a bad --model
+    sandbox = sandbox_factory(args.sandbox)  # and on a bad --sandbox
     options = BuildOptions(
         source=getattr(args, "source", ""),
         licence=getattr(args, "licence", ""),
         name=getattr(args, "name", None),
-        blocklist=load_blocklist(args.blocklist),
+        blocklist=load_blocklist(args.blocklist, shipped=args.shipped_blocklist),
         solvability=args.solvability,
         judge=args.judge,
         prepare_timeout_s=args.prepare_timeout,
     )
-    return (lambda: build_model(args.model)), options
+    return (lambda: build_model(args.model)), sandbox, options
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -252,11 +287,13 @@ def _build(args: argparse.Namespace) -> int:
     from openmle.builder import build_task
 
     try:
-        make_model, options = _builder_setup(args)
+        make_model, sandbox, options = _builder_setup(args)
         result = anyio.run(
-            lambda: build_task(args.raw_dir, args.out, make_model(), options=options)
+            lambda: build_task(
+                args.raw_dir, args.out, make_model(), sandbox=sandbox, options=options
+            )
         )
-    except (InvalidArgument, OSError) as exc:
+    except (InvalidArgument, MissingDependency, OSError) as exc:
         print(f"openmle: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
@@ -278,18 +315,19 @@ def _build_many(args: argparse.Namespace) -> int:
             print(f"{entry['status']:<9} {name}  {entry['reason'][:120]}", flush=True)
 
     try:
-        make_model, options = _builder_setup(args)
+        make_model, sandbox, options = _builder_setup(args)
         summary = anyio.run(
             lambda: build_many(
                 args.sources_dir,
                 args.out,
                 make_model,
+                sandbox=sandbox,
                 workers=args.workers,
                 options=options,
                 on_result=progress,
             )
         )
-    except (InvalidArgument, OSError) as exc:
+    except (InvalidArgument, MissingDependency, OSError) as exc:
         print(f"openmle: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.table())

@@ -21,6 +21,7 @@ __all__ = ["offline_prepare", "offline_spec"]
 _MAX_CLASSES = 20
 
 _PROGRAMS = "openmle.backends._offline_programs"
+_SPLIT = "openmle.gym"  # _splitrules.py: standard library only, embedded in prepare.py
 
 
 def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,7 +68,8 @@ def offline_prepare(spec: Mapping[str, Any]) -> str:
     """A prepare.py for ``spec``, as a fenced Python block."""
     text = json.dumps(dict(spec), sort_keys=True)
     program = fill(
-        source(_PROGRAMS, "builder_prepare.py"), {"spec": f"SPEC = json.loads({text!r})\n"}
+        source(_PROGRAMS, "builder_prepare.py"),
+        {"spec": f"SPEC = json.loads({text!r})\n", "splitrules": source(_SPLIT, "_splitrules.py")},
     )
     return "```python\n" + program + "```\n"
 

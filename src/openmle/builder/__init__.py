@@ -27,6 +27,7 @@ from openmle.builder._spec import (
     PURPOSE_SPEC,
     SpecError,
     SpecResult,
+    SplitRule,
     TaskSpec,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "Solvability",
     "SpecError",
     "SpecResult",
+    "SplitRule",
     "TaskSpec",
     "build_many",
     "build_task",

@@ -51,7 +51,7 @@ def write_toml(root: Path, spec: TaskSpec, name: str, *, leaderboard: bool) -> N
     """Write ``task.toml`` with the spec's built-in metric and direction."""
     lines = [
         f"name = {_toml_str(name)}",
-        f"metric = {_toml_str(spec.metric)}",
+        f"metric = {_toml_str(spec.grader_metric)}",
         f"higher_is_better = {'true' if spec.higher_is_better else 'false'}",
         f"id_column = {_toml_str(spec.submission_id)}",
         "time_limit_s = 600",

@@ -10,6 +10,7 @@ import csv
 import math
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from openmle.builder._intake import sha256_file
 from openmle.builder._inventory import Inventory, read_table
 from openmle.builder._spec import TaskSpec
 from openmle.gym._gradeproc import CsvError, positive_labels
+from openmle.gym._splitrules import check_split
 
 __all__ = ["FINDINGS", "Finding", "GateResult", "checksums", "run_gate"]
 
@@ -36,6 +38,7 @@ FINDINGS: dict[str, str] = {
     "row_count_mismatch": "sample submission or answers rows differ from test rows",
     "raw_rows_not_conserved": "train + test rows differ from the raw labelled rows",
     "not_deterministic": "two runs of prepare.py wrote different files",
+    "split_rule_violated": "the train/test split breaks the spec's split rule",
     "metric_failed_on_sample": "the metric fails or is not finite on the sample submission",
     "answers_not_best": "the answers, submitted, do not get the best possible score",
     "sample_scores_as_answers": "the sample submission scores as well as the answers",
@@ -106,7 +109,7 @@ def checksums(root: Path) -> dict[str, str]:
 
 
 def _best(metric: str) -> float:
-    return 1.0 if metric in ("accuracy", "auc") else 0.0
+    return 1.0 if metric in ("accuracy", "auc", "macro_f1", "map@k") else 0.0
 
 
 def _perfect_submission(spec: TaskSpec, answers: Path, sample_header: list[str], out: Path) -> None:
@@ -123,6 +126,39 @@ def _perfect_submission(spec: TaskSpec, answers: Path, sample_header: list[str],
                 w.writerow([r[id_i]] + ["1" if c == r[t_i] else "0" for c in sample_header[1:]])
             else:
                 w.writerow([r[id_i], r[t_i]])
+
+
+def _check_split_rule(
+    spec: TaskSpec,
+    train: tuple[list[str], list[list[str]]],
+    test: tuple[list[str], list[list[str]]],
+    answers: tuple[list[str], list[list[str]]],
+    add: Callable[[str, str, str], None],
+) -> None:
+    rule = spec.split
+    if rule.kind == "random":
+        return
+    if rule.kind == "stratified":
+        column, (train_h, train_rows), (test_h, test_rows) = spec.target, train, answers
+    else:
+        column, (train_h, train_rows), (test_h, test_rows) = rule.column or "", train, test
+    if column not in train_h or column not in test_h:
+        add(
+            "split_rule_violated",
+            "public/test.csv",
+            f"the {rule.kind} split column {column!r} is missing from train or test; keep it",
+        )
+        return
+    i, j = train_h.index(column), test_h.index(column)
+    why = check_split(
+        rule.kind,
+        spec.test_fraction,
+        [r[i] for r in train_rows],
+        [r[j] for r in test_rows],
+        column,
+    )
+    if why:
+        add("split_rule_violated", "public/test.csv", f"{rule.kind} split: {why}")
 
 
 def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | None) -> GateResult:
@@ -224,6 +260,7 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
                 "public/train.csv",
                 f"train {len(train)} + test {len(test)} rows != {labelled} labelled raw rows",
             )
+    _check_split_rule(spec, (train_h, train), (test_h, test), (ans_h, answers), add)
     if found:
         return GateResult(findings=tuple(found), checksums=sums)
     task = load_task(package)

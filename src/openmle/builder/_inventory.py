@@ -54,6 +54,8 @@ class ColumnStats:
         unique: distinct non-empty values (capped at 1000; ``unique_capped`` says so).
         minimum, maximum, mean: for numeric columns.
         top: up to five most frequent values (categorical or low-cardinality columns).
+        all_unique: every cell filled and no value repeated (exact, beyond the ``unique``
+            cap: what an id column needs).
     """
 
     name: str
@@ -65,6 +67,7 @@ class ColumnStats:
     maximum: float | None = None
     mean: float | None = None
     top: tuple[str, ...] = ()
+    all_unique: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -78,6 +81,7 @@ class ColumnStats:
             "maximum": self.maximum,
             "mean": self.mean,
             "top": list(self.top),
+            "all_unique": self.all_unique,
         }
 
 
@@ -178,6 +182,7 @@ def _column_stats(name: str, cells: list[str]) -> ColumnStats:
         else:
             capped = True
     numbers = [_number(v) for v in values]
+    all_unique = bool(values) and not missing and len(set(values)) == len(values)
     top = tuple(k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
     if values and all(x is not None for x in numbers):
         xs = [x for x in numbers if x is not None]
@@ -192,6 +197,7 @@ def _column_stats(name: str, cells: list[str]) -> ColumnStats:
             maximum=max(xs),
             mean=math.fsum(xs) / len(xs),
             top=top if len(counts) <= 20 else (),
+            all_unique=all_unique,
         )
     return ColumnStats(
         name=name,
@@ -200,6 +206,7 @@ def _column_stats(name: str, cells: list[str]) -> ColumnStats:
         unique=len(counts),
         unique_capped=capped,
         top=top,
+        all_unique=all_unique,
     )
 
 
@@ -252,7 +259,7 @@ def inventory(record: Intake) -> Inventory:
         ids.extend(
             f"{raw.path}:{c.name}"
             for c in columns
-            if _looks_like(c.name, _ID_WORDS) and c.unique == len(rows) and not c.unique_capped
+            if _looks_like(c.name, _ID_WORDS) and c.all_unique
         )
         named = [c for c in columns if _looks_like(c.name, _TARGET_WORDS)]
         last = [columns[-1]] if columns and not _looks_like(columns[-1].name, _ID_WORDS) else []

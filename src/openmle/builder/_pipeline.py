@@ -58,6 +58,30 @@ def local_sandbox(resolver: TaskResolver) -> Sandbox:
     return LocalSandbox(resolver=resolver, max_concurrency=1)
 
 
+def sandbox_factory(spec: str) -> SandboxFactory | None:
+    """The sandbox factory for a ``--sandbox`` spec, through the one sandbox registry
+    (:func:`openmle.backends.make_sandbox`): None for ``local`` (the default,
+    :func:`local_sandbox`), else ``docker`` or any spec whose factory takes a ``resolver``
+    keyword (``module:callable``, a registered name, an ``openmle.sandboxes`` entry point).
+
+    Raises:
+        InvalidArgument: the spec names no sandbox, or one whose factory takes no ``resolver``
+            (such as ``service:URL``): prepare.py's files come back through the builder's own
+            task resolver, which such a sandbox cannot use.
+    """
+    from openmle.backends._registry import build_sandbox, sandbox_takes
+
+    if spec == "local":
+        return None
+    if not sandbox_takes(spec, "resolver"):
+        raise InvalidArgument(
+            f"Expected --sandbox local, docker or a sandbox factory taking resolver= for a "
+            f"build but got {spec!r}: prepare.py's output comes back through the builder's "
+            "own task resolver"
+        )
+    return lambda resolver: build_sandbox(spec, {"resolver": resolver}, {})
+
+
 @frozen(kw_only=True)
 class BuildOptions:
     """How to build one task.

@@ -44,14 +44,15 @@ sample = pd.read_csv(os.path.join(d, "sample_submission.csv"), dtype={{idc: str}
 feats = [c for c in test.columns if c != idc and c in train.columns]
 both = pd.concat([train[feats], test[feats]], keys=["a", "b"])
 for c in feats:
-    if both[c].dtype == object:
+    if not pd.api.types.is_numeric_dtype(both[c]):
         both[c] = both[c].astype("category").cat.codes
 X, Xt = both.loc["a"].to_numpy(float), both.loc["b"].to_numpy(float)
 y = train[target]
 out = pd.DataFrame({{idc: test[idc]}})
-if metric in ("rmse", "mae"):
+if metric in ("rmse", "mae", "rmsle"):
     model = HistGradientBoostingRegressor(max_iter=100, random_state=0)
-    out[target] = model.fit(X, y.astype(float)).predict(Xt)
+    pred = model.fit(X, y.astype(float)).predict(Xt)
+    out[target] = np.clip(pred, 0.0, None) if metric == "rmsle" else pred
 else:
     model = HistGradientBoostingClassifier(max_iter=100, random_state=0).fit(X, y)
     classes = [str(c) for c in model.classes_]
@@ -70,6 +71,9 @@ else:
     elif metric == "log_loss":
         for col in sample.columns[1:]:
             out[col] = proba[:, classes.index(col)] if col in classes else 0.0
+    elif metric == "map@k":
+        top = np.argsort(-proba, axis=1, kind="stable")[:, : SPEC["k"]]
+        out[target] = [" ".join(classes[j] for j in row) for row in top]
     else:
         out[target] = model.predict(Xt)
 out.to_csv("submission.csv", index=False)
@@ -130,8 +134,12 @@ def synthetic_leaderboard(
 async def _run(sandbox: Sandbox, name: str, code: str, package: Path, timeout_s: float) -> Baseline:
     job = Job(code=code, task=str(package), split=Split.VALID, timeout_s=timeout_s, name=name)
     result = await sandbox.run(job)
+    detail = result.detail
+    if result.score is None and result.logs.strip():
+        # The last lines of the program's output name the error (a traceback's last line).
+        detail = f"{detail}; output tail: {result.logs.strip()[-400:]}"
     return Baseline(
-        name=name, outcome=result.outcome.value, score=result.score, detail=result.detail[:500]
+        name=name, outcome=result.outcome.value, score=result.score, detail=detail[:600]
     )
 
 
@@ -146,12 +154,17 @@ async def check_solvability(
     """Run both baselines on ``package``'s valid split and judge the gap."""
     del resolver  # the package path resolves through openmle.gym
     constant = await _run(sandbox, "constant", CONSTANT, package, timeout_s)
-    info = {"id": spec.submission_id, "target": spec.target, "metric": spec.metric}
+    info = {
+        "id": spec.submission_id,
+        "target": spec.target,
+        "metric": spec.metric,
+        "k": spec.metric_params.get("k"),
+    }
     model = await _run(
         sandbox, "gradient-boosting", GBM.format(spec=json.dumps(info)), package, timeout_s
     )
     hib = spec.higher_is_better
-    best = 1.0 if spec.metric in ("accuracy", "auc") else 0.0
+    best = 1.0 if spec.metric in ("accuracy", "auc", "macro_f1", "map@k") else 0.0
     reason: str = ""
     board: tuple[float, ...] = ()
     if constant.score is None or model.score is None:

@@ -12,13 +12,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
 
 from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
-from openmle.builder._inventory import Inventory
+from openmle.builder._inventory import FileInfo, Inventory
 from openmle.errors import OpenMLEError
+from openmle.gym._gradeproc import MAX_MAP_K
+from openmle.gym._splitrules import SPLIT_KINDS
 
 __all__ = [
     "METRIC_LIBRARY",
@@ -28,6 +30,7 @@ __all__ = [
     "Attempt",
     "SpecError",
     "SpecResult",
+    "SplitRule",
     "TaskSpec",
     "parse_spec",
     "request_spec",
@@ -45,10 +48,16 @@ METRIC_LIBRARY: Mapping[str, tuple[bool, tuple[str, ...]]] = {
     "accuracy": (True, ("binary", "multiclass")),
     "auc": (True, ("binary",)),
     "log_loss": (False, ("binary", "multiclass")),
+    "macro_f1": (True, ("binary", "multiclass")),
+    "map@k": (True, ("multiclass",)),
     "rmse": (False, ("regression",)),
+    "rmsle": (False, ("regression",)),
     "mae": (False, ("regression",)),
 }
-"""Vetted metrics: name -> (higher is better, task types it fits). Graded by openmle.gym."""
+"""Vetted metrics: name -> (higher is better, task types it fits). Graded by openmle.gym.
+
+``map@k`` takes one parameter, ``metric_params = {"k": K}`` with ``K`` in ``[1, 100]``; the
+others take none."""
 
 _JSON_BLOCK = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 MAX_ANSWER_CHARS = 200_000
@@ -56,6 +65,29 @@ MAX_ANSWER_CHARS = 200_000
 
 class SpecError(OpenMLEError):
     """The model gave no valid spec within its attempts (the message holds the last error)."""
+
+
+def _params(value: Mapping[str, int]) -> dict[str, int]:
+    return dict(value)
+
+
+@frozen(kw_only=True)
+class SplitRule:
+    """How the labelled rows are split into train and test (see :mod:`openmle.gym._splitrules`).
+
+    Args:
+        kind: ``"random"``, ``"stratified"`` (classification: per class), ``"group"`` (no value
+            of ``column`` on both sides) or ``"time"`` (test rows at or after every training
+            row in ``column``).
+        column: the group or time column (None for random and stratified).
+    """
+
+    kind: str = "random"
+    column: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"kind": self.kind, "column": self.column}
 
 
 @frozen(kw_only=True)
@@ -72,6 +104,8 @@ class TaskSpec:
         test_fraction: share of labelled rows held out as the test set (0.05 to 0.5).
         seed: the split's seed.
         description: what the task description must say (the goal, in plain words).
+        metric_params: the metric's parameters (``{"k": 5}`` for ``map@k``; else empty).
+        split: the split rule (default: random).
     """
 
     title: str
@@ -83,6 +117,15 @@ class TaskSpec:
     test_fraction: float
     seed: int
     description: str
+    metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
+    split: SplitRule = SplitRule()
+
+    @property
+    def grader_metric(self) -> str:
+        """The metric's name in ``task.toml`` (``map@5`` for ``map@k`` with k 5)."""
+        if self.metric == "map@k":
+            return f"map@{self.metric_params['k']}"
+        return self.metric
 
     @property
     def higher_is_better(self) -> bool:
@@ -107,6 +150,8 @@ class TaskSpec:
             "test_fraction": self.test_fraction,
             "seed": self.seed,
             "description": self.description,
+            "metric_params": dict(self.metric_params),
+            "split": self.split.to_dict(),
         }
 
 
@@ -141,10 +186,14 @@ SCHEMA_TEXT = f"""{{
   "id_column": string (a column of unique values) or null (rows get an "id" column),
   "task_type": "binary" | "multiclass" | "regression",
   "metric": one of {sorted(METRIC_LIBRARY)}
-            (binary/multiclass: accuracy, auc (binary only), log_loss;
-            regression: rmse, mae),
+            (binary/multiclass: accuracy, auc (binary only), log_loss, macro_f1,
+            map@k (multiclass only); regression: rmse, rmsle (target >= 0), mae),
+  "metric_params": {{"k": integer in [1, {MAX_MAP_K}]}} for map@k, else omit or {{}},
   "test_fraction": number in [0.05, 0.5],
   "seed": integer >= 0,
+  "split": {{"kind": one of {list(SPLIT_KINDS)}, "column": string or null}}
+           (optional, default random; stratified: classification, column null;
+           group/time: a non-target, non-id column of data_file),
   "description": string (1-2000 chars: the goal, in plain words)
 }}"""
 
@@ -206,7 +255,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
             raise ValueError(
                 f"'id_column' {id_column!r} is not a non-target column of {data_file!r}"
             )
-        if col.unique != table.rows or col.missing:
+        if not col.all_unique:
             raise ValueError(f"'id_column' {id_column!r} is not unique; use null to number rows")
     elif table.column("id") is not None:
         raise ValueError(
@@ -243,6 +292,12 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     seed = obj.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError("'seed' must be an integer >= 0")
+    params = _metric_params(obj.get("metric_params"), metric)
+    if metric == "rmsle" and target_col.minimum is not None and target_col.minimum < 0:
+        raise ValueError(
+            f"metric 'rmsle' needs a target >= 0 but {target!r} has negative values; use rmse"
+        )
+    split = _split_rule(obj.get("split"), table, target, id_column, task_type)
     return TaskSpec(
         title=title,
         data_file=data_file,
@@ -253,7 +308,56 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         test_fraction=float(fraction),
         seed=seed,
         description=_text(obj, "description", 2000),
+        metric_params=params,
+        split=split,
     )
+
+
+def _metric_params(value: Any, metric: str) -> dict[str, int]:
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise ValueError("'metric_params' must be a JSON object (or omitted)")
+    if metric != "map@k":
+        if value:
+            raise ValueError(f"metric {metric!r} takes no 'metric_params'; omit them")
+        return {}
+    if set(value) != {"k"}:
+        raise ValueError(f"metric 'map@k' needs 'metric_params' {{\"k\": 1..{MAX_MAP_K}}} only")
+    k = value["k"]
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_MAP_K:
+        raise ValueError(f"'metric_params.k' must be an integer in [1, {MAX_MAP_K}]; got {k!r}")
+    return {"k": k}
+
+
+def _split_rule(
+    value: Any, table: FileInfo, target: str, id_column: str | None, task_type: str
+) -> SplitRule:
+    if value is None:
+        return SplitRule()
+    if not isinstance(value, dict) or set(value) - {"kind", "column"}:
+        raise ValueError("'split' must be an object with 'kind' and 'column' (or omitted)")
+    kind, column = value.get("kind"), value.get("column")
+    if kind not in SPLIT_KINDS:
+        raise ValueError(f"'split.kind' must be one of {list(SPLIT_KINDS)}")
+    if kind in ("random", "stratified"):
+        if column is not None:
+            raise ValueError(f"'split.column' must be null for a {kind} split")
+        if kind == "stratified" and task_type == "regression":
+            raise ValueError("a stratified split needs a classification task; use random")
+        return SplitRule(kind=str(kind))
+    if not isinstance(column, str) or table.column(column) is None:
+        raise ValueError(f"a {kind} split needs 'split.column': a column of {table.path!r}")
+    if column in (target, id_column):
+        raise ValueError(
+            f"'split.column' {column!r} is the target or the id column; pick another column"
+        )
+    col = table.column(column)
+    if col is not None and col.missing:
+        raise ValueError(f"'split.column' {column!r} has missing values; pick a filled column")
+    if kind == "group" and col is not None and col.unique < 2:
+        raise ValueError(f"'split.column' {column!r} has fewer than 2 groups")
+    return SplitRule(kind=str(kind), column=column)
 
 
 def spec_messages(inv: Inventory) -> list[Message]:

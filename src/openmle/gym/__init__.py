@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from openmle.gym._bundled import bundled_raw
 from openmle.gym._grader import GradeLimits
 from openmle.gym._mle import (
     Aggregate,
@@ -44,6 +45,7 @@ __all__ = [
     "aggregate",
     "bundled",
     "bundled_names",
+    "bundled_raw",
     "human_rank",
     "load_task",
     "match_sota_rate",

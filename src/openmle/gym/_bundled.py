@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from openmle.errors import InvalidArgument
 from openmle.gym._cache import cache_root, publish_dir
 from openmle.gym._gradeproc import Table, log_loss, read_csv, rmse, roc_auc
 
-__all__ = ["BUNDLED", "bundled_root"]
+__all__ = ["BUNDLED", "RAW_FILES", "bundled_raw", "bundled_root"]
 
 GENERATION = 1
 """Bumped whenever generated content changes, so caches of older content are not reused."""
@@ -506,3 +507,27 @@ def bundled_root(name: str) -> Path:
         )
     target = cache_root() / "tasks" / f"{name}-v{GENERATION}"
     return publish_dir(target, lambda tmp: _build(name, tmp))
+
+
+RAW_FILES = ("data.csv", "description.txt")
+"""The files of a bundled task's raw data: every labelled row and the task's description."""
+
+
+def bundled_raw(name: str, dest: Path | str) -> Path:
+    """Write bundled task ``name``'s raw data (:data:`RAW_FILES`) into the new directory
+    ``dest``, as a raw directory for ``openmle task build``.
+
+    These files are evaluation data: the task builder's shipped blocklist refuses them (by
+    hash and name) unless the build is given a blocklist without the shipped list.
+
+    Raises:
+        InvalidArgument: ``name`` is not a bundled task, or ``dest`` exists.
+    """
+    root = bundled_root(name)
+    out = Path(dest)
+    if out.exists() or out.is_symlink():
+        raise InvalidArgument(f"dest={str(out)!r} exists; give a new directory")
+    out.mkdir(parents=True)
+    for file in RAW_FILES:
+        shutil.copyfile(root / "raw" / file, out / file)
+    return out

@@ -417,14 +417,155 @@ def log_loss(
     return math.fsum(total) / len(total)
 
 
+def rmsle(y_true: Sequence[float], y_pred: Sequence[float], *, columns: tuple[str, str]) -> float:
+    """Root mean squared logarithmic error: ``sqrt(mean((log(1 + p) - log(1 + a)) ** 2))``.
+
+    Args:
+        y_true: the answers (every value >= 0).
+        y_pred: the predictions (every value >= 0).
+        columns: the answers' and the submission's column names, for the error message.
+
+    Raises:
+        CsvError: a negative value (the message names the column and counts the rows).
+    """
+    n = _check_rows(y_true, y_pred)
+    for label, values, column in (
+        ("the answers", y_true, columns[0]),
+        ("the submission", y_pred, columns[1]),
+    ):
+        negative = sum(v < 0 for v in values)
+        if negative:
+            raise CsvError(
+                f"RMSLE needs values >= 0 but {label} column {column!r} has {negative} "
+                "negative value(s); predict values >= 0 (clip at 0)"
+            )
+    return math.sqrt(
+        math.fsum((math.log1p(b) - math.log1p(a)) ** 2 for a, b in zip(y_true, y_pred, strict=True))
+        / n
+    )
+
+
+def label_key(value: str) -> str:
+    """The class a label names, as :func:`accuracy` compares them: numbers by value
+    (``"1"`` and ``"1.0"`` are one class), other text stripped and case-folded.
+    """
+    v = value.strip()
+    try:
+        f = float(v)
+    except ValueError:
+        return "s:" + v.lower()
+    return "s:" + v.lower() if math.isnan(f) else "n:" + repr(f + 0.0)
+
+
+def macro_f1(y_true: Sequence[str], y_pred: Sequence[str]) -> float:
+    """Macro-averaged F1: the unweighted mean over classes of ``2TP / (2TP + FP + FN)``.
+
+    The classes are every label among the answers or the predictions (scikit-learn's
+    ``f1_score(average="macro")``), compared as :func:`accuracy` compares them; a predicted
+    label that is no class of the answers is a class of its own with F1 0.
+
+    Raises:
+        CsvError: no rows.
+    """
+    if not y_true:
+        raise CsvError("macro-F1 needs at least one row")
+    tp: collections.Counter[str] = collections.Counter()
+    fp: collections.Counter[str] = collections.Counter()
+    fn: collections.Counter[str] = collections.Counter()
+    for a, b in zip(y_true, y_pred, strict=True):
+        ka, kb = label_key(a), label_key(b)
+        if ka == kb:
+            tp[ka] += 1
+        else:
+            fn[ka] += 1
+            fp[kb] += 1
+    classes = set(tp) | set(fp) | set(fn)
+    return math.fsum(2 * tp[c] / (2 * tp[c] + fp[c] + fn[c]) for c in classes) / len(classes)
+
+
+MAX_MAP_K = 100
+"""Largest ``k`` of ``map@k``."""
+
+
+def map_at_k(y_true: Sequence[str], y_pred: Sequence[str], k: int) -> float:
+    """Mean average precision at ``k`` (Kaggle's MAP@k).
+
+    Each answer cell holds one or more relevant labels, each prediction cell up to ``k``
+    labels, both separated by spaces, best guess first. For one row, with ``P(i)`` the share of
+    relevant labels among the first ``i`` predictions and ``rel(i)`` 1 when the ``i``-th
+    prediction is relevant and not predicted earlier in the row::
+
+        AP@k = sum(P(i) * rel(i) for i in 1..min(k, len(predictions))) / min(k, len(relevant))
+
+    MAP@k is the mean of AP@k over rows. Labels compare as in :func:`accuracy`. Only the first
+    ``k`` predictions of a row count; a row with no prediction scores 0.
+
+    Raises:
+        CsvError: ``k`` outside ``[1, MAX_MAP_K]``, no rows, or an answer row without a label.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_MAP_K:
+        raise CsvError(f"map@k needs an integer k in [1, {MAX_MAP_K}] but got {k!r}")
+    if not y_true:
+        raise CsvError("map@k needs at least one row")
+    total = []
+    for a, b in zip(y_true, y_pred, strict=True):
+        relevant = {label_key(x) for x in a.split()}
+        if not relevant:
+            raise CsvError("the answers have a row without a label; fix the task")
+        seen: set[str] = set()
+        hits, score = 0, 0.0
+        for i, x in enumerate(b.split()[:k], start=1):
+            key = label_key(x)
+            if key in relevant and key not in seen:
+                hits += 1
+                score += hits / i
+            seen.add(key)
+        total.append(score / min(k, len(relevant)))
+    return math.fsum(total) / len(total)
+
+
 BUILTIN_METRICS: dict[str, bool] = {
     "accuracy": True,
     "auc": True,
     "log_loss": False,
+    "macro_f1": True,
     "mae": False,
+    "map@k": True,
     "rmse": False,
+    "rmsle": False,
 }
-"""Built-in metric names and whether higher is better."""
+"""Built-in metric names and whether higher is better (``map@k`` is a family: ``map@5`` etc.)."""
+
+_MAP_AT = re.compile(r"map@([1-9][0-9]{0,2})")
+
+
+def parse_metric(name: str) -> tuple[str, int | None]:
+    """``(family, k)`` of a built-in metric name: ``"map@5"`` -> ``("map@k", 5)``,
+    ``"rmse"`` -> ``("rmse", None)``.
+
+    Raises:
+        CsvError: not a built-in metric, or ``map@k`` with ``k`` outside ``[1, MAX_MAP_K]``.
+    """
+    m = _MAP_AT.fullmatch(name)
+    if m:
+        k = int(m.group(1))
+        if not 1 <= k <= MAX_MAP_K:
+            raise CsvError(f"map@k needs k in [1, {MAX_MAP_K}] but got {name!r}; e.g. map@5")
+        return "map@k", k
+    if name not in BUILTIN_METRICS or name == "map@k":
+        raise CsvError(
+            f"{name!r} is not a built-in metric; use one of {sorted(BUILTIN_METRICS)} "
+            "(map@k with a number, e.g. map@5)"
+        )
+    return name, None
+
+
+def builtin_direction(name: str) -> bool | None:
+    """Whether higher is better for a built-in metric name, or None when it is not one."""
+    try:
+        return BUILTIN_METRICS[parse_metric(name)[0]]
+    except CsvError:
+        return None
 
 
 def builtin_score(name: str, answers: Table, sub: Table, id_column: str | None) -> float:
@@ -433,22 +574,29 @@ def builtin_score(name: str, answers: Table, sub: Table, id_column: str | None) 
     Raises:
         CsvError: bad values in the submission (the message says which column and the fix).
     """
+    family, k = parse_metric(name)
     targets = [c for c in answers.header if c != id_column]
     pred_cols = [c for c in sub.header if c != id_column]
-    if name == "log_loss":
+    if family == "log_loss":
         cols = [to_floats(sub.column(c), label="the submission", column=c) for c in pred_cols]
         probs = [list(row) for row in zip(*cols, strict=True)] if cols else []
         return log_loss(answers.column(targets[0]), pred_cols, probs)
     if len(targets) != 1 or len(pred_cols) != 1:
         raise CsvError(f"metric {name!r} needs one target column; the task has {targets}")
     t, c = targets[0], pred_cols[0]
-    if name == "accuracy":
+    if family == "accuracy":
         return accuracy(answers.column(t), sub.column(c))
+    if family == "macro_f1":
+        return macro_f1(answers.column(t), sub.column(c))
+    if family == "map@k" and k is not None:
+        return map_at_k(answers.column(t), sub.column(c), k)
     pred = to_floats(sub.column(c), label="the submission", column=c)
-    if name == "auc":
+    if family == "auc":
         return roc_auc(answers.column(t), pred)
     truth = to_floats(answers.column(t), label="the answers", column=t)
-    return rmse(truth, pred) if name == "rmse" else mae(truth, pred)
+    if family == "rmsle":
+        return rmsle(truth, pred, columns=(t, c))
+    return rmse(truth, pred) if family == "rmse" else mae(truth, pred)
 
 
 # --------------------------------------------------------------------------------------------

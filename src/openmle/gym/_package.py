@@ -14,8 +14,8 @@ Layout of a package::
 ``task.toml`` keys (all optional)::
 
     name = "my-task"          # default: the directory name
-    metric = "rmse"           # built-in: accuracy, auc, rmse, mae, log_loss; omit to use
-                              # utils/metric.py
+    metric = "rmse"           # built-in: accuracy, auc, log_loss, macro_f1, mae, map@K
+                              # (e.g. map@5), rmse, rmsle; omit to use utils/metric.py
     higher_is_better = false  # default: the built-in's direction or the metric class's
     id_column = "id"          # default: the sample submission's first column if it looks
                               # like an id, else rows are matched by position
@@ -76,7 +76,7 @@ from attrs import define, field, frozen
 
 from openmle._types import Resources, Split, TaskMeta, check_split
 from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageError
-from openmle.gym._gradeproc import BUILTIN_METRICS, MAX_REASON_CHARS, clip
+from openmle.gym._gradeproc import BUILTIN_METRICS, MAX_REASON_CHARS, builtin_direction, clip
 from openmle.gym._grader import GradeLimits, run_child
 from openmle.gym._reports import GradeReport, Problem, Severity, ValidationReport
 from openmle.gym._split import valid_view_dir, valid_view_key, valid_view_path
@@ -183,16 +183,16 @@ def _read_config(root: Path) -> _Config:
         raise TaskPackageError(f"task.toml cannot be parsed ({exc}); fix its TOML syntax") from None
     _check_types(data)
     metric = data.get("metric")
-    if metric is not None and metric not in BUILTIN_METRICS:
+    if metric is not None and builtin_direction(metric) is None:
         raise _bad(
             "metric",
-            f"one of {sorted(BUILTIN_METRICS)}",
+            f"one of {sorted(BUILTIN_METRICS)} (map@k with k in 1..100, e.g. map@5)",
             metric,
             "or remove it to use utils/metric.py",
         )
     hib = data.get("higher_is_better")
     if hib is None and metric is not None:
-        hib = BUILTIN_METRICS[metric]
+        hib = builtin_direction(metric)
     frac = float(data.get("valid_fraction", 0.2))
     if not 0.0 < frac < 1.0:
         raise _bad("valid_fraction", "a number in (0, 1)", frac, "0.2 is usual")

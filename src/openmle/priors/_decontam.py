@@ -10,12 +10,12 @@ like ``spooky-author-identification``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
-from attrs import field, frozen
+from attrs import frozen
 
 from openmle.errors import InvalidArgument
+from openmle.gym._decontam import Exclusions, normalise_name
 from openmle.priors._record import PriorLibrary
 
 __all__ = [
@@ -26,83 +26,6 @@ __all__ = [
     "default_exclusions",
     "normalise_name",
 ]
-
-
-def normalise_name(name: str) -> str:
-    """``name`` in lower case with every run of non-alphanumerics as one ``-`` (stripped)."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _norm_all(values: Iterable[str], what: str) -> frozenset[str]:
-    if isinstance(values, str):
-        raise InvalidArgument(f"Exclusions.{what} must be a list of strings, not one string")
-    out: set[str] = set()
-    for v in values:
-        if not isinstance(v, str):
-            raise InvalidArgument(f"Exclusions.{what} holds {v!r}; pass strings")
-        n = normalise_name(v) if what != "data_hashes" else v.strip().lower()
-        if n:
-            out.add(n)
-    return frozenset(out)
-
-
-def _ids(v: Iterable[str]) -> frozenset[str]:
-    return _norm_all(v, "ids")
-
-
-def _names(v: Iterable[str]) -> frozenset[str]:
-    return _norm_all(v, "names")
-
-
-def _hashes(v: Iterable[str]) -> frozenset[str]:
-    return _norm_all(v, "data_hashes")
-
-
-@frozen(kw_only=True)
-class Exclusions:
-    """What may not become a prior: task ids, task names and data hashes (all normalised).
-
-    Combine with ``|``: ``default_exclusions() | Exclusions(ids=["my-holdout"])``.
-    """
-
-    ids: frozenset[str] = field(default=frozenset(), converter=_ids)
-    names: frozenset[str] = field(default=frozenset(), converter=_names)
-    data_hashes: frozenset[str] = field(default=frozenset(), converter=_hashes)
-    suite: str = "user"
-
-    def __or__(self, other: Exclusions) -> Exclusions:
-        return Exclusions(
-            ids=self.ids | other.ids,
-            names=self.names | other.names,
-            data_hashes=self.data_hashes | other.data_hashes,
-            suite=f"{self.suite}+{other.suite}",
-        )
-
-    def match(
-        self,
-        *,
-        source_id: str = "",
-        name: str = "",
-        text: str = "",
-        data_hashes: Iterable[str] = (),
-        related_ids: Iterable[str] = (),
-    ) -> str | None:
-        """Why a source is excluded (``"id 'x'"``, ``"name 'y' in text"``...), or None."""
-        for sid in (source_id, *related_ids):
-            n = normalise_name(sid)
-            if n and (n in self.ids or n in self.names):
-                return f"id {n!r}"
-        for h in data_hashes:
-            if h.strip().lower() in self.data_hashes:
-                return f"data hash {h.strip().lower()!r}"
-        nname = normalise_name(name)
-        if nname and (nname in self.ids or nname in self.names):
-            return f"name {nname!r}"
-        haystack = f"-{normalise_name(name + ' ' + text)}-"
-        for key in sorted(self.ids | self.names):
-            if f"-{key}-" in haystack:
-                return f"{key!r} mentioned in the source"
-        return None
 
 
 def default_exclusions(*, extra: Exclusions | None = None) -> Exclusions:

@@ -136,7 +136,7 @@ MUTATIONS: dict[str, tuple[Callable[[str], str], str]] = {
         "label_leaking_file_name",
     ),
     "not_deterministic": (
-        _replace('random.Random(SPEC["seed"]).shuffle(order)', "random.Random().shuffle(order)"),
+        _replace("rng = random.Random(seed)", "rng = random.Random()"),
         "not_deterministic",
     ),
 }

@@ -2,9 +2,11 @@
 
 import csv
 import json
-import random
 from collections import Counter
 from pathlib import Path
+
+# The split rules follow, verbatim from openmle.gym._splitrules (standard library only).
+from openmle.gym._splitrules import split_indices  # <<splitrules>>
 
 SPEC = json.loads("{}")  # <<spec>>
 
@@ -30,11 +32,21 @@ def prepare(raw, public, private):
         body = [[str(k)] + r for k, r in enumerate(body)]
         t += 1
     i = header.index(id_col)
-    order = list(range(len(body)))
-    random.Random(SPEC["seed"]).shuffle(order)
-    n_test = max(1, round(len(body) * SPEC["test_fraction"]))
-    test = [body[k] for k in sorted(order[:n_test])]
-    train = [body[k] for k in sorted(order[n_test:])]
+    rule = SPEC.get("split") or {"kind": "random", "column": None}
+    col = rule["column"]
+    chosen = set(
+        split_indices(
+            len(body),
+            kind=rule["kind"],
+            fraction=SPEC["test_fraction"],
+            seed=SPEC["seed"],
+            labels=[r[t] for r in body],
+            keys=[r[header.index(col)] for r in body] if col else None,
+            column=col,
+        )
+    )
+    test = [r for k, r in enumerate(body) if k in chosen]
+    train = [r for k, r in enumerate(body) if k not in chosen]
     keep = [j for j in range(len(header)) if j != t]
     _write(public / "train.csv", header, train)
     _write(public / "test.csv", [header[j] for j in keep], [[r[j] for j in keep] for r in test])
@@ -48,10 +60,15 @@ def prepare(raw, public, private):
         p = f"{1 / len(classes):.6f}"
         rows = [[r[i]] + [p] * len(classes) for r in test]
         fmt = "one probability column per class (" + ", ".join(classes) + ")"
-    elif metric in ("rmse", "mae"):
+    elif metric in ("rmse", "mae", "rmsle"):
         mean = sum(float(v) for v in labels) / len(labels)
         cols, rows = [id_col, target], [[r[i], f"{mean:.6g}"] for r in test]
         fmt = "the predicted value of " + target
+    elif metric == "map@k":
+        k = SPEC["metric_params"]["k"]
+        ranked = [c for c, _ in sorted(Counter(labels).items(), key=lambda kv: (-kv[1], kv[0]))]
+        cols, rows = [id_col, target], [[r[i], " ".join(ranked[:k])] for r in test]
+        fmt = f"up to {k} labels of " + target + ", space-separated, best first"
     elif metric == "auc":
         cols, rows = [id_col, target], [[r[i], "0.5"] for r in test]
         fmt = "a score for the positive class of " + target

@@ -1,0 +1,129 @@
+"""Evidence for the builder (issue 17): the three bundled tasks' raw data builds, with the
+offline model and no network, into packages `openmle task validate` accepts; and a short
+offline-model search on built packages (scikit-learn's iris, wine and diabetes, and a bundled
+task) beats the package's constant baseline on the validation split."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from openmle.backends import LocalSandbox, OfflineModel
+from openmle.builder import BuildOptions, BuildResult, build_task, load_blocklist
+from openmle.gym import bundled_names, bundled_raw
+from openmle.search import Budget, run_search
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+_CLEAN = load_blocklist(shipped=False)
+"""The bundled tasks are evaluation data, on the shipped blocklist: these checks opt out."""
+
+
+def _build(raw: Path, out: Path, **opts: Any) -> BuildResult:
+    async def main() -> BuildResult:
+        return await build_task(raw, out, OfflineModel(), options=BuildOptions(**opts))
+
+    return anyio.run(main)
+
+
+def _validate(pkg: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", "task", "validate", str(pkg), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+def _search_beats_constant(pkg: Path, result: BuildResult) -> None:
+    solv = result.record["solvability"]
+    constant, hib = solv["constant"]["score"], solv["higher_is_better"]
+    found = run_search(
+        str(pkg),
+        model=OfflineModel(),
+        sandbox=LocalSandbox(max_concurrency=1),
+        budget=Budget(steps=3),
+        workers=1,
+        final_test=False,
+    )
+    best = found.best_valid_score
+    assert best is not None, [n.outcome for n in found.nodes]
+    # The same validation split as the solvability stage's constant baseline.
+    assert (best > constant) if hib else (best < constant), (best, constant)
+    first = found.nodes[0].score
+    assert first is None or ((best >= first) if hib else (best <= first))
+
+
+@pytest.mark.parametrize("name", bundled_names())
+def test_bundled_raw_data_builds_a_valid_package(tmp_path: Path, name: str) -> None:
+    """`bundled_raw` writes the raw directory; the shipped blocklist refuses it (evaluation
+    data); without it the offline model builds a package that validates."""
+    raw = bundled_raw(name, tmp_path / name)
+    assert sorted(p.name for p in raw.iterdir()) == ["data.csv", "description.txt"]
+    refused = _build(raw, tmp_path / "refused", solvability=False)
+    assert refused.status == "rejected" and refused.stage == "decontam", refused
+    assert any("sha256 of data.csv" in m for m in refused.record["decontam"]["matches"])
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg, blocklist=_CLEAN, solvability=name == "tabular-binary")
+    assert result.status == "built", result.reason
+    _validate(pkg)
+    if name == "tabular-binary":
+        _search_beats_constant(pkg, result)
+
+
+@pytest.mark.parametrize("name", ["iris", "wine", "diabetes"])
+def test_search_improves_on_a_built_sklearn_package(tmp_path: Path, name: str) -> None:
+    """Three offline-model steps on the built package beat its constant baseline."""
+    from sklearn import datasets
+
+    raw = tmp_path / name
+    raw.mkdir()
+    getattr(datasets, f"load_{name}")(as_frame=True).frame.to_csv(raw / f"{name}.csv", index=False)
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg, source=f"sklearn.datasets.load_{name}")
+    assert result.status == "built", result.reason
+    _search_beats_constant(pkg, result)
+
+
+def test_bundled_raw_refuses_an_existing_directory_and_unknown_names(tmp_path: Path) -> None:
+    """The destination must be new; the name must be a bundled task."""
+    from openmle.errors import InvalidArgument
+
+    (tmp_path / "x").mkdir()
+    with pytest.raises(InvalidArgument, match="exists"):
+        bundled_raw("tabular-binary", tmp_path / "x")
+    with pytest.raises(InvalidArgument, match="bundled task name"):
+        bundled_raw("nope", tmp_path / "y")
+
+
+def test_cli_raw_then_build(tmp_path: Path) -> None:
+    """`openmle task raw` writes the raw directory; `task build` refuses it with the shipped
+    blocklist (exit 1, contaminated) and builds it with --no-shipped-blocklist."""
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "openmle", "task", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    raw = tmp_path / "raw"
+    made = cli("raw", "tabular-regression", "--out", str(raw))
+    assert made.returncode == 0 and f"wrote {raw}" in made.stdout, made.stderr
+    again = cli("raw", "tabular-regression", "--out", str(raw))
+    assert again.returncode == 2 and "exists" in again.stderr
+    build = ["build", str(raw), "--no-solvability", "--json"]
+    refused = cli(*build, "--out", str(tmp_path / "a"))
+    assert refused.returncode == 1 and json.loads(refused.stdout)["findings"] == ["contaminated"]
+    built = cli(*build, "--out", str(tmp_path / "b"), "--no-shipped-blocklist")
+    assert built.returncode == 0, built.stdout + built.stderr
+    _validate(tmp_path / "b")

@@ -1,0 +1,82 @@
+"""One decontamination for the task builder and the priors: ids, names, data hashes and a
+user's exclusion list, with the same answers on both sides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import openmle.builder as builder
+import openmle.priors as priors
+from openmle.bench import LITE_IDS
+from openmle.builder import check_contamination, intake, load_blocklist
+from openmle.errors import InvalidArgument
+from openmle.gym._decontam import SHIPPED, Exclusions, load_exclusions, normalise_name
+
+
+def test_both_packages_use_the_one_implementation() -> None:
+    """The public names of both packages are the shared objects."""
+    assert builder.Blocklist is priors.Exclusions is Exclusions
+    assert priors.normalise_name is normalise_name
+    assert isinstance(load_blocklist(), Exclusions)
+    assert load_blocklist().hashes == load_blocklist().data_hashes
+
+
+def test_shipped_list_holds_the_lite_ids_and_the_bundled_tasks() -> None:
+    """Every MLE-bench Lite id, the bundled tasks' names and their three data hashes."""
+    shipped = load_exclusions()
+    assert {normalise_name(i) for i in LITE_IDS} <= shipped.names | shipped.ids
+    assert {"tabular-binary", "tabular-regression", "tabular-multiclass"} <= shipped.names
+    assert len(shipped.data_hashes) == 3 and shipped.suite == "openmle"
+    assert SHIPPED.name == "exclusions.txt"
+
+
+def _raw(tmp_path: Path, file: str = "data.csv") -> Path:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / file).write_text("a,b\n1,2\n")
+    return raw
+
+
+def test_builder_refuses_a_source_that_mentions_an_evaluation_task(tmp_path: Path) -> None:
+    """A Kaggle URL of an MLE-bench Lite competition as provenance is refused (by mention)."""
+    rec = intake(
+        _raw(tmp_path), source="https://www.kaggle.com/c/spooky-author-identification/data"
+    )
+    result = check_contamination(rec, load_blocklist())
+    assert result.matches == ("'spooky-author-identification' mentioned in the source",)
+
+
+def test_builder_compares_names_normalised(tmp_path: Path) -> None:
+    """A raw file called "Spooky Author Identification.csv" is the competition's name."""
+    rec = intake(_raw(tmp_path, "Spooky Author Identification.csv"))
+    result = check_contamination(rec, load_blocklist())
+    assert result.matches == ("name 'spooky-author-identification'",)
+
+
+def test_one_user_list_serves_both_sides(tmp_path: Path) -> None:
+    """A user's file (sha256:, name:, id: lines) refuses the same data in both packages."""
+    raw = _raw(tmp_path)
+    rec = intake(raw, source="my lab's holdout")
+    digest = rec.files[0].sha256
+    mine = tmp_path / "mine.txt"
+    mine.write_text(f"sha256:{digest.upper()}  # my eval set\nid:My_Holdout\nname: Secret Set\n")
+    user = load_exclusions([mine], shipped=False)
+    assert user.suite == "user" and user.ids == {"my-holdout"} and user.names == {"secret-set"}
+    result = check_contamination(rec, load_blocklist([mine], shipped=False))
+    assert result.matches == ("sha256 of data.csv",)
+    ex = priors.default_exclusions(extra=user)
+    assert ex.match(name="x", data_hashes=[digest]) == f"data hash {digest!r}"
+    assert ex.match(related_ids=["my holdout"]) == "id 'my-holdout'"
+    assert ex.match(name="notes", text="tuned on the secret set") is not None
+    assert "mle-bench-lite" in ex.suite and "user" in ex.suite
+
+
+@pytest.mark.parametrize("line", ["md5:abc", "sha256:xyz", "name:", "id: --- ", "holdout"])
+def test_bad_lines_name_the_file_and_line(tmp_path: Path, line: str) -> None:
+    """Every malformed entry is an error naming the file, the line and the forms."""
+    bad = tmp_path / "bad.txt"
+    bad.write_text("# fine\n" + line + "\n")
+    with pytest.raises(InvalidArgument, match=r"bad.txt:2: expected 'sha256"):
+        load_exclusions([bad])
