@@ -582,7 +582,7 @@ class LocalSandbox(Sandbox):
                     marker=marker,
                 )
                 launcher["env"] = env
-                argv = [info.executable, "-I", "-S", "-c", iso.LAUNCHER, json.dumps(launcher)]
+                argv = [info.executable, "-I", "-S", iso.LAUNCHER, json.dumps(launcher)]
             try:
                 proc = await anyio.open_process(
                     argv,
