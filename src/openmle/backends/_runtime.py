@@ -153,6 +153,24 @@ def clamp_rlimits(wanted: Iterable[tuple[str, int | None]]) -> list[tuple[str, i
     return out
 
 
+RLIMIT_NAMES = (
+    "RLIMIT_AS",
+    "RLIMIT_CORE",
+    "RLIMIT_CPU",
+    "RLIMIT_DATA",
+    "RLIMIT_FSIZE",
+    "RLIMIT_NOFILE",
+    "RLIMIT_NPROC",
+)
+
+
+def hard_rlimits() -> dict[str, int]:
+    """This process's hard limits by name (``RLIM_INFINITY`` is -1)."""
+    import resource
+
+    return {name: resource.getrlimit(getattr(resource, name))[1] for name in RLIMIT_NAMES}
+
+
 def count_user_processes(uid: int) -> int:
     """How many processes ``uid`` owns (for a relative ``RLIMIT_NPROC``)."""
     n = 0

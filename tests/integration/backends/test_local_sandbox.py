@@ -651,3 +651,37 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_bwrap_without_prlimit_runs_the_launcher_inside(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No prlimit on the host: the launcher module, bound into bwrap, joins the cgroup and
+    sets the limits; the solution still scores and a fork bomb is still bounded."""
+    why = mode_available("bwrap")
+    if why is not None:
+        pytest.skip(f"bwrap unavailable: {why}")
+    from openmle.backends import _local
+
+    real = shutil.which
+    monkeypatch.setattr(_local.shutil, "which", lambda n: None if n == "prlimit" else real(n))
+    async with LocalSandbox(
+        ToyTask.resolver({"toy": toy}), isolation="bwrap", max_processes=16, max_file_mb=1
+    ) as sb:
+        r = await sb.run(Job(code=TOY_SOLUTION, task="toy", timeout_s=60))
+        assert r.outcome is Outcome.SUCCESS and r.score == 1.0, r
+        code = (
+            "import resource, os\n"
+            "print('fsize', resource.getrlimit(resource.RLIMIT_FSIZE)[0])\n"
+            "n = 0\n"
+            "try:\n"
+            "    for _ in range(64):\n"
+            "        if os.fork() == 0:\n"
+            "            import time; time.sleep(30); os._exit(0)\n"
+            "        n += 1\n"
+            "except OSError as exc:\n"
+            "    print('refused after', n, exc.errno)\n"
+        )
+        r = await sb.run(Job(code=code, task="toy", timeout_s=60))
+        assert f"fsize {1024 * 1024}" in r.logs, r.logs
+        assert "refused after" in r.logs, r.logs
