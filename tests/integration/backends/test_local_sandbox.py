@@ -661,10 +661,8 @@ async def test_bwrap_without_prlimit_runs_the_launcher_inside(
     why = mode_available("bwrap")
     if why is not None:
         pytest.skip(f"bwrap unavailable: {why}")
-    from openmle.backends import _local
-
     real = shutil.which
-    monkeypatch.setattr(_local.shutil, "which", lambda n: None if n == "prlimit" else real(n))
+    monkeypatch.setattr("shutil.which", lambda n: None if n == "prlimit" else real(n))
     async with LocalSandbox(
         ToyTask.resolver({"toy": toy}), isolation="bwrap", max_processes=16, max_file_mb=1
     ) as sb:
