@@ -20,7 +20,13 @@ from openmle.backends._runtime import (
     runtime_info,
 )
 
-__all__ = ["LAUNCHER_IN_SANDBOX", "bwrap_argv", "bwrap_problem", "shell_chain"]
+__all__ = [
+    "LAUNCHER_IN_SANDBOX",
+    "bwrap_argv",
+    "bwrap_problem",
+    "shell_chain",
+    "spare_chain",
+]
 
 LAUNCHER_IN_SANDBOX = "/run/openmle/launcher.py"
 """Where bwrap binds the launcher (read-only) when it runs one."""
@@ -207,6 +213,31 @@ def shell_chain(
     lines.append(f"printf ok > {status}")
     flags = [f"--{_PRLIMIT_FLAGS[name]}={soft}:{hard}" for name, soft, hard in rlimits]
     lines.append("exec " + " ".join(q(a) for a in (prlimit, *flags, "--", *argv)))
+    return ["/bin/sh", "-c", "\n".join(lines)]
+
+
+def spare_chain(*, procs_files: Sequence[str], status_fd: int) -> list[str]:
+    """A launch chain started before its run: ``/bin/sh`` joins the cgroups at once, then
+    waits for its script on stdin (EOF with nothing: it exits) and ``eval``s it with stdin
+    on ``/dev/null``.
+
+    Joining a cgroup (v1 and v2 alike) waits for an RCU grace period, 10-15 ms; a spare
+    started when the previous run ends pays it while nothing waits for it.
+    """
+    q = shlex.quote
+    status = f"/proc/self/fd/{status_fd}"
+    lines = ["set -u"]
+    lines += [
+        f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
+        "exit 125; }"
+        for f in procs_files
+    ]
+    lines += [
+        "script=$(cat) || exit 125",
+        "exec </dev/null",
+        '[ -n "$script" ] || exit 0',
+        'eval "$script"',
+    ]
     return ["/bin/sh", "-c", "\n".join(lines)]
 
 

@@ -62,6 +62,8 @@ class Cgroup:
 
     dirs: dict[str, Path]
     version: int
+    cpu: bool = False
+    """v2: whether the cpu controller is enabled for it (v1: a ``cpu`` directory)."""
     _removed: bool = field(default=False, init=False)
 
     @classmethod
@@ -84,16 +86,7 @@ class Cgroup:
                     d.mkdir()
                     made[ctrl] = d
                 cg = cls(dirs=made, version=1)
-                if pids_max is not None:
-                    cg._write("pids", "pids.max", str(pids_max))
-                if memory_bytes is not None:
-                    cg._write("memory", "memory.limit_in_bytes", str(memory_bytes))
-                    with contextlib.suppress(OSError):
-                        cg._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
-                if cpus is not None and "cpu" in made:
-                    with contextlib.suppress(OSError):
-                        cg._write("cpu", "cpu.cfs_period_us", "100000")
-                        cg._write("cpu", "cpu.cfs_quota_us", str(max(1000, int(cpus * 100000))))
+                cg.set_limits(pids_max=pids_max, memory_bytes=memory_bytes, cpus=cpus)
                 return cg
             if v2 is not None and "" in own:
                 parent = Path(v2) / own[""].lstrip("/")
@@ -103,15 +96,8 @@ class Cgroup:
                 d = parent / name
                 d.mkdir()
                 made[""] = d
-                cg = cls(dirs=made, version=2)
-                if pids_max is not None:
-                    cg._write("", "pids.max", str(pids_max))
-                if memory_bytes is not None:
-                    cg._write("", "memory.max", str(memory_bytes))
-                    with contextlib.suppress(OSError):
-                        cg._write("", "memory.swap.max", "0")
-                if cpus is not None and "cpu" in enabled:
-                    cg._write("", "cpu.max", f"{max(1000, int(cpus * 100000))} 100000")
+                cg = cls(dirs=made, version=2, cpu="cpu" in enabled)
+                cg.set_limits(pids_max=pids_max, memory_bytes=memory_bytes, cpus=cpus)
                 return cg
         except OSError:
             for d in made.values():
@@ -119,6 +105,35 @@ class Cgroup:
                     d.rmdir()
             return None
         return None
+
+    def set_limits(
+        self, *, pids_max: int | None, memory_bytes: int | None, cpus: float | None
+    ) -> None:
+        """Write the limits (None: leave as is). Raises OSError where the kernel refuses one.
+
+        Memory is set once per cgroup (a spare's is unlimited until its run sets it): v1
+        needs ``memory.limit_in_bytes`` before the (never smaller) ``memsw`` limit.
+        """
+        if self.version == 1:
+            if pids_max is not None:
+                self._write("pids", "pids.max", str(pids_max))
+            if memory_bytes is not None:
+                self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
+                with contextlib.suppress(OSError):
+                    self._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
+            if cpus is not None and "cpu" in self.dirs:
+                with contextlib.suppress(OSError):
+                    self._write("cpu", "cpu.cfs_period_us", "100000")
+                    self._write("cpu", "cpu.cfs_quota_us", str(max(1000, int(cpus * 100000))))
+            return
+        if pids_max is not None:
+            self._write("", "pids.max", str(pids_max))
+        if memory_bytes is not None:
+            self._write("", "memory.max", str(memory_bytes))
+            with contextlib.suppress(OSError):
+                self._write("", "memory.swap.max", "0")
+        if cpus is not None and self.cpu:
+            self._write("", "cpu.max", f"{max(1000, int(cpus * 100000))} 100000")
 
     def _write(self, ctrl: str, name: str, value: str) -> None:
         (self.dirs[ctrl] / name).write_text(value)

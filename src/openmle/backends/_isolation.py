@@ -58,7 +58,13 @@ client, not the process tree; here every way out of a run ends with the whole tr
 
 from __future__ import annotations
 
-from openmle.backends._bwrap import LAUNCHER_IN_SANDBOX, bwrap_argv, bwrap_problem, shell_chain
+from openmle.backends._bwrap import (
+    LAUNCHER_IN_SANDBOX,
+    bwrap_argv,
+    bwrap_problem,
+    shell_chain,
+    spare_chain,
+)
 from openmle.backends._cgroup import Cgroup, _cgroup_mounts, _own_cgroups
 from openmle.backends._landlock import landlock_abi, landlock_rules, symlink_free_copy
 from openmle.backends._launcher import LL_ALL, LL_DEVICE, LL_EXECUTE, LL_READ_ONLY
@@ -121,6 +127,7 @@ __all__ = [
     "seccomp_bytes",
     "seccomp_program",
     "shell_chain",
+    "spare_chain",
     "symlink_free_copy",
     "unmount",
 ]

@@ -57,8 +57,10 @@ from openmle.backends._plan import (
     SandboxFacts,
     cgroup_limits,
     job_problem,
+    launch_env,
     launch_plan,
     paths_problem,
+    spare_script,
 )
 from openmle.backends._workspace import encode_program, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
@@ -153,8 +155,9 @@ class LocalSandbox(Sandbox):
             ``workspace/``, ``program/main.py`` and the graded copy) instead of deleting it.
         extra_ro_paths: more host directories programs may read (e.g. model weights).
         cgroups: give each run its own cgroup where this process may create one (limits
-            memory and processes across the whole tree, detects OOM kills). False saves the
-            cgroup moves (a few ms each on cgroup v1) and falls back to per-process
+            memory and processes across the whole tree, detects OOM kills). The next run's
+            launch chain joins its cgroup when a run ends, off the job's path (joining waits
+            for an RCU grace period, 10-15 ms). False falls back to per-process
             ``RLIMIT_DATA`` and ``RLIMIT_NPROC`` (which does not bind root).
         cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
             quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
@@ -203,6 +206,8 @@ class LocalSandbox(Sandbox):
     _setup_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _mode: Mode | None = field(default=None, init=False)
     _facts: SandboxFacts | None = field(default=None, init=False)
+    _spares: list[_Spare] = field(factory=list, init=False)
+    _spares_finalizer: bool = field(default=False, init=False)
     _bwrap: str | None = field(default=None, init=False)
     _prlimit: str | None = field(default=None, init=False)
     _seccomp: bytes | None = field(default=None, init=False)
@@ -362,6 +367,11 @@ class LocalSandbox(Sandbox):
     async def aclose(self) -> None:
         """Refuse new jobs and delete cached data views (idempotent)."""
         self._closed = True
+        spares = list(self._spares)
+        self._spares.clear()  # the same list the finalizer holds
+        with anyio.CancelScope(shield=True):
+            for spare in spares:
+                await spare.discard()
         if self._view_root is not None:
             root, self._view_root = self._view_root, None
             with anyio.CancelScope(shield=True):
@@ -420,11 +430,10 @@ class LocalSandbox(Sandbox):
         # that tmpfs, so /proc/self/mountinfo shows no host path for them.
         box = run_dir / "box"
         mounted = False
-        marker = uuid.uuid4().hex
+        marker = ""
         cgroup: iso.Cgroup | None = None
         proc: anyio.abc.Process | None = None
-        status_r = status_w = -1
-        extra_fds: list[int] = []
+        status_r = -1
         try:
             box.mkdir()
             # The three directories count against the inode limit too.
@@ -456,53 +465,46 @@ class LocalSandbox(Sandbox):
             paths = RunPaths(
                 box=box, public=public, data=data, private=private, tmp_mounted=mounted
             )
-            if facts.cgroups:
-                limits = cgroup_limits(job, settings)
-                cgroup = iso.Cgroup.create(
-                    pids_max=limits.pids_max, memory_bytes=limits.memory_bytes, cpus=limits.cpus
-                )
-            users = 0
-            if cgroup is None and facts.euid != 0:
-                users = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
-            status_r, status_w = os.pipe()
-            os.set_blocking(status_r, False)
-            seccomp_fd: int | None = None
-            if facts.mode == "bwrap" and self._seccomp is not None:
-                (run_dir / "seccomp.bpf").write_bytes(self._seccomp)
-                seccomp_fd = os.open(run_dir / "seccomp.bpf", os.O_RDONLY)
-                extra_fds.append(seccomp_fd)
-            run = RunFacts(
-                marker=marker,
-                owner_pid=os.getpid(),
-                gpus=gpus,
-                status_fd=status_w,
-                seccomp_fd=seccomp_fd,
-                cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
-                user_processes=users,
-                rlimit_hard=iso.hard_rlimits(),
-            )
-            plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
             try:
-                proc = await anyio.open_process(
-                    list(plan.argv),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    cwd=plan.cwd,
-                    env=dict(plan.launch_env),
-                    start_new_session=True,
-                    pass_fds=plan.pass_fds,
-                )
+                spare = await self._take_spare()
             except OSError as exc:
                 return RunResult.infra_error(
                     f"could not start the program: {exc}", split=job.split, queue_s=queue_s
                 )
-            finally:
-                os.close(status_w)
-                status_w = -1
-                for fd in extra_fds:
-                    os.close(fd)
-                extra_fds.clear()
+            proc, cgroup, marker, status_r = spare.proc, spare.cgroup, spare.marker, spare.status_r
+            if cgroup is not None:
+                limits = cgroup_limits(job, settings)
+                try:
+                    cgroup.set_limits(
+                        pids_max=limits.pids_max, memory_bytes=limits.memory_bytes, cpus=limits.cpus
+                    )
+                except OSError as exc:
+                    return RunResult.infra_error(
+                        f"could not set the run's cgroup limits: {exc}",
+                        split=job.split,
+                        queue_s=queue_s,
+                    )
+            users = 0
+            if cgroup is None and facts.euid != 0:
+                users = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
+            run = RunFacts(
+                marker=marker,
+                owner_pid=os.getpid(),
+                gpus=gpus,
+                status_fd=spare.status_fd,
+                seccomp_fd=spare.seccomp_fd,
+                cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
+                joined=True,
+                user_processes=users,
+                rlimit_hard=iso.hard_rlimits(),
+            )
+            plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
+            if proc.stdin is None:
+                raise AssertionError("internal invariant broken: a spare has a stdin pipe")
+            # A spare that died (it could not join its cgroup) said why on the status pipe.
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await proc.stdin.send(spare_script(plan).encode())
+            await proc.stdin.aclose()
             return await self._wait(job, task, plan, proc, cgroup, marker, status_r, queue_s)
         finally:
             with anyio.CancelScope(shield=True):
@@ -511,13 +513,110 @@ class LocalSandbox(Sandbox):
                         proc, cgroup, marker, graceful=False, bwrap=facts.mode == "bwrap"
                     )
                     await proc.aclose()
-                for fd in (status_r, status_w, *extra_fds):
-                    if fd >= 0:
-                        with contextlib.suppress(OSError):
-                            os.close(fd)
+                if status_r >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(status_r)
                 if cgroup is not None:
                     await anyio.to_thread.run_sync(cgroup.remove)
                 await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
+                if proc is not None:
+                    await self._add_spare()
+
+    async def _spawn_spare(self) -> _Spare:
+        """Start a launch chain for a coming run, inside a fresh cgroup of its own.
+
+        It joins the cgroup at once (the cgroup move, one RCU grace period, happens while no
+        run waits for it) and then waits for its script (:func:`_plan.spare_script`).
+
+        Raises:
+            OSError: the chain could not be started.
+        """
+        facts = self._facts
+        if facts is None:
+            raise AssertionError("internal invariant broken: prepare() ran before a spare")
+        cgroup = None
+        if facts.cgroups:  # limits are set by the run that takes it
+            cgroup = await anyio.to_thread.run_sync(
+                lambda: iso.Cgroup.create(
+                    pids_max=self.max_processes,
+                    memory_bytes=None,
+                    cpus=1.0 if self.cpu_quota else None,
+                )
+            )
+        marker = uuid.uuid4().hex
+        status_r, status_w = os.pipe()
+        os.set_blocking(status_r, False)
+        fds = [status_w]
+        seccomp_fd: int | None = None
+        try:
+            if facts.mode == "bwrap" and self._seccomp is not None:
+                # bwrap reads the filter from a pipe as well as from a file.
+                seccomp_fd, w = os.pipe()
+                fds.append(seccomp_fd)
+                try:
+                    os.write(w, self._seccomp)
+                finally:
+                    os.close(w)
+            argv = iso.spare_chain(
+                procs_files=cgroup.procs_files if cgroup is not None else [], status_fd=status_w
+            )
+            proc = await anyio.open_process(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd="/",
+                env=launch_env(marker),
+                start_new_session=True,
+                pass_fds=fds,
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                os.close(status_r)
+                if cgroup is not None:
+                    await anyio.to_thread.run_sync(cgroup.remove)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return _Spare(
+            proc=proc,
+            cgroup=cgroup,
+            marker=marker,
+            status_r=status_r,
+            status_fd=status_w,
+            seccomp_fd=seccomp_fd,
+        )
+
+    async def _take_spare(self) -> _Spare:
+        """A spare launch chain for this run: a waiting one, else one started now.
+
+        Raises:
+            OSError: none was waiting and none could be started.
+        """
+        while self._spares:
+            spare = self._spares.pop()
+            if spare.proc.returncode is None:
+                return spare
+            await spare.discard()
+        return await self._spawn_spare()
+
+    async def _add_spare(self) -> None:
+        """Start a spare for the next run (best effort; never more than ``max_concurrency``)."""
+        if self._closed or len(self._spares) >= self.max_concurrency:
+            return
+        try:
+            spare = await self._spawn_spare()
+        except OSError:
+            return
+        if self._closed:
+            await spare.discard()
+        else:
+            if not self._spares_finalizer:
+                # Where aclose() never runs: stop the waiting chains, remove their cgroups.
+                weakref.finalize(self, _drop_spares, self._spares)
+                self._spares_finalizer = True
+            self._spares.append(spare)
 
     async def _wait(
         self,
@@ -710,6 +809,45 @@ class LocalSandbox(Sandbox):
                     await proc.wait()
             else:
                 await anyio.sleep(0.01)
+
+
+@define(eq=False)
+class _Spare:
+    """A launch chain started before its run, already inside the run's cgroup."""
+
+    proc: anyio.abc.Process
+    cgroup: iso.Cgroup | None
+    marker: str
+    status_r: int
+    status_fd: int
+    """The status pipe's number in the chain (closed here)."""
+    seccomp_fd: int | None
+
+    async def discard(self) -> None:
+        """Stop it and remove its cgroup (shielded from cancellation)."""
+        with anyio.CancelScope(shield=True):
+            iso.kill_pids([self.proc.pid], signal.SIGKILL)
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            with anyio.move_on_after(5):
+                await self.proc.wait()
+            await self.proc.aclose()
+            with contextlib.suppress(OSError):
+                os.close(self.status_r)
+            if self.cgroup is not None:
+                await anyio.to_thread.run_sync(self.cgroup.remove)
+
+
+def _drop_spares(spares: list[_Spare]) -> None:
+    """Kill waiting launch chains and remove their cgroups (a finalizer: blocking, no loop)."""
+    for spare in spares:
+        iso.kill_pids([spare.proc.pid], signal.SIGKILL)
+        if spare.cgroup is not None:
+            spare.cgroup.kill()
+            spare.cgroup.remove(wait_s=1.0)
+        with contextlib.suppress(OSError):
+            os.close(spare.status_r)
+    spares.clear()
 
 
 async def _pump(stream: anyio.abc.ByteReceiveStream, cap: LogCap, drained: anyio.Event) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -42,6 +43,7 @@ __all__ = [
     "launch_plan",
     "paths_problem",
     "program_env",
+    "spare_script",
 ]
 
 Mode = Literal["bwrap", "landlock"]
@@ -129,6 +131,8 @@ class RunFacts:
     """bwrap mode: an fd on the seccomp filter (``bwrap --seccomp``), or None for none."""
     cgroup_procs: tuple[str, ...] = ()
     """The run's cgroup (its ``cgroup.procs`` files); empty without one."""
+    joined: bool = False
+    """The launch chain already runs in the cgroup (a spare, see :func:`spare_script`)."""
     user_processes: int = 0
     """Processes this uid owns now (a relative ``RLIMIT_NPROC`` when there is no cgroup)."""
     rlimit_hard: Mapping[str, int] = field(factory=dict)
@@ -312,7 +316,7 @@ def launch_plan(
             # address space) only a memory cgroup can do it.
             wanted.append(("RLIMIT_AS", 2 * memory + (1 << 30)))
     rlimits = clamp_to(wanted, run.rlimit_hard)
-    procs = list(run.cgroup_procs)
+    procs = [] if run.joined else list(run.cgroup_procs)
     launcher: dict[str, object] = {
         "status_fd": run.status_fd,
         "procs": procs,
@@ -424,3 +428,11 @@ def launch_plan(
         kill_grace_s=settings.kill_grace_s,
         started_marker=b'"child-pid"' if bwrap and sandbox.prlimit else None,
     )
+
+
+def spare_script(plan: LaunchPlan) -> str:
+    """The script a spare launch chain (``_bwrap.spare_chain``) evaluates to run ``plan``."""
+    cd = f"cd -- {shlex.quote(str(plan.cwd))} || exit 125\n"
+    if plan.argv[:2] == ("/bin/sh", "-c"):
+        return cd + plan.argv[2]
+    return cd + "exec " + shlex.join(plan.argv)
