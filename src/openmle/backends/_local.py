@@ -22,6 +22,7 @@ cannot point the grader at the answers.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
 import shutil
@@ -432,8 +433,7 @@ class LocalSandbox(Sandbox):
         mounted = False
         marker = ""
         cgroup: iso.Cgroup | None = None
-        proc: anyio.abc.Process | None = None
-        status_r = -1
+        proc: _Chain | None = None
         try:
             box.mkdir()
             # The three directories count against the inode limit too.
@@ -471,7 +471,7 @@ class LocalSandbox(Sandbox):
                 return RunResult.infra_error(
                     f"could not start the program: {exc}", split=job.split, queue_s=queue_s
                 )
-            proc, cgroup, marker, status_r = spare.proc, spare.cgroup, spare.marker, spare.status_r
+            proc, cgroup, marker = spare.proc, spare.cgroup, spare.marker
             if cgroup is not None:
                 limits = cgroup_limits(job, settings)
                 try:
@@ -491,35 +491,30 @@ class LocalSandbox(Sandbox):
                 marker=marker,
                 owner_pid=os.getpid(),
                 gpus=gpus,
-                status_fd=spare.status_fd,
-                seccomp_fd=spare.seccomp_fd,
+                status_fd=_STATUS_FD,
+                seccomp_fd=_SECCOMP_FD if proc.has_seccomp else None,
                 cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
                 joined=True,
                 user_processes=users,
                 rlimit_hard=iso.hard_rlimits(),
             )
             plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
-            if proc.stdin is None:
-                raise AssertionError("internal invariant broken: a spare has a stdin pipe")
             # A spare that died (it could not join its cgroup) said why on the status pipe.
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await proc.stdin.send(spare_script(plan).encode())
-            await proc.stdin.aclose()
-            return await self._wait(job, task, plan, proc, cgroup, marker, status_r, queue_s)
+            await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
+            return await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
         finally:
             with anyio.CancelScope(shield=True):
                 if proc is not None:
                     await self._kill_tree(
                         proc, cgroup, marker, graceful=False, bwrap=facts.mode == "bwrap"
                     )
-                    await proc.aclose()
-                if status_r >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(status_r)
+                    proc.close()
                 if cgroup is not None:
                     await anyio.to_thread.run_sync(cgroup.remove)
                 await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
                 if proc is not None:
+                    # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
+                    # an RCU grace period, which this run's rmdir would otherwise wait for.
                     await self._add_spare()
 
     async def _spawn_spare(self) -> _Spare:
@@ -544,49 +539,21 @@ class LocalSandbox(Sandbox):
                 )
             )
         marker = uuid.uuid4().hex
-        status_r, status_w = os.pipe()
-        os.set_blocking(status_r, False)
-        fds = [status_w]
-        seccomp_fd: int | None = None
         try:
-            if facts.mode == "bwrap" and self._seccomp is not None:
-                # bwrap reads the filter from a pipe as well as from a file.
-                seccomp_fd, w = os.pipe()
-                fds.append(seccomp_fd)
-                try:
-                    os.write(w, self._seccomp)
-                finally:
-                    os.close(w)
-            argv = iso.spare_chain(
-                procs_files=cgroup.procs_files if cgroup is not None else [], status_fd=status_w
-            )
-            proc = await anyio.open_process(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd="/",
+            chain = _Chain.spawn(
+                iso.spare_chain(
+                    procs_files=cgroup.procs_files if cgroup is not None else [],
+                    status_fd=_STATUS_FD,
+                ),
                 env=launch_env(marker),
-                start_new_session=True,
-                pass_fds=fds,
+                seccomp=self._seccomp if facts.mode == "bwrap" else None,
             )
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                os.close(status_r)
-                if cgroup is not None:
+            if cgroup is not None:
+                with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(cgroup.remove)
             raise
-        finally:
-            for fd in fds:
-                os.close(fd)
-        return _Spare(
-            proc=proc,
-            cgroup=cgroup,
-            marker=marker,
-            status_r=status_r,
-            status_fd=status_w,
-            seccomp_fd=seccomp_fd,
-        )
+        return _Spare(proc=chain, cgroup=cgroup, marker=marker)
 
     async def _take_spare(self) -> _Spare:
         """A spare launch chain for this run: a waiting one, else one started now.
@@ -623,10 +590,9 @@ class LocalSandbox(Sandbox):
         job: Job,
         task: TaskHandle,
         plan: LaunchPlan,
-        proc: anyio.abc.Process,
+        proc: _Chain,
         cgroup: iso.Cgroup | None,
         marker: str,
-        status_r: int,
         queue_s: float,
     ) -> RunResult:
         """Capture the output until the program exits or times out, kill the tree, classify."""
@@ -637,9 +603,7 @@ class LocalSandbox(Sandbox):
         quota_hit: list[str] = []
         async with anyio.create_task_group() as tg:
             drained = anyio.Event()
-            if proc.stdout is None:
-                raise AssertionError("internal invariant broken: proc.stdout is not None")
-            tg.start_soon(_pump, proc.stdout, cap, drained)
+            tg.start_soon(_pump, proc, cap, drained)
             if plan.quota_watchdog:
                 tg.start_soon(self._quota_watchdog, proc, box, quota_hit)
             with anyio.move_on_after(plan.timeout_s) as waited:
@@ -651,7 +615,7 @@ class LocalSandbox(Sandbox):
             with anyio.move_on_after(_PIPE_GRACE_S):
                 await drained.wait()
             tg.cancel_scope.cancel()
-        status = _read_all(status_r)
+        status = _read_all(proc.status_r)
         exit_code = proc.returncode
         # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
         started_ok = status.startswith(b"ok") and (
@@ -709,7 +673,7 @@ class LocalSandbox(Sandbox):
         else:
             iso.safe_rmtree(run_dir)
 
-    async def _quota_watchdog(self, proc: anyio.abc.Process, box: Path, hit: list[str]) -> None:
+    async def _quota_watchdog(self, proc: _Chain, box: Path, hit: list[str]) -> None:
         """Kill the run once ``box`` passes the quota (where no quota tmpfs could be mounted)."""
         limit_bytes = self.max_workspace_mb * 1024 * 1024
         while proc.returncode is None:
@@ -758,7 +722,7 @@ class LocalSandbox(Sandbox):
 
     async def _kill_tree(
         self,
-        proc: anyio.abc.Process,
+        proc: _Chain,
         cgroup: iso.Cgroup | None,
         marker: str,
         *,
@@ -802,8 +766,6 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroup.kill()
             if alive:
-                # Not proc.kill(): Popen.send_signal polls first, which can reap the child
-                # under asyncio's watcher (which then reports exit status 255).
                 iso.kill_pids([main], signal.SIGKILL)
                 with anyio.move_on_after(5):
                     await proc.wait()
@@ -811,17 +773,147 @@ class LocalSandbox(Sandbox):
                 await anyio.sleep(0.01)
 
 
+_STATUS_FD = 3
+"""The status pipe's number in the launch chain (the plan's ``printf ok`` and bwrap's report)."""
+_SECCOMP_FD = 4
+"""bwrap mode: the seccomp filter's pipe in the launch chain (``bwrap --seccomp 4``)."""
+
+
+@define(eq=False)
+class _Chain:
+    """A launch chain started with ``posix_spawn``: raw pipes, a pidfd, no asyncio transport.
+
+    Started before its run (a spare), it holds no object that warns when a sandbox that was
+    never closed is collected: its pipes are plain descriptors that :meth:`close` (or the
+    sandbox's finalizer) closes, and the chain exits on its own when its stdin closes.
+    """
+
+    pid: int
+    pidfd: int
+    stdin_w: int
+    stdout_r: int
+    status_r: int
+    has_seccomp: bool
+    _returncode: int | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
+
+    @classmethod
+    def spawn(cls, argv: Sequence[str], *, env: dict[str, str], seccomp: bytes | None) -> _Chain:
+        """Start ``argv`` in a new session with stdin, stdout+stderr and status pipes.
+
+        Raises:
+            OSError: it could not be started.
+        """
+        opened: list[int] = []
+
+        def pipe() -> tuple[int, int]:
+            # Above the fixed numbers, so the dup2s below always copy (and clear CLOEXEC).
+            r, w = os.pipe()
+            hi_r, hi_w = (
+                fcntl.fcntl(r, fcntl.F_DUPFD_CLOEXEC, 10),
+                fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 10),
+            )
+            os.close(r)
+            os.close(w)
+            opened.extend((hi_r, hi_w))
+            return hi_r, hi_w
+
+        try:
+            in_r, in_w = pipe()
+            out_r, out_w = pipe()
+            st_r, st_w = pipe()
+            actions = [
+                (os.POSIX_SPAWN_DUP2, in_r, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, out_w, 2),
+                (os.POSIX_SPAWN_DUP2, st_w, _STATUS_FD),
+            ]
+            sec_r = -1
+            if seccomp is not None:
+                sec_r, sec_w = pipe()
+                try:
+                    os.write(sec_w, seccomp)  # a few hundred bytes: fits the pipe
+                finally:
+                    os.close(sec_w)
+                    opened.remove(sec_w)
+                actions.append((os.POSIX_SPAWN_DUP2, sec_r, _SECCOMP_FD))
+            pid = os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsid=True)
+        except BaseException:
+            for fd in opened:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+        for fd in (in_r, out_w, st_w, *([sec_r] if sec_r >= 0 else [])):
+            os.close(fd)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            for fd in (in_w, out_r, st_r):
+                os.close(fd)
+            raise
+        os.set_blocking(out_r, False)
+        os.set_blocking(st_r, False)
+        return cls(
+            pid=pid,
+            pidfd=pidfd,
+            stdin_w=in_w,
+            stdout_r=out_r,
+            status_r=st_r,
+            has_seccomp=seccomp is not None,
+        )
+
+    def start(self, script: bytes) -> None:
+        """Hand the chain its script and close its stdin (blocking: a few KiB at most)."""
+        try:
+            with contextlib.suppress(BrokenPipeError):
+                view = memoryview(script)
+                while view:
+                    view = view[os.write(self.stdin_w, view) :]
+        finally:
+            os.close(self.stdin_w)
+            self.stdin_w = -1
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once it has exited (``-signal`` when killed), else None."""
+        if self._returncode is None and not self._closed:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == self.pid:
+                    self._returncode = os.waitstatus_to_exitcode(status)
+        return self._returncode
+
+    async def wait(self) -> int:
+        """Wait until it exits; its exit status."""
+        while True:
+            code = self.returncode
+            if code is not None:
+                return code
+            await anyio.wait_readable(self.pidfd)
+
+    def close(self) -> None:
+        """Close our ends of its pipes and its pidfd (idempotent; reaps it if it has exited)."""
+        if self._closed:
+            return
+        self.returncode  # noqa: B018 - reap a zombie
+        self._closed = True
+        for fd in (self.pidfd, self.stdout_r):
+            anyio.notify_closing(fd)
+        for fd in (self.pidfd, self.stdin_w, self.stdout_r, self.status_r):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
 @define(eq=False)
 class _Spare:
     """A launch chain started before its run, already inside the run's cgroup."""
 
-    proc: anyio.abc.Process
+    proc: _Chain
     cgroup: iso.Cgroup | None
     marker: str
-    status_r: int
-    status_fd: int
-    """The status pipe's number in the chain (closed here)."""
-    seccomp_fd: int | None
 
     async def discard(self) -> None:
         """Stop it and remove its cgroup (shielded from cancellation)."""
@@ -831,9 +923,7 @@ class _Spare:
                 self.cgroup.kill()
             with anyio.move_on_after(5):
                 await self.proc.wait()
-            await self.proc.aclose()
-            with contextlib.suppress(OSError):
-                os.close(self.status_r)
+            self.proc.close()
             if self.cgroup is not None:
                 await anyio.to_thread.run_sync(self.cgroup.remove)
 
@@ -842,19 +932,31 @@ def _drop_spares(spares: list[_Spare]) -> None:
     """Kill waiting launch chains and remove their cgroups (a finalizer: blocking, no loop)."""
     for spare in spares:
         iso.kill_pids([spare.proc.pid], signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(spare.proc.pid, 0)
+        for fd in (spare.proc.pidfd, spare.proc.stdin_w, spare.proc.stdout_r, spare.proc.status_r):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         if spare.cgroup is not None:
             spare.cgroup.kill()
             spare.cgroup.remove(wait_s=1.0)
-        with contextlib.suppress(OSError):
-            os.close(spare.status_r)
     spares.clear()
 
 
-async def _pump(stream: anyio.abc.ByteReceiveStream, cap: LogCap, drained: anyio.Event) -> None:
+async def _pump(proc: _Chain, cap: LogCap, drained: anyio.Event) -> None:
+    """Feed the chain's output to ``cap`` until end of file."""
     try:
-        async for chunk in stream:
+        while True:
+            await anyio.wait_readable(proc.stdout_r)
+            try:
+                chunk = os.read(proc.stdout_r, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
             cap.feed(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+    except (anyio.ClosedResourceError, anyio.BusyResourceError, OSError):
         pass
     finally:
         drained.set()
