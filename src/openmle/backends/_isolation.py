@@ -20,19 +20,21 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   ``connect`` to a host service's socket), no UDP, netlink or packet sockets. It shares the
   host's PID namespace.
 
-In bwrap mode a ``/bin/sh`` one-liner joins the run's cgroups, reports on a status pipe and
-``exec``s ``prlimit`` (util-linux) to set the rlimits, which ``exec``s bubblewrap, which
-reports the sandbox's setup on the same pipe and ``exec``s the program: one Python start-up
-per run. The Landlock mode (and bwrap mode without ``prlimit``) uses a small Python launcher
-(standard library only) that joins the cgroups, sets rlimits, applies Landlock and ``exec``s
-the program. Either way a launch failure is an infrastructure error, never blamed on the
-program. The launch chain runs with a fixed environment (never ``job.env``, whose loader
-variables would run code on the host before any isolation); the program's environment is
-applied inside (``bwrap --clearenv --setenv``, or the launcher's ``execve``). The Landlock
-launcher sets a parent-death signal and, where it may (root), unshares its mount namespace to
-mount a private, size-limited ``/dev/shm`` (else the program gets none); bwrap mounts a sized
-tmpfs on ``/dev/shm``. The run's workspace, ``/tmp`` and program live on a size- and
-inode-limited tmpfs mounted on the host (:func:`mount_quota_tmpfs`) where we may mount.
+Every run starts from a ``/bin/sh`` that joined the run's cgroups before the job came (see
+:func:`spare_chain`: the next run's chain is started when a run ends) and then reads its
+script. In bwrap mode the script reports on a status pipe and ``exec``s ``prlimit``
+(util-linux) to set the rlimits, which ``exec``s bubblewrap, which reports the sandbox's setup
+on the same pipe and ``exec``s the program: one Python start-up per run. The Landlock mode (and
+bwrap mode without ``prlimit``) ``exec``s a small Python launcher (standard library only) that
+sets rlimits, applies Landlock and ``exec``s the program. Either way a launch failure is an
+infrastructure error, never blamed on the program. The launch chain runs with a fixed
+environment (never ``job.env``, whose loader variables would run code on the host before any
+isolation); the program's environment is applied inside (``bwrap --clearenv --setenv``, or the
+launcher's ``execve``). The Landlock launcher sets a parent-death signal and, where it may
+(root), unshares its mount namespace to mount a private, size-limited ``/dev/shm`` (else the
+program gets none); bwrap mounts a sized tmpfs on ``/dev/shm``. The run's workspace, ``/tmp``
+and program live on a size- and inode-limited tmpfs mounted on the host
+(:func:`mount_quota_tmpfs`) where we may mount.
 
 Both modes load a seccomp filter (:func:`seccomp_program`): no new namespaces, mounts, kernel
 keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` or io_uring; the weak mode also limits
