@@ -5,12 +5,14 @@ hits both alike; the figures are medians. The programs write no submission, so n
 grades: grading is a separate, task-specific cost (the toy task's grader is a child Python
 process), reported on its own line as ``grade_ms``.
 
-What the sandbox adds per job: a run directory, a per-run cgroup (where writable; joining
-each cgroup-v1 controller waits for an RCU grace period), the ``sh`` + ``prlimit`` chain that
-joins it and sets rlimits, the bubblewrap namespaces and mounts, the seccomp filter (Landlock
-mode: a ``python -I -S`` launcher that applies Landlock and seccomp), output capture, the
-leftover-process sweep and the cleanup. The bare side gets the same environment variables.
-The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what the cgroup moves cost.
+What the sandbox adds per job: a run directory (a quota tmpfs as root), the ``sh`` +
+``prlimit`` chain that sets rlimits, the bubblewrap namespaces and mounts, the seccomp filter
+(Landlock mode: a ``python -I -S`` launcher that applies Landlock and seccomp), output capture,
+the leftover-process sweep and the cleanup. The per-run cgroup (where writable) is joined by
+a chain started when the previous run ended (joining waits for an RCU grace period, 10-15 ms
+when idle), so between sandbox runs the bare run gives it time, as a search step's model call
+would. The bare side gets the same environment variables. The ``bwrap-nocg`` rows run with
+``cgroups=False`` to show what the cgroups still cost.
 
 Run: ``python benchmarks/sandbox.py [--repeats 30]``.
 """

@@ -22,7 +22,7 @@ cannot point the grader at the answers.
 from __future__ import annotations
 
 import contextlib
-import json
+import fcntl
 import math
 import os
 import shutil
@@ -45,10 +45,24 @@ from attrs import define, field
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
 from openmle._task_protocol import TaskHandle, TaskResolver
-from openmle._types import Job, RunResult, env_problem
+from openmle._types import Job, RunResult
 from openmle.backends import _isolation as iso
 from openmle.backends._gpu import GpuPool
 from openmle.backends._kit import default_resolver, grade_outside
+from openmle.backends._plan import (
+    RUN_ID_ENV,
+    LaunchPlan,
+    PlanSettings,
+    RunFacts,
+    RunPaths,
+    SandboxFacts,
+    cgroup_limits,
+    job_problem,
+    launch_env,
+    launch_plan,
+    paths_problem,
+    spare_script,
+)
 from openmle.backends._workspace import encode_program, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 
@@ -57,17 +71,10 @@ __all__ = ["LocalSandbox"]
 Isolation = Literal["auto", "bwrap", "landlock"]
 Mode = Literal["bwrap", "landlock"]
 
-RUN_ID_ENV = "OPENMLE_RUN_ID"
-"""Every program process carries this variable (a fresh id per run); used to find leftovers."""
-
 _OWNED_ENV = ("CUDA_VISIBLE_DEVICES", "DATA_DIR", RUN_ID_ENV)
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _PIPE_GRACE_S = 5.0
 _QUOTA_POLL_S = 0.5
 _MAX_LOG_BYTES = 16 * 1024 * 1024
-# The launch chain (/bin/sh, prlimit, bubblewrap, the Python launcher) runs outside the
-# isolation, so it gets this fixed environment and never the job's.
-_LAUNCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 _warned: set[str] = set()
 
 
@@ -149,8 +156,9 @@ class LocalSandbox(Sandbox):
             ``workspace/``, ``program/main.py`` and the graded copy) instead of deleting it.
         extra_ro_paths: more host directories programs may read (e.g. model weights).
         cgroups: give each run its own cgroup where this process may create one (limits
-            memory and processes across the whole tree, detects OOM kills). False saves the
-            cgroup moves (a few ms each on cgroup v1) and falls back to per-process
+            memory and processes across the whole tree, detects OOM kills). The next run's
+            launch chain joins its cgroup when a run ends, off the job's path (joining waits
+            for an RCU grace period, 10-15 ms). False falls back to per-process
             ``RLIMIT_DATA`` and ``RLIMIT_NPROC`` (which does not bind root).
         cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
             quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
@@ -198,7 +206,9 @@ class LocalSandbox(Sandbox):
     _gpu_pool: GpuPool | None = field(default=None, init=False)
     _setup_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _mode: Mode | None = field(default=None, init=False)
-    _info: iso.RuntimeInfo | None = field(default=None, init=False)
+    _facts: SandboxFacts | None = field(default=None, init=False)
+    _spares: list[_Spare] = field(factory=list, init=False)
+    _spares_finalizer: bool = field(default=False, init=False)
     _bwrap: str | None = field(default=None, init=False)
     _prlimit: str | None = field(default=None, init=False)
     _seccomp: bytes | None = field(default=None, init=False)
@@ -309,7 +319,18 @@ class LocalSandbox(Sandbox):
                 )
             if self._gpu_pool is None:
                 self._gpu_pool = await anyio.to_thread.run_sync(GpuPool.from_spec, None)
-            self._info, self._mode = info, mode
+            self._facts = SandboxFacts(
+                mode=mode,
+                info=info,
+                layout=await anyio.to_thread.run_sync(iso.host_layout),
+                machine=os.uname().machine,
+                euid=os.geteuid(),
+                landlock_abi=iso.landlock_abi() if mode == "landlock" else 0,
+                bwrap=self._bwrap,
+                prlimit=self._prlimit,
+                cgroups=self._cgroups,
+            )
+            self._mode = mode
             return mode
 
     async def run(self, job: Job) -> RunResult:
@@ -347,6 +368,11 @@ class LocalSandbox(Sandbox):
     async def aclose(self) -> None:
         """Refuse new jobs and delete cached data views (idempotent)."""
         self._closed = True
+        spares = list(self._spares)
+        self._spares.clear()  # the same list the finalizer holds
+        with anyio.CancelScope(shield=True):
+            for spare in spares:
+                await spare.discard()
         if self._view_root is not None:
             root, self._view_root = self._view_root, None
             with anyio.CancelScope(shield=True):
@@ -376,297 +402,250 @@ class LocalSandbox(Sandbox):
             self._views[key] = dst
             return dst
 
-    def _limits(self, job: Job) -> tuple[int, int, int]:
-        """(memory bytes, file-size bytes, CPU seconds) for ``job``."""
-        memory_mb = job.resources.memory_mb or self.memory_mb
-        cpu_s = math.ceil(job.timeout_s * max(1, math.ceil(job.resources.cpus))) + 5
-        return memory_mb * 1024 * 1024, self.max_file_mb * 1024 * 1024, cpu_s
-
-    def _env(
-        self, job: Job, *, data: str, workspace: str, tmp: str, gpus: tuple[str, ...], marker: str
-    ) -> dict[str, str]:
-        if self._info is None:
-            raise AssertionError("internal invariant broken: self._info is not None")
-        threads = str(max(1, math.ceil(job.resources.cpus)))
-        env = {
-            "PATH": f"{self._info.bin_dir}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": workspace,
-            "TMPDIR": tmp,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
-            "MPLBACKEND": "Agg",
-            **dict.fromkeys(_THREAD_VARS, threads),
-        }
-        env.update(job.env)
-        env.update({"DATA_DIR": data, "CUDA_VISIBLE_DEVICES": ",".join(gpus), RUN_ID_ENV: marker})
-        return env
-
-    @staticmethod
-    def _launch_env(marker: str) -> dict[str, str]:
-        """The fixed environment of the launch chain (never anything from the job)."""
-        return {"PATH": _LAUNCH_PATH, "LANG": "C.UTF-8", RUN_ID_ENV: marker}
+    def _settings(self) -> PlanSettings:
+        return PlanSettings(
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            max_file_mb=self.max_file_mb,
+            max_workspace_mb=self.max_workspace_mb,
+            max_workspace_files=self.max_workspace_files,
+            kill_grace_s=self.kill_grace_s,
+            extra_ro_paths=self.extra_ro_paths,
+            cpu_quota=self.cpu_quota,
+        )
 
     async def _execute(
         self, job: Job, task: TaskHandle, gpus: tuple[str, ...], queue_s: float
     ) -> RunResult:
-        if not (self._info is not None and self._mode is not None):
-            raise AssertionError(
-                "internal invariant broken: self._info is not None and self._mode is not None"
-            )
-        info, bwrap = self._info, self._mode == "bwrap"
-        for key, value in job.env.items():  # Job refuses these too; a forged Job may not
-            problem = env_problem(key, value)
-            if problem is not None:
-                return RunResult.infra_error(
-                    f"job.env[{key!r}] is refused: {problem}", split=job.split, queue_s=queue_s
-                )
+        """Make the run's directories and cgroup, plan the launch, spawn it and wait."""
+        facts = self._facts
+        if facts is None:
+            raise AssertionError("internal invariant broken: prepare() ran before _execute")
+        problem = job_problem(job)
+        if problem is not None:
+            return RunResult.infra_error(problem, split=job.split, queue_s=queue_s)
+        settings = self._settings()
         run_dir = Path(tempfile.mkdtemp(prefix="openmle-run-", dir=self.workdir))
         # Everything the program may write or run from lives in ``box``: a size-limited tmpfs
         # (the quota) where we may mount one. bubblewrap binds its parts by their path inside
         # that tmpfs, so /proc/self/mountinfo shows no host path for them.
         box = run_dir / "box"
-        workspace, program_dir, tmp_dir = box / "workspace", box / "program", box / "tmp"
-        quota_bytes = self.max_workspace_mb * 1024 * 1024
-        quota_files = self.max_workspace_files
         mounted = False
-        quota_hit: list[str] = []
-        marker = uuid.uuid4().hex
+        marker = ""
         cgroup: iso.Cgroup | None = None
-        proc: anyio.abc.Process | None = None
-        status_r = status_w = -1
-        seccomp_fd: int | None = None
-        extra_fds: list[int] = []
+        proc: _Chain | None = None
         try:
             box.mkdir()
             # The three directories count against the inode limit too.
             mounted = await anyio.to_thread.run_sync(
-                lambda: iso.mount_quota_tmpfs(box, max_bytes=quota_bytes, max_files=quota_files + 8)
+                lambda: iso.mount_quota_tmpfs(
+                    box,
+                    max_bytes=self.max_workspace_mb * 1024 * 1024,
+                    max_files=self.max_workspace_files + 8,
+                )
             )
-            for d in (workspace, program_dir, tmp_dir):
-                d.mkdir()
+            for part in ("workspace", "program", "tmp"):
+                (box / part).mkdir()
             source = encode_program(job, queue_s=queue_s)
             if isinstance(source, RunResult):
                 return source
-            (program_dir / "main.py").write_bytes(source)
+            (box / "program" / "main.py").write_bytes(source)
             public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
-            overlap = [p for p in private if iso.is_within(public, p) or iso.is_within(p, public)]
-            if overlap:
-                return RunResult.infra_error(
-                    f"task {task.name!r}: public dir {public} overlaps private path {overlap[0]}; "
-                    "fix the task package",
-                    split=job.split,
-                    queue_s=queue_s,
-                )
-            if not bwrap:
-                inside = [
-                    (p, r)
-                    for p in private
-                    for r in (*info.roots, *map(str, self.extra_ro_paths))
-                    if iso.is_within(p, r)
-                ]
-                if inside:
-                    return RunResult.infra_error(
-                        f"private path {inside[0][0]} lies inside {inside[0][1]}, which Landlock "
-                        "mode must leave readable; move the task elsewhere or install bubblewrap",
-                        split=job.split,
-                        queue_s=queue_s,
-                    )
-            memory, fsize, cpu_s = self._limits(job)
-            cgroup = (
-                iso.Cgroup.create(
-                    pids_max=self.max_processes,
-                    memory_bytes=memory,
-                    cpus=job.resources.cpus if self.cpu_quota else None,
-                )
-                if self._cgroups
-                else None
+            why = paths_problem(
+                task_name=task.name,
+                public=public,
+                private=private,
+                mode=facts.mode,
+                info=facts.info,
+                extra_ro=self.extra_ro_paths,
             )
-            wanted: list[tuple[str, int | None]] = [
-                ("RLIMIT_CPU", cpu_s),
-                ("RLIMIT_FSIZE", fsize),
-                ("RLIMIT_CORE", 0),
-            ]
-            if cgroup is None:
-                if os.geteuid() != 0:
-                    used = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
-                    wanted.append(("RLIMIT_NPROC", used + self.max_processes))
-                # RLIMIT_DATA counts private writable memory, not address-space reservations
-                # (CUDA and allocators reserve far more than they use, which RLIMIT_AS counts).
-                wanted.append(("RLIMIT_DATA", memory))
-                if not gpus:
-                    # RLIMIT_DATA misses shared mappings (mmap(-1, n) shared): bound the
-                    # address space too, with room for reservations. With GPUs (CUDA
-                    # reserves terabytes of address space) only a memory cgroup can do it.
-                    wanted.append(("RLIMIT_AS", 2 * memory + (1 << 30)))
-            rlimits = iso.clamp_rlimits(wanted)
-            status_r, status_w = os.pipe()
-            os.set_blocking(status_r, False)
-            launcher: dict[str, object] = {
-                "status_fd": status_w,
-                "procs": cgroup.procs_files if cgroup is not None else [],
-                "rlimits": rlimits,
-                "landlock": None,
-            }
-            launch_env = self._launch_env(marker)
-            if bwrap:
-                if self._bwrap is None:
-                    raise AssertionError("internal invariant broken: self._bwrap is not None")
-                launcher["argv"] = [info.executable, "/program/main.py"]
-                env = self._env(
-                    job, data="/data", workspace="/workspace", tmp="/tmp", gpus=gpus, marker=marker
-                )
-                procs = cgroup.procs_files if cgroup is not None else []
-                if self._seccomp is not None:
-                    (run_dir / "seccomp.bpf").write_bytes(self._seccomp)
-                    seccomp_fd = os.open(run_dir / "seccomp.bpf", os.O_RDONLY)
-                    extra_fds.append(seccomp_fd)
-                argv = iso.bwrap_argv(
-                    bwrap=self._bwrap,
-                    info=info,
-                    data_dir=public,
-                    workspace=workspace,
-                    program_dir=program_dir,
-                    tmp_bytes=fsize,
-                    private_paths=private,
-                    procs_files=procs,
-                    extra_ro=self.extra_ro_paths,
-                    gpu=bool(gpus),
-                    info_fd=status_w if self._prlimit else None,
-                    seccomp_fd=seccomp_fd,
-                    launcher_cfg=None if self._prlimit else launcher,
-                    command=[info.executable, "/program/main.py"],
-                    env=env,
-                    shm_bytes=memory,
-                    tmp_dir=tmp_dir if mounted else None,
-                )
-                if self._prlimit:
-                    argv = iso.shell_chain(
-                        procs_files=procs,
-                        rlimits=rlimits,
-                        status_fd=status_w,
-                        prlimit=self._prlimit,
-                        argv=argv,
-                    )
-            else:
-                data = await self._data_view(public, private)
-                launcher["argv"] = [info.executable, str(program_dir / "main.py")]
-                launcher["seccomp"] = iso.seccomp_program(
-                    os.uname().machine,
-                    sockets="tcp" if iso.landlock_abi() >= 4 else "none",
-                    noop_metadata=os.geteuid() == 0,
-                )
-                launcher["landlock"] = {
-                    "rules": iso.landlock_rules(
-                        info=info,
-                        data_dir=data,
-                        program_dir=program_dir,
-                        workspace=workspace,
-                        tmp_dir=tmp_dir,
-                        extra_ro=self.extra_ro_paths,
-                        gpu=bool(gpus),
-                    ),
-                    # A private /dev/shm of this size (or none): see the launcher.
-                    "shm": memory,
-                    "shm_access": iso.LL_ALL & ~iso.LL_EXECUTE,
-                }
-                launcher["parent"] = os.getpid()
-                env = self._env(
-                    job,
-                    data=str(data),
-                    workspace=str(workspace),
-                    tmp=str(tmp_dir),
-                    gpus=gpus,
-                    marker=marker,
-                )
-                launcher["env"] = env
-                argv = [info.executable, "-I", "-S", "-c", iso.LAUNCHER, json.dumps(launcher)]
+            if why is not None:
+                return RunResult.infra_error(why, split=job.split, queue_s=queue_s)
+            data = public if facts.mode == "bwrap" else await self._data_view(public, private)
+            paths = RunPaths(
+                box=box, public=public, data=data, private=private, tmp_mounted=mounted
+            )
             try:
-                proc = await anyio.open_process(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    cwd=workspace,
-                    env=launch_env,
-                    start_new_session=True,
-                    pass_fds=(status_w, *extra_fds),
-                )
+                spare = await self._take_spare()
             except OSError as exc:
                 return RunResult.infra_error(
                     f"could not start the program: {exc}", split=job.split, queue_s=queue_s
                 )
-            finally:
-                os.close(status_w)
-                status_w = -1
-                for fd in extra_fds:
-                    os.close(fd)
-                extra_fds.clear()
-            started = time.monotonic()
-            cap = LogCap(head=self.log_head_bytes, tail=self.log_tail_bytes)
-            timed_out = False
-            async with anyio.create_task_group() as tg:
-                drained = anyio.Event()
-                if proc.stdout is None:
-                    raise AssertionError("internal invariant broken: proc.stdout is not None")
-                tg.start_soon(_pump, proc.stdout, cap, drained)
-                if not mounted:
-                    tg.start_soon(self._quota_watchdog, proc, box, quota_hit)
-                with anyio.move_on_after(job.timeout_s) as waited:
-                    await proc.wait()
-                runtime_s = time.monotonic() - started
-                timed_out = waited.cancelled_caught
-                with anyio.CancelScope(shield=True):
-                    await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
-                with anyio.move_on_after(_PIPE_GRACE_S):
-                    await drained.wait()
-                tg.cancel_scope.cancel()
-            status = _read_all(status_r)
-            logs = cap.text()
-            exit_code = proc.returncode
-            # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
-            started_ok = status.startswith(b"ok") and (
-                not (bwrap and self._prlimit) or b'"child-pid"' in status
+            proc, cgroup, marker = spare.proc, spare.cgroup, spare.marker
+            if cgroup is not None:
+                limits = cgroup_limits(job, settings)
+                try:
+                    cgroup.set_limits(
+                        pids_max=limits.pids_max, memory_bytes=limits.memory_bytes, cpus=limits.cpus
+                    )
+                except OSError as exc:
+                    return RunResult.infra_error(
+                        f"could not set the run's cgroup limits: {exc}",
+                        split=job.split,
+                        queue_s=queue_s,
+                    )
+            users = 0
+            if cgroup is None and facts.euid != 0:
+                users = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
+            run = RunFacts(
+                marker=marker,
+                owner_pid=os.getpid(),
+                gpus=gpus,
+                status_fd=_STATUS_FD,
+                seccomp_fd=_SECCOMP_FD if proc.has_seccomp else None,
+                cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
+                joined=True,
+                user_processes=users,
+                rlimit_hard=iso.hard_rlimits(),
             )
-            if not started_ok:
-                why = status[4:].decode(errors="replace") if status.startswith(b"err:") else ""
-                if timed_out and not why:
-                    why = "the sandbox did not start within the job's timeout"
-                return RunResult.infra_error(
-                    "sandbox failed to start the program: "
-                    + (why or f"exit status {exit_code}; see logs"),
-                    split=job.split,
-                    queue_s=queue_s,
-                    logs=logs,
-                )
-            return await self._classify(
-                job=job,
-                task=task,
-                run_dir=run_dir,
-                workspace=workspace,
-                exit_code=exit_code,
-                timed_out=timed_out,
-                oom=cgroup.oom_killed() if cgroup is not None else False,
-                cap=cap,
-                runtime_s=runtime_s,
-                queue_s=queue_s,
-                bwrap=bwrap,
-                quota=quota_hit[0] if quota_hit else None,
-            )
+            plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
+            # A spare that died (it could not join its cgroup) said why on the status pipe.
+            await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
+            return await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
         finally:
             with anyio.CancelScope(shield=True):
                 if proc is not None:
-                    await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=bwrap)
-                    await proc.aclose()
-                for fd in (status_r, status_w, *extra_fds):
-                    if fd >= 0:
-                        with contextlib.suppress(OSError):
-                            os.close(fd)
+                    await self._kill_tree(
+                        proc, cgroup, marker, graceful=False, bwrap=facts.mode == "bwrap"
+                    )
+                    proc.close()
                 if cgroup is not None:
                     await anyio.to_thread.run_sync(cgroup.remove)
                 await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
+                if proc is not None:
+                    # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
+                    # an RCU grace period, which this run's rmdir would otherwise wait for.
+                    await self._add_spare()
+
+    async def _spawn_spare(self) -> _Spare:
+        """Start a launch chain for a coming run, inside a fresh cgroup of its own.
+
+        It joins the cgroup at once (the cgroup move, one RCU grace period, happens while no
+        run waits for it) and then waits for its script (:func:`_plan.spare_script`).
+
+        Raises:
+            OSError: the chain could not be started.
+        """
+        facts = self._facts
+        if facts is None:
+            raise AssertionError("internal invariant broken: prepare() ran before a spare")
+        cgroup = None
+        if facts.cgroups:  # limits are set by the run that takes it
+            cgroup = await anyio.to_thread.run_sync(
+                lambda: iso.Cgroup.create(
+                    pids_max=self.max_processes,
+                    memory_bytes=None,
+                    cpus=1.0 if self.cpu_quota else None,
+                )
+            )
+        marker = uuid.uuid4().hex
+        try:
+            chain = _Chain.spawn(
+                iso.spare_chain(
+                    procs_files=cgroup.procs_files if cgroup is not None else [],
+                    status_fd=_STATUS_FD,
+                ),
+                env=launch_env(marker),
+                seccomp=self._seccomp if facts.mode == "bwrap" else None,
+            )
+        except BaseException:
+            if cgroup is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(cgroup.remove)
+            raise
+        return _Spare(proc=chain, cgroup=cgroup, marker=marker)
+
+    async def _take_spare(self) -> _Spare:
+        """A spare launch chain for this run: a waiting one, else one started now.
+
+        Raises:
+            OSError: none was waiting and none could be started.
+        """
+        while self._spares:
+            spare = self._spares.pop()
+            if spare.proc.returncode is None:
+                return spare
+            await spare.discard()
+        return await self._spawn_spare()
+
+    async def _add_spare(self) -> None:
+        """Start a spare for the next run (best effort; never more than ``max_concurrency``)."""
+        if self._closed or len(self._spares) >= self.max_concurrency:
+            return
+        try:
+            spare = await self._spawn_spare()
+        except OSError:
+            return
+        if self._closed:
+            await spare.discard()
+        else:
+            if not self._spares_finalizer:
+                # Where aclose() never runs: stop the waiting chains, remove their cgroups.
+                weakref.finalize(self, _drop_spares, self._spares)
+                self._spares_finalizer = True
+            self._spares.append(spare)
+
+    async def _wait(
+        self,
+        job: Job,
+        task: TaskHandle,
+        plan: LaunchPlan,
+        proc: _Chain,
+        cgroup: iso.Cgroup | None,
+        marker: str,
+        queue_s: float,
+    ) -> RunResult:
+        """Capture the output until the program exits or times out, kill the tree, classify."""
+        bwrap = plan.mode == "bwrap"
+        box = plan.cwd.parent
+        started = time.monotonic()
+        cap = LogCap(head=self.log_head_bytes, tail=self.log_tail_bytes)
+        quota_hit: list[str] = []
+        async with anyio.create_task_group() as tg:
+            drained = anyio.Event()
+            tg.start_soon(_pump, proc, cap, drained)
+            if plan.quota_watchdog:
+                tg.start_soon(self._quota_watchdog, proc, box, quota_hit)
+            with anyio.move_on_after(plan.timeout_s) as waited:
+                await proc.wait()
+            runtime_s = time.monotonic() - started
+            timed_out = waited.cancelled_caught
+            with anyio.CancelScope(shield=True):
+                await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
+            with anyio.move_on_after(_PIPE_GRACE_S):
+                await drained.wait()
+            tg.cancel_scope.cancel()
+        status = _read_all(proc.status_r)
+        exit_code = proc.returncode
+        # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
+        started_ok = status.startswith(b"ok") and (
+            plan.started_marker is None or plan.started_marker in status
+        )
+        if not started_ok:
+            why = status[4:].decode(errors="replace") if status.startswith(b"err:") else ""
+            if timed_out and not why:
+                why = "the sandbox did not start within the job's timeout"
+            return RunResult.infra_error(
+                "sandbox failed to start the program: "
+                + (why or f"exit status {exit_code}; see logs"),
+                split=job.split,
+                queue_s=queue_s,
+                logs=cap.text(),
+            )
+        return await self._classify(
+            job=job,
+            task=task,
+            run_dir=box.parent,
+            workspace=plan.cwd,
+            exit_code=exit_code,
+            timed_out=timed_out,
+            oom=cgroup.oom_killed() if cgroup is not None else False,
+            cap=cap,
+            runtime_s=runtime_s,
+            queue_s=queue_s,
+            bwrap=bwrap,
+            quota=quota_hit[0] if quota_hit else None,
+        )
 
     def _clean_run_dir(self, run_dir: Path, box: Path, mounted: bool) -> None:
         """Unmount the quota tmpfs and delete the run directory (or keep its parts)."""
@@ -694,7 +673,7 @@ class LocalSandbox(Sandbox):
         else:
             iso.safe_rmtree(run_dir)
 
-    async def _quota_watchdog(self, proc: anyio.abc.Process, box: Path, hit: list[str]) -> None:
+    async def _quota_watchdog(self, proc: _Chain, box: Path, hit: list[str]) -> None:
         """Kill the run once ``box`` passes the quota (where no quota tmpfs could be mounted)."""
         limit_bytes = self.max_workspace_mb * 1024 * 1024
         while proc.returncode is None:
@@ -743,7 +722,7 @@ class LocalSandbox(Sandbox):
 
     async def _kill_tree(
         self,
-        proc: anyio.abc.Process,
+        proc: _Chain,
         cgroup: iso.Cgroup | None,
         marker: str,
         *,
@@ -787,8 +766,6 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroup.kill()
             if alive:
-                # Not proc.kill(): Popen.send_signal polls first, which can reap the child
-                # under asyncio's watcher (which then reports exit status 255).
                 iso.kill_pids([main], signal.SIGKILL)
                 with anyio.move_on_after(5):
                     await proc.wait()
@@ -796,11 +773,190 @@ class LocalSandbox(Sandbox):
                 await anyio.sleep(0.01)
 
 
-async def _pump(stream: anyio.abc.ByteReceiveStream, cap: LogCap, drained: anyio.Event) -> None:
+_STATUS_FD = 3
+"""The status pipe's number in the launch chain (the plan's ``printf ok`` and bwrap's report)."""
+_SECCOMP_FD = 4
+"""bwrap mode: the seccomp filter's pipe in the launch chain (``bwrap --seccomp 4``)."""
+
+
+@define(eq=False)
+class _Chain:
+    """A launch chain started with ``posix_spawn``: raw pipes, a pidfd, no asyncio transport.
+
+    Started before its run (a spare), it holds no object that warns when a sandbox that was
+    never closed is collected: its pipes are plain descriptors that :meth:`close` (or the
+    sandbox's finalizer) closes, and the chain exits on its own when its stdin closes.
+    """
+
+    pid: int
+    pidfd: int
+    stdin_w: int
+    stdout_r: int
+    status_r: int
+    has_seccomp: bool
+    _returncode: int | None = field(default=None, init=False)
+    _closed: bool = field(default=False, init=False)
+
+    @classmethod
+    def spawn(cls, argv: Sequence[str], *, env: dict[str, str], seccomp: bytes | None) -> _Chain:
+        """Start ``argv`` in a new session with stdin, stdout+stderr and status pipes.
+
+        Raises:
+            OSError: it could not be started.
+        """
+        opened: list[int] = []
+
+        def pipe() -> tuple[int, int]:
+            # Above the fixed numbers, so the dup2s below always copy (and clear CLOEXEC).
+            r, w = os.pipe()
+            hi_r, hi_w = (
+                fcntl.fcntl(r, fcntl.F_DUPFD_CLOEXEC, 10),
+                fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 10),
+            )
+            os.close(r)
+            os.close(w)
+            opened.extend((hi_r, hi_w))
+            return hi_r, hi_w
+
+        try:
+            in_r, in_w = pipe()
+            out_r, out_w = pipe()
+            st_r, st_w = pipe()
+            actions = [
+                (os.POSIX_SPAWN_DUP2, in_r, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, out_w, 2),
+                (os.POSIX_SPAWN_DUP2, st_w, _STATUS_FD),
+            ]
+            sec_r = -1
+            if seccomp is not None:
+                sec_r, sec_w = pipe()
+                try:
+                    os.write(sec_w, seccomp)  # a few hundred bytes: fits the pipe
+                finally:
+                    os.close(sec_w)
+                    opened.remove(sec_w)
+                actions.append((os.POSIX_SPAWN_DUP2, sec_r, _SECCOMP_FD))
+            pid = os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsid=True)
+        except BaseException:
+            for fd in opened:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+        for fd in (in_r, out_w, st_w, *([sec_r] if sec_r >= 0 else [])):
+            os.close(fd)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            for fd in (in_w, out_r, st_r):
+                os.close(fd)
+            raise
+        os.set_blocking(out_r, False)
+        os.set_blocking(st_r, False)
+        return cls(
+            pid=pid,
+            pidfd=pidfd,
+            stdin_w=in_w,
+            stdout_r=out_r,
+            status_r=st_r,
+            has_seccomp=seccomp is not None,
+        )
+
+    def start(self, script: bytes) -> None:
+        """Hand the chain its script and close its stdin (blocking: a few KiB at most)."""
+        try:
+            with contextlib.suppress(BrokenPipeError):
+                view = memoryview(script)
+                while view:
+                    view = view[os.write(self.stdin_w, view) :]
+        finally:
+            os.close(self.stdin_w)
+            self.stdin_w = -1
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once it has exited (``-signal`` when killed), else None."""
+        if self._returncode is None and not self._closed:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == self.pid:
+                    self._returncode = os.waitstatus_to_exitcode(status)
+        return self._returncode
+
+    async def wait(self) -> int:
+        """Wait until it exits; its exit status."""
+        while True:
+            code = self.returncode
+            if code is not None:
+                return code
+            await anyio.wait_readable(self.pidfd)
+
+    def close(self) -> None:
+        """Close our ends of its pipes and its pidfd (idempotent; reaps it if it has exited)."""
+        if self._closed:
+            return
+        self.returncode  # noqa: B018 - reap a zombie
+        self._closed = True
+        for fd in (self.pidfd, self.stdout_r):
+            anyio.notify_closing(fd)
+        for fd in (self.pidfd, self.stdin_w, self.stdout_r, self.status_r):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+@define(eq=False)
+class _Spare:
+    """A launch chain started before its run, already inside the run's cgroup."""
+
+    proc: _Chain
+    cgroup: iso.Cgroup | None
+    marker: str
+
+    async def discard(self) -> None:
+        """Stop it and remove its cgroup (shielded from cancellation)."""
+        with anyio.CancelScope(shield=True):
+            iso.kill_pids([self.proc.pid], signal.SIGKILL)
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            with anyio.move_on_after(5):
+                await self.proc.wait()
+            self.proc.close()
+            if self.cgroup is not None:
+                await anyio.to_thread.run_sync(self.cgroup.remove)
+
+
+def _drop_spares(spares: list[_Spare]) -> None:
+    """Kill waiting launch chains and remove their cgroups (a finalizer: blocking, no loop)."""
+    for spare in spares:
+        iso.kill_pids([spare.proc.pid], signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(spare.proc.pid, 0)
+        for fd in (spare.proc.pidfd, spare.proc.stdin_w, spare.proc.stdout_r, spare.proc.status_r):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if spare.cgroup is not None:
+            spare.cgroup.kill()
+            spare.cgroup.remove(wait_s=1.0)
+    spares.clear()
+
+
+async def _pump(proc: _Chain, cap: LogCap, drained: anyio.Event) -> None:
+    """Feed the chain's output to ``cap`` until end of file."""
     try:
-        async for chunk in stream:
+        while True:
+            await anyio.wait_readable(proc.stdout_r)
+            try:
+                chunk = os.read(proc.stdout_r, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
             cap.feed(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+    except (anyio.ClosedResourceError, anyio.BusyResourceError, OSError):
         pass
     finally:
         drained.set()

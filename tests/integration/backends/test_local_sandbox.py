@@ -8,6 +8,7 @@ import sys
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -651,3 +652,83 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_bwrap_without_prlimit_runs_the_launcher_inside(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No prlimit on the host: the launcher module, bound into bwrap, joins the cgroup and
+    sets the limits; the solution still scores and a fork bomb is still bounded."""
+    why = mode_available("bwrap")
+    if why is not None:
+        pytest.skip(f"bwrap unavailable: {why}")
+    real = shutil.which
+    monkeypatch.setattr("shutil.which", lambda n: None if n == "prlimit" else real(n))
+    async with LocalSandbox(
+        ToyTask.resolver({"toy": toy}), isolation="bwrap", max_processes=16, max_file_mb=1
+    ) as sb:
+        r = await sb.run(Job(code=TOY_SOLUTION, task="toy", timeout_s=60))
+        assert r.outcome is Outcome.SUCCESS and r.score == 1.0, r
+        code = (
+            "import resource, os\n"
+            "print('fsize', resource.getrlimit(resource.RLIMIT_FSIZE)[0])\n"
+            "n = 0\n"
+            "try:\n"
+            "    for _ in range(64):\n"
+            "        if os.fork() == 0:\n"
+            "            import time; time.sleep(30); os._exit(0)\n"
+            "        n += 1\n"
+            "except OSError as exc:\n"
+            "    print('refused after', n, exc.errno)\n"
+        )
+        r = await sb.run(Job(code=code, task="toy", timeout_s=60))
+        assert f"fsize {1024 * 1024}" in r.logs, r.logs
+        assert "refused after" in r.logs, r.logs
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_consecutive_runs_get_their_own_cgroup_accounting(
+    toy: ToyTask, mode: Literal["bwrap", "landlock"]
+) -> None:
+    """One slot, runs back to back (each started by the spare the previous one left): an OOM
+    run, then a run that allocates less than its limit is not OOM; a run that holds many
+    processes does not lower the next run's process bound; limits follow each job."""
+    why = mode_available(mode)
+    if why is not None:
+        pytest.skip(f"{mode} unavailable: {why}")
+    async with LocalSandbox(
+        ToyTask.resolver({"toy": toy}), isolation=mode, max_concurrency=1, max_processes=24
+    ) as sb:
+        await sb.prepare()
+        if not sb._cgroups:
+            pytest.skip("no cgroups here")
+        bomb = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
+        small = Resources(memory_mb=256)
+        assert (await sb.run(Job(code=bomb, task="toy", resources=small))).outcome is Outcome.OOM
+        assert len(sb._spares) == 1  # the next run's chain waits in its own cgroup
+        # 128 MiB fits the 256 MiB of this job (the OOM counter of the last run is not ours)
+        fits = "b = b'x' * (128 << 20)\nprint('FITS')\n" + TOY_SOLUTION
+        r = await sb.run(Job(code=fits, task="toy", resources=small))
+        assert r.outcome is Outcome.SUCCESS and "FITS" in r.logs, r
+        # more than the first jobs' limit, under this job's own: its limit applies
+        more = "b = b'x' * (384 << 20)\nprint('MORE')\n" + TOY_SOLUTION
+        r = await sb.run(Job(code=more, task="toy", resources=Resources(memory_mb=768)))
+        assert r.outcome is Outcome.SUCCESS and "MORE" in r.logs, r
+        forks = (
+            "import os, time\n"
+            "n = 0\n"
+            "try:\n"
+            "    for _ in range(40):\n"
+            "        if os.fork() == 0:\n"
+            "            time.sleep(30); os._exit(0)\n"
+            "        n += 1\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print('forked', n)\n"
+        )
+        counts = []
+        for _ in range(2):  # the second run's bound is not lowered by the first's children
+            r = await sb.run(Job(code=forks, task="toy", timeout_s=60))
+            counts.append(next(x for x in r.logs.splitlines() if x.startswith("forked")))
+        assert counts[0] == counts[1], counts
+        assert int(counts[0].split()[1]) < 24

@@ -88,7 +88,8 @@ def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     cfg = json.loads(argv[-1])
     assert cfg["procs"] == ["/run/openmle/cg0"]
-    assert argv[-2] == iso.LAUNCHER
+    assert argv[-2] == iso.LAUNCHER_IN_SANDBOX
+    assert argv[argv.index(iso.LAUNCHER) + 1] == iso.LAUNCHER_IN_SANDBOX
 
 
 def test_descendants_and_env_scan() -> None:

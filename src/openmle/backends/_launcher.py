@@ -1,0 +1,200 @@
+"""The launcher: a small program that runs before a candidate program, inside its isolation.
+
+Run by path, ``python -I -S _launcher.py CONFIG_JSON`` (never imported there): standard library
+only, and nothing from :mod:`openmle` at run time, since ``-S`` leaves site-packages off the
+path and the Landlock mode runs it under the program's own rules. It joins the run's cgroups
+(``cgroup.procs`` files), sets rlimits, and in the Landlock mode sets a parent-death signal,
+mounts a private ``/dev/shm`` where it may, applies the Landlock ruleset, drops the capability
+bounding set (as root), sets ``no_new_privs`` and loads the seccomp filter; then it reports
+``ok`` on the status fd and ``exec``s the program (with the program's environment when the
+config carries one). Any failure is reported as ``err:<message>`` with exit status 125, which
+the sandbox turns into an infrastructure error.
+
+The config (JSON): ``status_fd``, ``procs`` (files to write ``0`` to), ``rlimits``
+(``[name, soft, hard]``), ``argv``, optional ``env``, ``parent`` (a pid: die with it),
+``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or null, ``shm_access``) and
+``seccomp`` (``[code, jt, jf, k]`` instructions).
+
+The constants below are the single source of these numbers:
+:mod:`openmle.backends._landlock` and :mod:`openmle.backends._procs` import them from here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import stat
+import struct
+import sys
+from typing import Any
+
+# Syscall numbers shared by every architecture this runs on (x86-64 and arm64 alike: the
+# syscalls added since Linux 5.1 have one number everywhere).
+NR_LANDLOCK_CREATE_RULESET = 444
+NR_LANDLOCK_ADD_RULE = 445
+NR_LANDLOCK_RESTRICT_SELF = 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+
+# Landlock filesystem access bits (linux/landlock.h).
+LL_EXECUTE = 1 << 0
+LL_WRITE_FILE = 1 << 1
+LL_READ_FILE = 1 << 2
+LL_READ_DIR = 1 << 3
+LL_TRUNCATE = 1 << 14
+LL_IOCTL_DEV = 1 << 15
+LL_READ_ONLY = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
+LL_DEVICE = LL_READ_FILE | LL_WRITE_FILE | LL_TRUNCATE | LL_IOCTL_DEV
+LL_ALL = (1 << 16) - 1
+# The access rights a rule on a file (not a directory) may carry.
+LL_FILE_BITS = LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV
+# Highest filesystem access bit + 1 per Landlock ABI (newer ABIs know all 16).
+LL_FS_BITS = {1: 13, 2: 14, 3: 15, 4: 15}
+LL_NET_ALL = 3  # LANDLOCK_ACCESS_NET_{BIND,CONNECT}_TCP (ABI >= 4)
+LL_SCOPE_ALL = 3  # LANDLOCK_SCOPE_{ABSTRACT_UNIX_SOCKET,SIGNAL} (ABI >= 6)
+
+# prctl(2) options.
+PR_SET_PDEATHSIG = 1
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
+SIGKILL = 9
+EINVAL = 22
+
+# mount(2) and unshare(2) flags.
+CLONE_NEWNS = 0x00020000
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MNT_DETACH = 2
+
+EXIT_LAUNCH_FAILED = 125
+
+
+def _fail(status: int, msg: str) -> None:
+    try:
+        os.write(status, ("err:" + msg).encode()[:4000])
+    finally:
+        os._exit(EXIT_LAUNCH_FAILED)
+
+
+def _landlock(libc: Any, ll: dict[str, Any]) -> None:
+    """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm``) to this process."""
+    rules = list(ll["rules"])
+    shm = ll.get("shm")
+    if shm is not None and libc.unshare(CLONE_NEWNS) == 0:
+        # A private mount namespace with a fresh, size-limited, noexec /dev/shm; without one
+        # (not root) the program gets no /dev/shm access at all. (Mounts made private first,
+        # so nothing propagates to the host.)
+        libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+        opts = f"size={int(shm)},mode=1777".encode()
+        if (
+            libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
+            and libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
+            == 0
+        ):
+            rules.append(["/dev/shm", ll["shm_access"]])
+
+    def sc(*args: object) -> int:
+        r = int(libc.syscall(*args))
+        if r < 0:
+            raise OSError(ctypes.get_errno(), f"landlock syscall {args[0]} failed")
+        return r
+
+    abi = sc(NR_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    fs_all = (1 << LL_FS_BITS.get(abi, 16)) - 1
+    net = LL_NET_ALL if abi >= 4 else 0
+    if abi >= 6:
+        attr = struct.pack("QQQ", fs_all, net, LL_SCOPE_ALL)
+    elif abi >= 4:
+        attr = struct.pack("QQ", fs_all, net)
+    else:
+        attr = struct.pack("Q", fs_all)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    rs = sc(NR_LANDLOCK_CREATE_RULESET, buf, len(attr), 0)
+    for path, access in rules:
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        allowed = access & fs_all
+        if not stat.S_ISDIR(os.fstat(pfd).st_mode):
+            allowed &= LL_FILE_BITS
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, pfd), 12)
+        sc(NR_LANDLOCK_ADD_RULE, rs, LANDLOCK_RULE_PATH_BENEATH, rule, 0)
+        os.close(pfd)
+    if os.geteuid() == 0:
+        # Empty the bounding set: root's exec then grants the program no capabilities.
+        for cap in range(64):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != EINVAL:
+                raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap}) failed")
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    sc(NR_LANDLOCK_RESTRICT_SELF, rs, 0)
+    os.close(rs)
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = (
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint),
+    )
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter)))
+
+
+def _seccomp(libc: Any, prog: list[list[int]] | None) -> None:
+    if prog is None:
+        raise OSError(0, f"no seccomp filter for this architecture ({os.uname().machine})")
+    filters = (_Filter * len(prog))(*[_Filter(*f) for f in prog])
+    fprog = _Prog(len(prog), filters)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
+def main(argv: list[str]) -> None:
+    """Run the launcher with ``argv[1]`` as its JSON config (never returns)."""
+    cfg = json.loads(argv[1])
+    status = int(cfg["status_fd"])
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        libc.prctl.restype = ctypes.c_int
+        parent = cfg.get("parent")
+        if parent is not None:
+            # SIGKILL when the process that started us dies (kept across exec).
+            if libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+            if os.getppid() != parent:
+                _fail(status, "the sandbox's owner exited before the program started")
+        for procs in cfg["procs"]:
+            with open(procs, "w") as f:
+                f.write("0")
+        for name, soft, hard in cfg["rlimits"]:
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        ll = cfg.get("landlock")
+        if ll is not None:
+            _landlock(libc, ll)
+            _seccomp(libc, cfg.get("seccomp"))
+        os.write(status, b"ok")
+        os.close(status)
+        args = cfg["argv"]
+        env = cfg.get("env")
+        if env is None:
+            os.execv(args[0], args)
+        os.execve(args[0], args, env)
+    except BaseException as exc:
+        _fail(status, f"{type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

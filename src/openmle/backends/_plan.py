@@ -1,0 +1,438 @@
+"""The local sandbox's launch plan: what one run starts, with which limits, as a value.
+
+:func:`launch_plan` is pure: from the job, the run's paths, the sandbox's settings and the
+facts detected about this host and this run (file descriptors already opened, the run's
+cgroup, the kernel's Landlock ABI, ...) it computes the whole command line, both
+environments, the rlimits, the cgroup limits and the isolation settings, and does no I/O
+beyond resolving paths (``realpath``) for the checks that hide private answers. The local
+sandbox then only spawns the plan and waits (``LocalSandbox._execute``). Unit tests pin plans
+exactly (``tests/unit/backends/test_launch_plan.py``), as the Docker sandbox's
+``container_request`` is pinned.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from attrs import field, frozen
+
+from openmle._types import Job, env_problem
+from openmle.backends._bwrap import bwrap_argv, shell_chain
+from openmle.backends._landlock import landlock_rules
+from openmle.backends._launcher import LL_ALL, LL_EXECUTE
+from openmle.backends._runtime import LAUNCHER, HostLayout, RuntimeInfo, is_within
+from openmle.backends._seccomp import seccomp_program
+
+__all__ = [
+    "RUN_ID_ENV",
+    "CgroupLimits",
+    "LaunchPlan",
+    "PlanSettings",
+    "RunFacts",
+    "RunPaths",
+    "SandboxFacts",
+    "cgroup_limits",
+    "clamp_to",
+    "job_problem",
+    "launch_env",
+    "launch_plan",
+    "paths_problem",
+    "program_env",
+    "spare_script",
+]
+
+Mode = Literal["bwrap", "landlock"]
+
+RUN_ID_ENV = "OPENMLE_RUN_ID"
+"""Every program process carries this variable (a fresh id per run); used to find leftovers."""
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+# The launch chain (/bin/sh, prlimit, bubblewrap, the Python launcher) runs outside the
+# isolation, so it gets this fixed environment and never the job's.
+LAUNCH_PATH = "/usr/local/bin:/usr/bin:/bin"
+RLIM_INFINITY = -1
+
+
+def _tuple_of_paths(value: Sequence[Path]) -> tuple[Path, ...]:
+    return tuple(value)
+
+
+@frozen(kw_only=True)
+class PlanSettings:
+    """The sandbox's own settings that shape a run (the :class:`LocalSandbox` fields)."""
+
+    memory_mb: int = 4096
+    max_processes: int = 256
+    max_file_mb: int = 1024
+    max_workspace_mb: int = 2048
+    max_workspace_files: int = 100_000
+    kill_grace_s: float = 2.0
+    extra_ro_paths: tuple[Path, ...] = field(default=(), converter=_tuple_of_paths)
+    cpu_quota: bool = False
+
+
+@frozen(kw_only=True)
+class SandboxFacts:
+    """What the sandbox detected once (at ``prepare``) about this host."""
+
+    mode: Mode
+    info: RuntimeInfo
+    layout: HostLayout
+    machine: str
+    euid: int
+    landlock_abi: int = 0
+    bwrap: str | None = None
+    prlimit: str | None = None
+    cgroups: bool = False
+    """Whether runs get a cgroup (this process may create them and ``cgroups=True``)."""
+
+
+@frozen(kw_only=True)
+class RunPaths:
+    """The run's directories: everything the program may write lives in ``box``."""
+
+    box: Path
+    public: Path
+    """The split's public data (bwrap binds it at ``/data``)."""
+    data: Path
+    """What the program reads as ``$DATA_DIR`` on the host: ``public`` (bwrap) or its view."""
+    private: tuple[Path, ...] = field(converter=_tuple_of_paths)
+    tmp_mounted: bool = False
+    """Whether ``box`` is a quota tmpfs (else a watchdog polls it)."""
+
+    @property
+    def workspace(self) -> Path:
+        return self.box / "workspace"
+
+    @property
+    def program_dir(self) -> Path:
+        return self.box / "program"
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.box / "tmp"
+
+
+@frozen(kw_only=True)
+class RunFacts:
+    """What one run has opened or found before its plan is made."""
+
+    marker: str
+    owner_pid: int
+    """The sandbox's process (the Landlock launcher dies with it)."""
+    gpus: tuple[str, ...] = ()
+    status_fd: int
+    seccomp_fd: int | None = None
+    """bwrap mode: an fd on the seccomp filter (``bwrap --seccomp``), or None for none."""
+    cgroup_procs: tuple[str, ...] = ()
+    """The run's cgroup (its ``cgroup.procs`` files); empty without one."""
+    joined: bool = False
+    """The launch chain already runs in the cgroup (a spare, see :func:`spare_script`)."""
+    user_processes: int = 0
+    """Processes this uid owns now (a relative ``RLIMIT_NPROC`` when there is no cgroup)."""
+    rlimit_hard: Mapping[str, int] = field(factory=dict)
+    """Current hard limits by name (``RLIM_INFINITY`` = -1, or absent: unlimited)."""
+
+
+@frozen(kw_only=True)
+class CgroupLimits:
+    """The limits written to the run's cgroup before it starts."""
+
+    pids_max: int
+    memory_bytes: int
+    cpus: float | None = None
+
+
+@frozen(kw_only=True)
+class LaunchPlan:
+    """Everything one run starts, as data (see :func:`launch_plan`)."""
+
+    mode: Mode
+    argv: tuple[str, ...]
+    """What is spawned (the launch chain; the program is its last step)."""
+    cwd: Path
+    launch_env: Mapping[str, str]
+    """The launch chain's fixed environment (never anything from the job)."""
+    program_env: Mapping[str, str]
+    """The program's whole environment, applied inside the isolation."""
+    pass_fds: tuple[int, ...]
+    rlimits: tuple[tuple[str, int, int], ...]
+    cgroup: CgroupLimits | None
+    launcher: Mapping[str, object] | None
+    """The launcher's config when a launcher runs (Landlock mode, or bwrap without prlimit)."""
+    seccomp: Literal["bwrap", "launcher"] | None
+    """Who loads the seccomp filter: bwrap (from ``RunFacts.seccomp_fd``) or the launcher."""
+    shm_bytes: int
+    tmp_bytes: int
+    quota_bytes: int
+    quota_files: int
+    quota_watchdog: bool
+    """True where no quota tmpfs could be mounted: a watchdog polls the workspace instead."""
+    timeout_s: float
+    kill_grace_s: float
+    started_marker: bytes | None
+    """Besides ``ok``, what the status pipe must carry for a started program (bwrap's report)."""
+
+
+def job_problem(job: Job) -> str | None:
+    """Why the sandbox refuses ``job`` before making anything, or None."""
+    for key, value in job.env.items():  # Job refuses these too; a forged Job may not
+        problem = env_problem(key, value)
+        if problem is not None:
+            return f"job.env[{key!r}] is refused: {problem}"
+    return None
+
+
+def paths_problem(
+    *,
+    task_name: str,
+    public: Path,
+    private: Sequence[Path],
+    mode: Mode,
+    info: RuntimeInfo,
+    extra_ro: Sequence[Path],
+) -> str | None:
+    """Why the task's paths cannot be isolated (public overlapping private, ...), or None."""
+    overlap = [p for p in private if is_within(public, p) or is_within(p, public)]
+    if overlap:
+        return (
+            f"task {task_name!r}: public dir {public} overlaps private path {overlap[0]}; "
+            "fix the task package"
+        )
+    if mode == "landlock":
+        inside = [
+            (p, r) for p in private for r in (*info.roots, *map(str, extra_ro)) if is_within(p, r)
+        ]
+        if inside:
+            return (
+                f"private path {inside[0][0]} lies inside {inside[0][1]}, which Landlock "
+                "mode must leave readable; move the task elsewhere or install bubblewrap"
+            )
+    return None
+
+
+def program_env(
+    job: Job,
+    *,
+    info: RuntimeInfo,
+    data: str,
+    workspace: str,
+    tmp: str,
+    gpus: Sequence[str],
+    marker: str,
+) -> dict[str, str]:
+    """The program's environment: defaults, then ``job.env``, then what the sandbox owns."""
+    threads = str(max(1, math.ceil(job.resources.cpus)))
+    env = {
+        "PATH": f"{info.bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": workspace,
+        "TMPDIR": tmp,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "MPLBACKEND": "Agg",
+        **dict.fromkeys(THREAD_VARS, threads),
+    }
+    env.update(job.env)
+    env.update({"DATA_DIR": data, "CUDA_VISIBLE_DEVICES": ",".join(gpus), RUN_ID_ENV: marker})
+    return env
+
+
+def launch_env(marker: str) -> dict[str, str]:
+    """The fixed environment of the launch chain (never anything from the job)."""
+    return {"PATH": LAUNCH_PATH, "LANG": "C.UTF-8", RUN_ID_ENV: marker}
+
+
+def clamp_to(
+    wanted: Sequence[tuple[str, int | None]], hard: Mapping[str, int]
+) -> tuple[tuple[str, int, int], ...]:
+    """``(name, soft, hard)`` with each limit clamped to the current hard limit (None dropped).
+
+    An unprivileged process cannot raise a hard limit, so a wanted limit above it becomes the
+    hard limit.
+    """
+    out: list[tuple[str, int, int]] = []
+    for name, value in wanted:
+        if value is None:
+            continue
+        h = hard.get(name, RLIM_INFINITY)
+        v = value if h == RLIM_INFINITY else min(value, h)
+        out.append((name, v, v))
+    return tuple(out)
+
+
+def cgroup_limits(job: Job, settings: PlanSettings) -> CgroupLimits:
+    """The limits of ``job``'s cgroup (where it gets one)."""
+    return CgroupLimits(
+        pids_max=settings.max_processes,
+        memory_bytes=(job.resources.memory_mb or settings.memory_mb) * 1024 * 1024,
+        cpus=job.resources.cpus if settings.cpu_quota else None,
+    )
+
+
+def launch_plan(
+    job: Job,
+    *,
+    paths: RunPaths,
+    settings: PlanSettings,
+    sandbox: SandboxFacts,
+    run: RunFacts,
+) -> LaunchPlan:
+    """The :class:`LaunchPlan` of ``job`` (pure; see the module docstring).
+
+    Limits: memory ``job.resources.memory_mb`` (else ``settings.memory_mb``) in the run's
+    cgroup, or per process (``RLIMIT_DATA``, and ``RLIMIT_AS`` without GPUs) where there is
+    none; processes ``settings.max_processes`` (cgroup ``pids.max``, else a relative
+    ``RLIMIT_NPROC``, which does not bind root); CPU time ``timeout_s * ceil(cpus) + 5``
+    seconds; file size ``settings.max_file_mb``; no core files.
+    """
+    info, bwrap = sandbox.info, sandbox.mode == "bwrap"
+    memory = (job.resources.memory_mb or settings.memory_mb) * 1024 * 1024
+    fsize = settings.max_file_mb * 1024 * 1024
+    cpu_s = math.ceil(job.timeout_s * max(1, math.ceil(job.resources.cpus))) + 5
+    has_cgroup = bool(run.cgroup_procs)
+    cgroup = cgroup_limits(job, settings) if has_cgroup else None
+    wanted: list[tuple[str, int | None]] = [
+        ("RLIMIT_CPU", cpu_s),
+        ("RLIMIT_FSIZE", fsize),
+        ("RLIMIT_CORE", 0),
+    ]
+    if not has_cgroup:
+        if sandbox.euid != 0:
+            wanted.append(("RLIMIT_NPROC", run.user_processes + settings.max_processes))
+        # RLIMIT_DATA counts private writable memory, not address-space reservations (CUDA
+        # and allocators reserve far more than they use, which RLIMIT_AS counts).
+        wanted.append(("RLIMIT_DATA", memory))
+        if not run.gpus:
+            # RLIMIT_DATA misses shared mappings (mmap(-1, n) shared): bound the address
+            # space too, with room for reservations. With GPUs (CUDA reserves terabytes of
+            # address space) only a memory cgroup can do it.
+            wanted.append(("RLIMIT_AS", 2 * memory + (1 << 30)))
+    rlimits = clamp_to(wanted, run.rlimit_hard)
+    procs = [] if run.joined else list(run.cgroup_procs)
+    launcher: dict[str, object] = {
+        "status_fd": run.status_fd,
+        "procs": procs,
+        "rlimits": [list(r) for r in rlimits],
+        "landlock": None,
+    }
+    seccomp: Literal["bwrap", "launcher"] | None
+    if bwrap:
+        if sandbox.bwrap is None:
+            raise AssertionError("internal invariant broken: a bwrap-mode sandbox knows bwrap")
+        command = [info.executable, "/program/main.py"]
+        launcher["argv"] = command
+        env = program_env(
+            job,
+            info=info,
+            data="/data",
+            workspace="/workspace",
+            tmp="/tmp",
+            gpus=run.gpus,
+            marker=run.marker,
+        )
+        argv = bwrap_argv(
+            bwrap=sandbox.bwrap,
+            info=info,
+            data_dir=paths.public,
+            workspace=paths.workspace,
+            program_dir=paths.program_dir,
+            tmp_bytes=fsize,
+            private_paths=paths.private,
+            procs_files=procs,
+            extra_ro=settings.extra_ro_paths,
+            gpu=bool(run.gpus),
+            info_fd=run.status_fd if sandbox.prlimit else None,
+            seccomp_fd=run.seccomp_fd,
+            launcher_cfg=None if sandbox.prlimit else launcher,
+            command=command,
+            env=env,
+            shm_bytes=memory,
+            tmp_dir=paths.tmp_dir if paths.tmp_mounted else None,
+            layout=sandbox.layout,
+        )
+        if sandbox.prlimit:
+            argv = shell_chain(
+                procs_files=procs,
+                rlimits=rlimits,
+                status_fd=run.status_fd,
+                prlimit=sandbox.prlimit,
+                argv=argv,
+            )
+            plan_launcher: dict[str, object] | None = None
+        else:
+            plan_launcher = json.loads(argv[-1])
+        seccomp = "bwrap" if run.seccomp_fd is not None else None
+    else:
+        launcher["argv"] = [info.executable, str(paths.program_dir / "main.py")]
+        launcher["seccomp"] = seccomp_program(
+            sandbox.machine,
+            sockets="tcp" if sandbox.landlock_abi >= 4 else "none",
+            noop_metadata=sandbox.euid == 0,
+        )
+        launcher["landlock"] = {
+            "rules": landlock_rules(
+                info=info,
+                data_dir=paths.data,
+                program_dir=paths.program_dir,
+                workspace=paths.workspace,
+                tmp_dir=paths.tmp_dir,
+                extra_ro=settings.extra_ro_paths,
+                gpu=bool(run.gpus),
+                layout=sandbox.layout,
+            ),
+            # A private /dev/shm of this size (or none): see the launcher.
+            "shm": memory,
+            "shm_access": LL_ALL & ~LL_EXECUTE,
+        }
+        launcher["parent"] = run.owner_pid
+        env = program_env(
+            job,
+            info=info,
+            data=str(paths.data),
+            workspace=str(paths.workspace),
+            tmp=str(paths.tmp_dir),
+            gpus=run.gpus,
+            marker=run.marker,
+        )
+        launcher["env"] = env
+        # Through JSON, as the launcher reads it (tuples become lists).
+        plan_launcher = json.loads(json.dumps(launcher))
+        argv = [info.executable, "-I", "-S", LAUNCHER, json.dumps(launcher)]
+        seccomp = "launcher"
+    fds = (run.status_fd,) if run.seccomp_fd is None else (run.status_fd, run.seccomp_fd)
+    return LaunchPlan(
+        mode=sandbox.mode,
+        argv=tuple(argv),
+        cwd=paths.workspace,
+        launch_env=launch_env(run.marker),
+        program_env=env,
+        pass_fds=fds,
+        rlimits=rlimits,
+        cgroup=cgroup,
+        launcher=plan_launcher,
+        seccomp=seccomp,
+        shm_bytes=memory,
+        tmp_bytes=fsize,
+        quota_bytes=settings.max_workspace_mb * 1024 * 1024,
+        quota_files=settings.max_workspace_files,
+        quota_watchdog=not paths.tmp_mounted,
+        timeout_s=job.timeout_s,
+        kill_grace_s=settings.kill_grace_s,
+        started_marker=b'"child-pid"' if bwrap and sandbox.prlimit else None,
+    )
+
+
+def spare_script(plan: LaunchPlan) -> str:
+    """The script a spare launch chain (``_bwrap.spare_chain``) evaluates to run ``plan``."""
+    cd = f"cd -- {shlex.quote(str(plan.cwd))} || exit 125\n"
+    if plan.argv[:2] == ("/bin/sh", "-c"):
+        return cd + plan.argv[2]
+    return cd + "exec " + shlex.join(plan.argv)

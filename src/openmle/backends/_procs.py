@@ -1,0 +1,140 @@
+"""Process trees, signals, the per-run quota tmpfs and removing what a run leaves."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from openmle.backends._launcher import MNT_DETACH, MS_NODEV, MS_NOSUID
+from openmle.backends._workspace import remove_tree
+
+
+def _stat_fields(pid: int) -> tuple[str, int] | None:
+    """(state, ppid) of ``pid``, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return rest[0], int(rest[1])
+
+
+def descendants(root: int) -> set[int]:
+    """Live (non-zombie) descendants of ``root`` (excluding ``root``), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        st = _stat_fields(int(entry.name))
+        if st is not None and st[0] != "Z":
+            children.setdefault(st[1], []).append(int(entry.name))
+    out: set[int] = set()
+    stack = [root]
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            if c not in out:
+                out.add(c)
+                stack.append(c)
+    return out
+
+
+def live_pids_with_env(key: str, value: str) -> set[int]:
+    """Live (non-zombie) processes whose environment holds ``key=value`` (readable ones only)."""
+    needle = f"{key}={value}".encode()
+    out: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            st = _stat_fields(pid)
+            if st is not None and st[0] != "Z":
+                out.add(pid)
+    return out
+
+
+def kill_pids(pids: Iterable[int], sig: int) -> None:
+    """Send ``sig`` to each pid, ignoring ones already gone."""
+    for pid in pids:
+        if pid <= 1 or pid == os.getpid():
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to process group ``pgid``, ignoring an empty group."""
+    if pgid <= 1:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def mount_quota_tmpfs(path: Path, *, max_bytes: int, max_files: int) -> bool:
+    """Mount a tmpfs of ``max_bytes`` and ``max_files`` inodes on directory ``path``.
+
+    The per-run workspace quota: a program that fills it gets ``ENOSPC``. Needs the right to
+    mount (root in this mount namespace); False where that is refused (nothing is changed).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mount.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_char_p,
+            ctypes.c_ulong,
+            ctypes.c_char_p,
+        ]
+        opts = f"size={max_bytes},nr_inodes={max_files},mode=0755".encode()
+        r = libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    except (OSError, AttributeError, TypeError):
+        return False
+    return int(r) == 0
+
+
+def unmount(path: Path) -> None:
+    """Detach the mount at ``path`` (lazily, so open files cannot keep it); best effort."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.umount2(os.fsencode(path), MNT_DETACH)
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or beneath ``path`` (deepest first), from ``/proc/self/mountinfo``."""
+    root = os.path.realpath(path)
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(" ")
+        if len(parts) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+        if point == root or point.startswith(root.rstrip("/") + "/"):
+            found.append(point)
+    return sorted(set(found), key=len, reverse=True)
+
+
+def safe_rmtree(path: Path) -> None:
+    """Remove ``path`` whatever the program left there (any depth, names or permissions).
+
+    Detaches the quota tmpfs (or any mount) beneath it first, so a run directory left mounted
+    by a killed process is removable too. See
+    :func:`openmle.backends._workspace.remove_tree`; never raises.
+    """
+    for point in mounts_under(path):
+        unmount(Path(point))
+    remove_tree(path)

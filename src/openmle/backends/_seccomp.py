@@ -1,0 +1,141 @@
+"""The seccomp filter both modes load (classic BPF, x86-64 and arm64)."""
+
+from __future__ import annotations
+
+import errno
+import struct
+from collections.abc import Sequence
+from typing import Literal
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_NR_SOCKET = {"x86_64": 41, "aarch64": 198}
+# Syscalls that change a file's metadata by path (or O_PATH fd). Landlock does not cover them,
+# and a root program owns every root-owned file; in weak mode as root they become no-ops.
+_NR_METADATA = {
+    "x86_64": (
+        90,
+        91,
+        92,
+        93,
+        94,
+        132,
+        188,
+        189,
+        190,
+        197,
+        198,
+        199,
+        235,
+        260,
+        261,
+        268,
+        280,
+        452,
+        463,
+        466,
+    ),
+    "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
+}
+# unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd, and io_uring
+# (setup, enter, register: its operations, IORING_OP_SOCKET among them, bypass this filter).
+_NR_IO_URING = (425, 426, 427)
+_NR_DENIED = {
+    "x86_64": (
+        *(272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
+        *_NR_IO_URING,
+    ),
+    "aarch64": (
+        *(97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
+        *_NR_IO_URING,
+    ),
+}
+_NR_CLONE = {"x86_64": 56, "aarch64": 220}
+_NR_CLONE3 = 435
+_CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
+
+
+def seccomp_program(
+    machine: str, *, sockets: Literal["tcp", "none", "any"], noop_metadata: bool
+) -> list[tuple[int, int, int, int]] | None:
+    """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
+
+    Always: new namespaces (``unshare``, ``setns``, ``clone`` with namespace flags), mounts,
+    kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` and io_uring
+    (``io_uring_setup``/``enter``/``register``) fail with EPERM;
+    ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
+    ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
+    may create only TCP sockets, so no Unix socket of a host service can be reached;
+    ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
+    bwrap mode has its own network namespace). With ``noop_metadata`` the
+    chmod/chown/utime/xattr family succeeds without effect.
+    """
+    arch = _AUDIT_ARCH.get(machine)
+    if arch is None:
+        return None
+    ops: list[tuple[str, int, str | None, str | None]] = [
+        ("ld", 4, None, None),
+        ("jeq", arch, None, "foreign"),
+        ("ld", 0, None, None),
+    ]
+    if machine == "x86_64":
+        ops.append(("jset", 0x40000000, "foreign", None))  # x32 syscalls
+    ops += [("jeq", nr, "deny", None) for nr in _NR_DENIED[machine]]
+    ops.append(("jeq", _NR_CLONE3, "nosys", None))
+    ops.append(("jeq", _NR_CLONE[machine], "clone", None))
+    if sockets != "any":
+        ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+    if noop_metadata:
+        ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
+    ops += [
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "clone", None),
+        ("ld", 16, None, None),
+        ("jset", _CLONE_NAMESPACES, "deny", "allow"),
+        ("label", 0, "socket", None),
+        ("ld", 16, None, None),
+        ("jeq", _AF_INET, "type" if sockets == "tcp" else "deny", None),
+        ("jeq", _AF_INET6, "type" if sockets == "tcp" else "deny", "deny"),
+        ("label", 0, "type", None),
+        ("ld", 24, None, None),
+        ("and", 0xF, None, None),
+        ("jeq", _SOCK_STREAM, "allow", "deny"),
+        ("label", 0, "allow", None),
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "noop", None),
+        ("ret", _RET_ERRNO | 0, None, None),
+        ("label", 0, "nosys", None),
+        ("ret", _RET_ERRNO | errno.ENOSYS, None, None),
+        ("label", 0, "deny", None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+        ("label", 0, "foreign", None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+    ]
+    labels: dict[str, int] = {}
+    n = 0
+    for op, _, name, _ in ops:
+        if op == "label":
+            if name is None:
+                raise AssertionError("internal invariant broken: name is not None")
+            labels[name] = n
+        else:
+            n += 1
+    codes = {"ld": 0x20, "jeq": 0x15, "jset": 0x45, "and": 0x54, "ret": 0x06}
+    out: list[tuple[int, int, int, int]] = []
+    for op, k, t, f in ops:
+        if op == "label":
+            continue
+        here = len(out)
+        jt = labels[t] - here - 1 if op in ("jeq", "jset") and t else 0
+        jf = labels[f] - here - 1 if op in ("jeq", "jset") and f else 0
+        if not (0 <= jt < 256 and 0 <= jf < 256):
+            raise AssertionError("internal invariant broken: 0 <= jt < 256 and 0 <= jf < 256")
+        out.append((codes[op], jt, jf, k))
+    return out
+
+
+def seccomp_bytes(program: Sequence[tuple[int, int, int, int]]) -> bytes:
+    """``program`` as an array of ``struct sock_filter`` (what ``bwrap --seccomp`` reads)."""
+    return b"".join(struct.pack("=HBBI", *ins) for ins in program)

@@ -1,0 +1,355 @@
+"""The exact launch plan ``LocalSandbox`` spawns (no process started, no sandbox needed)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from openmle import Job, Resources
+from openmle.backends import _isolation as iso
+from openmle.backends._plan import (
+    CgroupLimits,
+    LaunchPlan,
+    PlanSettings,
+    RunFacts,
+    RunPaths,
+    SandboxFacts,
+    job_problem,
+    launch_plan,
+    paths_problem,
+)
+
+INFO = iso.RuntimeInfo(executable="/opt/py/bin/python3", roots=("/opt/py",), bin_dir="/opt/py/bin")
+LAYOUT = iso.HostLayout(
+    top_level=(("/bin", "usr/bin"), ("/lib", "usr/lib")),
+    present=frozenset({"/etc/passwd", "/proc/cpuinfo"}),
+)
+BOX = Path("/nonexistent/openmle-run-x/box")
+PATHS = RunPaths(
+    box=BOX,
+    public=Path("/nonexistent/task/valid/public"),
+    data=Path("/nonexistent/task/valid/public"),
+    private=(Path("/nonexistent/task/private"),),
+    tmp_mounted=True,
+)
+JOB = Job(
+    code="print(1)",
+    task="toy",
+    resources=Resources(cpus=1.5, memory_mb=512),
+    env={"SEED": "3"},
+    timeout_s=60,
+)
+SETTINGS = PlanSettings(max_processes=64, max_file_mb=8)
+MIB = 1024 * 1024
+THREADS = {
+    "OMP_NUM_THREADS": "2",
+    "OPENBLAS_NUM_THREADS": "2",
+    "MKL_NUM_THREADS": "2",
+    "NUMEXPR_NUM_THREADS": "2",
+}
+
+
+def _sandbox(mode: str = "bwrap", **kw: object) -> SandboxFacts:
+    args: dict[str, object] = {
+        "mode": mode,
+        "info": INFO,
+        "layout": LAYOUT,
+        "machine": "x86_64",
+        "euid": 0,
+        "bwrap": "/usr/bin/bwrap",
+        "prlimit": "/usr/bin/prlimit",
+        "cgroups": True,
+    }
+    args.update(kw)
+    return SandboxFacts(**args)  # type: ignore[arg-type]
+
+
+def _run(**kw: object) -> RunFacts:
+    args: dict[str, object] = {
+        "marker": "m1",
+        "owner_pid": 4242,
+        "status_fd": 7,
+        "seccomp_fd": 9,
+        "cgroup_procs": ("/cg/pids/r/cgroup.procs", "/cg/memory/r/cgroup.procs"),
+        "rlimit_hard": {"RLIMIT_CPU": -1, "RLIMIT_FSIZE": -1, "RLIMIT_CORE": -1},
+    }
+    args.update(kw)
+    return RunFacts(**args)  # type: ignore[arg-type]
+
+
+def _bwrap_prefix(tmp_bind: list[str]) -> list[str]:
+    """The namespaces, /proc, /dev and runtime binds every bwrap run starts with."""
+    out = ["/usr/bin/bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    out += ["--unshare-cgroup-try", "--die-with-parent", "--cap-drop", "ALL"]
+    out += ["--hostname", "sandbox", "--proc", "/proc"]
+    for sub in ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi"):
+        out += ["--ro-bind-try", f"/proc/{sub}", f"/proc/{sub}"]
+    out += ["--dev", "/dev", "--size", str(512 * MIB), "--tmpfs", "/dev/shm", *tmp_bind]
+    out += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin"]
+    out += ["--symlink", "usr/lib", "/lib"]
+    for etc in iso.ETC_FILES:
+        out += ["--ro-bind-try", etc, etc]
+    out += ["--ro-bind", "/opt/py", "/opt/py"]
+    out += ["--ro-bind", "/nonexistent/task/valid/public", "/data"]
+    out += ["--ro-bind", f"{BOX}/program", "/program", "--bind", f"{BOX}/workspace", "/workspace"]
+    return out
+
+
+BWRAP_ENV = {
+    "PATH": "/opt/py/bin:/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/workspace",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONNOUSERSITE": "1",
+    "MPLBACKEND": "Agg",
+    **THREADS,
+    "SEED": "3",
+    "DATA_DIR": "/data",
+    "CUDA_VISIBLE_DEVICES": "",
+    "OPENMLE_RUN_ID": "m1",
+}
+
+
+def _setenv(env: dict[str, str]) -> list[str]:
+    out = ["--clearenv"]
+    for k, v in env.items():
+        out += ["--setenv", k, v]
+    return out
+
+
+def test_bwrap_plan_with_cgroup_and_prlimit_is_exact() -> None:
+    """The default fast path: sh joins the cgroups, prlimit sets rlimits, bwrap runs python."""
+    plan = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=_sandbox(), run=_run())
+    inner = [
+        *_bwrap_prefix(["--bind", f"{BOX}/tmp", "/tmp"]),
+        *["--info-fd", "7", "--seccomp", "9"],
+        *_setenv(BWRAP_ENV),
+        *["--chdir", "/workspace", "--", "/opt/py/bin/python3", "/program/main.py"],
+    ]
+    script = "\n".join(
+        [
+            "set -u",
+            "echo 0 > /cg/pids/r/cgroup.procs || { printf %s 'err:cannot join cgroup "
+            "/cg/pids/r/cgroup.procs' > /proc/self/fd/7; exit 125; }",
+            "echo 0 > /cg/memory/r/cgroup.procs || { printf %s 'err:cannot join cgroup "
+            "/cg/memory/r/cgroup.procs' > /proc/self/fd/7; exit 125; }",
+            "printf ok > /proc/self/fd/7",
+            # CPU: 60 s x ceil(1.5) cores + 5; file size 8 MiB; no core files
+            "exec /usr/bin/prlimit --cpu=125:125 --fsize=8388608:8388608 --core=0:0 -- "
+            + shlex.join(inner),
+        ]
+    )
+    assert plan == LaunchPlan(
+        mode="bwrap",
+        argv=("/bin/sh", "-c", script),
+        cwd=BOX / "workspace",
+        launch_env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "OPENMLE_RUN_ID": "m1",
+        },
+        program_env=BWRAP_ENV,
+        pass_fds=(7, 9),
+        rlimits=(
+            ("RLIMIT_CPU", 125, 125),
+            ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB),
+            ("RLIMIT_CORE", 0, 0),
+        ),
+        cgroup=CgroupLimits(pids_max=64, memory_bytes=512 * MIB, cpus=None),
+        launcher=None,
+        seccomp="bwrap",
+        shm_bytes=512 * MIB,
+        tmp_bytes=8 * MIB,
+        quota_bytes=2048 * MIB,
+        quota_files=100_000,
+        quota_watchdog=False,
+        timeout_s=60,
+        kill_grace_s=2.0,
+        started_marker=b'"child-pid"',
+    )
+
+
+def test_bwrap_plan_without_prlimit_runs_the_launcher_inside() -> None:
+    """No prlimit: bwrap binds the cgroup files and the launcher, which sets the limits."""
+    settings = PlanSettings(max_processes=64, max_file_mb=8, cpu_quota=True)
+    paths = RunPaths(
+        box=BOX, public=PATHS.public, data=PATHS.data, private=PATHS.private, tmp_mounted=False
+    )
+    plan = launch_plan(
+        JOB,
+        paths=paths,
+        settings=settings,
+        sandbox=_sandbox(prlimit=None),
+        run=_run(seccomp_fd=None, cgroup_procs=("/cg/pids/r/cgroup.procs",)),
+    )
+    launcher = {
+        "status_fd": 7,
+        "procs": ["/run/openmle/cg0"],
+        "rlimits": [
+            ["RLIMIT_CPU", 125, 125],
+            ["RLIMIT_FSIZE", 8 * MIB, 8 * MIB],
+            ["RLIMIT_CORE", 0, 0],
+        ],
+        "landlock": None,
+        "argv": ["/opt/py/bin/python3", "/program/main.py"],
+    }
+    assert plan.argv == (
+        *_bwrap_prefix(["--size", str(8 * MIB), "--tmpfs", "/tmp"]),
+        *["--bind", "/cg/pids/r/cgroup.procs", "/run/openmle/cg0"],
+        *_setenv(BWRAP_ENV),
+        *["--chdir", "/workspace", "--ro-bind", iso.LAUNCHER, "/run/openmle/launcher.py", "--"],
+        *["/opt/py/bin/python3", "-I", "-S", "/run/openmle/launcher.py", json.dumps(launcher)],
+    )
+    assert plan.launcher == launcher
+    assert plan.cgroup == CgroupLimits(pids_max=64, memory_bytes=512 * MIB, cpus=1.5)
+    assert (plan.seccomp, plan.pass_fds, plan.started_marker) == (None, (7,), None)
+    assert plan.quota_watchdog  # no quota tmpfs: the watchdog polls the workspace
+
+
+def test_landlock_plan_without_cgroup_is_exact() -> None:
+    """Weak mode, no cgroup, not root: per-process limits (clamped), rules, seccomp, env."""
+    paths = RunPaths(
+        box=BOX,
+        public=PATHS.public,
+        data=Path("/nonexistent/views/view0"),
+        private=PATHS.private,
+        tmp_mounted=True,
+    )
+    hard = {"RLIMIT_CPU": -1, "RLIMIT_FSIZE": -1, "RLIMIT_CORE": -1, "RLIMIT_AS": 1 << 30}
+    plan = launch_plan(
+        JOB,
+        paths=paths,
+        settings=SETTINGS,
+        sandbox=_sandbox("landlock", euid=1000, landlock_abi=4, bwrap=None, cgroups=False),
+        run=_run(seccomp_fd=None, cgroup_procs=(), user_processes=10, rlimit_hard=hard),
+    )
+    env = {
+        **BWRAP_ENV,
+        "HOME": f"{BOX}/workspace",
+        "TMPDIR": f"{BOX}/tmp",
+        "DATA_DIR": "/nonexistent/views/view0",
+    }
+    ro, rw, dev = iso.LL_READ_ONLY, iso.LL_ALL, iso.LL_DEVICE
+    rules = [
+        ["/usr", ro],
+        ["/bin", ro],
+        ["/lib", ro],
+        ["/etc/passwd", ro],
+        ["/opt/py", ro],
+        ["/proc/cpuinfo", ro],
+        ["/proc/self", ro],
+        ["/sys", ro],
+        *[[d, dev] for d in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")],
+        ["/nonexistent/views/view0", ro],
+        [f"{BOX}/program", ro],
+        [f"{BOX}/workspace", rw],
+        [f"{BOX}/tmp", rw],
+    ]
+    rlimits = (
+        ("RLIMIT_CPU", 125, 125),
+        ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB),
+        ("RLIMIT_CORE", 0, 0),
+        ("RLIMIT_NPROC", 74, 74),  # 10 processes of this user + 64
+        ("RLIMIT_DATA", 512 * MIB, 512 * MIB),
+        ("RLIMIT_AS", 1 << 30, 1 << 30),  # wanted 2 x 512 MiB + 1 GiB, clamped to the hard limit
+    )
+    seccomp = iso.seccomp_program("x86_64", sockets="tcp", noop_metadata=False)
+    assert seccomp is not None
+    launcher = {
+        "status_fd": 7,
+        "procs": [],
+        "rlimits": [list(r) for r in rlimits],
+        "landlock": {"rules": rules, "shm": 512 * MIB, "shm_access": iso.LL_ALL & ~iso.LL_EXECUTE},
+        "argv": ["/opt/py/bin/python3", f"{BOX}/program/main.py"],
+        "seccomp": [list(i) for i in seccomp],
+        "parent": 4242,
+        "env": env,
+    }
+    assert plan.launcher == launcher
+    assert plan.argv[:4] == ("/opt/py/bin/python3", "-I", "-S", iso.LAUNCHER)
+    assert json.loads(plan.argv[4]) == launcher
+    assert plan.program_env == env
+    assert plan.rlimits == rlimits
+    assert (plan.cgroup, plan.seccomp, plan.pass_fds, plan.started_marker) == (
+        None,
+        "launcher",
+        (7,),
+        None,
+    )
+    assert iso.LAUNCHER.endswith("/openmle/backends/_launcher.py")
+
+
+def test_gpu_runs_drop_the_address_space_limit_and_see_the_devices() -> None:
+    """With GPUs and no cgroup: no RLIMIT_AS (CUDA reserves terabytes); devices bound."""
+    layout = iso.HostLayout(top_level=(), present=frozenset(), gpu_devices=("/dev/nvidia0",))
+    plan = launch_plan(
+        JOB,
+        paths=PATHS,
+        settings=SETTINGS,
+        sandbox=_sandbox(layout=layout, cgroups=False),
+        run=_run(cgroup_procs=(), gpus=("3",)),
+    )
+    assert [r[0] for r in plan.rlimits] == [
+        "RLIMIT_CPU",
+        "RLIMIT_FSIZE",
+        "RLIMIT_CORE",
+        "RLIMIT_DATA",
+    ]
+    assert plan.program_env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert "--dev-bind /dev/nvidia0 /dev/nvidia0" in plan.argv[2]
+    assert "echo 0" not in plan.argv[2]  # no cgroup to join
+
+
+def test_the_plan_is_a_pure_function() -> None:
+    """Same inputs, same plan; the job's environment never reaches the launch chain."""
+    a = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=_sandbox(), run=_run())
+    b = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=_sandbox(), run=_run())
+    assert a == b
+    assert "SEED" not in a.launch_env
+
+
+def test_refusals_name_the_field() -> None:
+    """A forged job env, a public dir over the answers, answers under a Landlock-readable root."""
+    forged = Job(code="x", task="toy")
+    object.__setattr__(forged, "env", {"LD_PRELOAD": "/tmp/x.so"})
+    assert (job_problem(forged) or "").startswith("job.env['LD_PRELOAD'] is refused")
+    assert job_problem(JOB) is None
+
+    def problem(private: str, mode: Literal["bwrap", "landlock"]) -> str | None:
+        return paths_problem(
+            task_name="t",
+            public=Path("/nonexistent/t"),
+            private=[Path(private)],
+            mode=mode,
+            info=INFO,
+            extra_ro=(),
+        )
+
+    over = problem("/nonexistent/t/a", "bwrap")
+    assert over is not None and "overlaps private path /nonexistent/t/a" in over
+    inside = problem("/opt/py/ans", "landlock")
+    assert inside is not None and "lies inside /opt/py" in inside
+    assert problem("/opt/py/ans", "bwrap") is None  # bwrap hides it under a tmpfs instead
+
+
+@pytest.mark.parametrize("euid", [0, 1000])
+def test_metadata_calls_are_noops_only_for_root(euid: int) -> None:
+    """The weak mode's seccomp filter turns chmod/chown into no-ops as root only."""
+    plan = launch_plan(
+        JOB,
+        paths=PATHS,
+        settings=SETTINGS,
+        sandbox=_sandbox("landlock", euid=euid, landlock_abi=6, bwrap=None),
+        run=_run(seccomp_fd=None),
+    )
+    assert plan.launcher is not None
+    want = iso.seccomp_program("x86_64", sockets="tcp", noop_metadata=euid == 0)
+    assert want is not None
+    assert plan.launcher["seccomp"] == [list(i) for i in want]
