@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -75,6 +76,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         current = getattr(test, "_hypothesis_internal_use_settings", None)
         if isinstance(current, settings) and current.max_examples > int(cap):
             test._hypothesis_internal_use_settings = settings(current, max_examples=int(cap))  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Run the test with one torch thread (restored after). For tiny models trained beside
+    sandboxed programs: their matrices gain nothing from a second thread, and two threads
+    spinning while the programs run cost many times the CPU (measured on a loaded 2-core
+    machine: 20 warm-start steps of the GSPO quality test's model took 12.6 s of CPU with
+    two threads, 0.6 s with one)."""
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture
