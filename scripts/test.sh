@@ -27,11 +27,13 @@ echo "== full install: every suite, with coverage"
 "$VENV/bin/python" -m pytest --cov --cov-report=term "$@"
 
 # The core install (`pip install openmle` without extras): the fast suites must pass there,
-# and every test that needs an extra reports why it skipped.
+# and every test that needs an extra reports why it skipped. The property tests run at 10
+# examples each here: the full run above has just tried them at their own counts.
 echo "== core-only install: the fast suites (not slow, not integration)"
 if [ ! -x "$CORE_VENV/bin/python" ]; then
     python3 -m venv "$CORE_VENV"
 fi
 "$CORE_VENV/bin/python" -m pip install -q -c constraints.txt -e . \
     'pytest>=8.2' 'pytest-timeout>=2.3' 'hypothesis>=6.100'
-exec "$CORE_VENV/bin/python" -m pytest -m "not slow and not integration" "$@"
+OPENMLE_HYPOTHESIS_MAX_EXAMPLES="${OPENMLE_HYPOTHESIS_MAX_EXAMPLES:-10}" \
+    exec "$CORE_VENV/bin/python" -m pytest -m "not slow and not integration" "$@"

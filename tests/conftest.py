@@ -4,11 +4,17 @@ Async tests use ``@pytest.mark.anyio`` on the asyncio backend. A test that needs
 optional extra says so with ``@pytest.mark.needs("pandas", ...)`` (or, for a whole file,
 ``pytest.importorskip(module, reason=...)``): on a core-only install (``pip install openmle``)
 it is skipped with the extra to install, so the core suite runs there.
+
+``OPENMLE_HYPOTHESIS_MAX_EXAMPLES=N`` caps every property test at ``N`` examples (its own
+count when lower): the core-only run of ``scripts/test.sh`` sets it, as the full run before it
+has already tried every property at its own count with the same code.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -50,6 +56,42 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             reason = missing_reason(module)
             if reason is not None:
                 pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Cap hypothesis tests at ``OPENMLE_HYPOTHESIS_MAX_EXAMPLES`` examples when it is set."""
+    cap = os.environ.get("OPENMLE_HYPOTHESIS_MAX_EXAMPLES", "")
+    if not cap:
+        return
+    if not cap.isdigit() or int(cap) < 1:
+        raise pytest.UsageError(
+            f"OPENMLE_HYPOTHESIS_MAX_EXAMPLES={cap!r}: expected a positive integer (or unset)"
+        )
+    from hypothesis import settings
+
+    for item in items:
+        test = getattr(item, "obj", None)
+        test = getattr(test, "__func__", test)  # a method: its function holds the settings
+        # Hypothesis reads this attribute of the @given wrapper when the test runs.
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if isinstance(current, settings) and current.max_examples > int(cap):
+            test._hypothesis_internal_use_settings = settings(current, max_examples=int(cap))  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Run the test with one torch thread (restored after). For tiny models trained beside
+    sandboxed programs: their matrices gain nothing from a second thread, and two threads
+    spinning while the programs run cost many times the CPU (measured on a loaded 2-core
+    machine: 20 warm-start steps of the GSPO quality test's model took 12.6 s of CPU with
+    two threads, 0.6 s with one)."""
+    torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -9,7 +9,12 @@ import pytest
 
 pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
-pytestmark = [pytest.mark.integration, pytest.mark.torch, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.torch,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("one_torch_thread"),  # tiny model beside the programs
+]
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "meta_evolution.py"
 

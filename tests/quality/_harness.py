@@ -2,7 +2,11 @@
 
 Programs are deterministic (fixed seeds, one thread), so a run's result depends only on its
 code and split; :class:`CachedSandbox` runs each distinct program once and replays its result,
-which keeps the comparison CI-sized without changing any outcome.
+which keeps the comparison CI-sized without changing any outcome. The searches of a comparison
+run concurrently (``parallel`` at a time, the sandbox's own slots bounding the programs): with
+``ordered=True`` each search's result does not depend on timing, so running them side by side
+keeps every core busy (one search alone often waits on a single long program) and changes no
+score.
 """
 
 from __future__ import annotations
@@ -69,34 +73,45 @@ async def compare(
     workers: int = 2,
     hib: dict[str, bool],
     drafts_only: bool = False,
+    parallel: int = 6,
 ) -> dict[str, dict[str, list[float]]]:
     """Best validation score per (task, arm), one entry per seed. The arms are the selectors
-    and, with ``drafts_only``, :data:`DRAFTS_ONLY` (``steps`` drafts, no other operator)."""
+    and, with ``drafts_only``, :data:`DRAFTS_ONLY` (``steps`` drafts, no other operator).
+    ``parallel`` searches run at once; the result is the same for any value."""
     sandbox = CachedSandbox(LocalSandbox())
     arms = [*SELECTORS, *([DRAFTS_ONLY] if drafts_only else [])]
-    out: dict[str, dict[str, list[float]]] = {t: {a: [] for a in arms} for t in tasks}
-    for task in tasks:
-        for seed in seeds:
-            for name in arms:
-                make = SELECTORS.get(name, SELECTORS["three-factor"])
-                drafts = steps if name == DRAFTS_ONLY else initial_drafts
-                result = await arun_search(
-                    task,
-                    model=OfflineModel(sklearn=False),
-                    sandbox=sandbox,
-                    budget=Budget(steps=steps),
-                    selector=make(hib[task]),
-                    config=SearchConfig(initial_drafts=drafts, seed=seed, timeout_s=300),
-                    workers=workers,
-                    ordered=True,
-                    higher_is_better=hib[task],
-                    final_test=False,
-                )
-                score = result.best_valid_score
-                worst = float("-inf") if hib[task] else float("inf")
-                out[task][name].append(worst if score is None else score)
-    await sandbox.aclose()
-    return out
+    scores: dict[tuple[str, int, str], float] = {}
+    limiter = anyio.CapacityLimiter(parallel)
+
+    async def one(task: str, seed: int, name: str) -> None:
+        make = SELECTORS.get(name, SELECTORS["three-factor"])
+        drafts = steps if name == DRAFTS_ONLY else initial_drafts
+        async with limiter:
+            result = await arun_search(
+                task,
+                model=OfflineModel(sklearn=False),
+                sandbox=sandbox,
+                budget=Budget(steps=steps),
+                selector=make(hib[task]),
+                config=SearchConfig(initial_drafts=drafts, seed=seed, timeout_s=300),
+                workers=workers,
+                ordered=True,
+                higher_is_better=hib[task],
+                final_test=False,
+            )
+        score = result.best_valid_score
+        worst = float("-inf") if hib[task] else float("inf")
+        scores[task, seed, name] = worst if score is None else score
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for task in tasks:  # started in the sequential order: the first ones fill the cache
+                for seed in seeds:
+                    for name in arms:
+                        tg.start_soon(one, task, seed, name)
+    finally:
+        await sandbox.aclose()
+    return {t: {a: [scores[t, s, a] for s in seeds] for a in arms} for t in tasks}
 
 
 def table(results: dict[str, dict[str, list[float]]], hib: dict[str, bool]) -> str:

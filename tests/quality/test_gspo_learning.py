@@ -5,7 +5,11 @@ The task (``digit``): write one digit to ``submission.csv``; the grade, computed
 process outside the sandbox, is ``1 - |digit - 7| / 9`` (1.0 for a 7). The policy only sees
 ``"Write the digit."``; it never sees the target. SFT teaches the program's shape with every
 digit equally often (start: mean score about 0.65); GSPO must find the 7 from rewards alone.
-Every program is run by :class:`~openmle.backends.LocalSandbox` as a real process.
+Every distinct program is run by :class:`~openmle.backends.LocalSandbox` as a real process;
+a program is deterministic (it writes one digit), so an identical one gets the recorded result
+(``CachedSandbox``: after the warm start a step's 16 programs are a few of the ten shapes).
+The warm start of a seed is computed once and shared by both tests (weights and the torch
+random state, so a run continues exactly as if it had warmed up itself).
 
 Run with ``-s`` to see the curves (mean score of each step's 16 programs, failures count 0).
 
@@ -33,13 +37,15 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
+
+from tests.quality._harness import CachedSandbox  # noqa: E402
 
 from openmle import Message, ModelRequest, Operator  # noqa: E402
 from openmle.backends import LocalSandbox  # noqa: E402
@@ -59,7 +65,12 @@ from openmle.train import (  # noqa: E402
     train_on_policy,
 )
 
-pytestmark = [pytest.mark.torch, pytest.mark.slow, pytest.mark.quality]
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.slow,
+    pytest.mark.quality,
+    pytest.mark.usefixtures("one_torch_thread"),  # tiny model beside the programs
+]
 
 # The digit task, its grader and the answer shape are the example's (one definition).
 _spec = importlib.util.spec_from_file_location(
@@ -71,6 +82,9 @@ _spec.loader.exec_module(_example)
 PROMPT: str = _example.PROMPT
 DigitTask = _example.DigitTask
 warm_start = _example.warm_start
+
+#: Per seed: the warm-started weights and the torch random state right after the warm start.
+_WARM: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
 def prompt(task: RolloutTask, op: Operator, parents: Sequence[ParentView]) -> ModelRequest:
@@ -88,13 +102,20 @@ def learn(
     torch.manual_seed(seed)
     tok = ByteTokenizer()
     model = TinyCausalLM(TinyLMConfig(dim=64, n_layers=2, n_heads=4, max_seq_len=128, seed=seed))
-    warm_start(model, tok)
+    if seed in _WARM:  # the same seed warmed up by the other test: continue from its state
+        weights, rng = _WARM[seed]
+        model.load_state_dict(weights)
+        torch.set_rng_state(rng)
+    else:
+        warm_start(model, tok)
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        _WARM[seed] = (weights, torch.get_rng_state())
     task = DigitTask.create(tmp / f"task{seed}")
     trainer = GSPOTrainer(model, GSPOConfig(lr=lr, weight_decay=0.0, max_grad_norm=1.0))
     curve: list[float] = []
 
     async def main() -> None:
-        sandbox = LocalSandbox(resolver=lambda ref: task, max_concurrency=4)
+        sandbox = CachedSandbox(LocalSandbox(resolver=lambda ref: task, max_concurrency=4))
         try:
             producer = RolloutProducer(
                 policy=LocalPolicy(model, tok, max_new_tokens=64),
