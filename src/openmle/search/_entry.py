@@ -24,6 +24,7 @@ caller gets :class:`~openmle.errors.MultipleErrors`, which carries them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import logging
@@ -85,6 +86,11 @@ def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     if len({(type(exc), str(exc)) for exc in leaves}) == 1:
         return leaves[0]  # several workers met the same error: one cause
     return MultipleErrors(group)
+
+
+def _writing(rd: RunDir | None) -> contextlib.AbstractAsyncContextManager[None]:
+    """Journal writes off the event loop while the search runs (nothing without a run dir)."""
+    return contextlib.nullcontext() if rd is None else rd.writing()
 
 
 def _raise_one(group: BaseExceptionGroup[BaseException]) -> NoReturn:
@@ -361,23 +367,24 @@ async def arun_search(
         path = rd.path
     builder = _with_summary_cache(prompts or OperatorPrompts(), path)
     try:
-        result = await _drive(
-            core,
-            model=model,
-            sandbox=sandbox,
-            task=info,
-            prompts=builder,
-            recorder=recorder,
-            workers=workers,
-            ordered=ordered,
-            limiter=limiter,
-            on_progress=on_progress,
-            final_test=final_test,
-            run_dir=path,
-            limits=limits,
-        )
-        if rd is not None:
-            rd.session("end", stop_reason=result.stop_reason)
+        async with _writing(rd):
+            result = await _drive(
+                core,
+                model=model,
+                sandbox=sandbox,
+                task=info,
+                prompts=builder,
+                recorder=recorder,
+                workers=workers,
+                ordered=ordered,
+                limiter=limiter,
+                on_progress=on_progress,
+                final_test=final_test,
+                run_dir=path,
+                limits=limits,
+            )
+            if rd is not None:
+                rd.session("end", stop_reason=result.stop_reason)
         return result
     except BaseExceptionGroup as group:
         _raise_one(group)
@@ -545,24 +552,25 @@ async def aresume_search(
         final_done = (core.nodes[done[0]], done[1])
     rd.session("resume", requeued=[p.step for p in pending])
     try:
-        result = await _drive(
-            core,
-            model=model,
-            sandbox=sandbox,
-            task=info,
-            prompts=prompts,
-            recorder=rd,
-            workers=int(m["workers"]),
-            ordered=bool(m["ordered"]),
-            limiter=limiter,
-            on_progress=on_progress,
-            final_test=final_test,
-            requeue=requeue,
-            final_done=final_done,
-            run_dir=rd.path,
-            limits=limits,
-        )
-        rd.session("end", stop_reason=result.stop_reason)
+        async with rd.writing():
+            result = await _drive(
+                core,
+                model=model,
+                sandbox=sandbox,
+                task=info,
+                prompts=prompts,
+                recorder=rd,
+                workers=int(m["workers"]),
+                ordered=bool(m["ordered"]),
+                limiter=limiter,
+                on_progress=on_progress,
+                final_test=final_test,
+                requeue=requeue,
+                final_done=final_done,
+                run_dir=rd.path,
+                limits=limits,
+            )
+            rd.session("end", stop_reason=result.stop_reason)
         return result
     except BaseExceptionGroup as group:
         _raise_one(group)

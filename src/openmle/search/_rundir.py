@@ -49,10 +49,12 @@ import platform
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, final
 
+import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
@@ -298,6 +300,11 @@ class RunDir:
     _board_written: float = field(default=0.0, init=False)
     _board_dirty: bool = field(default=False, init=False)
     _prev: str | None = field(default=None, init=False)
+    _queue: list[Callable[[], None]] | None = field(default=None, init=False)
+    _inflight: list[Callable[[], None]] = field(factory=list, init=False)
+    _wake: anyio.Event | None = field(default=None, init=False)
+    _stopping: bool = field(default=False, init=False)
+    _failed: RunDirError | None = field(default=None, init=False)
 
     @property
     def chained(self) -> bool:
@@ -430,30 +437,126 @@ class RunDir:
 
     # -------------------------------------------------------------------------------- writing
 
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[None]:
+        """Write off the event loop while the block runs.
+
+        Inside the block every write (journal lines with their ``fsync``, node and final files,
+        the board, session events) is queued in call order and done by one writer task in a
+        worker thread, each batch ending with one ``fsync`` of the journal. The order on disk is
+        the order of the calls, each write happens once, and a write that started completes
+        even when the run is cancelled. Leaving the block (also by cancellation or an error)
+        writes whatever is still queued, shielded, so every record the block made is on disk
+        when it exits. Outside the block the same methods write synchronously.
+
+        Raises:
+            RunDirError: a write failed (the disk is full, the directory went away); nothing
+                queued after it is written, so the journal ends at the last complete line.
+        """
+        if self._queue is not None:
+            raise RuntimeError("RunDir.writing() is already active")
+        self._queue, self._wake, self._stopping, self._failed = [], anyio.Event(), False, None
+        limiter = anyio.CapacityLimiter(1)  # its own thread slot: never starved by the sandbox
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._writer, limiter)
+                try:
+                    yield
+                finally:
+                    if self._board_dirty and self._failed is None:
+                        self._write_board()
+                    self._stopping = True
+                    wake = self._wake
+                    if wake is not None:
+                        wake.set()
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    # the writer was cancelled: what it had not started, then what was queued
+                    self._inflight += self._queue or []
+                    self._queue = []
+                    if self._failed is None and self._inflight:
+                        await anyio.to_thread.run_sync(self._run_batch, limiter=limiter)
+            finally:
+                self._queue = None
+                self._inflight = []
+            if self._failed is not None:
+                failed, self._failed = self._failed, None
+                raise failed
+
+    async def _writer(self, limiter: anyio.CapacityLimiter) -> None:
+        while True:
+            queue = self._queue
+            if queue is None or self._failed is not None:
+                return
+            if not queue:
+                if self._stopping:
+                    return
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            self._inflight, self._queue = queue, []
+            # Not abandoned on cancellation: a batch that started completes. Cancelled before
+            # it started, the batch stays in _inflight for the shielded drain.
+            await anyio.to_thread.run_sync(self._run_batch, limiter=limiter)
+
+    def _run_batch(self) -> None:
+        """Run the writes in ``_inflight`` in order, each removed once done, then ``fsync`` the
+        journal once (in a worker thread; the event loop does not touch ``_inflight`` meanwhile).
+        """
+        try:
+            while self._inflight:
+                self._inflight[0]()
+                del self._inflight[0]
+            if self._fd is not None:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self._failed = RunDirError(f"cannot write run directory {str(self.path)!r}: {exc}")
+            raise self._failed from exc
+
+    def _submit(self, op: Callable[[], None]) -> None:
+        """Run ``op`` now (no writer) or queue it for the writer."""
+        if self._failed is not None:
+            raise self._failed
+        if self._queue is None:
+            op()
+            return
+        self._queue.append(op)
+        if self._wake is not None:
+            self._wake.set()
+
     def _append(self, record: Mapping[str, Any]) -> None:
         self._open_journal()
-        if self._fd is None:
-            raise AssertionError("internal invariant broken: self._fd is not None")
         if self.chained:
             if self._prev is None:
                 lines = _read_lines(self.path / JOURNAL, chained=True)
                 self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else ""
             chain = _chain(self._prev, record)
             record = {**record, CHAIN_KEY: chain}
+            self._prev = chain  # the next record chains from this one, written or queued
         line = _json_line(record)
+        if self._queue is None:
+            self._write_line(line)
+            os.fsync(self._journal_fd())
+        else:
+            self._submit(partial(self._write_line, line))  # fsync'd at the end of its batch
+
+    def _journal_fd(self) -> int:
+        if self._fd is None:
+            raise AssertionError("internal invariant broken: self._fd is not None")
+        return self._fd
+
+    def _write_line(self, line: bytes) -> None:
+        fd = self._journal_fd()
         view = memoryview(line)
         while view:
-            n = os.write(self._fd, view)
+            n = os.write(fd, view)
             view = view[n:]
-        os.fsync(self._fd)
-        if self.chained:
-            self._prev = str(record[CHAIN_KEY])
 
     def session(self, kind: str, **info: Any) -> None:
         """Append a session event (start, resume, end) with a timestamp to ``sessions.jsonl``."""
         rec = {"event": kind, "time": time.time(), "pid": os.getpid(), **info}
-        with (self.path / SESSIONS).open("a") as f:
-            f.write(json.dumps(rec, sort_keys=True) + "\n")
+        self._submit(partial(_append_text, self.path / SESSIONS, json.dumps(rec, sort_keys=True)))
 
     def proposal(self, proposal: Proposal, rng_state: Mapping[str, Any]) -> None:
         """Journal a proposal and the generator state after it."""
@@ -461,10 +564,7 @@ class RunDir:
 
     def node(self, node: Node, logs: str) -> None:
         """Store the node's program and logs, then journal it and refresh the board."""
-        d = self.path / "nodes" / node.node_id
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "program.py").write_text(node.code, errors="backslashreplace")
-        (d / "logs.txt").write_text(logs, errors="backslashreplace")
+        self._submit(partial(_write_files, self.path / "nodes" / node.node_id, node.code, logs))
         self._append({"event": "node", "node": node.to_dict()})
         self._add_to_board(node)
         self._board_dirty = True
@@ -479,10 +579,10 @@ class RunDir:
 
     def final(self, node: Node, result: RunResult) -> None:
         """Store and journal the chosen program's test-split result."""
-        d = self.path / "final"
-        d.mkdir(exist_ok=True)
-        (d / "program.py").write_text(node.code, errors="backslashreplace")
-        (d / "test_logs.txt").write_text(result.logs, errors="backslashreplace")
+        files = partial(
+            _write_files, self.path / "final", node.code, result.logs, logs_name="test_logs.txt"
+        )
+        self._submit(files)
         self._append({"event": "final", "node_id": node.node_id, "result": result.to_dict()})
 
     def _add_to_board(self, node: Node) -> None:
@@ -495,7 +595,7 @@ class RunDir:
     def _write_board(self) -> None:
         if self._board is not None:
             text = json.dumps(self._board.to_dict(), indent=1, sort_keys=True)
-            _atomic_write(self.path / BOARD, text)
+            self._submit(partial(_atomic_write, self.path / BOARD, text))
         self._board_written = time.monotonic()
         self._board_dirty = False
 
@@ -577,7 +677,10 @@ class RunDir:
             The proposals that were in flight (to re-queue), in step order.
         """
         ids: set[str] = set()
-        for line, r in self._lines(repair=True):
+        lines = self._lines(repair=True)
+        if self.chained:  # new lines chain from the last one read (no second read to find it)
+            self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else ""
+        for line, r in lines:
             kind = r["event"]
             replayed: Proposal | None = None
             try:
@@ -687,6 +790,17 @@ def _clear_uncommitted(p: Path) -> None:
     for d in ("nodes", "summaries"):
         if (p / d).is_dir():
             (p / d).rmdir()
+
+
+def _write_files(d: Path, code: str, logs: str, *, logs_name: str = "logs.txt") -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "program.py").write_text(code, errors="backslashreplace")
+    (d / logs_name).write_text(logs, errors="backslashreplace")
+
+
+def _append_text(path: Path, line: str) -> None:
+    with path.open("a") as f:
+        f.write(line + "\n")
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from openmle import Job, ModelRequest, Outcome, RunResult, Split
@@ -360,3 +363,100 @@ def test_garbage_in_sessions_file_does_not_break_reading(tmp_path: Path) -> None
     from openmle.search._report import write_report
 
     assert write_report(a).exists()
+
+
+class _GatedFsync:
+    """``os.fsync`` that waits (in whatever thread calls it) until the test releases it."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.waited: list[bool] = []
+        self._real = os.fsync
+
+    def __call__(self, fd: int) -> None:
+        self.entered.set()
+        self.waited.append(self.release.wait(timeout=10))  # False: nobody could release it
+        self._real(fd)
+
+    async def until_entered(self) -> None:
+        """Wait on the event loop until an fsync is in progress (the loop runs: the point)."""
+        assert await anyio.to_thread.run_sync(self.entered.wait, 60)
+
+
+def _journalled_steps(path: Path) -> list[int]:
+    return [r["step"] for r in read_journal(path) if r["event"] == "cancel"]
+
+
+def test_journal_fsync_runs_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the journal is fsync'd the event loop keeps running: a task on it can release the
+    fsync (on the loop itself the fsync would wait for a release that never comes)."""
+    out = original(tmp_path, steps=2)
+    gate = _GatedFsync()
+    monkeypatch.setattr(os, "fsync", gate)
+    rd = RunDir.open(out)
+
+    async def scenario() -> None:
+        async with rd.writing():
+            rd.cancel(100, "test")
+            await gate.until_entered()
+            gate.release.set()
+
+    anyio.run(scenario)
+    rd.close()
+    assert gate.waited and all(gate.waited)
+    assert _journalled_steps(out) == [100]
+
+
+def test_queued_writes_survive_cancellation_in_order_exactly_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while a batch is being fsync'd: that batch completes, the records queued behind
+    it are written (shielded) when the block exits, in call order, each once, chain intact."""
+    out = original(tmp_path, steps=2)
+    gate = _GatedFsync()
+    monkeypatch.setattr(os, "fsync", gate)
+    rd = RunDir.open(out)
+
+    async def scenario() -> None:
+        with anyio.CancelScope() as scope:
+            async with rd.writing():
+                rd.cancel(100, "test")
+                await gate.until_entered()
+                rd.cancel(101, "test")
+                rd.cancel(102, "test")
+                scope.cancel()
+                gate.release.set()
+                await anyio.sleep(60)  # cancelled at once
+        assert scope.cancelled_caught
+
+    anyio.run(scenario)
+    rd.close()
+    assert _journalled_steps(out) == [100, 101, 102]  # read_journal verified the chain too
+
+
+def test_a_failed_journal_write_is_one_run_dir_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails in the writer thread ends the block with a RunDirError (not an
+    exception group, not a raw OSError), and nothing queued after it is written."""
+    out = original(tmp_path, steps=2)
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    rd = RunDir.open(out)
+
+    async def scenario() -> None:
+        async with rd.writing():
+            rd.cancel(100, "test")
+            await anyio.sleep(60)  # the writer's failure cancels the block
+
+    with pytest.raises(RunDirError, match="No space left"):
+        anyio.run(scenario)
+    rd.close()
+    monkeypatch.undo()
+    assert _journalled_steps(out) == [100]  # written before the fsync failed; nothing after
