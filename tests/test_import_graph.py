@@ -200,3 +200,26 @@ def test_the_checker_sees_lazy_imports_and_cycles() -> None:
     assert "openmle.gym" in edges["openmle.search._entry"]  # a lazy import in a function
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+RUNS_LAYER = "openmle.search._runs"
+"""Inside ``openmle.search``: the runs layer (export, report, SFT export) sits on the core. The
+package's ``__init__`` (the facade) re-exports it; no other search module may import it."""
+
+
+def test_the_search_core_does_not_import_the_runs_layer() -> None:
+    def in_runs(module: str) -> bool:
+        return module == RUNS_LAYER or module.startswith(RUNS_LAYER + ".")
+
+    edges = _graph()
+    core = [
+        m
+        for m in edges
+        if m.startswith("openmle.search.") and not in_runs(m) and m != "openmle.search"
+    ]
+    assert "openmle.search._loop" in core and "openmle.search._rundir" in core
+    bad = [f"{m} -> {t}" for m in core for t in sorted(edges[m]) if in_runs(t)]
+    assert not bad, "the search core imports the runs layer:\n" + "\n".join(bad)
+    # the layer is really there and really on top of the core
+    assert "openmle.search._rundir" in edges[f"{RUNS_LAYER}.sft_export"]
+    assert f"{RUNS_LAYER}.sft_export" in edges["openmle.search"]

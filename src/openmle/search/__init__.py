@@ -132,7 +132,7 @@ __all__ += [
 ]
 
 # SFT data from search runs (issue 8).
-from openmle.search._sft_export import (  # noqa: E402
+from openmle.search._runs.sft_export import (  # noqa: E402
     SFTRecord,
     evolutionary_records,
     export_sft,

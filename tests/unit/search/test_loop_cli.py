@@ -12,7 +12,7 @@ from openmle._cli import main
 from openmle._cli._search import build_model, build_selector, parse_budget
 from openmle.errors import InvalidArgument
 from openmle.search import Budget, GreedySelector, SearchConfig, ThreeFactorSelector, run_search
-from openmle.search._export import COLUMNS, export_run, node_rows
+from openmle.search._runs.export import COLUMNS, export_run, node_rows
 from openmle.testing import FunctionSandbox, ScriptedModel
 
 

@@ -235,7 +235,7 @@ def test_an_edited_score_is_detected_by_the_hash_chain(tmp_path: Path) -> None:
         RunDir.open(a).nodes()
     with pytest.raises(RunDirError, match="hash chain"):
         resume_search(a, **kwargs())
-    from openmle.search._report import write_report
+    from openmle.search._runs.report import write_report
 
     with pytest.raises(RunDirError, match="hash chain"):
         write_report(a)
@@ -288,7 +288,7 @@ def test_runs_without_a_chain_are_still_read_and_resumed(tmp_path: Path) -> None
         result = resume_search(old, budget=Budget(steps=7), **kwargs())
     assert len(result.nodes) == 7
     assert all("chain" not in r for r in read_journal(old))
-    from openmle.search._report import write_report
+    from openmle.search._runs.report import write_report
 
     assert "before the hash chain" in write_report(old).read_text()
     assert "hash chain verified" in write_report(a).read_text()
@@ -360,7 +360,7 @@ def test_garbage_in_sessions_file_does_not_break_reading(tmp_path: Path) -> None
     with (a / "sessions.jsonl").open("a") as f:
         f.write('[]\n{"no_event": 1}\nnot json\n')
     assert [s["event"] for s in RunDir.open(a).sessions()] == ["start", "end"]
-    from openmle.search._report import write_report
+    from openmle.search._runs.report import write_report
 
     assert write_report(a).exists()
 
