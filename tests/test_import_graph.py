@@ -223,3 +223,15 @@ def test_the_search_core_does_not_import_the_runs_layer() -> None:
     # the layer is really there and really on top of the core
     assert "openmle.search._rundir" in edges[f"{RUNS_LAYER}.sft_export"]
     assert f"{RUNS_LAYER}.sft_export" in edges["openmle.search"]
+
+
+def test_cards_are_a_leaf_value() -> None:
+    """Experience cards import no board (the board makes cards, not the other way round)."""
+    edges = _graph()
+    assert edges["openmle.search._cards"] <= {
+        "openmle._types",
+        "openmle._validation",
+        "openmle.errors",
+        "openmle.search._families",
+    }, sorted(edges["openmle.search._cards"])
+    assert "openmle.search._cards" in edges["openmle.search._board"]

@@ -27,10 +27,10 @@ from typing import Any
 import attrs
 from attrs import define, field, frozen
 
-from openmle._types import Candidate, Operator, Outcome, TaskMeta
+from openmle._types import Candidate, Operator, Outcome, RunResult, TaskMeta, Usage
 from openmle._validation import check_type
 from openmle.errors import InvalidArgument
-from openmle.search._cards import ExperienceCard
+from openmle.search._cards import ExperienceCard, novelty_of
 from openmle.search._families import UNKNOWN_FAMILY
 
 __all__ = ["Board", "FamilyStats"]
@@ -106,6 +106,75 @@ class Board:
         return board
 
     # ---------------------------------------------------------------- writing
+
+    def make_card(
+        self,
+        *,
+        node_id: str,
+        operator: Operator | str,
+        code: str,
+        result: RunResult,
+        parent_ids: Sequence[str] = (),
+        plan: str = "",
+        generation: int = 0,
+        reward: float | None = None,
+        model_s: float = 0.0,
+        usage: Usage | None = None,
+        cost_usd: float | None = None,
+        selection_utility: float | None = None,
+    ) -> ExperienceCard:
+        """The card of a new node placed after the cards on this board (not added: see
+        :meth:`add`).
+
+        :meth:`ExperienceCard.build` fills it from the result and the program; the board then
+        sets what depends on the nodes before it: ``step``, ``family_count_before`` and
+        ``novelty``, ``delta_vs_parent`` (parents must be on the board), ``rank`` and
+        ``is_incumbent``. The arguments are those of :meth:`ExperienceCard.build` (the task's
+        direction is the board's).
+
+        Raises:
+            InvalidArgument: a test-split result, or a node id already on the board.
+        """
+        card = ExperienceCard.build(
+            node_id=node_id,
+            operator=operator,
+            code=code,
+            result=result,
+            task=self.task,
+            parent_ids=parent_ids,
+            plan=plan,
+            generation=generation,
+            reward=reward,
+            model_s=model_s,
+            usage=usage,
+            cost_usd=cost_usd,
+            selection_utility=selection_utility,
+        )
+        if self.has(node_id):
+            raise InvalidArgument(f"node_id={node_id!r} is already on the board; ids are unique")
+        count = self.family_count(card.family)
+        delta = rank = None
+        incumbent = False
+        if card.fitness is not None:
+            parent_fits = [
+                f
+                for p in card.parent_ids
+                if self.has(p) and (f := self.card(p).fitness) is not None
+            ]
+            if parent_fits:
+                delta = card.fitness - max(parent_fits)
+            rank = self.count_better_than(card.fitness) + 1
+            best = self.best_fitness
+            incumbent = best is None or card.fitness > best
+        return attrs.evolve(
+            card,
+            step=len(self),
+            family_count_before=count,
+            novelty=novelty_of(count),
+            delta_vs_parent=delta,
+            rank=rank,
+            is_incumbent=incumbent,
+        )
 
     def add(self, card: ExperienceCard) -> None:
         """Insert a card.

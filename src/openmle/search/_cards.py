@@ -1,7 +1,10 @@
 """Experience cards: one frozen, versioned record per evaluated node.
 
-A card is filled deterministically from the search state (the board before the node, the
-parents' cards) and the node's :class:`~openmle.RunResult`; it never calls a model. The only
+A card is filled deterministically from the node's :class:`~openmle.RunResult` and program
+(:meth:`ExperienceCard.build`), then placed by the board before the node
+(:meth:`openmle.search.Board.make_card` fills step, family count, novelty, delta to the
+parents, rank and incumbency); it never calls a model. This module imports no board: the card
+is a value, the board the aggregate that knows where a card stands. The only
 field filled later is ``summary`` (a model-written description, see
 :class:`openmle.search.SummaryStore`), set with :meth:`ExperienceCard.with_summary`.
 
@@ -17,8 +20,9 @@ Departures from the released code: the card stores the split its score came from
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from attrs import field, frozen
@@ -27,9 +31,6 @@ from openmle._types import Operator, Outcome, RunResult, Split, TaskMeta, Usage,
 from openmle._validation import check_type, fail
 from openmle.errors import InvalidArgument
 from openmle.search._families import UNKNOWN_FAMILY, analyse
-
-if TYPE_CHECKING:
-    from openmle.search._board import Board
 
 __all__ = ["CARD_SCHEMA_VERSION", "ExperienceCard", "novelty_of"]
 
@@ -169,7 +170,7 @@ class ExperienceCard:
         code: str,
         result: RunResult,
         task: TaskMeta,
-        board: Board | None = None,
+        board: Any = None,
         parent_ids: Sequence[str] = (),
         plan: str = "",
         generation: int = 0,
@@ -179,22 +180,48 @@ class ExperienceCard:
         cost_usd: float | None = None,
         selection_utility: float | None = None,
     ) -> ExperienceCard:
-        """Fill a card from the search state before the node and the node's result.
+        """Fill a card from the node's result and program, as the first node of a search.
+
+        The fields that depend on the nodes before it (step, family count, novelty, delta to
+        the parents, rank, incumbency) are those of an empty search; to place a card after
+        other nodes, let the board make it: :meth:`openmle.search.Board.make_card`.
 
         Args:
-            node_id: the new node's id (must not be on ``board`` yet).
+            node_id: the new node's id.
             operator: the operator that wrote the program.
             code: the program (for imports and family).
             result: how its run ended; must be graded on the validation split.
             task: the task's score direction.
-            board: the board *before* this node (None for an empty search). Parents must be on
-                it for ``delta_vs_parent``.
+            board: deprecated (removed in the next release): ``board.make_card(...)`` with the
+                same arguments but ``task`` and ``board`` does this.
             parent_ids: the node's parents, first parent first.
             plan, generation, reward, model_s, usage, cost_usd, selection_utility: recorded as is.
 
         Raises:
-            InvalidArgument: a test-split result, or a node id already on the board.
+            InvalidArgument: a test-split result (or, with ``board``, a node id already on it).
         """
+        if board is not None:
+            warnings.warn(
+                "ExperienceCard.build(board=...) is deprecated and will be removed in the next "
+                "release; use board.make_card(...) (same arguments without task and board)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            card: ExperienceCard = board.make_card(
+                node_id=node_id,
+                operator=operator,
+                code=code,
+                result=result,
+                parent_ids=parent_ids,
+                plan=plan,
+                generation=generation,
+                reward=reward,
+                model_s=model_s,
+                usage=usage,
+                cost_usd=cost_usd,
+                selection_utility=selection_utility,
+            )
+            return card
         check_type(result, RunResult, "result")
         if result.split is not Split.VALID:
             raise InvalidArgument(
@@ -202,35 +229,16 @@ class ExperienceCard:
                 f"node {node_id!r}; search cards hold validation results only (test scores never "
                 f"reach search state or prompts)"
             )
-        if board is not None and board.has(node_id):
-            raise InvalidArgument(f"node_id={node_id!r} is already on the board; ids are unique")
         usage = usage or Usage()
         imports, family = analyse(code)
-        count = board.family_count(family) if board is not None else 0
         score = result.score if result.outcome is Outcome.SUCCESS else None
         fitness = signed(score, task)
-        delta = None
-        if fitness is not None and board is not None:
-            parent_fits = [
-                board.card(p).fitness
-                for p in parent_ids
-                if board.has(p) and board.card(p).fitness is not None
-            ]
-            if parent_fits:
-                delta = fitness - max(f for f in parent_fits if f is not None)
-        rank = None
-        incumbent = False
-        if fitness is not None:
-            better = board.count_better_than(fitness) if board is not None else 0
-            rank = better + 1
-            best = board.best_fitness if board is not None else None
-            incumbent = best is None or fitness > best
         return cls(
             node_id=node_id,
             operator=operator,
             parent_ids=tuple(parent_ids),
             generation=generation,
-            step=len(board) if board is not None else 0,
+            step=0,
             outcome=result.outcome,
             score=score,
             fitness=fitness,
@@ -247,11 +255,11 @@ class ExperienceCard:
             cost_usd=cost_usd,
             imports=imports,
             family=family,
-            family_count_before=count,
-            delta_vs_parent=delta,
-            novelty=novelty_of(count),
-            rank=rank,
-            is_incumbent=incumbent,
+            family_count_before=0,
+            delta_vs_parent=None,
+            novelty=novelty_of(0),
+            rank=None if fitness is None else 1,
+            is_incumbent=fitness is not None,
             selection_utility=selection_utility,
             plan=plan,
         )

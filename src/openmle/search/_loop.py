@@ -682,13 +682,11 @@ class SearchCore:
         signature = r.error_signature
         if signature is None and not r.outcome.is_success:
             signature = r.outcome.value
-        card = ExperienceCard.build(
+        card = self.board.make_card(
             node_id=proposal.node_id,
             operator=proposal.operator,
             code=evaluation.code,
             result=r,
-            task=self.board.task,
-            board=self.board,
             parent_ids=proposal.parent_ids,
             plan=evaluation.plan,
             generation=proposal.generation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from openmle import Operator, Outcome, RunResult, TaskMeta
-from openmle.search import Board, ExperienceCard
+from openmle.search import Board
 
 __all__ = ["PROGRAMS", "grow_board", "result_for"]
 
@@ -57,13 +57,11 @@ def grow_board(
         ok = rng.random() >= fail_rate
         score = round(float(rng.uniform(0.3, 0.95)), 4) if ok else None
         sig = f"KeyError: '<str>' #{int(rng.integers(3))}"
-        card = ExperienceCard.build(
+        card = board.make_card(
             node_id=f"n{i}",
             operator=op,
             code=PROGRAMS[int(rng.integers(len(PROGRAMS)))],
             result=result_for(score, sig=sig),
-            task=task,
-            board=board,
             parent_ids=parents,
             plan=f"plan {i}",
             generation=i // 5,

@@ -20,13 +20,11 @@ def _add(
 ) -> None:
     op = {0: "draft", 1: "improve", 2: "crossover"}[len(parents)]
     board.add(
-        ExperienceCard.build(
+        board.make_card(
             node_id=node,
             operator=op,
             code=code,
             result=result_for(score, sig=sig),
-            task=board.task,
-            board=board,
             parent_ids=parents,
         )
     )

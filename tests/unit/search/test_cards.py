@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tests.unit.search._trees import PROGRAMS, grow_board, result_for
@@ -21,13 +22,11 @@ def test_card_filled_from_result_and_board() -> None:
         node_id="a", operator="draft", code=PROGRAMS[0], result=result_for(0.7), task=task
     )
     board.add(root)
-    child = ExperienceCard.build(
+    child = board.make_card(
         node_id="b",
         operator=Operator.IMPROVE,
         code=PROGRAMS[0],
         result=result_for(0.8),
-        task=task,
-        board=board,
         parent_ids=["a"],
         plan="tune lr",
         usage=Usage(prompt_tokens=100, completion_tokens=20),
@@ -53,13 +52,11 @@ def test_lower_is_better_delta_and_fitness() -> None:
             node_id="a", operator="draft", code="", result=result_for(0.5), task=task
         )
     )
-    child = ExperienceCard.build(
+    child = board.make_card(
         node_id="b",
         operator="improve",
         code="",
         result=result_for(0.3),
-        task=task,
-        board=board,
         parent_ids=["a"],
     )
     assert child.fitness == -0.3
@@ -127,11 +124,34 @@ def test_duplicate_node_refused() -> None:
     """Building a card for an id already on the board is an error."""
     board = grow_board(3)
     with pytest.raises(InvalidArgument, match="already on the board"):
-        ExperienceCard.build(
+        board.make_card(
             node_id="n0",
             operator="draft",
             code="",
             result=result_for(0.1),
-            task=TaskMeta(),
-            board=board,
         )
+
+
+def test_the_board_makes_cards_and_build_board_is_deprecated() -> None:
+    """board.make_card places a card after the board's cards without adding it; the old
+    ExperienceCard.build(board=...) still gives the same card, with a DeprecationWarning."""
+    board = grow_board(12, seed=5)
+    before = len(board)
+    parent = next(c for c in board if c.fitness is not None)
+    args: dict[str, Any] = {
+        "node_id": "new",
+        "operator": "improve",
+        "code": PROGRAMS[1],
+        "result": result_for(0.99),
+        "parent_ids": [parent.node_id],
+    }
+    made = board.make_card(**args)
+    assert len(board) == before and not board.has("new")
+    assert made.step == before and made.rank == 1 and made.is_incumbent
+    assert made.family_count_before == board.family_count(made.family)
+    assert made.delta_vs_parent == pytest.approx(0.99 - (parent.fitness or 0.0))
+    alone = ExperienceCard.build(task=board.task, **args)  # as the first node of a search
+    assert alone.step == 0 and alone.family_count_before == 0 and alone.delta_vs_parent is None
+    with pytest.warns(DeprecationWarning, match=r"board\.make_card"):
+        old = ExperienceCard.build(task=board.task, board=board, **args)
+    assert old == made

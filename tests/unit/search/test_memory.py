@@ -39,13 +39,11 @@ def _add(
 ) -> None:
     op = {0: "draft", 1: "improve", 2: "crossover"}[len(parents)]
     b.add(
-        ExperienceCard.build(
+        b.make_card(
             node_id=node,
             operator=op,
             code=code,
             result=result_for(score, sig=sig),
-            task=b.task,
-            board=b,
             parent_ids=parents,
             plan=plan or f"plan of {node}",
         )
