@@ -315,7 +315,6 @@ PUBLIC = {
         "DeferringPromptBuilder",
         "Evaluation",
         "ExperienceCard",
-        "FAMILY_TAGS",
         "FamilyStats",
         "GreedySelector",
         "IslandSelector",
@@ -328,7 +327,6 @@ PUBLIC = {
         "OperatorMemory",
         "OperatorMix",
         "OperatorPrompts",
-        "PRESETS",
         "PendingRequest",
         "PriceTable",
         "Progress",
@@ -337,7 +335,6 @@ PUBLIC = {
         "RLFitness",
         "RLParentSelector",
         "RLStep",
-        "Recorder",
         "RunDir",
         "SFTRecord",
         "SearchConfig",
@@ -353,7 +350,6 @@ PUBLIC = {
         "arun_search",
         "evolutionary_records",
         "export_sft",
-        "extract_imports",
         "journal_fingerprint",
         "method_family",
         "parallel_records",
@@ -486,14 +482,19 @@ def test_service_imports_nothing_from_gym() -> None:
 
 
 def test_names_that_left_the_search_api_are_deprecated_aliases() -> None:
-    """softmax, draw_without_replacement, card_line and novelty_of left openmle.search; the old
-    import still works for one release, with a DeprecationWarning naming the new home."""
+    """Helpers that left openmle.search (softmax, draw_without_replacement, card_line,
+    novelty_of, extract_imports, FAMILY_TAGS, PRESETS, Recorder): the old import still works for
+    one release, with a DeprecationWarning naming the new home."""
     import warnings
 
     import openmle.search
-    from openmle.search import _cards, _memory, _select
+    from openmle.search import _cards, _driver, _families, _memory, _select
 
     moved = {
+        "FAMILY_TAGS": _families.FAMILY_TAGS,
+        "PRESETS": _select.PRESETS,
+        "Recorder": _driver.Recorder,
+        "extract_imports": _families.extract_imports,
         "softmax": _select.softmax,
         "draw_without_replacement": _select.draw_without_replacement,
         "card_line": _memory.card_line,

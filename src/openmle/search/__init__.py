@@ -1,30 +1,48 @@
-"""Search: experience cards, the task board, parent selection, operator memory and the loop.
+"""Search: run a search, what it records, and the parts a harness author swaps.
 
-- :class:`ExperienceCard` records one evaluated node; :class:`Board` aggregates the cards of a
-  task (best node, per-family statistics, repeated errors, lineage).
-- :func:`method_family` is the one method-family detector.
-- Parent selection (:class:`openmle.Selector` implementations): :class:`ThreeFactorSelector`
+- **Run and resume**: :func:`run_search` / :func:`arun_search`, :func:`resume_search` /
+  :func:`aresume_search`, with a :class:`Budget` (:class:`PriceTable` to price model calls)
+  and a :class:`SearchConfig`; they return a :class:`SearchResult` of :class:`Node` values and
+  report :class:`Progress`.
+- **Run directories**: :class:`RunDir` (the journal, manifest and replay),
+  :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
+  :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
+  :func:`read_sft_jsonl`.
+- **Parent selection** (:class:`openmle.Selector` implementations): :class:`ThreeFactorSelector`
   (score, gain, novelty; presets ``paper`` and ``released``), :class:`IslandSelector` over
   :class:`Islands`, :class:`GreedySelector` and :class:`UniformSelector` baselines, and
   :class:`RLParentSelector` with :func:`rl_fitness`, :class:`OperatorMix` and
   :func:`plan_rl_step` for training.
-- Operator-conditioned memory: :class:`OperatorMemory` picks the nodes each operator sees
-  and renders them within a budget; :class:`SummaryStore` writes node summaries lazily
-  through an :class:`openmle.OperatorModel`, cached in memory and on disk.
+- **Prompts and memory**: :class:`PromptBuilder` (the seam), :class:`OperatorPrompts`,
+  :class:`BasicPrompts`; :class:`OperatorMemory` picks the nodes each operator sees and renders
+  them within a budget; :class:`SummaryStore` writes node summaries lazily through an
+  :class:`openmle.OperatorModel`, cached in memory and on disk.
+- **What search knows**: :class:`ExperienceCard` records one evaluated node; :class:`Board`
+  aggregates the cards of a task and makes each new card (best node, per-family statistics,
+  repeated errors, lineage); :func:`method_family` is the one method-family detector.
+- **The core, for custom drivers**: :class:`SearchCore` (the I/O-free loop), :class:`Proposal`,
+  :class:`Evaluation`, :class:`Ledger`.
 """
 
 from __future__ import annotations
 
 from openmle._exports import deprecated_aliases, publish
 from openmle.search._board import Board, FamilyStats
+from openmle.search._budget import Budget, Consumption, Ledger, PriceTable
 from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard
-from openmle.search._families import FAMILY_TAGS, UNKNOWN_FAMILY, extract_imports, method_family
+from openmle.search._driver import Progress, SearchResult
+from openmle.search._entry import aresume_search, arun_search, resume_search, run_search
+from openmle.search._families import UNKNOWN_FAMILY, method_family
 from openmle.search._islands import Islands, IslandSelector
-from openmle.search._memory import (
-    DeferredMemory,
-    MemoryConfig,
-    MemoryPlan,
-    OperatorMemory,
+from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
+from openmle.search._memory import DeferredMemory, MemoryConfig, MemoryPlan, OperatorMemory
+from openmle.search._prompts import (
+    BasicPrompts,
+    DeferringPromptBuilder,
+    OperatorPrompts,
+    PendingRequest,
+    PromptBuilder,
+    TaskInfo,
 )
 from openmle.search._rl import (
     DEFAULT_MIX,
@@ -35,8 +53,15 @@ from openmle.search._rl import (
     plan_rl_step,
     rl_fitness,
 )
+from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
+from openmle.search._runs.sft_export import (
+    SFTRecord,
+    evolutionary_records,
+    export_sft,
+    parallel_records,
+    read_sft_jsonl,
+)
 from openmle.search._select import (
-    PRESETS,
     GreedySelector,
     Normalization,
     ThreeFactorSelector,
@@ -48,109 +73,72 @@ from openmle.search._summaries import SummaryStore
 __all__ = [
     "CARD_SCHEMA_VERSION",
     "DEFAULT_MIX",
-    "FAMILY_TAGS",
-    "PRESETS",
     "UNKNOWN_FAMILY",
+    "BasicPrompts",
     "Board",
+    "Budget",
+    "Consumption",
     "DeferredMemory",
+    "DeferringPromptBuilder",
+    "Evaluation",
     "ExperienceCard",
     "FamilyStats",
     "GreedySelector",
     "IslandSelector",
     "Islands",
+    "Ledger",
     "MemoryConfig",
     "MemoryPlan",
+    "Node",
     "Normalization",
     "OperatorMemory",
     "OperatorMix",
-    "RLFitness",
-    "RLParentSelector",
-    "RLStep",
-    "SummaryStore",
-    "ThreeFactorSelector",
-    "UniformSelector",
-    "UtilityRow",
-    "extract_imports",
-    "method_family",
-    "plan_rl_step",
-    "rl_fitness",
-]
-
-
-# --- The search loop, budgets and run directories (issue 5). Keep this block last. ---------
-from openmle.search._budget import Budget, Consumption, Ledger, PriceTable
-from openmle.search._driver import Progress, Recorder, SearchResult
-from openmle.search._entry import (
-    aresume_search,
-    arun_search,
-    resume_search,
-    run_search,
-)
-from openmle.search._loop import (
-    Evaluation,
-    Node,
-    Proposal,
-    SearchConfig,
-    SearchCore,
-)
-from openmle.search._prompts import (
-    BasicPrompts,
-    DeferringPromptBuilder,
-    OperatorPrompts,
-    PendingRequest,
-    PromptBuilder,
-    TaskInfo,
-)
-from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
-
-__all__ += [
-    "BasicPrompts",
-    "Budget",
-    "Consumption",
-    "DeferringPromptBuilder",
-    "Evaluation",
-    "Ledger",
-    "Node",
     "OperatorPrompts",
     "PendingRequest",
     "PriceTable",
     "Progress",
     "PromptBuilder",
     "Proposal",
-    "Recorder",
+    "RLFitness",
+    "RLParentSelector",
+    "RLStep",
     "RunDir",
+    "SFTRecord",
     "SearchConfig",
     "SearchCore",
     "SearchResult",
+    "SummaryStore",
     "TaskInfo",
+    "ThreeFactorSelector",
+    "UniformSelector",
+    "UtilityRow",
     "aresume_search",
     "arun_search",
+    "evolutionary_records",
+    "export_sft",
     "journal_fingerprint",
+    "method_family",
+    "parallel_records",
+    "plan_rl_step",
     "read_journal",
+    "read_sft_jsonl",
     "resume_search",
+    "rl_fitness",
     "run_search",
 ]
-
-# SFT data from search runs (issue 8).
-from openmle.search._runs.sft_export import (  # noqa: E402
-    SFTRecord,
-    evolutionary_records,
-    export_sft,
-    parallel_records,
-    read_sft_jsonl,
-)
-
-__all__ += ["SFTRecord", "evolutionary_records", "export_sft", "parallel_records", "read_sft_jsonl"]
-__all__.sort()
 publish(globals())
 
-# Helpers that were public until this release and are internal now: served for one release, with a
-# DeprecationWarning (CHANGELOG: "Moved/Removed from public API").
+# Names that were public until this release and are internal now: served for one release, with
+# a DeprecationWarning (CHANGELOG: "Removed from public API").
 __getattr__ = deprecated_aliases(
     __name__,
     {
+        "FAMILY_TAGS": ("openmle.search._families", "FAMILY_TAGS"),
+        "PRESETS": ("openmle.search._select", "PRESETS"),
+        "Recorder": ("openmle.search._driver", "Recorder"),
         "card_line": ("openmle.search._memory", "card_line"),
         "draw_without_replacement": ("openmle.search._select", "draw_without_replacement"),
+        "extract_imports": ("openmle.search._families", "extract_imports"),
         "novelty_of": ("openmle.search._cards", "novelty_of"),
         "softmax": ("openmle.search._select", "softmax"),
     },

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from tests._golden import records
 
-from openmle.search import FAMILY_TAGS, extract_imports, method_family
+from openmle.search import method_family
+from openmle.search._families import FAMILY_TAGS, extract_imports
 
 LGBM_PROGRAM = """
 import os

@@ -14,7 +14,8 @@ import pytest
 from tests._golden import decode, records
 
 from openmle import Candidate
-from openmle.search import PRESETS, ThreeFactorSelector, rl_fitness
+from openmle.search import ThreeFactorSelector, rl_fitness
+from openmle.search._select import PRESETS
 
 REL = 1e-12
 
