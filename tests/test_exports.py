@@ -509,3 +509,25 @@ def test_names_that_left_the_search_api_are_deprecated_aliases() -> None:
         assert "no longer public" in str(caught[0].message)
     with pytest.raises(AttributeError, match="not_a_name"):
         openmle.search.not_a_name  # noqa: B018
+
+
+def test_one_way_to_rewrite_module() -> None:
+    """Only openmle._exports (publish / publish_one) assigns ``__module__``: no package or module
+    rewrites it by hand."""
+    import ast
+
+    src = Path(openmle.__file__).parent
+    bad = []
+    for path in sorted(src.rglob("*.py")):
+        if path.name == "_exports.py" and path.parent == src:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bad += [
+                f"{path.relative_to(src)}:{node.lineno}"
+                for t in targets
+                if isinstance(t, ast.Attribute) and t.attr == "__module__"
+            ]
+    assert not bad, "set __module__ with openmle._exports.publish/publish_one:\n" + "\n".join(bad)

@@ -1,7 +1,9 @@
 """How a public package presents the names it re-exports from its private modules.
 
-- :func:`publish`: the one place that sets ``__module__`` of re-exported classes and functions
-  to the public package, so reprs, ``help()`` and the reference name the public path.
+- :func:`publish` (a package's ``__init__``) and :func:`publish_one` (a name loaded lazily, or a
+  class that must show its public path even when its private module is imported directly): the
+  one way to set ``__module__`` of re-exported classes and functions to the public package, so
+  reprs, ``help()`` and the reference name the public path.
 - :func:`deprecated_aliases`: a module ``__getattr__`` that still serves a name that left the
   public API, for one release, with a ``DeprecationWarning`` saying where it went.
 """
@@ -12,21 +14,38 @@ import importlib
 import warnings
 from collections.abc import Callable, Mapping
 from types import FunctionType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["deprecated_aliases", "publish"]
+__all__ = ["deprecated_aliases", "publish", "publish_one"]
+
+_T = TypeVar("_T")
 
 
-def publish(namespace: dict[str, Any]) -> None:
+def publish(namespace: dict[str, Any], *, private: tuple[str, ...] = ()) -> None:
     """Give every class and function named in ``namespace["__all__"]`` that is defined in a
-    private submodule of the package (``namespace["__name__"]`` + ``"._"``) the package as its
-    ``__module__`` (names from public submodules, such as ``openmle.errors``, keep theirs).
+    private submodule of the package (``namespace["__name__"]`` + ``"._"``, or one of the
+    prefixes in ``private``) the package as its ``__module__`` (names from public submodules,
+    such as ``openmle.errors``, keep theirs).
     """
     package = namespace["__name__"]
     for name in namespace["__all__"]:
-        obj = namespace[name]
-        if isinstance(obj, type | FunctionType) and obj.__module__.startswith(package + "._"):
-            obj.__module__ = package
+        publish_one(namespace[name], package, private=private)
+
+
+def publish_one(obj: _T, package: str, *, private: tuple[str, ...] = ()) -> _T:
+    """Set ``obj.__module__`` to ``package`` when ``obj`` is a class or function (or an object
+    with its own ``__module__``, such as a ``NewType``) defined under ``package + "._"`` or one
+    of the prefixes in ``private``; returns ``obj``. The one place that rewrites ``__module__``:
+    for packages that load names lazily (a module ``__getattr__``) and for classes whose
+    repr must name the public path even when their private module is imported directly.
+    """
+    where = getattr(obj, "__module__", None)
+    prefixes = (package + "._", *private)
+    if not isinstance(where, str) or not where.startswith(prefixes):
+        return obj
+    if isinstance(obj, type | FunctionType) or "__module__" in getattr(obj, "__dict__", {}):
+        obj.__module__ = package
+    return obj
 
 
 def deprecated_aliases(

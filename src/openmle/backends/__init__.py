@@ -24,6 +24,8 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from openmle._exports import publish_one
+
 if TYPE_CHECKING:
     from openmle._runlog import LogCap as LogCap
     from openmle._runlog import classify_run as classify_run
@@ -115,9 +117,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'openmle.backends' has no attribute {name!r}")
-    obj = getattr(importlib.import_module(module), name)
-    if getattr(obj, "__module__", "").startswith(("openmle.backends._", "openmle._")):
-        obj.__module__ = __name__  # reprs and docs name the public path
+    obj = publish_one(
+        getattr(importlib.import_module(module), name), __name__, private=("openmle._",)
+    )
     globals()[name] = obj
     return obj
 

@@ -53,6 +53,7 @@ import anyio.lowlevel
 from attrs import define, field
 
 from openmle._compat import require
+from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
 from openmle._task_protocol import TaskEnvironment, TaskHandle, TaskResolver
@@ -1049,4 +1050,4 @@ def _short(exc: BaseException, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-DockerSandbox.__module__ = "openmle.backends"
+publish_one(DockerSandbox, "openmle.backends")  # its repr names the public path

@@ -42,6 +42,7 @@ import anyio
 import anyio.abc
 from attrs import define, field
 
+from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
 from openmle._task_protocol import TaskHandle, TaskResolver
@@ -987,4 +988,4 @@ def _comm(pid: int) -> str:
         return ""
 
 
-LocalSandbox.__module__ = "openmle.backends"
+publish_one(LocalSandbox, "openmle.backends")  # its repr names the public path

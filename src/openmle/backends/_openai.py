@@ -54,6 +54,7 @@ import attrs
 import httpx
 from attrs import define, field
 
+from openmle._exports import publish_one
 from openmle._protocols import OperatorModel
 from openmle._types import ModelRequest, ModelResponse, Usage
 from openmle._validation import check_positive, fail
@@ -886,4 +887,4 @@ def _with_latency(resp: ModelResponse, latency: float) -> ModelResponse:
     return attrs.evolve(resp, latency_s=latency)
 
 
-OpenAIModel.__module__ = "openmle.backends"  # documented and shown under its public path
+publish_one(OpenAIModel, "openmle.backends")  # its repr names the public path

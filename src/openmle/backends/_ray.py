@@ -43,6 +43,7 @@ import anyio
 from attrs import define, field
 
 from openmle._compat import require
+from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._task_protocol import TaskResolver
 from openmle._types import Job, RunResult
@@ -299,4 +300,4 @@ class RaySandbox(Sandbox):
         await self.aclose()
 
 
-RaySandbox.__module__ = "openmle.backends"
+publish_one(RaySandbox, "openmle.backends")  # its repr names the public path

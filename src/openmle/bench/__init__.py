@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle.bench._aggregate import (
     METRICS,
     Metric,
@@ -106,8 +107,4 @@ __all__ = [
     "write_report",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.bench."):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

@@ -11,6 +11,7 @@ emitted package with the builder's full record in ``builder/record.json``.
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle.builder._corpus import CorpusSummary, build_many
 from openmle.builder._decontam import Blocklist, DecontamResult, check_contamination, load_blocklist
 from openmle.builder._gate import FINDINGS, Finding, GateResult
@@ -71,8 +72,4 @@ __all__ = [
     "load_blocklist",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.builder."):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle.gym._bundled import bundled_raw
 from openmle.gym._grader import GradeLimits
 from openmle.gym._mle import (
@@ -59,8 +60,4 @@ __all__ = [
     "validate_path",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.gym."):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

@@ -17,6 +17,7 @@ and shown to the Draft and Improve prompts.
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle.priors._decontam import (
     ContaminatedTask,
     Exclusions,
@@ -85,8 +86,4 @@ __all__ = [
     "save_library",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.priors._"):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

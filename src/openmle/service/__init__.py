@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from openmle._compat import require
+from openmle._exports import publish
 from openmle.errors import InvalidArgument
 from openmle.service._app import create_app, job_view
 from openmle.service._config import (
@@ -85,8 +86,4 @@ def serve(
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, **uvicorn_kwargs)
 
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.service._"):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

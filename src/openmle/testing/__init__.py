@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from openmle._exports import publish
 from openmle.testing._conformance import (
     check_operator_model,
     check_selector,
@@ -53,8 +54,4 @@ __all__ = [
     "sample_candidates",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith("openmle.testing."):
-        _obj.__module__ = __name__
-del _name, _obj
+publish(globals())

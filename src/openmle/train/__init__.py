@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from openmle._compat import require
+from openmle._exports import publish_one
 
 if TYPE_CHECKING:
     from openmle.train._batch import RolloutBatch as RolloutBatch
@@ -99,8 +100,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'openmle.train' has no attribute {name!r}")
     require("torch", "torch")
     obj = getattr(importlib.import_module(module), name)
-    if getattr(obj, "__module__", "").startswith("openmle.train._"):
-        obj.__module__ = __name__  # reprs and docs name the public path
+    publish_one(obj, __name__)  # reprs and docs name the public path
     globals()[name] = obj
     return obj
 

@@ -270,8 +270,3 @@ class SFTBatch:
             prompts.append(p)
             answers.append(a)
         return cls.from_sequences(prompts, answers, pad_token_id=tokenizer.pad_token_id)
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (RolloutBatch, SFTBatch):
-    _obj.__module__ = "openmle.backends"

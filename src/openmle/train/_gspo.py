@@ -343,8 +343,3 @@ class GSPOTrainer(Trainer[RolloutBatch]):
 
 def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (GSPOConfig, GSPOTrainer):
-    _obj.__module__ = "openmle.backends"

@@ -372,8 +372,3 @@ def sft_loss(
     """
     nll = -token_logprobs(logits, input_ids)  # (B, T)
     return aggregate(nll, mask, "token-mean", denominator=denominator)
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (GSPOLossOutput, gspo_loss, sft_loss):
-    _obj.__module__ = "openmle.backends"

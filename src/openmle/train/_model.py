@@ -206,8 +206,3 @@ def sample_completions(
         if bool(done.all()):
             break
     return [Completion(a, b) for a, b in zip(out_ids, out_lp, strict=True)]
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (Completion, TinyCausalLM, TinyLMConfig, sample_completions):
-    _obj.__module__ = "openmle.backends"

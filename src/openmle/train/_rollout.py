@@ -692,11 +692,3 @@ async def train_on_policy(
         if on_step is not None:
             on_step(report)
     return out
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (
-    AsyncRollouts, LocalPolicy, ModelPolicy, Policy, PolicySample, RolloutGroup,
-    RolloutProducer, RolloutStep, RolloutTask, rollout_batch, train_on_policy,
-):  # fmt: skip
-    _obj.__module__ = "openmle.backends"

@@ -259,8 +259,3 @@ class SFTTrainer(Trainer[SFTBatch]):
             TrainerError: missing or unreadable files, or a checkpoint of another trainer kind.
         """
         self._engine.load(path, "sft")
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (SFTConfig, SFTTrainer):
-    _obj.__module__ = "openmle.backends"

@@ -176,8 +176,3 @@ def encode_chat(
     if answer is None:
         return prompt, []
     return prompt, [*tokenizer.encode(answer), tokenizer.eos_token_id]
-
-
-# Public names report the public module (``openmle.backends.X``).
-for _obj in (ByteTokenizer, HFTokenizer, Tokenizer, encode_chat):
-    _obj.__module__ = "openmle.backends"

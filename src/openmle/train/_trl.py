@@ -40,6 +40,7 @@ from typing import Any
 
 import anyio
 
+from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._types import Job, Operator, Outcome, RunResult
 from openmle._validation import check_choice, fail
@@ -323,7 +324,7 @@ def _make_trainer_class() -> type:
 def __getattr__(name: str) -> Any:
     if name == "OpenMLEGRPOTrainer":
         cls = _make_trainer_class()
-        cls.__module__ = "openmle.train"
+        publish_one(cls, "openmle.train")
         globals()[name] = cls
         return cls
     raise AttributeError(name)
