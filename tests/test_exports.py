@@ -222,8 +222,8 @@ PUBLIC = {
         "DEFAULT_TEMPLATES",
         "OperatorTemplates",
         "ParentView",
+        "ParsedAnswer",
         "PromptBudget",
-        "Proposal",
         "Section",
         "TaskBrief",
         "build_request",
@@ -531,3 +531,18 @@ def test_one_way_to_rewrite_module() -> None:
                 if isinstance(t, ast.Attribute) and t.attr == "__module__"
             ]
     assert not bad, "set __module__ with openmle._exports.publish/publish_one:\n" + "\n".join(bad)
+
+
+def test_operators_proposal_is_a_deprecated_alias_of_parsed_answer() -> None:
+    """operators.Proposal (a parsed model answer) was renamed ParsedAnswer, so that Proposal
+    means one thing (openmle.search.Proposal); the old name works for one release, warning."""
+    import openmle.operators
+    import openmle.search
+
+    assert "Proposal" not in openmle.operators.__all__
+    with pytest.warns(DeprecationWarning, match=r"renamed openmle\.operators\.ParsedAnswer"):
+        old: object = openmle.operators.Proposal
+    assert old is openmle.operators.ParsedAnswer
+    assert openmle.operators.ParsedAnswer.__module__ == "openmle.operators"
+    search_proposal: object = openmle.search.Proposal
+    assert old is not search_proposal  # two names, two things

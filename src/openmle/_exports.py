@@ -49,10 +49,15 @@ def publish_one(obj: _T, package: str, *, private: tuple[str, ...] = ()) -> _T:
 
 
 def deprecated_aliases(
-    package: str, aliases: Mapping[str, tuple[str, str]], *, removed_in: str
+    package: str,
+    aliases: Mapping[str, tuple[str, str]],
+    *,
+    removed_in: str,
+    reason: str = "it is an internal helper now ({module}.{attr})",
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package`` serving ``aliases``: old public name ->
-    (module, name) where it lives now, with a ``DeprecationWarning``.
+    (module, name) where it lives now, with a ``DeprecationWarning`` (``reason`` is formatted
+    with ``module`` and ``attr``).
     """
 
     def __getattr__(name: str) -> Any:
@@ -61,7 +66,7 @@ def deprecated_aliases(
         module, attr = aliases[name]
         warnings.warn(
             f"{package}.{name} is no longer public and will be removed in {removed_in}; "
-            f"it is an internal helper now ({module}.{attr})",
+            + reason.format(module=module, attr=attr),
             DeprecationWarning,
             stacklevel=2,
         )

@@ -4,22 +4,23 @@
   :class:`TaskBrief`, :class:`ParentView` values (program + feedback), a memory block and the
   execution budget, in the wording of :class:`OperatorTemplates`, within a hard
   :class:`PromptBudget`.
-- :func:`parse_response` reads a plan and exactly one program from an answer;
+- :func:`parse_response` reads a plan and exactly one program from an answer (a
+  :class:`ParsedAnswer`);
   :func:`same_program` flags a child identical to its parent.
 - Prompts show validation scores only: :func:`render_feedback` refuses test-split results.
 """
 
 from __future__ import annotations
 
-from openmle._exports import publish
-from openmle.operators._budget import Section, clip, fit_sections
+from openmle._exports import deprecated_aliases, publish
 from openmle.operators._parse import (
-    Proposal,
+    ParsedAnswer,
     extract_code_blocks,
     parse_response,
     program_fingerprint,
     same_program,
 )
+from openmle.operators._prompt_budget import Section, clip, fit_sections
 from openmle.operators._prompts import (
     DEFAULT_TEMPLATES,
     OperatorTemplates,
@@ -35,8 +36,8 @@ __all__ = [
     "DEFAULT_TEMPLATES",
     "OperatorTemplates",
     "ParentView",
+    "ParsedAnswer",
     "PromptBudget",
-    "Proposal",
     "Section",
     "TaskBrief",
     "build_request",
@@ -51,3 +52,11 @@ __all__ = [
 ]
 
 publish(globals())
+
+# Renamed in this release (CHANGELOG): served for one release, with a DeprecationWarning.
+__getattr__ = deprecated_aliases(
+    __name__,
+    {"Proposal": ("openmle.operators", "ParsedAnswer")},
+    removed_in="the next release",
+    reason="it was renamed {module}.{attr} (openmle.search.Proposal is the search's proposal)",
+)

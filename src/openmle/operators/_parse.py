@@ -16,9 +16,10 @@ Model output is untrusted, so the parser bounds its own work: ``ast.parse`` cost
 the program's size in memory (measured: 1 MiB of code took 286 MiB and 5 s; a 5 MB block 2.9 GB;
 a 20 MB block exhausted an 8 GB limit). A block longer than ``max_code_chars`` (default
 :data:`DEFAULT_MAX_CODE_CHARS`, 256 Ki characters) is never analysed and never chosen; when only
-such blocks are left the answer is ``Outcome.MISSING_CODE`` with a :attr:`Proposal.detail` naming
-the size and the limit. Lone surrogates (invalid UTF-16 halves a JSON answer can carry, which no
-file or request can encode) are replaced by ``U+FFFD`` in the plan and the program.
+such blocks are left the answer is ``Outcome.MISSING_CODE`` with a
+:attr:`ParsedAnswer.detail` naming the size and the limit. Lone surrogates (invalid UTF-16
+halves a JSON answer can carry, which no file or request can encode) are replaced by ``U+FFFD``
+in the plan and the program.
 
 Program identity (:func:`same_program`) compares the normalised AST (comments, formatting and
 docstrings ignored), so a reformatted copy of the parent is still the parent (S7: the
@@ -38,7 +39,7 @@ from openmle._validation import fail
 
 __all__ = [
     "DEFAULT_MAX_CODE_CHARS",
-    "Proposal",
+    "ParsedAnswer",
     "extract_code_blocks",
     "parse_response",
     "program_fingerprint",
@@ -54,7 +55,7 @@ DEFAULT_MAX_CODE_CHARS = 256 * 1024
 
 
 @frozen(kw_only=True)
-class Proposal:
+class ParsedAnswer:
     """A parsed answer.
 
     Args:
@@ -105,7 +106,7 @@ def _clean(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def parse_response(text: str, *, max_code_chars: int = DEFAULT_MAX_CODE_CHARS) -> Proposal:
+def parse_response(text: str, *, max_code_chars: int = DEFAULT_MAX_CODE_CHARS) -> ParsedAnswer:
     """Split an answer into a plan and one program (see the module docstring for the rules).
 
     Args:
@@ -135,7 +136,7 @@ def parse_response(text: str, *, max_code_chars: int = DEFAULT_MAX_CODE_CHARS) -
                 f"the answer's program has {size} characters, over the parser's limit of "
                 f"max_code_chars={max_code_chars}; it was not analysed"
             )
-        return Proposal(
+        return ParsedAnswer(
             plan=text.strip() if not pool else text[: pool[0][2]].strip(),
             code=None,
             outcome=Outcome.MISSING_CODE,
@@ -155,7 +156,9 @@ def parse_response(text: str, *, max_code_chars: int = DEFAULT_MAX_CODE_CHARS) -
             best = block
             break
     plan = text[: best[2]].strip()
-    return Proposal(plan=plan, code=best[1].strip("\n") + "\n", outcome=None, n_blocks=len(blocks))
+    return ParsedAnswer(
+        plan=plan, code=best[1].strip("\n") + "\n", outcome=None, n_blocks=len(blocks)
+    )
 
 
 class _StripDocstrings(ast.NodeTransformer):

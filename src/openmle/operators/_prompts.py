@@ -39,7 +39,7 @@ from openmle._types import (
 )
 from openmle._validation import check_type, fail
 from openmle.errors import InvalidArgument
-from openmle.operators._budget import Section, clip, fit_sections
+from openmle.operators._prompt_budget import Section, clip, fit_sections
 
 __all__ = [
     "DEFAULT_TEMPLATES",
