@@ -235,3 +235,18 @@ def test_cards_are_a_leaf_value() -> None:
         "openmle.search._families",
     }, sorted(edges["openmle.search._cards"])
     assert "openmle.search._cards" in edges["openmle.search._board"]
+
+
+def test_gym_does_not_import_rewards() -> None:
+    """The leaderboard CSV reader is one function with the leaderboard maths
+    (``openmle._leaderboard``); task packages read leaderboards without the reward library."""
+    edges = _graph()
+    bad = [
+        f"{m} -> {t}"
+        for m in edges
+        if _package(m) == "openmle.gym"
+        for t in sorted(edges[m])
+        if _package(t) == "openmle.rewards"
+    ]
+    assert not bad, "\n".join(bad)
+    assert "openmle._leaderboard" in edges["openmle.gym._package"]

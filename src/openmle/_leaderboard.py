@@ -1,4 +1,6 @@
-"""Leaderboard maths shared by grading reports and leaderboard rewards (MLE-bench's rules).
+"""Leaderboard maths shared by grading reports and leaderboard rewards (MLE-bench's rules),
+and the one leaderboard CSV reader (:func:`read_leaderboard`, public as
+:func:`openmle.rewards.read_leaderboard`).
 
 Medal positions by leaderboard size N (1-based positions, scores in rank order, best first):
 
@@ -20,7 +22,9 @@ infer it from the file to reproduce the released numbers.
 
 from __future__ import annotations
 
+import csv
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +41,7 @@ __all__ = [
     "medal_of",
     "medal_positions",
     "medal_thresholds",
+    "read_leaderboard",
 ]
 
 
@@ -149,3 +154,41 @@ def infer_higher_is_better(scores_in_rank_order: Sequence[float]) -> bool:
     """The released code's rule: lower is better iff the first score < the last (ties: higher)."""
     arr = _clean(scores_in_rank_order)
     return not (arr.size >= 2 and arr[0] < arr[-1])
+
+
+def read_leaderboard(path: str | os.PathLike[str]) -> list[float]:
+    """Scores of a leaderboard CSV, best first.
+
+    Columns are matched case-insensitively (``score``, optional ``rank``; a UTF-8 BOM is
+    ignored); rows whose score is not a finite number are dropped; rows are ordered by rank
+    when the file has a rank column, else kept in file order.
+
+    Raises:
+        InvalidArgument: the file has no ``score`` column.
+        OSError: the file cannot be read.
+    """
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = {name.strip().lower(): name for name in reader.fieldnames or ()}
+        if "score" not in fields:
+            raise InvalidArgument(
+                f"Expected a 'score' column in leaderboard {os.fspath(path)!r} but got "
+                f"columns {list(fields)}"
+            )
+        rows: list[tuple[float, int, float]] = []
+        for i, row in enumerate(reader):
+            try:
+                score = float(row[fields["score"]])
+            except (TypeError, ValueError):
+                continue
+            if not math.isfinite(score):
+                continue
+            rank = math.inf
+            if "rank" in fields:
+                try:
+                    rank = float(row[fields["rank"]])
+                except (TypeError, ValueError):
+                    rank = math.inf
+            rows.append((rank, i, score))
+    rows.sort()
+    return [score for _, _, score in rows]

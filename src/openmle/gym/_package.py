@@ -74,6 +74,7 @@ from typing import Any, final
 
 from attrs import define, field, frozen
 
+from openmle._leaderboard import read_leaderboard
 from openmle._types import Resources, Split, TaskMeta, check_split
 from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageError
 from openmle.gym._gradeproc import BUILTIN_METRICS, MAX_REASON_CHARS, builtin_direction, clip
@@ -672,7 +673,7 @@ class Task:
     def _read_leaderboard(self) -> tuple[float, ...]:
         if not self._leaderboard_read:
             self._leaderboard = (
-                read_leaderboard(self.leaderboard_path, root=self.root)
+                _read_package_leaderboard(self.leaderboard_path, root=self.root)
                 if self.leaderboard_path
                 else None
             )
@@ -754,21 +755,21 @@ def _header_of(path: Path) -> list[str]:
         return []
 
 
-def read_leaderboard(path: Path, *, root: Path | None = None) -> tuple[float, ...] | None:
-    """Finite scores of a leaderboard CSV (see :func:`openmle.rewards.read_leaderboard`).
+def _read_package_leaderboard(path: Path, *, root: Path | None = None) -> tuple[float, ...] | None:
+    """A task package's leaderboard, read with the one CSV reader
+    (:func:`openmle.rewards.read_leaderboard`) under the package's rules: the file stays inside
+    the package, and errors are :class:`TaskPackageError` that never echo its content.
 
     Raises:
-        TaskPackageError: the file is unreadable or has no ``score`` column.
+        TaskPackageError: the file is outside the package, unreadable or has no ``score`` column.
     """
-    from openmle.rewards import read_leaderboard as read_board
-
     if root is not None and not path.resolve().is_relative_to(root.resolve()):
         raise TaskPackageError(
             f"leaderboard {path.name} resolves outside the package (a symbolic link); copy "
             "the file into the package"
         )
     try:
-        return tuple(read_board(path))
+        return tuple(read_leaderboard(path))
     except InvalidArgument:  # its message quotes the file's header: never echo content
         raise TaskPackageError(
             f"leaderboard {path.name} has no 'score' column; write a CSV with a 'score' column"

@@ -82,4 +82,4 @@ __all__ = [
     "validation_gap_penalty",
 ]
 
-publish(globals())
+publish(globals(), private=("openmle._leaderboard",))

@@ -8,9 +8,7 @@ better, a tie means higher); pass the task's direction to avoid that guess.
 
 from __future__ import annotations
 
-import csv
 import math
-import os
 from collections.abc import Sequence
 
 from openmle._leaderboard import (
@@ -18,48 +16,10 @@ from openmle._leaderboard import (
     infer_higher_is_better,
     medal_of,
     medal_thresholds,
+    read_leaderboard,
 )
-from openmle.errors import InvalidArgument
 
 __all__ = ["human_rank", "medal_binary", "read_leaderboard"]
-
-
-def read_leaderboard(path: str | os.PathLike[str]) -> list[float]:
-    """Scores of a leaderboard CSV, best first.
-
-    Columns are matched case-insensitively (``score``, optional ``rank``; a UTF-8 BOM is
-    ignored); rows whose score is not a finite number are dropped; rows are ordered by rank
-    when the file has a rank column, else kept in file order.
-
-    Raises:
-        InvalidArgument: the file has no ``score`` column.
-        OSError: the file cannot be read.
-    """
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        fields = {name.strip().lower(): name for name in reader.fieldnames or ()}
-        if "score" not in fields:
-            raise InvalidArgument(
-                f"Expected a 'score' column in leaderboard {os.fspath(path)!r} but got "
-                f"columns {list(fields)}"
-            )
-        rows: list[tuple[float, int, float]] = []
-        for i, row in enumerate(reader):
-            try:
-                score = float(row[fields["score"]])
-            except (TypeError, ValueError):
-                continue
-            if not math.isfinite(score):
-                continue
-            rank = math.inf
-            if "rank" in fields:
-                try:
-                    rank = float(row[fields["rank"]])
-                except (TypeError, ValueError):
-                    rank = math.inf
-            rows.append((rank, i, score))
-    rows.sort()
-    return [score for _, _, score in rows]
 
 
 def _clean(scores: Sequence[float | None]) -> list[float]:
