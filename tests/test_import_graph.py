@@ -250,3 +250,18 @@ def test_gym_does_not_import_rewards() -> None:
     ]
     assert not bad, "\n".join(bad)
     assert "openmle._leaderboard" in edges["openmle.gym._package"]
+
+
+VALIDATOR_COPIES = frozenset({"_positive_int", "_nonneg_int", "_count", "_finite", "_str_tuple"})
+"""Names of the validator/converter factories that were copied per module; they live once in
+``openmle._validation`` (``int_at_least``, ``finite_or_none``, ``str_tuple``)."""
+
+
+def test_validator_factories_live_once() -> None:
+    bad = [
+        f"{path.relative_to(SRC)}:{node.lineno} {node.name}"
+        for path in sorted(SRC.rglob("*.py"))
+        for node in ast.parse(path.read_text(), filename=str(path)).body  # module level
+        if isinstance(node, ast.FunctionDef) and node.name in VALIDATOR_COPIES
+    ]
+    assert not bad, "use openmle._validation instead of a local copy:\n" + "\n".join(bad)

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from openmle._validation import check_choice, check_positive, fail
+from openmle._validation import check_choice, check_positive, fail, str_tuple
 from openmle.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = [
@@ -406,10 +406,6 @@ def _outcome(value: object) -> Outcome:
         raise fail(f"one of {[o.value for o in Outcome]}", "outcome", value) from None
 
 
-def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
 def _float_tuple(value: Iterable[float]) -> tuple[float, ...]:
     return tuple(float(v) for v in value)
 
@@ -460,7 +456,7 @@ class RunResult:
     runtime_s: float = 0.0
     queue_s: float = 0.0
     printed_score: float | None = field(default=None, converter=_opt_finite_score)
-    artifacts: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    artifacts: tuple[str, ...] = field(default=(), converter=str_tuple)
 
     def __attrs_post_init__(self) -> None:
         if self.score is not None and self.outcome is not Outcome.SUCCESS:
@@ -549,7 +545,7 @@ class ModelRequest:
     top_p: float | None = None
     max_tokens: int | None = None
     seed: int | None = None
-    stop: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    stop: tuple[str, ...] = field(default=(), converter=str_tuple)
     metadata: Mapping[str, Any] = field(factory=dict, converter=_frozen_mapping)
 
     @property
@@ -631,7 +627,7 @@ class Candidate:
 
     node_id: str
     score: float | None = field(default=None, converter=_opt_finite_score)
-    parent_ids: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    parent_ids: tuple[str, ...] = field(default=(), converter=str_tuple)
     parent_best_score: float | None = field(default=None, converter=_opt_finite_score)
     family: str = "unknown"
     family_count: int | None = None
@@ -654,8 +650,8 @@ class Selection:
         components: optional per-candidate breakdown (e.g. score/delta/novelty), same order.
     """
 
-    chosen: tuple[str, ...] = field(converter=_str_tuple)
-    node_ids: tuple[str, ...] = field(converter=_str_tuple)
+    chosen: tuple[str, ...] = field(converter=str_tuple)
+    node_ids: tuple[str, ...] = field(converter=str_tuple)
     probabilities: tuple[float, ...] = field(converter=_float_tuple)
     utilities: tuple[float, ...] = field(default=(), converter=_float_tuple)
     components: tuple[Mapping[str, float], ...] = field(default=(), converter=_components)

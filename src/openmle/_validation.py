@@ -2,13 +2,16 @@
 
 Every message reads ``Expected <what> but got <name>=<value!r> (type=<type>)`` followed by a hint,
 so users see the field, the expectation and the fix.
+
+The attrs validator and converter factories used across the packages live here once:
+:func:`int_at_least` (counts and limits), :func:`str_tuple` and :func:`finite_or_none`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, SupportsFloat, TypeVar, cast
 
 from openmle.errors import InvalidArgument, InvalidArgumentType
 
@@ -67,3 +70,35 @@ def check_choice(value: str, choices: Collection[str], name: str) -> str:
     if value not in choices:
         raise fail(f"one of {sorted(choices)!r}", name, value)
     return value
+
+
+def int_at_least(
+    minimum: int, name: str, *, most: int | None = None, hint: str = ""
+) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator: an integer (never a bool) ``>= minimum`` (and ``<= most`` when
+    given); otherwise :class:`InvalidArgument` naming ``name`` (e.g. ``"SearchConfig.seed"``).
+    """
+    expected = f"an integer >= {minimum}" if most is None else f"an integer in [{minimum}, {most}]"
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise fail(expected, name, value, hint)
+        if most is not None and value > most:
+            raise fail(expected, name, value, hint)
+
+    return check
+
+
+def str_tuple(value: Iterable[object]) -> tuple[str, ...]:
+    """An attrs converter: any iterable of values as a tuple of strings."""
+    return tuple(str(v) for v in value)
+
+
+def finite_or_none(value: SupportsFloat | None) -> float | None:
+    """An attrs converter: ``value`` as a float when it is finite; None for None, a bool, NaN or
+    an infinity (a value ``float()`` refuses raises, as ``float()`` does).
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None

@@ -617,7 +617,7 @@ def view_result(data: Mapping[str, Any], *, split: Split, meta: TaskMeta | None)
     return _foreign_result(res, split, meta)
 
 
-def _finite(value: object) -> float | None:
+def _score_field(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
@@ -644,7 +644,7 @@ def _foreign_result(res: Mapping[str, Any], split: Split, meta: TaskMeta | None)
     key = next((k for k in ("valid_score", "validation_score") if res.get(k) is not None), "score")
     if split.value == "test" and res.get("test_score") is not None:
         key = "test_score"
-    score = _finite(res.get(key))
+    score = _score_field(res.get(key))
     check_score(score, f"result.{key}", meta)
     if text in _SUCCESS_WORDS and score is not None:
         return RunResult(outcome=Outcome.SUCCESS, score=score, split=split, logs=logs)

@@ -45,7 +45,7 @@ from attrs import define, field
 from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._types import Job, RunResult, TaskMeta
-from openmle._validation import check_positive, fail
+from openmle._validation import check_positive, fail, int_at_least
 from openmle._wire import (
     WireError,
     check_job_id,
@@ -81,14 +81,6 @@ def _task_meta(value: Mapping[str, TaskMeta] | None) -> Mapping[str, TaskMeta]:
 
 _WAITING = frozenset({"queued", "running"})
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
-
-
-def _count(name: str, minimum: int) -> Any:
-    def check(instance: Any, attribute: Any, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise fail(f"an integer >= {minimum}", f"JobServiceSandbox.{name}", value)
-
-    return check
 
 
 @final
@@ -134,15 +126,22 @@ class JobServiceSandbox(Sandbox):
     poll_interval_s: float = 10.0
     long_poll_s: float = 30.0
     wait_timeout_s: float | None = None
-    max_submit_attempts: int = field(default=50, validator=_count("max_submit_attempts", 1))
-    max_poll_failures: int = field(default=20, validator=_count("max_poll_failures", 0))
+    max_submit_attempts: int = field(
+        default=50, validator=int_at_least(1, "JobServiceSandbox.max_submit_attempts")
+    )
+    max_poll_failures: int = field(
+        default=20, validator=int_at_least(0, "JobServiceSandbox.max_poll_failures")
+    )
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
     request_timeout_s: float = 30.0
-    max_connections: int = field(default=64, validator=_count("max_connections", 1))
+    max_connections: int = field(
+        default=64, validator=int_at_least(1, "JobServiceSandbox.max_connections")
+    )
     verify_tls: bool = True
     max_response_bytes: int = field(
-        default=DEFAULT_MAX_RESPONSE_BYTES, validator=_count("max_response_bytes", 1024)
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        validator=int_at_least(1024, "JobServiceSandbox.max_response_bytes"),
     )
     task_meta: Mapping[str, TaskMeta] = field(factory=dict, converter=_task_meta)
     _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)

@@ -47,6 +47,7 @@ from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
 from openmle._task_protocol import TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
+from openmle._validation import int_at_least
 from openmle.backends import _isolation as iso
 from openmle.backends._gpu import GpuPool
 from openmle.backends._kit import default_resolver, grade_outside
@@ -76,6 +77,7 @@ _OWNED_ENV = ("CUDA_VISIBLE_DEVICES", "DATA_DIR", RUN_ID_ENV)
 _PIPE_GRACE_S = 5.0
 _QUOTA_POLL_S = 0.5
 _MAX_LOG_BYTES = 16 * 1024 * 1024
+_LOG_HINT = "Results carry the logs, so keep them small."
 _warned: set[str] = set()
 
 
@@ -83,19 +85,6 @@ def _warn_once(key: str, message: str) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(message, RuntimeWarning, stacklevel=4)
-
-
-def _positive_int(name: str, most: int | None = None) -> Any:
-    def check(instance: object, attribute: object, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidArgument(f"Expected an integer > 0 but got LocalSandbox.{name}={value!r}")
-        if most is not None and value > most:
-            raise InvalidArgument(
-                f"Expected LocalSandbox.{name} <= {most} but got {value!r}; results carry "
-                "the logs, so keep them small"
-            )
-
-    return check
 
 
 def _positive_float(name: str) -> Any:
@@ -175,26 +164,40 @@ class LocalSandbox(Sandbox):
     max_concurrency: int = field(
         factory=lambda: os.cpu_count() or 1,
         kw_only=True,
-        validator=_positive_int("max_concurrency"),
+        validator=int_at_least(1, "LocalSandbox.max_concurrency"),
     )
     gpus: int | Sequence[int] | None = field(default=None, kw_only=True)
-    memory_mb: int = field(default=4096, kw_only=True, validator=_positive_int("memory_mb"))
-    max_processes: int = field(default=256, kw_only=True, validator=_positive_int("max_processes"))
-    max_file_mb: int = field(default=1024, kw_only=True, validator=_positive_int("max_file_mb"))
+    memory_mb: int = field(
+        default=4096, kw_only=True, validator=int_at_least(1, "LocalSandbox.memory_mb")
+    )
+    max_processes: int = field(
+        default=256, kw_only=True, validator=int_at_least(1, "LocalSandbox.max_processes")
+    )
+    max_file_mb: int = field(
+        default=1024, kw_only=True, validator=int_at_least(1, "LocalSandbox.max_file_mb")
+    )
     max_workspace_mb: int = field(
-        default=2048, kw_only=True, validator=_positive_int("max_workspace_mb")
+        default=2048, kw_only=True, validator=int_at_least(1, "LocalSandbox.max_workspace_mb")
     )
     max_workspace_files: int = field(
-        default=100_000, kw_only=True, validator=_positive_int("max_workspace_files")
+        default=100_000, kw_only=True, validator=int_at_least(1, "LocalSandbox.max_workspace_files")
     )
     kill_grace_s: float = field(
         default=2.0, kw_only=True, validator=_positive_float("kill_grace_s")
     )
     log_head_bytes: int = field(
-        default=64 * 1024, kw_only=True, validator=_positive_int("log_head_bytes", _MAX_LOG_BYTES)
+        default=64 * 1024,
+        kw_only=True,
+        validator=int_at_least(
+            1, "LocalSandbox.log_head_bytes", most=_MAX_LOG_BYTES, hint=_LOG_HINT
+        ),
     )
     log_tail_bytes: int = field(
-        default=64 * 1024, kw_only=True, validator=_positive_int("log_tail_bytes", _MAX_LOG_BYTES)
+        default=64 * 1024,
+        kw_only=True,
+        validator=int_at_least(
+            1, "LocalSandbox.log_tail_bytes", most=_MAX_LOG_BYTES, hint=_LOG_HINT
+        ),
     )
     python: str | None = field(default=None, kw_only=True)
     workdir: Path | None = field(default=None, kw_only=True)

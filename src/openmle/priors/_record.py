@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 from attrs import field, frozen
 
+from openmle._validation import int_at_least
 from openmle.errors import InvalidArgument
 
 __all__ = [
@@ -69,12 +70,7 @@ def _effect(inst: object, attribute: attrs.Attribute[Any], value: object) -> Non
         )
 
 
-def _count(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"Prior.{attribute.name} must be an integer >= 0; got {value!r}")
-
-
-def _str_tuple(value: object) -> tuple[str, ...]:
+def _source_ids(value: object) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidArgument(f"Prior.source_ids must be a list of strings; got {value!r}")
     out = tuple(value)
@@ -120,9 +116,9 @@ class Prior:
     family: str = field(default=ANY, converter=_label, validator=_text(_MAX_FIELD))
     source: str = field(validator=_text(_MAX_FIELD))
     effect: float | None = field(default=None, validator=_effect)
-    n: int = field(default=0, validator=_count)
+    n: int = field(default=0, validator=int_at_least(0, "Prior.n"))
     provenance: str = field(default="artifact", validator=_text(_MAX_FIELD))
-    source_ids: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    source_ids: tuple[str, ...] = field(default=(), converter=_source_ids)
     licence: str = field(default="unknown", validator=_text(_MAX_FIELD))
 
     def __attrs_post_init__(self) -> None:

@@ -24,7 +24,6 @@ import ast
 import enum
 import json
 import re
-from collections.abc import Sequence
 from typing import final
 
 import anyio
@@ -32,6 +31,7 @@ from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
+from openmle._validation import str_tuple
 
 __all__ = ["GuardVerdict", "RewardGuard", "Verdict"]
 
@@ -86,10 +86,6 @@ _SYSTEM_PROMPT = (
 )
 
 
-def _str_tuple(value: Sequence[str]) -> tuple[str, ...]:
-    return tuple(str(v) for v in value)
-
-
 def _imported_modules(tree: ast.AST) -> set[str]:
     mods: set[str] = set()
     for node in ast.walk(tree):
@@ -132,7 +128,7 @@ class RewardGuard:
     """
 
     judge: OperatorModel | None = None
-    hidden_paths: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    hidden_paths: tuple[str, ...] = field(default=(), converter=str_tuple)
     allow_network: bool = False
     judge_timeout_s: float = 120.0
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from attrs import frozen
 
+from openmle._validation import finite_or_none
 from openmle.rewards._scores import MetaLike, as_meta
 
 __all__ = [
@@ -89,13 +90,6 @@ class GapPenalty:
     multiplier: float
 
 
-def _finite(v: float | None) -> float | None:
-    if v is None:
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
 def validation_gap(
     validation_score: float | None, test_score: float | None, meta: MetaLike
 ) -> GapInfo:
@@ -106,7 +100,7 @@ def validation_gap(
     ``max(|validation|, |test|)``.
     """
     m = as_meta(meta)
-    val, test = _finite(validation_score), _finite(test_score)
+    val, test = finite_or_none(validation_score), finite_or_none(test_score)
     if val is None or test is None:
         return GapInfo(
             validation_score=val,

@@ -22,7 +22,7 @@ from attrs import field, frozen
 
 from openmle._leaderboard import infer_higher_is_better
 from openmle._types import Operator, Outcome, RunResult, TaskMeta, check_operator
-from openmle._validation import check_choice, fail
+from openmle._validation import check_choice, fail, finite_or_none
 from openmle.rewards._advantages import entropic_advantage, group_normalized_advantage
 from openmle.rewards._bounds import (
     BOUND_MODES,
@@ -54,13 +54,6 @@ __all__ = ["GroupMember", "GroupRewards", "MemberReward", "RewardProfile"]
 
 _FLOAT_LIMIT = 1.7976931348623157e308
 _LEADERBOARD_MAPS = ("medal_binary", "human_rank")
-
-
-def _finite(value: float | None) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    v = float(value)
-    return v if math.isfinite(v) else None
 
 
 @frozen(kw_only=True)
@@ -275,7 +268,7 @@ class RewardProfile:
     def _history(self, history: Iterable[float | None] | None) -> list[float]:
         out = []
         for v in history or ():
-            f = _finite(v)
+            f = finite_or_none(v)
             if f is None:
                 continue
             if self.compat == "default" and abs(f) >= _FLOAT_LIMIT:
@@ -302,13 +295,13 @@ class RewardProfile:
             default: reward for a missing score.
         """
         m = as_meta(meta)
-        s = _finite(score)
+        s = finite_or_none(score)
         if s is None:
             return MemberReward(reward=float(default), best=None, worst=None, enabled=False)
         if not self.map_scores:
             return MemberReward(reward=s, best=None, worst=None, enabled=False)
         hist = self._history(history)
-        grp = [g for g in (_finite(v) for v in group or ()) if g is not None]
+        grp = [g for g in (finite_or_none(v) for v in group or ()) if g is not None]
         signed = m.signed(s)
         if self.compat == "openrsi":
             if self.single_finite_reward_one and len(hist) + len(grp) == 1:
@@ -464,7 +457,7 @@ class RewardProfile:
             else:
                 valid[i] = True
                 if mb.outcome is Outcome.SUCCESS:
-                    valid_scores[i] = _finite(mb.score)
+                    valid_scores[i] = finite_or_none(mb.score)
         return base, included, valid, valid_scores
 
     def _score_rewards(

@@ -28,7 +28,7 @@ import attrs
 from attrs import field, frozen
 
 from openmle._types import Operator, Outcome, RunResult, Split, TaskMeta, Usage, check_operator
-from openmle._validation import check_type, fail
+from openmle._validation import check_type, fail, str_tuple
 from openmle.errors import InvalidArgument
 from openmle.search._families import UNKNOWN_FAMILY, analyse
 
@@ -50,10 +50,6 @@ def _opt_float(value: object) -> float | None:
         raise fail("a number or None", "ExperienceCard field", value)
     v = float(value)
     return v if math.isfinite(v) else None
-
-
-def _str_tuple(value: Sequence[str]) -> tuple[str, ...]:
-    return tuple(str(v) for v in value)
 
 
 def _operator(value: object) -> Operator:
@@ -109,7 +105,7 @@ class ExperienceCard:
     schema_version: int = CARD_SCHEMA_VERSION
     node_id: str = field(validator=attrs.validators.instance_of(str))
     operator: Operator = field(converter=_operator)
-    parent_ids: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    parent_ids: tuple[str, ...] = field(default=(), converter=str_tuple)
     generation: int = 0
     step: int = 0
     outcome: Outcome = field(converter=_outcome)
@@ -123,7 +119,7 @@ class ExperienceCard:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = field(default=None, converter=_opt_float)
-    imports: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    imports: tuple[str, ...] = field(default=(), converter=str_tuple)
     family: str = UNKNOWN_FAMILY
     family_count_before: int = 0
     delta_vs_parent: float | None = field(default=None, converter=_opt_float)

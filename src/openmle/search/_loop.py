@@ -47,7 +47,7 @@ from openmle._types import (
     TaskMeta,
     Usage,
 )
-from openmle._validation import check_positive, check_probability, fail
+from openmle._validation import check_positive, check_probability, fail, int_at_least, str_tuple
 from openmle.errors import InvalidArgument
 from openmle.search._board import Board
 from openmle.search._budget import Budget, Consumption, Ledger, check_cost, check_usage
@@ -59,14 +59,6 @@ __all__ = ["Evaluation", "Node", "Proposal", "SearchConfig", "SearchCore"]
 
 _FEEDBACK_HEAD = 2000
 _FEEDBACK_TAIL = 6000
-
-
-def _nonneg_int(name: str) -> Any:
-    def check(instance: object, attribute: object, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise fail("an integer >= 0", f"SearchConfig.{name}", value)
-
-    return check
 
 
 @final
@@ -105,19 +97,23 @@ class SearchConfig:
             ``(seed, migration number)``, so a replayed journal migrates identically.
     """
 
-    initial_drafts: int = field(default=5, validator=_nonneg_int("initial_drafts"))
+    initial_drafts: int = field(default=5, validator=int_at_least(0, "SearchConfig.initial_drafts"))
     crossover_prob: float = field(default=0.5)
     crossover_after: int = field(default=2)
     fresh_draft_prob: float = field(default=0.0)
-    max_debug_depth: int = field(default=3, validator=_nonneg_int("max_debug_depth"))
+    max_debug_depth: int = field(
+        default=3, validator=int_at_least(0, "SearchConfig.max_debug_depth")
+    )
     repeated_errors: int = field(default=2)
     trust_printed_score: bool = False
-    seed: int = field(default=0, validator=_nonneg_int("seed"))
+    seed: int = field(default=0, validator=int_at_least(0, "SearchConfig.seed"))
     timeout_s: float = 600.0
-    retries: int = field(default=2, validator=_nonneg_int("retries"))
+    retries: int = field(default=2, validator=int_at_least(0, "SearchConfig.retries"))
     retry_backoff_s: float = 1.0
-    max_infra_errors: int = field(default=10, validator=_nonneg_int("max_infra_errors"))
-    islands: int = field(default=0, validator=_nonneg_int("islands"))
+    max_infra_errors: int = field(
+        default=10, validator=int_at_least(0, "SearchConfig.max_infra_errors")
+    )
+    islands: int = field(default=0, validator=int_at_least(0, "SearchConfig.islands"))
     migration_interval: int = field(default=10)
 
     def __attrs_post_init__(self) -> None:
@@ -249,10 +245,6 @@ class Evaluation:
     gpus: float = 0.0
 
 
-def _str_tuple(value: Sequence[object]) -> tuple[str, ...]:
-    return tuple(str(v) for v in value)
-
-
 def _feedback(logs: str) -> str:
     if len(logs) <= _FEEDBACK_HEAD + _FEEDBACK_TAIL:
         return logs
@@ -314,9 +306,9 @@ class Node:
     selection: Mapping[str, Any] | None = None
     elapsed_s: float = 0.0
     card: ExperienceCard | None = None
-    warnings: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    warnings: tuple[str, ...] = field(default=(), converter=str_tuple)
     island: int | None = None
-    priors_shown: tuple[str, ...] = field(default=(), converter=_str_tuple)
+    priors_shown: tuple[str, ...] = field(default=(), converter=str_tuple)
 
     def __attrs_post_init__(self) -> None:
         if self.island is not None and (

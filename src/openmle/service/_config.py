@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, final
+from typing import final
 
 from attrs import field, frozen
 
-from openmle._validation import check_positive, fail
+from openmle._validation import check_positive, fail, int_at_least
 from openmle.errors import InvalidArgument
 
 __all__ = [
@@ -46,7 +46,7 @@ class KeyLimits:
 
     def __attrs_post_init__(self) -> None:
         if self.max_queued is not None:
-            _count("KeyLimits.max_queued", 1)(self, None, self.max_queued)
+            int_at_least(1, "KeyLimits.max_queued")(self, None, self.max_queued)
         if self.top_priority is not None and self.top_priority not in (1, 2):
             raise fail("1 or 2", "KeyLimits.top_priority", self.top_priority)
 
@@ -120,16 +120,6 @@ def _keys(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _count(name: str, minimum: int) -> Callable[[Any, Any, int], None]:
-    label = name if "." in name else f"ServiceConfig.{name}"
-
-    def check(instance: Any, attribute: Any, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise fail(f"an integer >= {minimum}", label, value)
-
-    return check
-
-
 @final
 @frozen(kw_only=True)
 class ServiceConfig:
@@ -184,28 +174,36 @@ class ServiceConfig:
     sandbox: str = "local"
     api_keys: tuple[str, ...] = field(default=(), converter=_keys, repr=False)
     allow_no_auth: bool = False
-    cpu_slots: int = field(default=4, validator=_count("cpu_slots", 0))
-    gpu_slots: int = field(default=0, validator=_count("gpu_slots", 0))
-    max_queued: int = field(default=10_000, validator=_count("max_queued", 1))
+    cpu_slots: int = field(default=4, validator=int_at_least(0, "ServiceConfig.cpu_slots"))
+    gpu_slots: int = field(default=0, validator=int_at_least(0, "ServiceConfig.gpu_slots"))
+    max_queued: int = field(default=10_000, validator=int_at_least(1, "ServiceConfig.max_queued"))
     default_timeout_s: float = 7200.0
     max_job_timeout_s: float = 86_400.0
     grace_s: float = 60.0
     max_wait_s: float = 60.0
-    max_attempts: int = field(default=2, validator=_count("max_attempts", 1))
-    max_code_bytes: int = field(default=1_000_000, validator=_count("max_code_bytes", 1))
-    retry_after_s: int = field(default=2, validator=_count("retry_after_s", 0))
+    max_attempts: int = field(default=2, validator=int_at_least(1, "ServiceConfig.max_attempts"))
+    max_code_bytes: int = field(
+        default=1_000_000, validator=int_at_least(1, "ServiceConfig.max_code_bytes")
+    )
+    retry_after_s: int = field(default=2, validator=int_at_least(0, "ServiceConfig.retry_after_s"))
     durable: bool = False
     retain_s: float | None = 7 * 86_400.0
-    max_queued_per_key: int = field(default=1_000, validator=_count("max_queued_per_key", 1))
+    max_queued_per_key: int = field(
+        default=1_000, validator=int_at_least(1, "ServiceConfig.max_queued_per_key")
+    )
     top_priority: int = 1
     key_limits: Mapping[str, KeyLimits] = field(factory=dict, repr=False)
     priority_age_s: float = 600.0
     max_cpus: float = 64.0
-    max_memory_mb: int = field(default=262_144, validator=_count("max_memory_mb", 1))
-    max_gpus: int = field(default=8, validator=_count("max_gpus", 0))
-    max_result_artifacts: int = field(default=1_000, validator=_count("max_result_artifacts", 0))
+    max_memory_mb: int = field(
+        default=262_144, validator=int_at_least(1, "ServiceConfig.max_memory_mb")
+    )
+    max_gpus: int = field(default=8, validator=int_at_least(0, "ServiceConfig.max_gpus"))
+    max_result_artifacts: int = field(
+        default=1_000, validator=int_at_least(0, "ServiceConfig.max_result_artifacts")
+    )
     max_result_log_bytes: int = field(
-        default=256 * 1024, validator=_count("max_result_log_bytes", 1024)
+        default=256 * 1024, validator=int_at_least(1024, "ServiceConfig.max_result_log_bytes")
     )
     work_dir: Path | None = field(default=None, converter=_opt_path)
 
