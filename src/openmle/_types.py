@@ -1,10 +1,11 @@
 """Core values shared by every layer: operators, outcomes, task metadata, jobs and results.
 
 Every value here is a frozen ``attrs`` class (or a string enum, which is its own JSON form)
-with validators. The values that cross processes, HTTP and run directories (:class:`Resources`,
-:class:`Job` and :class:`RunResult`) have ``to_dict`` and ``from_dict`` that round-trip through
-JSON exactly; the others (:class:`TaskMeta` has :meth:`TaskMeta.from_mapping`) stay in one
-process.
+with validators. Only the values that cross processes, HTTP and run directories have
+``to_dict`` and ``from_dict`` that round-trip through JSON exactly: :class:`Resources`,
+:class:`Job`, :class:`RunResult` and :class:`Selection` (journalled with each proposal). The
+others stay in one process and have no JSON form (:class:`TaskMeta` is read from task metadata
+with :meth:`TaskMeta.from_mapping`).
 
 Departures from the released system: the released code mixes HTTP status codes, status strings
 and reward categories to say how a run ended; here one :class:`Outcome` enum is the whole
@@ -668,6 +669,45 @@ class Selection:
     def probability_of(self, node_id: str) -> float:
         """The probability the selector gave ``node_id``."""
         return self.probabilities[self.node_ids.index(node_id)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (a non-finite component is written as None);
+        :meth:`from_dict` of it gives the selection back.
+        """
+        return {
+            "chosen": list(self.chosen),
+            "node_ids": list(self.node_ids),
+            "probabilities": list(self.probabilities),
+            "utilities": list(self.utilities),
+            "components": [
+                {k: (v if math.isfinite(v) else None) for k, v in c.items()}
+                for c in self.components
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Selection:
+        """Inverse of :meth:`to_dict` (``utilities`` and ``components`` may be absent, as in
+        run directories written before they were recorded); unknown keys are errors.
+        """
+        if not isinstance(data, Mapping):
+            raise fail("a mapping", "Selection data", data)
+        unknown = sorted(set(data) - {a.name for a in attrs.fields(cls)})
+        if unknown:
+            raise InvalidArgument(f"Selection.from_dict got unknown keys {unknown}")
+        d = dict(data)
+        d["components"] = [
+            {str(k): (math.nan if v is None else float(v)) for k, v in dict(c).items()}
+            for c in d.get("components", ())
+        ]
+        return cls(**d)
+
+
+def as_selection(value: Selection | Mapping[str, Any] | None) -> Selection | None:
+    """A converter: a :class:`Selection`, its :meth:`Selection.to_dict` form, or None."""
+    if value is None or isinstance(value, Selection):
+        return value
+    return Selection.from_dict(value)
 
 
 def check_split(value: object) -> Split:

@@ -46,6 +46,7 @@ from openmle._types import (
     Split,
     TaskMeta,
     Usage,
+    as_selection,
 )
 from openmle._validation import check_positive, check_probability, fail, int_at_least, str_tuple
 from openmle.errors import InvalidArgument
@@ -146,17 +147,6 @@ class SearchConfig:
         return cls(**dict(data))
 
 
-def _selection_dict(sel: Selection | None) -> dict[str, Any] | None:
-    if sel is None:
-        return None
-    return {
-        "chosen": list(sel.chosen),
-        "node_ids": list(sel.node_ids),
-        "probabilities": list(sel.probabilities),
-        "utilities": list(sel.utilities),
-    }
-
-
 @final
 @frozen(kw_only=True)
 class Proposal:
@@ -183,7 +173,7 @@ class Proposal:
     debug_depth: int = 0
     reason: str = "selector"
     seed: int = 0
-    selection: Mapping[str, Any] | None = None
+    selection: Selection | None = field(default=None, converter=as_selection)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -196,7 +186,7 @@ class Proposal:
             "debug_depth": self.debug_depth,
             "reason": self.reason,
             "seed": self.seed,
-            "selection": None if self.selection is None else dict(self.selection),
+            "selection": None if self.selection is None else self.selection.to_dict(),
         }
 
     @classmethod
@@ -303,7 +293,7 @@ class Node:
     family: str
     model: str
     used: Consumption
-    selection: Mapping[str, Any] | None = None
+    selection: Selection | None = field(default=None, converter=as_selection)
     elapsed_s: float = 0.0
     card: ExperienceCard | None = None
     warnings: tuple[str, ...] = field(default=(), converter=str_tuple)
@@ -361,7 +351,7 @@ class Node:
             "family": self.family,
             "model": self.model,
             "used": self.used.to_dict(),
-            "selection": None if self.selection is None else dict(self.selection),
+            "selection": None if self.selection is None else self.selection.to_dict(),
             "elapsed_s": self.elapsed_s,
             "card": None if self.card is None else self.card.to_dict(),
         } | (
@@ -610,7 +600,7 @@ class SearchCore:
             generation=generation,
             reason="selector",
             seed=seed,
-            selection=_selection_dict(selection),
+            selection=selection,
         )
 
     def _candidate(self, node: Node) -> Candidate:

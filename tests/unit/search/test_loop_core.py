@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 
 import pytest
 
-from openmle import Operator, Outcome, RunResult, Usage
+from openmle import Operator, Outcome, RunResult, Selection, Usage
 from openmle.errors import InvalidArgument
 from openmle.search import Budget, Evaluation, PriceTable, Proposal, SearchConfig, SearchCore
 from openmle.testing import FunctionSelector
@@ -62,7 +64,7 @@ def test_initial_drafts_then_selector_operators() -> None:
     assert later == {Operator.IMPROVE, Operator.CROSSOVER}
     for p in props[4:]:
         assert len(p.parent_ids) == p.operator.n_parents
-        assert p.selection is not None and set(p.parent_ids) <= set(p.selection["chosen"])
+        assert p.selection is not None and set(p.parent_ids) <= set(p.selection.chosen)
         assert all(q in c.nodes for q in p.parent_ids)
     assert len(c.nodes) == 30
     assert c.exhausted() == "steps"
@@ -252,3 +254,30 @@ def test_config_validation_messages() -> None:
     with pytest.raises(InvalidArgument, match="initial_drafts"):
         SearchConfig(initial_drafts=-1)
     assert SearchConfig.from_dict(SearchConfig(seed=3).to_dict()) == SearchConfig(seed=3)
+
+
+def test_proposals_journal_the_whole_selection() -> None:
+    """A proposal's selection is a typed Selection and its JSON form keeps every field (the
+    per-candidate components were dropped); journals written without them still load."""
+    sel = Selection(
+        chosen=("a",),
+        node_ids=("a", "b"),
+        probabilities=(0.7, 0.3),
+        utilities=(1.0, 0.2),
+        components=({"score": 1.0, "delta": 0.0}, {"score": 0.2, "delta": math.nan}),
+    )
+    p = Proposal(step=3, node_id="n3", operator=Operator.IMPROVE, parent_ids=("a",), selection=sel)
+    back = Proposal.from_dict(json.loads(json.dumps(p.to_dict(), allow_nan=False)))
+    assert back.selection is not None
+    assert back.selection.components[0] == {"score": 1.0, "delta": 0.0}
+    assert math.isnan(back.selection.components[1]["delta"])
+    assert (back.selection.chosen, back.selection.node_ids) == (sel.chosen, sel.node_ids)
+    assert (back.selection.probabilities, back.selection.utilities) == (
+        sel.probabilities,
+        sel.utilities,
+    )
+    old = {"chosen": ["a"], "node_ids": ["a", "b"], "probabilities": [0.7, 0.3]}
+    loaded = Proposal.from_dict({**p.to_dict(), "selection": old})
+    assert loaded.selection is not None and loaded.selection.components == ()
+    with pytest.raises(InvalidArgument, match="unknown keys"):
+        Proposal.from_dict({**p.to_dict(), "selection": {**old, "test_score": 1.0}})
