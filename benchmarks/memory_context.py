@@ -37,7 +37,6 @@ from openmle import ModelRequest, ModelResponse, Operator, Outcome, RunResult, T
 from openmle.operators import ParentView, PromptBudget, TaskBrief, build_request, render_feedback
 from openmle.search import (
     Board,
-    ExperienceCard,
     OperatorMemory,
     SummaryStore,
     ThreeFactorSelector,
@@ -335,13 +334,11 @@ class Tree:
         base = max((board.card(p).score or 0.7) for p in parents) if parents else 0.72
         quality = float(np.clip(base + rng.normal(0.002, 0.01), 0.5, 0.83))
         result = make_result(rng, bool(rng.random() > 0.25), quality)
-        card = ExperienceCard.build(
+        card = board.make_card(
             node_id=node,
             operator=op,
             code=code,
             result=result,
-            task=board.task,
-            board=board,
             parent_ids=parents,
             plan=make_plan(rng, op),
             generation=len(board) // 5,
