@@ -10,8 +10,9 @@ The attrs validator and converter factories used across the packages live here o
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Collection, Iterable
-from typing import Any, SupportsFloat, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from openmle.errors import InvalidArgument, InvalidArgumentType
 
@@ -94,11 +95,12 @@ def str_tuple(value: Iterable[object]) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def finite_or_none(value: SupportsFloat | None) -> float | None:
-    """An attrs converter: ``value`` as a float when it is finite; None for None, a bool, NaN or
-    an infinity (a value ``float()`` refuses raises, as ``float()`` does).
+def finite_or_none(value: object) -> float | None:
+    """An attrs converter: ``value`` as a float when it is a finite real number (``int``,
+    ``float``, numpy scalars: any :class:`numbers.Real` but a bool); None for anything else
+    (None, a bool, a string, NaN, an infinity).
     """
-    if value is None or isinstance(value, bool):
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
     v = float(value)
     return v if math.isfinite(v) else None

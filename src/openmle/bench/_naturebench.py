@@ -52,6 +52,7 @@ from typing import Any, final
 from attrs import define, field, frozen
 
 from openmle._types import Resources, Split, check_split
+from openmle._validation import finite_or_none
 from openmle.errors import InvalidArgument, TaskPackageError
 from openmle.gym._naturebench import REFERENCE_TIMEOUT_S, SUITES, read_suite
 from openmle.gym._reports import GradeReport
@@ -79,36 +80,29 @@ _BOUND = re.compile(rf"^[<>]=?\s*({_NUMBER})")
 _LEADING = re.compile(rf"^{_NUMBER}")
 
 
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    f = float(value)
-    return f if math.isfinite(f) else None
-
-
 def _parse_one(value: Any, higher_is_better: bool) -> float | None:
     """One SOTA value (number or text) as a point estimate, by the harness's rules."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
-        return _finite(value)
+        return finite_or_none(value)
     text = str(value).strip()
     if not text:
         return None
     m = _MEAN.search(text)  # "..., (mean=0.919)"
     if m:
-        return _finite(float(m.group(1)))
+        return finite_or_none(float(m.group(1)))
     core = text.split("(", 1)[0].strip().lstrip("~").strip()  # "11.5 (0.6)" -> "11.5"
     r = _RANGE.match(core)  # "~0.60 to ~0.95": the better end for the direction
     if r:
         lo, hi = float(r.group(1)), float(r.group(2))
-        return _finite(hi if higher_is_better else lo)
+        return finite_or_none(hi if higher_is_better else lo)
     b = _BOUND.match(core)  # "< 1.6" -> 1.6
     if b:
-        return _finite(float(b.group(1)))
+        return finite_or_none(float(b.group(1)))
     core = core.split("\u00b1", 1)[0].strip().lstrip("~").strip()  # "0.939 ± 0.002"
     n = _LEADING.match(core)
-    return _finite(float(n.group(0))) if n else None
+    return finite_or_none(float(n.group(0))) if n else None
 
 
 def parse_sota(sota_score: Any, higher_is_better: bool) -> float | None:

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from openmle.bench._naturebench import GRADE_RECORD, NatureBench, _finite, _read_json
+from openmle._validation import finite_or_none
+from openmle.bench._naturebench import GRADE_RECORD, NatureBench, _read_json
 from openmle.bench._runner import BenchRun
 from openmle.errors import InvalidArgument, TaskPackageError
 
@@ -75,7 +76,7 @@ def case_rows(
         record: dict[str, Any] = {}
         with contextlib.suppress(TaskPackageError):
             record = _read_json(record_path) if record_path.is_file() else {}
-        g = _finite(record.get("g"))
+        g = finite_or_none(record.get("g"))
         status = record.get("status")
         final = "success" if g is not None else (status if isinstance(status, str) else "")
         if not final:  # never test-graded: no program scored on validation, or not finished
