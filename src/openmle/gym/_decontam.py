@@ -31,6 +31,7 @@ from pathlib import Path
 
 from attrs import field, frozen
 
+from openmle._exports import publish_one
 from openmle.errors import InvalidArgument
 
 __all__ = ["SHIPPED", "Exclusions", "load_exclusions", "normalise_name"]
@@ -168,5 +169,5 @@ def load_exclusions(
 
 
 # The public home of the shared objects (reprs, docs and pickles name it, never this module).
-Exclusions.__module__ = "openmle.priors"
-normalise_name.__module__ = "openmle.priors"
+for _obj in (Exclusions, normalise_name):
+    publish_one(_obj, "openmle.priors", private=(__name__,))
