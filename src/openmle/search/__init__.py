@@ -141,6 +141,16 @@ from openmle.search._sft_export import (  # noqa: E402
 )
 
 __all__ += ["SFTRecord", "evolutionary_records", "export_sft", "parallel_records", "read_sft_jsonl"]
+
+# The optional model-judged step filter over SFT records (issue 18).
+from openmle.search._sft_judge import (  # noqa: E402
+    JudgedRecords,
+    StepVerdict,
+    ajudge_sft_records,
+    judge_sft_records,
+)
+
+__all__ += ["JudgedRecords", "StepVerdict", "ajudge_sft_records", "judge_sft_records"]
 __all__.sort()
 publish(globals())
 
