@@ -37,8 +37,8 @@ default shape and 0.49x to 1.37x at ``--vocab 512``: read the ratio of a quiet m
 With chunked log-probs (torch 2.13 CPU, 2 cores shared with ~8 other jobs, load average 6 to
 37, so every step ran 15 to 40 times slower than on a quiet machine), default shape, median of
 5 interleaved steps, three runs: 19.6 s vs 28.7 s (0.684x), 24.1 s vs 38.4 s (0.628x), 16.2 s
-vs 26.2 s (0.617x); ``--no-chunk``
-in the same conditions 18.3 s vs 31.4 s (0.581x): chunking costs one extra output-layer matmul.
+vs 26.2 s (0.617x); ``--no-chunk`` in the same conditions 18.3 s vs 31.4 s (0.581x): chunking
+costs one extra output-layer matmul.
 ``--long``: TRL's step rose 4,459 MiB above its 534 MiB baseline (peak 4,994 MiB), ours 406 MiB
 (peak 940 MiB): 0.091x the step's rise, 0.19x the peak; the same loss on both sides.
 
