@@ -7,7 +7,7 @@
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
-  :func:`read_sft_jsonl`.
+  :func:`read_sft_jsonl`; an optional model-judged step filter: :func:`judge_sft_records`.
 - **Parent selection** (:class:`openmle.Selector` implementations): :class:`ThreeFactorSelector`
   (score, gain, novelty; presets ``paper`` and ``released``), :class:`IslandSelector` over
   :class:`Islands`, :class:`GreedySelector` and :class:`UniformSelector` baselines, and
@@ -61,6 +61,12 @@ from openmle.search._runs.sft_export import (
     parallel_records,
     read_sft_jsonl,
 )
+from openmle.search._runs.sft_judge import (
+    JudgedRecords,
+    StepVerdict,
+    ajudge_sft_records,
+    judge_sft_records,
+)
 from openmle.search._select import (
     GreedySelector,
     Normalization,
@@ -86,6 +92,7 @@ __all__ = [
     "GreedySelector",
     "IslandSelector",
     "Islands",
+    "JudgedRecords",
     "Ledger",
     "MemoryConfig",
     "MemoryPlan",
@@ -107,16 +114,19 @@ __all__ = [
     "SearchConfig",
     "SearchCore",
     "SearchResult",
+    "StepVerdict",
     "SummaryStore",
     "TaskInfo",
     "ThreeFactorSelector",
     "UniformSelector",
     "UtilityRow",
+    "ajudge_sft_records",
     "aresume_search",
     "arun_search",
     "evolutionary_records",
     "export_sft",
     "journal_fingerprint",
+    "judge_sft_records",
     "method_family",
     "parallel_records",
     "plan_rl_step",

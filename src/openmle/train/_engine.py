@@ -11,9 +11,9 @@ import json
 import math
 import os
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from attrs import define, field
@@ -23,7 +23,7 @@ from openmle._validation import check_choice, check_positive, fail
 from openmle.errors import TrainerError
 
 from . import _distributed as D
-from ._loss import token_entropy, token_logprobs
+from ._loss import chunked_token_logprobs, token_entropy, token_logprobs
 
 __all__ = ["Engine", "OptimConfig"]
 
@@ -39,6 +39,7 @@ class OptimConfig:
     max_grad_norm: float | None
     bf16: bool
     distributed: str
+    chunk_logprobs: bool = True
 
     def __attrs_post_init__(self) -> None:
         check_positive(self.lr, "lr")
@@ -63,6 +64,7 @@ class Engine:
     optim: OptimConfig
     device: torch.device = field(init=False)
     wrapped: nn.Module = field(init=False)
+    _head: _Head | None = field(init=False)
     optimizer: torch.optim.AdamW = field(init=False)
     step_count: int = field(default=0, init=False)
 
@@ -71,8 +73,11 @@ class Engine:
             self.device = next(self.model.parameters()).device
         except StopIteration:
             raise TrainerError("the model has no parameters to train") from None
-        use_ddp = self.optim.distributed == "auto"
-        self.wrapped = D.wrap_ddp(self.model, self.device) if use_ddp else self.model
+        sharded = _is_fsdp(self.model)
+        self._head = None if sharded or not self.optim.chunk_logprobs else _split_head(self.model)
+        runner = _Runner(self.model, self._head)
+        use_ddp = self.optim.distributed == "auto" and not sharded  # FSDP2 is its own wrapper
+        self.wrapped = D.wrap_ddp(runner, self.device) if use_ddp else runner
         params = [p for p in self.model.parameters() if p.requires_grad]
         groups = [
             {
@@ -111,18 +116,13 @@ class Engine:
         ``K = keep`` when the model's forward takes ``logits_to_keep`` (transformers models,
         :class:`TinyCausalLM`), which skips the output layer on prompt positions; else ``T``.
         """
-        model = model if model is not None else self.wrapped if train else self.model
-        kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if hasattr(getattr(model, "config", None), "use_cache"):
-            kwargs["use_cache"] = False  # transformers models: no KV cache while training
-        if keep is not None and keep < input_ids.size(1) and _takes_logits_to_keep(model):
-            kwargs["logits_to_keep"] = keep
         with self.autocast():
-            out = model(**kwargs)
-        logits = out.logits if hasattr(out, "logits") else out
-        if not isinstance(logits, Tensor):
-            raise TrainerError(f"the model returned {type(out).__name__}, not logits")
-        return logits
+            if model is None and train:
+                out = self.wrapped(input_ids, attention_mask, keep)
+            else:
+                scorer = self.model if model is None else model
+                out = _model_logits(scorer, input_ids, attention_mask, keep)
+        return out  # type: ignore[no-any-return]
 
     def logprobs(
         self,
@@ -132,10 +132,16 @@ class Engine:
         keep: int | None = None,
         entropy: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """Token-aligned ``(B, T)`` log-probs (with gradient), and entropies when asked."""
-        logits = self.logits(input_ids, attention_mask, keep=keep)
-        ent = token_entropy(logits, input_ids.size(1)) if entropy else None
-        return token_logprobs(logits, input_ids), ent
+        """Token-aligned ``(B, T)`` log-probs (with gradient), and entropies when asked.
+
+        When the output layer can be split from the model (:class:`TinyCausalLM`, transformers
+        causal LMs without logit scaling or soft-capping) and ``chunk_logprobs`` is on, the
+        ``(B, K, V)`` logits are never held: :func:`chunked_token_logprobs`.
+        """
+        with self.autocast():
+            out = self.wrapped(input_ids, attention_mask, keep, "logprobs", entropy)
+        logp, ent = out
+        return logp, ent
 
     @torch.no_grad()
     def frozen_logprobs(
@@ -163,8 +169,12 @@ class Engine:
                 width = int(cols[-1]) + 1 if len(cols) else 1
                 ids, attn = input_ids[rows, :width], attention_mask[rows, :width]
                 keep = self.keep_from(score_mask[rows, :width])
-                logits = self.logits(ids, attn, keep=keep, train=False, model=scorer)
-                out[rows, :width] = token_logprobs(logits, ids)
+                head = self._head if model is None else _split_head(scorer)
+                if _is_fsdp(scorer) or not self.optim.chunk_logprobs:
+                    head = None
+                with self.autocast():
+                    logp, _ = _model_logprobs(scorer, head, ids, attn, keep, entropy=False)
+                out[rows, :width] = logp
         finally:
             scorer.train(was_training)
         return out
@@ -268,6 +278,121 @@ class Engine:
         _set_rng_state(rng)
         self.step_count = int(info["step"])
         return dict(info)
+
+
+class _Head(NamedTuple):
+    """A model split at its output layer: ``body(input_ids, attention_mask)`` gives the
+    ``(B, T, D)`` input of the output layer, whose weight (and bias) are ``weight``/``bias``.
+    """
+
+    body: Callable[[Tensor, Tensor], Tensor]
+    weight: Tensor
+    bias: Tensor | None
+
+
+_SCALED_LOGITS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
+
+
+def _split_head(model: nn.Module) -> _Head | None:
+    """The model's body and output layer, or ``None`` when they cannot be split safely."""
+    from ._model import TinyCausalLM
+
+    if isinstance(model, TinyCausalLM):
+        return _Head(model.hidden_states, model.embed.weight, None)
+    get_out = getattr(model, "get_output_embeddings", None)
+    get_dec = getattr(model, "get_decoder", None)
+    config = getattr(model, "config", None)
+    if not (callable(get_out) and callable(get_dec)) or config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if any(getattr(text, name, None) not in (None, 1.0) for name in _SCALED_LOGITS):
+        return None  # the logits are rescaled or soft-capped after the output layer
+    try:
+        head, dec = get_out(), get_dec()
+    except (AttributeError, NotImplementedError, ValueError):
+        return None
+    if not isinstance(head, nn.Linear) or not isinstance(dec, nn.Module) or dec is model:
+        return None
+
+    def body(input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        out = dec(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        return hidden  # type: ignore[no-any-return]
+
+    return _Head(body, head.weight, head.bias)
+
+
+def _is_fsdp(model: nn.Module) -> bool:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - torch built without distributed
+        return False
+    return any(isinstance(m, FSDPModule) for m in model.modules())
+
+
+def _model_logits(
+    model: nn.Module, input_ids: Tensor, attention_mask: Tensor, keep: int | None
+) -> Tensor:
+    kwargs: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if hasattr(getattr(model, "config", None), "use_cache"):
+        kwargs["use_cache"] = False  # transformers models: no KV cache while training
+    if keep is not None and keep < input_ids.size(1) and _takes_logits_to_keep(model):
+        kwargs["logits_to_keep"] = keep
+    out = model(**kwargs)
+    logits = out.logits if hasattr(out, "logits") else out
+    if not isinstance(logits, Tensor):
+        raise TrainerError(f"the model returned {type(out).__name__}, not logits")
+    return logits
+
+
+def _model_logprobs(
+    model: nn.Module,
+    head: _Head | None,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    keep: int | None,
+    *,
+    entropy: bool,
+) -> tuple[Tensor, Tensor | None]:
+    if head is None:
+        logits = _model_logits(model, input_ids, attention_mask, keep)
+        ent = token_entropy(logits, input_ids.size(1)) if entropy else None
+        return token_logprobs(logits, input_ids), ent
+    hidden = head.body(input_ids, attention_mask)  # (B, T, D)
+    if keep is not None and keep < hidden.size(1):
+        hidden = hidden[:, -keep:]  # (B, K, D)
+    return chunked_token_logprobs(hidden, head.weight, input_ids, bias=head.bias, entropy=entropy)
+
+
+class _Runner(nn.Module):
+    """What DDP wraps: the model's forward, returning logits or (chunked) log-probs, so that
+    both go through DDP's forward (its gradient hooks need that).
+    """
+
+    def __init__(self, model: nn.Module, head: _Head | None) -> None:
+        super().__init__()
+        self.model = model
+        self._split = head
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        keep: int | None = None,
+        mode: str = "logits",
+        entropy: bool = False,
+    ) -> Any:
+        if mode == "logits":
+            return _model_logits(self.model, input_ids, attention_mask, keep)
+        return _model_logprobs(
+            self.model, self._split, input_ids, attention_mask, keep, entropy=entropy
+        )
 
 
 def _takes_logits_to_keep(model: nn.Module) -> bool:

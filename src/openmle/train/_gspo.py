@@ -77,6 +77,11 @@ class GSPOConfig:
         rollout_batch_size: groups per rollout batch (``None``: not checked). With both set,
             :meth:`GSPOTrainer.step` checks that the rollout batch over all ranks holds
             ``group_size * rollout_batch_size`` sequences.
+        chunk_logprobs: compute log-probs from the output layer's input chunk by chunk of
+            positions, never holding the ``(B, K, V)`` logits (same values; lower peak memory,
+            one extra output-layer matmul in the backward pass). Applies to
+            :class:`TinyCausalLM` and transformers causal LMs without logit scaling or
+            soft-capping, not under FSDP (those use the model's logits).
     """
 
     lr: float = 1e-6
@@ -99,6 +104,7 @@ class GSPOConfig:
     distributed: str = "auto"
     group_size: int | None = None
     rollout_batch_size: int | None = None
+    chunk_logprobs: bool = True
 
     @classmethod
     def paper(cls, **overrides: Any) -> GSPOConfig:
@@ -150,6 +156,7 @@ class GSPOConfig:
         return OptimConfig(
             lr=self.lr, weight_decay=self.weight_decay, betas=self.betas, adam_eps=self.adam_eps,
             max_grad_norm=self.max_grad_norm, bf16=self.bf16, distributed=self.distributed,
+            chunk_logprobs=self.chunk_logprobs,
         )  # fmt: skip
 
 

@@ -34,7 +34,7 @@ Departures, and why:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -43,6 +43,7 @@ __all__ = [
     "AGGREGATIONS",
     "GSPOLossOutput",
     "aggregate",
+    "chunked_token_logprobs",
     "gspo_loss",
     "low_var_kl",
     "sft_loss",
@@ -92,6 +93,126 @@ def token_logprobs(logits: Tensor, input_ids: Tensor) -> Tensor:
         pred.reshape(-1, pred.size(-1)), target.reshape(-1), reduction="none"
     ).view_as(target)  # (B, K-1)
     return torch.nn.functional.pad(-nll, (offset + 1, 0))  # (B, T)
+
+
+CHUNK_BYTES = 64 * 2**20
+"""Default budget of one chunk's float32 logits in :func:`chunked_token_logprobs` (64 MiB)."""
+
+
+def chunked_token_logprobs(
+    hidden: Tensor,
+    weight: Tensor,
+    input_ids: Tensor,
+    *,
+    bias: Tensor | None = None,
+    entropy: bool = False,
+    chunk_rows: int | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`token_logprobs` (and :func:`token_entropy`) from the output layer's *input*, by
+    chunks of positions, never holding the ``(B, K, V)`` logits.
+
+    Each chunk's logits ``hidden @ weight.T + bias`` are computed, reduced to the log-softmax of
+    the target and the entropy, and dropped; the backward pass recomputes them chunk by chunk
+    (one extra output-layer matmul) and accumulates the gradients of ``hidden``, ``weight`` and
+    ``bias``. Peak memory is one chunk's logits instead of the whole batch's. Values equal the
+    unchunked computation up to float32 summation order.
+
+    Args:
+        hidden: ``(B, K, D)`` the last hidden states of the last ``K <= T`` positions (what the
+            output layer maps to logits; ``hidden[:, k]`` predicts the token after position
+            ``T - K + k``).
+        weight: ``(V, D)`` the output layer's weight.
+        input_ids: ``(B, T)`` token ids.
+        bias: ``(V,)`` the output layer's bias, if it has one.
+        entropy: also return the token-aligned entropies.
+        chunk_rows: positions per chunk; ``None`` sizes chunks to :data:`CHUNK_BYTES` of
+            float32 logits.
+
+    Returns:
+        ``(B, T)`` float32 log-probs and ``(B, T)`` float32 entropies (``None`` unless asked),
+        token aligned; positions with no prediction are 0.
+    """
+    b, t = input_ids.shape
+    k = hidden.size(1)
+    offset = t - k
+    h = hidden[:, :-1].reshape(-1, hidden.size(-1))  # (B*(K-1), D)
+    target = input_ids[:, offset + 1 :].reshape(-1)  # (B*(K-1),)
+    rows = chunk_rows if chunk_rows is not None else max(1, CHUNK_BYTES // (4 * weight.size(0)))
+    logp, ent = _ChunkedHead.apply(h, weight, bias, target, int(rows), entropy)  # type: ignore[no-untyped-call]
+    logp = torch.nn.functional.pad(logp.view(b, k - 1), (offset + 1, 0))  # (B, T)
+    if not entropy:
+        return logp, None
+    return logp, torch.nn.functional.pad(ent.view(b, k - 1), (offset + 1, 0))  # (B, T)
+
+
+def _chunk_logits(h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    z = h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)  # (N, V)
+    return z if z.dtype == torch.float64 else z.float()
+
+
+class _ChunkedHead(torch.autograd.Function):
+    """Per-row target log-prob and entropy of ``softmax(h @ W.T + b)``, chunk by chunk."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")  # type: ignore[untyped-decorator]
+    def forward(
+        ctx: Any,
+        h: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        target: Tensor,
+        rows: int,
+        want_entropy: bool,
+    ) -> tuple[Tensor, Tensor]:
+        n = h.size(0)
+        dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
+        logp = torch.empty(n, dtype=dtype, device=h.device)  # (N,)
+        lse = torch.empty_like(logp)  # (N,)
+        ent = torch.empty_like(logp) if want_entropy else logp.new_zeros(0)  # (N,) or (0,)
+        for s in range(0, n, rows):
+            z = _chunk_logits(h[s : s + rows], weight, bias)  # (n_c, V) float32
+            tgt = target[s : s + rows]
+            lse_c = torch.logsumexp(z, -1)  # (n_c,)
+            lse[s : s + rows] = lse_c
+            logp[s : s + rows] = z.gather(-1, tgt[:, None]).squeeze(-1) - lse_c
+            if want_entropy:  # H = lse - sum_v p_v z_v
+                ent[s : s + rows] = lse_c - ((z - lse_c[:, None]).exp() * z).sum(-1)
+        ctx.save_for_backward(h, weight, bias, target, lse, ent)
+        ctx.rows = rows
+        ctx.want_entropy = want_entropy
+        ctx.mark_non_differentiable(target)
+        return logp, ent
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")  # type: ignore[untyped-decorator]
+    def backward(
+        ctx: Any, g_logp: Tensor | None, g_ent: Tensor | None
+    ) -> tuple[Tensor | None, ...]:
+        h, weight, bias, target, lse, ent = ctx.saved_tensors
+        rows: int = ctx.rows
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        grad_h = torch.empty_like(h) if need_h else None
+        grad_w = torch.zeros_like(weight, dtype=lse.dtype) if need_w else None
+        grad_b = torch.zeros(weight.size(0), dtype=lse.dtype, device=h.device) if need_b else None
+        for s in range(0, h.size(0), rows):
+            hc = h[s : s + rows]  # (n_c, D)
+            z = _chunk_logits(hc, weight, bias)  # (n_c, V)
+            logp_all = z - lse[s : s + rows, None]  # (n_c, V) log-softmax
+            p = logp_all.exp()  # (n_c, V)
+            gz = torch.zeros_like(z) if g_logp is None else p * -g_logp[s : s + rows, None]
+            if g_logp is not None:  # d logp[target] / dz = onehot - p
+                gz.scatter_add_(-1, target[s : s + rows, None], g_logp[s : s + rows, None])
+            if g_ent is not None and ctx.want_entropy:  # dH / dz = -p * (log p + H)
+                gz -= p * (logp_all + ent[s : s + rows, None]) * g_ent[s : s + rows, None]
+            if grad_h is not None:
+                grad_h[s : s + rows] = (gz @ weight.to(gz.dtype)).to(h.dtype)
+            if grad_w is not None:
+                grad_w.addmm_(gz.T, hc.to(gz.dtype))
+            if grad_b is not None:
+                grad_b += gz.sum(0)
+        gw = grad_w.to(weight.dtype) if grad_w is not None else None
+        gb = grad_b.to(bias.dtype) if grad_b is not None and bias is not None else None
+        return grad_h, gw, gb, None, None, None
 
 
 def token_entropy(logits: Tensor, length: int | None = None) -> Tensor:

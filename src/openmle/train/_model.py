@@ -108,19 +108,13 @@ class TinyCausalLM(nn.Module):
                     raise AssertionError("internal invariant broken: isinstance(block, _Block)")
                 nn.init.normal_(block.proj.weight, std=0.02 / math.sqrt(2 * c.n_layers))
 
-    def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, logits_to_keep: int = 0
-    ) -> CausalLMOutput:
-        """Next-token logits.
+    def hidden_states(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """``(B, T, D)`` the normalised last hidden states, the input of the output layer
+        (whose weight is ``embed.weight``, tied).
 
         Args:
             input_ids: ``(B, T)`` token ids, ``T <= max_seq_len``.
             attention_mask: ``(B, T)`` 1 for real tokens, 0 for padding (left or right).
-            logits_to_keep: compute logits for the last ``K`` positions only (0: all), as in
-                ``transformers``.
-
-        Returns:
-            :class:`CausalLMOutput` with ``logits`` ``(B, T, V)`` (``(B, K, V)`` with ``K``).
         """
         b, t = input_ids.shape
         if t > self.config.max_seq_len:
@@ -138,9 +132,26 @@ class TinyCausalLM(nn.Module):
         x = self.embed(input_ids) + self.pos(pos)  # (B, T, D)
         for block in self.blocks:
             x = block(x, mask)
+        return self.norm(x)  # type: ignore[no-any-return]
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, logits_to_keep: int = 0
+    ) -> CausalLMOutput:
+        """Next-token logits.
+
+        Args:
+            input_ids: ``(B, T)`` token ids, ``T <= max_seq_len``.
+            attention_mask: ``(B, T)`` 1 for real tokens, 0 for padding (left or right).
+            logits_to_keep: compute logits for the last ``K`` positions only (0: all), as in
+                ``transformers``.
+
+        Returns:
+            :class:`CausalLMOutput` with ``logits`` ``(B, T, V)`` (``(B, K, V)`` with ``K``).
+        """
+        x = self.hidden_states(input_ids, attention_mask)  # (B, T, D)
         if logits_to_keep > 0:
             x = x[:, -logits_to_keep:]  # (B, K, D)
-        logits = self.norm(x) @ self.embed.weight.T  # (B, T or K, V)
+        logits = x @ self.embed.weight.T  # (B, T or K, V)
         return CausalLMOutput(logits=logits)
 
 

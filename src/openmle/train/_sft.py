@@ -34,7 +34,7 @@ from openmle._validation import check_choice, check_positive, check_type, fail
 
 from ._batch import SFTBatch
 from ._engine import Engine, OptimConfig
-from ._loss import sft_loss
+from ._loss import aggregate
 
 __all__ = ["SFTConfig", "SFTTrainer"]
 
@@ -63,6 +63,11 @@ class SFTConfig:
         max_length: the length cut: tokens past this position (prompt + answer) are dropped
             before the forward, so no sequence longer than the context is trained on
             (``None``: no cut).
+        chunk_logprobs: compute log-probs from the output layer's input chunk by chunk of
+            positions, never holding the ``(B, K, V)`` logits (same values; lower peak memory,
+            one extra output-layer matmul in the backward pass). Applies to
+            :class:`TinyCausalLM` and transformers causal LMs without logit scaling or
+            soft-capping, not under FSDP (those use the model's logits).
     """
 
     lr: float = 1e-5
@@ -79,6 +84,7 @@ class SFTConfig:
     total_steps: int | None = None
     epochs: int = 1
     max_length: int | None = None
+    chunk_logprobs: bool = True
 
     def __attrs_post_init__(self) -> None:
         self.optim()  # validates the optimiser fields (lr, betas, ...)
@@ -139,6 +145,7 @@ class SFTConfig:
         return OptimConfig(
             lr=self.lr, weight_decay=self.weight_decay, betas=self.betas, adam_eps=self.adam_eps,
             max_grad_norm=self.max_grad_norm, bf16=self.bf16, distributed=self.distributed,
+            chunk_logprobs=self.chunk_logprobs,
         )  # fmt: skip
 
 
@@ -196,8 +203,8 @@ class SFTTrainer(Trainer[SFTBatch]):
             for i, rows in enumerate(micro):
                 mb = batch.select(rows).trimmed()  # no compute on trailing padding
                 keep = eng.keep_from(mb.loss_mask)  # no output layer on prompt positions
-                logits = eng.logits(mb.input_ids, mb.attention_mask, keep=keep)
-                loss = sft_loss(logits, mb.input_ids, mb.loss_mask, denominator=n_tok)
+                logp, _ = eng.logprobs(mb.input_ids, mb.attention_mask, keep=keep)
+                loss = aggregate(-logp, mb.loss_mask, "token-mean", denominator=n_tok)
                 eng.backward(loss, sync=i == len(micro) - 1)
                 loss_sum += loss.detach().double()
             (loss_total,) = eng.global_sum(loss_sum)

@@ -1,4 +1,5 @@
-"""GSPOTrainer under torch.distributed: 2 CPU ranks (gloo, torchrun) equal one process."""
+"""GSPOTrainer under torch.distributed: 2 CPU ranks (gloo, torchrun) equal one process, under
+DDP and under FSDP2 (``fully_shard``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import openmle  # noqa: E402
 pytestmark = [pytest.mark.torch, pytest.mark.integration, pytest.mark.slow]
 
 WORKER = Path(__file__).with_name("_gspo_ddp_worker.py")
+FSDP_WORKER = Path(__file__).with_name("_gspo_fsdp_worker.py")
 
 
 def _free_port() -> int:
@@ -26,7 +28,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run(args: list[str], out: Path, *, single: bool = False) -> None:
+def _run(args: list[str], out: Path, *, single: bool = False, worker: Path = WORKER) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": str(Path(openmle.__file__).parents[1]),
@@ -36,21 +38,24 @@ def _run(args: list[str], out: Path, *, single: bool = False) -> None:
         # gloo otherwise resolves the host name, which sandboxed machines may not resolve
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     proc = subprocess.run(
-        [*args, str(WORKER), str(out)] + (["--single"] if single else []),
+        [*args, str(worker), str(out)] + (["--single"] if single else []),
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _torchrun() -> list[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+        "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "--local-addr=127.0.0.1",
+    ]  # fmt: skip
 
 
 def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
     """After two rollout batches (4 optimiser steps, accumulation of 1-sequence micro-batches),
     both DDP ranks hold the parameters one process gets on the whole batches; same for an SFT
     step."""
-    torchrun = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
-        "--master-addr=127.0.0.1", f"--master-port={_free_port()}", "--local-addr=127.0.0.1",
-    ]  # fmt: skip
-    _run(torchrun, tmp_path)
+    _run(_torchrun(), tmp_path)
     _run([sys.executable], tmp_path, single=True)
     single = torch.load(tmp_path / "params-single.pt")
     initial = [p.detach() for p in _initial_model().parameters()]
@@ -67,6 +72,26 @@ def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
             torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
     names = sorted(p.name for p in (tmp_path / "ck").iterdir())
     assert names == ["model.pt", "optimizer.pt", "rng-0.pt", "rng-1.pt", "trainer.json"]
+
+
+def test_fsdp2_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
+    """The same steps on a model under FSDP2 (``fully_shard`` on the block and the root, gloo,
+    2 CPU ranks): the gathered parameters equal one process on the whole batches (the trainer
+    adds no DDP wrapper to an FSDP2 model; the model's own logits are used, not the chunked
+    output layer, whose weight is sharded outside the forward)."""
+    pytest.importorskip("torch.distributed.fsdp", reason="needs torch with FSDP2")
+    _run(_torchrun(), tmp_path, worker=FSDP_WORKER)
+    _run([sys.executable], tmp_path, single=True)
+    single = torch.load(tmp_path / "params-single.pt")
+    sft_single = torch.load(tmp_path / "sft-params-single.pt")
+    initial = [p.detach() for p in _initial_model().parameters()]
+    for rank in (0, 1):
+        for name, want in (("fsdp-params", single), ("fsdp-sft-params", sft_single)):
+            got = torch.load(tmp_path / f"{name}-{rank}.pt")
+            for a, b in zip(got, want, strict=True):
+                torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    moved = max(float((a - b).abs().max()) for a, b in zip(single, initial, strict=True))
+    assert moved > 1e-2
 
 
 def _initial_model() -> Any:

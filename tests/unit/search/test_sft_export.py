@@ -114,6 +114,33 @@ def test_evolutionary_segments_follow_the_rules(tmp_path: Path) -> None:
     assert parse_response(debug.messages[-1].content).plan == "plan g1"
 
 
+def test_evolutionary_segments_must_end_at_a_medal_when_the_task_has_a_leaderboard(
+    tmp_path: Path,
+) -> None:
+    """With a leaderboard for the task, a kept segment must also end at bronze or better (in the
+    task's direction); a task without a leaderboard keeps the plain rules."""
+    nodes = [
+        node("d1", 0, D, score=0.5),  # draft at 0.5: below bronze
+        node("d2", 1, D, score=0.8),  # draft at 0.8: bronze
+        node("i1", 2, IM, ("d1",), score=0.7),  # beats its parent, below bronze: dropped
+        node("i2", 3, IM, ("d1",)),
+        node("g1", 4, G, ("i2",), score=0.95),  # debugged to gold: segment i2-g1 kept
+    ]
+    run = write_run(tmp_path / "r", nodes)
+    board = [1.0, 0.95, 0.9, 0.8, 0.75, 0.7, 0.65, 0.6, 0.5, 0.4]  # 10 entries: bronze 4th = 0.8
+    recs = evolutionary_records([run], leaderboards={"toy": board})
+    assert [(r.segment_id, r.node_id) for r in recs] == [("d2", "d2"), ("i2", "i2"), ("i2", "g1")]
+    plain = evolutionary_records([run], leaderboards={"other-task": board})
+    assert [r.node_id for r in plain] == ["d1", "d2", "i1", "i2", "g1"]
+    low = write_run(tmp_path / "low", [node("a", 0, D, score=3.0), node("b", 1, D, score=1.0)],
+                    hib=False)  # fmt: skip
+    low_recs = evolutionary_records([low], leaderboards={"toy": [0.5, 1.0, 2.0, 4.0, 8.0]})
+    assert [r.node_id for r in low_recs] == ["b"]  # lower is better: 1.0 reaches bronze
+    out = tmp_path / "sft.jsonl"
+    export_sft([run], out, path="evolutionary", leaderboards={"toy": board})
+    assert [r.node_id for r in read_sft_jsonl(out)] == ["d2", "i2", "g1"]
+
+
 def test_records_are_chat_format_without_test_scores(tmp_path: Path) -> None:
     """Every record is system, user, assistant; round-trips through its dict."""
     recs = parallel_records([write_run(tmp_path / "r", [node("a", 0, D, score=0.5)])])

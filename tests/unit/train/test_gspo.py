@@ -236,10 +236,56 @@ def test_micro_batches_skip_trailing_padding(tiny_model: Callable[..., Any]) -> 
         seen.append((kwargs["input_ids"].shape[1], out.logits.shape[1]))
 
     model.register_forward_hook(record, with_kwargs=True)
-    GSPOTrainer(model, config=GSPOConfig(micro_batch_size=1)).step(batch)
+    GSPOTrainer(model, config=GSPOConfig(micro_batch_size=1, chunk_logprobs=False)).step(batch)
     # recompute of old log-probs, then training: row 0 is 22 wide (logits from position 1),
     # row 1 is 5 wide (logits from position 2)
     assert seen == [(22, 21), (5, 3), (22, 21), (5, 3)]
+
+
+def test_chunked_path_skips_trailing_padding_and_prompts(
+    tiny_model: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With chunked log-probs (the default) the output layer sees the same positions."""
+    from openmle.train._loss import chunked_token_logprobs as real
+
+    batch = RolloutBatch.from_sequences(
+        [[1, 2], [3, 4, 5]], [[6] * 20, [7, 8]], [1.0, -1.0], pad_token_id=0
+    )
+    seen: list[tuple[int, int]] = []
+
+    def record(hidden: Any, weight: Any, input_ids: Any, **kw: Any) -> Any:
+        seen.append((input_ids.shape[1], hidden.shape[1]))
+        return real(hidden, weight, input_ids, **kw)
+
+    monkeypatch.setattr("openmle.train._engine.chunked_token_logprobs", record)
+    GSPOTrainer(tiny_model(), config=GSPOConfig(micro_batch_size=1)).step(batch)
+    assert seen == [(22, 21), (5, 3), (22, 21), (5, 3)]
+
+
+@pytest.mark.parametrize("entropy_coef", [0.0, 0.01])
+def test_chunked_and_unchunked_steps_agree(
+    tiny_model: Callable[..., Any], random_batch: Callable[..., Any], entropy_coef: float
+) -> None:
+    """Two optimiser steps with chunked log-probs give the unchunked parameters and metrics
+    (the output layer is tied to the embedding, so its gradient flows both ways)."""
+    batch = random_batch(3, size=4, rollout=True)
+    out = []
+    for chunk in (True, False):
+        model = tiny_model()
+        cfg = GSPOConfig(
+            lr=1e-2, adam_eps=1e-3, steps_per_batch=2, micro_batch_size=1,
+            entropy_coef=entropy_coef, chunk_logprobs=chunk,
+        )  # fmt: skip
+        metrics = GSPOTrainer(model, config=cfg).step(batch)
+        out.append((_params(model), metrics))
+    (pa, ma), (pb, mb) = out
+    for a, b in zip(pa, pb, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+    assert ma.keys() == mb.keys()
+    for k in ma:
+        assert ma[k] == pytest.approx(mb[k], rel=1e-5, abs=1e-6), k
+    moved = max(float((a - b).abs().max()) for a, b in zip(pa, _params(tiny_model()), strict=True))
+    assert moved > 1e-3
 
 
 def test_empty_batch_makes_no_update(tiny_model: Callable[..., Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[t
 from openmle.train._loss import (  # noqa: E402
     AGGREGATIONS,
     aggregate,
+    chunked_token_logprobs,
     gspo_loss,
     low_var_kl,
     sft_loss,
@@ -192,3 +194,65 @@ def test_sft_loss_is_masked_token_mean_nll() -> None:
     assert sft_loss(logits, ids, MASK, denominator=10.0).item() == pytest.approx(
         5 * math.log(4) / 10, abs=1e-6
     )
+
+
+def _head_case(dtype: Any = torch.float32) -> tuple[Any, Any, Any, Any]:
+    gen = torch.Generator().manual_seed(0)
+    b, t, k, d, v = 3, 11, 7, 16, 97  # logits for the last 7 of 11 positions
+    hidden = torch.randn(b, k, d, generator=gen, dtype=dtype).requires_grad_()
+    weight = (0.3 * torch.randn(v, d, generator=gen, dtype=dtype)).requires_grad_()
+    bias = torch.randn(v, generator=gen, dtype=dtype).requires_grad_()
+    ids = torch.randint(0, v, (b, t), generator=gen)
+    return hidden, weight, bias, ids
+
+
+@pytest.mark.parametrize("rows", [1, 5, 18, None])
+def test_chunked_logprobs_equal_unchunked_values_and_gradients(rows: int | None) -> None:
+    """Chunked log-probs and entropies equal the (B, K, V) computation to 1e-6, and so do the
+    gradients of a GSPO-like loss through them (hidden states, weight and bias)."""
+    hidden, weight, bias, ids = _head_case()
+    g_lp = torch.randn(ids.shape, generator=torch.Generator().manual_seed(1))
+    g_ent = torch.randn(ids.shape, generator=torch.Generator().manual_seed(2))
+
+    logits = hidden @ weight.T + bias  # (B, K, V)
+    ref_lp, ref_ent = token_logprobs(logits, ids), token_entropy(logits, ids.size(1))
+    ref_grads = torch.autograd.grad(
+        (ref_lp * g_lp).sum() + (ref_ent * g_ent).sum(), (hidden, weight, bias)
+    )
+    lp, ent = chunked_token_logprobs(hidden, weight, ids, bias=bias, entropy=True, chunk_rows=rows)
+    assert ent is not None
+    torch.testing.assert_close(lp, ref_lp, rtol=0, atol=1e-6)
+    torch.testing.assert_close(ent, ref_ent, rtol=1e-6, atol=1e-6)  # entropies ~4.5 nats
+    assert bool((lp[:, : ids.size(1) - hidden.size(1) + 1] == 0).all())  # no prediction there
+    grads = torch.autograd.grad((lp * g_lp).sum() + (ent * g_ent).sum(), (hidden, weight, bias))
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    lp_only, none = chunked_token_logprobs(hidden, weight, ids, chunk_rows=rows)
+    assert none is None
+    torch.testing.assert_close(lp_only, token_logprobs(hidden @ weight.T, ids), rtol=0, atol=1e-6)
+
+
+def test_chunked_logprobs_pass_gradcheck() -> None:
+    """Analytic gradients of the chunked op (log-probs and entropies) match finite differences."""
+    hidden, weight, bias, ids = _head_case(torch.float64)
+
+    def f(h: Any, w: Any, b: Any) -> Any:
+        return chunked_token_logprobs(h, w, ids, bias=b, entropy=True, chunk_rows=4)
+
+    assert torch.autograd.gradcheck(f, (hidden, weight, bias))
+
+
+def test_chunked_logprobs_feed_gspo_loss_like_logits() -> None:
+    """The GSPO loss on chunked log-probs equals the loss on full logits, gradients too."""
+    hidden, weight, _, ids = _head_case()
+    mask = torch.zeros(ids.shape, dtype=torch.bool)
+    mask[:, 6:] = True
+    old = torch.full(ids.shape, -4.0)
+    adv = torch.tensor([1.0, -0.5, 2.0])
+    ref = gspo_loss(token_logprobs(hidden @ weight.T, ids), old, adv, mask, clip_eps_low=10.0)
+    ref_g = torch.autograd.grad(ref.loss, (hidden, weight))
+    lp, _ = chunked_token_logprobs(hidden, weight, ids, chunk_rows=3)
+    out = gspo_loss(lp, old, adv, mask, clip_eps_low=10.0)
+    torch.testing.assert_close(out.loss, ref.loss, rtol=0, atol=1e-6)
+    for got, want in zip(torch.autograd.grad(out.loss, (hidden, weight)), ref_g, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)

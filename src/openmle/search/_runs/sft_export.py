@@ -16,6 +16,10 @@ Two selections, both read from run directories (``journal.jsonl`` node records):
   Each node of a kept segment becomes one record (its own operator prompt and its answer), with
   ``segment_id`` and ``position`` so a trainer can weight or filter steps.
 
+With ``leaderboards`` (task name -> the leaderboard's scores, best first), a segment of a task
+that has a leaderboard is kept only when its end's validation score also reaches the bronze
+threshold (the paper's rule for tasks with a leaderboard); tasks without one are unaffected.
+
 "Beats" is in the task's direction (``higher_is_better`` from the run manifest); a parent
 without a validation score is beaten by any score. Scores are the *sandbox's* validation scores
 (``valid_score``), never what a program printed, so the data is execution-grounded.
@@ -42,6 +46,7 @@ from typing import Any, Literal, final
 from attrs import field, frozen
 
 from openmle._compat import require
+from openmle._leaderboard import MedalThresholds, medal_of, medal_thresholds
 from openmle._types import Message, Operator
 from openmle._validation import check_choice, fail
 from openmle.search._loop import Node, Proposal
@@ -250,11 +255,21 @@ def _segment(end: Node, by_id: Mapping[str, Node]) -> list[Node] | None:
     return chain[::-1]
 
 
+def _medal_rules(
+    leaderboards: Mapping[str, Sequence[float]] | None, name: str, hib: bool
+) -> MedalThresholds | None:
+    board = None if leaderboards is None else leaderboards.get(name)
+    if board is None:
+        return None
+    return medal_thresholds(list(board), higher_is_better=hib)
+
+
 def evolutionary_records(
     run_dirs: Iterable[str | Path | RunDir],
     *,
     task: TaskInfo | None = None,
     prompts: PromptBuilder | None = None,
+    leaderboards: Mapping[str, Sequence[float]] | None = None,
 ) -> list[SFTRecord]:
     """The evolutionary path: kept segments (see the module docstring), one record per node.
 
@@ -262,12 +277,15 @@ def evolutionary_records(
         run_dirs: run directories.
         task: what prompts say about the task (default: from each manifest).
         prompts: the prompt builder (default ``OperatorPrompts(memory=None)``).
+        leaderboards: task name -> leaderboard scores (best first); a segment of a task listed
+            here must also end at a bronze-medal score or better (in the task's direction).
 
     Returns:
         Records in run order, then segment order (by the step of the segment's end), then
         position.
 
     Raises:
+        InvalidArgument: a listed leaderboard has no finite score.
         RunDirError: a path is not a run directory.
     """
     builder = prompts or OperatorPrompts(memory=None)
@@ -275,12 +293,15 @@ def evolutionary_records(
     for rd in (_open(r) for r in run_dirs):
         info, run_id = _run_info(rd, task)
         hib = info.higher_is_better
+        medals = _medal_rules(leaderboards, info.name, hib)
         nodes = rd.nodes()
         by_id = {n.node_id: n for n in nodes}
         for end in nodes:
             final = _valid(end)
             if final is None:
                 continue
+            if medals is not None and medal_of(final, medals) is None:
+                continue  # the task has a leaderboard: the segment must end at a medal
             chain = _segment(end, by_id)
             if chain is None:
                 continue
@@ -349,6 +370,7 @@ def export_sft(
     top_k: int = 4,
     task: TaskInfo | None = None,
     prompts: PromptBuilder | None = None,
+    leaderboards: Mapping[str, Sequence[float]] | None = None,
 ) -> list[SFTRecord]:
     """Write SFT records from run directories to ``out`` (parquet or JSONL).
 
@@ -359,6 +381,7 @@ def export_sft(
         format: ``"parquet"`` (pandas, ``datasets``) or ``"jsonl"``; default from the suffix
             (``.parquet`` -> parquet, anything else -> JSONL).
         top_k, task, prompts: see :func:`parallel_records` / :func:`evolutionary_records`.
+        leaderboards: the medal rule of :func:`evolutionary_records`.
 
     Returns:
         The records written, parallel ones first.
@@ -375,7 +398,7 @@ def export_sft(
     if path in ("parallel", "both"):
         records += parallel_records(dirs, top_k=top_k, task=task, prompts=prompts)
     if path in ("evolutionary", "both"):
-        records += evolutionary_records(dirs, task=task, prompts=prompts)
+        records += evolutionary_records(dirs, task=task, prompts=prompts, leaderboards=leaderboards)
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
