@@ -196,6 +196,44 @@ def read_journal(
     return [rec for _, rec in _read_lines(path, repair=repair, chained=chained)]
 
 
+def _check_shape(rec: object, p: Path, lineno: int) -> None:
+    """Raise :class:`RunDirError` unless ``rec`` is a known event with its typed entries."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("event"), str):
+        raise RunDirError(
+            f"{p}: line {lineno} is not a journal record (a JSON object with an "
+            '"event"); the journal is damaged'
+        )
+    shape = _SHAPES.get(rec["event"])
+    if shape is None:
+        raise RunDirError(f"{p}: line {lineno} has unknown event {rec['event']!r}")
+    for key, kind in shape:
+        value = rec.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise RunDirError(
+                f"{p}: line {lineno} is a {rec['event']!r} record without a valid "
+                f"{key!r} entry; the journal is damaged"
+            )
+
+
+def _check_chain(rec: dict[str, Any], prev: str, *, chained: bool, path: Path, lineno: int) -> str:
+    """The chain value after ``rec`` (``prev`` when unchained); raises on a broken chain."""
+    if chained:
+        expected = _chain(prev, rec)
+        if rec.get(CHAIN_KEY) != expected:
+            raise RunDirError(
+                f"{path}: line {lineno} fails the journal's hash chain: the journal was edited, "
+                "reordered or truncated in the middle after it was written; it cannot be "
+                "trusted (restore it or start a new run)"
+            )
+        return expected
+    if CHAIN_KEY in rec:
+        raise RunDirError(
+            f"{path}: line {lineno} carries a hash chain but the run's manifest (schema 1) or "
+            "the lines before it have none; the run directory was altered"
+        )
+    return prev
+
+
 def _read_lines(
     path: str | Path, *, repair: bool = False, chained: bool | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -227,37 +265,10 @@ def _read_lines(
             raise RunDirError(f"{p}: line {i + 1} {why}; the journal is damaged") from None
         if last:  # complete JSON but no newline: the write was torn before the newline
             break
-        if not isinstance(rec, dict) or not isinstance(rec.get("event"), str):
-            raise RunDirError(
-                f"{p}: line {i + 1} is not a journal record (a JSON object with an "
-                '"event"); the journal is damaged'
-            )
-        shape = _SHAPES.get(rec["event"])
-        if shape is None:
-            raise RunDirError(f"{p}: line {i + 1} has unknown event {rec['event']!r}")
-        for key, kind in shape:
-            value = rec.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise RunDirError(
-                    f"{p}: line {i + 1} is a {rec['event']!r} record without a valid "
-                    f"{key!r} entry; the journal is damaged"
-                )
+        _check_shape(rec, p, i + 1)
         if chained is None:
             chained = CHAIN_KEY in rec
-        if chained:
-            expected = _chain(prev, rec)
-            if rec.get(CHAIN_KEY) != expected:
-                raise RunDirError(
-                    f"{p}: line {i + 1} fails the journal's hash chain: the journal was edited, "
-                    "reordered or truncated in the middle after it was written; it cannot be "
-                    "trusted (restore it or start a new run)"
-                )
-            prev = expected
-        elif CHAIN_KEY in rec:
-            raise RunDirError(
-                f"{p}: line {i + 1} carries a hash chain but the run's manifest (schema 1) or "
-                "the lines before it have none; the run directory was altered"
-            )
+        prev = _check_chain(rec, prev, chained=chained, path=p, lineno=i + 1)
         records.append((i + 1, rec))
         good += len(line) + 1
     if repair and good < len(data):

@@ -336,6 +336,33 @@ class GSPOLossOutput(NamedTuple):
         return dict(zip(self._fields, values, strict=True))
 
 
+def _check_loss_inputs(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    kl_coef: float,
+    has_ref: bool,
+    entropy_coef: float,
+    has_entropy: bool,
+) -> None:
+    """Raise ``ValueError`` for mismatched shapes or a coefficient without its input."""
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be (B, T), got shape {tuple(logprobs.shape)}")
+    for name, t in (("old_logprobs", old_logprobs), ("mask", mask)):
+        if t.shape != logprobs.shape:
+            raise ValueError(
+                f"{name} must have shape {tuple(logprobs.shape)}, got {tuple(t.shape)}"
+            )
+    if advantages.shape != logprobs.shape[:1]:
+        raise ValueError(f"advantages must be (B,)={logprobs.shape[:1]}, got {advantages.shape}")
+    if kl_coef != 0.0 and not has_ref:
+        raise ValueError("kl_coef != 0 needs ref_logprobs")
+    if entropy_coef != 0.0 and not has_entropy:
+        raise ValueError("entropy_coef != 0 needs entropy")
+
+
 def gspo_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -389,19 +416,16 @@ def gspo_loss(
         ValueError: mismatched shapes, an unknown aggregation, or a nonzero coefficient without
             its input.
     """
-    if logprobs.dim() != 2:
-        raise ValueError(f"logprobs must be (B, T), got shape {tuple(logprobs.shape)}")
-    for name, t in (("old_logprobs", old_logprobs), ("mask", mask)):
-        if t.shape != logprobs.shape:
-            raise ValueError(
-                f"{name} must have shape {tuple(logprobs.shape)}, got {tuple(t.shape)}"
-            )
-    if advantages.shape != logprobs.shape[:1]:
-        raise ValueError(f"advantages must be (B,)={logprobs.shape[:1]}, got {advantages.shape}")
-    if kl_coef != 0.0 and ref_logprobs is None:
-        raise ValueError("kl_coef != 0 needs ref_logprobs")
-    if entropy_coef != 0.0 and entropy is None:
-        raise ValueError("entropy_coef != 0 needs entropy")
+    _check_loss_inputs(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        kl_coef=kl_coef,
+        has_ref=ref_logprobs is not None,
+        entropy_coef=entropy_coef,
+        has_entropy=entropy is not None,
+    )
     eps_high = clip_eps_low if clip_eps_high is None else clip_eps_high
     m = mask.bool()  # (B, T)
     zeros = torch.zeros_like(logprobs)

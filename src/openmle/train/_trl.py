@@ -197,17 +197,9 @@ class SandboxReward:
         self.groups = []
         self.advantages: list[float] = []
 
-    def __call__(
-        self, prompts: Sequence[Any], completions: Sequence[Any], **kw: Any
-    ) -> list[float | None]:
-        """TRL's reward-function signature; see the class docstring."""
+    def _check_groups(self, n: int, tasks: Sequence[Any], ids: Sequence[Any]) -> None:
+        """Raise unless the ``n`` completions are whole groups of known tasks, in order."""
         g = self.num_generations
-        n = len(completions)
-        tasks, ids = kw.get("task"), kw.get("prompt_id")
-        if tasks is None or ids is None:
-            raise fail(
-                "a dataset with 'task' and 'prompt_id' columns (prompt_dataset)", "task", None
-            )
         if n % g:
             raise InvalidArgument(
                 f"SandboxReward got {n} completions, not a multiple of num_generations={g}: TRL "
@@ -222,6 +214,19 @@ class SandboxReward:
                 )
             if tasks[s] not in self.tasks:
                 raise fail(f"one of {sorted(self.tasks)}", "task", tasks[s])
+
+    def __call__(
+        self, prompts: Sequence[Any], completions: Sequence[Any], **kw: Any
+    ) -> list[float | None]:
+        """TRL's reward-function signature; see the class docstring."""
+        g = self.num_generations
+        n = len(completions)
+        tasks, ids = kw.get("task"), kw.get("prompt_id")
+        if tasks is None or ids is None:
+            raise fail(
+                "a dataset with 'task' and 'prompt_id' columns (prompt_dataset)", "task", None
+            )
+        self._check_groups(n, tasks, ids)
         codes = [self.parse(_text(c)) for c in completions]
         results: list[RunResult | None] = [None] * n
         verdicts: list[Any] = [None] * n
@@ -245,16 +250,7 @@ class SandboxReward:
         rewards: list[float | None] = []
         self.groups, self.advantages = [], []
         for s in range(0, n, g):
-            members = []
-            for i in range(s, s + g):
-                v, res = verdicts[i], results[i]
-                if v is not None and v.verdict is Verdict.REJECTED:
-                    reason = ",".join(v.reasons) or "reward_hacking"
-                    members.append(GroupMember(outcome=Outcome.REJECTED, reason=reason))
-                elif res is None:
-                    members.append(GroupMember(outcome=Outcome.MISSING_CODE))
-                else:
-                    members.append(GroupMember.from_result(res, v))
+            members = [_member(verdicts[i], results[i]) for i in range(s, s + g)]
             spec = self.tasks[tasks[s]]
             before = tuple(self.history[spec.name])
             gr = self.profile.group(members, meta=spec.meta, history=before)
@@ -265,6 +261,17 @@ class SandboxReward:
                 rewards.append(r if ok else None)  # None: TRL masks it (NaN, advantage 0)
                 self.advantages.append(a if ok else 0.0)
         return rewards
+
+
+def _member(verdict: Any, result: RunResult | None) -> GroupMember:
+    """One completion as a group member: rejected by the guard, no code, or its run."""
+    if verdict is not None and verdict.verdict is Verdict.REJECTED:
+        return GroupMember(
+            outcome=Outcome.REJECTED, reason=",".join(verdict.reasons) or "reward_hacking"
+        )
+    if result is None:
+        return GroupMember(outcome=Outcome.MISSING_CODE)
+    return GroupMember.from_result(result, verdict)
 
 
 def _trl_trainer_base() -> type:
