@@ -87,40 +87,59 @@ def split_indices(
         rng.shuffle(order)
         return sorted(order[:target])
     if kind == "stratified":
-        if labels is None or len(labels) != n:
-            raise ValueError("a stratified split needs one label per row")
-        classes: dict[str, list[int]] = {}
-        for i, lab in enumerate(labels):
-            classes.setdefault(lab.strip(), []).append(i)
-        test: list[int] = []
-        for c in sorted(classes):
-            rows = classes[c]
-            rng.shuffle(rows)
-            test.extend(rows[: math.floor(len(rows) * fraction + 0.5)])
-        if not test or len(test) == n:
-            raise ValueError(
-                "a stratified split of these classes leaves one side empty; "
-                "use a larger test_fraction or a random split"
-            )
-        return sorted(test)
+        return _stratified_test(n, fraction, rng, labels)
     if keys is None or len(keys) != n:
         raise ValueError(f"a {kind} split needs the column's value of every row")
     if kind == "group":
-        groups: dict[str, list[int]] = {}
-        for i, k in enumerate(keys):
-            groups.setdefault(k.strip(), []).append(i)
-        if len(groups) < 2:
-            raise ValueError(
-                f"group column {column!r} has fewer than 2 groups; pick a column with more"
-            )
-        names = sorted(groups)
-        rng.shuffle(names)
-        test = []
-        for g in names[:-1]:
-            if len(test) >= target:
-                break
-            test.extend(groups[g])
-        return sorted(test)
+        return _group_test(keys, target, rng, column)
+    return _time_test(n, target, keys, column)
+
+
+def _stratified_test(
+    n: int, fraction: float, rng: random.Random, labels: Sequence[str] | None
+) -> list[int]:
+    """The test rows of a ``stratified`` split: the same share of every class."""
+    if labels is None or len(labels) != n:
+        raise ValueError("a stratified split needs one label per row")
+    classes: dict[str, list[int]] = {}
+    for i, lab in enumerate(labels):
+        classes.setdefault(lab.strip(), []).append(i)
+    test: list[int] = []
+    for c in sorted(classes):
+        rows = classes[c]
+        rng.shuffle(rows)
+        test.extend(rows[: math.floor(len(rows) * fraction + 0.5)])
+    if not test or len(test) == n:
+        raise ValueError(
+            "a stratified split of these classes leaves one side empty; "
+            "use a larger test_fraction or a random split"
+        )
+    return sorted(test)
+
+
+def _group_test(
+    keys: Sequence[str], target: int, rng: random.Random, column: str | None
+) -> list[int]:
+    """The test rows of a ``group`` split: whole groups until ``target`` rows are reached."""
+    groups: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k.strip(), []).append(i)
+    if len(groups) < 2:
+        raise ValueError(
+            f"group column {column!r} has fewer than 2 groups; pick a column with more"
+        )
+    names = sorted(groups)
+    rng.shuffle(names)
+    test: list[int] = []
+    for g in names[:-1]:
+        if len(test) >= target:
+            break
+        test.extend(groups[g])
+    return sorted(test)
+
+
+def _time_test(n: int, target: int, keys: Sequence[str], column: str | None) -> list[int]:
+    """The test rows of a ``time`` split: the latest ``target`` rows (ties kept together)."""
     times = _time_keys(keys, column)
     order = sorted(range(n), key=lambda i: (times[i], i))
     cut = times[order[n - target]]
