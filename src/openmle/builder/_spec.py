@@ -17,7 +17,7 @@ from attrs import field, frozen
 from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
-from openmle.builder._inventory import FileInfo, Inventory
+from openmle.builder._inventory import ColumnStats, FileInfo, Inventory
 from openmle.errors import OpenMLEError
 from openmle.gym._gradeproc import MAX_MAP_K
 from openmle.gym._splitrules import SPLIT_KINDS
@@ -238,60 +238,17 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if unknown:
         raise ValueError(f"unknown field(s) {unknown}; use only {sorted(known)}")
     title = _text(obj, "title", 80)
-    data_file = _text(obj, "data_file", 500)
-    table = inv.file(data_file)
-    if table is None or table.rows is None:
-        names = [f.path for f in inv.tables]
-        raise ValueError(f"'data_file' {data_file!r} is not a readable table; use one of {names}")
+    data_file, table = _data_table(obj, inv)
     target = _text(obj, "target", 500)
     if table.column(target) is None:
         raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
-    id_column = obj.get("id_column")
-    if id_column is not None:
-        if not isinstance(id_column, str):
-            raise ValueError("'id_column' must be a column name or null")
-        col = table.column(id_column)
-        if col is None or id_column == target:
-            raise ValueError(
-                f"'id_column' {id_column!r} is not a non-target column of {data_file!r}"
-            )
-        if not col.all_unique:
-            raise ValueError(f"'id_column' {id_column!r} is not unique; use null to number rows")
-    elif table.column("id") is not None:
-        raise ValueError(
-            "the table already has a column 'id'; name it as 'id_column' or pick another"
-        )
-    task_type = str(obj.get("task_type"))
-    if task_type not in TASK_TYPES:
-        raise ValueError(f"'task_type' must be one of {list(TASK_TYPES)}")
-    metric = str(obj.get("metric"))
-    if metric not in METRIC_LIBRARY:
-        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)}")
-    if task_type not in METRIC_LIBRARY[metric][1]:
-        raise ValueError(f"metric {metric!r} does not fit task_type {task_type!r}")
-    if "higher_is_better" in obj and obj["higher_is_better"] is not METRIC_LIBRARY[metric][0]:
-        raise ValueError(f"'higher_is_better' contradicts metric {metric!r}; omit it")
+    id_column = _id_column(obj, table, target, data_file)
+    task_type, metric = _task_and_metric(obj)
     target_col = table.column(target)
     if target_col is None:  # checked above; keeps the type narrow
         raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
-    if task_type == "binary" and target_col.unique != 2:
-        raise ValueError(
-            f"task_type 'binary' needs 2 target values; {target!r} has {target_col.unique}"
-        )
-    if task_type == "regression" and target_col.kind == "categorical":
-        raise ValueError(
-            f"task_type 'regression' needs a numeric target; {target!r} is categorical"
-        )
-    fraction = obj.get("test_fraction")
-    if (
-        isinstance(fraction, bool)
-        or not isinstance(fraction, int | float)
-        or not 0.05 <= fraction <= 0.5
-    ):
-        raise ValueError("'test_fraction' must be a number in [0.05, 0.5]")
-    seed = obj.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError("'seed' must be an integer >= 0")
+    _check_target_fits(task_type, target_col, target)
+    fraction, seed = _fraction_and_seed(obj)
     params = _metric_params(obj.get("metric_params"), metric)
     if metric == "rmsle" and target_col.minimum is not None and target_col.minimum < 0:
         raise ValueError(
@@ -311,6 +268,78 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         metric_params=params,
         split=split,
     )
+
+
+def _data_table(obj: Mapping[str, Any], inv: Inventory) -> tuple[str, FileInfo]:
+    """The answer's ``data_file`` and its table in the inventory (a readable table)."""
+    data_file = _text(obj, "data_file", 500)
+    table = inv.file(data_file)
+    if table is None or table.rows is None:
+        names = [f.path for f in inv.tables]
+        raise ValueError(f"'data_file' {data_file!r} is not a readable table; use one of {names}")
+    return data_file, table
+
+
+def _id_column(obj: Mapping[str, Any], table: FileInfo, target: str, data_file: str) -> str | None:
+    """The answer's ``id_column``: a unique non-target column, or ``None`` to number rows."""
+    id_column = obj.get("id_column")
+    if id_column is not None:
+        if not isinstance(id_column, str):
+            raise ValueError("'id_column' must be a column name or null")
+        col = table.column(id_column)
+        if col is None or id_column == target:
+            raise ValueError(
+                f"'id_column' {id_column!r} is not a non-target column of {data_file!r}"
+            )
+        if not col.all_unique:
+            raise ValueError(f"'id_column' {id_column!r} is not unique; use null to number rows")
+    elif table.column("id") is not None:
+        raise ValueError(
+            "the table already has a column 'id'; name it as 'id_column' or pick another"
+        )
+    return id_column
+
+
+def _task_and_metric(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """The answer's ``task_type`` and ``metric``, checked against each other."""
+    task_type = str(obj.get("task_type"))
+    if task_type not in TASK_TYPES:
+        raise ValueError(f"'task_type' must be one of {list(TASK_TYPES)}")
+    metric = str(obj.get("metric"))
+    if metric not in METRIC_LIBRARY:
+        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)}")
+    if task_type not in METRIC_LIBRARY[metric][1]:
+        raise ValueError(f"metric {metric!r} does not fit task_type {task_type!r}")
+    if "higher_is_better" in obj and obj["higher_is_better"] is not METRIC_LIBRARY[metric][0]:
+        raise ValueError(f"'higher_is_better' contradicts metric {metric!r}; omit it")
+    return task_type, metric
+
+
+def _check_target_fits(task_type: str, target_col: ColumnStats, target: str) -> None:
+    """Raise unless the target column's values fit the task type."""
+    if task_type == "binary" and target_col.unique != 2:
+        raise ValueError(
+            f"task_type 'binary' needs 2 target values; {target!r} has {target_col.unique}"
+        )
+    if task_type == "regression" and target_col.kind == "categorical":
+        raise ValueError(
+            f"task_type 'regression' needs a numeric target; {target!r} is categorical"
+        )
+
+
+def _fraction_and_seed(obj: Mapping[str, Any]) -> tuple[float, int]:
+    """The answer's ``test_fraction`` (in [0.05, 0.5]) and ``seed`` (an integer >= 0)."""
+    fraction = obj.get("test_fraction")
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0.05 <= fraction <= 0.5
+    ):
+        raise ValueError("'test_fraction' must be a number in [0.05, 0.5]")
+    seed = obj.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError("'seed' must be an integer >= 0")
+    return fraction, seed
 
 
 def _metric_params(value: Any, metric: str) -> dict[str, int]:
