@@ -12,7 +12,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
 
@@ -22,6 +22,9 @@ from openmle.builder._inventory import Inventory, read_table
 from openmle.builder._spec import TaskSpec
 from openmle.gym._gradeproc import CsvError, positive_labels
 from openmle.gym._splitrules import check_split
+
+if TYPE_CHECKING:
+    from openmle.gym import Task
 
 __all__ = ["FINDINGS", "Finding", "GateResult", "checksums", "run_gate"]
 
@@ -161,6 +164,10 @@ def _check_split_rule(
         add("split_rule_violated", "public/test.csv", f"{rule.kind} split: {why}")
 
 
+_Table = tuple[list[str], list[list[str]]]
+_Add = Callable[[str, str, str], None]
+
+
 def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | None) -> GateResult:
     """Check the package at ``package`` (data/public, data/private) built by prepare.py.
 
@@ -175,6 +182,32 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
 
     data = package / "data"
     sums = checksums(data)
+    _check_files(spec, data, add)
+    if second_run is not None:
+        _check_determinism(sums, checksums(second_run), add)
+    tables = _read_tables(data, add)
+    if len(tables) < 4:
+        return GateResult(findings=tuple(found), checksums=sums)
+    _check_tables(spec, inv, tables, add)
+    if found:
+        return GateResult(findings=tuple(found), checksums=sums)
+    task = load_task(package)
+    sample_h = tables["public/sample_submission.csv"][0]
+    sample_score, answers_score = _check_scores(spec, task, data, sample_h, add)
+    if not found:
+        report = task.validate(smoke_test=True)
+        for problem in report.errors:
+            add("package_invalid", problem.file, str(problem)[:300])
+    return GateResult(
+        findings=tuple(found),
+        sample_score=sample_score,
+        answers_score=answers_score,
+        checksums=sums,
+    )
+
+
+def _check_files(spec: TaskSpec, data: Path, add: _Add) -> None:
+    """Expected files present, no symbolic links, no public file name that names the label."""
     for rel in _EXPECTED:
         if not (data / rel).is_file():
             add("missing_file", rel, f"prepare.py did not write {rel}")
@@ -191,29 +224,36 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
             add(
                 "label_leaking_file_name", rel, "the file name reveals the label; rename or drop it"
             )
-    if second_run is not None:
-        other = checksums(second_run)
-        if other != sums:
-            differ = sorted(k for k in set(other) | set(sums) if other.get(k) != sums.get(k))
-            add(
-                "not_deterministic",
-                ", ".join(differ[:5]),
-                "two runs wrote different bytes; seed every random choice",
-            )
-    tables: dict[str, tuple[list[str], list[list[str]]]] = {}
+
+
+def _check_determinism(sums: dict[str, str], other: dict[str, str], add: _Add) -> None:
+    """Two runs of prepare.py wrote the same bytes."""
+    if other != sums:
+        differ = sorted(k for k in set(other) | set(sums) if other.get(k) != sums.get(k))
+        add(
+            "not_deterministic",
+            ", ".join(differ[:5]),
+            "two runs wrote different bytes; seed every random choice",
+        )
+
+
+def _read_tables(data: Path, add: _Add) -> dict[str, _Table]:
+    """The expected CSV files that exist and can be read, by relative path."""
+    tables: dict[str, _Table] = {}
     for rel in _EXPECTED:
         if rel.endswith(".csv") and (data / rel).is_file():
             try:
                 tables[rel] = read_table(data / rel)
             except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
                 add("unreadable_csv", rel, str(exc)[:200])
-    if len(tables) < 4:
-        return GateResult(findings=tuple(found), checksums=sums)
+    return tables
+
+
+def _check_tables(spec: TaskSpec, inv: Inventory, tables: dict[str, _Table], add: _Add) -> None:
+    """The four tables agree: target columns, ids, row counts, raw rows kept, the split rule."""
     train_h, train = tables["public/train.csv"]
     test_h, test = tables["public/test.csv"]
-    sample_h, sample = tables["public/sample_submission.csv"]
     ans_h, answers = tables["private/test_answer.csv"]
-    idc = spec.submission_id
     if spec.target in test_h:
         add(
             "target_in_public_test",
@@ -224,12 +264,16 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
         add("answers_missing_target", "private/test_answer.csv", f"lacks {spec.target!r}")
     if spec.target not in train_h:
         add("train_missing_target", "public/train.csv", f"lacks the target column {spec.target!r}")
+    _check_ids(spec.submission_id, tables, add)
+    _check_row_counts(spec, inv, tables, add)
+    _check_split_rule(spec, (train_h, train), (test_h, test), (ans_h, answers), add)
+
+
+def _check_ids(idc: str, tables: dict[str, _Table], add: _Add) -> None:
+    """Test, sample and answers each have unique ids in column ``idc``, the same set."""
     ids: dict[str, list[str]] = {}
-    for rel, (h, rows) in (
-        ("public/test.csv", (test_h, test)),
-        ("public/sample_submission.csv", (sample_h, sample)),
-        ("private/test_answer.csv", (ans_h, answers)),
-    ):
+    for rel in ("public/test.csv", "public/sample_submission.csv", "private/test_answer.csv"):
+        h, rows = tables[rel]
         if idc not in h:
             add("missing_file", rel, f"has no id column {idc!r}")
             continue
@@ -244,6 +288,14 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
         == set(ids["private/test_answer.csv"])
     ):
         add("id_mismatch", "public/sample_submission.csv", "test, sample and answers ids differ")
+
+
+def _check_row_counts(spec: TaskSpec, inv: Inventory, tables: dict[str, _Table], add: _Add) -> None:
+    """Test, sample and answers have as many rows; train + test keep every labelled raw row."""
+    train = tables["public/train.csv"][1]
+    test = tables["public/test.csv"][1]
+    sample = tables["public/sample_submission.csv"][1]
+    answers = tables["private/test_answer.csv"][1]
     if not len(test) == len(sample) == len(answers):
         add(
             "row_count_mismatch",
@@ -260,11 +312,17 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
                 "public/train.csv",
                 f"train {len(train)} + test {len(test)} rows != {labelled} labelled raw rows",
             )
-    _check_split_rule(spec, (train_h, train), (test_h, test), (ans_h, answers), add)
-    if found:
-        return GateResult(findings=tuple(found), checksums=sums)
-    task = load_task(package)
-    sample_report = task.grade(public / "sample_submission.csv", Split.TEST)
+
+
+def _check_scores(
+    spec: TaskSpec, task: Task, data: Path, sample_h: list[str], add: _Add
+) -> tuple[float | None, float | None]:
+    """Grade the sample and a perfect submission built from the answers.
+
+    The sample must score a finite number, the answers the metric's best, and the sample must
+    not score as well as the answers. Returns ``(sample_score, answers_score)``.
+    """
+    sample_report = task.grade(data / "public" / "sample_submission.csv", Split.TEST)
     sample_score = sample_report.score if sample_report.valid else None
     if sample_score is None or not math.isfinite(sample_score):
         add(
@@ -293,13 +351,4 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
             "public/sample_submission.csv",
             "the sample is as good as the answers; it leaks them",
         )
-    if not found:
-        report = task.validate(smoke_test=True)
-        for problem in report.errors:
-            add("package_invalid", problem.file, str(problem)[:300])
-    return GateResult(
-        findings=tuple(found),
-        sample_score=sample_score,
-        answers_score=answers_score,
-        checksums=sums,
-    )
+    return sample_score, answers_score
