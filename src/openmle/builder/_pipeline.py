@@ -25,11 +25,11 @@ from openmle.builder._emit import (
     write_toml,
 )
 from openmle.builder._gate import run_gate
-from openmle.builder._intake import intake
-from openmle.builder._inventory import inventory
+from openmle.builder._intake import Intake, intake
+from openmle.builder._inventory import Inventory, inventory
 from openmle.builder._judge import JudgeThresholds, judge_task
 from openmle.builder._prepare import StageResolver, request_prepare, run_prepare
-from openmle.builder._spec import SpecError, request_spec
+from openmle.builder._spec import SpecError, TaskSpec, request_spec
 from openmle.errors import InvalidArgument
 
 __all__ = ["BuildOptions", "BuildResult", "SandboxFactory", "build_task"]
@@ -183,18 +183,9 @@ async def build_task(
             record=record,
         )
 
-    blocklist = opts.blocklist
-    if blocklist is None:
-        blocklist = await anyio.to_thread.run_sync(load_blocklist)
-    contamination = check_contamination(rec, blocklist)
-    record["decontam"] = contamination.to_dict()
-    if not contamination.clean:
-        return stop(
-            "rejected",
-            "decontam",
-            "matches evaluation data: " + "; ".join(contamination.matches),
-            ("contaminated",),
-        )
+    stopped = await _decontam_stage(rec, opts, record)
+    if stopped is not None:
+        return stop(*stopped)
     inv = await anyio.to_thread.run_sync(inventory, rec)
     record["inventory"] = inv.to_dict()
     try:
@@ -248,42 +239,11 @@ async def build_task(
         if not gate.passed:
             reason = "; ".join(f"{f.code}: {f.file}: {f.message}" for f in gate.findings)
             return stop("rejected", "gate", reason, gate.codes)
-        if opts.solvability:
-            from openmle.builder._solvability import check_solvability
-
-            solv = await check_solvability(
-                box, resolver, staged, spec, timeout_s=opts.baseline_timeout_s
-            )
-            record["solvability"] = solv.to_dict()
-            if not solv.solvable:
-                return stop("rejected", "solvability", solv.reason, ("not_solvable",))
-            write_leaderboard(staged, solv.leaderboard)
-            write_toml(staged, spec, name, leaderboard=True)
-        if opts.judge:
-            evidence: dict[str, Any] = {
-                k: record[k] for k in ("gate", "solvability") if k in record
-            }
-            evidence["inventory"] = record["inventory"]
-            evidence["spec"] = spec.to_dict()
-            verdict = await judge_task(
-                model,
-                evidence,
-                inv.text(),
-                thresholds=opts.judge_thresholds,
-                max_attempts=opts.judge_attempts,
-                timeout_s=opts.judge_timeout_s,
-            )
-            record["quality"] = verdict.to_dict()
-            if verdict.verdict == "error":
-                return stop(
-                    "failed",
-                    "judge",
-                    "the judge gave no valid answer: " + "; ".join(verdict.errors),
-                )
-            if verdict.verdict == "rejected":
-                return stop(
-                    "rejected", "judge", f"quality scores {verdict.scores}", ("quality_rejected",)
-                )
+        stopped = await _solvability_stage(box, resolver, staged, spec, name, opts, record)
+        if stopped is None:
+            stopped = await _judge_stage(model, inv, spec, opts, record)
+        if stopped is not None:
+            return stop(*stopped)
         record["checksums"] = gate.checksums
         await anyio.to_thread.run_sync(lambda: write_record(staged, record, inv.text()))
         await anyio.to_thread.run_sync(publish, staged, out_path)
@@ -293,3 +253,83 @@ async def build_task(
             await box.aclose()
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(work, ignore_errors=True))
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(staged, ignore_errors=True))
+
+
+_Stopped = tuple[str, str, str, tuple[str, ...]]
+"""Why a stage stopped the build: ``(status, stage, reason, findings)``."""
+
+
+async def _decontam_stage(
+    rec: Intake, opts: BuildOptions, record: dict[str, Any]
+) -> _Stopped | None:
+    """Check the raw data against the evaluation blocklist; why it stopped the build, if it did."""
+    blocklist = opts.blocklist
+    if blocklist is None:
+        blocklist = await anyio.to_thread.run_sync(load_blocklist)
+    contamination = check_contamination(rec, blocklist)
+    record["decontam"] = contamination.to_dict()
+    if not contamination.clean:
+        return (
+            "rejected",
+            "decontam",
+            "matches evaluation data: " + "; ".join(contamination.matches),
+            ("contaminated",),
+        )
+    return None
+
+
+async def _solvability_stage(
+    box: Sandbox,
+    resolver: StageResolver,
+    staged: Path,
+    spec: TaskSpec,
+    name: str,
+    opts: BuildOptions,
+    record: dict[str, Any],
+) -> _Stopped | None:
+    """Run the baselines (when asked) and write the leaderboard; why it stopped, if it did."""
+    if not opts.solvability:
+        return None
+    from openmle.builder._solvability import check_solvability
+
+    solv = await check_solvability(box, resolver, staged, spec, timeout_s=opts.baseline_timeout_s)
+    record["solvability"] = solv.to_dict()
+    if not solv.solvable:
+        return ("rejected", "solvability", solv.reason, ("not_solvable",))
+    write_leaderboard(staged, solv.leaderboard)
+    write_toml(staged, spec, name, leaderboard=True)
+    return None
+
+
+async def _judge_stage(
+    model: OperatorModel,
+    inv: Inventory,
+    spec: TaskSpec,
+    opts: BuildOptions,
+    record: dict[str, Any],
+) -> _Stopped | None:
+    """Ask the quality judge (when asked); why it stopped the build, if it did."""
+    if not opts.judge:
+        return None
+    evidence: dict[str, Any] = {k: record[k] for k in ("gate", "solvability") if k in record}
+    evidence["inventory"] = record["inventory"]
+    evidence["spec"] = spec.to_dict()
+    verdict = await judge_task(
+        model,
+        evidence,
+        inv.text(),
+        thresholds=opts.judge_thresholds,
+        max_attempts=opts.judge_attempts,
+        timeout_s=opts.judge_timeout_s,
+    )
+    record["quality"] = verdict.to_dict()
+    if verdict.verdict == "error":
+        return (
+            "failed",
+            "judge",
+            "the judge gave no valid answer: " + "; ".join(verdict.errors),
+            (),
+        )
+    if verdict.verdict == "rejected":
+        return ("rejected", "judge", f"quality scores {verdict.scores}", ("quality_rejected",))
+    return None
