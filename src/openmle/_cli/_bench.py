@@ -262,6 +262,20 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
 
+    _add_run(sub)
+    _add_resume(sub)
+    _add_report(sub)
+    _add_doctor(sub)
+
+    def _help(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(handler=_help)
+
+
+def _add_run(sub: Any) -> None:
+    """Add ``bench run``: a suite or experiment file into a new bench directory."""
     run = sub.add_parser("run", help="run a suite's competitions x seeds into --out")
     run.add_argument(
         "target",
@@ -312,6 +326,9 @@ def register(subparsers: Any) -> None:
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.set_defaults(handler=_run)
 
+
+def _add_resume(sub: Any) -> None:
+    """Add ``bench resume``: finish every run of a bench directory."""
     resume = sub.add_parser("resume", help="finish every run of a bench directory exactly once")
     resume.add_argument("bench_dir", metavar="BENCH_DIR")
     resume.add_argument("--model", help="override the model spec from the manifest")
@@ -319,6 +336,9 @@ def register(subparsers: Any) -> None:
     resume.add_argument("--quiet", action="store_true", help="no progress lines")
     resume.set_defaults(handler=_resume)
 
+
+def _add_report(sub: Any) -> None:
+    """Add ``bench report``: the report files and the leaderboard submission."""
     report = sub.add_parser("report", help="write report.{md,json,html} and submission.jsonl")
     report.add_argument("bench_dir", metavar="BENCH_DIR")
     report.add_argument(
@@ -333,6 +353,9 @@ def register(subparsers: Any) -> None:
     report.add_argument("--json", action="store_true", help="print the written paths as JSON")
     report.set_defaults(handler=_report)
 
+
+def _add_doctor(sub: Any) -> None:
+    """Add ``bench doctor``: the preflight of registry, leaderboards and data."""
     doc = sub.add_parser("doctor", help="preflight: registry, leaderboards, prepared data")
     doc.add_argument("suite", metavar="SUITE")
     doc.add_argument("--data", required=True, help="the data directory `mlebench prepare` wrote")
@@ -340,9 +363,3 @@ def register(subparsers: Any) -> None:
     doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
     doc.add_argument("--json", action="store_true", help="print the lines as JSON")
     doc.set_defaults(handler=_doctor)
-
-    def _help(args: argparse.Namespace) -> int:
-        p.print_help()
-        return 2
-
-    p.set_defaults(handler=_help)
