@@ -34,7 +34,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from openmle._compat import require
 from openmle.errors import SandboxError, TaskPackageError
@@ -195,7 +195,7 @@ def build_task_image(
     )
     started = time.monotonic()
     api = connect(60.0)  # engine queries; the build's own reads are bounded by timeout_s
-    builder: Any = None
+    clients: list[Any] = [api]  # closed here, in this order
     try:
         try:
             if _image_exists(api, tag):
@@ -204,45 +204,21 @@ def build_task_image(
             raise SandboxError(f"the engine could not be asked for image {tag}: {exc}") from exc
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{digest[:32]}.log"
-        step = ""
-        failure = ""
         with log_path.open("w", encoding="utf-8", errors="replace") as log:
             log.write(f"# task {task_name!r}: building {dockerfile.name} as {tag}\n")
-            try:
-                builder = connect(timeout_s)
-                stream = builder.build(
-                    fileobj=io.BytesIO(context),
-                    custom_context=True,
-                    dockerfile=dockerfile.name,
-                    tag=tag,
-                    rm=True,
-                    forcerm=True,
-                    pull=False,
-                    nocache=False,
-                    network_mode=None if network else "none",
-                    labels={TASK_LABEL: "1", "openmle.task": task_name[:200]},
-                    decode=True,
-                    timeout=max(1, int(timeout_s)),
-                )
-                for chunk in stream:
-                    text = _chunk_text(chunk)
-                    if text:
-                        log.write(text)
-                        for line in text.splitlines():
-                            if _STEP.match(line):
-                                step = line.strip()
-                    if isinstance(chunk, dict) and chunk.get("error"):
-                        failure = str(chunk.get("error")).strip()
-                    if time.monotonic() - started > timeout_s:
-                        failure = f"the build ran past its {timeout_s:g}-second limit"
-                        with contextlib.suppress(Exception):
-                            stream.close()
-                        break
-            except errors as exc:
-                if "timed out" in str(exc).lower() or "timeout" in type(exc).__name__.lower():
-                    failure = f"the build ran past its {timeout_s:g}-second limit ({exc})"
-                else:
-                    raise SandboxError(f"the engine failed while building {tag}: {exc}") from exc
+            step, failure = _stream_build(
+                connect,
+                clients,
+                log,
+                context=context,
+                dockerfile=dockerfile,
+                tag=tag,
+                task_name=task_name,
+                timeout_s=timeout_s,
+                network=network,
+                started=started,
+                errors=errors,
+            )
             if not failure:
                 try:
                     if not _image_exists(api, tag):
@@ -252,19 +228,90 @@ def build_task_image(
             if failure:
                 log.write(f"\n# FAILED: {failure}\n")
         if failure:
-            tail = log_path.read_text(encoding="utf-8", errors="replace")[-_LOG_TAIL_CHARS:]
-            where = f"at step {step!r}" if step else "before its first step"
-            raise TaskPackageError(
-                f"Building the environment of task {task_name!r} ({dockerfile}) failed {where}: "
-                f"{failure}. Fix the Dockerfile (builds have no network; files must come from "
-                f"the environment folder). Full log: {log_path}\n--- log tail ---\n{tail}"
-            )
+            raise _build_failed(task_name, dockerfile, log_path, step, failure)
         return BuiltImage(tag, True, log_path)
     finally:
-        for client in (api, builder):
+        for client in clients:
             if client is not None:
                 with contextlib.suppress(Exception):
                     client.close()
+
+
+def _stream_build(
+    connect: Any,
+    clients: list[Any],
+    log: TextIO,
+    *,
+    context: bytes,
+    dockerfile: Path,
+    tag: str,
+    task_name: str,
+    timeout_s: float,
+    network: bool,
+    started: float,
+    errors: tuple[type[BaseException], ...],
+) -> tuple[str, str]:
+    """Run the build, copying its output into ``log``; returns ``(last step, failure)``.
+
+    The build's client is appended to ``clients`` (the caller closes it). ``failure`` is empty
+    when the engine reported no error and the build kept within ``timeout_s`` (counted from
+    ``started``).
+
+    Raises:
+        SandboxError: the engine failed other than by a timeout.
+    """
+    step = ""
+    failure = ""
+    try:
+        builder = connect(timeout_s)
+        clients.append(builder)
+        stream = builder.build(
+            fileobj=io.BytesIO(context),
+            custom_context=True,
+            dockerfile=dockerfile.name,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            nocache=False,
+            network_mode=None if network else "none",
+            labels={TASK_LABEL: "1", "openmle.task": task_name[:200]},
+            decode=True,
+            timeout=max(1, int(timeout_s)),
+        )
+        for chunk in stream:
+            text = _chunk_text(chunk)
+            if text:
+                log.write(text)
+                for line in text.splitlines():
+                    if _STEP.match(line):
+                        step = line.strip()
+            if isinstance(chunk, dict) and chunk.get("error"):
+                failure = str(chunk.get("error")).strip()
+            if time.monotonic() - started > timeout_s:
+                failure = f"the build ran past its {timeout_s:g}-second limit"
+                with contextlib.suppress(Exception):
+                    stream.close()
+                break
+    except errors as exc:
+        if "timed out" in str(exc).lower() or "timeout" in type(exc).__name__.lower():
+            failure = f"the build ran past its {timeout_s:g}-second limit ({exc})"
+        else:
+            raise SandboxError(f"the engine failed while building {tag}: {exc}") from exc
+    return step, failure
+
+
+def _build_failed(
+    task_name: str, dockerfile: Path, log_path: Path, step: str, failure: str
+) -> TaskPackageError:
+    """The error for a failed build: the failing step, the reason, the fix and the log's tail."""
+    tail = log_path.read_text(encoding="utf-8", errors="replace")[-_LOG_TAIL_CHARS:]
+    where = f"at step {step!r}" if step else "before its first step"
+    return TaskPackageError(
+        f"Building the environment of task {task_name!r} ({dockerfile}) failed {where}: "
+        f"{failure}. Fix the Dockerfile (builds have no network; files must come from "
+        f"the environment folder). Full log: {log_path}\n--- log tail ---\n{tail}"
+    )
 
 
 def _chunk_text(chunk: Any) -> str:
