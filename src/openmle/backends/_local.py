@@ -477,31 +477,10 @@ class LocalSandbox(Sandbox):
                 )
             proc, cgroup, marker = spare.proc, spare.cgroup, spare.marker
             if cgroup is not None:
-                limits = cgroup_limits(job, settings)
-                try:
-                    cgroup.set_limits(
-                        pids_max=limits.pids_max, memory_bytes=limits.memory_bytes, cpus=limits.cpus
-                    )
-                except OSError as exc:
-                    return RunResult.infra_error(
-                        f"could not set the run's cgroup limits: {exc}",
-                        split=job.split,
-                        queue_s=queue_s,
-                    )
-            users = 0
-            if cgroup is None and facts.euid != 0:
-                users = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
-            run = RunFacts(
-                marker=marker,
-                owner_pid=os.getpid(),
-                gpus=gpus,
-                status_fd=_STATUS_FD,
-                seccomp_fd=_SECCOMP_FD if proc.has_seccomp else None,
-                cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
-                joined=True,
-                user_processes=users,
-                rlimit_hard=iso.hard_rlimits(),
-            )
+                failed = _limit_cgroup(cgroup, job, settings, queue_s)
+                if failed is not None:
+                    return failed
+            run = await _run_facts(facts, spare, gpus)
             plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
@@ -989,6 +968,47 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+def _limit_cgroup(
+    cgroup: iso.Cgroup, job: Job, settings: PlanSettings, queue_s: float
+) -> RunResult | None:
+    """Set the job's limits on the run's cgroup; an infrastructure error if that failed."""
+    limits = cgroup_limits(job, settings)
+    try:
+        cgroup.set_limits(
+            pids_max=limits.pids_max, memory_bytes=limits.memory_bytes, cpus=limits.cpus
+        )
+    except OSError as exc:
+        return RunResult.infra_error(
+            f"could not set the run's cgroup limits: {exc}",
+            split=job.split,
+            queue_s=queue_s,
+        )
+    return None
+
+
+async def _run_facts(facts: SandboxFacts, spare: _Spare, gpus: tuple[str, ...]) -> RunFacts:
+    """What the launch plan needs to know of this run and the spare chain it runs in.
+
+    Without a cgroup and as a user other than root, it counts the user's processes (the
+    process limit is per user then).
+    """
+    proc, cgroup = spare.proc, spare.cgroup
+    users = 0
+    if cgroup is None and facts.euid != 0:
+        users = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
+    return RunFacts(
+        marker=spare.marker,
+        owner_pid=os.getpid(),
+        gpus=gpus,
+        status_fd=_STATUS_FD,
+        seccomp_fd=_SECCOMP_FD if proc.has_seccomp else None,
+        cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
+        joined=True,
+        user_processes=users,
+        rlimit_hard=iso.hard_rlimits(),
+    )
 
 
 publish_one(LocalSandbox, "openmle.backends")  # its repr names the public path
