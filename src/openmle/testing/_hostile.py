@@ -813,6 +813,121 @@ async def _leftovers(value: str) -> set[int]:
     return left
 
 
+@frozen
+class _Host:
+    """What a hostile program is told of the host (its header's constants)."""
+
+    files: list[str]
+    dirs: list[str]
+    root: str
+    port: int
+    secret: str
+    host_pids: list[int]
+    sock_path: str
+    shm_file: str
+
+    def header(self, sentinels: list[str]) -> str:
+        """The program's header: Python assignments of the host's facts and its sentinels."""
+        return (
+            f"PRIVATE_FILES = {self.files!r}\nPRIVATE_DIRS = {self.dirs!r}\n"
+            f"TASK_ROOT = {self.root!r}\n"
+            f"SENTINELS = {sentinels!r}\nPORT = {self.port!r}\n"
+            f"HOST_SECRET = {self.secret!r}\nHOST_PIDS = {self.host_pids!r}\n"
+            f"HOST_UNIX_SOCKET = {self.sock_path!r}\nHOST_SHM_FILE = {self.shm_file!r}\n"
+        )
+
+
+def _sentinels(marker: str) -> list[str]:
+    """Host paths a run marked ``marker`` must not be able to create."""
+    tmp = Path(tempfile.gettempdir())
+    return [
+        str(tmp / f"openmle-hostile-{marker}"),
+        f"/openmle-hostile-{marker}",
+        str(Path.home() / f"openmle-hostile-{marker}"),
+        f"/dev/shm/openmle-hostile-{marker}",
+    ]
+
+
+async def _run_job(
+    sandbox: Sandbox, job: Job, program: HostileProgram, problems: list[str]
+) -> RunResult:
+    """``sandbox.run(job)``; a hang or an exception is a problem and an infrastructure error."""
+    try:
+        with anyio.fail_after(program.timeout_s + 300):
+            return await sandbox.run(job)
+    except TimeoutError:
+        problems.append("run() did not return within timeout_s + 300 s")
+        return RunResult.infra_error("run() hung", split=job.split)
+    except Exception as exc:
+        problems.append(f"run() raised {type(exc).__name__}: {exc}")
+        return RunResult.infra_error(f"{type(exc).__name__}: {exc}", split=job.split)
+
+
+def _output_problems(program: HostileProgram, result: RunResult) -> list[str]:
+    """The success token printed, the attack token not, and the result storable."""
+    problems: list[str] = []
+    if program.must_print and program.must_print not in result.logs:
+        problems.append(f"{program.must_print!r} missing: the attack did not run")
+    if program.must_not_print and program.must_not_print in result.logs:
+        lines = [line for line in result.logs.splitlines() if program.must_not_print in line]
+        problems.append(f"the attack worked: {lines[:5]}")
+    return problems + _result_problems(result)
+
+
+async def _run_program(
+    sandbox: Sandbox,
+    program: HostileProgram,
+    task: str,
+    task_root: Path,
+    host: _Host,
+    connections: list[str],
+) -> HostileReport:
+    """Run one hostile program and check what it left behind (see :func:`run_hostile_battery`)."""
+    marker = uuid.uuid4().hex
+    sentinels = _sentinels(marker)
+    before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
+    n_conn = len(connections)
+    job = Job(
+        code=host.header(sentinels) + program.body,
+        task=task,
+        timeout_s=program.timeout_s,
+        resources=Resources(memory_mb=program.memory_mb),
+        env={MARKER_ENV: marker},
+        name=f"hostile-{program.name}",
+    )
+    problems: list[str] = []
+    result = await _run_job(sandbox, job, program, problems)
+    if result.outcome not in program.expected:
+        problems.append(
+            f"outcome {result.outcome.value!r} not in "
+            f"{sorted(o.value for o in program.expected)} ({result.detail})"
+        )
+    left = await _leftovers(marker)
+    if left:
+        problems.append(f"processes left behind: {sorted(left)[:10]}")
+    after = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
+    if after != before:
+        problems.append("the task package changed")
+    problems += [f"the program created {s} on the host" for s in _remove_existing(sentinels)]
+    if len(connections) != n_conn:
+        problems.append("the program reached a host service (TCP loopback or Unix)")
+    problems += _output_problems(program, result)
+    shm_left = await anyio.to_thread.run_sync(_shm_leftovers, host.secret)
+    if shm_left:
+        problems.append(
+            f"the program left {len(shm_left)} files in the host's /dev/shm: {shm_left[:3]}"
+        )
+    if result.logs_dropped_bytes < program.min_dropped_bytes:
+        problems.append(f"only {result.logs_dropped_bytes} bytes dropped; output is not capped")
+    return HostileReport(
+        name=program.name,
+        outcome=result.outcome,
+        expected=tuple(sorted(program.expected)),
+        problems=tuple(problems),
+        result=result,
+    )
+
+
 async def run_hostile_battery(
     sandbox: Sandbox,
     *,
@@ -864,86 +979,20 @@ async def run_hostile_battery(
     async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
         tg.start_soon(unix_listener.serve, record)
+        host = _Host(
+            files=files,
+            dirs=dirs,
+            root=root,
+            port=port,
+            secret=secret,
+            host_pids=host_pids,
+            sock_path=sock_path,
+            shm_file=shm_file,
+        )
         try:
             for program in programs:
-                marker = uuid.uuid4().hex
-                tmp = Path(tempfile.gettempdir())
-                sentinels = [
-                    str(tmp / f"openmle-hostile-{marker}"),
-                    f"/openmle-hostile-{marker}",
-                    str(Path.home() / f"openmle-hostile-{marker}"),
-                    f"/dev/shm/openmle-hostile-{marker}",
-                ]
-                header = (
-                    f"PRIVATE_FILES = {files!r}\nPRIVATE_DIRS = {dirs!r}\n"
-                    f"TASK_ROOT = {root!r}\n"
-                    f"SENTINELS = {sentinels!r}\nPORT = {port!r}\n"
-                    f"HOST_SECRET = {secret!r}\nHOST_PIDS = {host_pids!r}\n"
-                    f"HOST_UNIX_SOCKET = {sock_path!r}\nHOST_SHM_FILE = {shm_file!r}\n"
-                )
-                before = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
-                n_conn = len(connections)
-                job = Job(
-                    code=header + program.body,
-                    task=task,
-                    timeout_s=program.timeout_s,
-                    resources=Resources(memory_mb=program.memory_mb),
-                    env={MARKER_ENV: marker},
-                    name=f"hostile-{program.name}",
-                )
-                problems: list[str] = []
-                try:
-                    with anyio.fail_after(program.timeout_s + 300):
-                        result = await sandbox.run(job)
-                except TimeoutError:
-                    result = RunResult.infra_error("run() hung", split=job.split)
-                    problems.append("run() did not return within timeout_s + 300 s")
-                except Exception as exc:
-                    result = RunResult.infra_error(f"{type(exc).__name__}: {exc}", split=job.split)
-                    problems.append(f"run() raised {type(exc).__name__}: {exc}")
-                if result.outcome not in program.expected:
-                    problems.append(
-                        f"outcome {result.outcome.value!r} not in "
-                        f"{sorted(o.value for o in program.expected)} ({result.detail})"
-                    )
-                left = await _leftovers(marker)
-                if left:
-                    problems.append(f"processes left behind: {sorted(left)[:10]}")
-                after = await anyio.to_thread.run_sync(tree_digest, Path(task_root))
-                if after != before:
-                    problems.append("the task package changed")
-                problems += [
-                    f"the program created {s} on the host" for s in _remove_existing(sentinels)
-                ]
-                if len(connections) != n_conn:
-                    problems.append("the program reached a host service (TCP loopback or Unix)")
-                if program.must_print and program.must_print not in result.logs:
-                    problems.append(f"{program.must_print!r} missing: the attack did not run")
-                if program.must_not_print and program.must_not_print in result.logs:
-                    lines = [
-                        line for line in result.logs.splitlines() if program.must_not_print in line
-                    ]
-                    problems.append(f"the attack worked: {lines[:5]}")
-                problems += _result_problems(result)
-                shm_left = await anyio.to_thread.run_sync(_shm_leftovers, secret)
-                if shm_left:
-                    problems.append(
-                        f"the program left {len(shm_left)} files in the host's /dev/shm: "
-                        f"{shm_left[:3]}"
-                    )
-                if result.logs_dropped_bytes < program.min_dropped_bytes:
-                    problems.append(
-                        f"only {result.logs_dropped_bytes} bytes dropped; output is not capped"
-                    )
-                reports.append(
-                    HostileReport(
-                        name=program.name,
-                        outcome=result.outcome,
-                        expected=tuple(sorted(program.expected)),
-                        problems=tuple(problems),
-                        result=result,
-                    )
-                )
+                report = await _run_program(sandbox, program, task, task_root, host, connections)
+                reports.append(report)
         finally:
             tg.cancel_scope.cancel()
             holder.kill()
