@@ -682,38 +682,9 @@ class DockerSandbox(Sandbox):
             workspace = await anyio.to_thread.run_sync(self._workspace, source, workspaces)
             try:
                 api = await self._client()
-                if job.resources.gpu_count > 0 and await self._engine_name(api) == "podman":
-                    raise SandboxError(
-                        f"Job {job.name or job.task!r} asks for {job.resources.gpu_count} GPU(s) "
-                        "but the engine is Podman, whose Docker API ignores DeviceRequests (the "
-                        "job would silently run without GPUs). Use a Docker daemon with the "
-                        "NVIDIA Container Toolkit for GPU jobs."
-                    )
-                body = self.container_request(
-                    job,
-                    task_name=task.name,
-                    public_dir=public,
-                    workspace=workspace,
-                    device_ids=device_ids,
-                    seccomp_profile=await self._seccomp_profile(api),
-                    image=image,
+                cid, stream = await self._start_container(
+                    api, job, task, public, workspace, device_ids, image, made, streams
                 )
-
-                def create() -> str:
-                    made.append(str(api.create_container_from_config(body)["Id"]))
-                    self._live.add(made[0])
-                    return made[0]
-
-                container_id = cid = await anyio.to_thread.run_sync(create)
-
-                def attach() -> Any:
-                    streams.append(
-                        api.attach(cid, stdout=True, stderr=True, stream=True, logs=False)
-                    )
-                    return streams[0]
-
-                stream = await anyio.to_thread.run_sync(attach)
-                await anyio.to_thread.run_sync(api.start, container_id)
             except errors as exc:
                 if job.resources.gpu_count > 0 and _no_gpu_runtime(str(exc)):
                     raise SandboxError(
@@ -723,72 +694,18 @@ class DockerSandbox(Sandbox):
                     ) from exc
                 return infra(f"the engine refused the container: {_short(exc)}")
 
-            started = time.monotonic()
-            timed_out = False
             cap = LogCap(head=self.log_head, tail=self.log_tail)
-            drained = anyio.Event()
-
-            async def drain() -> None:
-                try:
-                    await _drain_in_daemon_thread(stream, cap)
-                except errors:  # the stream broke; the state below says what happened
-                    pass
-                finally:
-                    drained.set()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain)
-                tg.start_soon(self._quota_watchdog, api, cid, workspace, drained, quota_hit)
-                with anyio.move_on_after(job.timeout_s) as deadline:
-                    # The output stream ends when the program's stdio closes (normally at
-                    # exit); then poll the state, which is much quicker than the engine's
-                    # ``wait`` (Podman's polls every 250 ms).
-                    await drained.wait()
-                    try:
-                        await anyio.to_thread.run_sync(
-                            _until_exited, api, cid, abandon_on_cancel=True
-                        )
-                    except errors as exc:
-                        tg.cancel_scope.cancel()
-                        return infra(f"lost the container while waiting: {_short(exc)}")
-                if deadline.cancelled_caught:
-                    timed_out = True
-                    try:
-                        await anyio.to_thread.run_sync(
-                            lambda: api.stop(cid, timeout=math.ceil(self.stop_grace_s))
-                        )
-                    except errors as exc:
-                        tg.cancel_scope.cancel()
-                        return infra(f"could not stop the container at its timeout: {_short(exc)}")
-                runtime_s = time.monotonic() - started
-                # After a stop, the output stream ends once the engine has copied all of it.
-                with anyio.move_on_after(30):
-                    await drained.wait()
-                tg.cancel_scope.cancel()
+            waited = await self._wait_container(api, cid, stream, workspace, job, cap, quota_hit)
+            if isinstance(waited, str):
+                return infra(waited)
+            timed_out, runtime_s = waited
             try:
-                state = (await anyio.to_thread.run_sync(api.inspect_container, container_id))[
-                    "State"
-                ]
+                state = (await anyio.to_thread.run_sync(api.inspect_container, cid))["State"]
             except errors as exc:
                 return infra(f"could not read the finished container: {_short(exc)}")
-            exit_code = signal_exit_code(state.get("ExitCode"))
-            oom = bool(state.get("OOMKilled"))
-            detail = ""
-            if not timed_out and not oom and exit_code == -9 and runtime_s >= job.timeout_s:
-                # The container's own deadline fired first (the driver was stalled).
-                timed_out = True
-            if quota_hit:
-                detail = quota_hit[0]
-            elif not oom and not timed_out and exit_code == -9:
-                guess = self.oom_from_sigkill
-                if guess is None:
-                    guess = await self._engine_name(api) == "podman"
-                if guess:
-                    oom = True
-                    detail = (
-                        "killed by SIGKILL under its memory limit; the engine does not report "
-                        "OOMKilled here, so this is taken as out of memory"
-                    )
+            exit_code, timed_out, oom, detail = await self._read_exit(
+                api, state, job, timed_out, runtime_s, quota_hit
+            )
             return await self._classify(
                 job, task, workspace, exit_code, timed_out, oom, cap, runtime_s, queue_s, detail
             )
@@ -804,6 +721,152 @@ class DockerSandbox(Sandbox):
                     self._live.discard(container_id)
                 for path in workspaces:
                     await anyio.to_thread.run_sync(remove_tree, path)
+
+    async def _start_container(
+        self,
+        api: Any,
+        job: Job,
+        task: TaskHandle,
+        public: Path,
+        workspace: Path,
+        device_ids: tuple[str, ...] | None,
+        image: str | None,
+        made: list[str],
+        streams: list[Any],
+    ) -> tuple[str, Any]:
+        """Create the job's container, attach to its output and start it.
+
+        The container's id goes into ``made`` and the output stream into ``streams`` as soon
+        as they exist (inside the worker thread), for the caller's cleanup. Returns the
+        container's id and its output stream.
+
+        Raises:
+            SandboxError: the job asks for GPUs and the engine is Podman.
+            Exception: the engine's errors (:func:`_engine_errors`), for the caller to report.
+        """
+        if job.resources.gpu_count > 0 and await self._engine_name(api) == "podman":
+            raise SandboxError(
+                f"Job {job.name or job.task!r} asks for {job.resources.gpu_count} GPU(s) "
+                "but the engine is Podman, whose Docker API ignores DeviceRequests (the "
+                "job would silently run without GPUs). Use a Docker daemon with the "
+                "NVIDIA Container Toolkit for GPU jobs."
+            )
+        body = self.container_request(
+            job,
+            task_name=task.name,
+            public_dir=public,
+            workspace=workspace,
+            device_ids=device_ids,
+            seccomp_profile=await self._seccomp_profile(api),
+            image=image,
+        )
+
+        def create() -> str:
+            made.append(str(api.create_container_from_config(body)["Id"]))
+            self._live.add(made[0])
+            return made[0]
+
+        cid = await anyio.to_thread.run_sync(create)
+
+        def attach() -> Any:
+            streams.append(api.attach(cid, stdout=True, stderr=True, stream=True, logs=False))
+            return streams[0]
+
+        stream = await anyio.to_thread.run_sync(attach)
+        await anyio.to_thread.run_sync(api.start, cid)
+        return cid, stream
+
+    async def _wait_container(
+        self,
+        api: Any,
+        cid: str,
+        stream: Any,
+        workspace: Path,
+        job: Job,
+        cap: LogCap,
+        quota_hit: list[str],
+    ) -> tuple[bool, float] | str:
+        """Drain the output into ``cap`` and wait for the exit, stopping it at the timeout.
+
+        The quota watchdog runs meanwhile (its finding goes into ``quota_hit``). Returns
+        ``(timed_out, runtime_s)``, or why the container was lost (an infrastructure error).
+        """
+        errors = _engine_errors()
+        started = time.monotonic()
+        timed_out = False
+        drained = anyio.Event()
+
+        async def drain() -> None:
+            try:
+                await _drain_in_daemon_thread(stream, cap)
+            except errors:  # the stream broke; the state below says what happened
+                pass
+            finally:
+                drained.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            tg.start_soon(self._quota_watchdog, api, cid, workspace, drained, quota_hit)
+            with anyio.move_on_after(job.timeout_s) as deadline:
+                # The output stream ends when the program's stdio closes (normally at
+                # exit); then poll the state, which is much quicker than the engine's
+                # ``wait`` (Podman's polls every 250 ms).
+                await drained.wait()
+                try:
+                    await anyio.to_thread.run_sync(_until_exited, api, cid, abandon_on_cancel=True)
+                except errors as exc:
+                    tg.cancel_scope.cancel()
+                    return f"lost the container while waiting: {_short(exc)}"
+            if deadline.cancelled_caught:
+                timed_out = True
+                try:
+                    await anyio.to_thread.run_sync(
+                        lambda: api.stop(cid, timeout=math.ceil(self.stop_grace_s))
+                    )
+                except errors as exc:
+                    tg.cancel_scope.cancel()
+                    return f"could not stop the container at its timeout: {_short(exc)}"
+            runtime_s = time.monotonic() - started
+            # After a stop, the output stream ends once the engine has copied all of it.
+            with anyio.move_on_after(30):
+                await drained.wait()
+            tg.cancel_scope.cancel()
+        return timed_out, runtime_s
+
+    async def _read_exit(
+        self,
+        api: Any,
+        state: dict[str, Any],
+        job: Job,
+        timed_out: bool,
+        runtime_s: float,
+        quota_hit: list[str],
+    ) -> tuple[int | None, bool, bool, str]:
+        """``(exit_code, timed_out, oom, detail)`` from the finished container's state.
+
+        A SIGKILL at the deadline is a timeout (the container's own deadline fired first); a
+        SIGKILL otherwise is taken as out of memory where the engine does not report
+        ``OOMKilled`` (``oom_from_sigkill``, by default on Podman).
+        """
+        exit_code = signal_exit_code(state.get("ExitCode"))
+        oom = bool(state.get("OOMKilled"))
+        detail = ""
+        if not timed_out and not oom and exit_code == -9 and runtime_s >= job.timeout_s:
+            # The container's own deadline fired first (the driver was stalled).
+            timed_out = True
+        if quota_hit:
+            detail = quota_hit[0]
+        elif not oom and not timed_out and exit_code == -9:
+            guess = self.oom_from_sigkill
+            if guess is None:
+                guess = await self._engine_name(api) == "podman"
+            if guess:
+                oom = True
+                detail = (
+                    "killed by SIGKILL under its memory limit; the engine does not report "
+                    "OOMKilled here, so this is taken as out of memory"
+                )
+        return exit_code, timed_out, oom, detail
 
     async def _quota_watchdog(
         self, api: Any, cid: str, workspace: Path, done: anyio.Event, hit: list[str]
