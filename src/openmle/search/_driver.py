@@ -136,8 +136,10 @@ class Recorder(Protocol):
         """Journal a proposal and the generator state after it."""
         ...
 
-    def node(self, node: Node, logs: str) -> None:
-        """Journal a committed node and store its program and full logs."""
+    def node(self, node: Node, logs: str, *, request: ModelRequest | None = None) -> None:
+        """Journal a committed node and store its program and full logs (and ``request``, the
+        exact request the model was sent for it, when there was one).
+        """
         ...
 
     def cancel(self, step: int, reason: str, *, elapsed_s: float = 0.0) -> None:
@@ -155,7 +157,7 @@ class _NullRecorder:
     def proposal(self, proposal: Proposal, rng_state: Mapping[str, Any]) -> None:
         pass
 
-    def node(self, node: Node, logs: str) -> None:
+    def node(self, node: Node, logs: str, *, request: ModelRequest | None = None) -> None:
         pass
 
     def cancel(self, step: int, reason: str, *, elapsed_s: float = 0.0) -> None:
@@ -189,6 +191,7 @@ class _Driver:
     _buffer: dict[int, tuple[Proposal, Evaluation, str]] = field(factory=dict, init=False)
     _scopes: dict[int, anyio.CancelScope] = field(factory=dict, init=False)
     _requests: dict[int, ModelRequest | PendingRequest] = field(factory=dict, init=False)
+    _sent: dict[int, ModelRequest] = field(factory=dict, init=False)
     _tg: TaskGroup | None = field(default=None, init=False)
     _wall_base: float = field(default=0.0, init=False)
     _infra_streak: int = field(default=0, init=False)
@@ -302,6 +305,7 @@ class _Driver:
             if self._aborted is not None:
                 return  # left pending: a resumed run re-runs it
             if evaluation is None:  # cancelled by the budget (or the wall-clock deadline)
+                self._sent.pop(proposal.step, None)
                 self.core.ledger.wall_now_s = self.clock() - self._t0
                 self.core.cancel(proposal.step)
                 self.recorder.cancel(
@@ -326,7 +330,7 @@ class _Driver:
                 step = next(iter(self._buffer))
             proposal, evaluation, logs = self._buffer.pop(step)
             node = self.core.commit(proposal, evaluation, elapsed_s=self.elapsed())
-            self.recorder.node(node, logs)
+            self.recorder.node(node, logs, request=self._sent.pop(step, None))
             self._progress(node)
             self._count_infra(node)
             if self._aborted is not None:
@@ -385,6 +389,7 @@ class _Driver:
                 )
             else:
                 request = pending
+            self._sent[proposal.step] = request  # what the model sees: recorded with the node
             for attempt in range(self.core.config.retries + 1):
                 try:
                     answer = await self.model.complete(request)

@@ -11,6 +11,12 @@ Layout::
       board.json           the search board (best node, families, errors, lineage), rewritten
                            at most once a second and at the end
       nodes/<id>/program.py, nodes/<id>/logs.txt
+      requests/<sha256>.json.gz
+                           the exact request the model saw for a node (messages, operator,
+                           sampling settings, metadata) as canonical JSON, gzip'd, named by the
+                           SHA-256 of the uncompressed JSON and written once per distinct
+                           request; the journal's node record names it in ``"request"``
+                           (null when the step sent no request)
       final/program.py, final/test_logs.txt
 
 Resume replays ``journal.jsonl`` into a fresh :class:`~openmle.search.SearchCore`: proposals
@@ -30,6 +36,14 @@ must be finite (a ``NaN`` or ``Infinity`` anywhere in the journal is an error), 
 is a :class:`~openmle.errors.RunDirError` naming its line, and a run directory whose manifest is
 present but whose journal is missing is refused rather than restarted.
 
+Recorded requests (``requests/``) are untrusted on read: the name must be 64 hex digits, the
+blob decompresses to at most :data:`REQUEST_MAX_BYTES` and must hash to its name, else
+:meth:`RunDir.request` raises :class:`~openmle.errors.RunDirError` naming the file. A blob is
+written (atomically, fsync'd) in the writer's queue before the node line that names it, so a
+journalled hash always has its blob unless the directory was altered; a step killed before its
+node line leaves at most an unreferenced blob, and its re-run (same proposal) writes the request
+it actually sends.
+
 Departures from the released system (reference 5.12): one append-only journal instead of a
 checkpoint rewritten after each commit, no orphan step directories to archive, and no id gaps.
 Timestamps and wall seconds live in ``sessions.jsonl`` and in fields listed in
@@ -40,12 +54,14 @@ Timestamps and wall seconds live in ``sessions.jsonl`` and in fields listed in
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import importlib.metadata
 import inspect
 import json
 import os
 import platform
+import re
 import sys
 import time
 import warnings
@@ -58,7 +74,7 @@ import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import RunResult, TaskMeta
+from openmle._types import Message, ModelRequest, Operator, RunResult, TaskMeta
 from openmle._version import __version__
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._board import Board
@@ -67,6 +83,7 @@ from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
 
 __all__ = [
     "CHAIN_KEY",
+    "REQUEST_MAX_BYTES",
     "VOLATILE_KEYS",
     "RunDir",
     "check_new_run_dir",
@@ -78,6 +95,12 @@ JOURNAL = "journal.jsonl"
 MANIFEST = "manifest.json"
 SESSIONS = "sessions.jsonl"
 BOARD = "board.json"
+REQUESTS = "requests"
+
+REQUEST_MAX_BYTES = 64 * 1024 * 1024
+"""The most bytes a recorded request may decompress to (a larger blob is refused on read)."""
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 BOARD_INTERVAL_S = 1.0
 """``board.json`` is a snapshot (the journal is the record): rewritten at most this often, and
@@ -316,6 +339,7 @@ class RunDir:
     _wake: anyio.Event | None = field(default=None, init=False)
     _stopping: bool = field(default=False, init=False)
     _failed: RunDirError | None = field(default=None, init=False)
+    _stored: set[str] = field(factory=set, init=False)
 
     @property
     def chained(self) -> bool:
@@ -573,10 +597,19 @@ class RunDir:
         """Journal a proposal and the generator state after it."""
         self._append({"event": "proposal", "proposal": proposal.to_dict(), "rng": dict(rng_state)})
 
-    def node(self, node: Node, logs: str) -> None:
-        """Store the node's program and logs, then journal it and refresh the board."""
+    def node(self, node: Node, logs: str, *, request: ModelRequest | None = None) -> None:
+        """Store the node's program and logs (and ``request``, the exact request the model saw,
+        under ``requests/`` once per distinct request), then journal it (naming the request's
+        hash) and refresh the board.
+        """
         self._submit(partial(_write_files, self.path / "nodes" / node.node_id, node.code, logs))
-        self._append({"event": "node", "node": node.to_dict()})
+        digest: str | None = None
+        if request is not None:
+            digest, data = encode_request(request)
+            if digest not in self._stored:
+                self._stored.add(digest)
+                self._submit(partial(_write_blob, self._request_path(digest), data))
+        self._append({"event": "node", "node": node.to_dict(), "request": digest})
         self._add_to_board(node)
         self._board_dirty = True
         if time.monotonic() - self._board_written >= BOARD_INTERVAL_S:
@@ -635,6 +668,68 @@ class RunDir:
                 except _BAD_RECORD as exc:
                     raise self._bad(line, exc) from None
         return out
+
+    def node_requests(self) -> dict[str, str]:
+        """Node id -> the SHA-256 of the request the model saw for it, for the nodes whose
+        journal record names one (runs written before requests were recorded name none).
+
+        Raises:
+            RunDirError: a record's ``"request"`` is not 64 lowercase hex digits.
+        """
+        out: dict[str, str] = {}
+        for line, r in self._lines():
+            if r["event"] != "node" or r.get("request") is None:
+                continue
+            digest = r["request"]
+            if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+                raise RunDirError(
+                    f"{self.path / JOURNAL}: line {line} names request {str(digest)[:80]!r}, "
+                    "which is not a SHA-256 in hex; the journal is damaged"
+                )
+            node = r["node"]
+            out[str(node.get("node_id"))] = digest
+        return out
+
+    def _request_path(self, digest: str) -> Path:
+        return self.path / REQUESTS / f"{digest}.json.gz"
+
+    def request(self, digest: str) -> ModelRequest:
+        """The recorded request named ``digest`` (see :meth:`node_requests`), verified.
+
+        Raises:
+            RunDirError: ``digest`` is not a SHA-256 in hex; the blob is missing, not gzip,
+                larger than :data:`REQUEST_MAX_BYTES` decompressed, does not hash to its name,
+                or is not a request (the message names the file).
+        """
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise RunDirError(f"{str(digest)[:80]!r} is not a request hash (64 hex digits)")
+        path = self._request_path(digest)
+        try:
+            with gzip.open(path, "rb") as f:
+                data = f.read(REQUEST_MAX_BYTES + 1)
+        except FileNotFoundError:
+            raise RunDirError(
+                f"{path}: the recorded request is missing (the journal names it); the run "
+                "directory was altered or copied without requests/"
+            ) from None
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise RunDirError(f"{path}: the recorded request cannot be read ({exc})") from None
+        if len(data) > REQUEST_MAX_BYTES:
+            raise RunDirError(
+                f"{path}: the recorded request decompresses to more than "
+                f"{REQUEST_MAX_BYTES} bytes; refused"
+            )
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise RunDirError(
+                f"{path}: the recorded request does not match its hash (it was edited or "
+                "damaged); it cannot be trusted"
+            )
+        try:
+            return decode_request(json.loads(data))
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            raise RunDirError(
+                f"{path}: not a recorded request ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
 
     def final_result(self) -> tuple[str, RunResult] | None:
         """``(node_id, test result)`` when the final grade was journalled.
@@ -748,7 +843,7 @@ def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResul
     return node_id, result
 
 
-_RUN_FILES = frozenset({JOURNAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries"})
+_RUN_FILES = frozenset({JOURNAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries", REQUESTS})
 """What a run directory holds before its first committed step (``nodes/`` then empty)."""
 
 
@@ -798,7 +893,11 @@ def _clear_uncommitted(p: Path) -> None:
     """
     for name in (MANIFEST, JOURNAL, BOARD):
         (p / name).unlink(missing_ok=True)
-    for d in ("nodes", "summaries"):
+    requests = p / REQUESTS
+    if requests.is_dir():  # blobs of steps killed before their node line: never referenced
+        for blob in requests.iterdir():
+            blob.unlink()
+    for d in ("nodes", "summaries", REQUESTS):
         if (p / d).is_dir():
             (p / d).rmdir()
 
@@ -817,4 +916,59 @@ def _append_text(path: Path, line: str) -> None:
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def encode_request(request: ModelRequest) -> tuple[str, bytes]:
+    """``(sha256 hex, canonical JSON bytes)`` of what determines the model's prompt: messages,
+    operator, sampling settings and metadata (non-JSON metadata values as their ``str``).
+    """
+    data = {
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "operator": None if request.operator is None else request.operator.value,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_tokens": request.max_tokens,
+        "seed": request.seed,
+        "stop": list(request.stop),
+        "metadata": dict(request.metadata),
+    }
+    raw = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    body = raw.encode("utf-8", "backslashreplace")
+    return hashlib.sha256(body).hexdigest(), body
+
+
+def decode_request(data: Any) -> ModelRequest:
+    """Inverse of :func:`encode_request` (on the parsed JSON)."""
+    if not isinstance(data, dict):
+        raise TypeError("a recorded request is a JSON object")
+    messages = data["messages"]
+    if not isinstance(messages, list):
+        raise TypeError("messages is not a list")
+    op = data.get("operator")
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise TypeError("metadata is not an object")
+    return ModelRequest(
+        messages=[Message(role=m["role"], content=m["content"]) for m in messages],
+        operator=None if op is None else Operator(op),
+        temperature=data.get("temperature"),
+        top_p=data.get("top_p"),
+        max_tokens=data.get("max_tokens"),
+        seed=data.get("seed"),
+        stop=tuple(data.get("stop") or ()),
+        metadata=metadata,
+    )
+
+
+def _write_blob(path: Path, data: bytes) -> None:
+    """Write ``data`` gzip'd to ``path`` once (atomically and fsync'd; kept if present)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(gzip.compress(data, compresslevel=6, mtime=0))
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)

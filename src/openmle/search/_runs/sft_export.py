@@ -24,10 +24,17 @@ threshold (the paper's rule for tasks with a leaderboard); tasks without one are
 without a validation score is beaten by any score. Scores are the *sandbox's* validation scores
 (``valid_score``), never what a program printed, so the data is execution-grounded.
 
-Prompts are rebuilt with a :class:`~openmle.search.PromptBuilder` (default
-:class:`~openmle.search.OperatorPrompts` without memory, since the board a node saw is not
-part of the record) from the node's parents as journalled; test scores and hidden answers never
-reach a record. The answer is the node's plan followed by its program in one fenced block, the
+A record's prompt is the exact request the model saw for that node (system and user messages,
+memory block and node summaries included) when the run recorded it (``requests/<sha256>.json.gz``,
+named by the node's journal record; :meth:`RunDir.request` verifies the hash): such a record has
+``prompt_source == "recorded"`` and ``request_sha256`` set. A recorded request that is missing or
+does not match its hash is a :class:`~openmle.errors.RunDirError` naming the file, never a silent
+rebuild. Runs written before requests were recorded (and nodes with no model request, e.g. an
+infrastructure error before the call) get a prompt rebuilt with a
+:class:`~openmle.search.PromptBuilder` (default :class:`~openmle.search.OperatorPrompts` without
+memory, since the board a node saw is not part of the journal) from the node's parents as
+journalled, with ``prompt_source == "rebuilt"``. Test scores and hidden answers never reach a
+record. The answer is the node's plan followed by its program in one fenced block, the
 shape :func:`openmle.operators.parse_response` reads back.
 
 Departure from the released system: its SFT data are built from per-step directories by ad hoc
@@ -85,6 +92,9 @@ class SFTRecord:
         segment_id: the segment's head node id (evolutionary), else the node id.
         position: 0-based position in the segment (0 for parallel records).
         segment_score: the validation score the segment (or program) ended with.
+        prompt_source: ``"recorded"`` (the prompt is the request the model saw, read from the
+            run directory) or ``"rebuilt"`` (no recorded request: rebuilt from the journal).
+        request_sha256: the recorded request's hash (None when rebuilt).
     """
 
     messages: tuple[Message, ...] = field(converter=_messages_tuple)
@@ -97,6 +107,8 @@ class SFTRecord:
     segment_id: str
     position: int = 0
     segment_score: float | None = None
+    prompt_source: str = "rebuilt"
+    request_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; ``messages`` as ``[{"role", "content"}]`` (chat format)."""
@@ -111,6 +123,8 @@ class SFTRecord:
             "segment_id": self.segment_id,
             "position": self.position,
             "segment_score": self.segment_score,
+            "prompt_source": self.prompt_source,
+            "request_sha256": self.request_sha256,
         }
 
     @classmethod
@@ -122,6 +136,9 @@ class SFTRecord:
             v = d.get(key)
             d[key] = None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
         d["position"] = int(d.get("position", 0))
+        d["prompt_source"] = str(d.get("prompt_source") or "rebuilt")
+        sha = d.get("request_sha256")
+        d["request_sha256"] = None if sha is None else str(sha)
         return cls(**d)
 
 
@@ -155,6 +172,29 @@ def _run_info(rd: RunDir, task: TaskInfo | None) -> tuple[TaskInfo, str]:
         name=str(meta.get("name", "task")), higher_is_better=bool(meta.get("higher_is_better"))
     )
     return info, rd.path.name
+
+
+@final
+class _Prompts:
+    """A run's prompts: the recorded request of a node when there is one, else rebuilt."""
+
+    def __init__(self, rd: RunDir, builder: PromptBuilder, task: TaskInfo) -> None:
+        self.rd, self.builder, self.task = rd, builder, task
+        self.recorded = rd.node_requests()
+        self.loaded: dict[str, tuple[Message, ...]] = {}
+
+    def of(
+        self, node: Node, by_id: Mapping[str, Node]
+    ) -> tuple[tuple[Message, ...], str, str | None] | None:
+        """``(messages with the answer, prompt_source, request_sha256)``, or None."""
+        digest = self.recorded.get(node.node_id)
+        if digest is None:
+            msgs = _messages(node, by_id, self.task, self.builder)
+            return None if msgs is None else (msgs, "rebuilt", None)
+        prompt = self.loaded.get(digest)
+        if prompt is None:
+            prompt = self.loaded[digest] = self.rd.request(digest).messages
+        return (*prompt, Message(role="assistant", content=_answer(node))), "recorded", digest
 
 
 def _messages(
@@ -194,14 +234,16 @@ def parallel_records(
         top_k: programs kept per task (after deduplicating equal scores).
         task: what prompts say about the task (default: the manifest's name and direction; pass
             the description to get the prompts the search used).
-        prompts: the prompt builder (default ``OperatorPrompts(memory=None)``).
+        prompts: rebuilds the prompt of a node without a recorded request (default
+            ``OperatorPrompts(memory=None)``); recorded requests are used as they are.
 
     Returns:
         Records ordered by task, then best score first.
 
     Raises:
         InvalidArgument: ``top_k`` < 1.
-        RunDirError: a path is not a run directory.
+        RunDirError: a path is not a run directory, or a recorded request is missing or does
+            not match its hash.
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise fail("an integer >= 1", "top_k", top_k)
@@ -213,17 +255,20 @@ def parallel_records(
         nodes = rd.nodes()
         by_id = {n.node_id: n for n in nodes}
         hib_of[info.name] = info.higher_is_better
+        source = _Prompts(rd, builder, info)
         for n in nodes:
             score = _valid(n)
             if n.operator is not Operator.DRAFT or score is None:
                 continue
-            msgs = _messages(n, by_id, info, builder)
-            if msgs is None:
+            prompt = source.of(n, by_id)
+            if prompt is None:
                 continue
+            msgs, how, sha = prompt
             rec = SFTRecord(
                 messages=msgs, task=info.name, run_id=run_id, path="parallel",
                 operator=n.operator.value, node_id=n.node_id, score=score,
-                segment_id=n.node_id, segment_score=score,
+                segment_id=n.node_id, segment_score=score, prompt_source=how,
+                request_sha256=sha,
             )  # fmt: skip
             pooled.setdefault(info.name, []).append((score, order * 1_000_000 + n.step, rec))
     out: list[SFTRecord] = []
@@ -276,7 +321,8 @@ def evolutionary_records(
     Args:
         run_dirs: run directories.
         task: what prompts say about the task (default: from each manifest).
-        prompts: the prompt builder (default ``OperatorPrompts(memory=None)``).
+        prompts: rebuilds the prompt of a node without a recorded request (default
+            ``OperatorPrompts(memory=None)``); recorded requests are used as they are.
         leaderboards: task name -> leaderboard scores (best first); a segment of a task listed
             here must also end at a bronze-medal score or better (in the task's direction).
 
@@ -286,7 +332,8 @@ def evolutionary_records(
 
     Raises:
         InvalidArgument: a listed leaderboard has no finite score.
-        RunDirError: a path is not a run directory.
+        RunDirError: a path is not a run directory, or a recorded request is missing or does
+            not match its hash.
     """
     builder = prompts or OperatorPrompts(memory=None)
     out: list[SFTRecord] = []
@@ -296,6 +343,7 @@ def evolutionary_records(
         medals = _medal_rules(leaderboards, info.name, hib)
         nodes = rd.nodes()
         by_id = {n.node_id: n for n in nodes}
+        source = _Prompts(rd, builder, info)
         for end in nodes:
             final = _valid(end)
             if final is None:
@@ -313,12 +361,13 @@ def evolutionary_records(
                     ref = _better(ref, None if parent is None else _valid(parent), hib)
                 if not _beats(final, ref, hib):
                     continue
-            built = [_messages(n, by_id, info, builder) for n in chain]
+            built = [source.of(n, by_id) for n in chain]
             if any(m is None for m in built):
                 continue
-            for pos, (n, msgs) in enumerate(zip(chain, built, strict=True)):
-                if msgs is None:
-                    raise AssertionError("internal invariant broken: msgs is not None")
+            for pos, (n, prompt) in enumerate(zip(chain, built, strict=True)):
+                if prompt is None:
+                    raise AssertionError("internal invariant broken: prompt is not None")
+                msgs, how, sha = prompt
                 out.append(
                     SFTRecord(
                         messages=msgs,
@@ -331,6 +380,8 @@ def evolutionary_records(
                         segment_id=head.node_id,
                         position=pos,
                         segment_score=final,
+                        prompt_source=how,
+                        request_sha256=sha,
                     )
                 )
     return out
@@ -354,6 +405,8 @@ def _write_parquet(records: Sequence[SFTRecord], out: Path) -> None:
             ("segment_id", pa.string()),
             ("position", pa.int64()),
             ("segment_score", pa.float64()),
+            ("prompt_source", pa.string()),
+            ("request_sha256", pa.string()),
         ]
     )
     rows = [r.to_dict() for r in records]
@@ -389,6 +442,7 @@ def export_sft(
     Raises:
         InvalidArgument: an unknown ``path`` or ``format``.
         MissingDependency: parquet without pyarrow.
+        RunDirError: a recorded request is missing or does not match its hash.
     """
     check_choice(path, _PATHS, "path")
     dirs = [_open(r) for r in run_dirs]
