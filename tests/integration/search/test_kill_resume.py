@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import openmle
-from openmle.search import journal_fingerprint, read_journal
+from openmle.search import RunDir, export_sft, journal_fingerprint, read_journal
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -61,12 +61,16 @@ def _lines(out: Path) -> int:
 
 
 def test_kill_nine_then_resume_reproduces_the_uninterrupted_journal(tmp_path: Path) -> None:
-    """Killing at several points (repeatedly in one run) loses and duplicates nothing."""
+    """Killing at several points (repeatedly in one run) loses and duplicates nothing; every
+    node's recorded request (``requests/``) survives the kills, verified, and the SFT export
+    equals the uninterrupted run's."""
     ref = tmp_path / "ref"
     assert _run("run", ref).wait(timeout=120) == 0
     expected = journal_fingerprint(ref)
     total = len(expected)
     assert total > 40
+    want = [{**r.to_dict(), "run_id": ""} for r in export_sft([ref], tmp_path / "ref.jsonl")]
+    assert want and {r["prompt_source"] for r in want} == {"recorded"}
 
     for point in (1, total // 3, (2 * total) // 3, total - 2):
         out = tmp_path / f"killed_{point}"
@@ -92,3 +96,8 @@ def test_kill_nine_then_resume_reproduces_the_uninterrupted_journal(tmp_path: Pa
         assert got == expected, f"killed at journal line {killed_at} (target {point})"
         steps = [r["node"]["step"] for r in read_journal(out) if r["event"] == "node"]
         assert steps == sorted(set(steps)) == list(range(24))
+        rd = RunDir.open(out)
+        for digest in rd.node_requests().values():
+            rd.request(digest)  # present, and hashes to its name
+        got_sft = export_sft([out], tmp_path / f"{out.name}.jsonl")
+        assert [{**r.to_dict(), "run_id": ""} for r in got_sft] == want
