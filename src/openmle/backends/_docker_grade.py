@@ -5,8 +5,9 @@ an image you name (the case's environment image, so the evaluator has what it im
 
 - ``evaluation/`` (evaluator and ground truth) is bind-mounted **read-only** at
   ``/nb/evaluation`` in this container and nowhere else; the program's containers never see it;
-- the program's submission is *copied* in (``put_archive``) as ``/nb/output/submission.csv``,
-  never mounted, so nothing of the program's workspace is reachable from here;
+- the program's submission is *copied* in (``put_archive``) as ``/nb/output/submission.csv``
+  (or, given the sandbox's copy of its output directory, that tree as ``/nb/output/``), never
+  mounted, so nothing of the program's workspace is reachable from here;
 - no network, all capabilities dropped, ``no-new-privileges``, a memory and process limit, a
   wall-clock limit after which the container is killed; the container is removed in every case.
 
@@ -134,10 +135,14 @@ class ContainerGrader:
                     folder = tarfile.TarInfo(name)
                     folder.type, folder.mode = tarfile.DIRTYPE, 0o777
                     tar.addfile(folder)
-                data = submission.read_bytes()
-                info = tarfile.TarInfo("nb/output/submission.csv")
-                info.size, info.mode = len(data), 0o644
-                tar.addfile(info, io.BytesIO(data))
+                if submission.is_dir():  # a vetted copy of the program's output directory
+                    for item in sorted(submission.iterdir()):
+                        tar.add(item, arcname=f"nb/output/{item.name}", recursive=True)
+                else:
+                    data = submission.read_bytes()
+                    info = tarfile.TarInfo("nb/output/submission.csv")
+                    info.size, info.mode = len(data), 0o644
+                    tar.addfile(info, io.BytesIO(data))
             api.put_archive(cid, "/", buf.getvalue())
             api.start(cid)
             deadline = time.monotonic() + timeout_s

@@ -18,6 +18,10 @@ same way:
   or not a regular file, copied (never followed through a link) and graded in a worker thread;
   a grader that raises is an ``INFRA_ERROR`` naming the task and the exception type (never its
   message, which could quote the answers); then :func:`~openmle._runlog.classify_run`.
+  A task whose handle declares ``outputs`` (a directory name, see :func:`task_outputs`) is
+  graded on a bounded copy of ``<workspace>/<outputs>/`` instead
+  (:func:`~openmle.backends._workspace.copy_outputs`: no links followed, no FIFOs or devices,
+  entries, bytes and depth bounded), with a top-level ``submission.csv`` copied into it.
 
 GPU leases are :class:`~openmle.backends._gpu.GpuPool` in both sandboxes.
 """
@@ -37,7 +41,7 @@ from openmle._runlog import LogCap, RefusedGrade, classify_run, take_submission
 from openmle._signature import error_signature
 from openmle._task_protocol import GradeLike, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
-from openmle.backends._workspace import list_artifacts
+from openmle.backends._workspace import copy_outputs, list_artifacts
 from openmle.errors import SandboxError
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "signal_exit_code",
     "signal_verdict",
     "submission_too_large",
+    "task_outputs",
     "workspace_artifacts",
 ]
 
@@ -146,11 +151,57 @@ def submission_too_large(workspace: Path) -> RefusedGrade | None:
     return None
 
 
-def _take(workspace: Path, into: Path) -> tuple[Path | None, RefusedGrade | None]:
+_RESERVED = frozenset({"", ".", "..", PROGRAM_FILE, "submission.csv"})
+
+
+def task_outputs(task: object) -> str | None:
+    """The output directory name a task declares (``task.outputs``), or None.
+
+    A task handle may declare ``outputs: str | None``; when set, the program writes its outputs
+    under ``./<outputs>/`` in its working directory, and the grade receives a copy of that
+    directory (holding the program's top-level ``submission.csv`` too, if it wrote one)
+    instead of the single file.
+
+    Raises:
+        SandboxError: ``outputs`` is not one plain directory name.
+    """
+    name = getattr(task, "outputs", None)
+    if name is None:
+        return None
+    if (
+        not isinstance(name, str)
+        or name in _RESERVED
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or name.startswith(".")
+    ):
+        raise SandboxError(
+            f"task {getattr(task, 'name', '?')!r} declares outputs={name!r}; expected one plain "
+            "directory name such as 'output' (no '/', not '.', 'main.py' or 'submission.csv')"
+        )
+    return name
+
+
+def _take(
+    workspace: Path, into: Path, outputs: str | None = None
+) -> tuple[Path | None, RefusedGrade | None]:
     refused = submission_too_large(workspace)
     if refused is not None:
         return None, refused
-    return take_submission(workspace, into)
+    if outputs is None:
+        return take_submission(workspace, into)
+    dst = into / outputs
+    into.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(workspace / outputs):
+        why = copy_outputs(workspace / outputs, dst)
+        if why is not None:
+            return None, RefusedGrade(reason=why)
+    if os.path.lexists(workspace / "submission.csv"):
+        _copy, refused = take_submission(workspace, dst)  # wins over outputs/submission.csv
+        if refused is not None:
+            return None, refused
+    return (dst, None) if dst.is_dir() else (None, None)
 
 
 async def grade_outside(
@@ -171,8 +222,10 @@ async def grade_outside(
     """Grade what a finished program left and classify the run (the rule every sandbox uses).
 
     Args:
-        workspace: the program's working directory (holds ``submission.csv``).
-        grading_dir: where the submission is copied before grading (the caller removes it).
+        workspace: the program's working directory (holds ``submission.csv``, or the
+            directory the task's ``outputs`` names).
+        grading_dir: where the submission (or the output directory) is copied before
+            grading (the caller removes it).
         exit_code, shell_base: the exit status and how it reports signals
             (see :func:`exit_signal`).
         timed_out, oom: what the sandbox observed.
@@ -189,10 +242,16 @@ async def grade_outside(
     artifacts = await workspace_artifacts(workspace)
     submission: Path | None = None
     grade: GradeLike | None = None
+    try:
+        outputs = task_outputs(task)
+    except SandboxError as exc:
+        return RunResult.infra_error(str(exc), split=job.split, queue_s=queue_s, logs=logs)
     if exit_code == 0 and not timed_out and not oom:
-        copy, refused = await anyio.to_thread.run_sync(_take, workspace, grading_dir)
+        copy, refused = await anyio.to_thread.run_sync(_take, workspace, grading_dir, outputs)
         if refused is not None:  # never handed to the grader
-            submission, grade = workspace / "submission.csv", refused
+            submission, grade = workspace / (outputs or "submission.csv"), refused
+        elif copy is None and outputs is not None:
+            detail = detail or f"exited 0 without writing ./{outputs}/ or ./submission.csv"
         elif copy is not None:
             submission = copy
             try:

@@ -10,6 +10,10 @@ pointing anywhere. Used by :class:`~openmle.backends.LocalSandbox`,
 - :func:`list_artifacts` lists what a program left, iteratively, never following a symlink,
   and stops at limits on depth, entries visited, paths listed and their total size, so a
   :class:`~openmle.RunResult` stays small (``ArtifactLimits``).
+- :func:`copy_outputs` copies a program's output directory out of its workspace for grading,
+  bounded (``OutputLimits``: entries, bytes by apparent size so a sparse file is refused
+  before anything reads it, depth), through directory file descriptors with ``O_NOFOLLOW``:
+  a symlink, hard link, FIFO, socket or device anywhere in it refuses the whole copy.
 - :func:`remove_tree` deletes a tree through directory file descriptors (``openat`` /
   ``unlinkat`` relative to the parent, so no path ever grows past ``PATH_MAX``), holding at
   most two descriptors whatever the depth, making unreadable directories readable as it goes;
@@ -31,7 +35,15 @@ from attrs import frozen
 
 from openmle._types import Job, Outcome, RunResult
 
-__all__ = ["ArtifactLimits", "encode_program", "list_artifacts", "over_quota", "remove_tree"]
+__all__ = [
+    "ArtifactLimits",
+    "OutputLimits",
+    "copy_outputs",
+    "encode_program",
+    "list_artifacts",
+    "over_quota",
+    "remove_tree",
+]
 
 
 @frozen(kw_only=True)
@@ -263,3 +275,146 @@ def over_quota(root: Path | str, *, max_bytes: int, max_files: int) -> str | Non
         except (OSError, ValueError):
             continue
     return None
+
+
+@frozen(kw_only=True)
+class OutputLimits:
+    """Bounds of :func:`copy_outputs` (a program's output directory handed to a grader).
+
+    Args:
+        max_entries: files and directories at most.
+        max_bytes: total apparent size of the files at most (``st_size``, so a sparse file
+            counts its whole length and is refused before it is read).
+        max_depth: directory levels below the output directory at most.
+    """
+
+    max_entries: int = 10_000
+    max_bytes: int = 2 * 1024 * 1024 * 1024
+    max_depth: int = 16
+
+
+DEFAULT_OUTPUT_LIMITS = OutputLimits()
+
+
+class _Refused(Exception):
+    """Internal: the output directory cannot be copied (the message says why)."""
+
+
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class _OutputCopy:
+    """One bounded copy (see :func:`copy_outputs`): its budget and the recursive walk."""
+
+    def __init__(self, label: str, limits: OutputLimits) -> None:
+        self.label = label
+        self.limits = limits
+        self.entries = 0
+        self.bytes = 0
+
+    def where(self, rel: str) -> str:
+        return _printable(f"{self.label}/{rel}")
+
+    def copy_dir(self, fd: int, dst: str, rel: str, depth: int) -> None:
+        os.mkdir(dst, 0o700)
+        with os.scandir(fd) as it:
+            for entry in it:
+                self.entries += 1
+                if self.entries > self.limits.max_entries:
+                    raise _Refused(
+                        f"{self.label}/ holds more than {self.limits.max_entries} files and "
+                        "directories; write fewer"
+                    )
+                name = entry.name
+                sub_rel = f"{rel}/{name}" if rel else name
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if depth + 1 > self.limits.max_depth:
+                        raise _Refused(
+                            f"{self.where(sub_rel)} is nested deeper than "
+                            f"{self.limits.max_depth} levels"
+                        )
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    try:
+                        self.copy_dir(sub, os.path.join(dst, name), sub_rel, depth + 1)
+                    finally:
+                        os.close(sub)
+                elif stat.S_ISREG(st.st_mode):
+                    self.copy_file(fd, name, st, os.path.join(dst, name), sub_rel)
+                elif stat.S_ISLNK(st.st_mode):
+                    raise _Refused(
+                        f"{self.where(sub_rel)} is a symbolic link; write regular files only"
+                    )
+                else:
+                    raise _Refused(
+                        f"{self.where(sub_rel)} is not a regular file (a FIFO, socket or "
+                        "device); write regular files only"
+                    )
+
+    def copy_file(self, fd: int, name: str, st: os.stat_result, dst: str, rel: str) -> None:
+        if st.st_nlink != 1:
+            raise _Refused(f"{self.where(rel)} is a hard link; write regular files only")
+        room = self.limits.max_bytes - self.bytes
+        too_big = _Refused(
+            f"{self.label}/ is larger than {self.limits.max_bytes} bytes (apparent size, "
+            f"{self.where(rel)} passes it); write smaller files"
+        )
+        if st.st_size > room:
+            raise too_big
+        src = os.open(name, _FILE_FLAGS, dir_fd=fd)
+        try:
+            now = os.fstat(src)
+            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                raise _Refused(f"{self.where(rel)} changed while it was copied")
+            os.set_blocking(src, True)
+            with open(dst, "xb") as out:
+                while True:
+                    chunk = os.read(src, min(1024 * 1024, room + 1))
+                    if not chunk:
+                        break
+                    room -= len(chunk)
+                    if room < 0:  # grew after the size check
+                        raise too_big
+                    out.write(chunk)
+        finally:
+            os.close(src)
+        self.bytes = self.limits.max_bytes - room
+
+
+def copy_outputs(
+    src: Path | str, dst: Path | str, *, limits: OutputLimits = DEFAULT_OUTPUT_LIMITS
+) -> str | None:
+    """Copy the directory ``src`` (written by a program) to the new directory ``dst``.
+
+    Never follows a link: directories are opened beneath their parent's descriptor with
+    ``O_NOFOLLOW``, files with ``O_NOFOLLOW`` and checked to be the file examined. Anything
+    but directories and single-link regular files, or a tree beyond ``limits``, refuses the
+    whole copy (``dst`` is removed).
+
+    Returns:
+        None when copied; otherwise why it was refused (names the path, never its content).
+        Never raises for anything found in ``src``.
+    """
+    label = _printable(os.path.basename(os.fspath(src)))
+    job = _OutputCopy(label, limits)
+    why: str | None = None
+    try:
+        top = os.open(os.fspath(src), _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return f"{label} must be a directory, not a symbolic link or a file"
+        return f"{label}/ is unreadable: {exc.strerror}"
+    try:
+        job.copy_dir(top, os.fspath(dst), "", 0)
+    except _Refused as exc:
+        why = str(exc)
+    except (OSError, ValueError) as exc:
+        cause = getattr(exc, "strerror", None) or type(exc).__name__
+        why = f"{label}/ could not be copied: {cause}"
+    except RecursionError:  # pragma: no cover - max_depth keeps the walk shallow
+        why = f"{label}/ is nested too deeply"
+    finally:
+        os.close(top)
+    if why is not None:
+        remove_tree(dst)
+    return why

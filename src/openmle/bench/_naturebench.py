@@ -13,8 +13,13 @@ Each case becomes a :class:`NatureBenchTask` (an :class:`openmle._task_protocol.
   ``problem/data_description.md`` are the task description the model reads;
 - ``evaluation/`` (``evaluator.py`` and the ground truth) is a private path: never mounted,
   never readable by the program;
-- a grade copies the program's ``submission.csv`` into a fresh output directory
-  (``OUTPUT_DIR/submission.csv``) and runs the case's ``run_evaluation()`` (or ``main()``) in a
+- the program writes its outputs under ``./output/`` in its working directory (the task's
+  ``outputs``; the harness's ``$OUTPUT_DIR``, e.g. ``./output/<instance>/pred.csv``) and/or a
+  single ``./submission.csv``; the sandbox copies that directory out of the workspace,
+  bounded and never following a link (:func:`openmle.backends._kit.grade_outside`), with
+  ``submission.csv`` put into it;
+- a grade copies that directory (or a lone ``submission.csv``) into a fresh output directory
+  (``OUTPUT_DIR``) and runs the case's ``run_evaluation()`` (or ``main()``) in a
   confined ``python -I`` process (the grader's limits, :class:`openmle.gym.GradeLimits`, with
   ``OUTPUT_DIR`` set, as the harness does); its returned per-instance blocks are scored against
   ``metadata.json``'s primary metrics and SOTA scores into the gap ``g``
@@ -31,9 +36,10 @@ Resources per case: ``task-set`` membership decides the GPUs (``cpu``: none; ``g
 ``compute_resource_requirements.gpu_compute.severity`` (``none``: 0, otherwise 1) for a case in
 no list; the per-run wall-clock limit defaults to the reference 4 hours.
 
-Limits: only a single-file output (``submission.csv``) reaches the evaluator; cases whose
-evaluator reads several files under ``OUTPUT_DIR/<instance>/`` score ``g = -1`` per missing
-instance. Nothing here downloads anything.
+Limits: the program is not given ``$OUTPUT_DIR`` in its environment (the task description
+tells it to write to ``./output/``); the output directory is bounded (10,000 entries, 2 GiB,
+16 levels: :class:`openmle.backends._workspace.OutputLimits`). Nothing here downloads
+anything.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ __all__ = [
 
 GRADE_RECORD = "naturebench_grade.json"
 """The file a test grade writes next to the kept submission."""
+OUTPUT_DIR_NAME = "output"
+"""The directory, in its working directory, a program writes a case's outputs into."""
 FAILED_INSTANCE_G = -1.0
 _MAX_METADATA_BYTES = 4 << 20
 _MAX_DESCRIPTION_CHARS = 200_000
@@ -267,6 +275,7 @@ class NatureBench:
         grade_limits: the evaluator process's limits (default: 1 hour, 16 GiB).
         grader: runs the evaluator elsewhere instead of the local grading process: a callable
             ``(evaluation_dir, submission_copy, timeout_s) -> {"raw": dict} | {"error": str}``
+            (``submission_copy`` is the output directory for a program that wrote one)
             such as ``openmle.backends._docker_grade.ContainerGrader`` (a container of the
             case's image, the answers mounted read-only there only).
     """
@@ -413,6 +422,8 @@ class NatureBenchTask:
 
     bench: NatureBench
     case_id: str
+    outputs: str | None = OUTPUT_DIR_NAME
+    """The directory the program writes its outputs into (the evaluator's ``OUTPUT_DIR``)."""
 
     @property
     def name(self) -> str:
@@ -485,8 +496,12 @@ class NatureBenchTask:
         text = "\n\n".join(p for p in parts if p.strip())
         return (
             text + "\n\n## How this run is graded\n\nThe data of `problem/data/` is in "
-            "$DATA_DIR (read-only). Write your output as `submission.csv` in the working "
-            "directory; it is given to the case's evaluator as `$OUTPUT_DIR/submission.csv`.\n"
+            f"$DATA_DIR (read-only). `$OUTPUT_DIR` is `./{OUTPUT_DIR_NAME}/` in the working "
+            f"directory (the variable is not set: use `os.environ.get('OUTPUT_DIR', "
+            f"'{OUTPUT_DIR_NAME}')` and create the directory): write every output file the "
+            f"task asks for there (e.g. `./{OUTPUT_DIR_NAME}/<instance>/<file>`), regular "
+            "files only. A single `submission.csv` in the working directory is given to the "
+            "case's evaluator as `$OUTPUT_DIR/submission.csv`.\n"
         )
 
     @property
@@ -512,6 +527,9 @@ class NatureBenchTask:
     ) -> GradeReport:
         """Run the case's evaluator on ``submission`` out of process; the score is ``g``.
 
+        ``submission`` is a ``submission.csv`` or an output directory (what the sandbox copied
+        from ``./output/``); the evaluator reads it as ``OUTPUT_DIR``.
+
         Never raises for a bad submission or a failing evaluator: the report is invalid with
         the reason. A test grade also writes :data:`GRADE_RECORD` beside ``submission``.
         """
@@ -531,7 +549,7 @@ class NatureBenchTask:
             reason="" if g is not None else record["message"],
             higher_is_better=True,
             submission_path=str(submission),
-            submission_exists=Path(submission).is_file(),
+            submission_exists=Path(submission).exists(),
         )
 
     def evaluate(self, submission: Path, *, timeout_s: float | None = None) -> dict[str, Any]:
@@ -556,8 +574,8 @@ class NatureBenchTask:
         except TaskPackageError as exc:
             return result("task_error", str(exc))
         src = Path(submission)
-        if not src.is_file() or src.is_symlink():
-            return result("no_submission", "no submission.csv to evaluate", notes=notes)
+        if src.is_symlink() or not (src.is_file() or src.is_dir()):
+            return result("no_submission", "no output to evaluate", notes=notes)
         evaluator = self.root / "evaluation" / "evaluator.py"
         if not evaluator.is_file():
             return result("task_error", f"{evaluator} is missing", notes=notes)
@@ -568,13 +586,18 @@ class NatureBenchTask:
             limits = limits.with_timeout(min(limits.timeout_s, max(1.0, float(timeout_s))))
         with tempfile.TemporaryDirectory(prefix="openmle-nb-output-") as tmp:
             out = Path(tmp) / "output"
-            out.mkdir()
-            shutil.copyfile(src, out / "submission.csv", follow_symlinks=False)
+            if src.is_dir():  # the sandbox's vetted copy of the program's output directory
+                shutil.copytree(src, out, symlinks=True)
+            else:
+                out.mkdir()
+                shutil.copyfile(src, out / "submission.csv", follow_symlinks=False)
             if self.bench.grader is not None:
                 try:
                     found = dict(
                         self.bench.grader(
-                            evaluator.parent, out / "submission.csv", limits.timeout_s
+                            evaluator.parent,
+                            out if src.is_dir() else out / "submission.csv",
+                            limits.timeout_s,
                         )
                     )
                 except Exception as exc:  # the engine failed: no grade, said so

@@ -421,6 +421,12 @@ class _KeepingTask:
         found = getattr(self.inner, "dockerfile", None)
         return Path(found) if found is not None else None
 
+    @property
+    def outputs(self) -> str | None:
+        """The task's output directory name (a NatureBench case's), else None."""
+        found = getattr(self.inner, "outputs", None)
+        return found if isinstance(found, str) else None
+
     def public_dir(self, split: Split) -> Path:
         return self.inner.public_dir(split)
 
@@ -428,6 +434,16 @@ class _KeepingTask:
         if Split(split) is Split.TEST:
             src = Path(submission)
             self.keep.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir() and not src.is_symlink():  # the sandbox's copy of an output dir
+                kept = self.keep.with_name(src.name)
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(src, kept, symlinks=True)
+                if (kept / "submission.csv").is_file():
+                    shutil.copyfile(kept / "submission.csv", self.keep)
+                else:
+                    self.keep.unlink(missing_ok=True)
+                # graded in place, so the evaluator's record lands beside the kept copy
+                return self.inner.grade(kept, split)
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, self.keep)
                 if isinstance(self.inner, NatureBenchTask):

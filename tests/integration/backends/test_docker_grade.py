@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.unit.bench._mininb import build
+from tests.unit.bench._mininb import add_multi_output_case, build
 
 from openmle import Split
 from openmle.backends._docker_grade import ContainerGrader
@@ -71,6 +71,22 @@ def test_container_grade_matches_local_and_answers_stay_read_only(
     finally:
         api.close()
     assert left == []
+
+
+def test_container_grade_of_an_output_directory(docker_engine: Engine, tmp_path: Path) -> None:
+    """The sandbox's copy of a program's output directory is copied into the grading container
+    as OUTPUT_DIR, file for file: the same g as the local grading process gives."""
+    root = build(tmp_path / "nb")
+    cid = add_multi_output_case(root)
+    truth = root / "tasks" / cid / "evaluation" / "ground_truth"
+    out = tmp_path / "graded" / "output"
+    (out / "inst1").mkdir(parents=True)
+    (out / "inst1" / "pred.csv").write_text((truth / "inst1.csv").read_text())
+    grader = ContainerGrader(image=docker_engine.image, base_url=docker_engine.base_url)
+    got = NatureBench(root, grader=grader).task(cid).grade(out, Split.VALID)
+    want = NatureBench(root).task(cid).grade(out, Split.VALID)
+    # inst1 all right (g = 0.25), inst2 missing (-1)
+    assert got.valid and got.score == pytest.approx((0.25 - 1.0) / 2) == want.score
 
 
 SOLVES = """\
@@ -147,3 +163,63 @@ async def test_case_dockerfile_is_built_and_its_program_graded(
                 api.remove_image(tag, force=True)
             finally:
                 api.close()
+
+
+WRITES_OUTPUTS = """\
+import csv, os
+out = os.environ.get('OUTPUT_DIR', 'output')
+for inst in ('inst1', 'inst2'):
+    rows = list(csv.DictReader(open(os.path.join(os.environ['DATA_DIR'], inst + '.csv'))))
+    os.makedirs(os.path.join(out, inst), exist_ok=True)
+    with open(os.path.join(out, inst, 'pred.csv'), 'w') as fh:
+        fh.write('id,label\\n')
+        for r in rows:
+            fh.write(f"{r['id']},{int(float(r['x']) > 0)}\\n")
+"""
+
+
+@pytest.mark.anyio
+async def test_docker_sandbox_grades_an_output_directory(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    """Through the bench's task wrapper, DockerSandbox hands ./output/ of a case to its
+    evaluator (both instances right: g = (1 - 0.8) / 0.8); a link inside it is refused."""
+    import os
+
+    from openmle import Job, Outcome
+    from openmle.backends import DockerSandbox
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    root = build(tmp_path / "nb")
+    cid = add_multi_output_case(root)
+    for dirpath, dirs, files in os.walk(tmp_path):
+        for d in dirs:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+    nb = NatureBench(root)
+    cfg = BenchConfig(
+        suite="x", competitions=[cid], seeds=[0], model="offline",
+        data_dir=str(root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    box = DockerSandbox(
+        image=docker_engine.image,
+        base_url=docker_engine.base_url,
+        resolver=_Resolver(bench=nb, run=run),
+        gpus=None,
+        stop_grace_s=1.0,
+        memory_mb=512,
+    )
+    ref = f"{cid}@seed-0"
+    async with box:
+        ok = await box.run(Job(code=WRITES_OUTPUTS, task=ref, split=Split.TEST, timeout_s=120.0))
+        assert ok.outcome is Outcome.SUCCESS, ok.detail + ok.logs
+        assert ok.score == pytest.approx(0.25)
+        kept = run.submission_path(cid, 0).parent
+        assert (kept / "output" / "inst2" / "pred.csv").is_file()
+        assert '"status": "scored"' in (kept / "naturebench_grade.json").read_text()
+        link = "import os; os.makedirs('output'); os.symlink('/etc/passwd', 'output/inst1')"
+        bad = await box.run(Job(code=link, task=ref, timeout_s=120.0))
+        assert bad.outcome is Outcome.INVALID_SUBMISSION and "symbolic link" in bad.detail

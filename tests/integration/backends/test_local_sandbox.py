@@ -732,3 +732,79 @@ async def test_consecutive_runs_get_their_own_cgroup_accounting(
             counts.append(next(x for x in r.logs.splitlines() if x.startswith("forked")))
         assert counts[0] == counts[1], counts
         assert int(counts[0].split()[1]) < 24
+
+
+_MULTI_PROGRAM = """
+import csv, os
+out = os.environ.get("OUTPUT_DIR", "output")
+for inst, flip in [("inst1", 0), ("inst2", 5)]:
+    with open(os.path.join(os.environ["DATA_DIR"], inst + ".csv")) as fh:
+        rows = list(csv.DictReader(fh))
+    os.makedirs(os.path.join(out, inst), exist_ok=True)
+    with open(os.path.join(out, inst, "pred.csv"), "w") as fh:
+        fh.write("id,label\\n")
+        for n, row in enumerate(rows):
+            label = int(float(row["x"]) > 0)
+            fh.write(f"{row['id']},{1 - label if n < flip else label}\\n")
+"""
+
+
+@pytest.fixture
+async def nb_sandbox(tmp_path: Path) -> AsyncIterator[tuple[LocalSandbox, Path]]:
+    """A LocalSandbox resolving ``multi`` to a miniature NatureBench case whose evaluator reads
+    ``OUTPUT_DIR/inst1/pred.csv`` and ``OUTPUT_DIR/inst2/pred.csv``."""
+    from tests.unit.bench._mininb import add_multi_output_case, build
+
+    from openmle.bench import NatureBench
+    from openmle.gym import GradeLimits
+
+    nb = NatureBench(build(tmp_path / "nb"), grade_limits=GradeLimits(timeout_s=60.0))
+    task = nb.task(add_multi_output_case(nb.root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sb = LocalSandbox(
+            {"multi": task}.__getitem__, memory_mb=1024, max_file_mb=8192, kill_grace_s=1.0
+        )
+        await sb.prepare()
+    try:
+        yield sb, task.root
+    finally:
+        await sb.aclose()
+
+
+async def test_naturebench_output_directory_is_graded(
+    nb_sandbox: tuple[LocalSandbox, Path],
+) -> None:
+    """Per-instance files under ./output/ reach the evaluator as OUTPUT_DIR/<inst>/pred.csv."""
+    sb, _root = nb_sandbox
+    r = await sb.run(Job(code=_MULTI_PROGRAM, task="multi", split=Split.TEST))
+    assert r.outcome is Outcome.SUCCESS, r.detail
+    # inst1: 20/20 right, g = (1 - 0.8) / 0.8; inst2: 15/20 right, g = (0.75 - 0.8) / 0.8
+    assert r.score == pytest.approx(((1.0 - 0.8) / 0.8 + (0.75 - 0.8) / 0.8) / 2)
+    assert "output/inst1/pred.csv" in r.artifacts and "output/inst2/pred.csv" in r.artifacts
+    half = await sb.run(Job(code=_MULTI_PROGRAM.replace(', ("inst2", 5)', ""), task="multi"))
+    assert half.outcome is Outcome.SUCCESS  # inst2 missing counts g = -1
+    assert half.score == pytest.approx(((1.0 - 0.8) / 0.8 - 1.0) / 2)
+    none = await sb.run(Job(code="print('nothing')", task="multi"))
+    assert none.outcome is Outcome.MISSING_SUBMISSION and "./output/" in none.detail
+
+
+async def test_naturebench_output_link_fifo_and_sparse_file_are_refused(
+    nb_sandbox: tuple[LocalSandbox, Path],
+) -> None:
+    """A link to the answers, a FIFO or a huge sparse file inside ./output/ is never graded."""
+    sb, root = nb_sandbox
+    answers = root / "evaluation" / "ground_truth" / "inst1.csv"
+    mk = "import os; os.makedirs('output/inst1'); "
+    cases = {
+        f"os.symlink({str(answers)!r}, 'output/inst1/pred.csv')": "symbolic link",
+        f"os.symlink({str(answers.parent)!r}, 'output/inst2')": "symbolic link",
+        "os.mkfifo('output/inst1/pred.csv')": "not a regular file",
+        "f = open('output/inst1/pred.csv', 'wb'); f.truncate(3 << 30); f.close()": "larger than",
+    }
+    for code, why in cases.items():
+        r = await sb.run(Job(code=mk + code, task="multi"))
+        assert r.outcome is Outcome.INVALID_SUBMISSION, (code, r.detail)
+        assert why in r.detail and r.score is None, (code, r.detail)
+    linked = await sb.run(Job(code=f"import os; os.symlink({str(root)!r}, 'output')", task="multi"))
+    assert linked.outcome is Outcome.INVALID_SUBMISSION and "must be a directory" in linked.detail

@@ -24,8 +24,10 @@ from openmle.backends._kit import (
     signal_exit_code,
     signal_verdict,
     submission_too_large,
+    task_outputs,
     workspace_artifacts,
 )
+from openmle.backends._workspace import OutputLimits, copy_outputs
 from openmle.errors import InvalidArgument, SandboxError
 from openmle.testing import ToyTask
 
@@ -183,6 +185,117 @@ async def test_a_broken_grader_is_infra_error_without_its_message(
     r = await _grade(task, ws, tmp_path / "g", 0, "printed\n")
     assert r.outcome is Outcome.INFRA_ERROR
     assert "RuntimeError" in r.detail and "42" not in r.detail and r.logs == "printed\n"
+
+
+class _OutputsTask:
+    """A task graded on an output directory: the score is the number of lines of
+    ``a/pred.csv`` and ``b/pred.csv`` in the copy it is handed (a missing file is invalid)."""
+
+    name = "outs"
+    private_paths: tuple[Path, ...] = ()
+
+    def __init__(self, outputs: object = "output") -> None:
+        self.outputs = outputs
+        self.seen: list[Path] = []
+
+    def public_dir(self, split: Split) -> Path:
+        return Path("/nonexistent")
+
+    def grade(self, submission: Path, split: Split) -> Any:
+        from openmle._runlog import RefusedGrade
+
+        self.seen.append(submission)
+        try:
+            lines = sum(len((submission / k / "pred.csv").read_text().splitlines()) for k in "ab")
+        except OSError as exc:
+            return RefusedGrade(reason=f"missing {exc.filename}")
+        return _Valid(score=float(lines))
+
+
+class _Valid:
+    def __init__(self, score: float) -> None:
+        self.score, self.valid, self.reason = score, True, ""
+
+
+def _outputs(ws: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+
+
+async def test_grade_outside_hands_an_output_directory_copy(tmp_path: Path) -> None:
+    """A task declaring ``outputs`` is graded on a copy of ./output/ (with submission.csv)."""
+    task = _OutputsTask()
+    ws = tmp_path / "ws"
+    _outputs(ws, {"output/a/pred.csv": "x\n1\n", "output/b/pred.csv": "x\n", "main.py": ""})
+    (ws / "submission.csv").write_text("id,y\n")
+    r = await _grade(task, ws, tmp_path / "g", 0)
+    assert r.outcome is Outcome.SUCCESS and r.score == 3.0
+    assert task.seen == [tmp_path / "g" / "output"]
+    assert (tmp_path / "g" / "output" / "submission.csv").read_text() == "id,y\n"
+    assert r.artifacts == ("output/a/pred.csv", "output/b/pred.csv", "submission.csv")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = await _grade(task, empty, tmp_path / "g2", 0)
+    assert r.outcome is Outcome.MISSING_SUBMISSION and "./output/" in r.detail
+
+
+async def test_grade_outside_refuses_hostile_output_directories(tmp_path: Path) -> None:
+    """Links (to a host file or directory), hard links, FIFOs, huge sparse files, too many
+    entries and too deep a tree are each INVALID_SUBMISSION with the reason; never graded."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the answers\n")
+    setups: list[tuple[str, Any]] = [
+        ("symbolic link", lambda o: (o / "a").mkdir() or (o / "a" / "pred.csv").symlink_to(secret)),
+        ("symbolic link", lambda o: (o / "a").symlink_to(tmp_path)),
+        ("hard link", lambda o: os.link(secret, o / "pred.csv")),
+        ("not a regular file", lambda o: os.mkfifo(o / "pred.csv")),
+        ("larger than", lambda o: _sparse(o / "pred.csv", 3 << 30)),
+        ("more than 10000 files", lambda o: [(o / f"f{i}").touch() for i in range(10_001)]),
+        ("deeper than 16", lambda o: (o / "/".join("d" * 17)).mkdir(parents=True)),
+    ]
+    for n, (why, setup) in enumerate(setups):
+        task = _OutputsTask()
+        ws = tmp_path / f"ws{n}"
+        (ws / "output").mkdir(parents=True)
+        setup(ws / "output")
+        r = await _grade(task, ws, tmp_path / f"g{n}", 0)
+        assert r.outcome is Outcome.INVALID_SUBMISSION, (why, r.detail)
+        assert why in r.detail and r.score is None, (why, r.detail)
+        assert task.seen == [] and not (tmp_path / f"g{n}" / "output").exists()
+    ws = tmp_path / "wslink"
+    ws.mkdir()
+    (ws / "output").symlink_to(tmp_path)  # the directory itself
+    r = await _grade(_OutputsTask(), ws, tmp_path / "glink", 0)
+    assert r.outcome is Outcome.INVALID_SUBMISSION and "must be a directory" in r.detail
+
+
+def _sparse(path: Path, size: int) -> None:
+    with path.open("wb") as f:
+        f.truncate(size)
+
+
+def test_copy_outputs_counts_bytes_across_files(tmp_path: Path) -> None:
+    """The byte limit is the total over all files, not per file."""
+    src = tmp_path / "output"
+    _outputs(tmp_path, {"output/a": "x" * 60, "output/b/c": "y" * 60})
+    assert copy_outputs(src, tmp_path / "ok", limits=OutputLimits(max_bytes=120)) is None
+    assert (tmp_path / "ok" / "b" / "c").read_text() == "y" * 60
+    why = copy_outputs(src, tmp_path / "no", limits=OutputLimits(max_bytes=100))
+    assert why is not None and "larger than 100 bytes" in why
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "main.py", "submission.csv", ".x", 3])
+async def test_a_bad_outputs_name_is_a_clear_task_error(tmp_path: Path, bad: object) -> None:
+    """A task declaring an unusable ``outputs`` is an INFRA_ERROR naming the attribute."""
+    with pytest.raises(SandboxError, match="outputs="):
+        task_outputs(_OutputsTask(bad))
+    assert task_outputs(_OutputsTask(None)) is None
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    r = await _grade(_OutputsTask(bad), ws, tmp_path / "g", 0)
+    assert r.outcome is Outcome.INFRA_ERROR and "outputs=" in r.detail
 
 
 def test_default_resolver_looks_up_gym_at_call_time(

@@ -151,3 +151,64 @@ def build(root: Path, *, seed: int = 0) -> Path:
             json.dumps(_metadata(domain, entries, gpu), ensure_ascii=False, indent=2)
         )
     return root
+
+
+MULTI_CASE = "nb-multi-out"
+"""A case whose evaluator reads one file per instance: ``OUTPUT_DIR/<inst>/pred.csv``."""
+
+MULTI_EVALUATOR = """
+import csv
+import os
+
+EVAL_DIR = os.path.dirname(os.path.abspath(__file__))
+OUTPUT_DIR = os.environ["OUTPUT_DIR"]
+
+
+def _read(path):
+    with open(path) as fh:
+        return {row["id"]: row["label"] for row in csv.DictReader(fh)}
+
+
+def run_evaluation():
+    out = {}
+    for inst in ("inst1", "inst2"):
+        truth = _read(os.path.join(EVAL_DIR, "ground_truth", inst + ".csv"))
+        try:
+            pred = _read(os.path.join(OUTPUT_DIR, inst, "pred.csv"))
+        except (OSError, KeyError) as exc:
+            out[inst] = {"Accuracy": None, "error": type(exc).__name__}
+            continue
+        hits = sum(pred.get(k, "").strip() == v for k, v in truth.items())
+        out[inst] = {"Accuracy": hits / len(truth)}
+    return out
+"""
+
+
+def add_multi_output_case(root: Path, *, rows: int = 20) -> str:
+    """Add :data:`MULTI_CASE` under ``root/tasks`` (Physics, in no task-set list).
+
+    Two instances, ``inst1`` and ``inst2``, each with ``problem/data/<inst>.csv`` (``id,x``;
+    the label is ``x > 0``) and answers in ``evaluation/ground_truth/<inst>.csv`` only;
+    primary metric ``Accuracy`` (higher is better), SOTA 0.8 for both. Returns the case id.
+    """
+    case = root / "tasks" / MULTI_CASE
+    data = case / "problem" / "data"
+    truth = case / "evaluation" / "ground_truth"
+    data.mkdir(parents=True, exist_ok=True)  # idempotent: the same files again
+    truth.mkdir(parents=True, exist_ok=True)
+    for k, inst in enumerate(("inst1", "inst2")):
+        xs = [((i * 7 + 3 * k) % 11) - 5 + 0.5 for i in range(rows)]
+        (data / f"{inst}.csv").write_text(
+            "id,x\n" + "".join(f"{i},{x}\n" for i, x in enumerate(xs))
+        )
+        (truth / f"{inst}.csv").write_text(
+            "id,label\n" + "".join(f"{i},{int(x > 0)}\n" for i, x in enumerate(xs))
+        )
+    (case / "problem" / "README.md").write_text(
+        f"# {MULTI_CASE}\n\nFor each instance write `$OUTPUT_DIR/<instance>/pred.csv` "
+        "(`id,label`, label = 1 when x > 0).\n"
+    )
+    (case / "evaluation" / "evaluator.py").write_text(textwrap.dedent(MULTI_EVALUATOR))
+    entries = [_entry(inst, "Accuracy", "higher_is_better", "0.8") for inst in ("inst1", "inst2")]
+    (case / "metadata.json").write_text(json.dumps(_metadata("Physics", entries, "none")))
+    return MULTI_CASE

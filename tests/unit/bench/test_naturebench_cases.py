@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._mininb import build
+from tests.unit.bench._mininb import add_multi_output_case, build
 
 from openmle import Resources, Split
 from openmle.bench import NatureBench, PrimaryMetric, case_gap, parse_sota, primary_metrics
@@ -249,3 +249,57 @@ def test_case_environment_reaches_the_sandbox_through_the_bench(
     assert not task.dockerfile.parent.is_relative_to(task.private_paths[0])
     (nb.tasks_dir / "nb-cpu-bio" / "environment" / "Dockerfile.v3").unlink()
     assert task.dockerfile is None
+
+
+def _multi_outputs(nb: NatureBench, out: Path, *, wrong: int = 0, only: str = "") -> Path:
+    """``out/<inst>/pred.csv`` from the answers, the first ``wrong`` rows of inst2 flipped."""
+    truth = nb.tasks_dir / add_multi_output_case(nb.root) / "evaluation" / "ground_truth"
+    for inst in ("inst1", "inst2"):
+        if only and inst != only:
+            continue
+        lines = (truth / f"{inst}.csv").read_text().splitlines()
+        rows = [lines[0]]
+        for k, line in enumerate(lines[1:]):
+            i, y = line.split(",")
+            flip = inst == "inst2" and k < wrong
+            rows.append(f"{i},{1 - int(y) if flip else y}")
+        (out / inst).mkdir(parents=True)
+        (out / inst / "pred.csv").write_text("\n".join(rows) + "\n")
+    return out
+
+
+def test_an_output_directory_reaches_the_evaluator(nb: NatureBench, tmp_path: Path) -> None:
+    """A case whose evaluator reads OUTPUT_DIR/<inst>/pred.csv is graded on a directory; a
+    missing instance counts -1; the test grade's record lands beside the directory."""
+    out = _multi_outputs(nb, tmp_path / "g" / "output", wrong=5)
+    task = nb.task("nb-multi-out")
+    assert task.outputs == "output" and "./output/" in task.description
+    rep = task.grade(out, Split.TEST)
+    # inst1 20/20 (g = 0.25), inst2 15/20 (g = (0.75 - 0.8) / 0.8)
+    assert rep.valid and rep.score == pytest.approx((0.25 - 0.0625) / 2)
+    assert '"status": "scored"' in (tmp_path / "g" / GRADE_RECORD).read_text()
+    half = _multi_outputs(nb, tmp_path / "h" / "output", only="inst1")
+    assert task.grade(half, Split.VALID).score == pytest.approx((0.25 - 1.0) / 2)
+
+
+def test_the_bench_keeps_the_graded_output_directory(nb: NatureBench, tmp_path: Path) -> None:
+    """A bench run keeps the output directory it graded (and its record) under submissions/."""
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    cid = add_multi_output_case(nb.root)
+    cfg = BenchConfig(
+        suite="x", competitions=[cid], seeds=[0], model="offline",
+        data_dir=str(nb.root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    task = _Resolver(bench=nb, run=run)(f"{cid}@seed-0")
+    assert task.outputs == "output"
+    out = _multi_outputs(nb, tmp_path / "g" / "output")
+    (out / "submission.csv").write_text("id,label\n")
+    rep = task.grade(out, Split.TEST)
+    assert rep.score == pytest.approx(0.25)
+    kept = run.submission_path(cid, 0)
+    assert (kept.parent / "output" / "inst2" / "pred.csv").is_file()
+    assert kept.read_text() == "id,label\n"
+    assert '"status": "scored"' in kept.with_name(GRADE_RECORD).read_text()
