@@ -162,6 +162,7 @@ PUBLIC = {
         "case_gap",
         "case_rows",
         "check_priors_clean",
+        "competition_exclusions",
         "competition_report",
         "doctor",
         "parse_sota",

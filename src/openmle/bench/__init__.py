@@ -57,6 +57,7 @@ from openmle.bench._runner import (
     bench_sandbox,
     bench_status,
     check_priors_clean,
+    competition_exclusions,
     priors_ablation,
 )
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITES
@@ -95,6 +96,7 @@ __all__ = [
     "case_gap",
     "case_rows",
     "check_priors_clean",
+    "competition_exclusions",
     "competition_report",
     "doctor",
     "parse_sota",

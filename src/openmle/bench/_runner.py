@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
@@ -48,6 +49,7 @@ from openmle.bench._medals import CompetitionReport, competition_report
 from openmle.bench._mlebench import MLEBench, MLEBenchTask
 from openmle.bench._naturebench import NatureBench, NatureBenchTask
 from openmle.errors import InvalidArgument, OpenMLEError
+from openmle.gym._decontam import Exclusions
 
 __all__ = [
     "Arm",
@@ -59,6 +61,7 @@ __all__ = [
     "bench_sandbox",
     "bench_status",
     "check_priors_clean",
+    "competition_exclusions",
     "priors_ablation",
 ]
 
@@ -716,15 +719,15 @@ async def arun_bench(
         InvalidArgument: a bad config, a non-empty new directory, or not a bench directory.
     """
     if config is not None:
-        library = _library(config)
+        bench = bench or _bench_of(config, Path(path))
+        library = await anyio.to_thread.run_sync(_library, config, bench)
         if config.priors is not None and config.priors_sha256 is None:
             config = attrs.evolve(config, priors_sha256=library.content_hash)
-        bench = bench or _bench_of(config, Path(path))
         run = BenchRun.create(path, config, bench)
     else:
         run = BenchRun.open(path)
-        library = _library(run.config)
         bench = bench or _bench_of(run.config, run.path)
+        library = await anyio.to_thread.run_sync(_library, run.config, bench)
     cfg = run.config
     box = (sandbox or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
     states = run.status()
@@ -777,9 +780,10 @@ async def arun_bench(
     ]
 
 
-def _library(config: BenchConfig) -> Any:
+def _library(config: BenchConfig, bench: MLEBench | NatureBench | None = None) -> Any:
     """The bench's prior library (None without one), checked against the recorded hash and
-    against every competition of the bench (:func:`check_priors_clean`).
+    against every competition of the bench (:func:`check_priors_clean`, with each
+    competition's name and data hashes from ``bench`` when given).
     """
     if config.priors is None:
         return None
@@ -792,37 +796,112 @@ def _library(config: BenchConfig) -> Any:
             f"{library.content_hash[:16]}... instead of {config.priors_sha256[:16]}...); "
             "restore it, or start a new bench: runs with different priors are not comparable"
         )
-    check_priors_clean(library, config.competitions)
+    check_priors_clean(
+        library,
+        config.competitions,
+        known=(
+            {}
+            if bench is None
+            else {cid: competition_exclusions(bench, cid) for cid in config.competitions}
+        ),
+    )
     return library
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.strip().lower()).strip("-")
+_HASH_FILES = 256
+"""At most this many public data files of a competition are hashed (sorted by path)."""
 
 
-def check_priors_clean(library: Any, competitions: Iterable[str]) -> None:
-    """Refuse to evaluate on a competition the priors were made from.
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusions:
+    """What identifies competition ``cid`` to the decontamination check: its id, its human
+    name (MLE-bench's ``config.yaml`` ``name``), and data hashes: the SHA-256 of its
+    description (what a run's manifest records as ``description_sha256``, so priors made
+    from runs on it match) and of each public data file of its test split (the first
+    256 regular files under ``prepared/public``, NatureBench: ``problem/data``, sorted by path;
+    symbolic links are not followed).
+
+    A competition the bench cannot open is identified by its id alone (its runs fail
+    later with the reason).
+    """
+    names: list[str] = []
+    hashes: list[str] = []
+    with contextlib.suppress(OpenMLEError, OSError, ValueError):
+        task = bench.task(cid)
+        if isinstance(task, MLEBenchTask):
+            names.append(task.competition.name)
+        description = task.description
+        if description:
+            hashes.append(hashlib.sha256(description.encode()).hexdigest())
+        public = task.public_dir(Split.TEST)
+        if public.is_dir() and not public.is_symlink():
+            files = sorted(p for p in public.rglob("*") if p.is_file() and not p.is_symlink())[
+                :_HASH_FILES
+            ]
+            for f in files:
+                with contextlib.suppress(OSError):
+                    hashes.append(_sha256_file(f))
+    return Exclusions(ids=[cid], names=names, data_hashes=hashes, suite=f"bench:{cid}")
+
+
+_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+
+
+def check_priors_clean(
+    library: Any,
+    competitions: Iterable[str],
+    *,
+    known: Mapping[str, Exclusions] | None = None,
+) -> None:
+    """Refuse to evaluate on a competition the priors were made from, with the one shared
+    decontamination rule (:class:`openmle.priors.Exclusions`).
+
+    A prior is about competition ``cid`` when one of its ``source_ids`` equals the id or
+    the competition's name (compared normalised: lower case, punctuation as ``-``); when a
+    data hash in its ``source_ids`` (64 hex digits, optionally ``sha256:``-prefixed) is one
+    of the competition's data hashes; or when the id or the name is mentioned as whole words
+    in its ``source``, its ``source_ids`` (so a bench reference ``ID@seed-K`` matches) or its
+    advice text.
 
     Args:
         library: an :class:`openmle.priors.PriorLibrary`.
         competitions: the ids the bench evaluates on.
+        known: per competition id, its name(s) and data hashes
+            (:func:`competition_exclusions`; ``arun_bench`` computes them from the bench).
+            A competition without an entry is matched by its id alone.
 
     Raises:
-        InvalidArgument: a competition id appears (compared lower-case, punctuation as
-            ``-``) in a prior's ``source_ids``, or a bench reference to it (``ID@...``)
-            does; the message names the competition, the prior and its source.
+        openmle.priors.ContaminatedTask: (an ``InvalidArgument``) a prior is about one of
+            the competitions; the message names the competition, the prior, its source and
+            what matched.
     """
+    from openmle.priors._decontam import ContaminatedTask
+
+    known = known or {}
     for cid in competitions:
-        key = _norm(cid)
+        excl = Exclusions(ids=[cid], suite=cid) | known.get(cid, Exclusions())
         for prior in library.priors:
-            if any(
-                _norm(s) == key or s.strip().lower().startswith(f"{cid.strip().lower()}@")
-                for s in prior.source_ids
-            ):
-                raise InvalidArgument(
+            hashes = [
+                m.group(1) for s in prior.source_ids if (m := _HEX64.match(s.strip().lower()))
+            ]
+            why = excl.match(
+                name=prior.source,
+                text=" ".join((*prior.source_ids, prior.text)),
+                data_hashes=hashes,
+                related_ids=prior.source_ids,
+            )
+            if why is not None:
+                raise ContaminatedTask(
                     f"refusing to evaluate on {cid!r}: it appears in the provenance of prior "
-                    f"{prior.prior_id!r} (source {prior.source!r}); build the library without "
-                    f"it (openmle.priors.Exclusions) or leave {cid!r} out of the bench"
+                    f"{prior.prior_id!r} (source {prior.source!r}; {why}); build the library "
+                    f"without it (openmle.priors.Exclusions) or leave {cid!r} out of the bench"
                 )
 
 

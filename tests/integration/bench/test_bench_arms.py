@@ -4,14 +4,24 @@ library naming a bench competition is refused before anything is written."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 from tests.unit.bench._minibench import build
 
-from openmle.bench import BenchConfig, arun_bench, bench_report, priors_ablation
+from openmle.bench import (
+    BenchConfig,
+    MLEBench,
+    arun_bench,
+    bench_report,
+    check_priors_clean,
+    competition_exclusions,
+    priors_ablation,
+)
 from openmle.errors import InvalidArgument
 from openmle.priors import Prior, PriorLibrary, save_library
 from openmle.testing import ScriptedModel
@@ -125,3 +135,29 @@ def test_a_library_made_from_a_bench_competition_is_refused(
             )
         )
     assert not out.exists()
+
+
+def test_a_library_citing_a_competitions_data_hash_is_refused(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The bench hashes each competition's public data (and description): a prior whose
+    provenance carries one of those hashes is refused, whatever it calls the source."""
+    registry, data = mini
+    train = data / "mini-tabular" / "prepared" / "public" / "train.csv"
+    digest = hashlib.sha256(train.read_bytes()).hexdigest()
+    bench = MLEBench.locate(str(registry), str(data), valid_dir=tmp_path / "valid")
+    excl = competition_exclusions(bench, "mini-tabular")
+    assert digest in excl.data_hashes and "mini-tabular" in excl.names
+    lib = tmp_path / "lib.jsonl"
+    leak = Prior(prior_id="leak", kind="method", text="t", source="a write-up", source_ids=[digest])
+    save_library(PriorLibrary([leak]), lib)
+    out = tmp_path / "bench"
+    with pytest.raises(InvalidArgument, match=r"'mini-tabular'.*'leak'.*data hash"):
+        anyio.run(
+            lambda: arun_bench(
+                out, config=_config(mini, lib), model=ScriptedModel(lambda _r: PROGRAM)
+            )
+        )
+    assert not out.exists()
+    clean = attrs.evolve(leak, source_ids=[hashlib.sha256(b"other data").hexdigest()])
+    check_priors_clean(PriorLibrary([clean]), ["mini-tabular"], known={"mini-tabular": excl})

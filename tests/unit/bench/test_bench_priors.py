@@ -7,6 +7,7 @@ import pytest
 
 from openmle.bench import Arm, BenchConfig, check_priors_clean, priors_ablation
 from openmle.errors import InvalidArgument
+from openmle.gym._decontam import Exclusions
 from openmle.priors import Prior, PriorLibrary
 
 
@@ -32,6 +33,39 @@ def test_a_task_in_the_provenance_is_refused_naming_task_and_source(ids: tuple[s
 def test_clean_libraries_pass() -> None:
     check_priors_clean(_lib("titanic", "spaceship"), ["spaceship-titanic"])
     check_priors_clean(PriorLibrary([]), ["spaceship-titanic"])
+
+
+SPOOKY = Exclusions(names=["Spooky Author Identification"], data_hashes=["ab" * 32])
+
+
+def _one(**kw: object) -> PriorLibrary:
+    fields: dict[str, object] = {"prior_id": "w", "kind": "trick", "text": "t", "source": "s"}
+    return PriorLibrary([Prior(**(fields | kw))])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"source": "1st place - Spooky Author Identification", "source_ids": ["kaggle-123"]},
+        {"source_ids": ["spooky author identification"]},
+        {"text": "On Spooky Author Identification, stack NB features."},
+        {"source_ids": ["AB" * 32]},
+        {"source_ids": ["sha256:" + "ab" * 32]},
+    ],
+)
+def test_a_prior_naming_the_competition_or_its_data_is_refused(kw: dict[str, object]) -> None:
+    """By the human name (not the id), as whole words, or by a data hash of the competition."""
+    with pytest.raises(InvalidArgument, match=r"'spooky-author'.*'w'"):
+        check_priors_clean(_one(**kw), ["spooky-author"], known={"spooky-author": SPOOKY})
+
+
+def test_an_unrelated_prior_passes_the_shared_rule() -> None:
+    for kw in (
+        {"source": "myspooky author identifications blog", "source_ids": ["other"]},
+        {"source_ids": ["cd" * 32, "spooky"]},
+        {"text": "author identification tasks like TF-IDF"},
+    ):
+        check_priors_clean(_one(**kw), ["spooky-author"], known={"spooky-author": SPOOKY})
 
 
 def _config(**kw: object) -> BenchConfig:
