@@ -10,6 +10,11 @@ submission, no medal), never dropped, so seeds are complete by construction (MLE
   submission (absolute paths), the input of ``mlebench grade --submission submission.jsonl``;
 - ``grading_report.json``: MLE-bench's grading-report shape (totals and
   ``competition_reports``), for ``experiments/aggregate_grading_reports.py``.
+
+In an ablation (``BenchConfig.arms``) those two files hold the first arm (``base``), so
+MLE-bench's tools read a plain agent's results; each arm's own pair is in
+``arms/<arm>/submission.jsonl`` and ``arms/<arm>/grading_report.json``, and the Markdown
+"Runs" table lists every arm's runs with an ``arm`` column.
 """
 
 from __future__ import annotations
@@ -180,28 +185,51 @@ class BenchReport:
             )
         if self.arm_metrics:
             out += ["", *self.arms_markdown()]
+        arms = [a for a in self.arm_seeds if a]
+        col = "arm | " if arms else ""
         out += [
             "",
-            "## Runs",
+            "## Runs" + (" (every arm)" if arms else ""),
             "",
-            "| competition | seed | score | gold | silver | bronze | median | medal | above "
+            f"| {col}competition | seed | score | gold | silver | bronze | median | medal | above "
             "median | valid | submission | human rank | note |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| --- " * (13 + bool(arms)) + "|",
         ]
-        for r in sorted(self.reports, key=lambda r: (r.competition_id, r.seed or 0)):
-            note = r.reason if not r.valid_submission else ""
-            if r.competition_id in KNOWN_ISSUES:
-                note = (
-                    (note + "; " if note else "") + "known issue: " + KNOWN_ISSUES[r.competition_id]
+        for arm in arms or [""]:
+            runs = [r for row in self.arm_seeds[arm] for r in row]
+            for r in sorted(runs, key=lambda r: (r.competition_id, r.seed or 0)):
+                note = r.reason if not r.valid_submission else ""
+                if r.competition_id in KNOWN_ISSUES:
+                    note = (
+                        (note + "; " if note else "")
+                        + "known issue: "
+                        + KNOWN_ISSUES[r.competition_id]
+                    )
+                out.append(
+                    f"| {arm + ' | ' if arms else ''}{r.competition_id} | {r.seed} | "
+                    f"{_fmt(r.score)} | {_fmt(r.gold_threshold)} | {_fmt(r.silver_threshold)} | "
+                    f"{_fmt(r.bronze_threshold)} | {_fmt(r.median_threshold)} | "
+                    f"{r.medal or '-'} | {_yes(r.above_median)} | {_yes(r.valid_submission)} | "
+                    f"{_yes(r.submission_exists)} | {_fmt(r.human_rank)} | {_md(note)} |"
                 )
-            out.append(
-                f"| {r.competition_id} | {r.seed} | {_fmt(r.score)} | "
-                f"{_fmt(r.gold_threshold)} | {_fmt(r.silver_threshold)} | "
-                f"{_fmt(r.bronze_threshold)} | {_fmt(r.median_threshold)} | {r.medal or '-'} | "
-                f"{_yes(r.above_median)} | {_yes(r.valid_submission)} | "
-                f"{_yes(r.submission_exists)} | {_fmt(r.human_rank)} | {_md(note)} |"
-            )
         return "\n".join(out) + "\n"
+
+    def _medal_rows(self, arm: str, seeds: Sequence[int]) -> list[str]:
+        e = html.escape
+        out = []
+        reports = [r for row in self.arm_seeds[arm] for r in row]
+        for cid in self.run.config.competitions:
+            cells = []
+            runs = [r for r in reports if r.competition_id == cid]
+            for seed in seeds:
+                r = next(x for x in runs if x.seed == seed)
+                label = r.medal or ("valid" if r.valid_submission else "failed")
+                cells.append(
+                    f'<td class="{label}" title="{e(r.reason)}">{e(label)}<br>'
+                    f"<small>{_fmt(r.score)}</small></td>"
+                )
+            out.append(f"<tr><th>{e(cid)}</th>{''.join(cells)}<td>{_plot(runs)}</td></tr>")
+        return out
 
     # ------------------------------------------------------------------ HTML
 
@@ -221,18 +249,12 @@ class BenchReport:
             for k in METRICS
         )
         seeds = list(cfg["seeds"])
+        arms = [a for a in self.arm_seeds if a]
         medal_rows = []
-        for cid in cfg["competitions"]:
-            cells = []
-            runs = [r for r in self.reports if r.competition_id == cid]
-            for seed in seeds:
-                r = next(x for x in runs if x.seed == seed)
-                label = r.medal or ("valid" if r.valid_submission else "failed")
-                cells.append(
-                    f'<td class="{label}" title="{e(r.reason)}">{e(label)}<br>'
-                    f"<small>{_fmt(r.score)}</small></td>"
-                )
-            medal_rows.append(f"<tr><th>{e(cid)}</th>{''.join(cells)}<td>{_plot(runs)}</td></tr>")
+        for arm in arms or [""]:
+            if arms:
+                medal_rows.append(f'<tr><th colspan="{len(seeds) + 2}">arm {e(arm)}</th></tr>')
+            medal_rows += self._medal_rows(arm, seeds)
         head = "".join(f"<th>seed {s}</th>" for s in seeds)
         return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>openmle bench: {e(cfg["suite"])}</title>
@@ -356,14 +378,48 @@ def bench_report(path: str | os.PathLike[str]) -> BenchReport:
     return BenchReport(BenchRun.open(path))
 
 
+def _mlebench_files(
+    reports: Sequence[CompetitionReport], root: Path, jsonl: Path, grading: Path
+) -> None:
+    """MLE-bench's input files for ``reports``: ``submission.jsonl`` and the grading report."""
+    lines = [
+        json.dumps(
+            {
+                "competition_id": r.competition_id,
+                "submission_path": str((root / r.submission_path).resolve()),
+            }
+        )
+        for r in reports
+        if r.submission_exists and r.submission_path
+    ]
+    jsonl.write_text("".join(line + "\n" for line in lines))
+    summary = {
+        "total_runs": len(reports),
+        "total_runs_with_submissions": sum(r.submission_exists for r in reports),
+        "total_valid_submissions": sum(r.valid_submission for r in reports),
+        "total_medals": sum(r.any_medal for r in reports),
+        "total_gold_medals": sum(r.gold_medal for r in reports),
+        "total_silver_medals": sum(r.silver_medal for r in reports),
+        "total_bronze_medals": sum(r.bronze_medal for r in reports),
+        "total_above_median": sum(r.above_median for r in reports),
+        "competition_reports": [
+            _mlebench_dict(r, root) for r in reports if r.gold_threshold is not None
+        ],
+    }
+    grading.write_text(json.dumps(summary, indent=2) + "\n")
+
+
 def write_report(
     path: str | os.PathLike[str], *, naturebench: Mapping[str, Any] | None = None
 ) -> dict[str, Path]:
     """Write the reports and MLE-bench's input files into the bench directory.
 
     Writes ``report.{json,md,html}``, ``submission.jsonl`` and ``grading_report.json``;
-    returns their paths by kind. A NatureBench bench also gets its leaderboard metrics and
-    submission package (``naturebench`` are the keyword arguments of
+    returns their paths by kind. In an ablation the main ``submission.jsonl`` and
+    ``grading_report.json`` hold the first arm (``base``: what MLE-bench's tools compare with
+    other agents), and every arm also gets its own under ``arms/<arm>/`` (kinds
+    ``submission_jsonl:<arm>`` and ``grading_report:<arm>``). A NatureBench bench also gets
+    its leaderboard metrics and submission package (``naturebench`` are the keyword arguments of
     :func:`openmle.bench.write_naturebench_report`: judge, submission, judge_model).
     """
     rep = bench_report(path)
@@ -378,32 +434,18 @@ def write_report(
     out["json"].write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n")
     out["markdown"].write_text(rep.markdown())
     out["html"].write_text(rep.html())
-    lines = [
-        json.dumps(
-            {
-                "competition_id": r.competition_id,
-                "submission_path": str((root / r.submission_path).resolve()),
-            }
+    _mlebench_files(rep.reports, root, out["submission_jsonl"], out["grading_report"])
+    for arm in rep.run.config.arms:
+        d = root / "arms" / arm.name
+        d.mkdir(parents=True, exist_ok=True)
+        out[f"submission_jsonl:{arm.name}"] = d / "submission.jsonl"
+        out[f"grading_report:{arm.name}"] = d / "grading_report.json"
+        _mlebench_files(
+            [r for row in rep.arm_seeds[arm.name] for r in row],
+            root,
+            d / "submission.jsonl",
+            d / "grading_report.json",
         )
-        for r in rep.reports
-        if r.submission_exists and r.submission_path
-    ]
-    out["submission_jsonl"].write_text("".join(line + "\n" for line in lines))
-    reports = rep.reports
-    summary = {
-        "total_runs": len(reports),
-        "total_runs_with_submissions": sum(r.submission_exists for r in reports),
-        "total_valid_submissions": sum(r.valid_submission for r in reports),
-        "total_medals": sum(r.any_medal for r in reports),
-        "total_gold_medals": sum(r.gold_medal for r in reports),
-        "total_silver_medals": sum(r.silver_medal for r in reports),
-        "total_bronze_medals": sum(r.bronze_medal for r in reports),
-        "total_above_median": sum(r.above_median for r in reports),
-        "competition_reports": [
-            _mlebench_dict(r, root) for r in reports if r.gold_threshold is not None
-        ],
-    }
-    out["grading_report"].write_text(json.dumps(summary, indent=2) + "\n")
     if rep.run.config.benchmark == "naturebench":
         from openmle.bench._naturebench_report import write_naturebench_report
 

@@ -21,6 +21,7 @@ from openmle.bench import (
     check_priors_clean,
     competition_exclusions,
     priors_ablation,
+    write_report,
 )
 from openmle.errors import InvalidArgument
 from openmle.priors import Prior, PriorLibrary, save_library
@@ -103,6 +104,32 @@ def test_two_by_two_arms_run_and_report_side_by_side(
     for arm in d["arms"].values():
         assert arm["metrics"]["num_seeds"] == 2
         assert arm["spent"]["sandbox_s"] >= 2 * 0.5
+    # Every arm's runs are in the Runs table, with an arm column.
+    runs_md = md.split("## Runs", 1)[1]
+    assert "| arm | competition | seed |" in runs_md
+    for arm in ("base", "priors", "parallel", "priors+parallel"):
+        for seed in (0, 1):
+            assert f"| {arm} | mini-tabular | {seed} |" in runs_md, (arm, seed)
+    assert "arm priors+parallel" in rep.html()
+    # MLE-bench's files: the main pair holds the base arm; each arm has its own pair.
+    paths = write_report(out)
+    main = [json.loads(ln) for ln in paths["submission_jsonl"].read_text().splitlines()]
+    assert len(main) == 2
+    assert all("/submissions/base/" in ln["submission_path"] for ln in main)
+    assert json.loads(paths["grading_report"].read_text())["total_runs"] == 2
+    for arm in ("base", "priors", "parallel", "priors+parallel"):
+        jl = out / "arms" / arm / "submission.jsonl"
+        assert paths[f"submission_jsonl:{arm}"] == jl
+        lines = [json.loads(ln) for ln in jl.read_text().splitlines()]
+        assert sorted(Path(ln["submission_path"]).parent.name for ln in lines) == [
+            "seed-0",
+            "seed-1",
+        ]
+        assert all(f"/submissions/{arm}/mini-tabular/" in ln["submission_path"] for ln in lines)
+        assert all(Path(ln["submission_path"]).is_file() for ln in lines)
+        grading = json.loads((out / "arms" / arm / "grading_report.json").read_text())
+        assert grading["total_runs"] == 2
+        assert len(grading["competition_reports"]) == 2
     # The library changed: the bench refuses to resume with it.
     save_library(PriorLibrary([]), lib)
     with pytest.raises(InvalidArgument, match="changed since the bench was made"):
