@@ -10,6 +10,13 @@ script prints them and ends with one JSON line, whatever the sign.
 
     python benchmarks/priors_loo.py             # hold out tabular-binary: 5 seeds, 6 steps
     python benchmarks/priors_loo.py --heldout tabular-binary tabular-regression --steps 8
+    python benchmarks/priors_loo.py --sklearn   # also scikit-learn's iris, wine,
+                                                # breast_cancer and diabetes as tasks
+
+With ``--sklearn`` four more tasks are made by the task builder (:func:`openmle.builder.build_task`
+with the offline model, the shipped blocklist on) from scikit-learn's bundled datasets; they
+join the source pool and may be held out by name (``--heldout wine``). A dataset the builder
+rejects is reported and left out.
 
 The offline model follows a prior that names one of its models (see
 :class:`openmle.backends.OfflineModel`); an LLM's gain from priors is a different question and
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -43,7 +51,36 @@ from openmle.priors import (  # noqa: E402
 from openmle.search import Budget, SearchConfig, run_search  # noqa: E402
 
 TASKS = ("tabular-binary", "tabular-multiclass", "tabular-regression")
+SKLEARN = ("iris", "wine", "breast_cancer", "diabetes")
 SOURCE_SEED = 1000
+
+
+def _build_sklearn(work: Path) -> dict[str, str]:
+    """Task packages built from scikit-learn's bundled datasets: name -> package path."""
+    import anyio
+    from sklearn import datasets
+
+    from openmle.builder import BuildOptions, build_task
+
+    built: dict[str, str] = {}
+    for name in SKLEARN:
+        raw = work / "raw" / name
+        raw.mkdir(parents=True)
+        frame = getattr(datasets, f"load_{name}")(as_frame=True).frame
+        frame.to_csv(raw / f"{name}.csv", index=False)
+        pkg = work / "tasks" / name.replace("_", "-")
+        opts = BuildOptions(source=f"sklearn.datasets.load_{name}", licence="BSD-3-Clause")
+
+        async def build(raw: Path = raw, pkg: Path = pkg, opts: BuildOptions = opts) -> Any:
+            return await build_task(raw, pkg, OfflineModel(), options=opts)
+
+        result = anyio.run(build)
+        if result.status == "built":
+            built[name] = str(pkg)
+        else:
+            shutil.rmtree(pkg, ignore_errors=True)
+        print(f"built {name}: {result.status} {result.stage} {result.reason}", file=sys.stderr)
+    return built
 
 
 def _search(task: str, seed: int, steps: int, out: Path | None, priors: Any = None) -> Any:
@@ -72,37 +109,60 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--source-steps", type=int, default=8)
+    p.add_argument(
+        "--sklearn",
+        action="store_true",
+        help="also build tasks from scikit-learn's iris, wine, breast_cancer and diabetes",
+    )
     args = p.parse_args(argv)
     t0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="openmle-priors-loo-"))
+    refs = {t: t for t in TASKS}  # task name -> what run_search takes
+    built: list[str] = []
+    if args.sklearn:
+        made = _build_sklearn(work)
+        refs |= made
+        built = sorted(made)
+    unknown = [h for h in args.heldout if h not in refs]
+    if unknown:
+        p.error(f"--heldout {unknown}: not a task of this run ({', '.join(refs)})")
     sources: dict[str, Path] = {}
-    needed = [t for t in TASKS if any(t != h for h in args.heldout)]
+    needed = [t for t in refs if any(t != h for h in args.heldout)]
     for task in needed:
         sources[task] = work / "sources" / task
-        _search(task, SOURCE_SEED, args.source_steps, sources[task])
+        _search(refs[task], SOURCE_SEED, args.source_steps, sources[task])
         print(f"source run on {task}: {sources[task]}", file=sys.stderr)
     rows: list[dict[str, Any]] = []
     for held in args.heldout:
-        library: PriorLibrary = priors_from_runs([sources[t] for t in TASKS if t != held])
-        check_task_not_in_priors(library, task_id=held)  # refuses a leak, never reached here
+        library: PriorLibrary = priors_from_runs([sources[t] for t in refs if t != held])
+        ref = refs[held]
+        # refuses a leak (never reached here): by name, and by package name for a built task
+        check_task_not_in_priors(library, task_id=held, names=[Path(ref).name])
         lib_path = work / f"library-without-{held}.jsonl"
         save_library(library, lib_path)
         for seed in range(args.seeds):
-            off = _search(held, seed, args.steps, None)
-            on = _search(held, seed, args.steps, work / f"{held}-on-{seed}", lib_path)
+            off = _search(ref, seed, args.steps, None)
+            on = _search(ref, seed, args.steps, work / f"{held}-on-{seed}", lib_path)
             manifest = json.loads((work / f"{held}-on-{seed}" / "manifest.json").read_text())
             row = {
                 "task": held,
                 "seed": seed,
-                "test_off": _signed(held, off.test_score),
-                "test_on": _signed(held, on.test_score),
-                "valid_off": _signed(held, off.best_valid_score),
-                "valid_on": _signed(held, on.best_valid_score),
+                "test_off": _signed(ref, off.test_score),
+                "test_on": _signed(ref, on.test_score),
+                "valid_off": _signed(ref, off.best_valid_score),
+                "valid_on": _signed(ref, on.best_valid_score),
                 "priors_shown": manifest["extra"]["priors"]["shown"],
             }
             rows.append(row)
             print(json.dumps(row, sort_keys=True), file=sys.stderr)
-    figures: dict[str, Any] = {"seeds": args.seeds, "steps": args.steps, "tasks": {}}
+    figures: dict[str, Any] = {
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "source_steps": args.source_steps,
+        "sources": sorted(t for t in refs if t not in args.heldout),
+        "sklearn_built": built,
+        "tasks": {},
+    }
     all_test: list[float] = []
     all_valid: list[float] = []
     for held in args.heldout:
@@ -129,10 +189,13 @@ def main(argv: list[str] | None = None) -> int:
             "priors_shown": sorted({p for r in mine for p in r["priors_shown"]}),
         }
         f = figures["tasks"][held]
+        if not f["pairs"]:
+            print(f"{held}: no seed gave a test score both with and without priors")
+            continue
         print(
             f"{held}: test score with - without priors {f['test_delta_mean']:+.4g} "
             f"(sd {f['test_delta_sd']:.3g}; {f['test_wins']} better, {f['test_losses']} worse "
-            f"of {f['pairs']} seeds); best validation {f['valid_delta_mean']:+.4g}"
+            f"of {f['pairs']} seeds); best validation {f['valid_delta_mean'] or 0:+.4g}"
         )
     figures["test_delta_mean"] = statistics.fmean(all_test) if all_test else None
     figures["valid_delta_mean"] = statistics.fmean(all_valid) if all_valid else None
