@@ -878,12 +878,9 @@ def check_priors_clean(
             A competition without an entry is matched by its id alone.
 
     Raises:
-        openmle.priors.ContaminatedTask: (an ``InvalidArgument``) a prior is about one of
-            the competitions; the message names the competition, the prior, its source and
-            what matched.
+        InvalidArgument: a prior is about one of the competitions; the message names the
+            competition, the prior, its source and what matched.
     """
-    from openmle.priors._decontam import ContaminatedTask
-
     known = known or {}
     for cid in competitions:
         excl = Exclusions(ids=[cid], suite=cid) | known.get(cid, Exclusions())
@@ -898,7 +895,7 @@ def check_priors_clean(
                 related_ids=prior.source_ids,
             )
             if why is not None:
-                raise ContaminatedTask(
+                raise InvalidArgument(
                     f"refusing to evaluate on {cid!r}: it appears in the provenance of prior "
                     f"{prior.prior_id!r} (source {prior.source!r}; {why}); build the library "
                     f"without it (openmle.priors.Exclusions) or leave {cid!r} out of the bench"
