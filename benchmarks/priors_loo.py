@@ -159,7 +159,6 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": args.seeds,
         "steps": args.steps,
         "source_steps": args.source_steps,
-        "sources": sorted(t for t in refs if t not in args.heldout),
         "sklearn_built": built,
         "tasks": {},
     }
@@ -186,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             "test_losses": sum(d < 0 for d in dt),
             "valid_delta_mean": statistics.fmean(dv) if dv else None,
             "pairs": len(dt),
+            "library_from": sorted(t for t in refs if t != held),
             "priors_shown": sorted({p for r in mine for p in r["priors_shown"]}),
         }
         f = figures["tasks"][held]
