@@ -103,6 +103,49 @@ def _signed(task: str, value: float | None) -> float | None:
     return value if resolve_task(task).meta.higher_is_better else -value
 
 
+def _summarise(
+    rows: list[dict[str, Any]], heldout: list[str], refs: dict[str, str], figures: dict[str, Any]
+) -> None:
+    """Per held-out task the paired differences (printed), into ``figures``."""
+    all_test: list[float] = []
+    all_valid: list[float] = []
+    for held in heldout:
+        mine = [r for r in rows if r["task"] == held]
+        dt = [
+            r["test_on"] - r["test_off"]
+            for r in mine
+            if r["test_on"] is not None and r["test_off"] is not None
+        ]
+        dv = [
+            r["valid_on"] - r["valid_off"]
+            for r in mine
+            if r["valid_on"] is not None and r["valid_off"] is not None
+        ]
+        all_test += dt
+        all_valid += dv
+        figures["tasks"][held] = {
+            "test_delta_mean": statistics.fmean(dt) if dt else None,
+            "test_delta_sd": statistics.pstdev(dt) if dt else None,
+            "test_wins": sum(d > 0 for d in dt),
+            "test_losses": sum(d < 0 for d in dt),
+            "valid_delta_mean": statistics.fmean(dv) if dv else None,
+            "pairs": len(dt),
+            "library_from": sorted(t for t in refs if t != held),
+            "priors_shown": sorted({p for r in mine for p in r["priors_shown"]}),
+        }
+        f = figures["tasks"][held]
+        if not f["pairs"]:
+            print(f"{held}: no seed gave a test score both with and without priors")
+            continue
+        print(
+            f"{held}: test score with - without priors {f['test_delta_mean']:+.4g} "
+            f"(sd {f['test_delta_sd']:.3g}; {f['test_wins']} better, {f['test_losses']} worse "
+            f"of {f['pairs']} seeds); best validation {f['valid_delta_mean'] or 0:+.4g}"
+        )
+    figures["test_delta_mean"] = statistics.fmean(all_test) if all_test else None
+    figures["valid_delta_mean"] = statistics.fmean(all_valid) if all_valid else None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--heldout", nargs="*", default=["tabular-binary"], help="tasks to hold out")
@@ -162,43 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "sklearn_built": built,
         "tasks": {},
     }
-    all_test: list[float] = []
-    all_valid: list[float] = []
-    for held in args.heldout:
-        mine = [r for r in rows if r["task"] == held]
-        dt = [
-            r["test_on"] - r["test_off"]
-            for r in mine
-            if r["test_on"] is not None and r["test_off"] is not None
-        ]
-        dv = [
-            r["valid_on"] - r["valid_off"]
-            for r in mine
-            if r["valid_on"] is not None and r["valid_off"] is not None
-        ]
-        all_test += dt
-        all_valid += dv
-        figures["tasks"][held] = {
-            "test_delta_mean": statistics.fmean(dt) if dt else None,
-            "test_delta_sd": statistics.pstdev(dt) if dt else None,
-            "test_wins": sum(d > 0 for d in dt),
-            "test_losses": sum(d < 0 for d in dt),
-            "valid_delta_mean": statistics.fmean(dv) if dv else None,
-            "pairs": len(dt),
-            "library_from": sorted(t for t in refs if t != held),
-            "priors_shown": sorted({p for r in mine for p in r["priors_shown"]}),
-        }
-        f = figures["tasks"][held]
-        if not f["pairs"]:
-            print(f"{held}: no seed gave a test score both with and without priors")
-            continue
-        print(
-            f"{held}: test score with - without priors {f['test_delta_mean']:+.4g} "
-            f"(sd {f['test_delta_sd']:.3g}; {f['test_wins']} better, {f['test_losses']} worse "
-            f"of {f['pairs']} seeds); best validation {f['valid_delta_mean'] or 0:+.4g}"
-        )
-    figures["test_delta_mean"] = statistics.fmean(all_test) if all_test else None
-    figures["valid_delta_mean"] = statistics.fmean(all_valid) if all_valid else None
+    _summarise(rows, args.heldout, refs, figures)
     figures["wall_s"] = round(time.monotonic() - t0, 1)
     emit("priors_loo", figures)
     return 0
