@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from openmle.errors import InvalidArgument, TaskPackageError
+from openmle.gym._grader import _env as _grader_env
 from openmle.gym._grader import _kill_group, _wait_exit
 
 __all__ = ["run_prepare"]
@@ -71,15 +72,10 @@ _MAX_FILE_MB = 1 << 20
 
 
 def _env(home: str) -> dict[str, str]:
-    """The fixed environment of a prepare process: nothing of the caller's."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONHASHSEED": "0",
-    }
+    """The fixed environment of a prepare process: the grading process's (nothing of the
+    caller's), with ``PYTHONHASHSEED=0``.
+    """
+    return {**_grader_env(home), "PYTHONHASHSEED": "0"}
 
 
 def _limit(value: object, name: str, most: int) -> int:
