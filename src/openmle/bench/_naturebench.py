@@ -133,6 +133,15 @@ def parse_sota(sota_score: Any, higher_is_better: bool) -> float | None:
     return max(points) if higher_is_better else min(points)
 
 
+_LIMIT_WHY = {
+    "time": "the evaluator hit its time limit",
+    "cpu": "the evaluator hit its cpu limit",
+    "killed": "the evaluator was killed at a limit (its CPU hard limit, the out-of-memory "
+    "killer or a cancellation)",
+}
+"""Why an evaluator gave no result, by the grading process's ``ChildRun.limit``."""
+
+
 @final
 @frozen(kw_only=True)
 class PrimaryMetric:
@@ -611,7 +620,7 @@ class NatureBenchTask:
                 found, limit, code = child.result or {}, child.limit, child.returncode
         if limit is not None or "raw" not in found:
             why = found.get("error") or (
-                f"the evaluator hit its {limit} limit"
+                _LIMIT_WHY.get(limit, f"the evaluator hit its {limit} limit")
                 if limit
                 else f"the evaluator process ended without a result (exit {code})"
             )
