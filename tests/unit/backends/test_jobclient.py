@@ -315,9 +315,11 @@ async def test_wait_timeout_cancels_the_job(tmp_path: Path) -> None:
 async def test_cancelling_run_cancels_the_job(tmp_path: Path) -> None:
     """Cancelling ``run`` sends DELETE: the job ends ``cancelled`` on the service."""
     seen: list[str] = []
+    started = anyio.Event()
 
     async def forever(job: Job) -> RunResult:
         seen.append("started")
+        started.set()
         try:
             await anyio.sleep_forever()
         finally:
@@ -326,8 +328,11 @@ async def test_cancelling_run_cancels_the_job(tmp_path: Path) -> None:
 
     async with real_service(tmp_path, forever) as (url, _):
         client = _client(url)
-        with anyio.move_on_after(1.0):
-            await client.run(_job())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run, _job())
+            with anyio.fail_after(60):  # cancelled once running, however slowly it starts
+                await started.wait()
+            tg.cancel_scope.cancel()
         await client.aclose()
     assert seen == ["started", "stopped"]
 
