@@ -8,6 +8,10 @@ it is skipped with the extra to install, so the core suite runs there.
 ``OPENMLE_HYPOTHESIS_MAX_EXAMPLES=N`` caps every property test at ``N`` examples (its own
 count when lower): the core-only run of ``scripts/test.sh`` sets it, as the full run before it
 has already tried every property at its own count with the same code.
+
+Property tests have no per-example deadline and no "too slow" health check (the ``openmle``
+hypothesis profile, loaded here): both measure the machine's speed (hypothesis's default
+allows 200 ms per example), and a test never depends on wall-clock speed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,16 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # pragma: no cover - an install without the test tools
+    pass
+else:
+    settings.register_profile(
+        "openmle", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile("openmle")
 
 #: The extra that installs each optional module the tests use (see pyproject.toml).
 EXTRA_OF = {

@@ -92,6 +92,11 @@ def _wait_running(
     raise AssertionError(f"no running container with a workspace under {under} in {limit_s} s")
 
 
+def _flooded(workspaces: Path) -> bool:
+    """Whether the flooding program has written all its output (its workspace's marker)."""
+    return any(workspaces.glob("*/workspace/flooded"))
+
+
 def _toy(tmp_path: Path) -> ToyTask:
     task = ToyTask.create(tmp_path / "toy")
     for root, dirs, files in os.walk(tmp_path):
@@ -220,6 +225,7 @@ async def test_engine_keeps_no_log_of_the_output(docker_engine: Engine, tmp_path
         "    sys.stdout.buffer.write(line)\n"
         "sys.stdout.flush()\n"
         "print('FLOODED', flush=True)\n"
+        "open('flooded', 'w').close()\n"
         "time.sleep(600)\n"
     )
     async with (
@@ -240,7 +246,9 @@ async def test_engine_keeps_no_log_of_the_output(docker_engine: Engine, tmp_path
         tg.start_soon(job)
         # This test's container (by its workspace), not another process's.
         found = await anyio.to_thread.run_sync(_wait_running, docker_engine.base_url, workspaces)
-        await anyio.sleep(3)  # the flood takes well under a second
+        with anyio.fail_after(120):  # the whole flood is out once the program says so
+            while not await anyio.to_thread.run_sync(_flooded, workspaces):  # noqa: ASYNC110 - a file, no event
+                await anyio.sleep(0.1)
         api = _client(docker_engine.base_url)
         try:
             info = await anyio.to_thread.run_sync(api.inspect_container, found["Id"])

@@ -88,14 +88,19 @@ async def setup(tmp_path: Path) -> AsyncIterator[tuple[LocalSandbox, Path]]:
 
 async def test_job_timeout_bounds_grading(setup: tuple[LocalSandbox, Path]) -> None:
     """A 15 s job whose grading never ends returns in about 15 s + 15 s, not the task's
-    600 s grade timeout; the grade says which limit it hit and the metric is dead."""
+    600 s grade timeout; the grade says which limit it hit and the metric is dead. On a
+    machine too slow to start the metric within 15 s, the test tries again with 40 s (the
+    bound follows the job's timeout and stays far below the task's 600 s)."""
     sb, pid_file = setup
-    start = time.monotonic()
-    result = await sb.run(Job(code=_PROGRAM, task="sleepy", split="test", timeout_s=15))
-    elapsed = time.monotonic() - start
-    assert elapsed < 120, elapsed
+    for timeout_s in (15, 40):
+        start = time.monotonic()
+        result = await sb.run(Job(code=_PROGRAM, task="sleepy", split="test", timeout_s=timeout_s))
+        elapsed = time.monotonic() - start
+        if pid_file.exists():
+            break
+    assert elapsed < 4 * timeout_s + 60, elapsed
     assert result.score is None
-    assert "longer than 15 s" in result.detail, result
+    assert f"longer than {timeout_s} s" in result.detail, result
     assert pid_file.exists() and not _alive(int(pid_file.read_text()))
 
 

@@ -17,7 +17,7 @@ from openmle.search import RunDir, export_sft, journal_fingerprint, read_journal
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SCRIPT = r"""
-import hashlib, sys
+import hashlib, os, sys
 import anyio
 from openmle import Job, Outcome, RunResult
 from openmle.search import Budget, SearchConfig, resume_search, run_search
@@ -30,7 +30,14 @@ def model(request):
         return "```python\nraise ValueError('bad')\n```"
     return f"```python\nscore = {value:.6f}\n```"
 
+HOLD_LAST = os.environ.get("OPENMLE_TEST_HOLD_LAST") == "1"
+calls = 0
+
 async def grade(job):
+    global calls
+    calls += 1
+    if HOLD_LAST and calls >= 24:  # the last job waits for the kill: the run cannot finish first
+        await anyio.sleep_forever()
     await anyio.sleep(0.03)
     if "score = " not in job.code:
         return RunResult(outcome=Outcome.RUNTIME_ERROR, split=job.split,
@@ -50,8 +57,12 @@ else:
 """
 
 
-def _run(mode: str, out: Path) -> subprocess.Popen[bytes]:
+def _run(mode: str, out: Path, *, hold_last: bool = False) -> subprocess.Popen[bytes]:
+    """The search process; with ``hold_last`` its last job never ends (the process waits to
+    be killed), so a kill aimed near the end cannot lose the race to the run finishing."""
     env = {**os.environ, "PYTHONPATH": str(Path(openmle.__file__).parents[1])}
+    if hold_last:
+        env["OPENMLE_TEST_HOLD_LAST"] = "1"
     return subprocess.Popen([sys.executable, "-c", SCRIPT, mode, str(out)], env=env)
 
 
@@ -74,7 +85,7 @@ def test_kill_nine_then_resume_reproduces_the_uninterrupted_journal(tmp_path: Pa
 
     for point in (1, total // 3, (2 * total) // 3, total - 2):
         out = tmp_path / f"killed_{point}"
-        proc = _run("run", out)
+        proc = _run("run", out, hold_last=True)
         deadline = time.monotonic() + 60
         while _lines(out) < point and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)

@@ -169,13 +169,15 @@ async def test_results_come_back_whole(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_more_runs_than_connections(tmp_path: Path) -> None:
     """Runs beyond ``max_connections`` wait for a connection instead of failing."""
-    async with real_service(tmp_path, delay_s=1.5) as (url, sandbox):
-        # Any wait for a connection longer than request_timeout_s would be fatal here.
+    async with real_service(tmp_path, delay_s=4.0) as (url, sandbox):
+        # Any wait for a connection longer than request_timeout_s would be fatal here: two
+        # runs long-poll their 4 s jobs on both connections while four wait for one. The
+        # 3 s request timeout leaves a loaded machine room to answer each request.
         client = _client(
             url,
             max_connections=2,
-            long_poll_s=5,
-            request_timeout_s=0.5,
+            long_poll_s=10,
+            request_timeout_s=3.0,
             max_submit_attempts=1,
             max_poll_failures=0,
         )
@@ -313,9 +315,11 @@ async def test_wait_timeout_cancels_the_job(tmp_path: Path) -> None:
 async def test_cancelling_run_cancels_the_job(tmp_path: Path) -> None:
     """Cancelling ``run`` sends DELETE: the job ends ``cancelled`` on the service."""
     seen: list[str] = []
+    started = anyio.Event()
 
     async def forever(job: Job) -> RunResult:
         seen.append("started")
+        started.set()
         try:
             await anyio.sleep_forever()
         finally:
@@ -324,8 +328,11 @@ async def test_cancelling_run_cancels_the_job(tmp_path: Path) -> None:
 
     async with real_service(tmp_path, forever) as (url, _):
         client = _client(url)
-        with anyio.move_on_after(1.0):
-            await client.run(_job())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run, _job())
+            with anyio.fail_after(60):  # cancelled once running, however slowly it starts
+                await started.wait()
+            tg.cancel_scope.cancel()
         await client.aclose()
     assert seen == ["started", "stopped"]
 
@@ -411,16 +418,23 @@ async def _run_against(
 @pytest.mark.anyio
 async def test_trickling_long_poll_cannot_stretch_the_wait() -> None:
     """A poll answer sending one byte every 0.5 s (under the read timeout) ends at
-    ``wait_timeout_s``, and the job is cancelled (before: 15 s asked, 160 s taken)."""
-    t0 = time.monotonic()
-    result, fake = await _run_against(
-        [(200, {}, Trickle(every_s=0.5))] * 3,
-        wait_timeout_s=2.0,
-        long_poll_s=1.0,
-        request_timeout_s=5.0,
-    )
+    ``wait_timeout_s``, and the job is cancelled (before: 15 s asked, 160 s taken).
+
+    The trickle never ends, so a client it could stretch would wait forever: the bound on
+    the run (not on the test server's start) is generous, 15 times the 2 s wait, so only a
+    stretched wait fails it, never a loaded machine."""
+    fake = Scripted()
+    fake.posts.append((200, {}, {"job_id": "j1", "status": "queued"}))
+    fake.gets.extend([(200, {}, Trickle(every_s=0.5))] * 3)
+    async with serving(fake.app) as url:
+        client = _client(url, wait_timeout_s=2.0, long_poll_s=1.0, request_timeout_s=5.0)
+        t0 = time.monotonic()
+        with anyio.fail_after(120):
+            result = await client.run(_job())
+        run_s = time.monotonic() - t0
+        await client.aclose()
     assert result.outcome is Outcome.INFRA_ERROR and "wait_timeout_s=2.0" in result.detail
-    assert time.monotonic() - t0 < 15
+    assert run_s < 30, run_s
     assert ("DELETE", "/api/v1/jobs/j1", {}) in fake.log
 
 

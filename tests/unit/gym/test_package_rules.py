@@ -127,9 +127,11 @@ def test_looping_metric_costs_the_grade_timeout_once(
     monkeypatch.setattr(_package, "run_child", recording)
     report = validate_path(root)
     assert not report.ok
-    assert any(
-        "longer than" in p.message or "grade_timeout_s" in p.message for p in report.errors
-    ), report.problems
+    # The looping grade meets its wall-clock limit, its CPU limit (which follows the wall
+    # clock, the same number of seconds) or the CPU hard limit first, by the machine's luck:
+    # any of them, named, is the stop this test wants.
+    stops = ("longer than", "of CPU time", "was killed", "grade_timeout_s")
+    assert any(any(s in p.message for s in stops) for p in report.errors), report.problems
     assert len(given) >= 2, given
     assert given[0] <= budget
     # The first grade slept budget / 2: every later grade gets at most the rest.

@@ -66,26 +66,31 @@ async def test_workers_run_concurrently_up_to_the_cap() -> None:
     """At most `workers` sandbox runs overlap, and the cap is reached (steady state)."""
     running = 0
     peak = 0
+    full = anyio.Event()
 
     async def slow(job: Job) -> RunResult:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
+        if running == 4:
+            full.set()
+        await full.wait()  # the first runs end only once four overlap, however slow the loop
         await anyio.sleep(0.02)
         running -= 1
         return grade(job)
 
-    result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(model_by_step),
-        sandbox=FunctionSandbox(slow),
-        selector=selector(),
-        budget=Budget(steps=16),
-        workers=4,
-        description="",
-        final_test=False,
-    )
+    with anyio.fail_after(60):  # a search that never runs four at once would wait here
+        result = await arun_search(
+            "toy",
+            higher_is_better=True,
+            model=ScriptedModel(model_by_step),
+            sandbox=FunctionSandbox(slow),
+            selector=selector(),
+            budget=Budget(steps=16),
+            workers=4,
+            description="",
+            final_test=False,
+        )
     assert peak == 4
     assert len(result.nodes) == 16
     assert result.test_result is None

@@ -321,9 +321,17 @@ async def test_pools_have_their_own_slots(tmp_path: Path, roots: Path) -> None:
         )
         gpu_id = r.json()["job_id"]
         assert (await _wait_done(client, gpu_id))["status"] == "completed"
-        w = (await client.get("/api/v1/workers/status", headers=H)).json()
-        status = {x["worker_id"]: x["status"] for x in w["workers_show"]}
-        assert status == {"cpu-0": "busy", "gpu-0": "idle"}
+        # The job reads as completed once its row is written, a moment before its slot is
+        # marked free: poll the workers' status until it settles, never a loop's luck.
+        want = {"cpu-0": "busy", "gpu-0": "idle"}
+        with anyio.fail_after(30):
+            while True:
+                w = (await client.get("/api/v1/workers/status", headers=H)).json()
+                status = {x["worker_id"]: x["status"] for x in w["workers_show"]}
+                if status.get("gpu-0") != "busy":
+                    break
+                await anyio.sleep(0.05)
+        assert status == want
         assert w["pools"]["cpu"] == {"slots": 1, "running": 1, "queued": 1}
         gates.gate("gated-cpu").set()
         gates.gate("gated-cpu2").set()
