@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from openmle._exports import publish
 from openmle.gym._bundled import bundled_raw
-from openmle.gym._grader import GradeLimits
+from openmle.gym._cache import cache_root
+from openmle.gym._grader import ChildRun, GradeLimits, confine_child, run_child
 from openmle.gym._mle import (
     Aggregate,
     MLESummary,
@@ -36,6 +37,7 @@ from openmle.gym._resolve import bundled, bundled_names, resolve_task
 
 __all__ = [
     "Aggregate",
+    "ChildRun",
     "GradeLimits",
     "GradeReport",
     "MLESummary",
@@ -47,6 +49,8 @@ __all__ = [
     "bundled",
     "bundled_names",
     "bundled_raw",
+    "cache_root",
+    "confine_child",
     "human_rank",
     "load_task",
     "match_sota_rate",
@@ -54,6 +58,7 @@ __all__ = [
     "medal_rate",
     "relative_gap",
     "resolve_task",
+    "run_child",
     "summarize",
     "surpass_sota_rate",
     "valid_rate",

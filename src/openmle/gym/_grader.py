@@ -41,7 +41,14 @@ from attrs import field, frozen
 from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
 
-__all__ = ["ChildRun", "GradeLimits", "GradeScope", "grade_in_thread", "run_child"]
+__all__ = [
+    "ChildRun",
+    "GradeLimits",
+    "GradeScope",
+    "confine_child",
+    "grade_in_thread",
+    "run_child",
+]
 
 MAX_GRADE_TIMEOUT_S = 86_400.0
 """Largest wall-clock limit a grade may have (one day)."""
@@ -132,6 +139,14 @@ class ChildRun:
     returncode: int | None
 
 
+def confine_child(config: dict[str, Any]) -> None:
+    """Put the calling (grading) process under the limits in ``config`` (the configuration
+    :func:`run_child` wrote): ``PR_SET_PDEATHSIG``, ``RLIMIT_AS`` and ``RLIMIT_CPU``. A
+    program started by :func:`run_child` with ``module=`` calls it first thing.
+    """
+    _gradeproc.confine(config)
+
+
 def _env(home: str) -> dict[str, str]:
     """The fixed environment of a grading process: nothing of the caller's."""
     return {
@@ -214,11 +229,21 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         os.close(fd)
 
 
-def run_child(config: dict[str, Any], *, limits: GradeLimits, cwd: Path | None = None) -> ChildRun:
-    """Run the grading module in a fresh, confined ``python -I`` process.
+def run_child(
+    config: dict[str, Any],
+    *,
+    limits: GradeLimits,
+    cwd: Path | None = None,
+    module: str | None = None,
+) -> ChildRun:
+    """Run a grading program in a fresh, confined ``python -I`` process.
 
-    The process and everything in its process group are killed when it ends, at
-    ``limits.timeout_s``, and when the calling thread's :class:`GradeScope` is cancelled.
+    The program is gym's grading module, or ``module`` (a dotted module name run as
+    ``python -I -m module CONFIG``; it must call :func:`confine_child` on the configuration
+    before it runs any task code and write its JSON result to ``config["result"]``). Either
+    way the process starts with the fixed environment, in a session of its own, and it and
+    everything in its process group are killed when it ends, at ``limits.timeout_s``, and when
+    the calling thread's :class:`GradeScope` is cancelled.
     """
     scope: GradeScope | None = getattr(_LOCAL, "scope", None)
     with tempfile.TemporaryDirectory(prefix="openmle-grade-") as tmp:
@@ -238,8 +263,9 @@ def run_child(config: dict[str, Any], *, limits: GradeLimits, cwd: Path | None =
             )
         )
         start = time.monotonic()
+        program = ["-m", module] if module else ["-c", _grader_source()]
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _grader_source(), str(cfg)],
+            [sys.executable, "-I", *program, str(cfg)],
             cwd=cwd or home,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
