@@ -150,6 +150,8 @@ class MLEBench:
         time_limit_s: the wall-clock limit of one program run.
         grade_timeout_s: the wall-clock limit on one grading process.
         grade_memory_mb: the address-space limit of one grading process (MiB).
+        grade_max_bytes: the largest submission the grader reads (bytes); a larger one is an
+            invalid submission naming the limit.
         view_timeout_s: the wall-clock limit on building one validation view.
         view_memory_mb: the address-space limit of the process building a view (MiB).
         python: kept for compatibility; grading runs in this interpreter
@@ -163,6 +165,7 @@ class MLEBench:
     time_limit_s: float = 3600.0
     grade_timeout_s: float = 600.0
     grade_memory_mb: int = 8192
+    grade_max_bytes: int = 512 * 1024 * 1024
     view_timeout_s: float = 7200.0
     view_memory_mb: int = 16384
     python: str = field(factory=lambda: sys.executable)
@@ -444,7 +447,9 @@ class MLEBenchTask:
     def grade_limits(self) -> GradeLimits:
         """The limits of one grading process (a sandbox bounds its time by the job's)."""
         return GradeLimits(
-            timeout_s=self.bench.grade_timeout_s, memory_mb=self.bench.grade_memory_mb
+            timeout_s=self.bench.grade_timeout_s,
+            memory_mb=self.bench.grade_memory_mb,
+            max_bytes=self.bench.grade_max_bytes,
         )
 
     def _answer_header(self) -> list[str] | None:
