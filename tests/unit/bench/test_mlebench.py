@@ -150,3 +150,22 @@ def test_lite_ids_without_split_files(mini: tuple[Path, Path], tmp_path: Path) -
     assert len(LITE_IDS) == 22 == len(set(LITE_IDS))
     with pytest.raises(InvalidArgument, match=r"medium\.txt"):
         b.suite("mle-bench-medium")
+
+
+def test_doctor_builds_each_validation_view(mini: tuple[Path, Path], tmp_path: Path) -> None:
+    """Ready only when the validation view is built: its rule is a note; a public folder the
+    rules cannot split is one problem naming --validation self and prepared/valid."""
+    registry, data = mini
+    data2 = tmp_path / "data"
+    shutil.copytree(data, data2)
+    b = MLEBench.locate(registry, data2, valid_dir=tmp_path / "valid")
+    by = {ln.competition_id: ln for ln in doctor(b, IDS)}
+    assert all(ln.ok for ln in by.values())
+    assert any("held out" in n for n in by["mini-tabular"].notes)
+    assert "validation: the shipped prepared/valid" in by["mini-jsonl"].notes
+    (data2 / "mini-images" / "prepared" / "public" / "train.csv").unlink()
+    b2 = MLEBench.locate(registry, data2, valid_dir=tmp_path / "valid2")
+    (line,) = doctor(b2, ["mini-images"])
+    assert not line.ok and len(line.problems) == 1
+    assert "no validation view" in line.problems[0]
+    assert "--validation self" in line.fixes[0] and "prepared/valid" in line.fixes[0]

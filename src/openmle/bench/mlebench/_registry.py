@@ -639,18 +639,45 @@ def _nonempty(d: Path) -> bool:
         return False
 
 
-def doctor(bench: MLEBench, ids: Sequence[str], *, checksums: bool = False) -> list[DoctorLine]:
-    """Check each competition's registry entry, leaderboard and prepared data (no downloads).
+def doctor(
+    bench: MLEBench, ids: Sequence[str], *, checksums: bool = False, views: bool = True
+) -> list[DoctorLine]:
+    """Check each competition's registry entry, leaderboard and prepared data (no downloads),
+    and build its validation view: a competition is ready only when its view exists.
 
     Problems (each with its fix): not in the registry, malformed config, missing leaderboard,
     a git-lfs pointer instead of the leaderboard, missing or empty public/private data, missing
-    answers or sample submission, checksum mismatches (with ``checksums=True``). Notes:
-    MLE-bench's known issues with the competition.
+    answers or sample submission, checksum mismatches (with ``checksums=True``), a validation
+    view that cannot be built (with ``views=True``, the default; the view is built once and
+    cached under the bench's ``valid_dir``). Notes: the validation rule and MLE-bench's known
+    issues with the competition.
     """
-    return [_doctor_one(bench, cid, checksums=checksums) for cid in ids]
+    return [_doctor_one(bench, cid, checksums=checksums, views=views) for cid in ids]
 
 
-def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool) -> DoctorLine:
+def _doctor_view(
+    bench: MLEBench, cid: str, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
+    """Build (or find) the validation view of ``cid``; a failure is one problem with its fix."""
+    try:
+        info = bench.task(cid).validation_info()
+    except TaskPackageError as exc:
+        text = str(exc).removeprefix(f"{cid}: ")
+        problem, sep, fix = text.rpartition("; ")
+        if not sep:
+            problem, fix = text, "run with --validation self, or ship prepared/valid"
+        bad(f"no validation view ({problem})", fix)
+        return
+    if info.get("shipped"):
+        notes.append("validation: the shipped prepared/valid")
+    elif info:
+        notes.append(
+            f"validation: {info.get('rule')} -> {info.get('valid')} held out, "
+            f"{info.get('train')} to train"
+        )
+
+
+def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = True) -> DoctorLine:
     problems: list[str] = []
     fixes: list[str] = []
     notes: list[str] = []
@@ -676,6 +703,29 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool) -> DoctorLine:
     except MissingDependency as exc:
         bad("cannot read the registry", str(exc))
         return line()
+    _doctor_leaderboard(comp, bad)
+    root = bench.data_dir / cid / "prepared"
+    prep = f"run `mlebench prepare -c {cid} --data-dir {bench.data_dir}`"
+    if not _nonempty(root / "public"):
+        bad("prepared/public is missing or empty", prep)
+    elif not (bench.data_dir / comp.sample_submission).is_file():
+        bad(f"the sample submission {comp.sample_submission} is missing", prep)
+    if not _nonempty(root / "private"):
+        bad("prepared/private is missing or empty", prep)
+    elif not (bench.data_dir / comp.answers).is_file():
+        bad(f"the answers {comp.answers} are missing", prep)
+    if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
+        bad("the competition's grade.py is missing", "update the MLE-bench checkout")
+    if checksums:
+        _check_sums(comp, root, bad, notes)
+    if views and not problems:
+        _doctor_view(bench, cid, bad, notes)
+    if comp.known_issue:
+        notes.append(f"MLE-bench known issue: {comp.known_issue}")
+    return line()
+
+
+def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> None:
     lb = comp.leaderboard_path
     if not lb.is_file():
         bad("leaderboard.csv is missing", "update the MLE-bench checkout (git pull)")
@@ -692,23 +742,6 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool) -> DoctorLine:
                 Leaderboard.from_csv(lb)
             except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
                 bad(f"leaderboard.csv is unreadable ({exc})", "restore it from MLE-bench")
-    root = bench.data_dir / cid / "prepared"
-    prep = f"run `mlebench prepare -c {cid} --data-dir {bench.data_dir}`"
-    if not _nonempty(root / "public"):
-        bad("prepared/public is missing or empty", prep)
-    elif not (bench.data_dir / comp.sample_submission).is_file():
-        bad(f"the sample submission {comp.sample_submission} is missing", prep)
-    if not _nonempty(root / "private"):
-        bad("prepared/private is missing or empty", prep)
-    elif not (bench.data_dir / comp.answers).is_file():
-        bad(f"the answers {comp.answers} are missing", prep)
-    if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
-        bad("the competition's grade.py is missing", "update the MLE-bench checkout")
-    if checksums:
-        _check_sums(comp, root, bad, notes)
-    if comp.known_issue:
-        notes.append(f"MLE-bench known issue: {comp.known_issue}")
-    return line()
 
 
 def _check_sums(
