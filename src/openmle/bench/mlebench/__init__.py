@@ -18,10 +18,12 @@ from __future__ import annotations
 from openmle._exports import publish
 from openmle.bench.mlebench._grade import mask_reason
 from openmle.bench.mlebench._registry import (
+    VALIDATION_PROTOCOLS,
     Competition,
     DoctorLine,
     MLEBench,
     MLEBenchTask,
+    SelfScored,
     doctor,
 )
 from openmle.bench.mlebench._rules import LITE_RULES, Media, SplitRule, lite_rule
@@ -29,11 +31,13 @@ from openmle.bench.mlebench._views import build_validation_view, generic_rule, r
 
 __all__ = [
     "LITE_RULES",
+    "VALIDATION_PROTOCOLS",
     "Competition",
     "DoctorLine",
     "MLEBench",
     "MLEBenchTask",
     "Media",
+    "SelfScored",
     "SplitRule",
     "build_validation_view",
     "doctor",

@@ -16,7 +16,14 @@ from typing import Any
 
 from openmle.gym import ChildRun, GradeLimits, run_child
 
-__all__ = ["CHILD", "build_view_confined", "grade_confined", "limit_reason", "mask_reason"]
+__all__ = [
+    "CHILD",
+    "build_view_confined",
+    "check_format_confined",
+    "grade_confined",
+    "limit_reason",
+    "mask_reason",
+]
 
 CHILD = "openmle.bench.mlebench.child"
 """The module the grading process runs."""
@@ -25,7 +32,7 @@ MAX_REASON = 300
 """Longest reason (characters) that reaches a model."""
 
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_QUOTED = re.compile(r"'([^'\n]{0,200})'|\"([^\"\n]{0,200})\"")
+_QUOTED = re.compile(r"(?<![A-Za-z0-9])'([^'\n]{0,200})'(?![A-Za-z0-9])|\"([^\"\n]{0,200})\"")
 _BRACED = re.compile(r"[\[{(][^\]})\n]{40,}[\]})]")
 
 
@@ -155,4 +162,27 @@ def build_view_confined(
         return None, str(res["error"])[:800]
     return None, limit_reason(run, limits, "building the validation view") or (
         "the process building the validation view died without a result"
+    )
+
+
+def check_format_confined(
+    *, submission: Path, sample: Path, limits: GradeLimits
+) -> tuple[bool, str]:
+    """Check ``submission`` against the public sample submission in the confined process:
+    ``(True, "")`` or ``(False, why)`` (no answers are read).
+    """
+    run = run_child(
+        {"mode": "format", "submission": str(submission), "sample": str(sample)},
+        limits=limits,
+        module=CHILD,
+    )
+    res: Mapping[str, Any] = run.result or {}
+    if res.get("format_ok") is True:
+        return True, ""
+    if "error" in res:
+        return False, f"the task is broken: {str(res['error'])[:300]}"
+    if isinstance(res.get("reason"), str):
+        return False, mask_reason(str(res["reason"]))
+    return False, limit_reason(run, limits, "checking the submission") or (
+        "the grading process died without a result"
     )

@@ -50,13 +50,30 @@ from attrs import define, field, frozen
 from openmle._types import Resources, Split, check_split
 from openmle.bench._medals import GIT_LFS_POINTER, Leaderboard
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITE_FILES, SUITES
-from openmle.bench.mlebench._grade import build_view_confined, grade_confined
+from openmle.bench.mlebench._grade import (
+    build_view_confined,
+    check_format_confined,
+    grade_confined,
+)
 from openmle.bench.mlebench._rules import LITE_RULES
+from openmle.bench.mlebench._views import rule_for
 from openmle.errors import InvalidArgument, MissingDependency, TaskPackageError
 from openmle.gym import GradeLimits, GradeReport, cache_root
 
-__all__ = ["Competition", "DoctorLine", "MLEBench", "MLEBenchTask", "doctor"]
+__all__ = [
+    "VALIDATION_PROTOCOLS",
+    "Competition",
+    "DoctorLine",
+    "MLEBench",
+    "MLEBenchTask",
+    "SelfScored",
+    "doctor",
+]
 
+
+VALIDATION_PROTOCOLS = ("auto", "split", "self")
+"""How search scores candidates: ``split`` (a held-out view graded by the competition's
+grader), ``self`` (the program's own printed validation score), ``auto`` (split when possible)."""
 
 INSTALL_HINT = (
     "install MLE-bench (`git clone https://github.com/openai/mle-bench && cd mle-bench && "
@@ -154,6 +171,11 @@ class MLEBench:
             invalid submission naming the limit.
         view_timeout_s: the wall-clock limit on building one validation view.
         view_memory_mb: the address-space limit of the process building a view (MiB).
+        validation: ``split`` (search selects on the held-out view this package builds),
+            ``self`` (the program holds out its own part as the competition's instruction in
+            the description says and prints ``Final Validation Score: <number>``; search
+            selects on that), or ``auto`` (split when a rule or a shipped view exists, else
+            self).
         python: kept for compatibility; grading runs in this interpreter
             (:func:`openmle.gym.run_child`), which needs pandas and the registry's imports.
     """
@@ -168,9 +190,17 @@ class MLEBench:
     grade_max_bytes: int = 512 * 1024 * 1024
     view_timeout_s: float = 7200.0
     view_memory_mb: int = 16384
+    validation: str = field(default="auto")
     python: str = field(factory=lambda: sys.executable)
     _tasks: dict[str, MLEBenchTask] = field(factory=dict, init=False)
     _lock: threading.Lock = field(factory=threading.Lock, init=False)
+
+    @validation.validator
+    def _check_validation(self, _attr: object, value: str) -> None:
+        if value not in VALIDATION_PROTOCOLS:
+            raise InvalidArgument(
+                f"Expected --validation to be one of {list(VALIDATION_PROTOCOLS)} but got {value!r}"
+            )
 
     # ------------------------------------------------------------------ construction
 
@@ -336,6 +366,22 @@ def _dedupe(ids: Iterable[str]) -> list[str]:
 
 
 @final
+@frozen(kw_only=True)
+class SelfScored:
+    """The validation grade under ``--validation self``: the submission's format was checked
+    against the public sample submission (no answers read); the score is the one the program
+    printed (``self_scored``: see :func:`openmle._runlog.classify_run`).
+    """
+
+    task: str
+    valid: bool
+    reason: str = ""
+    score: float | None = None
+    split: Split = Split.VALID
+    self_scored: bool = True
+
+
+@final
 @define(eq=False)
 class MLEBenchTask:
     """One MLE-bench competition as a task (see the module doc)."""
@@ -344,6 +390,7 @@ class MLEBenchTask:
     competition: Competition
     _leaderboard: Leaderboard | None = field(default=None, init=False)
     _valid_lock: threading.Lock = field(factory=threading.Lock, init=False)
+    _protocol: str | None = field(default=None, init=False)
 
     @property
     def name(self) -> str:
@@ -367,11 +414,69 @@ class MLEBenchTask:
 
     @property
     def description(self) -> str:
-        """The competition's ``description.md`` (public)."""
+        """The competition's ``description.md`` (public); under ``--validation self`` followed
+        by the competition's split instruction and the score line to print.
+        """
         try:
-            return self.competition.description_path.read_text(encoding="utf-8")
+            text = self.competition.description_path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
-            return ""
+            text = ""
+        if self.protocol != "self":
+            return text
+        return f"{text.rstrip()}\n\n{self.self_instruction()}\n"
+
+    @property
+    def protocol(self) -> str:
+        """``split`` or ``self``: how this competition's candidates are scored in search."""
+        if self._protocol is None:
+            want = self.bench.validation
+            if want == "auto":
+                want = "split" if self._split_possible() else "self"
+            self._protocol = want
+        return self._protocol
+
+    def _split_possible(self) -> bool:
+        if self._valid_path() == self.root / "prepared" / "valid":
+            return True
+        try:
+            rule_for(
+                self.competition.id,
+                self.root / "prepared" / "public",
+                answers=_under(self.competition.answers, "private")
+                or Path(self.competition.answers).name,
+                sample=_under(self.competition.sample_submission, "public")
+                or Path(self.competition.sample_submission).name,
+                answer_header=self._answer_header(),
+            )
+        except (TaskPackageError, OSError, UnicodeDecodeError):
+            return False
+        return True
+
+    def self_instruction(self) -> str:
+        """The ``--validation self`` instruction: how to hold out a validation part and the
+        line to print.
+        """
+        rule = LITE_RULES.get(self.competition.id)
+        split = (
+            rule.instruction
+            if rule is not None
+            else (
+                "Hold out a random 10% of the labelled training data (seed 0) as validation, "
+                "keeping rows that belong together (a patient, a sentence, a time period) on "
+                "one side. Score it with the competition's metric."
+            )
+        )
+        try:
+            direction = "higher" if self.higher_is_better else "lower"
+        except InvalidArgument:
+            direction = "higher"
+        return (
+            "## Validation (your own)\n\n"
+            f"{split} Train on the rest, then print exactly one line `Final Validation Score: "
+            f"<number>` with that score ({direction} is better); the search selects programs "
+            "on it. Then write ./submission.csv for the test data in the sample submission's "
+            "format (you may retrain on all training data first); it is graded once at the end."
+        )
 
     @property
     def leaderboard(self) -> Leaderboard:
@@ -403,7 +508,7 @@ class MLEBenchTask:
         Raises:
             TaskPackageError: the validation view cannot be built (says why and the fix).
         """
-        if check_split(split) is Split.TEST:
+        if check_split(split) is Split.TEST or self.protocol == "self":
             return self.root / "prepared" / "public"
         return self._valid_view() / "public"
 
@@ -535,13 +640,14 @@ class MLEBenchTask:
         split: Split | str = Split.TEST,
         *,
         timeout_s: float | None = None,
-    ) -> GradeReport:
+    ) -> GradeReport | SelfScored:
         """Grade ``submission`` with the competition's grader in the confined grading process
         (:func:`openmle.gym.run_child`: fixed environment, memory and CPU limits, killed at
         ``timeout_s`` or the bench's ``grade_timeout_s``, and on cancellation).
 
         Never raises for a bad submission: ``valid=False`` with the reason (masked: no
-        numbers or values that could come from the answers).
+        numbers or values that could come from the answers). Under ``--validation self`` the
+        ``valid`` split is not graded against answers: a :class:`SelfScored` format check.
         """
         s = check_split(split)
         path = Path(submission)
@@ -569,7 +675,7 @@ class MLEBenchTask:
                 exists=False,
             )
         try:
-            answers = self.answers_path(s)
+            answers = self.answers_path(s) if self.protocol == "split" or s is Split.TEST else None
         except TaskPackageError as exc:
             return invalid(f"the task is broken: {exc}")
         real = path.resolve()
@@ -578,6 +684,15 @@ class MLEBenchTask:
         limits = self.grade_limits
         if timeout_s is not None:
             limits = limits.with_timeout(max(1.0, min(float(timeout_s), limits.timeout_s)))
+        if s is Split.VALID and self.protocol == "self":
+            ok, why = check_format_confined(
+                submission=real,
+                sample=self.bench.data_dir / self.competition.sample_submission,
+                limits=limits,
+            )
+            return SelfScored(task=self.name, valid=ok, reason=why)
+        if answers is None:  # pragma: no cover - self protocol returned above
+            return invalid("the task is broken: no answers for this split")
         score, reason, _broken = grade_confined(
             repo_root=self.competition.repo_root,
             grade_fn=self.competition.grade_fn,

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["grade", "main", "view"]
+__all__ = ["check_format", "grade", "main", "view"]
 
 
 def grade(config: dict[str, Any]) -> dict[str, Any]:
@@ -90,6 +90,51 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
     return {"score": value, "reason": ""}
 
 
+def _ids(path: Path, max_bytes: int | None) -> tuple[list[str], int, set[str]]:
+    import csv
+
+    csv.field_size_limit(2**31 - 1)
+    if max_bytes and path.stat().st_size > max_bytes:
+        raise ValueError(f"over the grading limit of {max_bytes} bytes (max_bytes)")
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, [])
+        rows, ids = 0, set()
+        for row in reader:
+            rows += 1
+            if row:
+                ids.add(row[0])
+    return header, rows, ids
+
+
+def check_format(config: dict[str, Any]) -> dict[str, Any]:
+    """``mode: "format"``: the submission has the sample submission's columns, row count and
+    ids (first column); no answers are read (the ``--validation self`` protocol).
+    """
+    limit = config.get("max_bytes")
+    try:
+        s_head, s_rows, s_ids = _ids(Path(config["sample"]), None)
+    except (OSError, UnicodeDecodeError) as exc:
+        return {"error": f"cannot read the sample submission ({type(exc).__name__})"}
+    try:
+        head, rows, ids = _ids(Path(config["submission"]), int(limit) if limit else None)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return {"score": None, "reason": f"the submission is not a readable CSV ({exc})"}
+    if set(head) != set(s_head):
+        return {
+            "score": None,
+            "reason": f"the submission's columns differ from the sample submission's "
+            f"({len(head)} vs {len(s_head)} columns); use its header",
+        }
+    if rows != s_rows or ids != s_ids:
+        return {
+            "score": None,
+            "reason": "the submission's rows differ from the sample submission's (row count or "
+            "ids in the first column); write one row per sample row",
+        }
+    return {"format_ok": True}
+
+
 def view(config: dict[str, Any]) -> dict[str, Any]:
     """Build the validation view (see :func:`openmle.bench.mlebench.build_validation_view`)."""
     from openmle.bench.mlebench._views import build_validation_view
@@ -119,7 +164,14 @@ def main(argv: list[str]) -> int:
     confine_child(config)
     out = Path(config["result"])
     try:
-        result = view(config) if config.get("mode") == "view" else grade(config)
+        mode = config.get("mode")
+        result = (
+            view(config)
+            if mode == "view"
+            else check_format(config)
+            if mode == "format"
+            else grade(config)
+        )
     except MemoryError:
         result = {
             "score": None,
