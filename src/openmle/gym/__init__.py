@@ -8,6 +8,11 @@
 - :func:`summarize` and the per-metric functions judge an agent over many runs: valid rate,
   medal rates, human rank and NatureBench's relative gap with Match-/Surpass-SOTA, each as
   mean, standard deviation and standard error over runs.
+- The grading process as a kit for other packages: :func:`run_child` runs gym's grader or a
+  program module (``module=``) in a fresh ``python -I`` process with a fixed environment,
+  ``RLIMIT_AS``/``RLIMIT_CPU`` (:class:`GradeLimits`), a parent-death signal, its own session,
+  killed at its deadline or on cancellation; the program calls :func:`confine_child` first;
+  :class:`ChildRun` is how it ended. :func:`cache_root` is openmle's cache folder.
 - The ``valid`` split is a deterministic hold-out of the public training data; ``test`` uses
   the private answers. Every score carries its split.
 """
