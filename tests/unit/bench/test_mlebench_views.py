@@ -187,3 +187,20 @@ def test_generic_rule_and_refusal(tmp_path: Path) -> None:
     with pytest.raises(TaskPackageError, match=r"--validation self") as err:
         generic_rule("some-other-competition", pub)
     assert "prepared/valid" in str(err.value)
+
+
+def test_symbolic_links_in_public_never_reach_the_view(tmp_path: Path) -> None:
+    """A link planted in prepared/public (to the answers, say) is neither followed nor copied."""
+    cid = "histopathologic-cancer-detection"
+    pub = make_public(cid, tmp_path / "data")
+    secret = tmp_path / "data" / cid / "prepared" / "private" / "answers.csv"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("id,label\nsecret,1\n")
+    (pub / "leak.csv").symlink_to(secret)
+    (pub / "extra").mkdir()
+    (pub / "extra" / "leak.csv").symlink_to(secret)
+    build_validation_view(cid, pub, tmp_path / "v")
+    view = tmp_path / "v" / "public"
+    assert not (view / "leak.csv").exists() and not (view / "leak.csv").is_symlink()
+    assert (view / "extra").is_dir() and not list((view / "extra").iterdir())
+    assert not any(f.is_symlink() for f in view.rglob("*"))

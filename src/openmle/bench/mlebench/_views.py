@@ -210,12 +210,21 @@ class _Out:
 
 
 def _link(src: Path, dst: Path) -> None:
-    """Hard-link ``src`` (a file or a folder tree) to ``dst``; copy where links fail."""
+    """Hard-link ``src`` (a file or a folder tree) to ``dst``; copy where links fail.
+
+    Symbolic links are never followed nor copied (one could point at the answers).
+    """
+    if src.is_symlink():
+        return
     dst.parent.mkdir(parents=True, exist_ok=True)
     if src.is_dir():
-        shutil.copytree(src, dst, copy_function=_link_file, dirs_exist_ok=True)
+        shutil.copytree(src, dst, copy_function=_link_file, dirs_exist_ok=True, ignore=_symlinks)
     else:
         _link_file(src, dst)
+
+
+def _symlinks(folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if os.path.islink(os.path.join(folder, n))}
 
 
 def _link_file(src: str | Path, dst: str | Path) -> None:
