@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from openmle.bench.mlebench._doctor import DoctorLine, doctor
 from openmle.bench.mlebench._registry import (
     INSTALL_HINT,
     Competition,
-    DoctorLine,
     MLEBench,
     MLEBenchTask,
     _git_commit,
-    doctor,
 )
 
 __all__ = [

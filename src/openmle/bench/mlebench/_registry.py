@@ -13,16 +13,20 @@ Each competition becomes an :class:`MLEBenchTask` (an :class:`openmle._task_prot
 
 - ``test``: the program reads ``prepared/public`` in place (read-only); the answers in
   ``prepared/private`` are never mounted.
-- ``valid``: the split search selects on. A competition may ship one
-  (``<data>/<id>/prepared/valid/{public,private}``); otherwise it is made once by running the
-  competition's own ``prepare(raw, public, private)`` on its *public* data (MLE-bench's
-  preparers split a labelled training set into train and a hidden test set, so applied to the
-  public train set they make a train/validation split with the validation answers kept
-  outside the sandbox). The view lives under ``valid_dir`` and is built in a child process.
-- Grading runs the competition's own ``grade_fn(submission_df, answers)`` from the registry in a
-  separate ``python -I`` process (pandas reads the CSV with ``float_precision="round_trip"`` and
-  the answers as CSV or JSONL, as MLE-bench does). An exception gives an invalid submission; the
-  reason names MLE-bench's ``InvalidSubmissionError`` message, other errors only by type.
+- ``valid``: the split search selects on (``validation="split"``). A competition may ship one
+  (``<data>/<id>/prepared/valid/{public,private}``); otherwise it is built once from the
+  competition's rule (:mod:`openmle.bench.mlebench._rules`, applied by
+  :func:`openmle.bench.mlebench.build_validation_view`) in the confined grading process, under
+  ``valid_dir``, keyed by the public data's listing and the rule. Under ``validation="self"`` the
+  program reads ``prepared/public``, holds out its own part (the instruction is appended to the
+  description) and prints its score; the valid grade only checks the submission's format.
+- Grading runs the competition's own ``grade_fn(submission_df, answers)`` from the registry in
+  gym's confined grading process (:func:`openmle.gym.run_child` running
+  :mod:`openmle.bench.mlebench.child`: fixed environment, memory and CPU limits, its own session,
+  killed at the deadline or on cancellation). pandas reads the CSV with
+  ``float_precision="round_trip"`` and the answers as CSV or JSONL, as MLE-bench does. An
+  exception gives an invalid submission: MLE-bench's ``InvalidSubmissionError`` message masked
+  (:func:`openmle.bench.mlebench.mask_reason`), other errors only by type.
 - The leaderboard is the registry's ``leaderboard.csv``; medals follow
   :func:`openmle.bench.competition_report`.
 
@@ -41,14 +45,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, final
 
 from attrs import define, field, frozen
 
 from openmle._types import Resources, Split, check_split
-from openmle.bench._medals import GIT_LFS_POINTER, Leaderboard
+from openmle.bench._medals import Leaderboard
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITE_FILES, SUITES
 from openmle.bench.mlebench._grade import (
     build_view_confined,
@@ -61,15 +65,17 @@ from openmle.errors import InvalidArgument, MissingDependency, TaskPackageError
 from openmle.gym import GradeLimits, GradeReport, cache_root
 
 __all__ = [
+    "INSTALL_HINT",
     "VALIDATION_PROTOCOLS",
     "Competition",
-    "DoctorLine",
     "MLEBench",
     "MLEBenchTask",
     "SelfScored",
-    "doctor",
 ]
 
+
+VIEW_ENGINE_VERSION = 1
+"""Bumped when the validation-view engine changes what it writes (rebuilds cached views)."""
 
 VALIDATION_PROTOCOLS = ("auto", "split", "self")
 """How search scores candidates: ``split`` (a held-out view graded by the competition's
@@ -528,9 +534,9 @@ class MLEBenchTask:
         return self.bench._valid_root() / self.competition.id / self._valid_key()
 
     def _valid_key(self) -> str:
-        """Changes when the public data's listing or the rule changes."""
+        """Changes when the public data's listing, the rule or the engine changes."""
         rule = LITE_RULES.get(self.competition.id)
-        h = hashlib.sha256(repr(rule).encode())
+        h = hashlib.sha256(f"{VIEW_ENGINE_VERSION}:{rule!r}".encode())
         public = self.root / "prepared" / "public"
         with contextlib.suppress(OSError):
             for p in sorted(public.iterdir()):
@@ -712,171 +718,3 @@ class MLEBenchTask:
             higher_is_better=hib,
             submission_path=str(path),
         )
-
-
-# ---------------------------------------------------------------------- doctor
-
-
-@final
-@frozen(kw_only=True)
-class DoctorLine:
-    """One competition's preflight: ``ok`` when nothing blocks a run."""
-
-    competition_id: str
-    ok: bool
-    problems: tuple[str, ...] = ()
-    fixes: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "competition_id": self.competition_id,
-            "ok": self.ok,
-            "problems": list(self.problems),
-            "fixes": list(self.fixes),
-            "notes": list(self.notes),
-        }
-
-
-def _md5(path: Path) -> str:
-    h = hashlib.md5(usedforsecurity=False)
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _nonempty(d: Path) -> bool:
-    try:
-        return d.is_dir() and any(d.iterdir())
-    except OSError:
-        return False
-
-
-def doctor(
-    bench: MLEBench, ids: Sequence[str], *, checksums: bool = False, views: bool = True
-) -> list[DoctorLine]:
-    """Check each competition's registry entry, leaderboard and prepared data (no downloads),
-    and build its validation view: a competition is ready only when its view exists.
-
-    Problems (each with its fix): not in the registry, malformed config, missing leaderboard,
-    a git-lfs pointer instead of the leaderboard, missing or empty public/private data, missing
-    answers or sample submission, checksum mismatches (with ``checksums=True``), a validation
-    view that cannot be built (with ``views=True``, the default; the view is built once and
-    cached under the bench's ``valid_dir``). Notes: the validation rule and MLE-bench's known
-    issues with the competition.
-    """
-    return [_doctor_one(bench, cid, checksums=checksums, views=views) for cid in ids]
-
-
-def _doctor_view(
-    bench: MLEBench, cid: str, bad: Callable[[str, str], None], notes: list[str]
-) -> None:
-    """Build (or find) the validation view of ``cid``; a failure is one problem with its fix."""
-    try:
-        info = bench.task(cid).validation_info()
-    except TaskPackageError as exc:
-        text = str(exc).removeprefix(f"{cid}: ")
-        problem, sep, fix = text.rpartition("; ")
-        if not sep:
-            problem, fix = text, "run with --validation self, or ship prepared/valid"
-        bad(f"no validation view ({problem})", fix)
-        return
-    if info.get("shipped"):
-        notes.append("validation: the shipped prepared/valid")
-    elif info:
-        notes.append(
-            f"validation: {info.get('rule')} -> {info.get('valid')} held out, "
-            f"{info.get('train')} to train"
-        )
-
-
-def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = True) -> DoctorLine:
-    problems: list[str] = []
-    fixes: list[str] = []
-    notes: list[str] = []
-
-    def bad(problem: str, fix: str) -> None:
-        problems.append(problem)
-        fixes.append(fix)
-
-    def line() -> DoctorLine:
-        return DoctorLine(
-            competition_id=cid,
-            ok=not problems,
-            problems=tuple(problems),
-            fixes=tuple(fixes),
-            notes=tuple(notes),
-        )
-
-    try:
-        comp = bench.competition(cid)
-    except InvalidArgument as exc:
-        bad(str(exc).split(";")[0], "check the id, or point --registry at the right checkout")
-        return line()
-    except MissingDependency as exc:
-        bad("cannot read the registry", str(exc))
-        return line()
-    _doctor_leaderboard(comp, bad)
-    root = bench.data_dir / cid / "prepared"
-    prep = f"run `mlebench prepare -c {cid} --data-dir {bench.data_dir}`"
-    if not _nonempty(root / "public"):
-        bad("prepared/public is missing or empty", prep)
-    elif not (bench.data_dir / comp.sample_submission).is_file():
-        bad(f"the sample submission {comp.sample_submission} is missing", prep)
-    if not _nonempty(root / "private"):
-        bad("prepared/private is missing or empty", prep)
-    elif not (bench.data_dir / comp.answers).is_file():
-        bad(f"the answers {comp.answers} are missing", prep)
-    if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
-        bad("the competition's grade.py is missing", "update the MLE-bench checkout")
-    if checksums:
-        _check_sums(comp, root, bad, notes)
-    if views and not problems:
-        _doctor_view(bench, cid, bad, notes)
-    if comp.known_issue:
-        notes.append(f"MLE-bench known issue: {comp.known_issue}")
-    return line()
-
-
-def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> None:
-    lb = comp.leaderboard_path
-    if not lb.is_file():
-        bad("leaderboard.csv is missing", "update the MLE-bench checkout (git pull)")
-    else:
-        with lb.open("rb") as fh:
-            head = fh.read(len(GIT_LFS_POINTER)).decode("utf-8", "replace")
-        if head == GIT_LFS_POINTER:
-            bad(
-                "leaderboard.csv is a git-lfs pointer",
-                "run `git lfs fetch --all && git lfs pull` in the MLE-bench checkout",
-            )
-        else:
-            try:
-                Leaderboard.from_csv(lb)
-            except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
-                bad(f"leaderboard.csv is unreadable ({exc})", "restore it from MLE-bench")
-
-
-def _check_sums(
-    comp: Competition, root: Path, bad: Callable[[str, str], None], notes: list[str]
-) -> None:
-    if not comp.checksums_path.is_file():
-        notes.append("no checksums.yaml to compare with")
-        return
-    try:
-        expected = _load_yaml(comp.checksums_path)
-    except TaskPackageError as exc:
-        notes.append(str(exc))
-        return
-    for part in ("public", "private"):
-        for fname, want in (expected.get(part) or {}).items():
-            f = root / part / str(fname)
-            if not f.is_file():
-                bad(f"{part}/{fname} is missing", f"re-run `mlebench prepare -c {comp.id}`")
-            elif _md5(f) != str(want):
-                bad(
-                    f"{part}/{fname} does not match its checksum",
-                    f"delete {root} and re-run `mlebench prepare -c {comp.id}`",
-                )
