@@ -164,3 +164,28 @@ def test_mask_reason() -> None:
     assert mask_reason("a\nb 3") == "a"
     long = "ids " + "[" + ", ".join(str(i) for i in range(100)) + "]"
     assert mask_reason(long) == "ids <...>"
+
+
+def test_the_jobs_deadline_bounds_grading(tmp_path: Path) -> None:
+    """A sandbox grades through gym's grade_in_thread with the job's timeout: a hanging
+    grade.py is cut at the job's deadline, not the bench's longer grading limit."""
+    import anyio
+
+    from openmle.gym._grader import grade_in_thread
+
+    bench = make(
+        tmp_path,
+        """
+        import time
+
+        def grade(submission, answers):
+            time.sleep(300)
+            return 1.0
+        """,
+    )
+    assert bench.grade_timeout_s == 600.0
+    task = bench.task("toy")
+    start = time.monotonic()
+    g = anyio.run(lambda: grade_in_thread(task, submission(tmp_path), Split.TEST, timeout_s=5))
+    assert not g.valid and "longer than 5 s" in g.reason
+    assert time.monotonic() - start < 120
