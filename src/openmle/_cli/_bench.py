@@ -242,7 +242,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     bench = MLEBench.locate(args.registry, args.data)
     ids = bench.suite(args.suite)
-    lines = doctor(bench, ids, checksums=args.checksums)
+    lines = doctor(bench, ids, checksums=args.checksums, views=args.validation != "self")
     if args.json:
         print(json.dumps([ln.to_dict() for ln in lines], indent=2))
     else:
@@ -388,5 +388,12 @@ def _add_doctor(sub: Any) -> None:
     doc.add_argument("--data", required=True, help="the data directory `mlebench prepare` wrote")
     doc.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
     doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
+    doc.add_argument(
+        "--validation",
+        choices=("auto", "split", "self"),
+        default="auto",
+        help="the protocol the run will use: with self no validation view is built or needed "
+        "(default auto: each view is built, a competition is ready only when it is)",
+    )
     doc.add_argument("--json", action="store_true", help="print the lines as JSON")
     doc.set_defaults(handler=_doctor)
