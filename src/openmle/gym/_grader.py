@@ -27,6 +27,7 @@ import math
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -229,6 +230,34 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         os.close(fd)
 
 
+MAX_RESULT_BYTES = 4 * 1024 * 1024
+"""Largest result file a grading process may leave (bytes); a larger one is no result."""
+
+
+def _read_result(path: Path) -> Any:
+    """The JSON a grading process wrote, read as untrusted: a regular file (never a link or a
+    FIFO), at most :data:`MAX_RESULT_BYTES`; None otherwise.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_RESULT_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
 def run_child(
     config: dict[str, Any],
     *,
@@ -285,11 +314,8 @@ def run_child(
                 scope.discard(proc)
         elapsed = time.monotonic() - start
         out: dict[str, Any] | None = None
-        if not timed_out and result.is_file():
-            try:
-                loaded = json.loads(result.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                loaded = None
+        if not timed_out:
+            loaded = _read_result(result)
             out = loaded if isinstance(loaded, dict) else None
         limit: str | None = None
         if timed_out:

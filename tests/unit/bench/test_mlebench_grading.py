@@ -189,3 +189,33 @@ def test_the_jobs_deadline_bounds_grading(tmp_path: Path) -> None:
     g = anyio.run(lambda: grade_in_thread(task, submission(tmp_path), Split.TEST, timeout_s=5))
     assert not g.valid and "longer than 5 s" in g.reason
     assert time.monotonic() - start < 120
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge", "link"])
+def test_grade_py_cannot_hang_or_flood_the_host_through_its_result_file(
+    tmp_path: Path, kind: str
+) -> None:
+    """grade.py can find the result file's path; replacing it with a FIFO, a huge file or a
+    link gives "no result", never a hung or flooded host."""
+    bench = make(
+        tmp_path,
+        f"""
+        import json, os, sys
+
+        def grade(submission, answers):
+            result = json.load(open(sys.argv[1]))["result"]
+            if {kind!r} == "fifo":
+                os.mkfifo(result)
+            elif {kind!r} == "huge":
+                with open(result, "w") as fh:
+                    fh.write('{{"score": 1.0, "pad": "' + "x" * (8 * 1024 * 1024) + '"}}')
+            else:
+                os.symlink("/etc/hostname", result)
+            os._exit(0)
+        """,
+    )
+    bench.grade_timeout_s = 60.0
+    start = time.monotonic()
+    g = bench.task("toy").grade(submission(tmp_path), Split.TEST)
+    assert not g.valid and "without a result" in g.reason
+    assert time.monotonic() - start < 60
