@@ -259,3 +259,18 @@ def test_preflight_stops_a_bench_before_its_first_step(
     with pytest.raises(InvalidArgument, match=r"needs 1 GPU.*--gpus N"):
         anyio.run(lambda: arun_bench(out, config=gpu, model=ScriptedModel([])))
     assert not (out / "manifest.json").exists()
+
+
+def test_report_lines_name_the_protocol_and_deviations() -> None:
+    from openmle.bench.mlebench._registry import protocol_lines
+
+    m = {
+        "validation": {"a": "split", "b": "self", "c": "split"},
+        "deviations": ["--gpus 0: every program run gets 0 GPU(s), whatever its task demands"],
+    }
+    lines = protocol_lines(m)
+    assert lines[0].startswith("- validation: search selected on self (each program's own")
+    assert "split (held-out views" in lines[0] and "for a, c" in lines[0]
+    assert lines[1].startswith("- deviations: --gpus 0")
+    assert protocol_lines({}) == []
+    assert protocol_lines({"validation": "junk", "deviations": "junk"}) == []

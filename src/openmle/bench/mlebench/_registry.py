@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, final
 
@@ -71,6 +71,7 @@ __all__ = [
     "MLEBench",
     "MLEBenchTask",
     "SelfScored",
+    "protocol_lines",
 ]
 
 
@@ -718,3 +719,29 @@ class MLEBenchTask:
             higher_is_better=hib,
             submission_path=str(path),
         )
+
+
+def protocol_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """Report lines (Markdown bullets) saying which validation protocol produced the numbers and
+    which deviations the bench ran with, from a bench manifest (read back: only strings are
+    used, each name shortened).
+    """
+    out: list[str] = []
+    protocols = manifest.get("validation")
+    if isinstance(protocols, Mapping) and protocols:
+        by: dict[str, list[str]] = {}
+        for cid, proto in protocols.items():
+            by.setdefault(str(proto)[:10], []).append(str(cid)[:80])
+        words = {
+            "split": "held-out views of the public data, graded by each competition's grader",
+            "self": "each program's own printed validation score",
+        }
+        parts = []
+        for proto, ids in sorted(by.items()):
+            listed = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            parts.append(f"{proto} ({words.get(proto, proto)}) for {listed}")
+        out.append("- validation: search selected on " + "; ".join(parts))
+    deviations = manifest.get("deviations")
+    if isinstance(deviations, list) and deviations:
+        out.append("- deviations: " + "; ".join(str(d)[:200] for d in deviations[:20]))
+    return out
