@@ -824,7 +824,14 @@ def preflight(config: BenchConfig, bench: MLEBench | NatureBench, own_sandbox: b
         try:
             task = bench.task(cid)
             if isinstance(task, MLEBenchTask):
-                task.public_dir(Split.TEST)
+                public, answers = task.public_dir(Split.TEST), task.answers_path(Split.TEST)
+                if not public.is_dir() or not answers.is_file():
+                    missing = public if not public.is_dir() else answers
+                    problems.append(
+                        f"{cid}: cannot be prepared ({missing} is missing; run `mlebench "
+                        f"prepare -c {cid}`)"
+                    )
+                    continue
                 if task.protocol == "split":
                     task.public_dir(Split.VALID)
                 need = config.resources.gpus

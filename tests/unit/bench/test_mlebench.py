@@ -233,6 +233,7 @@ def test_preflight_stops_a_bench_before_its_first_step(
     data2 = tmp_path / "data"
     shutil.copytree(data, data2)
     (data2 / "mini-images" / "prepared" / "public" / "train.csv").unlink()
+    (data2 / "mini-jsonl" / "prepared" / "private" / "answers.jsonl").unlink()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
     def config(**kw: object) -> BenchConfig:
@@ -252,8 +253,8 @@ def test_preflight_stops_a_bench_before_its_first_step(
     with pytest.raises(InvalidArgument) as err:
         anyio.run(lambda: arun_bench(out, config=split, model=ScriptedModel([])))
     msg = str(err.value)
-    assert "1 of 3 competitions cannot run" in msg and "mini-images" in msg
-    assert "--validation self" in msg
+    assert "2 of 3 competitions cannot run" in msg and "mini-images" in msg
+    assert "--validation self" in msg and "mlebench prepare -c mini-jsonl" in msg
     assert not (out / "manifest.json").exists() and not (out / "runs").exists()
     gpu = config(competitions=["mini-tabular"], resources=Resources(gpus=1))
     with pytest.raises(InvalidArgument, match=r"needs 1 GPU.*--gpus N"):
