@@ -33,6 +33,7 @@ MODULES = (
     "openmle.builder",
     "openmle.service",
     "openmle.bench",
+    "openmle.bench.mlebench",
     "openmle.backends",
     "openmle.train",
     "openmle.testing",

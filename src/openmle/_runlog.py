@@ -107,7 +107,10 @@ def classify_run(
         timed_out: the sandbox killed it at its wall-clock limit.
         oom: the kernel or engine killed it for memory.
         submission: path of ``submission.csv`` if the program wrote one, else None.
-        grade: the grader's report for that submission (None when not graded).
+        grade: the grader's report for that submission (None when not graded). A valid grade
+            with ``self_scored=True`` (a task scored by the program's own validation) takes
+            the score the program printed (:func:`parse_printed_score`); none printed is an
+            invalid submission.
     """
     printed = parse_printed_score(logs)
 
@@ -142,6 +145,17 @@ def classify_run(
             "submission_missing",
             "exited 0 without writing ./submission.csv",
         )
+    if grade is not None and grade.valid and getattr(grade, "self_scored", False) is True:
+        # The task scores this split by the program's own held-out validation (the paper's
+        # protocol): the grader checked the submission's format, the score is the printed one.
+        if printed is None:
+            return result(
+                Outcome.INVALID_SUBMISSION,
+                "invalid_submission: no printed validation score",
+                "the program printed no 'Final Validation Score: <number>' line; this task is "
+                "scored by the program's own held-out validation",
+            )
+        return result(Outcome.SUCCESS, None, "", score=printed)
     if grade is None or not grade.valid or grade.score is None or not math.isfinite(grade.score):
         reason = (grade.reason if grade is not None else "") or "not graded to a finite score"
         return result(

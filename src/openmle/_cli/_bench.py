@@ -35,6 +35,7 @@ _TOML_KEYS = {
     "priors",
     "islands",
     "arms",
+    "validation",
 }
 
 
@@ -51,6 +52,14 @@ def _experiment(path: Path) -> dict[str, Any]:
     if isinstance(data.get("budget"), dict):
         data["budget"] = ",".join(f"{k}={v}" for k, v in data["budget"].items())
     return data
+
+
+def _settings_given(args: argparse.Namespace) -> set[str]:
+    """The settings the user gave (a flag, or a key of the experiment file)."""
+    given = {k for k in _TOML_KEYS if getattr(args, k, None) is not None}
+    if args.target.endswith(".toml"):
+        given |= set(_experiment(Path(args.target)))
+    return given
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -98,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
     from openmle._cli._search import build_model, parse_budget
     from openmle.bench import BenchConfig, MLEBench, arun_bench, priors_ablation, write_report
 
+    explicit_gpus = "gpus" in _settings_given(args)
     s = _settings(args)
     arms: tuple[Any, ...] = ()
     if s.get("arms") is not None:
@@ -116,7 +126,9 @@ def _run(args: argparse.Namespace) -> int:
 
         bench = NatureBench(s["data"], harness=s.get("registry"))
     else:
-        bench = MLEBench.locate(s.get("registry"), s["data"])
+        bench = MLEBench.locate(
+            s.get("registry"), s["data"], validation=str(s.get("validation") or "auto")
+        )
     ids = bench.suite(suite if isinstance(suite, str) else list(suite))
     seeds = s["seeds"]
     seed_list = list(range(int(seeds))) if isinstance(seeds, int) else [int(x) for x in seeds]
@@ -140,6 +152,8 @@ def _run(args: argparse.Namespace) -> int:
         priors=None if s.get("priors") is None else str(Path(s["priors"]).resolve()),
         islands=int(s.get("islands") or 0),
         arms=arms,
+        validation=str(s.get("validation") or "auto"),
+        gpus_override=int(s["gpus"]) if explicit_gpus else None,
     )
     model = build_model(config.model)
     emit = _emitter(args)
@@ -228,7 +242,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     bench = MLEBench.locate(args.registry, args.data)
     ids = bench.suite(args.suite)
-    lines = doctor(bench, ids, checksums=args.checksums)
+    lines = doctor(bench, ids, checksums=args.checksums, views=args.validation != "self")
     if args.json:
         print(json.dumps([ln.to_dict() for ln in lines], indent=2))
     else:
@@ -303,7 +317,20 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--out", metavar="BENCH_DIR", help="the bench directory to create")
     run.add_argument("--concurrency", type=int, help="runs at once (default: sandbox slots)")
     run.add_argument("--workers", type=int, help="expansions in flight per run (default: 1)")
-    run.add_argument("--gpus", type=int, help="GPUs per program run (default: 0)")
+    run.add_argument(
+        "--gpus",
+        type=int,
+        help="GPUs per program run (default: 0 for MLE-bench, each NatureBench case's demand); "
+        "given explicitly it overrides every task's demand, recorded as a deviation",
+    )
+    run.add_argument(
+        "--validation",
+        choices=("auto", "split", "self"),
+        help="how search scores candidates: split (a held-out view of the public data graded "
+        "by the competition's grader), self (the program holds out its own part as the "
+        "competition's instruction says and prints 'Final Validation Score: <number>'), auto "
+        "(default: split when a rule exists, else self)",
+    )
     run.add_argument("--cpus", type=float, help="CPUs per program run (default: 1)")
     run.add_argument("--memory-mb", dest="memory_mb", type=int, help="memory per program run")
     run.add_argument(
@@ -361,5 +388,12 @@ def _add_doctor(sub: Any) -> None:
     doc.add_argument("--data", required=True, help="the data directory `mlebench prepare` wrote")
     doc.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
     doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
+    doc.add_argument(
+        "--validation",
+        choices=("auto", "split", "self"),
+        default="auto",
+        help="the protocol the run will use: with self no validation view is built or needed "
+        "(default auto: each view is built, a competition is ready only when it is)",
+    )
     doc.add_argument("--json", action="store_true", help="print the lines as JSON")
     doc.set_defaults(handler=_doctor)

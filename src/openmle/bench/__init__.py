@@ -6,7 +6,10 @@
 - :func:`build_seeds` / :func:`aggregate_seeds`: suite metrics over seeds by MLE-bench's
   aggregation rules (mean, SEM with ddof 1) plus the population sd the paper reports.
 - :class:`MLEBench`: an MLE-bench registry and prepared data; each competition is an
-  :class:`MLEBenchTask` graded by its own grader out of process; :func:`doctor` preflights.
+  :class:`MLEBenchTask` graded by its own grader in gym's confined grading process;
+  :func:`doctor` preflights (and builds each validation view). The adapter lives in
+  :mod:`openmle.bench.mlebench` (laid out like MLE-bench: registry, grading, validation rules,
+  the child program).
 - :func:`arun_bench`: the competitions x seeds matrix (:class:`BenchConfig`) in a resumable
   bench directory (:class:`BenchRun`); :func:`write_report` / :func:`bench_report` give
   Markdown, JSON, HTML, ``submission.jsonl`` and MLE-bench's grading report.

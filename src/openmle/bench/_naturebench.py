@@ -279,7 +279,8 @@ class NatureBench:
         harness: the harness checkout (holds ``task-set/`` and ``submit-results/``); default
             ``root``.
         resources: what a program run may use besides GPUs (CPUs, memory); the GPUs come from
-            each case's demand.
+            each case's demand unless ``gpus_override`` is set (``--gpus N``, a recorded
+            deviation: a CPU-only machine can run a ``gpu_low`` case).
         time_limit_s: wall-clock limit of one program run (default: the reference 4 hours).
         grade_limits: the evaluator process's limits (default: 1 hour, 16 GiB).
         grader: runs the evaluator elsewhere instead of the local grading process: a callable
@@ -295,6 +296,7 @@ class NatureBench:
     time_limit_s: float = REFERENCE_TIMEOUT_S
     grade_limits: Any = None
     grader: Any = None
+    gpus_override: int | None = None
     _domains: dict[str, str] | None = field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -460,7 +462,9 @@ class NatureBenchTask:
 
     @property
     def gpus(self) -> int:
-        """GPUs one program run needs (see the module doc)."""
+        """GPUs one program run needs (see the module doc), or the bench's override."""
+        if self.bench.gpus_override is not None:
+            return self.bench.gpus_override
         tier = self.tier
         if tier:
             return 0 if tier == "cpu" else 1

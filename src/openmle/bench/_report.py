@@ -32,6 +32,7 @@ from openmle.bench._medals import CompetitionReport, competition_report
 from openmle.bench._mlebench import MLEBenchTask
 from openmle.bench._runner import BenchRun
 from openmle.bench._suites import KNOWN_ISSUES
+from openmle.bench.mlebench._registry import protocol_lines
 
 __all__ = ["BenchReport", "bench_report", "write_report"]
 
@@ -171,6 +172,7 @@ class BenchReport:
             + f"openmle {m['openmle_version']}",
             f"- hardware: {_hw(m['hardware'])}; per run: {cfg['resources']}, "
             f"{cfg['time_limit_s']:g} s per program",
+            *protocol_lines(m),
             "",
             "## Suite (mean ± SEM over seeds, ddof 1; sd = population sd)",
             "",

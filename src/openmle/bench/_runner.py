@@ -176,6 +176,10 @@ class BenchConfig:
         islands: island populations per run (0: none; see ``SearchConfig.islands``).
         arms: the ablation's arms (:func:`priors_ablation`); empty: one plain arm. Arms whose
             workers differ need a ``sandbox_s`` cap in the budget (the fixed compute).
+        validation: MLE-bench's validation protocol (``auto``, ``split`` or ``self``; see
+            :class:`MLEBench`); the manifest records the protocol of each competition.
+        gpus_override: ``--gpus N`` given explicitly: every program run gets N GPUs whatever
+            its task demands (recorded in the manifest as a deviation).
     """
 
     suite: str
@@ -195,6 +199,8 @@ class BenchConfig:
     priors_sha256: str | None = None
     islands: int = 0
     arms: tuple[Arm, ...] = field(default=(), converter=_arms)
+    validation: str = "auto"
+    gpus_override: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.benchmark not in BENCHMARKS:
@@ -251,6 +257,8 @@ class BenchConfig:
             )
             | ({"islands": self.islands} if self.islands else {})
             | ({"arms": [a.to_dict() for a in self.arms]} if self.arms else {})
+            | ({"validation": self.validation} if self.validation != "auto" else {})
+            | ({"gpus_override": self.gpus_override} if self.gpus_override is not None else {})
         )
 
     @classmethod
@@ -320,7 +328,8 @@ class BenchRun:
             InvalidArgument: ``path`` holds files (use ``openmle bench resume``).
         """
         p = Path(path)
-        if p.exists() and (not p.is_dir() or any(p.iterdir())):
+        # ``valid/`` may already hold the validation views the preflight built
+        if p.exists() and (not p.is_dir() or any(c.name != "valid" for c in p.iterdir())):
             raise InvalidArgument(
                 f"{str(p)!r} already exists and is not empty; finish it with `openmle bench "
                 "resume` or choose a new --out"
@@ -337,6 +346,13 @@ class BenchRun:
             "hardware": hardware(),
             "selection": "best validation score; test graded once for the chosen program",
         }
+        if isinstance(bench, MLEBench):
+            manifest["validation"] = {cid: bench.task(cid).protocol for cid in config.competitions}
+        if config.gpus_override is not None:
+            manifest["deviations"] = [
+                f"--gpus {config.gpus_override}: every program run gets "
+                f"{config.gpus_override} GPU(s), whatever its task demands"
+            ]
         _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         return cls(path=p, config=config, manifest=manifest)
 
@@ -723,11 +739,13 @@ async def arun_bench(
         library = await anyio.to_thread.run_sync(_library, config, bench)
         if config.priors is not None and config.priors_sha256 is None:
             config = attrs.evolve(config, priors_sha256=library.content_hash)
+        await anyio.to_thread.run_sync(preflight, config, bench, sandbox is None)
         run = BenchRun.create(path, config, bench)
     else:
         run = BenchRun.open(path)
         bench = bench or _bench_of(run.config, run.path)
         library = await anyio.to_thread.run_sync(_library, run.config, bench)
+        await anyio.to_thread.run_sync(preflight, run.config, bench, sandbox is None)
     cfg = run.config
     box = (sandbox or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
     states = run.status()
@@ -778,6 +796,63 @@ async def arun_bench(
         s.report or CompetitionReport.missing(s.competition_id, seed=s.seed, reason=s.state)
         for s in run.status()
     ]
+
+
+def _gpus_here() -> int:
+    """GPUs a local or Docker sandbox may lease here: ``CUDA_VISIBLE_DEVICES`` when set, else
+    those ``nvidia-smi`` lists.
+    """
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return len([x for x in env.split(",") if x.strip() and x.strip() != "-1"])
+    return len(hardware()["gpus"])
+
+
+def preflight(config: BenchConfig, bench: MLEBench | NatureBench, own_sandbox: bool = True) -> None:
+    """Stop a bench before its first step when a competition cannot run: its data cannot be
+    prepared (for MLE-bench's ``split`` protocol: its validation view cannot be built), or it
+    needs more GPUs per program run than this machine offers (checked for the local and Docker
+    sandboxes this bench builds itself, ``own_sandbox``).
+
+    Raises:
+        InvalidArgument: one error naming every competition that cannot run, its cause and its
+            fix.
+    """
+    problems: list[str] = []
+    have = _gpus_here() if own_sandbox and config.sandbox in {"local", "docker"} else None
+    for cid in config.competitions:
+        try:
+            task = bench.task(cid)
+            if isinstance(task, MLEBenchTask):
+                public, answers = task.public_dir(Split.TEST), task.answers_path(Split.TEST)
+                if not public.is_dir() or not answers.is_file():
+                    missing = public if not public.is_dir() else answers
+                    problems.append(
+                        f"{cid}: cannot be prepared ({missing} is missing; run `mlebench "
+                        f"prepare -c {cid}`)"
+                    )
+                    continue
+                if task.protocol == "split":
+                    task.public_dir(Split.VALID)
+                need = config.resources.gpus
+            else:
+                need = task.resources.gpus
+        except OpenMLEError as exc:
+            problems.append(f"{cid}: cannot be prepared ({exc})")
+            continue
+        if have is not None and need > have:
+            problems.append(
+                f"{cid}: needs {need} GPU(s) per program run but this machine offers {have}; "
+                "pass --gpus N to override the demand (recorded as a deviation) or run where "
+                "the GPUs are"
+            )
+    if problems:
+        shown = "; ".join(problems[:10])
+        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+        raise InvalidArgument(
+            f"{len(problems)} of {len(config.competitions)} competitions cannot run, so the "
+            f"bench did not start: {shown}{more}"
+        )
 
 
 def _library(config: BenchConfig, bench: MLEBench | NatureBench | None = None) -> Any:
@@ -909,6 +984,7 @@ def _bench_of(config: BenchConfig, path: Path) -> MLEBench | NatureBench:
             harness=config.registry,
             resources=config.resources,
             time_limit_s=config.time_limit_s,
+            gpus_override=config.gpus_override,
         )
     return MLEBench.locate(
         config.registry,
@@ -916,4 +992,5 @@ def _bench_of(config: BenchConfig, path: Path) -> MLEBench | NatureBench:
         valid_dir=path / "valid",
         resources=config.resources,
         time_limit_s=config.time_limit_s,
+        validation=config.validation,
     )

@@ -8,6 +8,11 @@
 - :func:`summarize` and the per-metric functions judge an agent over many runs: valid rate,
   medal rates, human rank and NatureBench's relative gap with Match-/Surpass-SOTA, each as
   mean, standard deviation and standard error over runs.
+- The grading process as a kit for other packages: :func:`run_child` runs gym's grader or a
+  program module (``module=``) in a fresh ``python -I`` process with a fixed environment,
+  ``RLIMIT_AS``/``RLIMIT_CPU`` (:class:`GradeLimits`), a parent-death signal, its own session,
+  killed at its deadline or on cancellation; the program calls :func:`confine_child` first;
+  :class:`ChildRun` is how it ended. :func:`cache_root` is openmle's cache folder.
 - The ``valid`` split is a deterministic hold-out of the public training data; ``test`` uses
   the private answers. Every score carries its split.
 """
@@ -16,7 +21,8 @@ from __future__ import annotations
 
 from openmle._exports import publish
 from openmle.gym._bundled import bundled_raw
-from openmle.gym._grader import GradeLimits
+from openmle.gym._cache import cache_root
+from openmle.gym._grader import ChildRun, GradeLimits, confine_child, run_child
 from openmle.gym._mle import (
     Aggregate,
     MLESummary,
@@ -36,6 +42,7 @@ from openmle.gym._resolve import bundled, bundled_names, resolve_task
 
 __all__ = [
     "Aggregate",
+    "ChildRun",
     "GradeLimits",
     "GradeReport",
     "MLESummary",
@@ -47,6 +54,8 @@ __all__ = [
     "bundled",
     "bundled_names",
     "bundled_raw",
+    "cache_root",
+    "confine_child",
     "human_rank",
     "load_task",
     "match_sota_rate",
@@ -54,6 +63,7 @@ __all__ = [
     "medal_rate",
     "relative_gap",
     "resolve_task",
+    "run_child",
     "summarize",
     "surpass_sota_rate",
     "valid_rate",

@@ -27,6 +27,7 @@ import math
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,14 @@ from attrs import field, frozen
 from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
 
-__all__ = ["ChildRun", "GradeLimits", "GradeScope", "grade_in_thread", "run_child"]
+__all__ = [
+    "ChildRun",
+    "GradeLimits",
+    "GradeScope",
+    "confine_child",
+    "grade_in_thread",
+    "run_child",
+]
 
 MAX_GRADE_TIMEOUT_S = 86_400.0
 """Largest wall-clock limit a grade may have (one day)."""
@@ -132,6 +140,14 @@ class ChildRun:
     returncode: int | None
 
 
+def confine_child(config: dict[str, Any]) -> None:
+    """Put the calling (grading) process under the limits in ``config`` (the configuration
+    :func:`run_child` wrote): ``PR_SET_PDEATHSIG``, ``RLIMIT_AS`` and ``RLIMIT_CPU``. A
+    program started by :func:`run_child` with ``module=`` calls it first thing.
+    """
+    _gradeproc.confine(config)
+
+
 def _env(home: str) -> dict[str, str]:
     """The fixed environment of a grading process: nothing of the caller's."""
     return {
@@ -214,11 +230,49 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         os.close(fd)
 
 
-def run_child(config: dict[str, Any], *, limits: GradeLimits, cwd: Path | None = None) -> ChildRun:
-    """Run the grading module in a fresh, confined ``python -I`` process.
+MAX_RESULT_BYTES = 4 * 1024 * 1024
+"""Largest result file a grading process may leave (bytes); a larger one is no result."""
 
-    The process and everything in its process group are killed when it ends, at
-    ``limits.timeout_s``, and when the calling thread's :class:`GradeScope` is cancelled.
+
+def _read_result(path: Path) -> Any:
+    """The JSON a grading process wrote, read as untrusted: a regular file (never a link or a
+    FIFO), at most :data:`MAX_RESULT_BYTES`; None otherwise.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_RESULT_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def run_child(
+    config: dict[str, Any],
+    *,
+    limits: GradeLimits,
+    cwd: Path | None = None,
+    module: str | None = None,
+) -> ChildRun:
+    """Run a grading program in a fresh, confined ``python -I`` process.
+
+    The program is gym's grading module, or ``module`` (a dotted module name run as
+    ``python -I -m module CONFIG``; it must call :func:`confine_child` on the configuration
+    before it runs any task code and write its JSON result to ``config["result"]``). Either
+    way the process starts with the fixed environment, in a session of its own, and it and
+    everything in its process group are killed when it ends, at ``limits.timeout_s``, and when
+    the calling thread's :class:`GradeScope` is cancelled.
     """
     scope: GradeScope | None = getattr(_LOCAL, "scope", None)
     with tempfile.TemporaryDirectory(prefix="openmle-grade-") as tmp:
@@ -238,8 +292,9 @@ def run_child(config: dict[str, Any], *, limits: GradeLimits, cwd: Path | None =
             )
         )
         start = time.monotonic()
+        program = ["-m", module] if module else ["-c", _grader_source()]
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _grader_source(), str(cfg)],
+            [sys.executable, "-I", *program, str(cfg)],
             cwd=cwd or home,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -259,11 +314,8 @@ def run_child(config: dict[str, Any], *, limits: GradeLimits, cwd: Path | None =
                 scope.discard(proc)
         elapsed = time.monotonic() - start
         out: dict[str, Any] | None = None
-        if not timed_out and result.is_file():
-            try:
-                loaded = json.loads(result.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                loaded = None
+        if not timed_out:
+            loaded = _read_result(result)
             out = loaded if isinstance(loaded, dict) else None
         limit: str | None = None
         if timed_out:

@@ -115,6 +115,8 @@ def test_offline_bench_killed_four_times_equals_uninterrupted(
     manifest = json.loads((base / "manifest.json").read_text())
     assert manifest["config"]["seeds"] == [0, 1] and manifest["config"]["model"] == "offline"
     assert manifest["hardware"]["cpus"] and "mlebench_commit" in manifest["mlebench"]
+    assert manifest["validation"] == {c: "split" for c in IDS}  # the protocol of each
+    assert "- validation: search selected on split" in (base / "report.md").read_text()
     report = json.loads((base / "report.json").read_text())
     assert report["metrics"]["num_seeds"] == 2 and len(report["runs"]) == 6
     tabular = [r for r in report["runs"] if r["competition_id"] == "mini-tabular"]

@@ -20,9 +20,13 @@ def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_doctor_table_and_exit_code(
-    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     registry, data = mini
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))  # where doctor builds views
     assert main(["bench", "doctor", "mle-bench-lite", "--data", str(data),
                  "--registry", str(registry)]) == 0  # fmt: skip
     out = capsys.readouterr().out
@@ -35,6 +39,13 @@ def test_doctor_table_and_exit_code(
     lines = json.loads(capsys.readouterr().out)
     assert rc == 1 and [ln["ok"] for ln in lines] == [False, True]
     assert "mlebench prepare -c mini-images" in lines[0]["fixes"][0]
+    data3 = tmp_path / "data3"
+    shutil.copytree(data, data3)
+    (data3 / "mini-images" / "prepared" / "public" / "train.csv").unlink()
+    args = ["bench", "doctor", "mini-images", "--data", str(data3), "--registry", str(registry)]
+    assert main(args) == 1  # no rule can split it: not ready for the split protocol
+    assert "--validation self" in capsys.readouterr().out
+    assert main([*args, "--validation", "self"]) == 0  # self needs no view
 
 
 def test_experiment_file_errors_name_the_key(

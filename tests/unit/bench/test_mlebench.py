@@ -6,6 +6,7 @@ import importlib.util
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.unit.bench._minibench import IDS, build
@@ -13,6 +14,7 @@ from tests.unit.bench._minibench import IDS, build
 from openmle import Split
 from openmle.bench import LITE_IDS, MLEBench, competition_report, doctor
 from openmle.errors import InvalidArgument, MissingDependency
+from openmle.gym import GradeReport
 
 pytest.importorskip("yaml")
 pytest.importorskip("pandas")
@@ -80,6 +82,7 @@ def test_invalid_submissions_are_outcomes(bench: MLEBench, tmp_path: Path) -> No
     g = t.grade(bad, Split.TEST)
     assert not g.valid and "needs columns id and label" in g.reason
     gone = t.grade(tmp_path / "nothing.csv", Split.TEST)
+    assert isinstance(gone, GradeReport)
     assert not gone.valid and not gone.submission_exists
     answers = bench.data_dir / "mini-tabular" / "prepared" / "private" / "test.csv"
     leak = t.grade(answers, Split.TEST)
@@ -150,3 +153,125 @@ def test_lite_ids_without_split_files(mini: tuple[Path, Path], tmp_path: Path) -
     assert len(LITE_IDS) == 22 == len(set(LITE_IDS))
     with pytest.raises(InvalidArgument, match=r"medium\.txt"):
         b.suite("mle-bench-medium")
+
+
+def test_doctor_builds_each_validation_view(mini: tuple[Path, Path], tmp_path: Path) -> None:
+    """Ready only when the validation view is built: its rule is a note; a public folder the
+    rules cannot split is one problem naming --validation self and prepared/valid."""
+    registry, data = mini
+    data2 = tmp_path / "data"
+    shutil.copytree(data, data2)
+    b = MLEBench.locate(registry, data2, valid_dir=tmp_path / "valid")
+    by = {ln.competition_id: ln for ln in doctor(b, IDS)}
+    assert all(ln.ok for ln in by.values())
+    assert any("held out" in n for n in by["mini-tabular"].notes)
+    assert "validation: the shipped prepared/valid" in by["mini-jsonl"].notes
+    (data2 / "mini-images" / "prepared" / "public" / "train.csv").unlink()
+    b2 = MLEBench.locate(registry, data2, valid_dir=tmp_path / "valid2")
+    (line,) = doctor(b2, ["mini-images"])
+    assert not line.ok and len(line.problems) == 1
+    assert "no validation view" in line.problems[0]
+    assert "--validation self" in line.fixes[0] and "prepared/valid" in line.fixes[0]
+
+
+def test_validation_self_protocol(mini: tuple[Path, Path], tmp_path: Path) -> None:
+    """--validation self: the program reads the full public data, the description carries the
+    competition's split instruction and the score line, the valid grade only checks the format
+    (no answers), and the run's score is the number the program printed."""
+    from openmle._runlog import classify_run
+
+    registry, data = mini
+    b = MLEBench.locate(registry, data, valid_dir=tmp_path / "valid", validation="self")
+    t = b.task("mini-tabular")
+    assert t.protocol == "self"
+    assert t.public_dir(Split.VALID) == t.public_dir(Split.TEST)
+    assert "Final Validation Score: <number>" in t.description
+    assert "10%" in t.description and "higher is better" in t.description
+    good = t.grade(sample_copy(t.public_dir(Split.TEST), tmp_path / "w"), Split.VALID)
+    assert good.valid and good.score is None and getattr(good, "self_scored", False)
+    bad = tmp_path / "b" / "submission.csv"
+    bad.parent.mkdir()
+    bad.write_text("id,label\n1,0\n")
+    g = t.grade(bad, Split.VALID)
+    assert not g.valid and "sample submission" in g.reason
+
+    def run(logs: str) -> Any:
+        return classify_run(
+            split=Split.VALID,
+            exit_code=0,
+            timed_out=False,
+            oom=False,
+            submission=bad,
+            grade=good,
+            logs=logs,
+        )
+
+    r = run("fold 1\nFinal Validation Score: 0.8125\n")
+    assert r.outcome.value == "success" and r.score == 0.8125
+    r = run("no score printed\n")
+    assert r.outcome.value == "invalid_submission" and "Final Validation Score" in r.detail
+    assert not (tmp_path / "valid").exists()  # no view is built under self
+    auto = MLEBench.locate(registry, data, valid_dir=tmp_path / "v2")
+    assert auto.task("mini-tabular").protocol == "split"
+    assert "Final Validation Score" not in auto.task("mini-tabular").description
+    with pytest.raises(InvalidArgument, match="--validation"):
+        MLEBench.locate(registry, data, validation="holdout")
+
+
+def test_preflight_stops_a_bench_before_its_first_step(
+    mini: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A competition that cannot be prepared, or that needs GPUs this machine lacks, stops the
+    bench with one error naming each cause; nothing is written."""
+    import anyio
+
+    from openmle import Resources
+    from openmle.bench import BenchConfig, arun_bench
+    from openmle.testing import ScriptedModel
+
+    registry, data = mini
+    data2 = tmp_path / "data"
+    shutil.copytree(data, data2)
+    (data2 / "mini-images" / "prepared" / "public" / "train.csv").unlink()
+    (data2 / "mini-jsonl" / "prepared" / "private" / "answers.jsonl").unlink()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+    def config(**kw: object) -> BenchConfig:
+        base: dict[str, object] = {
+            "suite": "custom",
+            "competitions": list(IDS),
+            "seeds": [0],
+            "model": "offline",
+            "budget": {"steps": 1},
+            "data_dir": str(data2),
+            "registry": str(registry),
+        }
+        return BenchConfig(**(base | kw))  # type: ignore[arg-type]
+
+    out = tmp_path / "bench"
+    split = config(validation="split")
+    with pytest.raises(InvalidArgument) as err:
+        anyio.run(lambda: arun_bench(out, config=split, model=ScriptedModel([])))
+    msg = str(err.value)
+    assert "2 of 3 competitions cannot run" in msg and "mini-images" in msg
+    assert "--validation self" in msg and "mlebench prepare -c mini-jsonl" in msg
+    assert not (out / "manifest.json").exists() and not (out / "runs").exists()
+    gpu = config(competitions=["mini-tabular"], resources=Resources(gpus=1))
+    with pytest.raises(InvalidArgument, match=r"needs 1 GPU.*--gpus N"):
+        anyio.run(lambda: arun_bench(out, config=gpu, model=ScriptedModel([])))
+    assert not (out / "manifest.json").exists()
+
+
+def test_report_lines_name_the_protocol_and_deviations() -> None:
+    from openmle.bench.mlebench._registry import protocol_lines
+
+    m = {
+        "validation": {"a": "split", "b": "self", "c": "split"},
+        "deviations": ["--gpus 0: every program run gets 0 GPU(s), whatever its task demands"],
+    }
+    lines = protocol_lines(m)
+    assert lines[0].startswith("- validation: search selected on self (each program's own")
+    assert "split (held-out views" in lines[0] and "for a, c" in lines[0]
+    assert lines[1].startswith("- deviations: --gpus 0")
+    assert protocol_lines({}) == []
+    assert protocol_lines({"validation": "junk", "deviations": "junk"}) == []

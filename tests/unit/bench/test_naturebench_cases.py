@@ -318,3 +318,13 @@ def test_the_bench_keeps_the_graded_output_directory(nb: NatureBench, tmp_path: 
     assert (kept.parent / "output" / "inst2" / "pred.csv").is_file()
     assert kept.read_text() == "id,label\n"
     assert '"status": "scored"' in kept.with_name(GRADE_RECORD).read_text()
+
+
+def test_gpus_override_replaces_each_cases_demand(nb: NatureBench) -> None:
+    """--gpus N (a recorded deviation) lets a CPU-only machine run a gpu_low case."""
+    import attrs
+
+    cpu_only = attrs.evolve(nb, gpus_override=0)
+    assert cpu_only.task("nb-gpu-chem").gpus == 0
+    assert cpu_only.task("nb-gpu-chem").resources.gpus == 0
+    assert nb.task("nb-gpu-chem").gpus == 1
