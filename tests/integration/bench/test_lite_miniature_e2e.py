@@ -109,11 +109,17 @@ def test_sample_submission_is_valid_and_graded_on_every_lite_competition(
 def test_grading_needs_no_pandas(lite: tuple[Path, Path], tmp_path: Path) -> None:
     registry, data = lite
     wrapper = tmp_path / "python-without-pandas"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'exec "{sys.executable}" -I -c \'import sys; sys.modules["pandas"] = None; '
-        'code = sys.argv.pop(1); exec(compile(code, "<grader>", "exec"), '
-        '{"__name__": "__main__"})\' "$3" "$4"\n'
+    wrapper.write_text(  # runs `-I -c CODE ARGS` or `-I -m MODULE ARGS` with pandas hidden
+        f"#!{sys.executable} -I\n"
+        "import runpy, sys\n"
+        'sys.modules["pandas"] = None\n'
+        'args = [a for a in sys.argv[1:] if a != "-I"]\n'
+        'if args[0] == "-c":\n'
+        '    sys.argv = ["-c", *args[2:]]\n'
+        '    exec(compile(args[1], "<grader>", "exec"), {"__name__": "__main__"})\n'
+        "else:\n"
+        "    sys.argv = args[1:]\n"
+        '    runpy.run_module(args[1], run_name="__main__", alter_sys=True)\n'
     )
     wrapper.chmod(0o755)
     bench = MLEBench.locate(registry, data, python=str(wrapper))
