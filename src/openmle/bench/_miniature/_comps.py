@@ -108,9 +108,9 @@ def _archive(public: Path, name: str) -> None:
 
 
 def aerial_cactus(public: Path, private: Path, rng: random.Random) -> None:
-    labels = [i % 3 != 0 for i in range(20)]
+    labels = [i % 2 == 0 for i in range(150)]
     ids = [f"{_hex(rng, 32)}.jpg" for _ in labels]
-    train, test = _split([int(x) for x in labels], 4, rng)
+    train, test = _split([int(x) for x in labels], 28, rng)  # prepare.py's 0.19
     W(public / "train.csv", ["id", "has_cactus"], [[ids[i], int(labels[i])] for i in train])
     W(private / "test.csv", ["id", "has_cactus"], [[ids[i], int(labels[i])] for i in test])
     W(public / "sample_submission.csv", ["id", "has_cactus"], [[ids[i], 0.5] for i in test])
@@ -124,9 +124,9 @@ def aerial_cactus(public: Path, private: Path, rng: random.Random) -> None:
 
 
 def aptos(public: Path, private: Path, rng: random.Random) -> None:
-    grades = [i % 5 for i in range(20)]
+    grades = [i % 5 for i in range(80)]
     ids = [_hex(rng, 12) for _ in grades]
-    train, test = _split(grades, 5, rng)
+    train, test = _split(grades, 8, rng)
     for part in ("test_images", "train_images"):
         (public / part).mkdir()
     for i in train:
@@ -216,9 +216,9 @@ def dogs_vs_cats(public: Path, private: Path, rng: random.Random) -> None:
 
 
 def histopathologic(public: Path, private: Path, rng: random.Random) -> None:
-    labels = [i % 2 for i in range(16)]
+    labels = [i % 2 for i in range(150)]
     ids = [_hex(rng, 40) for _ in labels]
-    train, test = _split(labels, 4, rng)
+    train, test = _split(labels, 20, rng)
     (public / "train").mkdir()
     (public / "test").mkdir()
     for part, rows in (("train", train), ("test", test)):
@@ -264,9 +264,9 @@ def leaf(public: Path, private: Path, rng: random.Random) -> None:
 
 
 def plant_pathology(public: Path, private: Path, rng: random.Random) -> None:
-    n = 20
+    n = 200
     label = [i % 4 for i in range(n)]
-    train, test = _split(label, 8, rng)
+    train, test = _split(label, 20, rng)
     (public / "images").mkdir()
     names = {i: f"Train_{k}" for k, i in enumerate(train)} | {
         i: f"Test_{k}" for k, i in enumerate(test)
@@ -287,11 +287,19 @@ RANZCR_ALL = (*RANZCR_SCORED, "CVC - Normal", "Swan Ganz Catheter Present")
 
 
 def ranzcr(public: Path, private: Path, rng: random.Random) -> None:
-    n = 24
+    n = 170
     uids = [f"1.2.826.0.1.3680043.8.498.{rng.randrange(10**37, 10**38)}" for _ in range(n)]
     patients = [_hex(rng, 9) for _ in range(n)]
-    hot = [[int(k == i % 10) for k in range(len(RANZCR_ALL))] for i in range(n)]
-    train, test = _split([i % 10 for i in range(n)], 10, rng)
+    train, test = list(range(10, n)), list(range(10))
+    hot = [
+        # the test rows: each scored label positive once; the training rows: labels at random
+        [int(k == i) for k in range(len(RANZCR_ALL))]
+        if i < 10
+        else [int(rng.random() < 0.5) for _ in RANZCR_ALL]
+        for i in range(n)
+    ]
+    rng.shuffle(train)
+    rng.shuffle(test)
     (public / "train").mkdir()
     (public / "test").mkdir()
     for part, rows in (("train", train), ("test", test)):
@@ -321,15 +329,19 @@ SITES = ("head/neck", "upper extremity", "lower extremity", "torso", None)
 
 
 def siim(public: Path, private: Path, rng: random.Random) -> None:
-    groups, per = 8, 2
+    groups, per = 8, 8
     n = groups * per
     names = [f"ISIC_{rng.randrange(10**6, 10**7)}" for _ in range(n)]
-    target = [i % 2 for i in range(n)]
+    # four images per patient, one of them malignant (a patient held out has both classes)
+    patients = [
+        (f"IP_{rng.randrange(10**6, 10**7)}", rng.choice(("male", "female"))) for _ in range(n // 4)
+    ]
+    target = [int(i % 4 == 3) for i in range(n)]
     rows = [
         [
             names[i],
-            f"IP_{rng.randrange(10**6, 10**7)}",
-            rng.choice(("male", "female")),
+            patients[i // 4][0],
+            patients[i // 4][1],
             float(rng.randrange(20, 80, 5)),
             SITES[i % len(SITES)],
             "melanoma" if target[i] else "unknown",
@@ -398,13 +410,13 @@ KIND = ("thanks for the link", "I agree with this point", "nice game last night"
 
 def insults(public: Path, private: Path, rng: random.Random) -> None:
     def comment(i: int) -> tuple[int, str | None, str]:
-        bad = i % 3 == 0
+        bad = i % 5 < 2
         text = (INSULTS if bad else KIND)[i % 3 if bad else i % 4]
         date = None if i % 5 == 4 else f"201206{10 + i % 18:02d}{rng.randrange(10**5, 10**6)}Z"
         return int(bad), date, f'"{text} #{i}"'
 
-    rows = [comment(i) for i in range(24)]
-    train, test = rows[:16], rows[16:]
+    rows = [comment(i) for i in range(150)]
+    train, test = rows[:120], rows[120:]
     W(public / "train.csv", ["Insult", "Date", "Comment"], train)
     W(
         private / "test.csv",
@@ -425,7 +437,7 @@ def jigsaw(public: Path, private: Path, rng: random.Random) -> None:
         return f"Comment {i}: this edit was {'awful' if i % 2 else 'fine'}.\nThanks."
 
     train = [
-        [_hex(rng, 16), text(i), *(int((i + k) % 7 == 0) for k in range(6))] for i in range(16)
+        [_hex(rng, 16), text(i), *(int(rng.random() < 0.4) for _ in range(6))] for i in range(160)
     ]
     test_ids = [_hex(rng, 16) for _ in range(10)]
     labels: list[list[int]] = []
@@ -505,10 +517,10 @@ def _raop_value(field: str, i: int, got: bool, rng: random.Random) -> object:
 
 
 def pizza(public: Path, private: Path, rng: random.Random) -> None:
-    n = 20
-    got = [i % 4 == 0 for i in range(n)]
+    n = 150
+    got = [i % 5 < 2 for i in range(n)]
     records = [{f: _raop_value(f, i, got[i], rng) for f in RAOP_TRAIN_FIELDS} for i in range(n)]
-    train, test = _split([int(g) for g in got], 5, rng)
+    train, test = _split([int(g) for g in got], 30, rng)
     (public / "train.json").write_text(json.dumps([records[i] for i in train], indent=4))
     (public / "test.json").write_text(
         json.dumps([{f: records[i][f] for f in RAOP_TEST_FIELDS} for i in test], indent=4)
@@ -724,7 +736,7 @@ TPS_MAY_COLS = ("id", *(f"f_{k:02d}" for k in range(31)), "target")
 
 
 def tps_may(public: Path, private: Path, rng: random.Random) -> None:
-    n = 30
+    n = 150
     target = [i % 2 for i in range(n)]
     rows = []
     for i in range(n):
@@ -734,7 +746,7 @@ def tps_may(public: Path, private: Path, rng: random.Random) -> None:
         f += ["".join(rng.choice("ABCDEFGHIJKLMNOPQRST") for _ in range(10))]
         f += [round(rng.gauss(0, 200), 6), rng.randrange(2), rng.randrange(3)]
         rows.append([*f, target[i]])
-    train, test = _split(target, 6, rng)
+    train, test = _split(target, 30, rng)
     new_train = [[k, *rows[i]] for k, i in enumerate(train)]
     new_test = [[len(train) + k, *rows[i]] for k, i in enumerate(test)]
     W(public / "train.csv", TPS_MAY_COLS, new_train)
@@ -760,10 +772,10 @@ BIRDS = (
 
 
 def mlsp_birds(public: Path, private: Path, rng: random.Random) -> None:
-    n = 12
-    test = set(rng.sample(range(n), 3))
+    n = 60
+    test = set(rng.sample(range(n), 12))
     names = [
-        f"PC{1 + i % 13}_2009{6 + i % 3:02d}{10 + i:02d}_0{50000 + 13 * i}_{i:04d}"
+        f"PC{1 + i % 13}_2009{6 + i % 3:02d}{10 + i % 20:02d}_0{50000 + 13 * i}_{i:04d}"
         for i in range(n)
     ]
     labels = [sorted({(3 * i) % 19, (5 * i + 1) % 19}) if i % 4 else [] for i in range(n)]
