@@ -3,13 +3,12 @@ layout, openmle's own graders), on the local sandbox.
 
 - Test split: a program that copies the sample submission (unzipping it where MLE-bench
   ships it zipped) gets a valid submission on every competition, graded out of process to
-  the score the competition's grader gives in process; also with a grading process that has
-  no pandas (the ``pip install openmle`` case).
-- Through the bench runner (search on the validation view, then the test grade): marked
-  ``xfail(strict=False)`` until the per-competition validation views of issue 24 land; today
-  the view re-runs ``prepare.py`` on the public data, which MLE-bench's prepared layout
-  cannot feed. (Checked against that work: with it merged, this passes for all 22.) The
-  training pools are sized so that a 10% hold-out holds both classes of every scored label.
+  the score the competition's grader gives in process; the grading process also grades (and
+  refuses) without pandas (the ``pip install openmle`` case).
+- Through the bench runner: the search selects on each competition's validation view (made
+  from ``prepared/public`` by its rule), then the test grade; a valid submission on all 22.
+  The training pools are sized so that a 10% hold-out holds both classes of every scored
+  label.
 - ``openmle bench run smoke``: the shipped smoke suite runs from a bare cache, no Kaggle data
   and no MLE-bench checkout.
 """
@@ -107,40 +106,46 @@ def test_sample_submission_is_valid_and_graded_on_every_lite_competition(
         assert r.score == pytest.approx(_expected(registry, data, cid), abs=1e-9), cid
 
 
+GRADE_WITHOUT_PANDAS = """
+import json, sys
+sys.modules["pandas"] = None  # import pandas -> ImportError, as in `pip install openmle`
+from openmle.bench.mlebench import child
+print(json.dumps([child.grade(c) for c in json.loads(sys.argv[1])]))
+"""
+
+
 def test_grading_needs_no_pandas(lite: tuple[Path, Path], tmp_path: Path) -> None:
     registry, data = lite
-    wrapper = tmp_path / "python-without-pandas"
-    wrapper.write_text(  # runs `-I -c CODE ARGS` or `-I -m MODULE ARGS` with pandas hidden
-        f"#!{sys.executable} -I\n"
-        "import runpy, sys\n"
-        'sys.modules["pandas"] = None\n'
-        'args = [a for a in sys.argv[1:] if a != "-I"]\n'
-        'if args[0] == "-c":\n'
-        '    sys.argv = ["-c", *args[2:]]\n'
-        '    exec(compile(args[1], "<grader>", "exec"), {"__name__": "__main__"})\n'
-        "else:\n"
-        "    sys.argv = args[1:]\n"
-        '    runpy.run_module(args[1], run_name="__main__", alter_sys=True)\n'
-    )
-    wrapper.chmod(0o755)
-    bench = MLEBench.locate(registry, data, python=str(wrapper))
+    configs, expected = [], []
     for cid in ("spooky-author-identification", "aptos2019-blindness-detection"):
         cfg = load_yaml((registry / "mlebench/competitions" / cid / "config.yaml").read_text())
         sample = data / cfg["dataset"]["sample_submission"]
-        report = bench.task(cid).grade(sample, "test")
-        assert report.valid, report.reason
-        assert report.score == pytest.approx(_expected(registry, data, cid), abs=1e-9)
         bad = tmp_path / f"{cid}-bad.csv"
-        bad.write_text(sample.read_text().split("\n", 1)[0] + "\n")
-        refused = bench.task(cid).grade(bad, "test")
-        assert not refused.valid and "invalid submission" in refused.reason
+        bad.write_text(sample.read_text().split("\n", 1)[0] + "\n")  # the header alone
+        configs += [
+            {
+                "repo_root": str(registry),
+                "grade_fn": cfg["grader"]["grade_fn"],
+                "submission": str(sub),
+                "answers": str(data / cfg["dataset"]["answers"]),
+            }
+            for sub in (sample, bad)
+        ]
+        expected.append(_expected(registry, data, cid))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", GRADE_WITHOUT_PANDAS, json.dumps(configs)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout)
+    for k, want in enumerate(expected):
+        good, refused = results[2 * k], results[2 * k + 1]
+        assert good["score"] == pytest.approx(want, abs=1e-9), good
+        assert refused["score"] is None and "invalid submission" in refused["reason"]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 24: needs per-competition validation views built from prepared/public "
-    "(the `lite` branch); today the view re-runs prepare.py, which prepared data cannot feed",
-)
 def test_bench_runner_gets_a_valid_submission_on_every_lite_competition(
     lite: tuple[Path, Path], tmp_path: Path
 ) -> None:
