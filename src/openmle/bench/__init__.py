@@ -17,6 +17,9 @@
   program sees ``problem/data``, the case's evaluator runs out of process and its result is
   scored as the gap ``g``); :func:`write_naturebench_report` writes NatureBench's leaderboard
   metrics, ``results.csv`` and ``submission.yaml`` from a bench directory.
+- :func:`build_miniature` / :func:`smoke_miniature`: MLE-bench's 22 Lite competitions in
+  miniature (MLE-bench's registry and prepared-data layout, tiny synthetic data, openmle's own
+  graders), for tests and ``openmle bench run smoke`` (:data:`SMOKE_IDS`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from openmle.bench._medals import (
     rank_score,
     round_score,
 )
+from openmle.bench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
 from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
 from openmle.bench._naturebench import (
     NatureBench,
@@ -70,6 +74,7 @@ __all__ = [
     "LITE_IDS",
     "METRICS",
     "MLEBENCH_REPORT_FIELDS",
+    "SMOKE_IDS",
     "SUITES",
     "Arm",
     "BenchConfig",
@@ -95,6 +100,7 @@ __all__ = [
     "bench_report",
     "bench_sandbox",
     "bench_status",
+    "build_miniature",
     "build_seeds",
     "case_gap",
     "case_rows",
@@ -108,6 +114,7 @@ __all__ = [
     "rank_score",
     "read_judge",
     "round_score",
+    "smoke_miniature",
     "write_naturebench_report",
     "write_report",
 ]

@@ -90,17 +90,25 @@ INSTALL_HINT = (
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
+    """A registry YAML file: with PyYAML when installed, else with the reader of the subset
+    MLE-bench's ``config.yaml``/``checksums.yaml`` use (:mod:`openmle.bench._miniyaml`).
+    """
     try:
         yaml: Any = importlib.import_module("yaml")
     except ImportError:
-        raise MissingDependency(
-            "reading MLE-bench's config.yaml needs PyYAML: pip install pyyaml (MLE-bench "
-            "installs it)"
-        ) from None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TaskPackageError(f"{path}: cannot read it ({exc})") from None
+        from openmle.bench._miniyaml import load
+
+        try:
+            data = load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise TaskPackageError(
+                f"{path}: cannot read it ({exc}); PyYAML reads all of YAML: pip install pyyaml"
+            ) from None
+    else:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise TaskPackageError(f"{path}: cannot read it ({exc})") from None
     if not isinstance(data, dict):
         raise TaskPackageError(f"{path}: expected a mapping at the top level")
     return data

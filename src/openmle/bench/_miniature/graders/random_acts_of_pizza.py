@@ -1,0 +1,16 @@
+"""random-acts-of-pizza: ROC AUC of ``requester_received_pizza`` by ``request_id``
+(our grader for MLE-bench's answers format).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import auroc_grade
+
+
+def grade(submission: Any, answers: Any) -> float:
+    """ROC AUC; InvalidSubmissionError for a submission MLE-bench's grader refuses."""
+    return auroc_grade(
+        submission, answers, id_col="request_id", target_col="requester_received_pizza"
+    )

@@ -1,0 +1,14 @@
+"""the-icml-2013-whale-challenge-right-whale-redux: ROC AUC of ``probability`` by ``clip``
+(our grader for MLE-bench's answers format).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import auroc_grade
+
+
+def grade(submission: Any, answers: Any) -> float:
+    """ROC AUC; InvalidSubmissionError for a submission MLE-bench's grader refuses."""
+    return auroc_grade(submission, answers, id_col="clip", target_col="probability")

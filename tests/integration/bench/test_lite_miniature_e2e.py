@@ -1,0 +1,194 @@
+"""MLE-bench Lite end to end on the miniature of all 22 competitions (MLE-bench's prepared
+layout, openmle's own graders), on the local sandbox.
+
+- Test split: a program that copies the sample submission (unzipping it where MLE-bench
+  ships it zipped) gets a valid submission on every competition, graded out of process to
+  the score the competition's grader gives in process; the grading process also grades (and
+  refuses) without pandas (the ``pip install openmle`` case).
+- Through the bench runner: the search selects on each competition's validation view (made
+  from ``prepared/public`` by its rule), then the test grade; a valid submission on all 22.
+  The training pools are sized so that a 10% hold-out holds both classes of every scored
+  label.
+- ``openmle bench run smoke``: the shipped smoke suite runs from a bare cache, no Kaggle data
+  and no MLE-bench checkout.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from openmle import Job, Outcome
+from openmle.backends import LocalSandbox
+from openmle.bench import LITE_IDS, SMOKE_IDS, BenchConfig, MLEBench, arun_bench, build_miniature
+from openmle.bench._miniyaml import load as load_yaml
+from openmle.testing import ScriptedModel
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SAMPLE_CODE = """\
+import os, shutil, zipfile
+
+data = os.environ["DATA_DIR"]
+names = sorted(n for n in os.listdir(data) if "sample" in n.lower() and "submission" in n.lower())
+src = os.path.join(data, names[0])
+if src.endswith(".zip"):
+    with zipfile.ZipFile(src) as z:
+        with open("submission.csv", "wb") as out:
+            out.write(z.read(z.namelist()[0]))
+else:
+    shutil.copyfile(src, "submission.csv")
+print("copied", names[0])
+"""
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build_miniature(tmp_path_factory.mktemp("lite"))
+
+
+def _expected(registry: Path, data: Path, cid: str) -> float:
+    cfg = load_yaml((registry / "mlebench/competitions" / cid / "config.yaml").read_text())
+
+    def table(p: Path) -> dict[str, Any]:
+        with p.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+        return {"columns": rows[0], "rows": rows[1:]}
+
+    grade = importlib.import_module(
+        f"openmle.bench._miniature.graders.{cid.replace('-', '_')}"
+    ).grade
+    return float(
+        grade(
+            table(data / cfg["dataset"]["sample_submission"]),
+            table(data / cfg["dataset"]["answers"]),
+        )
+    )
+
+
+def _run_all(bench: MLEBench) -> dict[str, Any]:
+    sandbox = LocalSandbox(resolver=bench.resolve, max_concurrency=2)
+    results: dict[str, Any] = {}
+
+    async def one(cid: str) -> None:
+        results[cid] = await sandbox.run(
+            Job(code=SAMPLE_CODE, task=cid, split="test", timeout_s=120.0)
+        )
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for cid in LITE_IDS:
+                tg.start_soon(one, cid)
+
+    anyio.run(main)
+    return results
+
+
+def test_sample_submission_is_valid_and_graded_on_every_lite_competition(
+    lite: tuple[Path, Path], tmp_path: Path
+) -> None:
+    pytest.importorskip("pandas")
+    registry, data = lite
+    bench = MLEBench.locate(registry, data, valid_dir=tmp_path / "valid", time_limit_s=120)
+    results = _run_all(bench)
+    assert set(results) == set(LITE_IDS)
+    for cid, r in results.items():
+        assert r.outcome is Outcome.SUCCESS, (cid, r.detail, r.logs[-500:])
+        assert r.score == pytest.approx(_expected(registry, data, cid), abs=1e-9), cid
+
+
+GRADE_WITHOUT_PANDAS = """
+import json, sys
+sys.modules["pandas"] = None  # import pandas -> ImportError, as in `pip install openmle`
+from openmle.bench.mlebench import child
+print(json.dumps([child.grade(c) for c in json.loads(sys.argv[1])]))
+"""
+
+
+def test_grading_needs_no_pandas(lite: tuple[Path, Path], tmp_path: Path) -> None:
+    registry, data = lite
+    configs, expected = [], []
+    for cid in ("spooky-author-identification", "aptos2019-blindness-detection"):
+        cfg = load_yaml((registry / "mlebench/competitions" / cid / "config.yaml").read_text())
+        sample = data / cfg["dataset"]["sample_submission"]
+        bad = tmp_path / f"{cid}-bad.csv"
+        bad.write_text(sample.read_text().split("\n", 1)[0] + "\n")  # the header alone
+        configs += [
+            {
+                "repo_root": str(registry),
+                "grade_fn": cfg["grader"]["grade_fn"],
+                "submission": str(sub),
+                "answers": str(data / cfg["dataset"]["answers"]),
+            }
+            for sub in (sample, bad)
+        ]
+        expected.append(_expected(registry, data, cid))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[3] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", GRADE_WITHOUT_PANDAS, json.dumps(configs)],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(done.stdout)
+    for k, want in enumerate(expected):
+        good, refused = results[2 * k], results[2 * k + 1]
+        assert good["score"] == pytest.approx(want, abs=1e-9), good
+        assert refused["score"] is None and "invalid submission" in refused["reason"]
+
+
+def test_bench_runner_gets_a_valid_submission_on_every_lite_competition(
+    lite: tuple[Path, Path], tmp_path: Path
+) -> None:
+    pytest.importorskip("pandas")
+    registry, data = lite
+    out = tmp_path / "bench"
+    config = BenchConfig(
+        suite="mle-bench-lite",
+        competitions=LITE_IDS,
+        seeds=(0,),
+        model="sample",
+        budget={"steps": 1},
+        data_dir=str(data),
+        registry=str(registry),
+        time_limit_s=120.0,
+        concurrency=2,
+    )
+    program = "plan: copy the sample submission\n```python\n" + SAMPLE_CODE + "```"
+    reports = anyio.run(
+        lambda: arun_bench(out, config=config, model=ScriptedModel(lambda _req: program))
+    )
+    assert [r.competition_id for r in reports] == list(LITE_IDS)
+    bad = [(r.competition_id, r.reason) for r in reports if not r.valid_submission]
+    assert not bad, bad
+
+
+def test_smoke_suite_runs_from_a_bare_cache(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    env["OPENMLE_CACHE"] = str(tmp_path / "cache")
+    out = tmp_path / "smoke"
+    done = subprocess.run(
+        [sys.executable, "-m", "openmle", "bench", "run", "smoke", "--out", str(out),
+         "--budget", "steps=1", "--json", "--quiet"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["runs"] == len(SMOKE_IDS)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["suite"] == "smoke"
+    assert manifest["config"]["competitions"] == list(SMOKE_IDS)
+    assert manifest["config"]["registry"].startswith(str(tmp_path / "cache"))
+    for name in ("report.md", "report.json", "report.html"):
+        assert (out / name).is_file()
