@@ -28,6 +28,7 @@ from openmle.rewards._bounds import (
     BOUND_MODES,
     Bounds,
     adaptive_bounds,
+    released_adaptive_bounds,
     resolve_bounds,
     static_bounds,
 )
@@ -308,7 +309,7 @@ class RewardProfile:
                 return MemberReward(
                     reward=1.0, best=signed, worst=signed, enabled=True, single_finite_applied=True
                 )
-            best, worst = adaptive_bounds(
+            best, worst = released_adaptive_bounds(
                 hist,
                 grp,
                 meta=m,
