@@ -24,6 +24,7 @@ from openmle._cli._common import (
     interrupted,
     note_signal,
     run_guarded,
+    use_app_dir,
 )
 from openmle._version import __version__
 
@@ -76,8 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     debug = debug_enabled(bool(getattr(args, "debug", False)))
+
+    def call() -> int:
+        use_app_dir(getattr(args, "app_dir", None))
+        return int(handler(args))
+
     with _sigterm_as_sigint():
-        return run_guarded(lambda: handler(args), debug=debug)
+        return run_guarded(call, debug=debug)
 
 
 @contextlib.contextmanager

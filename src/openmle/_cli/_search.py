@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from openmle._cli._common import EXIT_FAILURE, EXIT_OK, interrupted
+from openmle._cli._common import APP_DIR_HELP, EXIT_FAILURE, EXIT_OK, interrupted
 from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
 __all__ = [
@@ -669,6 +669,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="per-run limit of one program in seconds (default: 300)",
     )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: openmle-runs/...)")
+    p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--quiet", action="store_true", help="no per-node progress lines")
@@ -804,6 +805,7 @@ def register(subparsers: Any) -> None:
         "--sandbox",
         help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",
     )
+    resume.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
     resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
     resume.add_argument(
         "--priors",
