@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import math
 import signal
@@ -31,6 +32,7 @@ from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 __all__ = [
     "build_model",
     "build_selector",
+    "check_out",
     "check_task",
     "load_prices",
     "parse_budget",
@@ -284,10 +286,12 @@ def check_task(ref: str, sandbox: str) -> None:
         return
     path = Path(ref).expanduser()
     if not path.is_dir():
+        close = difflib.get_close_matches(ref, bundled_names(), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise InvalidArgument(
-            f"--task {ref!r}: no such task: not a bundled task ({', '.join(bundled_names())}) "
-            "and not a directory; pass a bundled name (openmle task list) or the path of a task "
-            "package"
+            f"--task {ref!r}: no such task: {hint}not a bundled task "
+            f"({', '.join(bundled_names())}) and not a directory; pass a bundled name "
+            "(openmle task list) or the path of a task package"
         )
     try:
         _ = load_task(path).higher_is_better
@@ -299,6 +303,21 @@ def check_task(ref: str, sandbox: str) -> None:
             + "\n  ".join(errors)
             + f"\n(openmle task validate {ref} shows the full report)"
         ) from None
+
+
+def check_out(out: Path) -> None:
+    """Check ``--out`` before anything is written: a new or empty folder (or one holding only
+    a run that never committed a step, which the search starts over in).
+
+    Raises:
+        InvalidArgument: ``out`` is a file or holds other files (names ``--out`` and the fix).
+    """
+    from openmle.search._rundir import check_new_run_dir
+
+    try:
+        check_new_run_dir(out)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--out {out}: {exc}") from None
 
 
 def build_sandbox(spec: str) -> Any:
@@ -437,6 +456,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     # Every flag is checked before the header is printed or anything is written.
     check_task(task, args.sandbox)
     out = Path(args.out) if args.out else _default_out(args.command)
+    check_out(out)
     config = SearchConfig(
         seed=args.seed,
         timeout_s=args.timeout,
