@@ -481,8 +481,12 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         shown = model_spec
         if model_spec.startswith("openai:") and "#" not in model_spec:
             shown += f" (model {getattr(model, 'model', '?')})"
+        if getattr(sandbox, "trusted", False) is True:  # recorded in the manifest too
+            box = f"{args.sandbox} (trusted: its programs can read the answers)"
+        else:
+            box = args.sandbox
         stream.write(
-            f"openmle {args.command}: task {task}, model {shown}, sandbox {args.sandbox}, "
+            f"openmle {args.command}: task {task}, model {shown}, sandbox {box}, "
             f"selector {args.selector}, {args.workers} workers, writing {out}\n"
         )
     try:

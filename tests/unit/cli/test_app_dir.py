@@ -17,10 +17,23 @@ from openmle import Outcome, RunResult
 from openmle.testing import FunctionSandbox
 
 
+class Mine:
+    trusted = True  # a plain subprocess sandbox on my own machine
+
+    def __init__(self):
+        self.inner = FunctionSandbox(
+            lambda job: RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split)
+        )
+
+    async def run(self, job):
+        return await self.inner.run(job)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
 def make():
-    return FunctionSandbox(
-        lambda job: RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split, runtime_s=0.1)
-    )
+    return Mine()
 """
 
 _MODELS = """
@@ -78,6 +91,15 @@ def test_factories_import_from_the_current_folder(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["sandbox"]["spec"] == "myagent.sandbox:make"
     assert manifest["model"]["spec"] == "myagent.models:make"
+    # a sandbox that says trusted = True is marked as such, in the manifest and the header
+    assert manifest["sandbox"]["trusted"] is True
+    plain = _openmle(
+        proj, "search", "--task", "tabular-binary", "--sandbox", "myagent.sandbox:make",
+        "--budget", "steps=1", "--out", str(tmp_path / "run2"), "--quiet", "--no-report",
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr
+    header = plain.stdout.splitlines()[0]
+    assert "sandbox myagent.sandbox:make (trusted: its programs can read the answers)" in header
 
 
 def test_elsewhere_the_error_says_what_was_searched_and_how_to_fix_it(tmp_path: Path) -> None:
