@@ -40,6 +40,11 @@ class Sandbox(Protocol):
     service); ``None`` means "cannot tell". The search asks it only when ``higher_is_better``
     was not passed and the task does not resolve locally, and refuses to start when it cannot
     tell (the direction is never guessed).
+
+    Optional: ``trusted: bool``. ``True`` says the sandbox does not keep the answers from the
+    program (a plain subprocess on a machine its user controls); a run records it in its
+    manifest (``sandbox.trusted``), and :func:`openmle.testing.check_sandbox` checks such a
+    sandbox with its ``trusted`` profile. Absent means False.
     """
 
     async def run(self, job: Job) -> RunResult:

@@ -27,11 +27,18 @@ _PRINTED = re.compile(
 )
 
 
+_MARKER = "\n[... {} bytes dropped ...]\n"
+
+
 @define(eq=False)
 class LogCap:
     """Keeps the first ``head`` and last ``tail`` bytes of a stream and counts what it drops.
 
     Feed it chunks as they arrive; memory stays bounded whatever the program prints.
+    :meth:`text` is at most ``head + tail`` bytes of UTF-8, the marker line included (its room
+    is taken from the tail, then the head; a cap smaller than the marker, about 40 bytes, keeps
+    the marker alone), and invalid UTF-8 replaced by U+FFFD never makes it longer.
+    :attr:`dropped` counts every fed byte :meth:`text` does not show.
     """
 
     head: int = 64 * 1024
@@ -54,16 +61,51 @@ class LogCap:
 
     @property
     def dropped(self) -> int:
-        """Bytes fed but not kept."""
-        return self.total - len(self._head) - len(self._tail)
+        """Bytes fed but not shown by :meth:`text`."""
+        return self._render()[1]
 
     def text(self) -> str:
-        """The kept output, with a marker where bytes were dropped."""
-        head = self._head.decode("utf-8", errors="replace")
-        tail = self._tail.decode("utf-8", errors="replace")
-        if self.dropped:
-            return f"{head}\n[... {self.dropped} bytes dropped ...]\n{tail}"
-        return head + tail
+        """The kept output, with a marker line where bytes were dropped."""
+        return self._render()[0]
+
+    def _render(self) -> tuple[str, int]:
+        limit = max(self.head, 0) + max(self.tail, 0)
+        if len(self._head) + len(self._tail) == self.total:  # nothing dropped yet
+            whole = bytes(self._head + self._tail)
+            text = whole.decode("utf-8", errors="replace")
+            if len(text.encode("utf-8")) <= limit:
+                return text, 0
+            head_raw, tail_raw = whole[: self.head], whole[self.head :]
+        else:
+            head_raw, tail_raw = bytes(self._head), bytes(self._tail)
+        room = len(_MARKER.format(self.total))  # dropped <= total: its digits fit
+        tail_budget = max(self.tail - room, 0)
+        head_budget = max(self.head - max(room - max(self.tail, 0), 0), 0)
+        head, head_used = _fit(head_raw, head_budget, from_end=False)
+        tail, tail_used = _fit(tail_raw, tail_budget, from_end=True)
+        dropped = self.total - head_used - tail_used
+        return head + _MARKER.format(dropped) + tail, dropped
+
+
+def _fit(raw: bytes, budget: int, *, from_end: bool) -> tuple[str, int]:
+    """The longest start (or end) of ``raw`` whose decoded text is at most ``budget`` bytes of
+    UTF-8: ``(text, bytes of raw used)``.
+    """
+
+    def piece(n: int) -> bytes:
+        return raw[len(raw) - n :] if from_end else raw[:n]
+
+    def size(n: int) -> int:
+        return len(piece(n).decode("utf-8", errors="replace").encode("utf-8"))
+
+    lo, hi = 0, min(len(raw), budget)
+    if size(hi) > budget:  # replacement characters grew it: the longest piece that fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if size(mid) <= budget else (lo, mid - 1)
+    else:
+        lo = hi
+    return piece(lo).decode("utf-8", errors="replace"), lo
 
 
 def parse_printed_score(logs: str) -> float | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -14,7 +16,7 @@ from attrs import define
 
 from openmle import Job, RunResult
 from openmle.backends import LocalSandbox, LogCap, classify_run
-from openmle.testing import ToyTask, check_sandbox
+from openmle.testing import SANDBOX_RULES, ToyTask, check_sandbox
 
 pytestmark = [pytest.mark.conformance, pytest.mark.integration, pytest.mark.anyio]
 
@@ -105,3 +107,41 @@ async def test_local_sandbox_conforms_on_a_bundled_task(
             task_root=task.root,
         )
     assert all(r.ok for r in reports), [(r.name, r.problems) for r in reports if not r.ok]
+
+
+_HOWTO = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "custom-sandbox.md"
+
+
+def _docs_subprocess_sandbox() -> Any:
+    """``SubprocessSandbox`` as the custom-sandbox how-to writes it (its python block, run)."""
+    text = _HOWTO.read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (code,) = [b for b in blocks if "class SubprocessSandbox" in b]
+    namespace: dict[str, Any] = {"__name__": "docs_custom_sandbox"}
+    exec(compile(code, str(_HOWTO), "exec"), namespace)
+    return namespace["SubprocessSandbox"]
+
+
+async def test_the_how_tos_subprocess_sandbox_passes_the_trusted_profile(toy: ToyTask) -> None:
+    """The how-to's plain-subprocess sandbox keeps every rule but secrecy (it says it is
+    trusted), the how-to shows exactly what the check returns, and strict catches it."""
+    sandbox = _docs_subprocess_sandbox()(ToyTask.resolver({"toy": toy}))
+    checked = await check_sandbox(sandbox, task="toy", profile="trusted")
+    assert checked == tuple(n for n in SANDBOX_RULES if n != "secrecy")
+    assert f"{len(checked)} rules kept: {', '.join(checked)}" in _HOWTO.read_text()
+    with pytest.raises(AssertionError, match="could read private paths"):
+        await check_sandbox(sandbox, task="toy", private_paths=toy.private_paths)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not Path("/usr/bin/python3").is_file(),
+    reason="starting programs as another uid needs root and a system python3",
+)
+async def test_the_how_tos_other_uid_recipe_passes_the_strict_profile(toy: ToyTask) -> None:
+    """The same sandbox with user="nobody" keeps the answers unreadable: strict passes."""
+    sandbox = _docs_subprocess_sandbox()(
+        ToyTask.resolver({"toy": toy}), user="nobody", python="/usr/bin/python3"
+    )
+    assert sandbox.trusted is False
+    checked = await check_sandbox(sandbox, task="toy", private_paths=toy.private_paths)
+    assert "secrecy" in checked and "trusted" not in checked

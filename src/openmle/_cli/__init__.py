@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib
 import os
 import signal
@@ -24,6 +25,7 @@ from openmle._cli._common import (
     interrupted,
     note_signal,
     run_guarded,
+    use_app_dir,
 )
 from openmle._version import __version__
 
@@ -70,14 +72,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     see ``openmle._cli._common`` and ``docs/reference/errors.md``.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command that got them, with its own usage line
+        _refuse_unknown(_chosen(parser, args), extra)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
     debug = debug_enabled(bool(getattr(args, "debug", False)))
+
+    def call() -> int:
+        use_app_dir(getattr(args, "app_dir", None))
+        return int(handler(args))
+
     with _sigterm_as_sigint():
-        return run_guarded(lambda: handler(args), debug=debug)
+        return run_guarded(call, debug=debug)
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser ``args`` went through (``openmle bench doctor``)."""
+    current = parser
+    while True:
+        sub = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(args, sub.dest, None) if sub is not None else None
+        if sub is None or name not in sub.choices:
+            return current
+        current = sub.choices[name]
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, extra: Sequence[str]) -> None:
+    """Exit 2 with ``parser``'s usage, naming the arguments it does not take and, for a
+    misspelt flag, the closest one it does (``--tsk``: did you mean ``--task``?).
+    """
+    flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for arg in extra:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.partition("=")[0], flags, n=1, cutoff=0.6)
+            if close:
+                hints.append(f"{arg.partition('=')[0]}: did you mean {close[0]}?")
+    why = f"unrecognized arguments: {' '.join(extra)}"
+    parser.error(why + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 @contextlib.contextmanager

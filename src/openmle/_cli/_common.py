@@ -40,6 +40,7 @@ __all__ = [
     "note_signal",
     "report_error",
     "run_guarded",
+    "use_app_dir",
 ]
 
 EXIT_OK = 0
@@ -116,6 +117,32 @@ def interrupted(run_dir: Path | str | None = None, *, signum: int | None = None)
         )
     sys.stderr.flush()
     return EXIT_INTERRUPTED
+
+
+def use_app_dir(path: str | None) -> None:
+    """Put ``--app-dir DIR`` first on ``sys.path``, so ``--sandbox``/``--model``
+    ``module:callable`` specs import from it (without it, the current folder is searched when
+    the module is not installed; see ``openmle.backends.make_sandbox``).
+
+    Raises:
+        InvalidArgument: ``path`` is not a directory.
+    """
+    if path is None:
+        return
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise InvalidArgument(
+            f"--app-dir {path}: not a directory; name the folder that holds your package "
+            "(the one with myagent/ for --sandbox myagent.sandbox:make)"
+        )
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+
+APP_DIR_HELP = (
+    "folder to import --sandbox/--model module:callable factories from (default: installed "
+    "packages, then the current folder, as python -m finds them)"
+)
 
 
 def run_guarded(call: Callable[[], int], *, debug: bool = False) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import math
 import signal
@@ -25,12 +26,13 @@ from typing import Any, TextIO
 
 import anyio
 
-from openmle._cli._common import EXIT_FAILURE, EXIT_OK, interrupted
+from openmle._cli._common import APP_DIR_HELP, EXIT_FAILURE, EXIT_OK, interrupted
 from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
 __all__ = [
     "build_model",
     "build_selector",
+    "check_out",
     "check_task",
     "load_prices",
     "parse_budget",
@@ -284,10 +286,12 @@ def check_task(ref: str, sandbox: str) -> None:
         return
     path = Path(ref).expanduser()
     if not path.is_dir():
+        close = difflib.get_close_matches(ref, bundled_names(), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise InvalidArgument(
-            f"--task {ref!r}: no such task: not a bundled task ({', '.join(bundled_names())}) "
-            "and not a directory; pass a bundled name (openmle task list) or the path of a task "
-            "package"
+            f"--task {ref!r}: no such task: {hint}not a bundled task "
+            f"({', '.join(bundled_names())}) and not a directory; pass a bundled name "
+            "(openmle task list) or the path of a task package"
         )
     try:
         _ = load_task(path).higher_is_better
@@ -299,6 +303,21 @@ def check_task(ref: str, sandbox: str) -> None:
             + "\n  ".join(errors)
             + f"\n(openmle task validate {ref} shows the full report)"
         ) from None
+
+
+def check_out(out: Path) -> None:
+    """Check ``--out`` before anything is written: a new or empty folder (or one holding only
+    a run that never committed a step, which the search starts over in).
+
+    Raises:
+        InvalidArgument: ``out`` is a file or holds other files (names ``--out`` and the fix).
+    """
+    from openmle.search._rundir import check_new_run_dir
+
+    try:
+        check_new_run_dir(out)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--out {out}: {exc}") from None
 
 
 def build_sandbox(spec: str) -> Any:
@@ -437,6 +456,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     # Every flag is checked before the header is printed or anything is written.
     check_task(task, args.sandbox)
     out = Path(args.out) if args.out else _default_out(args.command)
+    check_out(out)
     config = SearchConfig(
         seed=args.seed,
         timeout_s=args.timeout,
@@ -461,8 +481,12 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         shown = model_spec
         if model_spec.startswith("openai:") and "#" not in model_spec:
             shown += f" (model {getattr(model, 'model', '?')})"
+        if getattr(sandbox, "trusted", False) is True:  # recorded in the manifest too
+            box = f"{args.sandbox} (trusted: its programs can read the answers)"
+        else:
+            box = args.sandbox
         stream.write(
-            f"openmle {args.command}: task {task}, model {shown}, sandbox {args.sandbox}, "
+            f"openmle {args.command}: task {task}, model {shown}, sandbox {box}, "
             f"selector {args.selector}, {args.workers} workers, writing {out}\n"
         )
     try:
@@ -669,6 +693,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="per-run limit of one program in seconds (default: 300)",
     )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: openmle-runs/...)")
+    p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--quiet", action="store_true", help="no per-node progress lines")
@@ -804,6 +829,7 @@ def register(subparsers: Any) -> None:
         "--sandbox",
         help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",
     )
+    resume.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
     resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
     resume.add_argument(
         "--priors",

@@ -6,6 +6,8 @@ import argparse
 import os
 from typing import Any
 
+from openmle._cli._common import APP_DIR_HELP
+
 __all__ = ["register"]
 
 
@@ -35,6 +37,7 @@ def register(subparsers: Any) -> None:
         help="the sandbox jobs run on: local (default), docker, ray, service:URL, "
         "module:callable or a name registered in entry-point group openmle.sandboxes",
     )
+    p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     p.add_argument(

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openmle.errors import InvalidArgument, MissingDependency
+from openmle.errors import InvalidArgument
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -76,9 +76,9 @@ def _raw(args: argparse.Namespace) -> int:
 
     try:
         out = bundled_raw(args.name, args.out)
-    except (InvalidArgument, OSError) as exc:
+    except OSError as exc:  # the command line was right; writing failed
         print(f"openmle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FAILURE
     print(f"wrote {out}")
     return EXIT_OK
 
@@ -293,9 +293,9 @@ def _build(args: argparse.Namespace) -> int:
                 args.raw_dir, args.out, make_model(), sandbox=sandbox, options=options
             )
         )
-    except (InvalidArgument, MissingDependency, OSError) as exc:
+    except OSError as exc:  # InvalidArgument (2) and MissingDependency (1) go to run_guarded
         print(f"openmle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FAILURE
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif result.status == "built":
@@ -327,8 +327,8 @@ def _build_many(args: argparse.Namespace) -> int:
                 on_result=progress,
             )
         )
-    except (InvalidArgument, MissingDependency, OSError) as exc:
+    except OSError as exc:  # InvalidArgument (2) and MissingDependency (1) go to run_guarded
         print(f"openmle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FAILURE
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.table())
     return EXIT_OK

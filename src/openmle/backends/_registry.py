@@ -6,7 +6,9 @@ service's config, the Ray sandbox's inner sandbox) and every ``--model`` goes th
 
 - a registered name, ``NAME`` -> ``factory(**options)``; with an argument, ``NAME:ARG`` ->
   ``factory(ARG, **options)`` (``service:URL``, ``replay:FILE``, ``openai:URL#MODEL``);
-- ``module:callable`` -> the callable imported from the module, called with ``**options``;
+- ``module:callable`` -> the callable imported from the module, called with ``**options``; the
+  module is found as ``python -m`` would find it (installed, or in the current folder; the CLI's
+  ``--app-dir DIR`` names another folder);
 - a name a third-party package declares as an entry point in group ``openmle.sandboxes``
   (``openmle.models`` for models); the entry point names the factory.
 
@@ -21,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import os
 import re
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -261,7 +265,7 @@ def _resolve(
         return factory, args
     if sep and _DOTTED.match(head) and _DOTTED.match(arg):
         try:
-            obj: Any = importlib.import_module(head)
+            obj: Any = _import_app_module(head, kind, spec)
             for part in arg.split("."):
                 obj = getattr(obj, part)
         except (ImportError, AttributeError) as exc:
@@ -272,6 +276,42 @@ def _resolve(
     raise InvalidArgument(
         f"Expected --{kind} to be one of {', '.join(_names(table, group))}, or module:callable; "
         f"got {spec!r}"
+    )
+
+
+def _import_app_module(module: str, kind: str, spec: str) -> Any:
+    """Import ``module`` as ``python -m`` would find it: installed, or from the current folder.
+
+    A console script does not put the current folder on ``sys.path`` (``python -m`` does), so
+    ``--sandbox myagent.sandbox:make`` run from the project folder that holds ``myagent/``
+    found nothing. When the top-level package is missing from ``sys.path`` and the current
+    folder holds it, the current folder is added to ``sys.path`` and the import retried.
+
+    Raises:
+        InvalidArgument: the top-level package is nowhere; says what was searched and the two
+            ways to fix it.
+    """
+    top = module.partition(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != top:
+            raise
+    here = os.getcwd()
+    if here not in sys.path and (
+        os.path.isdir(os.path.join(here, top)) or os.path.isfile(os.path.join(here, f"{top}.py"))
+    ):
+        sys.path.insert(0, here)
+        return importlib.import_module(module)
+    searched = [p or here for p in sys.path]
+    shown = ", ".join(searched[:4]) + (
+        f" and {len(searched) - 4} more" if len(searched) > 4 else ""
+    )
+    raise InvalidArgument(
+        f"cannot load {kind} factory {spec!r}: no module named {top!r}; searched the current "
+        f"folder {here} and sys.path ({shown}). Either run from the folder that holds {top}/ "
+        f"(or {top}.py), or pass --app-dir DIR naming it (in Python: sys.path.insert(0, DIR)); "
+        f"or install your project (pip install -e DIR) so {top} imports from anywhere"
     )
 
 

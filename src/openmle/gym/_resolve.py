@@ -8,6 +8,7 @@ the same task for every job and the validation view's key hashes ``train.csv``.
 
 from __future__ import annotations
 
+import difflib
 import threading
 from pathlib import Path
 
@@ -81,7 +82,9 @@ def resolve_task(ref: str) -> Task:
     path = Path(ref).expanduser()
     if path.is_dir():
         return _cached(path)
+    close = difflib.get_close_matches(ref, bundled_names(), n=1)
     raise InvalidArgument(
-        f"Unknown task {ref!r}: not a bundled task {list(bundled_names())} and not a directory; "
-        "pass a bundled name or the path of a task package"
+        f"Unknown task {ref!r}: {f'did you mean {close[0]!r}? ' if close else ''}not a bundled "
+        f"task {list(bundled_names())} and not a directory; pass a bundled name or the path of "
+        "a task package"
     )

@@ -10,12 +10,17 @@
   optional constant fallback pair: the released "static view".
 
 All of them reproduce the released OpenRSI rules exactly (golden vectors ``static_bounds`` and
-``adaptive_bound_pair``); departures live in :class:`openmle.rewards.RewardProfile`.
+``adaptive_bound_pair``); departures live in :class:`openmle.rewards.RewardProfile`. One
+exception: where the released arithmetic overflowed (finite scores near the largest float, whose
+span or mean is beyond the float range), :func:`adaptive_bounds` computes at half scale and
+saturates instead of losing the pair; :func:`released_adaptive_bounds` keeps the released
+overflow for :meth:`openmle.rewards.RewardProfile.openrsi`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from typing import Literal, TypeAlias
 
@@ -31,6 +36,7 @@ __all__ = [
     "Bounds",
     "adaptive_bounds",
     "preferred_static_bounds",
+    "released_adaptive_bounds",
     "resolve_bounds",
     "static_bounds",
 ]
@@ -217,7 +223,10 @@ def adaptive_bounds(
     ``lower_shift_ratio * (best - worst)`` (negative ratios count as 0), both are clipped into
     :func:`static_bounds`, and best is raised to ``worst + min_span`` when the pair collapsed
     (the span is at least four float spacings at ``worst``, so the pair stays ordered for scores
-    of any magnitude; near the largest float, worst is lowered instead).
+    of any magnitude; near the largest float, worst is lowered instead). Differences that would
+    overflow (a span, a mean or a shift beyond the float range, e.g. scores of +-1e308 from a
+    diverging program) are taken at half scale, and a shifted worst saturates at the most
+    negative finite float; ordinary scores give the released result bit for bit.
 
     The raw functions reproduce the released rules, including one sharp edge: a lone first
     score is both best and worst, so :func:`adaptive_bounds` widens the pair upwards and
@@ -236,12 +245,41 @@ def adaptive_bounds(
         min_span: smallest allowed best - worst.
 
     Returns:
-        ``(best, worst)`` signed with best > worst (for every finite input), or
-        ``(None, None)`` when there is no score and no complete static pair.
+        ``(best, worst)`` signed, both finite, with best > worst (for every finite input), or
+        ``(None, None)`` when there is no finite score and no complete static pair.
 
     Raises:
         InvalidArgument: unknown ``mode`` (a ValueError).
     """
+    return _adaptive(history, group, meta, mode, lower_shift_ratio, min_span, saturate=True)
+
+
+def released_adaptive_bounds(
+    history: Iterable[float | None] | None,
+    group: Iterable[float | None] | None,
+    *,
+    meta: MetaLike,
+    mode: BoundMode | str = "top1_top16",
+    lower_shift_ratio: float = 0.25,
+    min_span: float = 1e-6,
+) -> Bounds:
+    """:func:`adaptive_bounds` as released, overflow included: where the pushed-down worst bound
+    (or the mean) overflows, the pair falls back to the static pair, or ``(None, None)``
+    without one. For :meth:`openmle.rewards.RewardProfile.openrsi` (golden ``pipeline.*``).
+    """
+    return _adaptive(history, group, meta, mode, lower_shift_ratio, min_span, saturate=False)
+
+
+def _adaptive(
+    history: Iterable[float | None] | None,
+    group: Iterable[float | None] | None,
+    meta: MetaLike,
+    mode: BoundMode | str,
+    lower_shift_ratio: float,
+    min_span: float,
+    *,
+    saturate: bool,
+) -> Bounds:
     if mode not in BOUND_MODES:
         raise fail(
             f"one of {list(BOUND_MODES)}",
@@ -263,10 +301,53 @@ def adaptive_bounds(
     elif mode == "top1_top16":
         worst = ordered[min(15, len(ordered) - 1)]
     elif mode == "top1_all_mean":
-        worst = float(np.mean(np.asarray(scores, dtype=np.float64)))
+        worst = _mean(scores, saturate=saturate)
     else:
-        worst = float(np.median(np.asarray(scores, dtype=np.float64)))
+        worst = _median(scores, saturate=saturate)
     ratio = max(float(lower_shift_ratio), 0.0)
     if ratio > 0:
-        worst = worst - ratio * max(best - worst, 0.0)
+        worst = _lowered(best, worst, ratio, saturate=saturate)
     return _sanitize(best, worst, static, min_span)
+
+
+_MAX = sys.float_info.max
+
+
+def _mean(scores: list[float], *, saturate: bool) -> float:
+    """The mean of finite scores; where the sum overflows, the sum of ``score / n`` instead
+    (finite scores have a finite mean, so this never gives an infinity).
+    """
+    a = np.asarray(scores, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        m = float(np.mean(a))
+    return m if math.isfinite(m) or not saturate else float(np.sum(a / len(a)))
+
+
+def _median(scores: list[float], *, saturate: bool) -> float:
+    """The median of finite scores; two middle values are averaged at half scale where their
+    sum overflows.
+    """
+    a = np.asarray(scores, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        m = float(np.median(a))
+    if math.isfinite(m) or not saturate:
+        return m
+    ordered = sorted(scores)
+    k = len(ordered) // 2
+    return ordered[k - 1] / 2.0 + ordered[k] / 2.0
+
+
+def _lowered(best: float, worst: float, ratio: float, *, saturate: bool) -> float:
+    """``worst - ratio * max(best - worst, 0)`` without overflow in the difference.
+
+    Ordinary scores take the released expression unchanged (so the golden vectors stay exact).
+    Where the span or the shift overflows (scores near the largest float, e.g. a diverging
+    program printing 1e308), the same expression is evaluated at half scale (halving is exact
+    there) and saturates at the most negative finite float, instead of becoming ``-inf`` and
+    losing the pair. ``saturate=False`` keeps the released overflow (``-inf``).
+    """
+    lowered = worst - ratio * max(best - worst, 0.0)
+    if math.isfinite(lowered) or not saturate:
+        return lowered
+    half = worst / 2.0 - ratio * max(best / 2.0 - worst / 2.0, 0.0)
+    return max(half, -_MAX / 2.0) * 2.0

@@ -17,6 +17,7 @@ libm; the arithmetic-only cases (``power_clip`` with alpha 1, ``linear_sign``) a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Literal, TypeAlias, overload
 
 import numpy as np
@@ -62,6 +63,37 @@ def _clip01(p: float) -> float:
     return min(max(p, 0.0), 1.0)
 
 
+def _position(s: float, best: float, worst: float, floor: float) -> float:
+    """``(s - worst) / max(best - worst, floor)``, scale-aware.
+
+    Ordinary values take exactly that expression (the golden vectors stay exact). Where a
+    difference overflows (bounds or scores near the largest float), the same ratio is taken at
+    half scale, which is exact there: finite inputs never give an infinity over an infinity.
+    """
+    num, span = s - worst, best - worst
+    if math.isfinite(num) and math.isfinite(span):
+        return num / max(span, floor)
+    return (s / 2.0 - worst / 2.0) / max(best / 2.0 - worst / 2.0, floor / 2.0)
+
+
+def _margin_z(s: float, best: float, worst: float) -> float:
+    """``margin_tanh``'s ``2 (s - centre) / half_range``, scale-aware (see :func:`_position`)."""
+    center = (best + worst) / 2.0
+    scale = max((best - worst) / 2.0, 1e-9)
+    if math.isfinite(center) and math.isfinite(scale) and math.isfinite(s - center):
+        return ((s - center) / scale) / 0.5
+    # (s - centre) / half-range is 2 p - 1 with p the position between the bounds
+    return (2.0 * _position(s, best, worst, 2e-9) - 1.0) / 0.5
+
+
+def _logistic_z(s: float, best: float, worst: float) -> float:
+    """``logistic``'s ``2 (s - worst) / (best - worst)``, scale-aware (see :func:`_position`)."""
+    twice, span = 2.0 * (s - worst), best - worst
+    if math.isfinite(twice) and math.isfinite(span):
+        return twice / span
+    return 2.0 * _position(s, best, worst, 0.0)
+
+
 def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha: float) -> float:
     has = best is not None and worst is not None
     if mode == "linear_sign":
@@ -73,7 +105,7 @@ def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha:
             raise AssertionError(
                 "internal invariant broken: best is not None and worst is not None"
             )
-        p = _clip01((s - worst) / max(best - worst, 1e-9))
+        p = _clip01(_position(s, best, worst, 1e-9))
         return float(p**alpha)
     if mode == "margin_tanh":
         if not has:
@@ -82,9 +114,7 @@ def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha:
             raise AssertionError(
                 "internal invariant broken: best is not None and worst is not None"
             )
-        center = (best + worst) / 2.0
-        scale = max((best - worst) / 2.0, 1e-9)
-        r = 0.5 + 0.5 * math.tanh(((s - center) / scale) / 0.5)
+        r = 0.5 + 0.5 * math.tanh(_margin_z(s, best, worst))
         return r * r
     if mode == "logistic":
         if not has:
@@ -93,16 +123,15 @@ def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha:
             raise AssertionError(
                 "internal invariant broken: best is not None and worst is not None"
             )
-        span = best - worst
-        if span == 0:
+        if best - worst == 0:
             return 0.5
-        return sigmoid(2.0 * (s - worst) / span)
+        return sigmoid(_logistic_z(s, best, worst))
     # power_sigmoid
     if not has:
         return sigmoid(s)
     if not (best is not None and worst is not None):
         raise AssertionError("internal invariant broken: best is not None and worst is not None")
-    p = _clip01((s - worst) / max(best - worst, 1e-9))
+    p = _clip01(_position(s, best, worst, 1e-9))
     r = sigmoid((p - 0.5) / 0.5)
     return r * r
 
@@ -167,8 +196,9 @@ def score_to_reward(
 
     Returns:
         A float for a scalar score, else a float64 array of the same shape. ``power_clip``,
-        ``margin_tanh``, ``logistic`` and ``power_sigmoid`` rewards lie in [0, 1]; a NaN score
-        gives NaN.
+        ``margin_tanh``, ``logistic`` and ``power_sigmoid`` rewards lie in [0, 1] for every
+        finite score and bounds, also near the largest float (a difference that would overflow
+        is taken at half scale); a NaN score gives NaN.
 
     Raises:
         InvalidArgument: unknown mode, or ``alpha <= 0``.
@@ -207,20 +237,51 @@ def _vector(
         raise AssertionError("internal invariant broken: best is not None and worst is not None")
     span = best - worst
     if mode == "logistic":
-        return _np_sigmoid(2.0 * (s - worst) / span)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = 2.0 * (s - worst) / span
+        z = _np_rescue(z, s, best, worst, 0.0, lambda p: 2.0 * p)
+        return _np_sigmoid(z)
     if mode == "margin_tanh":
         center = (best + worst) / 2.0
         scale = max(span / 2.0, 1e-9)
-        r = 0.5 + 0.5 * np.tanh(((s - center) / scale) / 0.5)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = ((s - center) / scale) / 0.5
+        z = _np_rescue(z, s, best, worst, 2e-9, lambda p: (2.0 * p - 1.0) / 0.5)
+        r = 0.5 + 0.5 * np.tanh(z)
         out1: FloatArray = r * r
         return out1
-    p = np.clip((s - worst) / max(span, 1e-9), 0.0, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        pos = (s - worst) / max(span, 1e-9)
+    pos = _np_rescue(pos, s, best, worst, 1e-9, lambda p: p)
+    p = np.clip(pos, 0.0, 1.0)
     if mode == "power_clip":
         out2: FloatArray = p if alpha == 1.0 else np.power(p, alpha)
         return out2
     r = _np_sigmoid((p - 0.5) / 0.5)
     out3: FloatArray = r * r
     return out3
+
+
+def _np_rescue(
+    z: FloatArray,
+    s: FloatArray,
+    best: float,
+    worst: float,
+    floor: float,
+    of_position: Callable[[FloatArray], FloatArray],
+) -> FloatArray:
+    """``z`` where it is what finite arithmetic gives; where a difference overflowed (a finite
+    score whose ``z`` is not finite, or bounds whose span or centre is not finite), ``z``
+    recomputed from the position taken at half scale (as :func:`_position`).
+    """
+    finite_bounds = all(math.isfinite(v) for v in (best - worst, (best + worst) / 2.0))
+    bad = np.isfinite(s) & ~np.isfinite(z) if finite_bounds else np.isfinite(s)
+    if not bad.any():
+        return z
+    with np.errstate(over="ignore", divide="ignore"):
+        pos = (s / 2.0 - worst / 2.0) / max(best / 2.0 - worst / 2.0, floor / 2.0)
+    fixed: FloatArray = np.where(bad, of_position(pos), z)
+    return fixed
 
 
 def _logistic_raw_bounds(meta: MetaLike) -> tuple[float | None, float | None]:

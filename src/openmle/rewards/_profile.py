@@ -28,6 +28,7 @@ from openmle.rewards._bounds import (
     BOUND_MODES,
     Bounds,
     adaptive_bounds,
+    released_adaptive_bounds,
     resolve_bounds,
     static_bounds,
 )
@@ -255,6 +256,10 @@ class RewardProfile:
         * **B5** (infrastructure failures scored 0): ``INFRA_ERROR`` members are masked out of the
           group: no reward, no advantage, and they do not enter the advantage of the others.
 
+        Finite scores of any size (a diverging program can print 1e308) keep an ordered, finite
+        adaptive pair and rewards in [0, 1]: a difference that would overflow is taken at half
+        scale (:func:`openmle.rewards.adaptive_bounds`); ``openrsi`` keeps the released overflow.
+
         A guard verdict of UNCHECKED (the judge failed) is handled explicitly by ``unchecked``:
         ``"mask"`` (default: not rewarded, like an infrastructure failure), ``"penalize"`` (the hack
         penalty) or ``"trust"`` (the released fail-open behaviour, used by ``openrsi``).
@@ -308,7 +313,7 @@ class RewardProfile:
                 return MemberReward(
                     reward=1.0, best=signed, worst=signed, enabled=True, single_finite_applied=True
                 )
-            best, worst = adaptive_bounds(
+            best, worst = released_adaptive_bounds(
                 hist,
                 grp,
                 meta=m,

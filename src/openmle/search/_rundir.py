@@ -403,7 +403,12 @@ class RunDir:
                 "class": _describe(model),
                 "spec": _spec_of(model),
             },
-            "sandbox": {"class": _describe(sandbox), "spec": _spec_of(sandbox)},
+            "sandbox": {
+                "class": _describe(sandbox),
+                "spec": _spec_of(sandbox),
+                # True: programs could read the answers (a sandbox on a trusted machine)
+                "trusted": getattr(sandbox, "trusted", False) is True,
+            },
             "selector": {"class": _describe(selector), "repr": repr(selector)[:500]},
             "prompts": {"class": _describe(prompts), "template_sha256": _template_hash(prompts)},
             "budget": budget.to_dict(),

@@ -4,21 +4,69 @@ It relies only on the task-package conventions every sandbox shares: the program
 public data through ``$DATA_DIR``, that directory holds ``sample_submission.csv``, and the
 program writes ``./submission.csv``. So it works for any :class:`openmle.Sandbox` (local,
 Docker, Ray, a remote job service) and any task whose sample submission is valid.
+
+:data:`SANDBOX_RULES` names every rule the suite enforces; the ``trusted`` profile checks all of
+them but secrecy, for a sandbox on a machine its user controls, which must say so
+(``trusted = True``, recorded in a run's manifest).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import anyio
 
 from openmle._protocols import Sandbox
 from openmle._types import Job, Outcome, RunResult, Split
+from openmle._validation import check_choice
 
-__all__ = ["check_sandbox"]
+__all__ = ["SANDBOX_PROFILES", "SANDBOX_RULES", "SandboxProfile", "check_sandbox"]
+
+SandboxProfile = Literal["strict", "trusted"]
+SANDBOX_PROFILES: tuple[str, ...] = ("strict", "trusted")
+"""``strict`` (every rule) and ``trusted`` (every rule but ``secrecy``, plus ``trusted``)."""
+
+SANDBOX_RULES: Mapping[str, str] = {
+    "result": (
+        "every run returns a RunResult that round-trips through to_dict and from_dict, with "
+        "runtime_s and queue_s >= 0; a success has no error signature, a failure has one and "
+        "no score"
+    ),
+    "liveness": "every run returns within 300 s plus its timeout_s",
+    "success": (
+        "copying $DATA_DIR/sample_submission.csv to ./submission.csv gives SUCCESS with a "
+        "finite score on both splits, and the result's split is the job's"
+    ),
+    "stdout": "the program's stdout is captured in RunResult.logs",
+    "env": "job.env reaches the program",
+    "artifacts": "RunResult.artifacts lists submission.csv, a file the program left",
+    "concurrent": "two jobs at once both succeed",
+    "runtime-error": (
+        "a raise gives RUNTIME_ERROR with the exception type in the error signature and the "
+        "output printed before it in the logs"
+    ),
+    "timeout": "a sleep past timeout_s gives TIMEOUT",
+    "missing": "exiting 0 without ./submission.csv gives MISSING_SUBMISSION",
+    "invalid": "a garbage submission.csv gives INVALID_SUBMISSION",
+    "log-cap": (
+        "printing 8 MiB keeps at most 1 MiB (1,048,576 bytes) of logs, marker line included, "
+        "with the head and the tail, and logs_dropped_bytes counts at least the other 7 MiB"
+    ),
+    "secrecy": (
+        "no path of private_paths, nor any file or directory beneath them, can be read, on "
+        "both splits (strict profile only)"
+    ),
+    "trusted": (
+        "the sandbox declares trusted = True, which a run records in its manifest "
+        "(trusted profile only)"
+    ),
+    "cancel": "cancelling a running run returns within 60 s, and the next run still works",
+}
+"""Every rule :func:`check_sandbox` enforces, by name, in the order it checks them."""
 
 _LIVENESS_S = 300.0
 """Upper bound on any single check; exceeding it means the sandbox hangs (not that it is slow)."""
@@ -204,7 +252,8 @@ async def _check_log_cap(sandbox: Sandbox, task: str) -> None:
     if kept > _KEPT_LOG_LIMIT:
         raise AssertionError(
             f"printing 8 MiB: the sandbox kept {kept} bytes of logs; cap them (at most "
-            f"{_KEPT_LOG_LIMIT}, e.g. with openmle.backends.LogCap)"
+            f"{_KEPT_LOG_LIMIT} bytes, marker line included, e.g. with "
+            "openmle.backends.LogCap(head=512 * 1024, tail=512 * 1024))"
         )
     if r.logs_dropped_bytes < _FLOOD_BYTES - _KEPT_LOG_LIMIT:
         raise AssertionError(
@@ -232,42 +281,81 @@ async def _check_private(sandbox: Sandbox, task: str, private_paths: Sequence[Pa
                 raise AssertionError(f"the program could read private paths: {leaked}")
 
 
-async def check_sandbox(sandbox: Sandbox, *, task: str, private_paths: Sequence[Path] = ()) -> None:
+async def check_sandbox(
+    sandbox: Sandbox,
+    *,
+    task: str,
+    private_paths: Sequence[Path] = (),
+    profile: SandboxProfile | str = "strict",
+) -> tuple[str, ...]:
     """Check that ``sandbox`` keeps the :class:`openmle.Sandbox` contract on ``task``.
 
-    Runs, in order: copying ``$DATA_DIR/sample_submission.csv`` gives SUCCESS with a finite
-    score on both splits, with stdout captured and ``job.env`` visible to the program; two
-    such jobs at once both succeed; a raise gives RUNTIME_ERROR with the exception in its
-    error signature; a sleep past ``timeout_s`` gives TIMEOUT; exiting 0 without a file gives
-    MISSING_SUBMISSION; a garbage CSV gives INVALID_SUBMISSION; printing 8 MiB keeps at most
-    1 MiB of logs (head and tail) and counts the rest in ``logs_dropped_bytes``; reading any of
-    ``private_paths`` (and every file beneath them) fails; cancelling a running ``run``
-    returns promptly, and the sandbox still works afterwards.
+    The rules (:data:`SANDBOX_RULES`), in order:
+
+    - result: every run returns a RunResult that round-trips through to_dict and from_dict,
+      with runtime_s and queue_s >= 0; a success has no error signature, a failure has one
+      and no score.
+    - liveness: every run returns within 300 s plus its timeout_s.
+    - success: copying $DATA_DIR/sample_submission.csv to ./submission.csv gives SUCCESS with
+      a finite score on both splits, and the result's split is the job's.
+    - stdout: the program's stdout is captured in RunResult.logs.
+    - env: job.env reaches the program.
+    - artifacts: RunResult.artifacts lists submission.csv, a file the program left.
+    - concurrent: two jobs at once both succeed.
+    - runtime-error: a raise gives RUNTIME_ERROR with the exception type in the error
+      signature and the output printed before it in the logs.
+    - timeout: a sleep past timeout_s gives TIMEOUT.
+    - missing: exiting 0 without ./submission.csv gives MISSING_SUBMISSION.
+    - invalid: a garbage submission.csv gives INVALID_SUBMISSION.
+    - log-cap: printing 8 MiB keeps at most 1 MiB (1,048,576 bytes) of logs, marker line
+      included, with the head and the tail, and logs_dropped_bytes counts at least the other
+      7 MiB (:class:`openmle.backends.LogCap` with ``head + tail <= 1 MiB`` keeps it).
+    - secrecy: no path of private_paths, nor any file or directory beneath them, can be read,
+      on both splits (strict profile only).
+    - trusted: the sandbox declares trusted = True, which a run records in its manifest
+      (trusted profile only).
+    - cancel: cancelling a running run returns within 60 s, and the next run still works.
 
     Args:
         sandbox: the sandbox under test (not closed by this function).
         task: a task reference the sandbox resolves (its sample submission must be valid).
-        private_paths: host paths of the task's hidden answers.
+        private_paths: host paths of the task's hidden answers (``strict`` reads each).
+        profile: ``"strict"`` (every rule but ``trusted``) or ``"trusted"``: every rule but
+            ``secrecy``, for a sandbox on a machine its user controls, whose programs could
+            read the answers; such a sandbox must declare ``trusted = True``.
+
+    Returns:
+        The names of the rules checked, in order.
 
     Raises:
         AssertionError: the first violated rule, with the result that broke it.
+        InvalidArgument: an unknown ``profile``.
     """
+    check_choice(profile, SANDBOX_PROFILES, "profile")
+    if profile == "trusted" and getattr(sandbox, "trusted", False) is not True:
+        raise AssertionError(
+            f"trusted profile: {type(sandbox).__name__} must declare trusted = True (a run "
+            "records it in its manifest: programs on it can read the answers)"
+        )
     await _check_success(sandbox, task)
     await _check_concurrent(sandbox, task)
     await _check_failures(sandbox, task)
     await _check_log_cap(sandbox, task)
-    await _check_private(sandbox, task, private_paths)
+    if profile == "strict":
+        await _check_private(sandbox, task, private_paths)
+    await _check_cancel(sandbox, task)
+    skipped = "trusted" if profile == "strict" else "secrecy"
+    return tuple(name for name in SANDBOX_RULES if name != skipped)
 
-    cancelled_at = None
+
+async def _check_cancel(sandbox: Sandbox, task: str) -> None:
+    """Cancelling a running ``run`` returns promptly, and the sandbox still works afterwards."""
     try:
         with anyio.fail_after(60):
             with anyio.move_on_after(2.0):
                 await sandbox.run(Job(code=_SLEEP, task=task, timeout_s=600))
-            cancelled_at = "returned"
     except TimeoutError:
         raise AssertionError("cancelling run() did not return within 60 s") from None
-    if cancelled_at != "returned":
-        raise AssertionError('internal invariant broken: cancelled_at == "returned"')
     _expect(
         await _run(sandbox, Job(code=_NO_SUBMISSION, task=task), "after cancel"),
         Outcome.MISSING_SUBMISSION,

@@ -6,12 +6,15 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from openmle import TaskMeta
 from openmle.rewards import (
+    MAPPING_MODES,
+    GroupMember,
+    RewardProfile,
     adaptive_bounds,
     entropic_advantage,
     entropic_advantages,
@@ -178,14 +181,9 @@ def test_two_member_default_is_bounded() -> None:
     assert _distinct([0.0, 1.0])
 
 
-# Up to 1e300: near the largest float the pushed-down worst bound overflows, and the released
-# rule then falls back to the static pair (or none), which the profile handles (B1).
-_any_magnitude = st.floats(
-    min_value=-1e300,
-    max_value=1e300,
-    allow_nan=False,
-    allow_infinity=False,
-)
+# Every finite float, the largest included: a diverging program can print 1e308, and the span,
+# mean or pushed-down worst bound of such scores overflows unless taken at half scale.
+_any_magnitude = st.floats(allow_nan=False, allow_infinity=False)
 
 
 @_SETTINGS
@@ -193,18 +191,56 @@ _any_magnitude = st.floats(
     st.lists(_any_magnitude, min_size=1, max_size=12),
     modes,
     st.booleans(),
-    st.sampled_from([0.0, 0.25]),
+    st.sampled_from([0.0, 0.25, 1.0]),
 )
+@example([0.0, -1.4381545078898528e308], "top1_top8", True, 0.25)  # the shift overflowed
+@example([1.7e308, 1.7e308], "top1_all_mean", True, 0.0)  # the mean overflowed
+@example([1.7e308, 1.7e308, -1.0, 1.0], "top1_all_median", False, 0.0)  # the median too
 def test_best_above_worst_at_every_magnitude(
     scores: list[float], mode: str, higher: bool, shift: float
 ) -> None:
     """For every finite input, the adaptive pair is finite and ordered (best > worst), also
-    where the default 1e-6 minimum span is below the float spacing (|score| >= ~1e9)."""
+    where the default 1e-6 minimum span is below the float spacing (|score| >= ~1e9) and where
+    a span, mean or shift is beyond the float range (scores near +-1.8e308)."""
     meta = TaskMeta(higher_is_better=higher)
     best, worst = adaptive_bounds([], scores, meta=meta, mode=mode, lower_shift_ratio=shift)
     assert best is not None and worst is not None
     assert math.isfinite(best) and math.isfinite(worst)
     assert best > worst
+
+
+@_SETTINGS
+@given(_any_magnitude, _any_magnitude, _any_magnitude, st.sampled_from(list(MAPPING_MODES)))
+@example(1e308, 1e308, -1.7e308, "power_clip")  # best - worst and s - worst overflowed
+@example(-1e308, 1.7e308, 1e307, "margin_tanh")  # s - centre overflowed
+@example(1e308, 1.7e308, 0.0, "logistic")  # 2 (s - worst) overflowed
+def test_rewards_bounded_for_every_finite_score_and_pair(
+    s: float, a: float, b: float, mode: str
+) -> None:
+    """Every finite score and ordered finite pair gives a reward in [0, 1] (never NaN), scalar
+    and array alike."""
+    assume(a != b and mode != "linear_sign")
+    best, worst = max(a, b), min(a, b)
+    r = score_to_reward(s, best=best, worst=worst, mode=mode)
+    assert 0.0 <= r <= 1.0
+    v = np.asarray(score_to_reward(np.asarray([s, best, worst]), best=best, worst=worst, mode=mode))
+    assert np.all((v >= 0.0) & (v <= 1.0))
+    assert v[0] == pytest.approx(r, abs=1e-12)
+
+
+@_SETTINGS
+@given(st.lists(_any_magnitude, min_size=1, max_size=8), st.booleans())
+@example([0.0, 1e308, -1e308], True)  # raised AssertionError: internal invariant broken
+def test_default_profile_rewards_any_finite_group(scores: list[float], higher: bool) -> None:
+    """The default profile rewards every group of finite scores without raising: rewards in
+    [0, 1], finite advantages, finite ordered bounds."""
+    got = RewardProfile.default().group(
+        [GroupMember(score=x) for x in scores], meta=TaskMeta(higher_is_better=higher)
+    )
+    assert all(0.0 <= r <= 1.0 for r in got.rewards)
+    assert all(math.isfinite(a) for a in got.advantages)
+    if got.bounds is not None:
+        assert math.isfinite(got.bounds[0]) and got.bounds[0] > got.bounds[1]
 
 
 @pytest.mark.parametrize("magnitude", [1.0, 1e9, 17179869185.0, 1e15, 1e100, 1e300])

@@ -21,15 +21,43 @@ class _Grade:
 
 def test_logcap_keeps_head_and_tail() -> None:
     """Bounded memory: head and tail kept, the middle counted as dropped."""
-    cap = LogCap(head=4, tail=4)
-    for chunk in (b"abc", b"defgh", b"ijklmnop"):
+    cap = LogCap(head=40, tail=40)
+    for chunk in (b"a" * 30, b"b" * 30, b"c" * 40):
         cap.feed(chunk)
-    assert cap.total == 16
-    assert cap.dropped == 8
-    assert cap.text() == "abcd\n[... 8 bytes dropped ...]\nmnop"
+    assert cap.total == 100
+    # the marker's room (29 bytes, sized for the total's digits) comes out of the tail
+    assert cap.text() == "a" * 30 + "b" * 10 + "\n[... 49 bytes dropped ...]\n" + "c" * 11
+    assert cap.dropped == 49
+    assert len(cap.text().encode()) == 79
     small = LogCap(head=10, tail=10)
     small.feed(b"hello")
     assert small.text() == "hello" and small.dropped == 0
+
+
+def test_logcap_text_fits_its_cap_marker_included() -> None:
+    """The kit's own cap passes the kit's own check: LogCap(head=512 KiB, tail=512 KiB) fed
+    8 MiB shows at most 1 MiB, marker line included (it showed 1,048,609 bytes)."""
+    cap = LogCap(head=512 * 1024, tail=512 * 1024)
+    line = b"x" * 1023 + b"\n"
+    for _ in range(8 * 1024):
+        cap.feed(line)
+    text = cap.text()
+    assert len(text.encode()) <= 1024 * 1024
+    assert cap.dropped == cap.total - len(text.encode()) + len(
+        "\n[... 7340065 bytes dropped ...]\n"
+    )
+    assert "[... 7340065 bytes dropped ...]" in text and text.endswith("x\n")
+
+
+@pytest.mark.parametrize("data", [b"\xff" * 150, "é".encode() * 75, b"ab\xe2\x82" * 40])
+def test_logcap_invalid_utf8_never_grows_past_the_cap(data: bytes) -> None:
+    """Each invalid byte becomes a 3-byte U+FFFD; the text still fits head + tail bytes, and
+    what it does not show is counted."""
+    cap = LogCap(head=64, tail=64)
+    cap.feed(data)
+    text = cap.text()
+    assert len(text.encode()) <= 128
+    assert 0 < cap.dropped < len(data)
 
 
 def test_printed_score_last_finite_match() -> None:

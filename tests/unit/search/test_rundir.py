@@ -77,6 +77,33 @@ def original(tmp_path: Path, steps: int = 14, workers: int = 2) -> Path:
     return out
 
 
+class _TrustedSandbox:
+    """A sandbox that says its programs could read the answers (``trusted = True``)."""
+
+    trusted = True
+
+    def __init__(self) -> None:
+        self.inner = FunctionSandbox(det_grade)
+
+    async def run(self, job: Job) -> RunResult:
+        return await self.inner.run(job)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_manifest_marks_a_trusted_sandbox(tmp_path: Path) -> None:
+    """A run on a sandbox that declares ``trusted = True`` says so in its manifest; any other
+    sandbox is recorded as not trusted."""
+    for name, sandbox in (("t", _TrustedSandbox()), ("f", FunctionSandbox(det_grade))):
+        kw = {**kwargs(), "sandbox": sandbox}
+        run_search(
+            "toy", higher_is_better=True, **kw, budget=Budget(steps=1), run_dir=tmp_path / name
+        )
+    assert RunDir.open(tmp_path / "t").manifest["sandbox"]["trusted"] is True
+    assert RunDir.open(tmp_path / "f").manifest["sandbox"]["trusted"] is False
+
+
 def test_run_dir_layout_and_manifest(tmp_path: Path) -> None:
     """The run writes a manifest, a journal, the board and each node's program and logs."""
     out = original(tmp_path, steps=6)

@@ -164,7 +164,7 @@ def test_export_jsonl_and_parquet_read_back(tmp_path: Path) -> None:
     frame = pd.read_parquet(pq)
     assert list(frame["node_id"]) == ["a", "b"]
     assert list(frame["messages"][1][-1].keys()) == ["role", "content"]
-    datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[dev]'")
+    datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[trl]'")
     ds = datasets.Dataset.from_parquet(str(pq))
     assert ds[1]["messages"][-1]["role"] == "assistant"
     assert ds[1]["messages"][-1]["content"] == recs[2].messages[-1].content

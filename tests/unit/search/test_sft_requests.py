@@ -296,3 +296,14 @@ def test_a_run_killed_before_its_first_node_starts_over_with_its_blobs(tmp_path:
         _search(run, ScriptedModel(det_model), steps=3)
     named = {r["request"] for r in read_journal(run) if r["event"] == "node"}
     assert {p.name for p in _blobs(run)} == {f"{h}.json.gz" for h in named}
+
+
+def test_the_how_to_says_exported_prompts_keep_the_memory_block() -> None:
+    """docs/how-to/train-operators.md said each record's prompt was rebuilt without the memory
+    block; it is the recorded request (the test above), memory included."""
+    import re
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "how-to" / "train-operators.md"
+    text = re.sub(r"\s+", " ", page.read_text())
+    assert "journalled parents (validation feedback only, no memory block) and the node" not in text
+    assert "as recorded (its memory block and node summaries included" in text

@@ -21,8 +21,8 @@ transformers = pytest.importorskip(
     "transformers", reason="needs transformers: pip install 'openmle[hf]'"
 )
 tokenizers = pytest.importorskip("tokenizers", reason="needs tokenizers: pip install 'openmle[hf]'")
-datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[dev]'")
-trl = pytest.importorskip("trl", reason="needs trl: pip install 'openmle[dev]'")
+datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[trl]'")
+trl = pytest.importorskip("trl", reason="needs trl: pip install 'openmle[trl]'")
 
 from openmle.train import GSPOConfig, GSPOTrainer, RolloutBatch, gspo_loss  # noqa: E402
 from openmle.train._loss import token_logprobs  # noqa: E402

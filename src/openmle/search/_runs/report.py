@@ -71,12 +71,13 @@ def _tree_svg(nodes: Sequence[Node], best_path: set[str], width: int = 1100) -> 
     by_id = {n.node_id: n for n in nodes}
     max_gen = max(n.generation for n in nodes)
     pad, row = 30, 46
+    gutter = 64  # the "gen N" labels' column: no node (nor its ring) reaches into it
     height = pad * 2 + row * max_gen + 20
     step_max = max(1, max(n.step for n in nodes))
     r = 7 if len(nodes) <= 120 else 4
 
     def pos(n: Node) -> tuple[float, float]:
-        return pad + (width - 2 * pad) * n.step / step_max, pad + row * n.generation
+        return gutter + (width - gutter - pad) * n.step / step_max, pad + row * n.generation
 
     parts = [
         f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
@@ -85,8 +86,8 @@ def _tree_svg(nodes: Sequence[Node], best_path: set[str], width: int = 1100) -> 
     for g in range(max_gen + 1):
         gy = pad + row * g
         parts.append(
-            f'<line x1="0" x2="{width}" y1="{gy}" y2="{gy}" stroke="#f1f5f9" />'
-            f'<text x="2" y="{gy - 9}" class="axis">gen {g}</text>'
+            f'<line x1="{gutter - 14}" x2="{width}" y1="{gy}" y2="{gy}" stroke="#f1f5f9" />'
+            f'<text x="2" y="{gy + 3.5}" class="axis">gen {g}</text>'
         )
     for n in nodes:
         x2, y2 = pos(n)
