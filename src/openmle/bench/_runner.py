@@ -43,6 +43,7 @@ import anyio
 import attrs
 from attrs import define, field, frozen
 
+from openmle._readback import read_back_json
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle.bench._medals import CompetitionReport, competition_report
@@ -66,6 +67,9 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+BENCH_FILE_MAX_BYTES = 64 * 1024 * 1024
+"""The largest manifest or result file read back from a bench directory (a larger one, or
+one that is not a regular file, is refused; see :func:`openmle._readback.read_back`)."""
 BENCHMARKS = ("mle-bench", "naturebench")
 RESULT = "bench_result.json"
 
@@ -365,13 +369,14 @@ class BenchRun:
         """
         p = Path(path)
         try:
-            manifest = json.loads((p / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            manifest = read_back_json(p / MANIFEST, max_bytes=BENCH_FILE_MAX_BYTES)
+        except (OSError, ValueError) as exc:
+            why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
             raise InvalidArgument(
-                f"{str(p)!r} is not a bench directory (no readable {MANIFEST}); give the --out "
-                "of `openmle bench run`"
+                f"{str(p)!r} is not a bench directory (no readable {MANIFEST}{why}); give the "
+                "--out of `openmle bench run`"
             ) from None
-        if manifest.get("kind") != "openmle-bench":
+        if not isinstance(manifest, dict) or manifest.get("kind") != "openmle-bench":
             raise InvalidArgument(f"{str(p)!r} is not a bench directory (wrong manifest kind)")
         return cls(path=p, config=BenchConfig.from_dict(manifest["config"]), manifest=manifest)
 
@@ -394,7 +399,7 @@ class BenchRun:
                     rd = self.run_dir(cid, seed, arm)
                     res = rd / RESULT
                     if res.is_file():
-                        data = json.loads(res.read_text(encoding="utf-8"))
+                        data = read_back_json(res, max_bytes=BENCH_FILE_MAX_BYTES)
                         report = CompetitionReport.from_dict(data["report"])
                         out.append(
                             RunStatus(
