@@ -16,10 +16,14 @@ one way to read such a file:
 Refusals are :class:`OSError` with an ``errno`` (``ELOOP``: a link, ``EINVAL``: not a regular
 file, ``EFBIG``: too large) and a message naming the file, so callers that already turn an
 unreadable file into their own error (``RunDirError``, ``InvalidArgument``) keep doing so.
+
+:func:`is_sparse` tells whether an open file has holes (a copy would write them out in full):
+program outputs and submissions are refused for it at any size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -27,7 +31,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["open_back", "read_back", "read_back_json", "read_back_text"]
+__all__ = ["is_sparse", "open_back", "read_back", "read_back_json", "read_back_text"]
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CHUNK = 1 << 20
@@ -122,3 +126,23 @@ def read_back_json(path: str | os.PathLike[str], *, max_bytes: int) -> Any:
         return json.loads(data)
     except RecursionError:
         raise ValueError(f"{path} nests JSON too deeply") from None
+
+
+def is_sparse(fd: int, st: os.stat_result) -> bool:
+    """Whether the open regular file ``fd`` (``st`` its ``fstat``) has a hole, at any size.
+
+    A file allocating fewer bytes than its apparent size (``st_blocks * 512 < st_size``) is a
+    candidate; ``SEEK_HOLE`` then tells a hole (sparse: refused) from data the file system
+    stores compactly (a tiny file kept in its inode, a compressed extent). Where ``SEEK_HOLE``
+    is not supported, a candidate counts as sparse. The file offset is left at 0.
+    """
+    if st.st_size == 0 or st.st_blocks * 512 >= st.st_size:
+        return False
+    try:
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.lseek(fd, 0, os.SEEK_SET)
+    return hole < st.st_size

@@ -451,32 +451,42 @@ class _KeepingTask:
         found = getattr(self.inner, "outputs", None)
         return found if isinstance(found, str) else None
 
+    @property
+    def grade_limits(self) -> Any:
+        """The inner task's grading limits (so a sandbox bounds the grade by the job's
+        timeout), else None.
+        """
+        return getattr(self.inner, "grade_limits", None)
+
     def public_dir(self, split: Split) -> Path:
         return self.inner.public_dir(split)
 
-    def grade(self, submission: Path, split: Split) -> Any:
+    def grade(self, submission: Path, split: Split, *, timeout_s: float | None = None) -> Any:
+        bound: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
         if Split(split) is Split.TEST:
             src = Path(submission)
             self.keep.parent.mkdir(parents=True, exist_ok=True)
             if src.is_dir() and not src.is_symlink():  # the sandbox's copy of an output dir
                 kept = self.keep.with_name(src.name)
                 shutil.rmtree(kept, ignore_errors=True)
-                shutil.copytree(src, kept, symlinks=True)
+                # Moved, not copied: the sandbox's vetted copy becomes the one kept copy (a
+                # copy only when the bench directory is on another file system).
+                shutil.move(src, kept)
                 if (kept / "submission.csv").is_file():
                     shutil.copyfile(kept / "submission.csv", self.keep)
                 else:
                     self.keep.unlink(missing_ok=True)
                 # graded in place, so the evaluator's record lands beside the kept copy
-                return self.inner.grade(kept, split)
+                return self.inner.grade(kept, split, **bound)
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, self.keep)
                 if isinstance(self.inner, NatureBenchTask):
                     # graded in place, so the evaluator's record lands beside the kept copy
-                    return self.inner.grade(self.keep, split)
+                    return self.inner.grade(self.keep, split, **bound)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     self.keep.unlink()
-        return self.inner.grade(submission, split)
+        return self.inner.grade(submission, split, **bound)
 
 
 def _ref(cid: str, seed: int, arm: str = "") -> str:
