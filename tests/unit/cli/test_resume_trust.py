@@ -79,8 +79,8 @@ def test_resume_refuses_a_server_model_from_an_edited_manifest(
     capsys.readouterr()
     code = main(["resume", str(out), "--budget", "steps=2", "--quiet", "--no-report"])
     err = capsys.readouterr().err
+    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
     assert code == 2, err
-    assert seen.paths == [] and seen.authorization == []  # nothing reached the listener
     assert url in err and "--model" in err
     # Named again on the command line, the same server is the user's choice.
     again = ["resume", str(out), "--model", f"openai:{url}#m", "--budget", "steps=1"]
@@ -94,24 +94,26 @@ def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from openmle.bench import BenchConfig
+    from tests.unit.bench._mininb import build
+
+    from openmle.bench import BenchConfig, BenchRun, NatureBench
 
     url, seen = listener
-    bench = tmp_path / "bench"
-    bench.mkdir()
+    root = build(tmp_path / "nb")
     config = BenchConfig(
-        suite="custom",
-        competitions=("spaceship-titanic",),
+        suite="x",
+        competitions=("nb-cpu-bio",),
         seeds=(0,),
-        model=f"openai:{url}#m",
-        data_dir=str(tmp_path / "data"),
+        model=f"openai:{url}#m",  # the received directory's edit
+        budget={"steps": 1},
+        data_dir=str(root),
+        benchmark="naturebench",
     )
-    (bench / "manifest.json").write_text(
-        json.dumps({"kind": "openmle-bench", "config": config.to_dict()})
-    )
+    bench = tmp_path / "bench"
+    BenchRun.create(bench, config, NatureBench(root))
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     code = main(["bench", "resume", str(bench), "--quiet"])
     err = capsys.readouterr().err
+    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
     assert code == 2, err
-    assert seen.paths == [] and seen.authorization == []
     assert url in err and "--model" in err
