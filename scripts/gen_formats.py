@@ -266,7 +266,11 @@ def render_formats() -> str:
             "",
             f"Every record of a chained run also carries `{rundir.CHAIN_KEY}`, {chain_doc}: "
             "`sha256(previous chain value + newline + the record's JSON line without this key)` "
-            "in hex; the first record chains from the empty string.",
+            "in hex; the first record chains from the empty string. A run written with a "
+            f"journal key (`{getattr(rundir, 'JOURNAL_KEY_ENV', 'OPENMLE_JOURNAL_KEY')}`, "
+            "manifest `schema_version` 3 and `journal.key_id`) chains with HMAC-SHA256 under "
+            "that key instead, the first record from an HMAC of the manifest (without its "
+            "`journal` entry); without the key the chain catches accidents only.",
         ]
     lines += [
         "",

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "openmle._version": 0,
     "openmle._exports": 0,
     "openmle._embedded": 0,
+    "openmle._readback": 0,
     "openmle._validation": 1,
     "openmle._compat": 1,
     "openmle._leaderboard": 1,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from attrs import define, field, frozen
 
+from openmle._readback import is_sparse
 from openmle._signature import error_signature, normalise_message
 from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, RunResult, Split
@@ -249,6 +250,13 @@ def take_submission(workspace: Path, into: Path) -> tuple[Path | None, RefusedGr
         if exc.errno == errno.ELOOP:
             return None, RefusedGrade(reason="submission.csv is a symbolic link")
         return None, RefusedGrade(reason=f"submission.csv is unreadable: {exc.strerror}")
+    now = os.fstat(fd)
+    if is_sparse(fd, now):
+        os.close(fd)
+        return None, RefusedGrade(
+            reason=f"submission.csv is a sparse file ({now.st_blocks * 512} bytes allocated of "
+            f"{now.st_size}); write every byte of it"
+        )
     into.mkdir(parents=True, exist_ok=True)
     dst = into / "submission.csv"
     with os.fdopen(fd, "rb") as fin, dst.open("wb") as fout:

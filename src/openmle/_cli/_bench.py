@@ -221,11 +221,15 @@ def _done(args: argparse.Namespace, out: Path, reports: list[Any], write: Any) -
 def _resume(args: argparse.Namespace) -> int:
     import anyio
 
+    from openmle._cli._common import recorded_spec
     from openmle._cli._search import build_model
     from openmle.bench import BenchRun, arun_bench, write_report
 
     run = BenchRun.open(args.bench_dir)
-    model = build_model(args.model or run.config.model)
+    model = build_model(
+        args.model
+        or recorded_spec(run.config.model, flag="--model", where=f"{args.bench_dir}/manifest.json")
+    )
     emit = _emitter(args)
     reports = anyio.run(lambda: arun_bench(run.path, model=model, emit=emit))
     return _done(args, run.path, reports, write_report)

@@ -35,9 +35,11 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "SERVER_SPECS",
     "debug_enabled",
     "interrupted",
     "note_signal",
+    "recorded_spec",
     "report_error",
     "run_guarded",
     "use_app_dir",
@@ -157,3 +159,30 @@ def run_guarded(call: Callable[[], int], *, debug: bool = False) -> int:
         ):
             return interrupted()
         return report_error(exc, debug=debug_enabled(debug))
+
+
+SERVER_SPECS = ("openai:", "service:")
+"""Spec prefixes of parts that talk to a server (and send it an API key from the environment)."""
+
+
+def recorded_spec(spec: str, *, flag: str, where: str) -> str:
+    """``spec``, read from ``where`` (a run or bench directory's manifest), when it may be used
+    without the user naming it on this command line.
+
+    A manifest can be edited (a received run directory, a shared bench directory), so a part
+    that talks to a server (``openai:URL``, ``service:URL``) is never taken from it: resuming
+    would send the prompts, the programs and ``$OPENAI_API_KEY`` (or the job service's key) to
+    whatever URL the file names. Such a spec is used only when the user names it again with
+    ``flag``.
+
+    Raises:
+        InvalidArgument: ``spec`` talks to a server; the message shows its URL and the flag.
+    """
+    if spec.startswith(SERVER_SPECS):
+        shown = spec if len(spec) <= 200 else spec[:200] + "..."
+        raise InvalidArgument(
+            f"{where} records {flag} {shown!r}, which talks to a server; resume sends prompts "
+            f"and an API key from the environment only to a server named on this command "
+            f"line: pass {flag} SPEC (e.g. {flag} {shown}) if you trust that URL"
+        )
+    return spec

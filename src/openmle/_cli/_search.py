@@ -26,7 +26,13 @@ from typing import Any, TextIO
 
 import anyio
 
-from openmle._cli._common import APP_DIR_HELP, EXIT_FAILURE, EXIT_OK, interrupted
+from openmle._cli._common import (
+    APP_DIR_HELP,
+    EXIT_FAILURE,
+    EXIT_OK,
+    interrupted,
+    recorded_spec,
+)
 from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
 __all__ = [
@@ -595,17 +601,20 @@ def _resume(args: argparse.Namespace) -> int:
 
     rd = RunDir.open(args.run_dir)
     cli = dict(rd.manifest.get("extra", {}).get("cli") or {})
-    model_spec = args.model or cli.get("model") or _recorded_spec(rd.manifest, "model")
+    where = f"{args.run_dir}/manifest.json"
+    model_spec = args.model or _from_manifest(
+        cli.get("model") or _recorded_spec(rd.manifest, "model"), "--model", where
+    )
     if not model_spec:
         raise InvalidArgument(
             f"{args.run_dir} was started with model {_recorded_class(rd.manifest, 'model')}, "
             "which openmle cannot rebuild; pass --model SPEC to say which model to resume with"
         )
     # A CLI run from before --sandbox existed ran on the local sandbox.
-    sandbox_spec = (
-        args.sandbox
-        or cli.get("sandbox", "local" if cli else None)
-        or _recorded_spec(rd.manifest, "sandbox")
+    sandbox_spec = args.sandbox or _from_manifest(
+        cli.get("sandbox", "local" if cli else None) or _recorded_spec(rd.manifest, "sandbox"),
+        "--sandbox",
+        where,
     )
     if not sandbox_spec:
         raise InvalidArgument(
@@ -637,6 +646,15 @@ def _resume(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return interrupted(rd.path)
     return _finish(args, result, rd.path)
+
+
+def _from_manifest(spec: object, flag: str, where: str) -> str | None:
+    """A spec read from the manifest: None when absent or not text; refused when it talks
+    to a server (see :func:`openmle._cli._common.recorded_spec`).
+    """
+    if not isinstance(spec, str) or not spec:
+        return None
+    return recorded_spec(spec, flag=flag, where=where)
 
 
 def _recorded_spec(manifest: dict[str, Any], part: str) -> str | None:

@@ -18,9 +18,12 @@ Lifecycle guarantees (the failure modes seen in peers, see ``peers.md``):
   log of its own (``LogConfig`` type ``none``), so it cannot fill the host's disk either;
 - a timeout stops the *container* (SIGTERM, then SIGKILL after ``stop_grace_s``), so no process
   outlives the job (killing a ``docker exec`` client does not, as NeMo Gym found);
-- the limit holds without us too: the container's command runs under ``timeout -s KILL`` at
-  ``timeout_s + stop_grace_s + CONTAINER_DEADLINE_SLACK_S``, so a container whose driver died
-  (SIGKILL, a lost Ray worker) stops by itself; every container is labelled with its sandbox and
+- the limit holds without us too: at ``timeout_s + stop_grace_s + CONTAINER_DEADLINE_SLACK_S``
+  a host-side watchdog (:mod:`openmle.backends._watchdog`, its own session) removes the
+  container through the engine, so a container whose driver died (SIGKILL) is stopped even when
+  the task's image shadows ``timeout`` or the interpreter; the command also runs under the
+  image's ``timeout -s KILL`` at that limit (which covers a watchdog lost with its host, e.g. a
+  lost Ray worker, when the image is honest); every container is labelled with its sandbox and
   its owner process, and containers whose owner is gone are removed when a sandbox starts and by
   :meth:`DockerSandbox.aclose`;
 - engine failures give ``INFRA_ERROR``, never a program failure.
@@ -61,6 +64,7 @@ from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
 from openmle.backends._gpu import GpuPool, visible_gpus
 from openmle.backends._kit import default_resolver, grade_outside, signal_exit_code
+from openmle.backends._watchdog import start_watchdog
 from openmle.backends._workspace import encode_program, over_quota, remove_tree
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
 
@@ -215,10 +219,13 @@ class DockerSandbox(Sandbox):
             this process, which needs the right to (root, or the engine's user namespace
             mapping the container user to this process's uid).
         stop_grace_s: seconds between SIGTERM and SIGKILL when a job times out (> 0).
-        container_deadline: also enforce the time limit inside the container, so it holds
-            when this process is gone: the command runs under the image's ``timeout``
-            (coreutils, or busybox 1.30 or later) and is SIGKILLed at ``timeout_s +
-            stop_grace_s + 10`` seconds. Turn it off only for an image without ``timeout``.
+        container_deadline: also enforce the time limit when this process is gone: a
+            host-side watchdog (:mod:`openmle.backends._watchdog`, a session of its own, so a
+            SIGKILL of this process does not stop it) removes the container at ``timeout_s +
+            stop_grace_s + 10`` seconds through the engine, whatever the image holds (a task's
+            image can shadow ``timeout`` or the interpreter), and the command also runs under
+            the image's ``timeout`` (coreutils, or busybox 1.30 or later) at that limit. Turn
+            it off only for an image without ``timeout``.
         gpus: host GPU ids this sandbox may lease to jobs through the same
             :class:`~openmle.backends._gpu.GpuPool` as ``LocalSandbox`` (a job asking for 2 GPUs
             gets 2 free ids from the pool; it waits when too few are free, and a request the
@@ -298,6 +305,7 @@ class DockerSandbox(Sandbox):
     _pool: GpuPool | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
     _live: set[str] = field(factory=set, init=False)
+    _watchdogs: dict[str, Any] = field(factory=dict, init=False)
     _owner: str = field(factory=lambda: _owner_token(os.getpid()) or "", init=False)
     _built: dict[str, str] = field(factory=dict, init=False)
     _build_failed: dict[str, TaskPackageError] = field(factory=dict, init=False)
@@ -719,6 +727,9 @@ class DockerSandbox(Sandbox):
                     with contextlib.suppress(*errors):
                         await anyio.to_thread.run_sync(_remove, api, container_id)
                     self._live.discard(container_id)
+                    watchdog = self._watchdogs.pop(container_id, None)
+                    if watchdog is not None:  # it ends once the container is gone
+                        await anyio.to_thread.run_sync(_reap, watchdog)
                 for path in workspaces:
                     await anyio.to_thread.run_sync(remove_tree, path)
 
@@ -764,6 +775,9 @@ class DockerSandbox(Sandbox):
         def create() -> str:
             made.append(str(api.create_container_from_config(body)["Id"]))
             self._live.add(made[0])
+            if self.container_deadline:  # the deadline no image can shadow
+                limit = job.timeout_s + self.stop_grace_s + CONTAINER_DEADLINE_SLACK_S
+                self._watchdogs[made[0]] = start_watchdog(self.base_url, made[0], limit)
             return made[0]
 
         cid = await anyio.to_thread.run_sync(create)
@@ -964,6 +978,15 @@ def _until_exited(api: Any, container_id: str) -> None:
             return
         time.sleep(delay)
         delay = min(2 * delay, 0.2)
+
+
+def _reap(proc: Any) -> None:
+    """Wait for a watchdog process (it ends once its container is gone); kill it after 30 s."""
+    try:
+        proc.wait(timeout=30)
+    except Exception:
+        proc.kill()
+        proc.wait()
 
 
 def _remove(api: Any, container_id: str) -> None:

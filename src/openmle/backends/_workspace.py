@@ -11,9 +11,10 @@ pointing anywhere. Used by :class:`~openmle.backends.LocalSandbox`,
   and stops at limits on depth, entries visited, paths listed and their total size, so a
   :class:`~openmle.RunResult` stays small (``ArtifactLimits``).
 - :func:`copy_outputs` copies a program's output directory out of its workspace for grading,
-  bounded (``OutputLimits``: entries, bytes by apparent size so a sparse file is refused
-  before anything reads it, depth), through directory file descriptors with ``O_NOFOLLOW``:
-  a symlink, hard link, FIFO, socket or device anywhere in it refuses the whole copy.
+  bounded (``OutputLimits``: entries, bytes by apparent or allocated size, depth), through
+  directory file descriptors with ``O_NOFOLLOW``: a symlink, hard link, FIFO, socket, device
+  or sparse file (at any size: a hole would be written out in full on the host) anywhere in
+  it refuses the whole copy.
 - :func:`remove_tree` deletes a tree through directory file descriptors (``openat`` /
   ``unlinkat`` relative to the parent, so no path ever grows past ``PATH_MAX``), holding at
   most two descriptors whatever the depth, making unreadable directories readable as it goes;
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from openmle._readback import is_sparse
 from openmle._types import Job, Outcome, RunResult
 
 __all__ = [
@@ -283,8 +285,9 @@ class OutputLimits:
 
     Args:
         max_entries: files and directories at most.
-        max_bytes: total apparent size of the files at most (``st_size``, so a sparse file
-            counts its whole length and is refused before it is read).
+        max_bytes: total size of the files at most, each counted at its apparent or allocated
+            size, whichever is larger (a huge sparse file is refused before it is read, and
+            a sparse file of any size is refused: see :func:`is_sparse`).
         max_depth: directory levels below the output directory at most.
     """
 
@@ -301,6 +304,11 @@ class _Refused(Exception):
 
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _cost(st: os.stat_result) -> int:
+    """What a file costs the output budget: its apparent or allocated size, the larger."""
+    return max(st.st_size, st.st_blocks * 512)
 
 
 class _OutputCopy:
@@ -356,16 +364,25 @@ class _OutputCopy:
             raise _Refused(f"{self.where(rel)} is a hard link; write regular files only")
         room = self.limits.max_bytes - self.bytes
         too_big = _Refused(
-            f"{self.label}/ is larger than {self.limits.max_bytes} bytes (apparent size, "
-            f"{self.where(rel)} passes it); write smaller files"
+            f"{self.label}/ is larger than {self.limits.max_bytes} bytes (apparent or allocated "
+            f"size, whichever is larger; {self.where(rel)} passes it); write smaller files"
         )
-        if st.st_size > room:
+        if _cost(st) > room:
             raise too_big
         src = os.open(name, _FILE_FLAGS, dir_fd=fd)
         try:
             now = os.fstat(src)
             if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
                 raise _Refused(f"{self.where(rel)} changed while it was copied")
+            if is_sparse(src, now):
+                raise _Refused(
+                    f"{self.where(rel)} is a sparse file ({now.st_blocks * 512} bytes allocated "
+                    f"of {now.st_size}); a copy would write its holes out in full: write every "
+                    "byte of your files"
+                )
+            room -= _cost(now) - now.st_size  # allocated beyond the apparent size counts too
+            if room < 0:
+                raise too_big
             os.set_blocking(src, True)
             with open(dst, "xb") as out:
                 while True:

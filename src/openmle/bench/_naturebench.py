@@ -18,8 +18,10 @@ Each case becomes a :class:`NatureBenchTask` (an :class:`openmle._task_protocol.
   single ``./submission.csv``; the sandbox copies that directory out of the workspace,
   bounded and never following a link (:func:`openmle.backends._kit.grade_outside`), with
   ``submission.csv`` put into it;
-- a grade copies that directory (or a lone ``submission.csv``) into a fresh output directory
-  (``OUTPUT_DIR``) and runs the case's ``run_evaluation()`` (or ``main()``) in a
+- a grade runs the evaluator on that directory in place (the sandbox's vetted copy, which a
+  bench run moves into the bench directory: one copy, never two), or copies a lone
+  ``submission.csv`` into a fresh output directory (``OUTPUT_DIR``), and runs the case's
+  ``run_evaluation()`` (or ``main()``) in a
   confined ``python -I`` process (the grader's limits, :class:`openmle.gym.GradeLimits`, with
   ``OUTPUT_DIR`` set, as the harness does); its returned per-instance blocks are scored against
   ``metadata.json``'s primary metrics and SOTA scores into the gap ``g``
@@ -37,9 +39,10 @@ Resources per case: ``task-set`` membership decides the GPUs (``cpu``: none; ``g
 no list; the per-run wall-clock limit defaults to the reference 4 hours.
 
 Limits: the program is not given ``$OUTPUT_DIR`` in its environment (the task description
-tells it to write to ``./output/``); the output directory is bounded (10,000 entries, 2 GiB,
-16 levels: :class:`openmle.backends._workspace.OutputLimits`). Nothing here downloads
-anything.
+tells it to write to ``./output/``); the output directory is bounded (10,000 entries, 2 GiB
+counted at each file's apparent or allocated size, 16 levels:
+:class:`openmle.backends._workspace.OutputLimits`), and a sparse file in it is refused at any
+size (its holes would be written out in full on the host). Nothing here downloads anything.
 """
 
 from __future__ import annotations
@@ -598,10 +601,12 @@ class NatureBenchTask:
         if timeout_s is not None:
             limits = limits.with_timeout(min(limits.timeout_s, max(1.0, float(timeout_s))))
         with tempfile.TemporaryDirectory(prefix="openmle-nb-output-") as tmp:
-            out = Path(tmp) / "output"
-            if src.is_dir():  # the sandbox's vetted copy of the program's output directory
-                shutil.copytree(src, out, symlinks=True)
+            if src.is_dir():
+                # The sandbox's vetted copy of the program's output directory (or the bench's
+                # kept copy of it): evaluated in place, never copied a second time.
+                out = src
             else:
+                out = Path(tmp) / "output"
                 out.mkdir()
                 shutil.copyfile(src, out / "submission.csv", follow_symlinks=False)
             if self.bench.grader is not None:

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from openmle._readback import read_back_json
 from openmle._validation import finite_or_none
 from openmle.bench._naturebench import GRADE_RECORD, NatureBench, _read_json
-from openmle.bench._runner import BenchRun
-from openmle.errors import InvalidArgument, TaskPackageError
+from openmle.bench._runner import BENCH_FILE_MAX_BYTES, BenchRun
+from openmle.errors import InvalidArgument
 
 __all__ = ["case_rows", "read_judge", "write_naturebench_report"]
 
@@ -74,8 +75,9 @@ def case_rows(
     for cid in run.config.competitions:
         record_path = run.submission_path(cid, seed).with_name(GRADE_RECORD)
         record: dict[str, Any] = {}
-        with contextlib.suppress(TaskPackageError):
-            record = _read_json(record_path) if record_path.is_file() else {}
+        with contextlib.suppress(OSError, ValueError):  # a bench-dir file: read back checked
+            found = read_back_json(record_path, max_bytes=BENCH_FILE_MAX_BYTES)
+            record = found if isinstance(found, dict) else {}
         g = finite_or_none(record.get("g"))
         status = record.get("status")
         final = "success" if g is not None else (status if isinstance(status, str) else "")

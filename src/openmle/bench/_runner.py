@@ -43,6 +43,7 @@ import anyio
 import attrs
 from attrs import define, field, frozen
 
+from openmle._readback import read_back_json
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle.bench._medals import CompetitionReport, competition_report
@@ -66,6 +67,9 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
+BENCH_FILE_MAX_BYTES = 64 * 1024 * 1024
+"""The largest manifest or result file read back from a bench directory (a larger one, or
+one that is not a regular file, is refused; see :func:`openmle._readback.read_back`)."""
 BENCHMARKS = ("mle-bench", "naturebench")
 RESULT = "bench_result.json"
 
@@ -365,13 +369,14 @@ class BenchRun:
         """
         p = Path(path)
         try:
-            manifest = json.loads((p / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            manifest = read_back_json(p / MANIFEST, max_bytes=BENCH_FILE_MAX_BYTES)
+        except (OSError, ValueError) as exc:
+            why = f" ({exc.strerror})" if isinstance(exc, OSError) and exc.strerror else ""
             raise InvalidArgument(
-                f"{str(p)!r} is not a bench directory (no readable {MANIFEST}); give the --out "
-                "of `openmle bench run`"
+                f"{str(p)!r} is not a bench directory (no readable {MANIFEST}{why}); give the "
+                "--out of `openmle bench run`"
             ) from None
-        if manifest.get("kind") != "openmle-bench":
+        if not isinstance(manifest, dict) or manifest.get("kind") != "openmle-bench":
             raise InvalidArgument(f"{str(p)!r} is not a bench directory (wrong manifest kind)")
         return cls(path=p, config=BenchConfig.from_dict(manifest["config"]), manifest=manifest)
 
@@ -394,7 +399,7 @@ class BenchRun:
                     rd = self.run_dir(cid, seed, arm)
                     res = rd / RESULT
                     if res.is_file():
-                        data = json.loads(res.read_text(encoding="utf-8"))
+                        data = read_back_json(res, max_bytes=BENCH_FILE_MAX_BYTES)
                         report = CompetitionReport.from_dict(data["report"])
                         out.append(
                             RunStatus(
@@ -446,32 +451,42 @@ class _KeepingTask:
         found = getattr(self.inner, "outputs", None)
         return found if isinstance(found, str) else None
 
+    @property
+    def grade_limits(self) -> Any:
+        """The inner task's grading limits (so a sandbox bounds the grade by the job's
+        timeout), else None.
+        """
+        return getattr(self.inner, "grade_limits", None)
+
     def public_dir(self, split: Split) -> Path:
         return self.inner.public_dir(split)
 
-    def grade(self, submission: Path, split: Split) -> Any:
+    def grade(self, submission: Path, split: Split, *, timeout_s: float | None = None) -> Any:
+        bound: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
         if Split(split) is Split.TEST:
             src = Path(submission)
             self.keep.parent.mkdir(parents=True, exist_ok=True)
             if src.is_dir() and not src.is_symlink():  # the sandbox's copy of an output dir
                 kept = self.keep.with_name(src.name)
                 shutil.rmtree(kept, ignore_errors=True)
-                shutil.copytree(src, kept, symlinks=True)
+                # Moved, not copied: the sandbox's vetted copy becomes the one kept copy (a
+                # copy only when the bench directory is on another file system).
+                shutil.move(src, kept)
                 if (kept / "submission.csv").is_file():
                     shutil.copyfile(kept / "submission.csv", self.keep)
                 else:
                     self.keep.unlink(missing_ok=True)
                 # graded in place, so the evaluator's record lands beside the kept copy
-                return self.inner.grade(kept, split)
+                return self.inner.grade(kept, split, **bound)
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, self.keep)
                 if isinstance(self.inner, NatureBenchTask):
                     # graded in place, so the evaluator's record lands beside the kept copy
-                    return self.inner.grade(self.keep, split)
+                    return self.inner.grade(self.keep, split, **bound)
             else:
                 with contextlib.suppress(FileNotFoundError):
                     self.keep.unlink()
-        return self.inner.grade(submission, split)
+        return self.inner.grade(submission, split, **bound)
 
 
 def _ref(cid: str, seed: int, arm: str = "") -> str:

@@ -1,24 +1,32 @@
 """prepare.py: written by the model, run in a :class:`~openmle.Sandbox`, retried with the error.
 
-The sandbox runs a small wrapper as an ordinary :class:`~openmle.Job`: the raw directory is the
-job's read-only ``$DATA_DIR`` and the wrapper calls ``prepare(raw, public, private)`` into its
-own workspace, then packs what it wrote into ``submission.csv`` (one row per file: its relative
-path and base64 content). The "grader" of that job is :class:`StageHandle`, which unpacks the
-files on the host, refusing anything that is not a plain file under ``public/`` or ``private/``.
-So any sandbox works (no network, raw data read-only, the sandbox's limits), and prepare's own
-failures come back as data: the run's outcome and its log tail.
+The sandbox runs :mod:`openmle.builder._prepare_program` (a real module) as an ordinary
+:class:`~openmle.Job`: the raw directory is the job's read-only ``$DATA_DIR`` and the program
+calls ``prepare(raw, public, private)`` into ``./prepared/public`` and ``./prepared/private``
+in its own workspace. The stage's handle (:class:`StageHandle`) declares that directory as its
+``outputs``, so the prepared files come back through the sandbox's output channel
+(:func:`openmle.backends._kit.grade_outside`): copied out of the workspace streaming, bounded
+(10,000 entries, 2 GiB counted at each file's apparent or allocated size, 16 levels:
+:class:`openmle.backends._workspace.OutputLimits`), and refused whole for a symbolic link,
+hard link, FIFO, socket, device or sparse file. The handle then checks the names (only
+``public/`` and ``private/`` at the top, at most :data:`MAX_DEPTH` levels below them, names of
+printable characters up to 200 bytes, no hidden names) and moves the tree into the package,
+file by file, never reading a file's content. No submission file is a file-transfer channel:
+anything prepare.py writes outside ``./prepared/`` (a ``submission.csv`` of its own included)
+stays in the sandbox or refuses the result. So any sandbox works (no network, raw data
+read-only, the sandbox's limits), and prepare's own failures come back as data: the run's
+outcome and its log tail.
 """
 
 from __future__ import annotations
 
-import base64
-import csv
+import os
 import re
 import shutil
-import sys
+import stat
 import uuid
 from collections.abc import Callable, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,6 +35,7 @@ from attrs import define, field, frozen
 from openmle._protocols import OperatorModel, Sandbox
 from openmle._task_protocol import TaskHandle, TaskResolver
 from openmle._types import Job, Message, ModelRequest, Outcome, Split
+from openmle.builder import _prepare_program
 from openmle.builder._inventory import Inventory
 from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, TaskSpec
 
@@ -35,6 +44,7 @@ __all__ = [
     "PrepareRun",
     "StageHandle",
     "StageResolver",
+    "prepare_program",
     "request_prepare",
     "run_prepare",
 ]
@@ -57,26 +67,19 @@ Use only labelled rows; keep every labelled row in exactly one of train and test
 links; no file name that reveals the label. Standard library, numpy and pandas only.
 Answer with one ```python block."""
 
-_WRAPPER = """import base64, csv, os, pathlib, sys
-SOURCE = {source!r}
-ns = {{"__name__": "prepare"}}
-exec(compile(SOURCE, "prepare.py", "exec"), ns)
-out = pathlib.Path("out").absolute()
-(out / "public").mkdir(parents=True, exist_ok=True)
-(out / "private").mkdir(parents=True, exist_ok=True)
-ns["prepare"](pathlib.Path(os.environ["DATA_DIR"]), out / "public", out / "private")
-with open("submission.csv", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["kind", "path", "data"])
-    for p in sorted(out.rglob("*")):
-        rel = p.relative_to(out).as_posix()
-        if p.is_symlink():
-            w.writerow(["symlink", rel, ""])
-        elif p.is_file():
-            w.writerow(["file", rel, base64.b64encode(p.read_bytes()).decode()])
-        elif not p.is_dir():
-            w.writerow(["other", rel, ""])
-"""
+MAX_DEPTH = 8
+"""Directory levels below ``public/`` or ``private/`` a prepared tree may have."""
+MAX_NAME_BYTES = 200
+"""Longest file or directory name (UTF-8 bytes) in a prepared tree."""
+_TOP = ("public", "private")
+
+
+def prepare_program(source: str) -> str:
+    """The job's program: :mod:`openmle.builder._prepare_program`'s source and one call of
+    its ``main`` on ``source`` (the model's prepare.py, passed as a string literal).
+    """
+    module = Path(_prepare_program.__file__).read_text(encoding="utf-8")
+    return f'{module}\n\nif __name__ == "__main__":\n    main({source!r})\n'
 
 
 @frozen(kw_only=True)
@@ -88,11 +91,14 @@ class _Unpacked:
 
 @define(eq=False)
 class StageHandle(TaskHandle):
-    """A sandbox "task" whose public data is a raw directory and whose grader unpacks files."""
+    """A sandbox "task" whose public data is a raw directory and whose output directory
+    (``./prepared/``) is the prepared package data, moved into ``dest``.
+    """
 
     name: str
     raw_dir: Path
     dest: Path
+    outputs: str = _prepare_program.OUTPUTS
 
     @property
     def private_paths(self) -> tuple[Path, ...]:
@@ -104,32 +110,76 @@ class StageHandle(TaskHandle):
         return self.raw_dir
 
     def grade(self, submission: Path, split: Split) -> _Unpacked:
-        """Unpack the packed files into ``dest`` (plain files under public/ or private/ only)."""
+        """Move the sandbox's bounded copy of ``./prepared/`` (``submission``) into ``dest``.
+
+        Only directories and regular files under ``public/`` and ``private/`` (no other
+        top-level entry), at most :data:`MAX_DEPTH` levels deep, names of printable characters
+        of at most :data:`MAX_NAME_BYTES` bytes, none starting with ``.``; anything else
+        refuses the whole result (nothing is moved). Nothing is read.
+        """
+        src = Path(submission)
         try:
-            csv.field_size_limit(sys.maxsize)
-            with open(submission, newline="", encoding="utf-8") as f:
-                rows = list(csv.reader(f))
-            if not rows or rows[0] != ["kind", "path", "data"]:
-                raise ValueError("prepare wrote no file list")
-            for kind, rel, data in rows[1:]:
-                parts = PurePosixPath(rel).parts
-                if (
-                    not parts
-                    or parts[0] not in ("public", "private")
-                    or ".." in parts
-                    or rel.startswith("/")
-                ):
-                    raise ValueError(f"prepare wrote {rel[:80]!r} outside public/ and private/")
-                if kind != "file":
-                    raise ValueError(
-                        f"prepare wrote a {kind} at {rel[:80]!r}; write plain files only"
-                    )
-                target = self.dest.joinpath(*parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(base64.b64decode(data, validate=True))
-        except (OSError, ValueError, csv.Error) as exc:
-            return _Unpacked(score=None, valid=False, reason=str(exc))
+            if src.is_symlink() or not src.is_dir():
+                raise ValueError("prepare wrote no ./prepared/ directory")
+            _check_tree(src)
+            for top in _TOP:
+                if (src / top).is_dir():
+                    shutil.move(src / top, self.dest / top)
+        except (OSError, ValueError) as exc:
+            shutil.rmtree(self.dest, ignore_errors=True)
+            self.dest.mkdir(parents=True, exist_ok=True)
+            return _Unpacked(score=None, valid=False, reason=str(exc)[:_MAX_LOG])
         return _Unpacked(score=0.0, valid=True, reason="")
+
+
+_PRINTABLE = re.compile(r"[^\x00-\x1f\x7f/\\]+")
+
+
+def _check_name(name: str, rel: str) -> None:
+    if (
+        name.startswith(".")
+        or not _PRINTABLE.fullmatch(name)
+        or len(os.fsencode(name)) > MAX_NAME_BYTES
+        or not name.isprintable()
+    ):
+        shown = rel.encode("utf-8", "backslashreplace").decode()[:120]
+        raise ValueError(
+            f"prepare wrote {shown!r}: names must be printable, at most {MAX_NAME_BYTES} bytes "
+            "and not hidden (no leading '.'); rename it"
+        )
+
+
+def _check_tree(root: Path) -> None:
+    """Raise ValueError unless ``root`` holds only plain files and directories under
+    ``public/`` and ``private/`` within the depth and name rules (no link is followed).
+    """
+    with os.scandir(root) as top:
+        for entry in top:
+            if entry.name not in _TOP or not entry.is_dir(follow_symlinks=False):
+                shown = entry.name.encode("utf-8", "backslashreplace").decode()[:80]
+                raise ValueError(
+                    f"prepare wrote {shown!r} outside public/ and private/; write only there"
+                )
+    stack = [(root / top, top, 0) for top in _TOP if (root / top).is_dir()]
+    while stack:
+        folder, rel, depth = stack.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                sub = f"{rel}/{entry.name}"
+                _check_name(entry.name, sub)
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    if depth + 1 > MAX_DEPTH:
+                        raise ValueError(
+                            f"prepare wrote {sub[:120]!r}, deeper than {MAX_DEPTH} levels "
+                            f"below {rel.split('/')[0]}/; flatten it"
+                        )
+                    stack.append((Path(entry.path), sub, depth + 1))
+                elif not stat.S_ISREG(mode):
+                    raise ValueError(
+                        f"prepare wrote a link or special file at {sub[:120]!r}; write plain "
+                        "files only"
+                    )
 
 
 @define(eq=False)
@@ -216,7 +266,7 @@ async def run_prepare(
 
     await anyio.to_thread.run_sync(fresh)
     ref = resolver.add(StageHandle(name="prepare", raw_dir=raw_dir, dest=dest))
-    job = Job(code=_WRAPPER.format(source=source), task=ref, split=Split.TEST, timeout_s=timeout_s)
+    job = Job(code=prepare_program(source), task=ref, split=Split.TEST, timeout_s=timeout_s)
     try:
         result = await sandbox.run(job)
     finally:

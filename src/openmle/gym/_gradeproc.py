@@ -736,7 +736,8 @@ def confine(config: dict[str, Any]) -> None:
     """Put this process under its limits before any task code runs.
 
     Dies with the parent (``PR_SET_PDEATHSIG``; exits at once when the parent is already
-    gone), and sets ``RLIMIT_AS`` (``memory_mb``) and ``RLIMIT_CPU`` (``cpu_s``). Linux only
+    gone), and sets ``RLIMIT_AS`` (``memory_mb``), ``RLIMIT_CPU`` (``cpu_s``) and, when
+    given, ``RLIMIT_FSIZE`` (``max_file_mb``, the prepare mode's). Linux only
     for the parent-death signal; the limits are set wherever ``resource`` exists.
     """
     import os
@@ -762,6 +763,10 @@ def confine(config: dict[str, Any]) -> None:
     if cpu_s:
         soft = max(1, math.ceil(float(cpu_s)))
         resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 2))
+    file_mb = config.get("max_file_mb")
+    if file_mb:
+        limit = int(file_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def _jsonable(value: Any) -> Any:
@@ -805,10 +810,51 @@ def run_case_evaluator(config: dict[str, Any]) -> dict[str, Any]:
     return {"raw": json.loads(json.dumps(raw, default=_jsonable))}
 
 
+def run_package_prepare(config: dict[str, Any]) -> dict[str, Any]:
+    """A task package's ``utils/prepare.py``: ``prepare(raw, public, private)``, with Python's
+    and numpy's global generators seeded with 0. Returns ``{"ok": True}`` or ``{"error": text}``
+    (the exception's type, message and the last lines of its traceback, bounded).
+    """
+    import random
+
+    random.seed(0)
+    try:
+        import numpy
+
+        numpy.random.seed(0)
+    except ImportError:
+        pass
+    prepare_py = Path(config["prepare_py"])
+    sys.path.insert(0, str(prepare_py.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("_openmle_task_prepare", prepare_py)
+        if spec is None or spec.loader is None:
+            return {"error": "utils/prepare.py cannot be loaded; make it a Python module"}
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fn = getattr(module, "prepare", None)
+        if not callable(fn):
+            return {"error": "utils/prepare.py defines no function prepare(raw, public, private)"}
+        fn(Path(config["raw"]), Path(config["public"]), Path(config["private"]))
+    except MemoryError:
+        raise
+    except BaseException as exc:
+        tail = traceback.format_exception(type(exc), exc, exc.__traceback__)[-5:]
+        return {"error": clip("".join(tail).strip(), 4000)}
+    return {"ok": True}
+
+
 def _main(argv: Sequence[str]) -> int:
     config = json.loads(Path(argv[1]).read_text())
     confine(config)
     out = Path(config["result"])
+    if config.get("mode") == "prepare":
+        try:
+            found = run_package_prepare(config)
+        except MemoryError:
+            found = {"error": "prepare ran out of memory", "limit": "memory"}
+        out.write_text(json.dumps(found))
+        return 0
     if config.get("mode") == "naturebench":
         try:
             found = run_case_evaluator(config)

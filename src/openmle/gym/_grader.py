@@ -264,6 +264,7 @@ def run_child(
     limits: GradeLimits,
     cwd: Path | None = None,
     module: str | None = None,
+    hash_seed: int | None = None,
 ) -> ChildRun:
     """Run a grading program in a fresh, confined ``python -I`` process.
 
@@ -273,6 +274,11 @@ def run_child(
     way the process starts with the fixed environment, in a session of its own, and it and
     everything in its process group are killed when it ends, at ``limits.timeout_s``, and when
     the calling thread's :class:`GradeScope` is cancelled.
+
+    Every process that runs a task's or a benchmark's code on the host (grading, metric
+    inspection, NatureBench evaluators, MLE-bench graders, a package's ``utils/prepare.py``)
+    starts here. ``config["max_file_mb"]`` sets ``RLIMIT_FSIZE``; ``hash_seed`` sets the
+    child's ``PYTHONHASHSEED`` (default: Python's random seed).
     """
     scope: GradeScope | None = getattr(_LOCAL, "scope", None)
     with tempfile.TemporaryDirectory(prefix="openmle-grade-") as tmp:
@@ -299,7 +305,8 @@ def run_child(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=_env(str(home)),
+            env=_env(str(home))
+            | ({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {}),
             start_new_session=True,
         )
         timed_out = False

@@ -56,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import hmac
 import importlib.metadata
 import inspect
 import json
@@ -71,9 +72,10 @@ from pathlib import Path
 from typing import Any, final
 
 import anyio
-from attrs import define, field
+from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
+from openmle._readback import open_back, read_back, read_back_json, read_back_text
 from openmle._types import Message, ModelRequest, Operator, RunResult, TaskMeta
 from openmle._version import __version__
 from openmle.errors import InvalidArgument, RunDirError
@@ -97,6 +99,13 @@ SESSIONS = "sessions.jsonl"
 BOARD = "board.json"
 REQUESTS = "requests"
 
+MANIFEST_MAX_BYTES = 16 * 1024 * 1024
+"""The largest ``manifest.json`` read back (a larger one, or one that is not a regular file,
+is refused; see :func:`openmle._readback.read_back`)."""
+JOURNAL_MAX_BYTES = 1024 * 1024 * 1024
+"""The largest ``journal.jsonl`` read back."""
+SESSIONS_MAX_BYTES = 64 * 1024 * 1024
+"""The largest ``sessions.jsonl`` read back (a larger one reads as no sessions)."""
 REQUEST_MAX_BYTES = 64 * 1024 * 1024
 """The most bytes a recorded request may decompress to (a larger blob is refused on read)."""
 
@@ -111,7 +120,21 @@ CHAIN_KEY = "chain"
 without this key)`` in hex; the first line chains from the empty string."""
 
 SCHEMA_VERSION = 2
-"""Run-directory schema: 2 adds the journal hash chain (1: no chain, still readable)."""
+"""Run-directory schema: 2 adds the journal hash chain (1: no chain, still readable); a run
+written with a journal key is schema :data:`KEYED_SCHEMA_VERSION`."""
+KEYED_SCHEMA_VERSION = 3
+"""Run-directory schema of a run written with a journal key: the chain is an HMAC-SHA256 keyed
+with the user's key and seeded with the manifest (see :data:`JOURNAL_KEY_ENV`)."""
+JOURNAL_KEY_ENV = "OPENMLE_JOURNAL_KEY"
+"""Environment variable holding the journal key (at least 16 characters). Kept outside the run
+directory, it turns the chain into a keyed MAC: a run written with it is refused unless the
+same key is set when it is read, and while it is set an unkeyed run is refused (a keyed run
+cannot be downgraded by rewriting its manifest)."""
+JOURNAL_KEY_FILE_ENV = "OPENMLE_JOURNAL_KEY_FILE"
+"""Environment variable naming a file that holds the journal key (used when
+:data:`JOURNAL_KEY_ENV` is unset)."""
+_MIN_KEY_BYTES = 16
+_KEY_FILE_MAX_BYTES = 4096
 
 VOLATILE_KEYS = frozenset({"model_s", "wall_s", "queue_s", "elapsed_s", "latency_s"})
 """Fields that hold wall-clock measurements; :func:`journal_fingerprint` drops them."""
@@ -123,26 +146,145 @@ def _json_line(obj: Mapping[str, Any]) -> bytes:
     return (json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n").encode()
 
 
-def _chain(prev: str, record: Mapping[str, Any]) -> str:
-    """The chain value of ``record`` (without its own chain key) after ``prev``."""
+def _chain(prev: str, record: Mapping[str, Any], key: bytes | None = None) -> str:
+    """The chain value of ``record`` (without its own chain key) after ``prev``: SHA-256, or
+    HMAC-SHA256 with ``key``.
+    """
     body = {k: v for k, v in record.items() if k != CHAIN_KEY}
-    return hashlib.sha256(prev.encode() + b"\n" + _json_line(body)).hexdigest()
+    data = prev.encode() + b"\n" + _json_line(body)
+    if key is not None:
+        return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hashlib.sha256(data).hexdigest()
+
+
+@frozen
+class _Link:
+    """How a journal's lines chain: unkeyed SHA-256 from ``""``, or HMAC-SHA256 with ``key``
+    from ``start`` (the manifest's MAC, so the manifest is covered too).
+    """
+
+    key: bytes | None = None
+    start: str = ""
+
+    def next(self, prev: str, record: Mapping[str, Any]) -> str:
+        return _chain(prev, record, self.key)
+
+
+def journal_key() -> bytes | None:
+    """The journal key from :data:`JOURNAL_KEY_ENV` or the file :data:`JOURNAL_KEY_FILE_ENV`
+    names (None when neither is set).
+
+    Raises:
+        InvalidArgument: the key is shorter than 16 bytes, or the file cannot be read.
+    """
+    text = os.environ.get(JOURNAL_KEY_ENV)
+    where = f"${JOURNAL_KEY_ENV}"
+    if not text:
+        path = os.environ.get(JOURNAL_KEY_FILE_ENV)
+        if not path:
+            return None
+        where = f"${JOURNAL_KEY_FILE_ENV} ({path})"
+        try:
+            text = read_back_text(
+                Path(path).expanduser(), max_bytes=_KEY_FILE_MAX_BYTES, errors="strict"
+            ).strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(f"{where}: cannot read the journal key ({exc})") from None
+    key = text.encode()
+    if len(key) < _MIN_KEY_BYTES:
+        raise InvalidArgument(
+            f"{where}: the journal key has {len(key)} bytes; use at least {_MIN_KEY_BYTES} "
+            "random bytes (e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`)"
+        )
+    return key
+
+
+def _key_id(key: bytes) -> str:
+    """A public name of ``key`` (it reveals nothing of the key)."""
+    return hmac.new(key, b"openmle journal key id", hashlib.sha256).hexdigest()[:16]
+
+
+def _manifest_mac(key: bytes, manifest: Mapping[str, Any]) -> str:
+    """The keyed chain's start: an HMAC of the manifest without its ``journal`` entry."""
+    body = {k: v for k, v in manifest.items() if k != "journal"}
+    return hmac.new(key, b"manifest\n" + _json_line(body), hashlib.sha256).hexdigest()
+
+
+def _schema(manifest: Mapping[str, Any], where: Path) -> int:
+    version = manifest.get("schema_version", 1)
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or not 1 <= version <= KEYED_SCHEMA_VERSION
+    ):
+        raise RunDirError(
+            f"{where}: schema_version {str(version)[:40]!r} is not one this openmle reads "
+            f"(1 to {KEYED_SCHEMA_VERSION}); upgrade openmle or restore the manifest"
+        )
+    return version
+
+
+def _link_for(manifest: Mapping[str, Any], run: Path) -> _Link | None:
+    """The chain a run directory's journal must carry (None: a schema 1 run, unchained).
+
+    Raises:
+        RunDirError: a keyed run without the key (or with another key); a journal key is set
+            but the run is not keyed (a downgrade, or a run written without the key); a schema
+            1 manifest holding what only later writers record (``model.spec``,
+            ``sandbox.spec``).
+    """
+    version = _schema(manifest, run / MANIFEST)
+    key = journal_key()
+    if version >= KEYED_SCHEMA_VERSION:
+        journal = manifest.get("journal")
+        key_id = journal.get("key_id") if isinstance(journal, dict) else None
+        if key is None:
+            raise RunDirError(
+                f"{run} was written with a journal key: set ${JOURNAL_KEY_ENV} (or "
+                f"${JOURNAL_KEY_FILE_ENV}) to the same key to verify and read it"
+            )
+        if key_id != _key_id(key):
+            raise RunDirError(
+                f"{run} was written with another journal key (key id {str(key_id)[:40]!r}, "
+                f"yours is {_key_id(key)!r}); set the key the run was written with"
+            )
+        return _Link(key=key, start=_manifest_mac(key, manifest))
+    if key is not None:
+        raise RunDirError(
+            f"{run} has no keyed journal (schema {version}) but a journal key is set: a keyed "
+            "run whose manifest was rewritten (a downgrade) reads the same, so it is refused; "
+            f"unset ${JOURNAL_KEY_ENV} to read it as an unkeyed run (edits to it are then "
+            "caught only when made by accident)"
+        )
+    if version >= 2:
+        return _Link()
+    later = [
+        f"{part}.spec"
+        for part in ("model", "sandbox")
+        if isinstance(manifest.get(part), dict) and "spec" in manifest[part]
+    ]
+    if later:
+        raise RunDirError(
+            f"{run / MANIFEST}: says schema 1 (no hash chain) but records {later[0]}, which "
+            "only schema 2 and later write: the run was downgraded to drop its chain; it "
+            "cannot be trusted"
+        )
+    return None
 
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
-def _chained_manifest(journal: Path) -> bool | None:
-    """Whether the manifest next to ``journal`` promises a chain (None: no readable manifest)."""
+def _manifest_link(journal: Path) -> _Link | bool | None:
+    """The chain the manifest next to ``journal`` asks for (False: no readable manifest)."""
     try:
-        manifest = json.loads((journal.parent / MANIFEST).read_text())
+        manifest = read_back_json(journal.parent / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)
     except (OSError, ValueError):
-        return None
+        return False
     if not isinstance(manifest, dict):
-        return None
-    version = manifest.get("schema_version", 1)
-    return isinstance(version, int) and not isinstance(version, bool) and version >= 2
+        return False
+    return _link_for(manifest, journal.parent)
 
 
 def _package_versions() -> dict[str, str | None]:
@@ -238,10 +380,12 @@ def _check_shape(rec: object, p: Path, lineno: int) -> None:
             )
 
 
-def _check_chain(rec: dict[str, Any], prev: str, *, chained: bool, path: Path, lineno: int) -> str:
+def _check_chain(
+    rec: dict[str, Any], prev: str, *, link: _Link | None, path: Path, lineno: int
+) -> str:
     """The chain value after ``rec`` (``prev`` when unchained); raises on a broken chain."""
-    if chained:
-        expected = _chain(prev, rec)
+    if link is not None:
+        expected = link.next(prev, rec)
         if rec.get(CHAIN_KEY) != expected:
             raise RunDirError(
                 f"{path}: line {lineno} fails the journal's hash chain: the journal was edited, "
@@ -266,9 +410,29 @@ def _read_lines(
         p = p / JOURNAL
     if not p.exists():
         return []
-    if chained is None:
-        chained = _chained_manifest(p)
-    data = p.read_bytes()
+    found = _manifest_link(p)
+    link: _Link | bool | None
+    if chained is False:
+        link = None
+    elif found is False:  # no manifest: the first record decides (None), or required (True)
+        link = _Link() if chained else False
+    elif found is None and chained:
+        link = _Link()
+    else:
+        link = found
+    return _read_records(p, repair=repair, link=link)
+
+
+def _read_records(
+    p: Path, *, repair: bool, link: _Link | bool | None
+) -> list[tuple[int, dict[str, Any]]]:
+    """The journal ``p``'s records, chained as ``link`` says (False: as the first one does)."""
+    try:
+        data = read_back(p, max_bytes=JOURNAL_MAX_BYTES)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RunDirError(f"cannot read the journal: {exc.strerror}") from None
     records: list[tuple[int, dict[str, Any]]] = []
     good = 0
     prev = ""
@@ -289,9 +453,11 @@ def _read_lines(
         if last:  # complete JSON but no newline: the write was torn before the newline
             break
         _check_shape(rec, p, i + 1)
-        if chained is None:
-            chained = CHAIN_KEY in rec
-        prev = _check_chain(rec, prev, chained=chained, path=p, lineno=i + 1)
+        if link is False or link is True:
+            link = _Link() if CHAIN_KEY in rec else None
+        if not records and link is not None:
+            prev = link.start
+        prev = _check_chain(rec, prev, link=link, path=p, lineno=i + 1)
         records.append((i + 1, rec))
         good += len(line) + 1
     if repair and good < len(data):
@@ -340,6 +506,14 @@ class RunDir:
     _stopping: bool = field(default=False, init=False)
     _failed: RunDirError | None = field(default=None, init=False)
     _stored: set[str] = field(factory=set, init=False)
+    _link: _Link | bool | None = field(default=False, init=False)
+
+    @property
+    def chain_link(self) -> _Link | None:
+        """How the journal's lines chain (None: a schema 1 run); see :func:`_link_for`."""
+        if self._link is False or self._link is True:
+            self._link = _link_for(self.manifest, self.path)
+        return self._link
 
     @property
     def chained(self) -> bool:
@@ -349,10 +523,14 @@ class RunDir:
 
     @property
     def integrity(self) -> str:
-        """``"chained"`` (every read verifies the journal's hash chain) or ``"unchained"`` (a
-        run written before the chain existed: edits to its journal cannot be detected).
+        """``"keyed"`` (every read verifies the journal's HMAC chain with the user's key),
+        ``"chained"`` (every read verifies the journal's hash chain: accidents are caught,
+        someone who recomputes the chain is not) or ``"unchained"`` (a run written before the
+        chain existed: edits to its journal cannot be detected).
         """
-        return "chained" if self.chained else "unchained"
+        if not self.chained:
+            return "unchained"
+        return "keyed" if self.chain_link is not None and self.chain_link.key else "chained"
 
     # -------------------------------------------------------------------------------- opening
 
@@ -424,6 +602,11 @@ class RunDir:
             "hardware": _hardware(),
             "extra": dict(extra),
         }
+        key = journal_key()
+        if key is not None:
+            manifest["schema_version"] = KEYED_SCHEMA_VERSION
+            manifest["journal"] = {"chain": "hmac-sha256", "key_id": _key_id(key)}
+        manifest = json.loads(json.dumps(manifest))  # as it will read back
         try:
             p.mkdir(parents=True, exist_ok=True)
             (p / "nodes").mkdir(exist_ok=True)
@@ -445,14 +628,16 @@ class RunDir:
         """
         p = Path(path)
         try:
-            manifest = json.loads((p / MANIFEST).read_text())
+            manifest = read_back_json(p / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)
         except FileNotFoundError:
             raise RunDirError(
                 f"{str(p)!r} is not a run directory (no {MANIFEST}); pass the directory "
                 "given to `openmle search --out`"
             ) from None
-        except (OSError, ValueError) as exc:
-            raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from exc
+        except OSError as exc:
+            raise RunDirError(f"cannot read the manifest: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("task"), dict):
             raise RunDirError(f"{p / MANIFEST} is not a run manifest (no task entry)")
         if not (p / JOURNAL).is_file():
@@ -461,7 +646,9 @@ class RunDir:
                 "can be neither resumed nor reported; restore the journal or start a new run "
                 "in a new directory"
             )
-        return cls(path=p, manifest=manifest)
+        rd = cls(path=p, manifest=manifest)
+        _ = rd.chain_link  # a keyed run without its key, or a downgrade, is refused here
+        return rd
 
     def _open_journal(self) -> None:
         if self._fd is None:
@@ -567,11 +754,12 @@ class RunDir:
 
     def _append(self, record: Mapping[str, Any]) -> None:
         self._open_journal()
-        if self.chained:
+        link = self.chain_link
+        if link is not None:
             if self._prev is None:
-                lines = _read_lines(self.path / JOURNAL, chained=True)
-                self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else ""
-            chain = _chain(self._prev, record)
+                lines = self._lines()
+                self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else link.start
+            chain = link.next(self._prev, record)
             record = {**record, CHAIN_KEY: chain}
             self._prev = chain  # the next record chains from this one, written or queued
         line = _json_line(record)
@@ -655,7 +843,7 @@ class RunDir:
         return [rec for _, rec in self._lines()]
 
     def _lines(self, *, repair: bool = False) -> list[tuple[int, dict[str, Any]]]:
-        return _read_lines(self.path / JOURNAL, repair=repair, chained=self.chained)
+        return _read_records(self.path / JOURNAL, repair=repair, link=self.chain_link)
 
     def _bad(self, line: int, exc: BaseException) -> RunDirError:
         return RunDirError(
@@ -710,7 +898,8 @@ class RunDir:
             raise RunDirError(f"{str(digest)[:80]!r} is not a request hash (64 hex digits)")
         path = self._request_path(digest)
         try:
-            with gzip.open(path, "rb") as f:
+            fd = open_back(path, max_bytes=REQUEST_MAX_BYTES)
+            with os.fdopen(fd, "rb") as raw, gzip.open(raw, "rb") as f:
                 data = f.read(REQUEST_MAX_BYTES + 1)
         except FileNotFoundError:
             raise RunDirError(
@@ -765,7 +954,11 @@ class RunDir:
         if not p.exists():
             return []
         out: list[dict[str, Any]] = []
-        for x in p.read_text(errors="replace").splitlines():
+        try:
+            text = read_back_text(p, max_bytes=SESSIONS_MAX_BYTES, errors="replace")
+        except OSError:
+            return []  # informational: an unreadable file holds no sessions
+        for x in text.splitlines():
             try:
                 rec = json.loads(x)
             except (ValueError, RecursionError):
@@ -789,8 +982,9 @@ class RunDir:
         """
         ids: set[str] = set()
         lines = self._lines(repair=True)
-        if self.chained:  # new lines chain from the last one read (no second read to find it)
-            self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else ""
+        link = self.chain_link
+        if link is not None:  # new lines chain from the last one read (no second read)
+            self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else link.start
         for line, r in lines:
             kind = r["event"]
             replayed: Proposal | None = None

@@ -7,6 +7,7 @@ request it sends follows :mod:`openmle._summary_contract`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -18,6 +19,7 @@ import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel
+from openmle._readback import read_back_json
 from openmle._summary_contract import (
     NODE_SUMMARY_PURPOSE,
     OUTCOME_LINE,
@@ -36,6 +38,8 @@ __all__ = ["SummaryStore"]
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+SUMMARY_FILE_MAX_BYTES = 1024 * 1024
+"""The largest cached summary file read back (a larger one is ignored and recomputed)."""
 
 
 def _summary_prompt(card: ExperienceCard, board: Board, code: str) -> list[Message]:
@@ -135,12 +139,11 @@ class SummaryStore:
         path = self._path(node_id)
         if path is None:
             return None
-        apath = anyio.Path(path)
-        if not await apath.is_file():
-            return None
         try:
-            data: Any = json.loads(await apath.read_text(encoding="utf-8"))
-        except ValueError:
+            data: Any = await anyio.to_thread.run_sync(
+                functools.partial(read_back_json, path, max_bytes=SUMMARY_FILE_MAX_BYTES)
+            )
+        except (OSError, ValueError):  # missing, a link, not a regular file, too large, not JSON
             return None
         if isinstance(data, dict) and data.get("node_id") == node_id:
             summary = data.get("summary")

@@ -165,10 +165,14 @@ HOSTILE_PROGRAMS: tuple[HostileProgram, ...] = (
     ),
     HostileProgram(
         name="network",
-        description="opens TCP connections to the host's loopback and to the internet",
+        description=(
+            "opens TCP connections to a listener the battery starts on the host's loopback "
+            "(never an outside address or a name lookup, so a backend without network "
+            "isolation sends nothing beyond this host)"
+        ),
         body=(
             "import socket\n"
-            "for host, port in [('127.0.0.1', PORT), ('1.1.1.1', 53), ('8.8.8.8', 443)]:\n"
+            "for host, port in [('127.0.0.1', PORT)]:\n"
             "    try:\n"
             "        s = socket.create_connection((host, port), timeout=3)\n"
             "        s.sendall(b'hostile')\n"

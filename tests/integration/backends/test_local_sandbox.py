@@ -829,6 +829,8 @@ async def test_naturebench_output_link_fifo_and_sparse_file_are_refused(
         f"os.symlink({str(answers.parent)!r}, 'output/inst2')": "symbolic link",
         "os.mkfifo('output/inst1/pred.csv')": "not a regular file",
         "f = open('output/inst1/pred.csv', 'wb'); f.truncate(3 << 30); f.close()": "larger than",
+        # Sparse at any size: 0 bytes in the sandbox, 8 MiB written out by a copy on the host.
+        "f = open('output/inst1/pred.csv', 'wb'); f.truncate(8 << 20); f.close()": "sparse",
     }
     for code, why in cases.items():
         r = await sb.run(Job(code=mk + code, task="multi"))

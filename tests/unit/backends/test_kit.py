@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from openmle import Job, Outcome, Resources, RunResult
-from openmle._runlog import LogCap
+from openmle._runlog import LogCap, take_submission
 from openmle._task_protocol import TaskHandle
 from openmle._types import Split
 from openmle.backends import DockerSandbox
@@ -276,14 +276,53 @@ def _sparse(path: Path, size: int) -> None:
 
 
 def test_copy_outputs_counts_bytes_across_files(tmp_path: Path) -> None:
-    """The byte limit is the total over all files, not per file."""
+    """The byte limit is the total over all files, not per file (each counted at its
+    apparent or allocated size, the larger)."""
     src = tmp_path / "output"
-    _outputs(tmp_path, {"output/a": "x" * 60, "output/b/c": "y" * 60})
-    assert copy_outputs(src, tmp_path / "ok", limits=OutputLimits(max_bytes=120)) is None
-    assert (tmp_path / "ok" / "b" / "c").read_text() == "y" * 60
-    why = copy_outputs(src, tmp_path / "no", limits=OutputLimits(max_bytes=100))
-    assert why is not None and "larger than 100 bytes" in why
+    size = 64 * 1024
+    _outputs(tmp_path, {"output/a": "x" * size, "output/b/c": "y" * size})
+    cost = sum(
+        max(p.stat().st_size, p.stat().st_blocks * 512) for p in src.rglob("*") if p.is_file()
+    )
+    assert copy_outputs(src, tmp_path / "ok", limits=OutputLimits(max_bytes=cost)) is None
+    assert (tmp_path / "ok" / "b" / "c").read_text() == "y" * size
+    why = copy_outputs(src, tmp_path / "no", limits=OutputLimits(max_bytes=size + 100))
+    assert why is not None and f"larger than {size + 100} bytes" in why
     assert not (tmp_path / "no").exists()
+
+
+def _holed(path: Path, size: int) -> bool:
+    """Write ``size`` bytes with a hole in the middle; False when this file system has none."""
+    with path.open("wb") as f:
+        f.write(b"a,b\n")
+        f.seek(size - 4)
+        f.write(b"1,2\n")
+    st = path.stat()
+    return st.st_blocks * 512 < st.st_size
+
+
+@pytest.mark.parametrize("size", [64 * 1024 * 1024, 1024 * 1024])
+def test_a_sparse_output_file_is_refused_at_any_size(tmp_path: Path, size: int) -> None:
+    """Far under the byte limit, a file with holes is still refused: its copy would write the
+    holes out in full on the host (two 0.95 GiB sparse files were 1.9 GiB there; issue 25)."""
+    src = tmp_path / "output"
+    src.mkdir()
+    if not _holed(src / "pred.csv", size):
+        pytest.skip("this file system stores no holes")
+    why = copy_outputs(src, tmp_path / "dst")
+    assert why is not None and "sparse" in why and "pred.csv" in why
+    assert not (tmp_path / "dst").exists()
+
+
+def test_a_sparse_submission_is_refused(tmp_path: Path) -> None:
+    """A sparse submission.csv under the grader's size limit is never copied to the host."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if not _holed(ws / "submission.csv", 32 * 1024 * 1024):
+        pytest.skip("this file system stores no holes")
+    copy, refused = take_submission(ws, tmp_path / "grading")
+    assert copy is None and refused is not None and "sparse" in refused.reason
+    assert not (tmp_path / "grading" / "submission.csv").exists()
 
 
 @pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "main.py", "submission.csv", ".x", 3])

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._mininb import add_multi_output_case, build
+from tests.unit.bench._mininb import MULTI_CASE, add_multi_output_case, build
 
 from openmle import Resources, Split
 from openmle.bench import NatureBench, PrimaryMetric, case_gap, parse_sota, primary_metrics
@@ -328,3 +328,41 @@ def test_gpus_override_replaces_each_cases_demand(nb: NatureBench) -> None:
     assert cpu_only.task("nb-gpu-chem").gpus == 0
     assert cpu_only.task("nb-gpu-chem").resources.gpus == 0
     assert nb.task("nb-gpu-chem").gpus == 1
+
+
+def test_the_bench_keeps_one_copy_of_the_output_directory(nb: NatureBench, tmp_path: Path) -> None:
+    """The sandbox's vetted copy becomes the kept copy (moved, same inode), and the evaluator
+    reads it in place: no second copy of a large output (issue 25, item 3)."""
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    cid = add_multi_output_case(nb.root)
+    cfg = BenchConfig(
+        suite="x", competitions=[cid], seeds=[0], model="offline",
+        data_dir=str(nb.root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    task = _Resolver(bench=nb, run=run)(f"{cid}@seed-0")
+    out = _multi_outputs(nb, tmp_path / "g" / "output")
+    inode = (out / "inst1" / "pred.csv").stat().st_ino
+    rep = task.grade(out, Split.TEST)
+    assert rep.score == pytest.approx(0.25)
+    kept = run.submission_path(cid, 0).parent / "output"
+    assert (kept / "inst1" / "pred.csv").stat().st_ino == inode  # moved, never copied
+    assert not out.exists()
+
+
+def test_the_evaluator_reads_an_output_directory_in_place(nb: NatureBench, tmp_path: Path) -> None:
+    """OUTPUT_DIR is the directory given (no copy of it is made for the evaluator)."""
+    out = _multi_outputs(nb, tmp_path / "g" / "output")  # adds the case
+    evaluator = nb.root / "tasks" / MULTI_CASE / "evaluation" / "evaluator.py"
+    text = evaluator.read_text()
+    evaluator.write_text(
+        text + "\n_inner = run_evaluation\n"
+        "def run_evaluation():\n"
+        "    found = _inner()\n"
+        "    found['where'] = {'dir': os.environ['OUTPUT_DIR']}\n"
+        "    return found\n"
+    )
+    record = nb.task(MULTI_CASE).evaluate(out)
+    assert record["raw"]["where"]["dir"] == str(out)

@@ -165,3 +165,59 @@ def test_prepare_limits_are_checked() -> None:
 
     with pytest.raises(InvalidArgument, match="memory_mb"):
         run_prepare(Path("/nonexistent"), memory_mb=0)
+
+
+def test_prepare_dies_with_its_caller(make_package: PackageBuilder, tmp_path: Path) -> None:
+    """A caller killed with SIGKILL takes its prepare process along (the parent-death signal
+    of the one confined child process; issue 25 item 1): nothing keeps running the package's
+    code, or holds the secrets of the caller, after ``openmle task prepare`` is killed.
+    """
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "prepare.pid"
+    root = _with_prepare(
+        make_package,
+        "import os, time\nfrom pathlib import Path\n"
+        "def prepare(raw, public, private):\n"
+        f"    Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "    time.sleep(300)\n",
+    )
+    caller = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom openmle.gym import load_task\n"
+            "load_task(sys.argv[1]).prepare(timeout_s=600)\n",
+            str(root),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(600):
+            if pid_file.is_file() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+        for _ in range(100):
+            if not Path(f"/proc/{child}").exists() or _zombie(child):
+                break
+            time.sleep(0.1)
+        alive = Path(f"/proc/{child}").exists() and not _zombie(child)
+        if alive:
+            os.kill(child, signal.SIGKILL)
+        assert not alive, "the prepare process outlived its SIGKILLed caller"
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False

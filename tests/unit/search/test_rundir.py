@@ -293,6 +293,8 @@ def _unchained_copy(src: Path, dst: Path) -> Path:
     dst.mkdir()
     manifest = json.loads((src / "manifest.json").read_text())
     manifest["schema_version"] = 1
+    for part in ("model", "sandbox"):  # recorded specs came after the chain
+        manifest[part].pop("spec", None)
     (dst / "manifest.json").write_text(json.dumps(manifest))
     lines = []
     for line in (src / "journal.jsonl").read_text().splitlines():

@@ -357,7 +357,9 @@ def _nothing_succeeded(nodes: Sequence[Node]) -> str:
 
 
 _INTEGRITY = {
-    "chained": "journal hash chain verified",
+    "keyed": "journal HMAC chain verified with your journal key",
+    "chained": "journal hash chain verified (catches accidental edits, not a forger who "
+    "recomputes it; set OPENMLE_JOURNAL_KEY for a keyed chain)",
     "unchained": "journal written before the hash chain: edits to it cannot be detected",
 }
 

@@ -1,0 +1,148 @@
+"""Reading a file back from a run or bench directory: a regular file, bounded, no link followed.
+
+A run or bench directory can come from anywhere (a colleague's upload, an archive, a directory a
+program could write to), so every file read back from one is untrusted. :func:`read_back` is the
+one way to read such a file:
+
+- the file is opened with ``O_NOFOLLOW`` (a symbolic link as the last component is refused, so
+  ``manifest.json -> /dev/zero`` or ``-> ~/.ssh/id_rsa`` reads nothing) and ``O_NONBLOCK`` (a
+  FIFO does not block the open);
+- the open descriptor must be a regular file (``fstat``, ``S_ISREG``): a FIFO, socket, device or
+  directory is refused before a byte is read, so ``export``, ``report`` and ``resume`` never
+  hang on a FIFO;
+- at most ``max_bytes`` are read: a larger file is refused (checked on the size and again while
+  reading, so a file growing under us is refused too).
+
+Refusals are :class:`OSError` with an ``errno`` (``ELOOP``: a link, ``EINVAL``: not a regular
+file, ``EFBIG``: too large) and a message naming the file, so callers that already turn an
+unreadable file into their own error (``RunDirError``, ``InvalidArgument``) keep doing so.
+
+:func:`is_sparse` tells whether an open file has holes (a copy would write them out in full):
+program outputs and submissions are refused for it at any size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+__all__ = ["is_sparse", "open_back", "read_back", "read_back_json", "read_back_text"]
+
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_CHUNK = 1 << 20
+
+
+def _refuse(code: int, path: Path, why: str) -> OSError:
+    return OSError(code, f"{path} {why}", str(path))
+
+
+def open_back(path: str | os.PathLike[str], *, max_bytes: int) -> int:
+    """An open read-only descriptor on ``path``, checked as :func:`read_back` checks it.
+
+    The caller closes it. Raises :class:`OSError` (see the module doc).
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, _FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _refuse(
+                errno.ELOOP,
+                p,
+                "is a symbolic link; run and bench files are read only as regular files",
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(
+                errno.EINVAL,
+                p,
+                "is not a regular file (a FIFO, device, socket or directory); refused",
+            )
+        if st.st_size > max_bytes:
+            raise _refuse(
+                errno.EFBIG, p, f"is {st.st_size} bytes, above the {max_bytes}-byte limit; refused"
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_back(path: str | os.PathLike[str], *, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` of them.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        OSError: ``path`` is a symbolic link (``ELOOP``), not a regular file (``EINVAL``),
+            larger than ``max_bytes`` (``EFBIG``), or cannot be read.
+    """
+    fd = open_back(path, max_bytes=max_bytes)
+    try:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise _refuse(
+                    errno.EFBIG, Path(path), f"grew past the {max_bytes}-byte limit; refused"
+                )
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def read_back_text(path: str | os.PathLike[str], *, max_bytes: int, errors: str = "strict") -> str:
+    """:func:`read_back` decoded as UTF-8 (``errors`` as in :meth:`bytes.decode`).
+
+    Raises:
+        OSError: as :func:`read_back`.
+        UnicodeDecodeError: not UTF-8 (with ``errors="strict"``).
+    """
+    return read_back(path, max_bytes=max_bytes).decode("utf-8", errors)
+
+
+def read_back_json(path: str | os.PathLike[str], *, max_bytes: int) -> Any:
+    """:func:`read_back` parsed as JSON.
+
+    Raises:
+        OSError: as :func:`read_back`.
+        ValueError: not UTF-8 or not JSON (``RecursionError`` for absurd nesting is turned
+            into a ``ValueError``).
+    """
+    data = read_back(path, max_bytes=max_bytes)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path} nests JSON too deeply") from None
+
+
+def is_sparse(fd: int, st: os.stat_result) -> bool:
+    """Whether the open regular file ``fd`` (``st`` its ``fstat``) has a hole, at any size.
+
+    A file allocating fewer bytes than its apparent size (``st_blocks * 512 < st_size``) is a
+    candidate; ``SEEK_HOLE`` then tells a hole (sparse: refused) from data the file system
+    stores compactly (a tiny file kept in its inode, a compressed extent). Where ``SEEK_HOLE``
+    is not supported, a candidate counts as sparse. The file offset is left at 0.
+    """
+    if st.st_size == 0 or st.st_blocks * 512 >= st.st_size:
+        return False
+    try:
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.lseek(fd, 0, os.SEEK_SET)
+    return hole < st.st_size

@@ -1,0 +1,193 @@
+"""What a run directory may not make ``export``, ``report`` and ``resume`` do or accept.
+
+- Files read back are regular files, size-capped, opened without following links: a FIFO
+  manifest does not hang, a manifest linked to ``/dev/zero`` is refused (issue 25, item 9).
+- The journal's chain cannot be dropped by rewriting the manifest to schema 1 (a downgrade),
+  and a keyed chain (``OPENMLE_JOURNAL_KEY``) refuses a journal whose scores were edited and
+  whose chain was recomputed without the key (issue 25, item 8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.unit.search.test_rundir import kwargs
+
+import openmle
+from openmle.errors import RunDirError
+from openmle.search import Budget, RunDir, SearchConfig, run_search
+
+KEY = "k" * 32
+
+
+def _run(tmp_path: Path, name: str = "a", steps: int = 4) -> Path:
+    out = tmp_path / name
+    run_search(
+        "toy",
+        higher_is_better=True,
+        **kwargs(),
+        budget=Budget(steps=steps),
+        config=SearchConfig(initial_drafts=2, seed=7),
+        workers=1,
+        ordered=True,
+        run_dir=out,
+        description="",
+    )
+    return out
+
+
+def _cli(*args: str, memory_mb: int = 2048) -> subprocess.CompletedProcess[str]:
+    """``python -m openmle ARGS`` under an address-space limit, killed after 120 s."""
+    src = str(Path(openmle.__file__).parents[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENMLE_JOURNAL")}
+    env["PYTHONPATH"] = src
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+
+    return subprocess.run(
+        [sys.executable, "-m", "openmle", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        preexec_fn=limit,
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export"],
+        ["report"],
+        ["resume", "--model", "offline-numpy", "--sandbox", "local", "--quiet"],
+    ],
+)
+def test_a_fifo_manifest_does_not_hang_export_report_or_resume(
+    tmp_path: Path, command: list[str]
+) -> None:
+    out = _run(tmp_path)
+    (out / "manifest.json").unlink()
+    os.mkfifo(out / "manifest.json")
+    proc = _cli(command[0], str(out), *command[1:])  # a hang is TimeoutExpired: a failure
+    assert proc.returncode != 0
+    assert "not a regular file" in proc.stderr, proc.stderr
+
+
+def test_a_manifest_linked_to_dev_zero_is_refused(tmp_path: Path) -> None:
+    out = _run(tmp_path)
+    (out / "manifest.json").unlink()
+    (out / "manifest.json").symlink_to("/dev/zero")
+    with pytest.raises(RunDirError, match="symbolic link"):
+        RunDir.open(out)
+    proc = _cli("export", str(out))
+    assert proc.returncode != 0 and "symbolic link" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_journal_and_requests_read_back_without_following_links(tmp_path: Path) -> None:
+    out = _run(tmp_path)
+    (out / "journal.jsonl").rename(out / "real.jsonl")
+    (out / "journal.jsonl").symlink_to(out / "real.jsonl")
+    with pytest.raises(RunDirError, match="symbolic link"):
+        RunDir.open(out).nodes()
+
+
+def _forge_scores(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for r in records:
+        if r["event"] == "node" and r["node"]["score"] is not None:
+            r["node"]["score"] = r["node"]["valid_score"] = 0.999
+    return records
+
+
+def _rewrite(run: Path, edit: Any, *, chain: bool) -> None:
+    """Edit the records and recompute the unkeyed chain (what anyone can do) or drop it."""
+    p = run / "journal.jsonl"
+    records = edit([json.loads(x) for x in p.read_text().splitlines()])
+    prev = ""
+    lines = []
+    for r in records:
+        r.pop("chain", None)
+        if chain:
+            body = json.dumps(r, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+            prev = hashlib.sha256(prev.encode() + b"\n" + body.encode()).hexdigest()
+            r["chain"] = prev
+        lines.append(json.dumps(r) + "\n")
+    p.write_text("".join(lines))
+
+
+def _set_manifest(run: Path, **changes: Any) -> None:
+    m = json.loads((run / "manifest.json").read_text())
+    m.update(changes)
+    for k in [k for k, v in changes.items() if v is None]:
+        m.pop(k)
+    (run / "manifest.json").write_text(json.dumps(m))
+
+
+def test_a_schema_downgrade_that_drops_the_chain_is_refused(tmp_path: Path) -> None:
+    """Every score edited, the chain fields dropped and ``schema_version: 1`` set: export
+    must not accept the forged scores."""
+    out = _run(tmp_path)
+    _rewrite(out, _forge_scores, chain=False)
+    _set_manifest(out, schema_version=1)
+    with pytest.raises(RunDirError, match="downgraded"):
+        RunDir.open(out).nodes()
+    proc = _cli("export", str(out))
+    assert proc.returncode != 0 and "downgraded" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
+    out = _run(tmp_path)
+    _set_manifest(out, schema_version=99)
+    with pytest.raises(RunDirError, match="schema_version"):
+        RunDir.open(out)
+
+
+def test_a_keyed_chain_refuses_a_recomputed_forgery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENMLE_JOURNAL_KEY", KEY)
+    out = _run(tmp_path)
+    rd = RunDir.open(out)
+    assert rd.integrity == "keyed" and rd.manifest["schema_version"] == 3
+    honest = [n.score for n in rd.nodes()]
+    assert honest
+    # The forger recomputes the (unkeyed) chain after editing every score: refused.
+    _rewrite(out, _forge_scores, chain=True)
+    with pytest.raises(RunDirError, match="hash chain"):
+        RunDir.open(out).nodes()
+    # ... or rewrites the manifest to an unkeyed schema: refused while the key is set.
+    _set_manifest(out, schema_version=2, journal=None)
+    with pytest.raises(RunDirError, match="downgrade"):
+        RunDir.open(out)
+
+
+def test_a_keyed_run_needs_its_key_and_covers_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENMLE_JOURNAL_KEY", KEY)
+    out = _run(tmp_path)
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    monkeypatch.delenv("OPENMLE_JOURNAL_KEY")
+    with pytest.raises(RunDirError, match="OPENMLE_JOURNAL_KEY"):
+        RunDir.open(out)
+    monkeypatch.setenv("OPENMLE_JOURNAL_KEY_FILE", str(key_file))
+    assert len(RunDir.open(out).nodes()) == 4  # the same key, from a file
+    monkeypatch.setenv("OPENMLE_JOURNAL_KEY", "another key of enough length")
+    with pytest.raises(RunDirError, match="another journal key"):
+        RunDir.open(out)
+    monkeypatch.setenv("OPENMLE_JOURNAL_KEY", KEY)
+    m = json.loads((out / "manifest.json").read_text())
+    m["model"]["spec"] = "openai:http://127.0.0.1:9/v1"  # an edit to the manifest
+    (out / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(RunDirError, match="hash chain"):
+        RunDir.open(out).nodes()
