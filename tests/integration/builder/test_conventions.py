@@ -1,0 +1,78 @@
+"""Kaggle-shaped raw folders build, with the offline model through a LocalSandbox, into the
+task their sample submission asks for, and the package validates."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from tests._kaggle_raw import probabilities_like, regression_like, titanic_like
+
+from openmle.backends import OfflineModel
+from openmle.builder import BuildOptions, BuildResult, build_task
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _build(raw: Path, out: Path, **opts: object) -> BuildResult:
+    async def main() -> BuildResult:
+        return await build_task(raw, out, OfflineModel(), options=BuildOptions(**opts))  # type: ignore[arg-type]
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    ("kind", "sample", "metric"),
+    [
+        ("titanic", "gender_submission.csv", "accuracy"),
+        ("probabilities", "sampleSubmission.csv", "log_loss"),
+        ("regression", "sample_submission.csv", "rmsle"),
+    ],
+)
+def test_kaggle_shaped_folder_builds_the_sample_submissions_task(
+    tmp_path: Path, kind: str, sample: str, metric: str
+) -> None:
+    raw = tmp_path / "raw"
+    if kind == "titanic":
+        titanic_like(raw)
+    elif kind == "probabilities":
+        probabilities_like(raw)
+    else:
+        regression_like(raw, "the root mean squared logarithmic error")
+    out = tmp_path / "pkg"
+    result = _build(raw, out)
+    assert result.status == "built", result.reason
+    public = out / "data" / "public"
+    assert (public / "sample_submission.csv").read_text().splitlines()[0] == (
+        (raw / sample).read_text().splitlines()[0]
+    )
+    assert f'metric = "{metric}"' in (out / "task.toml").read_text()
+    # Only the labelled file is split: the unlabeled test.csv rows are not in the package.
+    labelled = len((raw / "train.csv").read_text().splitlines()) - 1
+    rows = sum(len((public / f).read_text().splitlines()) - 1 for f in ("train.csv", "test.csv"))
+    assert rows == labelled
+    if kind == "regression":
+        assert (public / "description.txt").read_text().startswith("# ")
+        assert "Predict the sales price" in (public / "description.txt").read_text()
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", "task", "validate", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+def test_goal_and_metric_steer_the_build(tmp_path: Path) -> None:
+    raw = titanic_like(tmp_path / "raw")
+    (raw / "gender_submission.csv").unlink()
+    result = _build(raw, tmp_path / "pkg", goal="predict Survived", metric="macro_f1")
+    assert result.status == "built", result.reason
+    spec = result.record["spec"]["spec"]
+    assert (spec["target"], spec["metric"]) == ("Survived", "macro_f1")
+    assert result.record["inventory"]["hints"]["goal"] == "predict Survived"
