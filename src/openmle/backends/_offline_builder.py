@@ -77,8 +77,6 @@ def _describe(target: str, stem: str, hints: Mapping[str, Any], follows_sample: 
             f" As in the raw sample submission {hints.get('sample_file')!r}: one row per id "
             f"{hints.get('id_column')!r}, the answer given as {hints.get('answer_format')}."
         )
-    if hints.get("goal"):
-        text += f" The user's goal: {hints['goal']}"
     return text[:2000]
 
 

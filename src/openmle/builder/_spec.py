@@ -287,7 +287,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         metric=str(metric),
         test_fraction=float(fraction),
         seed=seed,
-        description=hints.description or _text(obj, "description", 2000),
+        description=_with_goal(hints.description or _text(obj, "description", 2000), hints),
         metric_params=params,
         split=split,
         answer_columns=answer_columns,
@@ -296,6 +296,14 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if conflicts:
         raise ValueError(conflicts[0][1])
     return spec
+
+
+def _with_goal(description: str, hints: Hints) -> str:
+    """The description, ending with the user's goal when there is one (at most 2,000 chars)."""
+    if not hints.goal or hints.goal in description:
+        return description
+    tail = f"\n\nThe user's goal: {hints.goal}"
+    return description[: 2000 - len(tail)].rstrip() + tail
 
 
 FORMAT_METRICS: Mapping[str, tuple[str, ...]] = {

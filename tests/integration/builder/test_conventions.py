@@ -76,3 +76,39 @@ def test_goal_and_metric_steer_the_build(tmp_path: Path) -> None:
     spec = result.record["spec"]["spec"]
     assert (spec["target"], spec["metric"]) == ("Survived", "macro_f1")
     assert result.record["inventory"]["hints"]["goal"] == "predict Survived"
+
+
+def test_search_data_builds_into_the_run_directory_and_searches(tmp_path: Path) -> None:
+    raw = titanic_like(tmp_path / "raw")
+    (raw / "gender_submission.csv").unlink()
+    run = tmp_path / "run"
+    openmle = [sys.executable, "-m", "openmle", "search"]
+    flags = ["--goal", "predict Survived", "--steps", "2", "--out", str(run), "--json"]
+    proc = subprocess.run(
+        [*openmle, "--data", str(raw), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "holds a run with no committed step" not in proc.stderr
+    manifest = json.loads((run / "manifest.json").read_text())
+    data = manifest["extra"]["cli"]["data"]
+    assert data["package"] == "task" and data["target"] == "Survived"
+    assert data["goal"] == "predict Survived" and data["raw_dir"] == str(raw.absolute())
+    assert manifest["task"]["name"] == str((run / "task").absolute())
+    description = (run / "task" / "data" / "public" / "description.txt").read_text()
+    assert "The user's goal: predict Survived" in description
+    # Usage errors are named and write nothing.
+    for flags in (["--steps", "1"], ["--task", "tabular-binary", "--goal", "x"]):
+        bad = subprocess.run([*openmle, *flags], capture_output=True, text=True, check=False)
+        assert bad.returncode == 2, bad.stderr
+        assert "--data" in bad.stderr
+    bad = subprocess.run(
+        [*openmle, "--data", str(raw), "--metric", "bogus", "--out", str(tmp_path / "r2")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--metric" in bad.stderr
+    assert not (tmp_path / "r2").exists()
