@@ -85,3 +85,22 @@ def regression_like(root: Path, metric_words: str, n: int = 150, n_test: int = 3
         f"Submissions are evaluated on {metric_words}.\x07\n"
     )
     return root
+
+
+def time_ordered_like(root: Path, n: int = 200) -> Path:
+    """A daily sales table (ISO ``date``, store, promo, sales), rows not in date order."""
+    import datetime
+
+    rng = random.Random(3)
+    root.mkdir(parents=True)
+    start = datetime.date(2021, 1, 1)
+    rows = []
+    for k in range(n):
+        day = start + datetime.timedelta(days=k // 2)
+        store = "A" if k % 2 else "B"
+        promo = rng.randint(0, 1)
+        sales = round(100 + k * 0.5 + 40 * promo + (15 if store == "A" else 0) + rng.gauss(0, 5), 2)
+        rows.append([day.isoformat(), store, promo, sales])
+    rng.shuffle(rows)
+    _write(root / "sales.csv", ["date", "store", "promo", "sales"], rows)
+    return root

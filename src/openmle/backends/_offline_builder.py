@@ -15,6 +15,7 @@ labelled rows only, a constant sample submission. Deterministic: same inventory,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,6 +69,30 @@ def _choose(
     if not usable:
         return None
     return max(usable, key=lambda pc: (files[pc[0]]["rows"], -usable.index(pc)))
+
+
+_TIME_NAMES = ("date", "time", "timestamp", "datetime", "year")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?$")
+
+
+def _time_column(
+    columns: list[Mapping[str, Any]], target: str, id_column: str | None
+) -> str | None:
+    """A filled column that orders the rows in time: ISO dates (by its most frequent values),
+    else a whole-number column named like a time (``date``, ``year``, ``order_date``...).
+    The test set is then the latest rows (a time split), as a forecast would be.
+    """
+    for c in columns:
+        name = str(c["name"])
+        if name in (target, id_column) or c["missing"] or c["unique"] < 2:
+            continue
+        top = [str(t) for t in c.get("top") or []]
+        if c["kind"] == "categorical" and top and all(_ISO_DATE.match(t) for t in top):
+            return name
+        words = re.split(r"[^a-z]+", name.lower())
+        if c["kind"] == "integer" and any(w in _TIME_NAMES for w in words):
+            return name
+    return None
 
 
 def _describe(target: str, stem: str, hints: Mapping[str, Any], follows_sample: bool) -> str:
@@ -126,6 +151,8 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
     if metric == "rmsle" and (col.get("minimum") or 0.0) < 0:
         metric = "rmse"
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    time_column = _time_column(table["columns"], target, id_column)
+    split = {"kind": "time", "column": time_column} if time_column else None
     return {
         "title": f"Predict {target} ({stem})"[:80],
         "data_file": path,
@@ -135,6 +162,7 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
         "metric": metric,
         "test_fraction": 0.2,
         "seed": 0,
+        **({"split": split} if split else {}),
         "description": hints.get("description") or _describe(target, stem, hints, follows_sample),
     }
 

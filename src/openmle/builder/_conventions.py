@@ -215,7 +215,15 @@ def _format_one(sample: _Table, column: str, labelled: _Table) -> str:
 
 
 def _sample_path(tables: dict[str, _Table]) -> str | None:
-    named = [p for p in tables if "submission" in Path(p).name.lower()]
+    """The sample submission: a table named ``*submission*`` whose first column another table
+    holds (so a data table that happens to be named so is not taken for one).
+    """
+
+    def keyed(p: str) -> bool:
+        header = tables[p][0]
+        return len(header) >= 2 and any(header[0] in h for q, (h, _) in tables.items() if q != p)
+
+    named = [p for p in tables if "submission" in Path(p).name.lower() and keyed(p)]
     named.sort(key=lambda p: ("sample" not in Path(p).name.lower(), p.count("/"), p))
     return named[0] if named else None
 
@@ -226,8 +234,6 @@ def _sample_hints(tables: dict[str, _Table]) -> dict[str, Any]:
     if sample_file is None:
         return {}
     header, _ = sample = tables[sample_file]
-    if len(header) < 2:
-        return {"sample_file": sample_file}
     idc, answers = header[0], tuple(header[1:])
     found: dict[str, Any] = {
         "sample_file": sample_file,

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests._kaggle_raw import probabilities_like, regression_like, titanic_like
+from tests._kaggle_raw import (
+    probabilities_like,
+    regression_like,
+    time_ordered_like,
+    titanic_like,
+)
 
 from openmle.backends import OfflineModel
 from openmle.builder import BuildOptions, BuildResult, build_task
@@ -112,3 +117,32 @@ def test_search_data_builds_into_the_run_directory_and_searches(tmp_path: Path) 
     )
     assert bad.returncode == 2 and "--metric" in bad.stderr
     assert not (tmp_path / "r2").exists()
+
+
+def test_a_time_ordered_table_builds_split_by_time_and_validates(tmp_path: Path) -> None:
+    raw = time_ordered_like(tmp_path / "raw")
+    out = tmp_path / "pkg"
+    result = _build(raw, out)
+    assert result.status == "built", result.reason
+    record = result.record
+    assert record["spec"]["spec"]["split"] == {"kind": "time", "column": "date"}
+    assert record["gate"]["passed"] is True
+    solv = record["solvability"]
+    assert solv["solvable"] is True
+    assert solv["model"]["score"] < solv["constant"]["score"]  # rmse: lower is better
+    public = out / "data" / "public"
+
+    def dates(name: str) -> list[str]:
+        head, *rows = (public / name).read_text().splitlines()
+        j = head.split(",").index("date")
+        return [r.split(",")[j] for r in rows]
+
+    train_dates, test_dates = dates("train.csv"), dates("test.csv")
+    assert max(train_dates) <= min(test_dates)
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", "task", "validate", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -13,7 +13,12 @@ from pathlib import Path
 import anyio
 import attrs
 import pytest
-from tests._kaggle_raw import probabilities_like, regression_like, titanic_like
+from tests._kaggle_raw import (
+    probabilities_like,
+    regression_like,
+    time_ordered_like,
+    titanic_like,
+)
 
 from openmle import ModelRequest, ModelResponse
 from openmle.backends._offline_builder import offline_spec
@@ -174,3 +179,40 @@ def test_metric_names_and_cleaning_are_exact() -> None:
     cleaned = clean_description(long, 100)
     assert len(cleaned) <= 100 and cleaned.endswith("...")
     assert clean_description("<b>bold</b>\x00 text") == "bold  text"
+
+
+def test_a_time_ordered_table_is_split_by_time(tmp_path: Path) -> None:
+    inv = inventory(intake(time_ordered_like(tmp_path / "sales")))
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert spec.target == "sales" and spec.task_type == "regression"
+    assert (spec.split.kind, spec.split.column) == ("time", "date")
+    # A plain table keeps the random split.
+    titanic = inventory(intake(titanic_like(tmp_path / "titanic")))
+    assert "split" not in offline_spec(titanic.to_dict())
+
+
+def test_a_data_table_named_like_a_submission_is_data(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    rows = [f"{k},{k % 7},{'yes' if k % 3 else 'no'}" for k in range(60)]
+    (raw / "submissions.csv").write_text("row,pages,accepted\n" + "\n".join(rows) + "\n")
+    inv = inventory(intake(raw))
+    assert inv.hints.sample_file is None and inv.hints.empty
+    assert offline_spec(inv.to_dict())["data_file"] == "submissions.csv"
+
+
+def test_several_targets_are_refused_unless_the_goal_names_one(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    rows = [f"{k},{k % 5},{k % 2},{(k // 2) % 2}" for k in range(60)]
+    (raw / "train.csv").write_text("id,x,toxic,obscene\n" + "\n".join(rows) + "\n")
+    (raw / "test.csv").write_text("id,x\n" + "\n".join(f"{k},{k % 5}" for k in range(60, 70)))
+    sample = "\n".join(f"{k},0.5,0.5" for k in range(60, 70))
+    (raw / "sample_submission.csv").write_text("id,toxic,obscene\n" + sample + "\n")
+    inv = inventory(intake(raw))
+    assert inv.hints.answer_format == "several"
+    with pytest.raises(ValueError, match="several target columns"):
+        parse_spec(offline_spec(inv.to_dict()), inv)
+    inv = inventory(intake(raw), goal="predict obscene")
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert spec.target == "obscene"
