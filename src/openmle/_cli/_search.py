@@ -520,6 +520,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                         "record": getattr(args, "record", None),
                         "summaries": bool(args.summaries),
                         "priors": priors,
+                        "data": getattr(args, "data_record", None),
                     }
                 },
             )
@@ -593,7 +594,89 @@ def _search(args: argparse.Namespace) -> int:
     if spec is None:
         spec = "" if args.steps is not None else "steps=30"
     budget = parse_budget(spec, on_exhaust=args.on_exhaust, steps=args.steps, prices=prices)
-    return _run(args, task=args.task, model_spec=args.model, budget=budget)
+    task = _data_task(args)
+    if task is None:
+        return EXIT_FAILURE
+    return _run(args, task=task, model_spec=args.model, budget=budget)
+
+
+def _data_flags(p: argparse.ArgumentParser) -> None:
+    """``--data RAW_DIR``, ``--goal`` and ``--metric``: build the task, then search it."""
+    p.add_argument(
+        "--data",
+        metavar="RAW_DIR",
+        help="instead of --task: a raw data folder (files as downloaded; a sample submission "
+        "and description.txt are followed) built into RUN_DIR/task with the task builder "
+        "(same --model and --sandbox), then searched",
+    )
+    p.add_argument(
+        "--goal",
+        default="",
+        metavar="TEXT",
+        help='with --data: the task in words, e.g. "predict Survived" (the column it names '
+        "is the target, a metric it names is used; shown to the model)",
+    )
+    p.add_argument(
+        "--metric",
+        default=None,
+        metavar="NAME",
+        help="with --data: the task's metric (accuracy, auc, log_loss, macro_f1, map@k, "
+        "rmse, rmsle, mae)",
+    )
+
+
+def _data_task(args: argparse.Namespace) -> str | None:
+    """The task to search: ``--task``, or the package ``--data`` builds into the run directory
+    (``RUN_DIR/task``, recorded in the manifest's ``extra.cli.data``); None when the build did
+    not produce a package (its stage and reason are printed).
+
+    Raises:
+        InvalidArgument: neither or both of --task and --data, --goal/--metric without --data,
+            a bad --metric, or a run directory that cannot take a new run.
+    """
+    if (args.task is None) == (args.data is None):
+        raise InvalidArgument("give exactly one of --task TASK and --data RAW_DIR")
+    if args.data is None:
+        if args.goal or args.metric:
+            raise InvalidArgument("--goal and --metric go with --data RAW_DIR (a task to build)")
+        return str(args.task)
+    from openmle.builder import BuildOptions, build_task
+    from openmle.builder._pipeline import sandbox_factory
+    from openmle.search._rundir import DATA_TASK_DIR, check_new_run_dir
+
+    out = Path(args.out) if args.out else _default_out(args.command)
+    check_new_run_dir(out)
+    args.out = str(out)
+    package = (out / DATA_TASK_DIR).absolute()
+    options = BuildOptions(goal=args.goal, metric=args.metric)
+    box = sandbox_factory(args.sandbox)
+    stream = sys.stderr if args.json else sys.stdout
+    stream.write(f"openmle search: building {args.data} into {package}\n")
+    result = anyio.run(
+        lambda: build_task(
+            args.data, package, build_model(args.model), sandbox=box, options=options
+        )
+    )
+    if result.status != "built":
+        print(
+            f"openmle: error: the task build {result.status} at stage {result.stage}: "
+            f"{result.reason[:2000]}",
+            file=sys.stderr,
+        )
+        return None
+    spec = result.record["spec"]["spec"]
+    args.data_record = {
+        "raw_dir": str(Path(args.data).absolute()),
+        "package": DATA_TASK_DIR,
+        "goal": args.goal,
+        "metric": spec["metric"],
+        "target": spec["target"],
+    }
+    stream.write(
+        f"openmle search: built task: predict {spec['target']!r} of {spec['data_file']!r}, "
+        f"metric {spec['metric']}\n"
+    )
+    return str(package)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -786,8 +869,9 @@ def register(subparsers: Any) -> None:
         help="search a task with Draft/Improve/Debug/Crossover under a budget",
         description="Search a task and write a resumable run directory.",
     )
-    search.add_argument("--task", required=True, help="task package path or bundled task name")
+    search.add_argument("--task", help="task package path or bundled task name")
     search.add_argument("--model", default="offline", help=MODEL_HELP)
+    _data_flags(search)
     search.add_argument(
         "--budget",
         default=None,

@@ -238,6 +238,25 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _goal_options(p: argparse.ArgumentParser) -> None:
+    """``--goal`` and ``--metric``: what the user wants the task to be."""
+    p.add_argument(
+        "--goal",
+        default="",
+        metavar="TEXT",
+        help='the task in words, e.g. "predict Survived": the column it names is the target, '
+        "a metric it names is used; shown to the model",
+    )
+    p.add_argument(
+        "--metric",
+        default=None,
+        metavar="NAME",
+        help="the task's metric, from the builder's vetted library (accuracy, auc, log_loss, "
+        "macro_f1, map@k, rmse, rmsle, mae; default: the raw description's, else by the "
+        "answer format)",
+    )
+
+
 def _register_build(sub: Any) -> None:
     b = sub.add_parser("build", help="build a verified task package from a raw data directory")
     b.add_argument("raw_dir", metavar="RAW_DIR", help="the raw data, files as downloaded")
@@ -245,6 +264,7 @@ def _register_build(sub: Any) -> None:
     b.add_argument("--source", default="", help="where the data came from (URL or name)")
     b.add_argument("--licence", default="", help="the data's licence")
     b.add_argument("--name", default=None, help="task name (default: PKG_DIR's name)")
+    _goal_options(b)
     _build_options(b)
     b.set_defaults(handler=_build)
 
@@ -277,6 +297,8 @@ def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         solvability=args.solvability,
         judge=args.judge,
         prepare_timeout_s=args.prepare_timeout,
+        goal=getattr(args, "goal", ""),
+        metric=getattr(args, "metric", None),
     )
     return (lambda: build_model(args.model)), sandbox, options
 

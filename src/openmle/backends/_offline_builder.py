@@ -1,6 +1,10 @@
 """The offline model's answers to task-builder requests (no LLM): a spec and a prepare.py.
 
-For simple tabular data: the largest table with a target candidate, its first target candidate,
+The inventory's hints come first: the user's goal (its target and metric), the raw sample
+submission (its labelled table, target, id column and answer format: labels are graded by
+accuracy, a probability by AUC, probabilities per class by log loss, values by RMSE) and the
+metric the raw description names. Without hints, for simple tabular data: the largest table
+with a target candidate, its first target candidate,
 its first id candidate (else numbered rows); a target with at most 20 whole or text values is a
 classification (binary: AUC; multiclass: log loss), otherwise a regression (RMSE). The
 prepare.py is a fixed, standard-library template parametrised by the spec
@@ -11,6 +15,7 @@ labelled rows only, a constant sample submission. Deterministic: same inventory,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,14 +29,90 @@ _PROGRAMS = "openmle.backends._offline_programs"
 _SPLIT = "openmle.gym"  # _splitrules.py: standard library only, embedded in prepare.py
 
 
-def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
-    """A task spec for the inventory's largest table with a target candidate."""
-    files = {f["path"]: f for f in inventory.get("files", []) if f.get("rows") is not None}
+_FORMAT_METRIC = {
+    "labels": "accuracy",
+    "probability": "auc",
+    "probabilities": "log_loss",
+    "values": "rmse",
+}
+_FORMAT_METRICS = {
+    "labels": ("accuracy", "macro_f1"),
+    "probability": ("auc",),
+    "probabilities": ("log_loss",),
+    "values": ("rmse", "rmsle", "mae"),
+}
+_METRIC_TYPES = {
+    "accuracy": ("binary", "multiclass"),
+    "auc": ("binary",),
+    "log_loss": ("binary", "multiclass"),
+    "macro_f1": ("binary", "multiclass"),
+    "rmse": ("regression",),
+    "rmsle": ("regression",),
+    "mae": ("regression",),
+}
+
+
+def _choose(
+    inventory: Mapping[str, Any], files: Mapping[str, Any], hints: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """The (table, target): the goal's, the sample submission's, else the largest candidate."""
     candidates = [c.rsplit(":", 1) for c in inventory.get("target_candidates", [])]
-    usable = [(p, c) for p, c in candidates if p in files]
+    skip = {hints.get("sample_file"), *(hints.get("unlabeled_files") or [])}
+    usable = [(p, c) for p, c in candidates if p in files and p not in skip]
+    goal = hints.get("goal_target")
+    if goal is not None:
+        chosen = next(((p, c) for p, c in usable if c == goal), None)
+        if chosen is not None:
+            return chosen
+    if hints.get("target") and hints.get("labelled_file") in files:
+        return str(hints["labelled_file"]), str(hints["target"])
     if not usable:
+        return None
+    return max(usable, key=lambda pc: (files[pc[0]]["rows"], -usable.index(pc)))
+
+
+_TIME_NAMES = ("date", "time", "timestamp", "datetime", "year")
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?$")
+
+
+def _time_column(
+    columns: list[Mapping[str, Any]], target: str, id_column: str | None
+) -> str | None:
+    """A filled column that orders the rows in time: ISO dates (by its most frequent values),
+    else a whole-number column named like a time (``date``, ``year``, ``order_date``...).
+    The test set is then the latest rows (a time split), as a forecast would be.
+    """
+    for c in columns:
+        name = str(c["name"])
+        if name in (target, id_column) or c["missing"] or c["unique"] < 2:
+            continue
+        top = [str(t) for t in c.get("top") or []]
+        if c["kind"] == "categorical" and top and all(_ISO_DATE.match(t) for t in top):
+            return name
+        words = re.split(r"[^a-z]+", name.lower())
+        if c["kind"] == "integer" and any(w in _TIME_NAMES for w in words):
+            return name
+    return None
+
+
+def _describe(target: str, stem: str, hints: Mapping[str, Any], follows_sample: bool) -> str:
+    text = f"Predict the column {target!r} of each row of {stem} from the others."
+    if follows_sample:
+        text += (
+            f" As in the raw sample submission {hints.get('sample_file')!r}: one row per id "
+            f"{hints.get('id_column')!r}, the answer given as {hints.get('answer_format')}."
+        )
+    return text[:2000]
+
+
+def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
+    """A task spec for the inventory's hints, else its largest table with a target candidate."""
+    files = {f["path"]: f for f in inventory.get("files", []) if f.get("rows") is not None}
+    hints = inventory.get("hints") or {}
+    chosen = _choose(inventory, files, hints)
+    if chosen is None:
         return {"error": "no table with a target candidate"}
-    path, target = max(usable, key=lambda pc: (files[pc[0]]["rows"], -usable.index(pc)))
+    path, target = chosen
     table = files[path]
     col = next(c for c in table["columns"] if c["name"] == target)
     ids = [
@@ -40,6 +121,9 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
         if c.rsplit(":", 1)[0] == path
     ]
     id_column = next((c for c in ids if c != target), None)
+    given = next((c for c in table["columns"] if c["name"] == hints.get("id_column")), None)
+    if given is not None and given["all_unique"] and given["name"] != target:
+        id_column = given["name"]
     classes = col["unique"]
     if (
         col["kind"] in ("categorical", "integer")
@@ -50,7 +134,25 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
         metric = "auc" if classes == 2 else "log_loss"
     else:
         task_type, metric = "regression", "rmse"
+    follows_sample = target == hints.get("target") and path == hints.get("labelled_file")
+    if follows_sample:
+        fmt = hints.get("answer_format")
+        if fmt in ("labels", "probability", "probabilities") and task_type == "regression":
+            task_type = "binary" if classes == 2 else "multiclass"
+        if fmt == "values":
+            task_type = "regression"
+        metric = _FORMAT_METRIC.get(str(fmt), metric)
+    fits = _FORMAT_METRICS.get(str(hints.get("answer_format"))) if follows_sample else None
+    for named in (hints.get("metric"), hints.get("description_metric")):
+        fit = named in _METRIC_TYPES and task_type in _METRIC_TYPES[named]
+        if fit and (fits is None or named in fits):
+            metric = str(named)
+            break
+    if metric == "rmsle" and (col.get("minimum") or 0.0) < 0:
+        metric = "rmse"
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    time_column = _time_column(table["columns"], target, id_column)
+    split = {"kind": "time", "column": time_column} if time_column else None
     return {
         "title": f"Predict {target} ({stem})"[:80],
         "data_file": path,
@@ -60,7 +162,8 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
         "metric": metric,
         "test_fraction": 0.2,
         "seed": 0,
-        "description": f"Predict the column {target!r} of each row of {stem} from the others.",
+        **({"split": split} if split else {}),
+        "description": hints.get("description") or _describe(target, stem, hints, follows_sample),
     }
 
 

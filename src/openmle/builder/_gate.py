@@ -19,7 +19,7 @@ from attrs import field, frozen
 from openmle._types import Split
 from openmle.builder._intake import sha256_file
 from openmle.builder._inventory import Inventory, read_table
-from openmle.builder._spec import TaskSpec
+from openmle.builder._spec import TaskSpec, hint_conflicts
 from openmle.gym._gradeproc import CsvError, positive_labels
 from openmle.gym._splitrules import check_split
 
@@ -46,6 +46,10 @@ FINDINGS: dict[str, str] = {
     "answers_not_best": "the answers, submitted, do not get the best possible score",
     "sample_scores_as_answers": "the sample submission scores as well as the answers",
     "package_invalid": "openmle task validate reports an error",
+    "contradicts_sample_submission": "the task is not the one the raw sample submission asks "
+    "(target, labelled table, id, answer columns or their format)",
+    "contradicts_description": "the metric is not the one the raw description names",
+    "contradicts_goal": "the target or metric is not the one the user's goal names",
 }
 """Every finding code and what it means."""
 
@@ -189,6 +193,7 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
     if len(tables) < 4:
         return GateResult(findings=tuple(found), checksums=sums)
     _check_tables(spec, inv, tables, add)
+    _check_hints(spec, inv, tables["public/sample_submission.csv"][0], add)
     if found:
         return GateResult(findings=tuple(found), checksums=sums)
     task = load_task(package)
@@ -267,6 +272,22 @@ def _check_tables(spec: TaskSpec, inv: Inventory, tables: dict[str, _Table], add
     _check_ids(spec.submission_id, tables, add)
     _check_row_counts(spec, inv, tables, add)
     _check_split_rule(spec, (train_h, train), (test_h, test), (ans_h, answers), add)
+
+
+def _check_hints(spec: TaskSpec, inv: Inventory, sample_h: list[str], add: _Add) -> None:
+    """The task follows the raw sample submission, description and goal (see the hints)."""
+    hints = inv.hints
+    for code, message in hint_conflicts(spec, hints):
+        add(code, "builder/record.json", message)
+    if hints.target is not None and spec.target == hints.target and hints.id_column:
+        want = [hints.id_column, *hints.answer_columns]
+        if sample_h != want:
+            add(
+                "contradicts_sample_submission",
+                "public/sample_submission.csv",
+                f"columns {sample_h[:8]} differ from the raw sample submission's {want[:8]}; "
+                "write them in its order",
+            )
 
 
 def _check_ids(idc: str, tables: dict[str, _Table], add: _Add) -> None:

@@ -13,8 +13,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
 
+from openmle.builder._conventions import Hints, read_hints
 from openmle.builder._intake import Intake
 
 __all__ = ["ColumnStats", "FileInfo", "Inventory", "inventory"]
@@ -121,12 +122,15 @@ class Inventory:
         id_candidates: ``file:column`` pairs whose values are unique and whose name looks like
             an id.
         target_candidates: ``file:column`` pairs that look like a label (by name, else the
-            table's last column), most likely first.
+            table's last column), most likely first; the sample submission's target first.
+        hints: what the raw folder's sample submission and description, and the user's goal,
+            say the task is (see :mod:`openmle.builder._conventions`).
     """
 
     files: tuple[FileInfo, ...]
     id_candidates: tuple[str, ...]
     target_candidates: tuple[str, ...]
+    hints: Hints = field(factory=Hints)
 
     def file(self, path: str) -> FileInfo | None:
         """The file at ``path`` (relative to the raw directory), or None."""
@@ -143,6 +147,7 @@ class Inventory:
             "files": [f.to_dict() for f in self.files],
             "id_candidates": list(self.id_candidates),
             "target_candidates": list(self.target_candidates),
+            "hints": self.hints.to_dict(),
         }
 
     def text(self, limit: int = MAX_TEXT_CHARS) -> str:
@@ -165,6 +170,8 @@ class Inventory:
         lines.append(
             "target candidates: " + (", ".join(map(_clip, self.target_candidates)) or "none")
         )
+        if not self.hints.empty:  # first: a wide table's columns must not crowd them out
+            lines.insert(0, "conventions (follow them):\n" + self.hints.text())
         text = "\n".join(lines)
         return text if len(text) <= limit else text[: limit - 20] + "\n... (truncated)"
 
@@ -234,9 +241,14 @@ def _looks_like(name: str, words: tuple[str, ...]) -> bool:
     return low in words or any(low.endswith(("_" + w, " " + w)) for w in words)
 
 
-def inventory(record: Intake) -> Inventory:
-    """Describe every raw file; tables get schemas, row counts and column statistics."""
+def inventory(record: Intake, *, goal: str = "", metric: str | None = None) -> Inventory:
+    """Describe every raw file; tables get schemas, row counts and column statistics.
+
+    ``goal`` (the user's words) and ``metric`` (a vetted metric name, checked by the caller)
+    go into the hints with what the folder's sample submission and description say.
+    """
     files: list[FileInfo] = []
+    tables: dict[str, tuple[list[str], list[list[str]]]] = {}
     ids: list[str] = []
     targets: list[str] = []
     for raw in record.files:
@@ -250,6 +262,7 @@ def inventory(record: Intake) -> Inventory:
         except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
             files.append(FileInfo(path=raw.path, format=fmt, size=raw.size, error=str(exc)))
             continue
+        tables[raw.path] = (header, rows)
         columns = [_column_stats(h, [r[j] for r in rows]) for j, h in enumerate(header)]
         files.append(
             FileInfo(
@@ -264,4 +277,17 @@ def inventory(record: Intake) -> Inventory:
         named = [c for c in columns if _looks_like(c.name, _TARGET_WORDS)]
         last = [columns[-1]] if columns and not _looks_like(columns[-1].name, _ID_WORDS) else []
         targets.extend(f"{raw.path}:{c.name}" for c in named + [c for c in last if c not in named])
-    return Inventory(files=tuple(files), id_candidates=tuple(ids), target_candidates=tuple(targets))
+    hints = read_hints(record, tables, goal=goal, metric=metric)
+    del tables
+    first = [f"{hints.labelled_file}:{hints.target}"] if hints.target else []
+    if hints.goal_target is not None:
+        holding = [f for f in files if f.column(hints.goal_target) is not None and f.rows]
+        holding.sort(key=lambda f: (f.path != hints.labelled_file, -(f.rows or 0)))
+        first.insert(0, f"{holding[0].path}:{hints.goal_target}")
+    targets = list(dict.fromkeys(first + targets))
+    return Inventory(
+        files=tuple(files),
+        id_candidates=tuple(ids),
+        target_candidates=tuple(targets),
+        hints=hints,
+    )

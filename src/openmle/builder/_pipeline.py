@@ -29,7 +29,7 @@ from openmle.builder._intake import Intake, intake
 from openmle.builder._inventory import Inventory, inventory
 from openmle.builder._judge import JudgeThresholds, judge_task
 from openmle.builder._prepare import StageResolver, request_prepare, run_prepare
-from openmle.builder._spec import SpecError, TaskSpec, request_spec
+from openmle.builder._spec import METRIC_LIBRARY, SpecError, TaskSpec, request_spec
 from openmle.errors import InvalidArgument
 
 __all__ = ["BuildOptions", "BuildResult", "SandboxFactory", "build_task"]
@@ -96,6 +96,9 @@ class BuildOptions:
             synthetic leaderboard.
         judge: run the model's quality gate (five dimensions; ``rejected`` stops the build, a
             judge that never gave a valid answer fails it with the errors).
+        goal: the user's goal in words (``"predict Survived"``): the column it names is the
+            target, a metric it names is used; shown to the model with the inventory.
+        metric: a metric of :data:`~openmle.builder.METRIC_LIBRARY` the task must use.
     """
 
     source: str = ""
@@ -111,6 +114,16 @@ class BuildOptions:
     judge_thresholds: JudgeThresholds | None = None
     judge_attempts: int = 3
     judge_timeout_s: float = 300.0
+    goal: str = ""
+    metric: str | None = field(default=None)
+
+    @metric.validator
+    def _known_metric(self, _: object, value: str | None) -> None:
+        if value is not None and value not in METRIC_LIBRARY:
+            raise InvalidArgument(
+                f"metric (--metric) {value!r} is not a vetted metric; use one of "
+                f"{sorted(METRIC_LIBRARY)}"
+            )
 
 
 @frozen(kw_only=True)
@@ -186,7 +199,7 @@ async def build_task(
     stopped = await _decontam_stage(rec, opts, record)
     if stopped is not None:
         return stop(*stopped)
-    inv = await anyio.to_thread.run_sync(inventory, rec)
+    inv = await anyio.to_thread.run_sync(lambda: inventory(rec, goal=opts.goal, metric=opts.metric))
     record["inventory"] = inv.to_dict()
     try:
         spec_result = await request_spec(model, inv, max_attempts=opts.max_spec_attempts)

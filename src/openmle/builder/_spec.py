@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attrs import field, frozen
@@ -17,6 +17,7 @@ from attrs import field, frozen
 from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
+from openmle.builder._conventions import Hints
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory
 from openmle.errors import OpenMLEError
 from openmle.gym._gradeproc import MAX_MAP_K
@@ -71,6 +72,10 @@ def _params(value: Mapping[str, int]) -> dict[str, int]:
     return dict(value)
 
 
+def _columns(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @frozen(kw_only=True)
 class SplitRule:
     """How the labelled rows are split into train and test (see :mod:`openmle.gym._splitrules`).
@@ -106,6 +111,9 @@ class TaskSpec:
         description: what the task description must say (the goal, in plain words).
         metric_params: the metric's parameters (``{"k": 5}`` for ``map@k``; else empty).
         split: the split rule (default: random).
+        answer_columns: the prediction columns after the id, in order, when a raw sample
+            submission fixes them (one probability column per class for ``log_loss``);
+            empty for the default (the target; the classes sorted).
     """
 
     title: str
@@ -119,6 +127,7 @@ class TaskSpec:
     description: str
     metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
     split: SplitRule = SplitRule()
+    answer_columns: tuple[str, ...] = field(default=(), converter=_columns)
 
     @property
     def grader_metric(self) -> str:
@@ -152,6 +161,7 @@ class TaskSpec:
             "description": self.description,
             "metric_params": dict(self.metric_params),
             "split": self.split.to_dict(),
+            "answer_columns": list(self.answer_columns),
         }
 
 
@@ -194,8 +204,13 @@ SCHEMA_TEXT = f"""{{
   "split": {{"kind": one of {list(SPLIT_KINDS)}, "column": string or null}}
            (optional, default random; stratified: classification, column null;
            group/time: a non-target, non-id column of data_file),
-  "description": string (1-2000 chars: the goal, in plain words)
-}}"""
+  "description": string (1-2000 chars: the goal, in plain words; optional when the raw
+                 data ships a description, which is used as it is)
+}}
+When the inventory lists conventions, follow them: the sample submission's id column, target
+and format (labels: accuracy or macro_f1; values: a regression metric; probability: auc;
+probabilities per class: log_loss), the labelled table (never the unlabeled test table), the
+metric the description or the user names, and the column the user's goal names."""
 
 
 def extract_json(text: str) -> Any:
@@ -255,7 +270,15 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
             f"metric 'rmsle' needs a target >= 0 but {target!r} has negative values; use rmse"
         )
     split = _split_rule(obj.get("split"), table, target, id_column, task_type)
-    return TaskSpec(
+    hints = inv.hints
+    follows = hints.answer_format == "probabilities" and target == hints.target
+    answer_columns = hints.answer_columns if follows and metric == "log_loss" else ()
+    given = obj.get("answer_columns")
+    if given is not None and (not isinstance(given, list) or tuple(given) != answer_columns):
+        raise ValueError(
+            f"'answer_columns' must be {list(answer_columns)} (from the sample submission); omit it"
+        )
+    spec = TaskSpec(
         title=title,
         data_file=data_file,
         target=target,
@@ -264,10 +287,111 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         metric=str(metric),
         test_fraction=float(fraction),
         seed=seed,
-        description=_text(obj, "description", 2000),
+        description=_with_goal(hints.description or _text(obj, "description", 2000), hints),
         metric_params=params,
         split=split,
+        answer_columns=answer_columns,
     )
+    conflicts = hint_conflicts(spec, hints)
+    if conflicts:
+        raise ValueError(conflicts[0][1])
+    return spec
+
+
+def _with_goal(description: str, hints: Hints) -> str:
+    """The description, ending with the user's goal when there is one (at most 2,000 chars)."""
+    if not hints.goal or hints.goal in description:
+        return description
+    tail = f"\n\nThe user's goal: {hints.goal}"
+    return description[: 2000 - len(tail)].rstrip() + tail
+
+
+FORMAT_METRICS: Mapping[str, tuple[str, ...]] = {
+    "labels": ("accuracy", "macro_f1"),
+    "values": ("rmse", "rmsle", "mae"),
+    "probability": ("auc",),
+    "probabilities": ("log_loss",),
+}
+"""The vetted metrics that grade a sample submission's answer format."""
+
+
+def hint_conflicts(spec: TaskSpec, hints: Hints) -> list[tuple[str, str]]:
+    """How ``spec`` contradicts the raw folder's conventions and the user's goal.
+
+    Returns ``(finding code, message naming the fix)`` pairs, the most binding first: the
+    goal (``contradicts_goal``), the sample submission (``contradicts_sample_submission``),
+    the description's metric (``contradicts_description``). Empty when it follows them.
+    """
+    out: list[tuple[str, str]] = []
+    if spec.data_file in hints.unlabeled_files:
+        out.append(
+            (
+                "contradicts_sample_submission",
+                f"'data_file' {spec.data_file!r} is the unlabeled test table; use the labelled "
+                f"table {hints.labelled_file!r}",
+            )
+        )
+    if hints.goal_target is not None and spec.target != hints.goal_target:
+        out.append(
+            (
+                "contradicts_goal",
+                f"the user's goal names the target {hints.goal_target!r}, not {spec.target!r}",
+            )
+        )
+    if hints.metric is not None and spec.metric != hints.metric:
+        out.append(
+            ("contradicts_goal", f"the user asked for metric {hints.metric!r}, not {spec.metric!r}")
+        )
+    allowed: tuple[str, ...] = ()
+    if hints.target is not None and hints.goal_target in (None, hints.target):
+        allowed = FORMAT_METRICS.get(hints.answer_format, ())
+        if (spec.data_file, spec.target) != (hints.labelled_file, hints.target):
+            out.append(
+                (
+                    "contradicts_sample_submission",
+                    f"the sample submission {hints.sample_file!r} answers {hints.target!r} of "
+                    f"{hints.labelled_file!r}; use them as 'target' and 'data_file'",
+                )
+            )
+        elif spec.submission_id != hints.id_column:
+            out.append(
+                (
+                    "contradicts_sample_submission",
+                    f"the sample submission's id column is {hints.id_column!r}; use it as "
+                    "'id_column'",
+                )
+            )
+        elif allowed and spec.metric not in allowed:
+            out.append(
+                (
+                    "contradicts_sample_submission",
+                    f"the sample submission holds {hints.answer_format}; metric "
+                    f"{spec.metric!r} does not grade that, use one of {list(allowed)}",
+                )
+            )
+    elif hints.answer_format == "several" and hints.goal_target is None:
+        out.append(
+            (
+                "contradicts_sample_submission",
+                f"the sample submission has several target columns {list(hints.answer_columns)}"
+                "; no vetted metric grades several targets, name one with a goal",
+            )
+        )
+    named = hints.description_metric
+    if (
+        named is not None
+        and hints.metric is None
+        and spec.task_type in METRIC_LIBRARY[named][1]
+        and (not allowed or named in allowed)
+        and spec.metric != named
+    ):
+        out.append(
+            (
+                "contradicts_description",
+                f"the description names metric {named!r}; use it, not {spec.metric!r}",
+            )
+        )
+    return out
 
 
 def _data_table(obj: Mapping[str, Any], inv: Inventory) -> tuple[str, FileInfo]:

@@ -1042,8 +1042,13 @@ def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResul
     return node_id, result
 
 
-_RUN_FILES = frozenset({JOURNAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries", REQUESTS})
-"""What a run directory holds before its first committed step (``nodes/`` then empty)."""
+DATA_TASK_DIR = "task"
+"""Where ``openmle search --data`` builds the task package, inside the run directory."""
+_RUN_FILES = frozenset(
+    {JOURNAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries", REQUESTS, DATA_TASK_DIR}
+)
+"""What a run directory holds before its first committed step (``nodes/`` then empty; the
+task package ``--data`` built)."""
 
 
 def check_new_run_dir(path: str | Path) -> bool:
@@ -1065,7 +1070,7 @@ def check_new_run_dir(path: str | Path) -> bool:
     if not p.is_dir():
         raise refuse
     entries = {e.name: e for e in p.iterdir()}
-    if not entries:
+    if not set(entries) - {DATA_TASK_DIR}:
         return False
     if not set(entries) <= _RUN_FILES or any(
         (p / d).exists() and (not (p / d).is_dir() or any((p / d).iterdir()))
