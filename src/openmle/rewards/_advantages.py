@@ -113,10 +113,10 @@ def _reachable_kl(c: FloatArray, mask: BoolArray, log_k: FloatArray) -> FloatArr
         return out
     m = mask[rows]
     z = np.where(m, _TIE_RESOLUTION * (c[rows] / span[rows, None]), -np.inf)  # best at 0
-    log_q = z - np.log(np.where(m, np.exp(z), 0.0).sum(axis=1))[:, None]
+    log_q = z - np.log(_seqsum(np.where(m, np.exp(z), 0.0)))[:, None]
     q = np.where(m, np.exp(log_q), 0.0)
     safe = np.where(q > 0, log_q, 0.0)
-    out[rows] = (q * (safe + log_k[rows, None])).sum(axis=1)
+    out[rows] = _seqsum(q * (safe + log_k[rows, None]))
     return out
 
 
