@@ -302,3 +302,15 @@ def test_entropic_best_advantage_is_monotone_in_the_spread(
     top_lo = entropic_advantage(unit * lo).max()
     top_hi = entropic_advantage(unit * hi).max()
     assert top_lo <= top_hi + 1e-9 * (1 + abs(top_hi))
+
+
+def test_batched_equals_single_on_a_wide_padded_row() -> None:
+    """The example hypothesis found: a 16-wide ``[0, 1, ..., 1]`` row cut at every length gave
+    a last-bit difference while the reachable-KL sums were taken pairwise (padding changed the
+    summation tree)."""
+    matrix = np.array([[0.0] + [1.0] * 15])
+    for n in range(17):
+        mask = np.arange(16)[None, :] < n
+        assert np.array_equal(
+            entropic_advantages(matrix, mask)[0, :n], entropic_advantage(matrix[0, :n])
+        )
