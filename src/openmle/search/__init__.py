@@ -7,6 +7,8 @@
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
+  :class:`SFTExport` / :class:`SFTExportSummary` (what an export wrote and dropped),
+  :func:`estimate_tokens`,
   :func:`read_sft_jsonl`; an optional model-judged step filter: :func:`judge_sft_records`.
 - **Parent selection** (:class:`openmle.Selector` implementations): :class:`ThreeFactorSelector`
   (score, gain, novelty; presets ``paper`` and ``released``), :class:`IslandSelector` over
@@ -55,7 +57,10 @@ from openmle.search._rl import (
 )
 from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
 from openmle.search._runs.sft_export import (
+    SFTExport,
+    SFTExportSummary,
     SFTRecord,
+    estimate_tokens,
     evolutionary_records,
     export_sft,
     parallel_records,
@@ -110,6 +115,8 @@ __all__ = [
     "RLParentSelector",
     "RLStep",
     "RunDir",
+    "SFTExport",
+    "SFTExportSummary",
     "SFTRecord",
     "SearchConfig",
     "SearchCore",
@@ -123,6 +130,7 @@ __all__ = [
     "ajudge_sft_records",
     "aresume_search",
     "arun_search",
+    "estimate_tokens",
     "evolutionary_records",
     "export_sft",
     "journal_fingerprint",

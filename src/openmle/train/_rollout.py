@@ -66,7 +66,7 @@ from openmle._types import (
     RunResult,
     TaskMeta,
 )
-from openmle._validation import fail
+from openmle._validation import check_positive, check_type, fail
 from openmle.operators import ParentView, TaskBrief, build_request, parse_response, same_program
 from openmle.rewards import (
     GroupMember,
@@ -97,6 +97,13 @@ __all__ = [
 ]
 
 log = logging.getLogger("openmle.train")
+
+_PAPER_GROUP_SIZE = 16
+"""Samples per prompt in the paper's RL run (G)."""
+_PAPER_MAX_NEW_TOKENS = 24_576
+"""The paper's rollout length limit (tokens of one answer)."""
+_PAPER_TEMPERATURE = 1.0
+"""The paper's rollout sampling temperature."""
 
 
 class PolicySample(NamedTuple):
@@ -140,6 +147,15 @@ class LocalPolicy(Policy):
     tokenizer: Tokenizer
     max_new_tokens: int = 512
     temperature: float = 1.0
+
+    @classmethod
+    def paper(cls, model: nn.Module, tokenizer: Tokenizer, **overrides: Any) -> LocalPolicy:
+        """The paper's rollout sampling: temperature 1.0, at most 24,576 new tokens."""
+        kw: dict[str, Any] = {
+            "max_new_tokens": _PAPER_MAX_NEW_TOKENS, "temperature": _PAPER_TEMPERATURE,
+        }  # fmt: skip
+        kw.update(overrides)
+        return cls(model=model, tokenizer=tokenizer, **kw)
 
     async def sample(self, request: ModelRequest, n: int, *, seed: int) -> list[PolicySample]:
         """See :class:`Policy`; sampling runs in a worker thread."""
@@ -186,6 +202,9 @@ class ModelPolicy(Policy):
         model: the operator model; called ``n`` times concurrently with seeds ``seed + i``.
         tokenizer: the tokenizer of the model being trained.
         request_logprobs: ask an ``OpenAIModel`` for log-probs (the default).
+        temperature: when set, every request is sent with this temperature (None: the
+            request's own, usually the model's default).
+        max_tokens: when set, every request is sent with this answer length limit (tokens).
 
     Attributes:
         fallbacks: per reason, how many answers were re-tokenised without log-probs.
@@ -194,7 +213,19 @@ class ModelPolicy(Policy):
     model: OperatorModel
     tokenizer: Tokenizer
     request_logprobs: bool = True
+    temperature: float | None = None
+    max_tokens: int | None = None
     fallbacks: Counter[str] = field(factory=Counter, init=False)
+
+    @classmethod
+    def paper(cls, model: OperatorModel, tokenizer: Tokenizer, **overrides: Any) -> ModelPolicy:
+        """The paper's rollout sampling: temperature 1.0, at most 24,576 new tokens."""
+        kw: dict[str, Any] = {
+            "temperature": _PAPER_TEMPERATURE,
+            "max_tokens": _PAPER_MAX_NEW_TOKENS,
+        }
+        kw.update(overrides)
+        return cls(model=model, tokenizer=tokenizer, **kw)
 
     def __attrs_post_init__(self) -> None:
         from openmle.backends._openai import OpenAIModel
@@ -202,11 +233,19 @@ class ModelPolicy(Policy):
         model = self.model
         if self.request_logprobs and isinstance(model, OpenAIModel) and not model.logprobs:
             self.model = evolve(model, logprobs=True)
+        if self.temperature is not None and not self.temperature > 0:
+            raise fail("a number > 0 or None", "temperature", self.temperature)
+        if self.max_tokens is not None:
+            check_positive(check_type(self.max_tokens, int, "max_tokens"), "max_tokens")
 
     async def sample(self, request: ModelRequest, n: int, *, seed: int) -> list[PolicySample]:
         """See :class:`Policy`."""
         prompt, _ = encode_chat(self.tokenizer, request.messages)
         answers: list[ModelResponse | None] = [None] * n
+        if self.temperature is not None:
+            request = evolve(request, temperature=self.temperature)
+        if self.max_tokens is not None:
+            request = evolve(request, max_tokens=self.max_tokens)
 
         async def one(i: int) -> None:
             answers[i] = await self.model.complete(evolve(request, seed=seed + i))
@@ -397,6 +436,26 @@ class RolloutProducer:
     _rng: np.random.Generator = field(init=False)
     _pools: dict[str, dict[str, _Program]] = field(factory=dict, init=False)
     _count: int = field(default=0, init=False)
+
+    @classmethod
+    def paper(
+        cls,
+        *,
+        policy: Policy,
+        sandbox: Sandbox,
+        tasks: Sequence[RolloutTask],
+        **overrides: Any,
+    ) -> RolloutProducer:
+        """The paper's rollout shape: groups of 16 samples and the operator mix Draft 0.50,
+        Improve 0.17, Debug 0.17, Crossover 0.16 (:data:`~openmle.search.DEFAULT_MIX`).
+
+        Pair it with a policy's ``paper()`` preset (temperature 1.0, 24,576 new tokens) and, for
+        :meth:`GSPOConfig.paper() <openmle.train.GSPOConfig.paper>`, 16 groups per optimiser
+        call (``groups_per_step=16``): 256 sequences, the batch that preset checks for.
+        """
+        kw: dict[str, Any] = {"group_size": _PAPER_GROUP_SIZE, "mix": DEFAULT_MIX}
+        kw.update(overrides)
+        return cls(policy=policy, sandbox=sandbox, tasks=tasks, **kw)
 
     def __attrs_post_init__(self) -> None:
         if not self.tasks:

@@ -63,6 +63,9 @@ class SFTConfig:
         max_length: the length cut: tokens past this position (prompt + answer) are dropped
             before the forward, so no sequence longer than the context is trained on
             (``None``: no cut).
+        global_batch_size: sequences per optimiser step over all ranks; when set,
+            :meth:`SFTTrainer.step` refuses a batch holding more (a shorter final batch of an
+            epoch is allowed). ``None``: not checked.
         chunk_logprobs: compute log-probs from the output layer's input chunk by chunk of
             positions, never holding the ``(B, K, V)`` logits (same values; lower peak memory,
             one extra output-layer matmul in the backward pass). Applies to
@@ -84,6 +87,7 @@ class SFTConfig:
     total_steps: int | None = None
     epochs: int = 1
     max_length: int | None = None
+    global_batch_size: int | None = None
     chunk_logprobs: bool = True
 
     def __attrs_post_init__(self) -> None:
@@ -96,7 +100,7 @@ class SFTConfig:
             raise fail("a number in [0, 1)", "warmup_ratio", self.warmup_ratio)
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise fail("a number in [0, 1]", "min_lr_ratio", self.min_lr_ratio)
-        for name in ("total_steps", "max_length"):
+        for name in ("total_steps", "max_length", "global_batch_size"):
             v = getattr(self, name)
             if v is not None:
                 check_positive(check_type(v, int, name), name)
@@ -105,13 +109,14 @@ class SFTConfig:
     @classmethod
     def paper(cls, **overrides: Any) -> SFTConfig:
         """The paper's SFT recipe: lr 3e-5, cosine decay after a 0.1 warm-up, 3 epochs, a
-        32,768-token length cut; AdamW weight decay 0.1, betas 0.9/0.98, clipping at 1.0.
+        32,768-token length cut, a global batch of 128 sequences per optimiser step; AdamW
+        weight decay 0.1, betas 0.9/0.98, clipping at 1.0.
 
         ``total_steps`` is set by :meth:`SFTTrainer.fit` from the data (or pass it).
         """
         kw: dict[str, Any] = {
             "lr": 3e-5, "schedule": "cosine", "warmup_ratio": 0.1, "epochs": 3,
-            "max_length": 32_768,
+            "max_length": 32_768, "global_batch_size": 128,
         }  # fmt: skip
         kw.update(overrides)
         return cls(**kw)
@@ -192,6 +197,14 @@ class SFTTrainer(Trainer[SFTBatch]):
                 input_ids=batch.input_ids[:, :cut], attention_mask=batch.attention_mask[:, :cut],
                 loss_mask=batch.loss_mask[:, :cut],
             )  # fmt: skip
+        want = self.config.global_batch_size
+        if want is not None:
+            (total,) = eng.global_sum(float(batch.size))
+            if int(total) > want:
+                raise fail(
+                    f"at most global_batch_size={want} sequences over all ranks", "batch.size",
+                    int(total), "cut the data into batches of that size or set it to None",
+                )  # fmt: skip
         batch = batch.to(eng.device)
         lr = self.config.lr_at(eng.step_count)
         for g in eng.optimizer.param_groups:

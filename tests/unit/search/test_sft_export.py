@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from openmle import Operator, Outcome
@@ -13,7 +14,10 @@ from openmle.operators import parse_response
 from openmle.search import (
     Consumption,
     Node,
+    SFTExport,
+    SFTExportSummary,
     SFTRecord,
+    estimate_tokens,
     evolutionary_records,
     export_sft,
     parallel_records,
@@ -155,7 +159,7 @@ def test_export_jsonl_and_parquet_read_back(tmp_path: Path) -> None:
     nodes = [node("a", 0, D, score=0.5), node("b", 1, IM, ("a",), score=0.8)]
     run = write_run(tmp_path / "r", nodes)
     recs = export_sft([run], tmp_path / "out" / "sft.jsonl")
-    assert [r.path for r in recs] == ["parallel", "evolutionary", "evolutionary"]
+    assert [r.path for r in recs] == ["parallel", "evolutionary"]  # "a" once: no duplicates
     assert read_sft_jsonl(tmp_path / "out" / "sft.jsonl") == recs
 
     pq = tmp_path / "sft.parquet"
@@ -167,7 +171,73 @@ def test_export_jsonl_and_parquet_read_back(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets", reason="needs datasets: pip install 'openmle[trl]'")
     ds = datasets.Dataset.from_parquet(str(pq))
     assert ds[1]["messages"][-1]["role"] == "assistant"
-    assert ds[1]["messages"][-1]["content"] == recs[2].messages[-1].content
+    assert ds[1]["messages"][-1]["content"] == recs[1].messages[-1].content
+
+
+def test_default_export_has_no_duplicate_records(tmp_path: Path) -> None:
+    """A Draft in the parallel top-k and in its own segment, and nested Debug segments, are
+    written once each (the first record of a node is kept); the summary counts the rest."""
+    nodes = [
+        node("a", 0, D, score=0.5),  # parallel and a one-node segment
+        node("b", 1, D),  # failed
+        node("c", 2, G, ("b",), score=0.6),  # segment b -> c
+        node("d", 3, G, ("c",), score=0.7),  # segment b -> c -> d (b and c again)
+    ]
+    out = tmp_path / "sft.jsonl"
+    recs = export_sft([write_run(tmp_path / "r", nodes)], out)
+    assert isinstance(recs, SFTExport) and isinstance(recs, list)
+    ids = [(r.run_id, r.node_id) for r in recs]
+    assert ids == [("r", "a"), ("r", "b"), ("r", "c"), ("r", "d")]
+    assert recs[0].path == "parallel" and recs[1].path == "evolutionary"
+    assert recs.summary == SFTExportSummary(
+        selected=7, written=4, duplicates=3, over_limit=0, max_tokens=None,
+        longest=max(estimate_tokens(r.messages) for r in recs),
+    )  # fmt: skip
+    assert read_sft_jsonl(out) == list(recs)
+    # runs with the same directory name but different programs are not merged
+    other = [attrs.evolve(node("a", 0, D, score=0.4), code="print('other')\n")]
+    both = export_sft(
+        [write_run(tmp_path / "x" / "r", nodes), write_run(tmp_path / "y" / "r", other)],
+        tmp_path / "two.jsonl", path="parallel",
+    )  # fmt: skip
+    assert [r.node_id for r in both] == ["a", "a"] and both.summary.duplicates == 0
+
+
+def test_over_long_records_are_dropped_not_truncated(tmp_path: Path) -> None:
+    """A record over max_tokens is not written (nor cut); the summary counts it."""
+    long = attrs.evolve(node("b", 1, D, score=0.9), code="x = 1\n" * 400)
+    run = write_run(tmp_path / "r", [node("a", 0, D, score=0.5), long])
+    full = export_sft([run], tmp_path / "all.jsonl", path="parallel")
+    sizes = {r.node_id: estimate_tokens(r.messages) for r in full}
+    assert sizes["b"] > sizes["a"] + 500
+    limit = sizes["a"] + 10
+    recs = export_sft([run], tmp_path / "cut.jsonl", path="parallel", max_tokens=limit)
+    assert [r.node_id for r in recs] == ["a"]
+    assert recs[0] == next(r for r in full if r.node_id == "a")  # kept records are whole
+    assert (recs.summary.over_limit, recs.summary.written, recs.summary.longest) == (
+        1,
+        1,
+        sizes["a"],
+    )
+    assert read_sft_jsonl(tmp_path / "cut.jsonl") == list(recs)
+    # a caller's counter decides (here: one token per character)
+    chars = export_sft(
+        [run], tmp_path / "c.jsonl", path="parallel", max_tokens=4 * limit,
+        count_tokens=lambda msgs: sum(len(m.content) for m in msgs),
+    )  # fmt: skip
+    assert chars.summary.max_tokens == 4 * limit and chars.summary.over_limit >= 1
+    with pytest.raises(InvalidArgument, match="max_tokens"):
+        export_sft([run], tmp_path / "x.jsonl", max_tokens=0)
+    with pytest.raises(InvalidArgument, match="count_tokens"):
+        export_sft([run], tmp_path / "x.jsonl", count_tokens=lambda msgs: -1)
+
+
+def test_estimate_tokens_is_a_quarter_of_the_characters_rounded_up() -> None:
+    from openmle import Message
+
+    msgs = [Message(role="user", content="abcde"), Message(role="assistant", content="abcd")]
+    assert estimate_tokens(msgs) == 2 + 1
+    assert estimate_tokens([]) == 0
 
 
 def test_bad_arguments_name_the_field(tmp_path: Path) -> None:

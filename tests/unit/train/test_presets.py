@@ -120,3 +120,15 @@ def test_sft_length_cut_equals_training_on_the_cut_batch() -> None:
     assert ma["loss"] == pytest.approx(mb["loss"], rel=1e-6)
     for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
         torch.testing.assert_close(pa, pb)
+
+
+def test_sft_paper_global_batch_is_checked() -> None:
+    c = SFTConfig.paper()
+    assert c.global_batch_size == 128 and SFTConfig().global_batch_size is None
+    small = SFTTrainer(_model(), SFTConfig(lr=1e-3, global_batch_size=2))
+    small.step(_sft_batch(2))
+    small.step(_sft_batch(1))  # a shorter final batch is allowed
+    with pytest.raises(InvalidArgument, match="global_batch_size=2"):
+        small.step(_sft_batch(3))
+    with pytest.raises(InvalidArgument, match="global_batch_size"):
+        SFTConfig(global_batch_size=0)

@@ -37,6 +37,10 @@ journalled, with ``prompt_source == "rebuilt"``. Test scores and hidden answers 
 record. The answer is the node's plan followed by its program in one fenced block, the
 shape :func:`openmle.operators.parse_response` reads back.
 
+:func:`export_sft` writes each node at most once (both selections, and nested segments, can keep
+the same node: the first record is kept) and, with ``max_tokens``, drops records longer than the
+limit instead of truncating them; both counts are in its :class:`SFTExportSummary`.
+
 Departure from the released system: its SFT data are built from per-step directories by ad hoc
 scripts; here both selections are pure functions of the journal, and the records carry their
 provenance (run, task, node ids, score).
@@ -46,7 +50,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, final
 
@@ -61,7 +65,10 @@ from openmle.search._prompts import OperatorPrompts, PromptBuilder, TaskInfo
 from openmle.search._rundir import RunDir
 
 __all__ = [
+    "SFTExport",
+    "SFTExportSummary",
     "SFTRecord",
+    "estimate_tokens",
     "evolutionary_records",
     "export_sft",
     "parallel_records",
@@ -387,6 +394,51 @@ def evolutionary_records(
     return out
 
 
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """The default token count of a record: ``ceil(characters / 4)`` summed over its messages.
+
+    A rough estimate (about right for English prose and Python code with BPE tokenizers; the
+    chat template's own tokens are not counted). For an exact limit pass
+    ``count_tokens=`` to :func:`export_sft`, e.g. with an :class:`openmle.train.Tokenizer`
+    ``tok``: ``lambda msgs: sum(map(len, encode_chat(tok, msgs[:-1], msgs[-1].content)))``.
+    """
+    return sum(-(-len(m.content) // 4) for m in messages)
+
+
+@final
+@frozen(kw_only=True)
+class SFTExportSummary:
+    """What :func:`export_sft` selected, wrote and dropped.
+
+    Attributes:
+        selected: records the selections produced (duplicates included).
+        written: records written to the file.
+        duplicates: records dropped because an earlier one had the same node identity
+            (run, node id and messages).
+        over_limit: records dropped because they had more than ``max_tokens`` tokens.
+        max_tokens: the limit applied (None: no limit).
+        longest: the token count of the longest written record (0 when none was written).
+    """
+
+    selected: int
+    written: int
+    duplicates: int
+    over_limit: int
+    max_tokens: int | None
+    longest: int
+
+
+@final
+class SFTExport(list[SFTRecord]):
+    """The records :func:`export_sft` wrote (a ``list``, as before) with its :attr:`summary`."""
+
+    summary: SFTExportSummary
+
+    def __init__(self, records: Iterable[SFTRecord], summary: SFTExportSummary) -> None:
+        super().__init__(records)
+        self.summary = summary
+
+
 def _write_parquet(records: Sequence[SFTRecord], out: Path) -> None:
     pa = require("pyarrow", "data")
     pq = require("pyarrow.parquet", "data")
@@ -424,8 +476,22 @@ def export_sft(
     task: TaskInfo | None = None,
     prompts: PromptBuilder | None = None,
     leaderboards: Mapping[str, Sequence[float]] | None = None,
-) -> list[SFTRecord]:
+    max_tokens: int | None = None,
+    count_tokens: Callable[[Sequence[Message]], int] = estimate_tokens,
+) -> SFTExport:
     """Write SFT records from run directories to ``out`` (parquet or JSONL).
+
+    Two rules apply after the selections, in this order:
+
+    1. **No duplicates.** A node kept by both selections (a Draft among the parallel top
+       ``top_k`` that also forms a one-node segment) or by two nested evolutionary segments
+       would be written twice; records are deduplicated by node identity (run id, node id and
+       messages), keeping the first (so a parallel record wins over its evolutionary copy).
+    2. **Over-long examples are dropped, never truncated** (a cut program is a bad target):
+       with ``max_tokens``, a record whose ``count_tokens(record.messages)`` exceeds it is not
+       written. The paper trains with a 32,768-token context (``SFTConfig.paper().max_length``).
+
+    Both counts are in the returned :attr:`SFTExport.summary`.
 
     Args:
         run_dirs: run directories.
@@ -435,12 +501,16 @@ def export_sft(
             (``.parquet`` -> parquet, anything else -> JSONL).
         top_k, task, prompts: see :func:`parallel_records` / :func:`evolutionary_records`.
         leaderboards: the medal rule of :func:`evolutionary_records`.
+        max_tokens: drop records with more tokens than this (None: keep every length).
+        count_tokens: a record's token count (prompt and answer); default
+            :func:`estimate_tokens` (characters / 4, rounded up, per message).
 
     Returns:
-        The records written, parallel ones first.
+        The records written, parallel ones first: a ``list`` of :class:`SFTRecord` with a
+        ``summary`` (:class:`SFTExportSummary`).
 
     Raises:
-        InvalidArgument: an unknown ``path`` or ``format``.
+        InvalidArgument: an unknown ``path`` or ``format``, or ``max_tokens`` < 1.
         MissingDependency: parquet without pyarrow.
         RunDirError: a recorded request is missing or does not match its hash.
     """
@@ -448,11 +518,34 @@ def export_sft(
     dirs = [_open(r) for r in run_dirs]
     fmt = format or ("parquet" if str(out).endswith(".parquet") else "jsonl")
     check_choice(fmt, _FORMATS, "format")
-    records: list[SFTRecord] = []
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise fail("an integer >= 1 or None", "max_tokens", max_tokens)
+    selected: list[SFTRecord] = []
     if path in ("parallel", "both"):
-        records += parallel_records(dirs, top_k=top_k, task=task, prompts=prompts)
+        selected += parallel_records(dirs, top_k=top_k, task=task, prompts=prompts)
     if path in ("evolutionary", "both"):
-        records += evolutionary_records(dirs, task=task, prompts=prompts, leaderboards=leaderboards)
+        selected += evolutionary_records(
+            dirs, task=task, prompts=prompts, leaderboards=leaderboards
+        )
+    seen: set[tuple[str, str, tuple[Message, ...]]] = set()
+    records: list[SFTRecord] = []
+    duplicates = over_limit = longest = 0
+    for rec in selected:
+        key = (rec.run_id, rec.node_id, rec.messages)
+        if key in seen:
+            duplicates += 1
+            continue
+        seen.add(key)
+        n = count_tokens(rec.messages)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise fail("an integer >= 0 from count_tokens", "count_tokens", n)
+        if max_tokens is not None and n > max_tokens:
+            over_limit += 1
+            continue
+        longest = max(longest, n)
+        records.append(rec)
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
@@ -461,7 +554,11 @@ def export_sft(
         with dest.open("w") as f:
             for r in records:
                 f.write(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n")
-    return records
+    summary = SFTExportSummary(
+        selected=len(selected), written=len(records), duplicates=duplicates,
+        over_limit=over_limit, max_tokens=max_tokens, longest=longest,
+    )  # fmt: skip
+    return SFTExport(records, summary)
 
 
 def read_sft_jsonl(path: str | Path) -> list[SFTRecord]:
