@@ -215,6 +215,7 @@ PUBLIC = {
         "TrainerError",
     ],
     "openmle.gym": [
+        "AGGREGATION",
         "Aggregate",
         "ChildRun",
         "GradeLimits",
@@ -316,7 +317,7 @@ PUBLIC = {
         "entropic_advantages",
         "entropic_beta",
         "group_normalized_advantage",
-        "human_rank",
+        "leaderboard_rank",
         "medal_binary",
         "preferred_static_bounds",
         "read_leaderboard",

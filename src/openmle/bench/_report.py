@@ -44,7 +44,7 @@ _LABELS = {
     "silver_medal_percentage": "silver %",
     "bronze_medal_percentage": "bronze %",
     "above_median_percentage": "above median %",
-    "human_rank": "mean human rank",
+    "human_rank": "mean Human Rank",
 }
 
 
@@ -194,7 +194,7 @@ class BenchReport:
             "## Runs" + (" (every arm)" if arms else ""),
             "",
             f"| {col}competition | seed | score | gold | silver | bronze | median | medal | above "
-            "median | valid | submission | human rank | note |",
+            "median | valid | submission | Human Rank | note |",
             "| --- " * (13 + bool(arms)) + "|",
         ]
         for arm in arms or [""]:

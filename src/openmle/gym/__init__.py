@@ -20,13 +20,12 @@
 from __future__ import annotations
 
 from openmle._exports import publish
+from openmle.gym._aggregation import AGGREGATION, Aggregate, aggregate
 from openmle.gym._bundled import bundled_raw
 from openmle.gym._cache import cache_root
 from openmle.gym._grader import ChildRun, GradeLimits, confine_child, run_child
 from openmle.gym._mle import (
-    Aggregate,
     MLESummary,
-    aggregate,
     human_rank,
     match_sota_rate,
     mean_relative_gap,
@@ -41,6 +40,7 @@ from openmle.gym._reports import GradeReport, Problem, Severity, ValidationRepor
 from openmle.gym._resolve import bundled, bundled_names, resolve_task
 
 __all__ = [
+    "AGGREGATION",
     "Aggregate",
     "ChildRun",
     "GradeLimits",
