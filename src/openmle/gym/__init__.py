@@ -36,6 +36,7 @@ from openmle.gym._mle import (
     valid_rate,
 )
 from openmle.gym._package import Task, load_task, validate_path
+from openmle.gym._preview import data_preview
 from openmle.gym._reports import GradeReport, Problem, Severity, ValidationReport
 from openmle.gym._resolve import bundled, bundled_names, resolve_task
 
@@ -56,6 +57,7 @@ __all__ = [
     "bundled_raw",
     "cache_root",
     "confine_child",
+    "data_preview",
     "human_rank",
     "load_task",
     "match_sota_rate",
