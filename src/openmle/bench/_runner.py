@@ -1153,19 +1153,24 @@ _HASH_FILES = 256
 """At most this many public data files of a competition are hashed (sorted by path)."""
 
 
-def _sha256_file(path: Path) -> str:
+def _file_hashes(path: Path) -> tuple[str, str]:
+    """The file's SHA-256 and ``md5:<hex>`` (MLE-bench's checksums are MD5s), in one pass."""
     h = hashlib.sha256()
+    m = hashlib.md5(usedforsecurity=False)
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
-    return h.hexdigest()
+            m.update(chunk)
+    return h.hexdigest(), f"md5:{m.hexdigest()}"
 
 
 def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusions:
     """What identifies competition ``cid`` to the decontamination check: its id, its human
     name (MLE-bench's ``config.yaml`` ``name``), and data hashes: the SHA-256 of its
     description (what a run's manifest records as ``description_sha256``, so priors made
-    from runs on it match) and of each public data file of its test split (the first
+    from runs on it match) and the SHA-256 and MD5 (``md5:<hex>``, as MLE-bench's
+    ``checksums.yaml`` and the shipped list record them) of each public data file of its
+    test split (the first
     256 regular files under ``prepared/public``, NatureBench: ``problem/data``, sorted by path;
     symbolic links are not followed).
 
@@ -1188,11 +1193,11 @@ def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusion
             ]
             for f in files:
                 with contextlib.suppress(OSError):
-                    hashes.append(_sha256_file(f))
+                    hashes.extend(_file_hashes(f))
     return Exclusions(ids=[cid], names=names, data_hashes=hashes, suite=f"bench:{cid}")
 
 
-_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$|^(md5:[0-9a-f]{32})$")
 
 
 def check_priors_clean(
@@ -1206,10 +1211,10 @@ def check_priors_clean(
 
     A prior is about competition ``cid`` when one of its ``source_ids`` equals the id or
     the competition's name (compared normalised: lower case, punctuation as ``-``); when a
-    data hash in its ``source_ids`` (64 hex digits, optionally ``sha256:``-prefixed) is one
-    of the competition's data hashes; or when the id or the name is mentioned as whole words
-    in its ``source``, its ``source_ids`` (so a bench reference ``ID@seed-K`` matches) or its
-    advice text.
+    data hash in its ``source_ids`` (64 hex digits, optionally ``sha256:``-prefixed, or
+    ``md5:<32 hex>``) is one of the competition's data hashes (``known``); or when the id
+    or the name is mentioned as whole words in its ``source``, its ``source_ids`` (so a
+    bench reference ``ID@seed-K`` matches) or its advice text.
 
     Args:
         library: an :class:`openmle.priors.PriorLibrary`.
@@ -1227,7 +1232,9 @@ def check_priors_clean(
         excl = Exclusions(ids=[cid], suite=cid) | known.get(cid, Exclusions())
         for prior in library.priors:
             hashes = [
-                m.group(1) for s in prior.source_ids if (m := _HEX64.match(s.strip().lower()))
+                m.group(1) or m.group(2)
+                for s in prior.source_ids
+                if (m := _HEX64.match(s.strip().lower()))
             ]
             why = excl.match(
                 name=prior.source,
