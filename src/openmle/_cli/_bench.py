@@ -246,7 +246,11 @@ def _emitter(args: argparse.Namespace) -> Any:
 
 
 def _done(args: argparse.Namespace, out: Path, reports: list[Any], write: Any) -> int:
+    from openmle.bench import bench_report
+
     paths = write(out)
+    rep = bench_report(out)  # medals recomputed from the scores and the leaderboards
+    reports = [r for rows in rep.arm_seeds.values() for row in rows for r in row]
     medals = sum(r.any_medal for r in reports)
     valid = sum(r.valid_submission for r in reports)
     if args.json:
