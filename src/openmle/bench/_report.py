@@ -36,6 +36,7 @@ from openmle.bench._runner import RESULT, BenchRun, RunStatus, preset_lines, rea
 from openmle.bench._suites import KNOWN_ISSUES, MODALITY_LABELS, modality_of
 from openmle.bench.mlebench._registry import protocol_lines
 from openmle.errors import InvalidArgument
+from openmle.gym import AGGREGATION
 
 __all__ = ["BenchReport", "bench_report", "write_report"]
 
@@ -157,9 +158,20 @@ class BenchReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, JSON-ready (no timestamps of runs, so reruns compare equal)."""
+        gap = self.validation_gap()
         out: dict[str, Any] = {
             "manifest": self.run.manifest,
+            "aggregation": AGGREGATION,
             "metrics": self.metrics.to_dict(),
+            "modalities": {
+                label: {
+                    "competitions": n,
+                    "any_medal_percentage": medal.to_dict(),
+                    "valid_submissions_percentage": valid.to_dict(),
+                }
+                for label, n, medal, valid in self.modality_rows()
+            },
+            "validation_vs_test": None if gap is None else {k: v.to_dict() for k, v in gap.items()},
             "runs": [_stable(r) for r in self.reports],
         }
         if self.arm_metrics:

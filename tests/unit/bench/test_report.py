@@ -165,6 +165,9 @@ def test_modalities_validation_gap_and_medal_strip(mini: tuple[Path, Path], tmp_
     assert gap["test_any_medal"].mean == pytest.approx(100 / 3)
     md = rep.markdown()
     assert "## By modality" in md and "## Validation vs test" in md
+    d = rep.to_dict()
+    assert d["modalities"]["unknown"]["competitions"] == 3 and "ddof 1" in d["aggregation"]
+    assert d["validation_vs_test"]["test_minus_validation"]["mean"] == 0.0
     page = rep.html()
     assert 'stroke="#7d3c98" stroke-width="2" stroke-dasharray' in page  # median: dashed purple
     assert 'stroke="#717d7e"' in page and "(better)</text>" in page
