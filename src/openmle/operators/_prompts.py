@@ -299,11 +299,13 @@ def _budget_body(
     body = templates.budget.format(limit=format_duration(limit))
     left = [f"{steps_left} step{'s' if steps_left != 1 else ''}"] if steps_left is not None else []
     if time_left_s is not None:
-        left.append(format_duration(time_left_s))
+        wall = " of wall time" if sandbox_left_s is not None else ""
+        left.append(format_duration(time_left_s) + wall)
     if sandbox_left_s is not None:
         left.append(f"{format_duration(sandbox_left_s)} of program run time")
     if left:
-        body += "\n" + templates.remaining.format(left=" and ".join(left))
+        said = left[0] if len(left) == 1 else ", ".join(left[:-1]) + " and " + left[-1]
+        body += "\n" + templates.remaining.format(left=said)
     return body
 
 

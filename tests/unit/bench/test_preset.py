@@ -75,7 +75,10 @@ def test_paper_preset_run_reports_the_preset_and_every_deviation(
                for b in blobs]  # fmt: skip
     first = next(p for p in prompts if "Files (under the data directory)" in p)
     assert "train.csv" in first and "columns (4): id:int, x1:float, x2:float, label:int" in first
-    assert "This search has 1 step and" in first and "of program run time" in first
+    assert (
+        "This search has 1 step, " in first
+        and "of wall time and 12 hours of program run time" in first
+    )
 
 
 def test_deviations_are_computed_from_the_config() -> None:

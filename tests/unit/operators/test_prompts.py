@@ -111,7 +111,7 @@ def test_remaining_line_shows_steps_wall_and_sandbox_time_left() -> None:
             sandbox_left_s=3 * 3600,
         )
     )
-    assert "4 steps and 12 minutes and 3 hours of program run time left" in text
+    assert "4 steps, 12 minutes of wall time and 3 hours of program run time left" in text
     only = _user(build_request("draft", task=TASK, execution_timeout_s=60, sandbox_left_s=90))
     assert "1 minutes of program run time left" in only and "step" not in only.split("left")[0]
 

@@ -330,5 +330,5 @@ def test_the_remaining_budget_line_reaches_every_prompt(tmp_path: Path) -> None:
     assert len(users) == 4
     for step, text in enumerate(users):
         left = 4 - step - 1
-        assert f"This search has {left} step{'s' if left != 1 else ''} and " in text
+        assert f"This search has {left} step{'s' if left != 1 else ''} and " in text  # 2 parts
         assert "of program run time left" in text
