@@ -55,8 +55,17 @@ class DecontamResult:
 
 
 def check_contamination(record: Intake, blocklist: Blocklist) -> DecontamResult:
-    """Match the raw files' hashes and the data's names against ``blocklist``."""
+    """Match the raw files' hashes (SHA-256, and MD5 against ``md5:`` entries such as the
+    shipped MLE-bench checksums) and the data's names against ``blocklist``.
+    """
     matches = [f"sha256 of {f.path}" for f in record.files if f.sha256 in blocklist.data_hashes]
+    matches += [
+        f"md5 of {f.path}"
+        for f in record.files
+        if f.md5
+        and f"md5:{f.md5}" in blocklist.data_hashes
+        and f.sha256 not in blocklist.data_hashes
+    ]
     names = {record.raw_dir.name, record.source.strip()}
     names |= {Path(f.path).stem for f in record.files}
     for name in sorted(n for n in names if n):

@@ -101,3 +101,18 @@ def test_bad_lines_name_the_file_and_line(tmp_path: Path, line: str) -> None:
     bad.write_text("# fine\n" + line + "\n")
     with pytest.raises(InvalidArgument, match=r"bad.txt:2: expected 'sha256"):
         load_exclusions([bad])
+
+
+def test_builder_refuses_a_raw_file_by_its_md5(tmp_path: Path) -> None:
+    """An ``md5:`` entry (the shipped list's MLE-bench checksums are MD5s) refuses a raw file
+    with those bytes."""
+    import hashlib
+
+    raw = _raw(tmp_path)
+    digest = hashlib.md5((raw / "data.csv").read_bytes(), usedforsecurity=False).hexdigest()
+    mine = tmp_path / "mine.txt"
+    mine.write_text(f"md5:{digest}\n")
+    rec = intake(raw, source="somewhere")
+    assert rec.files[0].md5 == digest
+    result = check_contamination(rec, load_blocklist([mine], shipped=False))
+    assert result.matches == ("md5 of data.csv",)
