@@ -206,8 +206,8 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="more evaluation data to refuse (sha256:<hex> / name:<text> lines); "
-        "repeatable, added to the shipped list",
+        help="more evaluation data to refuse (sha256:<hex> / md5:<hex> / name:<text> / "
+        "id:<text> lines); repeatable, added to the shipped list",
     )
     p.add_argument(
         "--no-shipped-blocklist",
