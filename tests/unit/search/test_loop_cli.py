@@ -132,7 +132,7 @@ def test_search_preset_paper_records_the_preset_and_its_deviations(tmp_path: Pat
 
     out = tmp_path / "run"
     rc = main(["search", "--task", "tabular-binary", "--preset", "paper", "--budget", "steps=2",
-               "--out", str(out), "--quiet", "--no-report"])  # fmt: skip
+               "--out", str(out), "--quiet"])  # fmt: skip
     assert rc == 0
     m = json.loads((out / "manifest.json").read_text())
     assert m["config"]["max_debug_depth"] == 10 and m["config"]["timeout_s"] == 7200.0
@@ -144,5 +144,7 @@ def test_search_preset_paper_records_the_preset_and_its_deviations(tmp_path: Pat
     devs = m["extra"]["preset"]["deviations"]
     assert set(devs) == {"steps", "seeds", "validation", "gpu_memory_gb"}
     assert devs["steps"] == {"preset": 800, "used": 2}
+    page = (out / "report.html").read_text()
+    assert "preset <code>paper</code>" in page and "steps: preset 800 -&gt; used 2" in page
     first = json.loads(gzip.decompress(next((out / "requests").glob("*.json.gz")).read_bytes()))
     assert "Files (under the data directory)" in first["messages"][-1]["content"]
