@@ -214,7 +214,7 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         dest="shipped_blocklist",
         action="store_false",
         help="do not refuse the data on openmle's shipped list (the bundled tasks' data, "
-        "MLE-bench Lite ids); only --blocklist files apply. For checking the builder on "
+        "all 75 MLE-bench competitions); only --blocklist files apply. For checking the builder on "
         "evaluation data, never for training corpora",
     )
     p.add_argument(
