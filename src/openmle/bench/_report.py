@@ -298,7 +298,8 @@ class BenchReport:
         out = [
             f"# openmle bench: {_md(cfg.suite)}",
             "",
-            f"- competitions: {len(cfg.competitions)}, seeds: {', '.join(map(str, cfg.seeds))}",
+            f"- competitions: {len(cfg.competitions)}, seeds: {len(cfg.seeds)} "
+            f"({', '.join(map(str, cfg.seeds))})",
             f"- model: {_md(cfg.model)}, sandbox: {_md(cfg.sandbox)}, "
             f"budget: {_md(_budget_text(cfg.budget))}",
             f"- {source} commit: {_md(_commit(m))}, openmle {_md(str(m.get('openmle_version')))}",
