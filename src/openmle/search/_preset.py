@@ -142,8 +142,8 @@ PAPER = Preset(
     budget_line=True,
     data_preview=True,
     # VALIDATION: the paper's protocol is "self" (the program holds out its own split).
-    # This is the one place the preset sets it; the bench applies it in
-    # openmle.bench._runner (search for "VALIDATION:").
+    # This is the one place the preset sets it; `openmle bench run --preset paper` passes it
+    # as --validation (openmle.bench.validation_protocol compares the bench's with it).
     validation="self",
     gpu_memory_gb=12.0,
 )

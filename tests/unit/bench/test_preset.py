@@ -9,6 +9,7 @@ import gzip
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 from tests.unit.bench._minibench import build
 
@@ -42,8 +43,8 @@ def test_paper_preset_run_reports_the_preset_and_every_deviation(
         "steps": {"preset": 800, "used": 2},
         "seeds": {"preset": 3, "used": 1},
         "time_limit_s": {"preset": 7200.0, "used": 120.0},
-        "validation": {"preset": "self", "used": "split"},
     }
+    assert cfg["validation"] == "self" and manifest["validation"] == {"mini-tabular": "self"}
     assert cfg["budget"]["sandbox_s"] == 43_200 and cfg["budget"]["wall_s"] == 64_800
     assert cfg["search"] == {
         "max_debug_depth": 10,
@@ -59,14 +60,13 @@ def test_paper_preset_run_reports_the_preset_and_every_deviation(
     md = (out / "report.md").read_text()
     page = (out / "report.html").read_text()
     for text in (md, page):
-        assert "preset: paper (" in text and "validation protocol: split" in text
+        assert "preset: paper (" in text and "validation protocol: self" in text
         for line in (
             "deviation: steps: preset 800 -&gt; used 2",
             "deviation: seeds: preset 3 -&gt; used 1",
             "deviation: time\\_limit\\_s: preset 7200.0 -&gt; used 120.0"
             if text is md
             else "deviation: time_limit_s: preset 7200.0 -&gt; used 120.0",
-            "deviation: validation: preset self -&gt; used split",
         ):
             assert line in text
     # the recorded Draft request: data preview and the remaining-budget line
@@ -90,8 +90,9 @@ def test_deviations_are_computed_from_the_config() -> None:
         budget={"steps": 800, "sandbox_s": 43_200.0, "wall_s": 64_800.0},
         time_limit_s=7_200.0, search=preset_search(PAPER),
     )  # fmt: skip
+    assert preset_deviations(PAPER, attrs.evolve(base, validation="self")).deviations == {}
     devs = preset_deviations(PAPER, base).deviations
-    assert devs == {"validation": {"preset": "self", "used": "split"}}
+    assert devs == {"validation": {"preset": "self", "used": "auto"}}
     plain = BenchConfig(suite="s", competitions=["a"], seeds=[0], model="m", data_dir="/d",
                         budget={"steps": 800})  # fmt: skip
     got = preset_deviations(PAPER, plain).deviations
