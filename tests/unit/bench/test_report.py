@@ -130,9 +130,8 @@ def test_a_malformed_result_is_refused_in_one_line_naming_it(
     elif attack == "fifo":
         path.unlink()
         os.mkfifo(path)
-    elif attack == "huge":
-        path.write_text(json.dumps({"report": {"competition_id": "mini-tabular",
-                                               "reason": "x" * (5 << 20)}}))  # fmt: skip
+    elif attack == "huge":  # past the read-back cap (apparent size: refused before reading)
+        os.truncate(path, (64 << 20) + 1)
     elif attack == "wrong_id":
         path.write_text(json.dumps({"report": {"competition_id": "mini-jsonl", "seed": 0}}))
     else:
