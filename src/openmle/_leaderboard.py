@@ -35,9 +35,9 @@ from openmle.errors import InvalidArgument
 
 __all__ = [
     "MedalThresholds",
-    "beaten_fraction",
     "human_rank_of",
     "infer_higher_is_better",
+    "leaderboard_rank_of",
     "medal_of",
     "medal_positions",
     "medal_thresholds",
@@ -117,13 +117,37 @@ def medal_of(score: float | None, thresholds: MedalThresholds) -> str | None:
 def human_rank_of(
     score: float | None, scores: Sequence[float | None], *, higher_is_better: bool
 ) -> float:
-    """The human rank of ``score``: ``1 - B / (N - 1)``, clipped to [0, 1].
+    """The Human Rank of ``score``: the fraction of human leaderboard participants it surpasses.
 
-    ``N`` counts the finite leaderboard scores and ``B`` those strictly better than ``score``.
-    This is the paper's (and the released code's ``leaderboard_rank``) definition and the only
-    one openmle reports: 1.0 when no entry beats the score, 0.0 when every other entry does; a
-    one-entry leaderboard gives 1.0; a missing score or an empty leaderboard gives 0.0.
-    Example: 4 on the higher-is-better board [4, 3, 2, 1] gives 1.0.
+    ``W / N``, where ``N`` counts the finite leaderboard scores and ``W`` those *strictly worse*
+    than ``score`` (the paper's and the released results page's definition). Ties count as
+    not surpassed (not even half, unlike AIRA-dojo's ``(W + T / 2) / N``), so a score equal to
+    every entry gives 0.0 and 1.0 needs a score strictly better than every entry. A missing or
+    non-finite score, or an empty leaderboard, gives 0.0.
+
+    Example: 3 entries better of 20 (no ties) surpasses 17, 17 / 20 = 0.85; a score of 4 on
+    the higher-is-better board [4, 3, 2, 1] surpasses 3 of 4, 0.75.
+
+    This is the evaluation metric every report prints. The RL reward ``1 - B / (N - 1)`` is a
+    different number: :func:`leaderboard_rank_of` (:func:`openmle.rewards.leaderboard_rank`).
+    """
+    arr = _clean(scores)
+    if score is None or not math.isfinite(score) or arr.size == 0:
+        return 0.0
+    worse = arr < score if higher_is_better else arr > score
+    return float(np.count_nonzero(worse)) / float(arr.size)
+
+
+def leaderboard_rank_of(
+    score: float | None, scores: Sequence[float | None], *, higher_is_better: bool
+) -> float:
+    """The RL reward's rank (the released code's ``leaderboard_rank``): ``1 - B / (N - 1)``,
+    clipped to [0, 1].
+
+    ``N`` counts the finite leaderboard scores and ``B`` those strictly better than ``score``:
+    1.0 when no entry beats the score, 0.0 when every other entry does; a one-entry leaderboard
+    gives 1.0; a missing score or an empty leaderboard gives 0.0. Example: 3 better of 20 gives
+    ``1 - 3/19`` = 0.842. A reward only; reports print :func:`human_rank_of`.
     """
     arr = _clean(scores)
     if score is None or not math.isfinite(score) or arr.size == 0:
@@ -133,21 +157,6 @@ def human_rank_of(
         return 1.0
     better = int(np.count_nonzero(arr > score if higher_is_better else arr < score))
     return min(max(1.0 - better / (n - 1), 0.0), 1.0)
-
-
-def beaten_fraction(
-    score: float | None, scores: Sequence[float], *, higher_is_better: bool
-) -> float:
-    """Share of leaderboard entries strictly worse than ``score`` (0 for a missing score).
-
-    A named alternative to :func:`human_rank_of` (which openmle reports): on [4, 3, 2, 1]
-    (higher is better) a score of 4 beats 3 of 4 entries, 0.75, while its human rank is 1.0.
-    """
-    arr = _clean(scores)
-    if score is None or not math.isfinite(score) or arr.size == 0:
-        return 0.0
-    worse = arr < score if higher_is_better else arr > score
-    return float(np.count_nonzero(worse)) / float(arr.size)
 
 
 def infer_higher_is_better(scores_in_rank_order: Sequence[float]) -> bool:

@@ -36,6 +36,7 @@ _TOML_KEYS = {
     "islands",
     "arms",
     "validation",
+    "preset",
 }
 
 
@@ -98,6 +99,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         if base.get("tasks_dir") and not base.get("data"):
             base["data"] = base["tasks_dir"]
         base.setdefault("time_limit_s", 14_400.0)  # NatureBench's reference 4 hours
+    _preset_defaults(base)
     defaults = {
         "model": "offline",
         "sandbox": "local",
@@ -118,6 +120,47 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
                 else "Expected a SUITE or an experiment .toml file"
             )
     return base
+
+
+# ---------------------------------------------------------------- --preset (one group)
+
+
+def _preset_defaults(base: dict[str, Any]) -> None:
+    """With ``--preset NAME``: the preset's seeds, per-program limit and budget, where the
+    user gave none; a ``--budget`` given is laid over the preset's (a key given wins).
+    """
+    if not base.get("preset"):
+        return
+    from openmle.search import Preset
+
+    p = Preset.named(str(base["preset"]))
+    base.setdefault("seeds", p.seeds)
+    base.setdefault("time_limit_s", p.time_limit_s)
+    base.setdefault("validation", p.validation)
+    mine = f"steps={p.steps},sandbox_s={p.sandbox_s:g},wall_s={p.wall_s:g}"
+    base["budget"] = mine + ("," + str(base["budget"]) if base.get("budget") else "")
+
+
+def _budget_spec(spec: str) -> str:
+    """A budget spec with repeated keys collapsed, the last one winning."""
+    parts: dict[str, str] = {}
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        key = part.split("=", 1)[0].strip()
+        parts[key] = part
+    return ",".join(parts.values())
+
+
+def _preset_fields(s: dict[str, Any]) -> dict[str, Any]:
+    """``BenchConfig`` keyword arguments for ``--preset`` (empty without one): the preset's
+    search settings and the preset itself (deviations are computed from the config).
+    """
+    if not s.get("preset"):
+        return {}
+    from openmle.bench import preset_search
+    from openmle.search import Preset
+
+    p = Preset.named(str(s["preset"]))
+    return {"search": preset_search(p), "preset": p.to_dict()}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -154,7 +197,8 @@ def _run(args: argparse.Namespace) -> int:
     ids = bench.suite(spec if isinstance(spec, str) else list(spec))
     seeds = s["seeds"]
     seed_list = list(range(int(seeds))) if isinstance(seeds, int) else [int(x) for x in seeds]
-    budget = parse_budget(str(s["budget"]))
+    budget = parse_budget(_budget_spec(str(s["budget"])))
+    preset = _preset_fields(s)
     config = BenchConfig(
         suite=suite if isinstance(suite, str) and not suite.count(",") else "custom",
         competitions=ids,
@@ -176,7 +220,13 @@ def _run(args: argparse.Namespace) -> int:
         arms=arms,
         validation=str(s.get("validation") or "auto"),
         gpus_override=int(s["gpus"]) if explicit_gpus else None,
+        **preset,
     )
+    if preset:
+        from openmle.bench import preset_deviations
+        from openmle.search import Preset
+
+        config = preset_deviations(Preset.named(str(s["preset"])), config)
     model = build_model(config.model)
     emit = _emitter(args)
     reports = anyio.run(lambda: arun_bench(Path(s["out"]), config=config, model=model, emit=emit))
@@ -196,7 +246,11 @@ def _emitter(args: argparse.Namespace) -> Any:
 
 
 def _done(args: argparse.Namespace, out: Path, reports: list[Any], write: Any) -> int:
+    from openmle.bench import bench_report
+
     paths = write(out)
+    rep = bench_report(out)  # medals recomputed from the scores and the leaderboards
+    reports = [r for rows in rep.arm_seeds.values() for row in rows for r in row]
     medals = sum(r.any_medal for r in reports)
     valid = sum(r.valid_submission for r in reports)
     if args.json:
@@ -369,6 +423,13 @@ def _add_run(sub: Any) -> None:
         "named in its provenance is refused",
     )
     run.add_argument("--islands", type=int, help="island populations per run (default: none)")
+    run.add_argument(
+        "--preset",
+        choices=("paper",),
+        help="the paper's operating point (800 steps, 43200 sandbox s, 64800 s wall, 7200 s "
+        "per program, 3 seeds, debug depth 10, ...); flags given override it and are "
+        "recorded as deviations",
+    )
     run.add_argument(
         "--arms",
         choices=("2x2",),

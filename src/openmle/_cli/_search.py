@@ -465,7 +465,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     check_out(out)
     config = SearchConfig(
         seed=args.seed,
-        timeout_s=args.timeout,
+        timeout_s=300.0 if args.timeout is None else args.timeout,
         trust_printed_score=getattr(args, "trust_printed_score", False),
         islands=getattr(args, "islands", None) or 0,
     )
@@ -482,6 +482,10 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         with _closing(sandbox):
             raise
     selector = build_selector(args.selector, hib)
+    prompts = _prompts(model, args.summaries)
+    preset = _preset_parts(args, task, budget, config, prompts)
+    config = preset.get("config", config)
+    prompts = preset.get("prompts", prompts)
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
         shown = model_spec
@@ -510,9 +514,10 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                 run_dir=out,
                 higher_is_better=hib,
                 on_progress=None if args.quiet else _Display(stream, budget.steps),
-                prompts=_prompts(model, args.summaries),
+                prompts=prompts,
                 priors=priors,
                 manifest_extra={
+                    **({"preset": preset["entry"]} if preset else {}),
                     "cli": {
                         "model": model_spec,
                         "sandbox": args.sandbox,
@@ -521,7 +526,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                         "summaries": bool(args.summaries),
                         "priors": priors,
                         "data": getattr(args, "data_record", None),
-                    }
+                    },
                 },
             )
     except KeyboardInterrupt:
@@ -593,6 +598,16 @@ def _search(args: argparse.Namespace) -> int:
     spec = args.budget
     if spec is None:
         spec = "" if args.steps is not None else "steps=30"
+    preset = _preset(args)
+    if preset is not None:  # the preset's caps, then the user's (a key given wins)
+        mine = {"steps": preset.steps, "sandbox_s": preset.sandbox_s, "wall_s": preset.wall_s}
+        given = {p.split("=", 1)[0].strip(): p for p in (args.budget or "").split(",") if p}
+        if args.steps is not None:
+            given.pop("steps", None)
+            mine.pop("steps")
+        spec = ",".join(
+            [f"{k}={v:g}" for k, v in mine.items() if k not in given] + list(given.values())
+        )
     budget = parse_budget(spec, on_exhaust=args.on_exhaust, steps=args.steps, prices=prices)
     task = _data_task(args)
     if task is None:
@@ -677,6 +692,66 @@ def _data_task(args: argparse.Namespace) -> str | None:
         f"metric {spec['metric']}\n"
     )
     return str(package)
+
+
+# ---------------------------------------------------------------- --preset (one group)
+
+
+def _preset(args: argparse.Namespace) -> Any:
+    """The ``--preset`` of ``openmle search`` (None without one)."""
+    name = getattr(args, "preset", None)
+    if not name:
+        return None
+    from openmle.search import Preset
+
+    return Preset.named(name)
+
+
+def _preset_parts(
+    args: argparse.Namespace, task: str, budget: Any, config: Any, prompts: Any
+) -> dict[str, Any]:
+    """With ``--preset``: the search config, prompt builder and manifest entry of the preset
+    (deviations: every preset field the run does not hold at its value); else nothing.
+    """
+    preset = _preset(args)
+    if preset is None:
+        return {}
+    import attrs
+
+    from openmle._types import Split
+    from openmle.errors import OpenMLEError
+    from openmle.gym import data_preview, resolve_task
+    from openmle.operators import PromptBudget
+
+    timeout = args.timeout if args.timeout is not None else preset.time_limit_s
+    config = attrs.evolve(config, timeout_s=timeout, max_debug_depth=preset.max_debug_depth)
+    preview = ""
+    try:
+        t = resolve_task(task)
+        preview = data_preview(t.public_dir(Split.VALID), exclude=t.private_paths)
+    except (OpenMLEError, OSError):
+        preview = ""
+    prompts = attrs.evolve(
+        prompts,
+        budget=PromptBudget(operator_max_chars=dict(preset.prompt_chars)),
+        data_preview=preview,
+    )
+    used = {
+        "steps": budget.steps,
+        "sandbox_s": budget.sandbox_s,
+        "wall_s": budget.wall_s,
+        "time_limit_s": timeout,
+        "seeds": 1,
+        "max_debug_depth": preset.max_debug_depth,
+        "selector": "released" if args.selector == "three-factor" else args.selector,
+        "prompt_chars": dict(preset.prompt_chars),
+        "data_preview": bool(preview),
+        "budget_line": True,
+        "validation": "split",
+        "gpu_memory_gb": None,
+    }
+    entry = {"preset": preset.to_dict(), "deviations": preset.deviations(used)}
+    return {"config": config, "prompts": prompts, "entry": entry}
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -790,8 +865,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         type=_positive(float),
-        default=300.0,
-        help="per-run limit of one program in seconds (default: 300)",
+        default=None,
+        help="per-run limit of one program in seconds (default: 300; --preset paper: 7200)",
     )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: openmle-runs/...)")
     p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
@@ -908,6 +983,13 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="a prior library (JSONL, see openmle.priors): the priors retrieved for the task "
         "are shown to Draft and Improve prompts; its hash is kept in the manifest",
+    )
+    search.add_argument(
+        "--preset",
+        choices=("paper",),
+        help="the paper's operating point (800 steps, 43200 sandbox s, 64800 s wall, 7200 s "
+        "per program, debug depth 10, per-operator prompt caps, data preview); flags given "
+        "override it and are recorded in the manifest as deviations",
     )
     search.add_argument(
         "--islands",

@@ -206,15 +206,15 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="more evaluation data to refuse (sha256:<hex> / name:<text> lines); "
-        "repeatable, added to the shipped list",
+        help="more evaluation data to refuse (sha256:<hex> / md5:<hex> / name:<text> / "
+        "id:<text> lines); repeatable, added to the shipped list",
     )
     p.add_argument(
         "--no-shipped-blocklist",
         dest="shipped_blocklist",
         action="store_false",
         help="do not refuse the data on openmle's shipped list (the bundled tasks' data, "
-        "MLE-bench Lite ids); only --blocklist files apply. For checking the builder on "
+        "all 75 MLE-bench competitions); only --blocklist files apply. For checking the builder on "
         "evaluation data, never for training corpora",
     )
     p.add_argument(

@@ -55,6 +55,7 @@ from openmle.bench._naturebench import (
 from openmle.bench._naturebench_report import case_rows, read_judge, write_naturebench_report
 from openmle.bench._report import BenchReport, bench_report, write_report
 from openmle.bench._runner import (
+    SEARCH_KEYS,
     Arm,
     BenchConfig,
     BenchRun,
@@ -65,15 +66,30 @@ from openmle.bench._runner import (
     bench_status,
     check_priors_clean,
     competition_exclusions,
+    preset_deviations,
+    preset_lines,
+    preset_search,
     priors_ablation,
+    read_result,
+    validation_protocol,
 )
-from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITES
+from openmle.bench._suites import (
+    KNOWN_ISSUES,
+    LITE_IDS,
+    MODALITIES,
+    MODALITY_LABELS,
+    SUITES,
+    modality_of,
+)
 
 __all__ = [
     "KNOWN_ISSUES",
     "LITE_IDS",
     "METRICS",
     "MLEBENCH_REPORT_FIELDS",
+    "MODALITIES",
+    "MODALITY_LABELS",
+    "SEARCH_KEYS",
     "SMOKE_IDS",
     "SUITES",
     "Arm",
@@ -108,13 +124,19 @@ __all__ = [
     "competition_exclusions",
     "competition_report",
     "doctor",
+    "modality_of",
     "parse_sota",
+    "preset_deviations",
+    "preset_lines",
+    "preset_search",
     "primary_metrics",
     "priors_ablation",
     "rank_score",
     "read_judge",
+    "read_result",
     "round_score",
     "smoke_miniature",
+    "validation_protocol",
     "write_naturebench_report",
     "write_report",
 ]

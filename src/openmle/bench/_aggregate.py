@@ -7,10 +7,12 @@
   of seeds is the largest count and missing reports are failures (no submission, no medal).
   ``requested`` caps the number of seeds (-1: all).
 - Per seed: the percentage of competitions with a submission, a valid submission, above
-  median, gold, silver, bronze, any medal; plus (ours) the mean human rank.
-- Over seeds: the mean, the standard error of the mean with ``ddof=1`` (MLE-bench's
-  ``scipy.stats.sem``; 0 for one seed), MLE-bench's 95 % interval ``mean +- 1.96 SEM``, and the
-  population standard deviation (``ddof=0``; the paper's "+-").
+  median, gold, silver, bronze, any medal; plus the mean Human Rank (the fraction of
+  leaderboard entries strictly worse, :func:`openmle.gym.human_rank`'s definition).
+- Over seeds: :class:`openmle.gym.Aggregate`, the one convention shared with
+  :func:`openmle.gym.summarize`: the mean, the standard error of the mean with ``ddof=1``
+  (MLE-bench's ``scipy.stats.sem``; 0 for one seed), MLE-bench's 95 % interval
+  ``mean +- 1.96 SEM``, and the population standard deviation (``ddof=0``; the paper's "+-").
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from attrs import frozen
 
 from openmle.bench._medals import CompetitionReport
 from openmle.errors import InvalidArgument
+from openmle.gym import Aggregate
 
 __all__ = ["METRICS", "Metric", "SeedMetrics", "SuiteMetrics", "aggregate_seeds", "build_seeds"]
 
@@ -133,66 +136,9 @@ class SeedMetrics:
         }
 
 
-@final
-@frozen(kw_only=True)
-class Metric:
-    """One metric over seeds.
-
-    Args:
-        mean: mean over seeds.
-        sem: standard error, sample sd (ddof 1) / sqrt(n); 0 for one seed (MLE-bench).
-        sd: population standard deviation (ddof 0; the paper's +-).
-        ci_lower, ci_upper: ``mean -+ 1.96 sem`` (MLE-bench's interval).
-        per_seed: the values, in seed order.
-    """
-
-    mean: float
-    sem: float
-    sd: float
-    ci_lower: float
-    ci_upper: float
-    per_seed: tuple[float, ...]
-
-    @property
-    def n(self) -> int:
-        """Seeds averaged."""
-        return len(self.per_seed)
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Metric:
-        """Mean, SEM (ddof 1) and population sd of ``values``.
-
-        Raises:
-            InvalidArgument: no values.
-        """
-        vals = tuple(float(v) for v in values)
-        if not vals:
-            raise InvalidArgument("Expected at least one seed but got none")
-        n = len(vals)
-        mean = math.fsum(vals) / n
-        ss = math.fsum((v - mean) ** 2 for v in vals)
-        sem = math.sqrt(ss / (n - 1)) / math.sqrt(n) if n > 1 else 0.0
-        sd = math.sqrt(ss / n)
-        return cls(
-            mean=mean,
-            sem=sem,
-            sd=sd,
-            ci_lower=mean - 1.96 * sem,
-            ci_upper=mean + 1.96 * sem,
-            per_seed=vals,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "mean": self.mean,
-            "sem": self.sem,
-            "sd": self.sd,
-            "ci_lower": self.ci_lower,
-            "ci_upper": self.ci_upper,
-            "n": self.n,
-            "per_seed": list(self.per_seed),
-        }
+Metric = Aggregate
+"""One metric over seeds: :class:`openmle.gym.Aggregate` (mean, SEM with ddof 1, population sd,
+MLE-bench's 95 % interval; the per-seed values as ``per_seed``)."""
 
 
 @final

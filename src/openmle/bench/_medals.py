@@ -28,9 +28,9 @@ Implemented from MLE-bench's documented behaviour (``mlebench/grade_helpers.py``
 One departure: a grader that returns a non-finite number (NaN, inf) gives ``score=None`` here
 (MLE-bench keeps the NaN and calls the submission valid); a NaN cannot earn anything either way.
 
-Human rank (the paper's definition, the one used across openmle): ``1 - B / (N - 1)`` where
-``B`` counts finite leaderboard scores strictly better than the score; 1.0 on a one-row board,
-0.0 for a missing score; see :func:`openmle._leaderboard.human_rank_of`.
+Human Rank (the paper's definition, the one every openmle report prints): the fraction of the
+``N`` finite leaderboard scores strictly worse than the score (ties are not surpassed), 0.0 for
+a missing score; see :func:`openmle._leaderboard.human_rank_of`.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ MLE-bench's tools read a plain agent's results; each arm's own pair is in
 
 from __future__ import annotations
 
+import contextlib
+import datetime as _dt
 import html
 import json
 import math
@@ -27,12 +29,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from openmle.bench._aggregate import METRICS, SuiteMetrics, aggregate_seeds
+from openmle.bench._aggregate import METRICS, Metric, SuiteMetrics, aggregate_seeds
 from openmle.bench._medals import CompetitionReport, competition_report
 from openmle.bench._mlebench import MLEBenchTask
-from openmle.bench._runner import BenchRun
-from openmle.bench._suites import KNOWN_ISSUES
+from openmle.bench._runner import RESULT, BenchRun, RunStatus, preset_lines, read_result
+from openmle.bench._suites import KNOWN_ISSUES, MODALITY_LABELS, modality_of
 from openmle.bench.mlebench._registry import protocol_lines
+from openmle.errors import InvalidArgument
+from openmle.gym import AGGREGATION
 
 __all__ = ["BenchReport", "bench_report", "write_report"]
 
@@ -44,15 +48,24 @@ _LABELS = {
     "silver_medal_percentage": "silver %",
     "bronze_medal_percentage": "bronze %",
     "above_median_percentage": "above median %",
-    "human_rank": "mean human rank",
+    "human_rank": "mean Human Rank",
 }
 
 
 class BenchReport:
-    """A bench directory's results: the reports (seed-major) and the suite metrics."""
+    """A bench directory's results: the reports (seed-major) and the suite metrics.
+
+    Nothing a run directory holds is taken on trust: each ``bench_result.json`` is read
+    bounded and checked (:func:`openmle.bench.read_result`), and only its score, reason and
+    seed are used; medals, thresholds, validity, the Human Rank and the submission path are
+    recomputed from the competition's leaderboard and the kept submission file. Without the
+    leaderboard (registry not at hand) a run keeps its score and gets no medal, with a note.
+    """
 
     def __init__(self, run: BenchRun) -> None:
         self.run = run
+        self._boards: dict[str, Any] = {}
+        self._bench: Any = None
         by_key = {(s.arm, s.competition_id, s.seed): s for s in run.status()}
         names = [a.name for a in run.config.arms] or [""]
         self.arm_seeds: dict[str, list[list[CompetitionReport]]] = {}
@@ -62,9 +75,7 @@ class BenchReport:
                 row = []
                 for cid in run.config.competitions:
                     s = by_key[(arm, cid, seed)]
-                    row.append(
-                        s.report if s.report is not None else _missing(run, cid, seed, s.state)
-                    )
+                    row.append(self._verified(s, arm))
                 rows.append(row)
             self.arm_seeds[arm] = rows
         self.seeds: list[list[CompetitionReport]] = self.arm_seeds[names[0]]
@@ -73,6 +84,73 @@ class BenchReport:
             a: aggregate_seeds(rows) for a, rows in self.arm_seeds.items() if a
         }
 
+    def _board(self, cid: str) -> Any:
+        """The competition's leaderboard, or None (NatureBench, or registry not at hand)."""
+        if cid not in self._boards:
+            from openmle.bench._runner import _bench_of
+            from openmle.errors import OpenMLEError
+
+            board = None
+            with contextlib.suppress(OpenMLEError, OSError, ValueError):
+                if self._bench is None:
+                    self._bench = _bench_of(self.run.config, self.run.path)
+                task = self._bench.task(cid)
+                if isinstance(task, MLEBenchTask):
+                    board = task.leaderboard
+            self._boards[cid] = board
+        return self._boards[cid]
+
+    def _verified(self, s: RunStatus, arm: str) -> CompetitionReport:
+        """The run's report rebuilt from its stored score (see the class doc)."""
+        cid, seed = s.competition_id, s.seed
+        claimed = s.report
+        if claimed is None:
+            reason = f"run {s.state}: counted as a failure"
+            score: float | None = None
+        else:
+            if claimed.competition_id != cid or claimed.seed != seed:
+                raise InvalidArgument(
+                    f"{self.run.run_dir(cid, seed, arm) / RESULT}: malformed bench result "
+                    f"(it names {claimed.competition_id!r} seed {claimed.seed}); delete it "
+                    "to re-grade that run with `openmle bench resume`"
+                )
+            reason, score = claimed.reason, claimed.score
+        kept = self.run.submission_path(cid, seed, arm)
+        exists = claimed is not None and kept.is_file() and not kept.is_symlink()
+        rel = str(kept.relative_to(self.run.path)) if exists else ""
+        if not exists:
+            score = None
+            if claimed is not None and claimed.score is not None:
+                reason = "the kept submission file is missing: not counted"
+        board = self._board(cid)
+        if board is not None:
+            when = None
+            if claimed is not None:
+                with contextlib.suppress(ValueError):
+                    when = _dt.datetime.fromisoformat(claimed.created_at)
+            return competition_report(
+                cid,
+                score,
+                board,
+                submission_exists=exists,
+                submission_path=rel,
+                seed=seed,
+                reason=reason,
+                created_at=when,
+            )
+        if self.run.config.benchmark == "mle-bench" and score is not None:
+            reason = "medals not verified: the competition's leaderboard is not at hand"
+        return CompetitionReport(
+            competition_id=cid,
+            score=score,
+            submission_exists=exists,
+            valid_submission=score is not None,
+            created_at=claimed.created_at if claimed is not None else "",
+            submission_path=rel,
+            seed=seed,
+            reason=reason,
+        )
+
     @property
     def reports(self) -> list[CompetitionReport]:
         """Every run's report, seed-major (of the first arm, in an ablation)."""
@@ -80,9 +158,20 @@ class BenchReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, JSON-ready (no timestamps of runs, so reruns compare equal)."""
+        gap = self.validation_gap()
         out: dict[str, Any] = {
             "manifest": self.run.manifest,
+            "aggregation": AGGREGATION,
             "metrics": self.metrics.to_dict(),
+            "modalities": {
+                label: {
+                    "competitions": n,
+                    "any_medal_percentage": medal.to_dict(),
+                    "valid_submissions_percentage": valid.to_dict(),
+                }
+                for label, n, medal, valid in self.modality_rows()
+            },
+            "validation_vs_test": None if gap is None else {k: v.to_dict() for k, v in gap.items()},
             "runs": [_stable(r) for r in self.reports],
         }
         if self.arm_metrics:
@@ -97,15 +186,16 @@ class BenchReport:
             }
         return out
 
+    def _result(self, cid: str, seed: int, arm: str) -> dict[str, Any]:
+        """The run's checked ``bench_result.json`` ({} when absent)."""
+        return read_result(self.run.run_dir(cid, seed, arm) / RESULT) or {}
+
     def _spent(self, arm: str) -> dict[str, float]:
         """Total compute the arm's finished runs spent (sandbox seconds, steps, GPU-seconds)."""
         total: dict[str, float] = {}
         for cid in self.run.config.competitions:
             for seed in self.run.config.seeds:
-                res = self.run.run_dir(cid, seed, arm) / "bench_result.json"
-                if not res.is_file():
-                    continue
-                spent = json.loads(res.read_text(encoding="utf-8")).get("spent") or {}
+                spent = self._result(cid, seed, arm).get("spent") or {}
                 for k in ("sandbox_s", "steps", "gpu_s"):
                     v = spent.get(k)
                     if isinstance(v, int | float) and not isinstance(v, bool):
@@ -118,13 +208,13 @@ class BenchReport:
             return []
         cfg = self.run.config
         arms = list(cfg.arms)
-        sha = (cfg.priors_sha256 or "")[:16]
+        sha = _md((cfg.priors_sha256 or "")[:16])
         out = [
             "## Arms (mean ± population sd over seeds; same competitions, seeds and budget)",
             "",
-            "| metric | " + " | ".join(a.name for a in arms) + " |",
+            "| metric | " + " | ".join(_md(a.name) for a in arms) + " |",
             "| --- |" + " --- |" * len(arms),
-            "| priors | " + " | ".join(f"on (`{sha}`)" if a.priors else "off" for a in arms) + " |",
+            "| priors | " + " | ".join(f"on ({sha})" if a.priors else "off" for a in arms) + " |",
             "| workers | " + " | ".join(str(a.workers) for a in arms) + " |",
             "| sandbox s spent | "
             + " | ".join(_fmt(self._spent(a.name).get("sandbox_s")) for a in arms)
@@ -139,42 +229,95 @@ class BenchReport:
         out.append("")
         if len({a.priors for a in arms}) > 1:
             out += [
-                f"Arms with priors on saw the library sha256 `{sha}`; arms with priors off "
+                f"Arms with priors on saw the library sha256 {sha}; arms with priors off "
                 "saw none. These runs differ in priors on purpose (the difference is the "
                 "priors' effect); compare them with other benches only at the same library.",
                 "",
             ]
         if len({a.workers for a in arms}) > 1:
             out += [
-                f"Every arm had the same budget (`{dict(cfg.budget)}`): more workers spend the "
-                "same sandbox compute in parallel, so the workers' effect is not bought with "
-                "more compute.",
+                f"Every arm had the same budget ({_md(_budget_text(cfg.budget))}): more workers "
+                "spend the same sandbox compute in parallel, so the workers' effect is not "
+                "bought with more compute.",
                 "",
             ]
+        return out
+
+    # ------------------------------------------------------------------ breakdowns
+
+    def modality_rows(self) -> list[tuple[str, int, Metric, Metric]]:
+        """Per modality of the competitions (:data:`openmle.bench.MODALITIES`): the label,
+        how many competitions, and any-medal % and valid-submission % over seeds. Competitions
+        without a known modality are grouped as ``unknown``.
+        """
+        groups: dict[str, list[str]] = {}
+        for cid in self.run.config.competitions:
+            groups.setdefault(modality_of(cid) or "unknown", []).append(cid)
+        out = []
+        for label in (*MODALITY_LABELS, "unknown"):
+            ids = groups.get(label)
+            if not ids:
+                continue
+            medal, valid = [], []
+            for row in self.seeds:
+                part = [r for r in row if r.competition_id in ids]
+                medal.append(100 * sum(r.any_medal for r in part) / len(part))
+                valid.append(100 * sum(r.valid_submission for r in part) / len(part))
+            out.append((label, len(ids), Metric.of(medal), Metric.of(valid)))
+        return out
+
+    def validation_gap(self) -> dict[str, Any] | None:
+        """Validation-vs-test any-medal % over seeds: the medal each run's best *validation*
+        score (recorded by the runner as ``best_valid_score``) would earn on the leaderboard,
+        next to the graded test submission's. None without leaderboards (NatureBench).
+        """
+        valid_pct: list[float] = []
+        test_pct: list[float] = []
+        for seed, row in zip(self.run.config.seeds, self.seeds, strict=True):
+            hits = 0
+            for r in row:
+                board = self._board(r.competition_id)
+                if board is None:
+                    return None
+                best = self._result(r.competition_id, seed, "").get("best_valid_score")
+                if isinstance(best, int | float) and math.isfinite(best):
+                    hits += competition_report(
+                        r.competition_id, float(best), board, submission_exists=True
+                    ).any_medal
+            valid_pct.append(100 * hits / len(row))
+            test_pct.append(100 * sum(r.any_medal for r in row) / len(row))
+        v, t = Metric.of(valid_pct), Metric.of(test_pct)
+        gap = Metric.of([b - a for a, b in zip(valid_pct, test_pct, strict=True)])
+        return {"validation_any_medal": v, "test_any_medal": t, "test_minus_validation": gap}
+
+    def _header(self) -> list[str]:
+        """The Markdown header lines (every text escaped)."""
+        m = self.run.manifest
+        cfg = self.run.config
+        source = "MLE-bench" if cfg.benchmark == "mle-bench" else "NatureBench"
+        out = [
+            f"# openmle bench: {_md(cfg.suite)}",
+            "",
+            f"- competitions: {len(cfg.competitions)}, seeds: {len(cfg.seeds)} "
+            f"({', '.join(map(str, cfg.seeds))})",
+            f"- model: {_md(cfg.model)}, sandbox: {_md(cfg.sandbox)}, "
+            f"budget: {_md(_budget_text(cfg.budget))}",
+            f"- {source} commit: {_md(_commit(m))}, openmle {_md(str(m.get('openmle_version')))}",
+            f"- hardware: {_md(_hw(m.get('hardware')))}; per run: "
+            f"{_md(_resources(cfg))}, {cfg.time_limit_s:g} s per program",
+        ]
+        out += [f"- {_md(line, limit=1_000)}" for line in preset_lines(cfg)]
+        out += [f"- {_md(line[2:], limit=1_000)}" for line in protocol_lines(m)]
         return out
 
     # ------------------------------------------------------------------ Markdown
 
     def markdown(self) -> str:
-        """The report as Markdown."""
-        m = self.run.manifest
-        cfg = m["config"]
+        """The report as Markdown (every text from the bench directory escaped)."""
         out = [
-            f"# openmle bench: {cfg['suite']}",
+            *self._header(),
             "",
-            f"- competitions: {len(cfg['competitions'])}, seeds: {cfg['seeds']}",
-            f"- model: `{cfg['model']}`, sandbox: `{cfg['sandbox']}`, budget: `{cfg['budget']}`",
-            (
-                f"- MLE-bench commit: `{m['mlebench'].get('mlebench_commit') or 'unknown'}`, "
-                if "mlebench" in m
-                else f"- NatureBench commit: `{m['naturebench'].get('commit') or 'unknown'}`, "
-            )
-            + f"openmle {m['openmle_version']}",
-            f"- hardware: {_hw(m['hardware'])}; per run: {cfg['resources']}, "
-            f"{cfg['time_limit_s']:g} s per program",
-            *protocol_lines(m),
-            "",
-            "## Suite (mean ± SEM over seeds, ddof 1; sd = population sd)",
+            "## Suite (mean, SEM = sample sd (ddof 1) / sqrt(seeds), sd = population sd)",
             "",
             "| metric | mean | SEM | sd | per seed |",
             "| --- | --- | --- | --- | --- |",
@@ -185,6 +328,38 @@ class BenchReport:
             out.append(
                 f"| {_LABELS[key]} | {_fmt(mt.mean)} | {_fmt(mt.sem)} | {_fmt(mt.sd)} | {per} |"
             )
+        out += [
+            "",
+            "Human Rank: the fraction of the competition's leaderboard entries strictly worse "
+            "than the test score (ties not counted), 0 for an invalid submission.",
+            "",
+            "## By modality (any medal %, valid submission %: mean ± population sd)",
+            "",
+            "| modality | competitions | any medal % | valid submission % |",
+            "| --- | --- | --- | --- |",
+        ]
+        for label, n, medal, valid in self.modality_rows():
+            out.append(
+                f"| {label} | {n} | {_fmt(medal.mean)} ± {_fmt(medal.sd)} | "
+                f"{_fmt(valid.mean)} ± {_fmt(valid.sd)} |"
+            )
+        gap = self.validation_gap()
+        if gap is not None:
+            out += [
+                "",
+                "## Validation vs test (any medal %: mean ± population sd)",
+                "",
+                "| medal of | mean | sd | per seed |",
+                "| --- | --- | --- | --- |",
+            ]
+            for key, label in (
+                ("validation_any_medal", "best validation score"),
+                ("test_any_medal", "test submission"),
+                ("test_minus_validation", "test - validation"),
+            ):
+                mt = gap[key]
+                per = ", ".join(_fmt(v) for v in mt.per_seed)
+                out.append(f"| {label} | {_fmt(mt.mean)} | {_fmt(mt.sd)} | {per} |")
         if self.arm_metrics:
             out += ["", *self.arms_markdown()]
         arms = [a for a in self.arm_seeds if a]
@@ -194,7 +369,7 @@ class BenchReport:
             "## Runs" + (" (every arm)" if arms else ""),
             "",
             f"| {col}competition | seed | score | gold | silver | bronze | median | medal | above "
-            "median | valid | submission | human rank | note |",
+            "median | valid | submission | Human Rank | note |",
             "| --- " * (13 + bool(arms)) + "|",
         ]
         for arm in arms or [""]:
@@ -208,7 +383,7 @@ class BenchReport:
                         + KNOWN_ISSUES[r.competition_id]
                     )
                 out.append(
-                    f"| {arm + ' | ' if arms else ''}{r.competition_id} | {r.seed} | "
+                    f"| {_md(arm) + ' | ' if arms else ''}{_md(r.competition_id)} | {r.seed} | "
                     f"{_fmt(r.score)} | {_fmt(r.gold_threshold)} | {_fmt(r.silver_threshold)} | "
                     f"{_fmt(r.bronze_threshold)} | {_fmt(r.median_threshold)} | "
                     f"{r.medal or '-'} | {_yes(r.above_median)} | {_yes(r.valid_submission)} | "
@@ -227,7 +402,7 @@ class BenchReport:
                 r = next(x for x in runs if x.seed == seed)
                 label = r.medal or ("valid" if r.valid_submission else "failed")
                 cells.append(
-                    f'<td class="{label}" title="{e(r.reason)}">{e(label)}<br>'
+                    f'<td class="{label}" title="{e(r.reason[:300])}">{e(label)}<br>'
                     f"<small>{_fmt(r.score)}</small></td>"
                 )
             out.append(f"<tr><th>{e(cid)}</th>{''.join(cells)}<td>{_plot(runs)}</td></tr>")
@@ -236,21 +411,25 @@ class BenchReport:
     # ------------------------------------------------------------------ HTML
 
     def html(self) -> str:
-        """A self-contained HTML page: suite table, medal table, score-vs-threshold plots."""
-        cfg = self.run.manifest["config"]
+        """A self-contained HTML page: suite table, medal table, score-vs-threshold plots
+        (every text from the bench directory escaped).
+        """
+        cfg = self.run.config
         e = html.escape
         m = self.run.manifest
-        source = "MLE-bench" if "mlebench" in m else "NatureBench"
-        commit = (m.get("mlebench") or {}).get("mlebench_commit") or (
-            m.get("naturebench") or {}
-        ).get("commit")
+        source = "MLE-bench" if cfg.benchmark == "mle-bench" else "NatureBench"
         rows = "".join(
             f"<tr><td>{e(_LABELS[k])}</td><td>{_fmt(self.metrics.metrics[k].mean)}</td>"
             f"<td>{_fmt(self.metrics.metrics[k].sem)}</td>"
             f"<td>{_fmt(self.metrics.metrics[k].sd)}</td></tr>"
             for k in METRICS
         )
-        seeds = list(cfg["seeds"])
+        modal = "".join(
+            f"<tr><td>{e(label)}</td><td>{n}</td><td>{_fmt(md.mean)} ± {_fmt(md.sd)}</td>"
+            f"<td>{_fmt(vd.mean)} ± {_fmt(vd.sd)}</td></tr>"
+            for label, n, md, vd in self.modality_rows()
+        )
+        seeds = list(cfg.seeds)
         arms = [a for a in self.arm_seeds if a]
         medal_rows = []
         for arm in arms or [""]:
@@ -258,8 +437,12 @@ class BenchReport:
                 medal_rows.append(f'<tr><th colspan="{len(seeds) + 2}">arm {e(arm)}</th></tr>')
             medal_rows += self._medal_rows(arm, seeds)
         head = "".join(f"<th>seed {s}</th>" for s in seeds)
+        preset = "".join(
+            f"<li>{e(line)}</li>"
+            for line in [*preset_lines(cfg), *(x[2:] for x in protocol_lines(m))]
+        )
         return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>openmle bench: {e(cfg["suite"])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>openmle bench: {e(cfg.suite)}</title>
 <style>
 body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}
 table{{border-collapse:collapse;margin-bottom:2em}}
@@ -267,24 +450,40 @@ td,th{{border:1px solid #ccc;padding:4px 8px;text-align:center}}
 .gold{{background:#f5d76e}}.silver{{background:#d5d8dc}}.bronze{{background:#e0a96d}}
 .failed{{background:#f5b7b1}}.valid{{background:#eafaf1}}
 </style></head><body>
-<h1>openmle bench: {e(cfg["suite"])}</h1>
-<p>{len(cfg["competitions"])} competitions &times; {len(seeds)} seeds; model
-<code>{e(cfg["model"])}</code>, sandbox <code>{e(cfg["sandbox"])}</code>, budget
-<code>{e(json.dumps(cfg["budget"]))}</code>; {e(source)} commit
-<code>{e(str(commit or "unknown"))}</code>;
-hardware: {e(_hw(self.run.manifest["hardware"]))}. Missing or failed runs count as failures.</p>
-<h2>Suite (mean, SEM with ddof 1, population sd)</h2>
+<h1>openmle bench: {e(cfg.suite)}</h1>
+<p>{len(cfg.competitions)} competitions &times; {len(seeds)} seeds; model
+<code>{e(cfg.model)}</code>, sandbox <code>{e(cfg.sandbox)}</code>, budget
+<code>{e(_budget_text(cfg.budget))}</code>; {e(source)} commit
+<code>{e(_commit(m))}</code>;
+hardware: {e(_hw(m.get("hardware")))}. Missing or failed runs count as failures.</p>
+<ul>{preset}</ul>
+<h2>Suite (mean, SEM = sample sd (ddof 1) / sqrt(seeds), population sd)</h2>
 <table><tr><th>metric</th><th>mean</th><th>SEM</th><th>sd</th></tr>{rows}</table>
+<h2>By modality (mean ± population sd)</h2>
+<table><tr><th>modality</th><th>competitions</th><th>any medal %</th>
+<th>valid submission %</th></tr>{modal}</table>
 <h2>Medals</h2>
-<p>Plot: test score (dots, one per seed) against the bronze, silver and gold thresholds and
-the median (ticks); better scores to the right.</p>
+<p>Plot: test score (blue dots, one per seed) against the gold, silver and bronze thresholds
+(solid ticks in their colours) and the leaderboard median (purple dashed tick); better scores
+to the right; the axis ends are labelled with their scores.</p>
 <table><tr><th>competition</th>{head}<th>score vs thresholds</th></tr>{"".join(medal_rows)}
 </table></body></html>
 """
 
 
+_TICKS = {
+    "median": ("#7d3c98", ' stroke-dasharray="3,2"'),
+    "bronze": ("#b9770e", ""),
+    "silver": ("#717d7e", ""),
+    "gold": ("#d4ac0d", ""),
+}
+"""Tick colour and dash of each threshold: four distinct colours, the median dashed."""
+
+
 def _plot(runs: Sequence[CompetitionReport]) -> str:
-    """An inline SVG: thresholds as ticks, scores as dots, better to the right."""
+    """An inline SVG: thresholds as ticks, scores as dots, better to the right, both axis
+    ends labelled with their score.
+    """
     r0 = next((r for r in runs if r.gold_threshold is not None), None)
     if r0 is None:
         return ""
@@ -304,16 +503,19 @@ def _plot(runs: Sequence[CompetitionReport]) -> str:
         t = (v - lo) / span
         return 10 + 280 * (1 - t if lower else t)
 
-    colors = {"median": "#888", "bronze": "#b9770e", "silver": "#7f8c8d", "gold": "#d4ac0d"}
+    left, right = (hi, lo) if lower else (lo, hi)
     parts = [
-        '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="40">',
+        '<svg xmlns="http://www.w3.org/2000/svg" width="300" height="52">',
         '<line x1="10" y1="20" x2="290" y2="20" stroke="#ccc"/>',
+        f'<text x="10" y="48" font-size="9" text-anchor="start">{_fmt(left)}</text>',
+        f'<text x="290" y="48" font-size="9" text-anchor="end">{_fmt(right)} (better)</text>',
     ]
     for name, v in marks.items():
         if v is not None and math.isfinite(v):
+            color, dash = _TICKS[name]
             parts.append(
-                f'<line x1="{x(v):.1f}" y1="8" x2="{x(v):.1f}" y2="32" stroke="{colors[name]}" '
-                f'stroke-width="2"><title>{name} {_fmt(v)}</title></line>'
+                f'<line x1="{x(v):.1f}" y1="8" x2="{x(v):.1f}" y2="32" stroke="{color}" '
+                f'stroke-width="2"{dash}><title>{name} {_fmt(v)}</title></line>'
             )
     parts.extend(
         f'<circle cx="{x(r.score):.1f}" cy="20" r="4" fill="#2e86c1">'
@@ -325,24 +527,6 @@ def _plot(runs: Sequence[CompetitionReport]) -> str:
     return "".join(parts)
 
 
-def _missing(run: BenchRun, cid: str, seed: int, state: str) -> CompetitionReport:
-    """A failure report for a run that did not finish (thresholds filled when the
-    registry is at hand, so MLE-bench's tools can read it).
-    """
-    from openmle.bench._runner import _bench_of
-    from openmle.errors import OpenMLEError
-
-    reason = f"run {state}: counted as a failure"
-    try:
-        task = _bench_of(run.config, run.path).task(cid)
-        if not isinstance(task, MLEBenchTask):  # no leaderboard (NatureBench)
-            return CompetitionReport.missing(cid, seed=seed, reason=reason)
-        board = task.leaderboard
-    except (OpenMLEError, OSError):
-        return CompetitionReport.missing(cid, seed=seed, reason=reason)
-    return competition_report(cid, None, board, submission_exists=False, seed=seed, reason=reason)
-
-
 def _stable(r: CompetitionReport) -> dict[str, Any]:
     d = r.to_dict()
     d.pop("created_at", None)
@@ -350,7 +534,7 @@ def _stable(r: CompetitionReport) -> dict[str, Any]:
 
 
 def _fmt(v: float | None) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    if v is None or isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         return "-"
     return f"{v:.5g}"
 
@@ -359,13 +543,52 @@ def _yes(b: bool) -> str:
     return "yes" if b else "no"
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")[:200]
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]#|~"})
 
 
-def _hw(h: dict[str, Any]) -> str:
-    gpus = ", ".join(h.get("gpus") or []) or "no GPU"
-    return f"{h.get('cpus')} CPUs, {h.get('memory_mb')} MiB, {gpus}"
+def _md(text: str, limit: int = 200) -> str:
+    """``text`` safe in a Markdown table cell: HTML escaped (``<``, ``>``, ``&``, quotes),
+    Markdown's specials backslash-escaped, line breaks as spaces, at most ``limit``
+    characters of the original.
+    """
+    flat = " ".join(str(text)[:limit].split())
+    return html.escape(flat).translate(_MD_SPECIAL)
+
+
+def _commit(m: Mapping[str, Any]) -> str:
+    for key, field_ in (("mlebench", "mlebench_commit"), ("naturebench", "commit")):
+        block = m.get(key)
+        if isinstance(block, Mapping):
+            return str(block.get(field_) or "unknown")
+    return "unknown"
+
+
+def _hw(h: Any) -> str:
+    if not isinstance(h, Mapping):
+        return "unknown"
+    gpus = h.get("gpus")
+    names = ", ".join(str(g) for g in gpus) if isinstance(gpus, list) and gpus else "no GPU"
+    return f"{h.get('cpus')} CPUs, {h.get('memory_mb')} MiB, {names}"
+
+
+def _resources(cfg: Any) -> str:
+    r = cfg.resources
+    mem = "no memory cap" if r.memory_mb is None else f"{r.memory_mb} MiB"
+    return f"{r.cpus:g} CPUs, {r.gpus} GPUs, {mem}"
+
+
+def _budget_text(budget: Mapping[str, Any]) -> str:
+    """A budget dict as words: ``steps 800, sandbox_s 43200, wall_s 64800`` (caps that are
+    not set are left out; ``on_exhaust`` only when it is not ``finish``).
+    """
+    parts = []
+    for k, v in budget.items():
+        if v is None or k == "prices" or (k == "on_exhaust" and v == "finish"):
+            continue
+        parts.append(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}")
+    if budget.get("prices"):
+        parts.append("with a price table")
+    return ", ".join(parts) or "uncapped"
 
 
 def _mlebench_dict(r: CompetitionReport, root: Path) -> dict[str, Any]:

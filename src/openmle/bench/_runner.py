@@ -53,6 +53,7 @@ from openmle.errors import InvalidArgument, OpenMLEError
 from openmle.gym._decontam import Exclusions
 
 __all__ = [
+    "SEARCH_KEYS",
     "Arm",
     "BenchConfig",
     "BenchRun",
@@ -63,7 +64,12 @@ __all__ = [
     "bench_status",
     "check_priors_clean",
     "competition_exclusions",
+    "preset_deviations",
+    "preset_lines",
+    "preset_search",
     "priors_ablation",
+    "read_result",
+    "validation_protocol",
 ]
 
 MANIFEST = "manifest.json"
@@ -71,7 +77,100 @@ BENCH_FILE_MAX_BYTES = 64 * 1024 * 1024
 """The largest manifest or result file read back from a bench directory (a larger one, or
 one that is not a regular file, is refused; see :func:`openmle._readback.read_back`)."""
 BENCHMARKS = ("mle-bench", "naturebench")
+SEARCH_KEYS = ("max_debug_depth", "selector", "prompt_chars", "data_preview", "gpu_memory_gb")
+"""The search settings a bench holds for every run (``BenchConfig.search``)."""
 RESULT = "bench_result.json"
+
+
+def read_json_file(path: Path, *, what: str) -> Any:
+    """A JSON file of a bench directory, read as untrusted (:func:`openmle._readback.read_back`:
+    no symbolic link followed, only a regular file, at most :data:`BENCH_FILE_MAX_BYTES`).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        InvalidArgument: anything else; one line naming the file, what is wrong and the fix.
+    """
+    try:
+        return read_back_json(path, max_bytes=BENCH_FILE_MAX_BYTES)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)[:120]
+        raise InvalidArgument(
+            f"{path}: {what} refused ({why}); restore it, or delete it to redo that part of "
+            "the bench"
+        ) from None
+
+
+_NUM = (int, float, type(None))
+_REPORT_TYPES: dict[str, tuple[type, ...]] = {
+    "competition_id": (str,),
+    "score": _NUM,
+    "gold_threshold": _NUM,
+    "silver_threshold": _NUM,
+    "bronze_threshold": _NUM,
+    "median_threshold": _NUM,
+    "any_medal": (bool,),
+    "gold_medal": (bool,),
+    "silver_medal": (bool,),
+    "bronze_medal": (bool,),
+    "above_median": (bool,),
+    "submission_exists": (bool,),
+    "valid_submission": (bool,),
+    "is_lower_better": (bool,),
+    "created_at": (str,),
+    "submission_path": (str,),
+    "human_rank": (int, float),
+    "seed": (int, type(None)),
+    "reason": (str,),
+    "leaderboard_size": (int,),
+}
+_REASON_CHARS = 2_000
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A run's ``bench_result.json`` (None when absent), read bounded (:func:`read_json_file`)
+    and checked: an object whose ``report`` is an object with the fields a report is rebuilt
+    from (competition id, score, reason, seed), each of its type; ``spent`` an object of
+    numbers. Stored medals and thresholds are never used (the report recomputes them).
+
+    Raises:
+        InvalidArgument: a malformed file, in one line naming it.
+    """
+    try:
+        data = read_json_file(path, what="bench result")
+    except FileNotFoundError:
+        return None
+
+    def bad(why: str) -> InvalidArgument:
+        return InvalidArgument(
+            f"{path}: malformed bench result ({why}); delete it to re-grade that run with "
+            "`openmle bench resume`"
+        )
+
+    if not isinstance(data, dict) or not isinstance(data.get("report"), dict):
+        raise bad("expected an object with a 'report' object")
+    report = data["report"]
+    for key, value in report.items():
+        types = _REPORT_TYPES.get(key)
+        if types is None:
+            raise bad(f"unknown field report.{key}")
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise bad(f"report.{key} is {type(value).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise bad(f"report.{key} is not finite")
+    if not isinstance(report.get("competition_id"), str):
+        raise bad("report.competition_id is missing")
+    spent = data.get("spent", {})
+    if not isinstance(spent, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in spent.values()
+    ):
+        raise bad("'spent' is not an object of numbers")
+    best = data.get("best_valid_score")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, int | float)):
+        raise bad("best_valid_score is not a number")
+    report["reason"] = str(report.get("reason", ""))[:_REASON_CHARS]
+    return data
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -184,6 +283,15 @@ class BenchConfig:
             :class:`MLEBench`); the manifest records the protocol of each competition.
         gpus_override: ``--gpus N`` given explicitly: every program run gets N GPUs whatever
             its task demands (recorded in the manifest as a deviation).
+        search: search settings of every run (keys of :data:`SEARCH_KEYS`):
+            ``max_debug_depth``, ``selector`` (``ThreeFactorSelector.preset`` name),
+            ``prompt_chars`` (per-operator prompt caps), ``data_preview`` (default on: a
+            bounded preview of the public data in the Draft prompt), ``gpu_memory_gb`` (a
+            recorded per-job GPU memory cap; see :class:`openmle.search.Preset`).
+        preset: the :meth:`openmle.search.Preset.to_dict` of the preset the bench was made
+            from (``--preset``), or None.
+        deviations: every preset field the bench does not hold at the preset's value:
+            ``{field: {"preset": ..., "used": ...}}`` (:meth:`Preset.deviations`).
     """
 
     suite: str
@@ -205,8 +313,16 @@ class BenchConfig:
     arms: tuple[Arm, ...] = field(default=(), converter=_arms)
     validation: str = "auto"
     gpus_override: int | None = None
+    search: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)
+    preset: Mapping[str, Any] | None = field(default=None, hash=False)
+    deviations: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)
 
     def __attrs_post_init__(self) -> None:
+        unknown = sorted(set(self.search) - set(SEARCH_KEYS))
+        if unknown:
+            raise InvalidArgument(
+                f"Expected BenchConfig.search keys in {list(SEARCH_KEYS)} but got {unknown}"
+            )
         if self.benchmark not in BENCHMARKS:
             raise InvalidArgument(f"Expected benchmark in {BENCHMARKS} but got {self.benchmark!r}")
         if not self.competitions:
@@ -263,6 +379,12 @@ class BenchConfig:
             | ({"arms": [a.to_dict() for a in self.arms]} if self.arms else {})
             | ({"validation": self.validation} if self.validation != "auto" else {})
             | ({"gpus_override": self.gpus_override} if self.gpus_override is not None else {})
+            | ({"search": dict(self.search)} if self.search else {})
+            | (
+                {"preset": dict(self.preset), "deviations": dict(self.deviations)}
+                if self.preset is not None
+                else {}
+            )
         )
 
     @classmethod
@@ -349,6 +471,12 @@ class BenchRun:
             ),
             "hardware": hardware(),
             "selection": "best validation score; test graded once for the chosen program",
+            "validation_protocol": validation_protocol(config),
+            "gpu_memory_cap_gb": {
+                "cap": config.search.get("gpu_memory_gb"),
+                "enforced": False,
+                "why": "no backend can cap a job's GPU memory (see Preset.gpu_memory_gb)",
+            },
         }
         if isinstance(bench, MLEBench):
             manifest["validation"] = {cid: bench.task(cid).protocol for cid in config.competitions}
@@ -378,7 +506,14 @@ class BenchRun:
             ) from None
         if not isinstance(manifest, dict) or manifest.get("kind") != "openmle-bench":
             raise InvalidArgument(f"{str(p)!r} is not a bench directory (wrong manifest kind)")
-        return cls(path=p, config=BenchConfig.from_dict(manifest["config"]), manifest=manifest)
+        try:
+            config = BenchConfig.from_dict(manifest["config"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidArgument(
+                f"{p / MANIFEST}: malformed bench manifest ({type(exc).__name__}: "
+                f"{str(exc)[:120]}); restore it from the bench's original copy"
+            ) from None
+        return cls(path=p, config=config, manifest=manifest)
 
     def run_dir(self, cid: str, seed: int, arm: str = "") -> Path:
         """The search run directory of (``cid``, ``seed``) (under ``runs/<arm>/`` in an arm)."""
@@ -397,9 +532,8 @@ class BenchRun:
             for cid in self.config.competitions:
                 for seed in self.config.seeds:
                     rd = self.run_dir(cid, seed, arm)
-                    res = rd / RESULT
-                    if res.is_file():
-                        data = read_back_json(res, max_bytes=BENCH_FILE_MAX_BYTES)
+                    data = read_result(rd / RESULT)
+                    if data is not None:
                         report = CompetitionReport.from_dict(data["report"])
                         out.append(
                             RunStatus(
@@ -600,11 +734,14 @@ async def _one(
     def progress(p: Any) -> None:
         live.run_line(cid if arm is None else f"{cid} [{arm.name}]", seed, p, steps)
 
+    selector, prompts = await anyio.to_thread.run_sync(_search_parts, run.config, task, hib)
     if (rd / "manifest.json").is_file():
         result = await aresume_search(
             rd,
             model=model,
             sandbox=sandbox,
+            selector=selector,
+            prompts=prompts,
             limiter=limiter,
             on_progress=progress,
             description=task.description,
@@ -618,7 +755,16 @@ async def _one(
             model=model,
             sandbox=sandbox,
             budget=_budget(run.config),
-            config=SearchConfig(seed=seed, timeout_s=time_limit_s, islands=run.config.islands),
+            config=SearchConfig(
+                seed=seed,
+                timeout_s=time_limit_s,
+                islands=run.config.islands,
+                max_debug_depth=run.config.search.get(
+                    "max_debug_depth", SearchConfig().max_debug_depth
+                ),
+            ),
+            selector=selector,
+            prompts=prompts,
             workers=workers,
             ordered=True,
             run_dir=rd,
@@ -686,6 +832,111 @@ async def _one(
     )
     live.finished(report)
     return report
+
+
+PREVIEW_CHARS = 6_000
+"""The data preview's character budget in a Draft prompt."""
+
+
+def _search_parts(config: BenchConfig, task: Any, hib: bool) -> tuple[Any, Any]:
+    """The selector and prompt builder every run of the bench uses (``BenchConfig.search``):
+    selection weights by preset name (None: the search's default), per-operator prompt caps,
+    and the data preview of the split the program reads (validation), built from the public
+    directory only, the task's private paths excluded (blocking I/O: call off the loop).
+    """
+    from openmle.gym import data_preview
+    from openmle.operators import PromptBudget
+    from openmle.search import OperatorPrompts, ThreeFactorSelector
+
+    st = config.search
+    selector = (
+        ThreeFactorSelector.preset(str(st["selector"]), higher_is_better=hib)
+        if st.get("selector")
+        else None
+    )
+    preview = ""
+    if st.get("data_preview", True):
+        with contextlib.suppress(OpenMLEError, OSError):
+            preview = data_preview(
+                task.public_dir(Split.VALID),
+                exclude=tuple(task.private_paths),
+                max_chars=PREVIEW_CHARS,
+            )
+    budget = PromptBudget(operator_max_chars=dict(st.get("prompt_chars") or {}))
+    return selector, OperatorPrompts(budget=budget, data_preview=preview)
+
+
+def validation_protocol(config: BenchConfig) -> str:
+    """VALIDATION: the one place the bench says which validation protocol a preset's
+    ``validation`` field is compared with: ``config.validation`` (``auto``: per competition,
+    ``split`` where openmle ships a rule, else ``self``; ``split``; ``self``, the paper's). The
+    protocol of each competition is in the manifest's ``validation``.
+    """
+    return config.validation
+
+
+def preset_search(preset: Any) -> dict[str, Any]:
+    """The ``BenchConfig.search`` settings of an :class:`openmle.search.Preset`."""
+    return {
+        "max_debug_depth": preset.max_debug_depth,
+        "selector": preset.selector,
+        "prompt_chars": dict(preset.prompt_chars),
+        "data_preview": preset.data_preview,
+        "gpu_memory_gb": preset.gpu_memory_gb,
+    }
+
+
+def preset_deviations(preset: Any, config: BenchConfig) -> BenchConfig:
+    """``config`` with its preset recorded and every value that differs from the preset's
+    listed in ``deviations`` (budget caps, per-program limit, seeds, search settings, the
+    validation protocol actually used).
+    """
+    from openmle.search import SearchConfig
+
+    b = config.budget
+    st = config.search
+    used = {
+        "steps": b.get("steps"),
+        "sandbox_s": b.get("sandbox_s"),
+        "wall_s": b.get("wall_s"),
+        "time_limit_s": config.time_limit_s,
+        "seeds": len(config.seeds),
+        "max_debug_depth": st.get("max_debug_depth", SearchConfig().max_debug_depth),
+        "selector": st.get("selector", "released"),
+        "prompt_chars": dict(st.get("prompt_chars") or {}),
+        "data_preview": bool(st.get("data_preview", True)),
+        "gpu_memory_gb": st.get("gpu_memory_gb"),
+        "budget_line": True,
+        "validation": validation_protocol(config),
+    }
+    return attrs.evolve(config, preset=preset.to_dict(), deviations=preset.deviations(used))
+
+
+def _words(v: Any) -> str:
+    if isinstance(v, Mapping):
+        return " ".join(f"{k}={x}" for k, x in v.items()) or "(none)"
+    return str(v)
+
+
+def preset_lines(config: BenchConfig) -> list[str]:
+    """The report's lines about the preset: its name and fields, then each deviation
+    (``field: preset value -> used value``), or that there is none. Empty without a preset.
+    """
+    p = config.preset
+    if not isinstance(p, Mapping):
+        return []
+    fields = ", ".join(f"{k} {_words(v)}" for k, v in p.items() if k != "name")
+    out = [f"preset: {p.get('name')} ({fields})"]
+    devs = config.deviations
+    if not devs:
+        out.append("deviations from the preset: none")
+    for k, d in devs.items():
+        if isinstance(d, Mapping):
+            out.append(
+                f"deviation: {k}: preset {_words(d.get('preset'))} -> used {_words(d.get('used'))}"
+            )
+    out.append(f"validation protocol: {validation_protocol(config)}")
+    return out
 
 
 def _slots(sandbox: Any) -> int:
@@ -902,19 +1153,24 @@ _HASH_FILES = 256
 """At most this many public data files of a competition are hashed (sorted by path)."""
 
 
-def _sha256_file(path: Path) -> str:
+def _file_hashes(path: Path) -> tuple[str, str]:
+    """The file's SHA-256 and ``md5:<hex>`` (MLE-bench's checksums are MD5s), in one pass."""
     h = hashlib.sha256()
+    m = hashlib.md5(usedforsecurity=False)
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
-    return h.hexdigest()
+            m.update(chunk)
+    return h.hexdigest(), f"md5:{m.hexdigest()}"
 
 
 def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusions:
     """What identifies competition ``cid`` to the decontamination check: its id, its human
     name (MLE-bench's ``config.yaml`` ``name``), and data hashes: the SHA-256 of its
     description (what a run's manifest records as ``description_sha256``, so priors made
-    from runs on it match) and of each public data file of its test split (the first
+    from runs on it match) and the SHA-256 and MD5 (``md5:<hex>``, as MLE-bench's
+    ``checksums.yaml`` and the shipped list record them) of each public data file of its
+    test split (the first
     256 regular files under ``prepared/public``, NatureBench: ``problem/data``, sorted by path;
     symbolic links are not followed).
 
@@ -937,11 +1193,11 @@ def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusion
             ]
             for f in files:
                 with contextlib.suppress(OSError):
-                    hashes.append(_sha256_file(f))
+                    hashes.extend(_file_hashes(f))
     return Exclusions(ids=[cid], names=names, data_hashes=hashes, suite=f"bench:{cid}")
 
 
-_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
+_HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$|^(md5:[0-9a-f]{32})$")
 
 
 def check_priors_clean(
@@ -955,10 +1211,10 @@ def check_priors_clean(
 
     A prior is about competition ``cid`` when one of its ``source_ids`` equals the id or
     the competition's name (compared normalised: lower case, punctuation as ``-``); when a
-    data hash in its ``source_ids`` (64 hex digits, optionally ``sha256:``-prefixed) is one
-    of the competition's data hashes; or when the id or the name is mentioned as whole words
-    in its ``source``, its ``source_ids`` (so a bench reference ``ID@seed-K`` matches) or its
-    advice text.
+    data hash in its ``source_ids`` (64 hex digits, optionally ``sha256:``-prefixed, or
+    ``md5:<32 hex>``) is one of the competition's data hashes (``known``); or when the id
+    or the name is mentioned as whole words in its ``source``, its ``source_ids`` (so a
+    bench reference ``ID@seed-K`` matches) or its advice text.
 
     Args:
         library: an :class:`openmle.priors.PriorLibrary`.
@@ -976,7 +1232,9 @@ def check_priors_clean(
         excl = Exclusions(ids=[cid], suite=cid) | known.get(cid, Exclusions())
         for prior in library.priors:
             hashes = [
-                m.group(1) for s in prior.source_ids if (m := _HEX64.match(s.strip().lower()))
+                m.group(1) or m.group(2)
+                for s in prior.source_ids
+                if (m := _HEX64.match(s.strip().lower()))
             ]
             why = excl.match(
                 name=prior.source,

@@ -7,7 +7,15 @@ commit 783b15a of https://github.com/openai/mle-bench (MIT). ``KNOWN_ISSUES`` pa
 
 from __future__ import annotations
 
-__all__ = ["KNOWN_ISSUES", "LITE_IDS", "SUITES", "SUITE_FILES"]
+__all__ = [
+    "KNOWN_ISSUES",
+    "LITE_IDS",
+    "MODALITIES",
+    "MODALITY_LABELS",
+    "SUITES",
+    "SUITE_FILES",
+    "modality_of",
+]
 
 LITE_IDS: tuple[str, ...] = (
     "aerial-cactus-identification",
@@ -68,3 +76,52 @@ KNOWN_ISSUES: dict[str, str] = {
 }
 """Competition id -> a known problem MLE-bench lists (results stay comparable: MLE-bench v1
 still counts these competitions; the report flags them)."""
+
+
+MODALITY_LABELS: tuple[str, ...] = ("image", "text", "audio", "tabular", "multimodal")
+"""The paper's modality groups, in report order."""
+
+MODALITIES: dict[str, str] = {
+    # image (9): the prepared public data is an image folder (or image archive) + label CSV
+    "aerial-cactus-identification": "image",
+    "aptos2019-blindness-detection": "image",
+    "denoising-dirty-documents": "image",
+    "dog-breed-identification": "image",
+    "dogs-vs-cats-redux-kernels-edition": "image",
+    "histopathologic-cancer-detection": "image",
+    "plant-pathology-2020-fgvc7": "image",
+    "ranzcr-clip-catheter-line-classification": "image",
+    "siim-isic-melanoma-classification": "image",
+    # text (5): CSV of text fields
+    "detecting-insults-in-social-commentary": "text",
+    "jigsaw-toxic-comment-classification-challenge": "text",
+    "spooky-author-identification": "text",
+    "text-normalization-challenge-english-language": "text",
+    "text-normalization-challenge-russian-language": "text",
+    # audio (2): recordings (.wav / .aif clips)
+    "mlsp-2013-birds": "audio",
+    "the-icml-2013-whale-challenge-right-whale-redux": "audio",
+    # tabular (4): numeric/categorical CSV columns only
+    "new-york-city-taxi-fare-prediction": "tabular",
+    "nomad2018-predict-transparent-conductors": "tabular",
+    "tabular-playground-series-dec-2021": "tabular",
+    "tabular-playground-series-may-2022": "tabular",
+    # multimodal (2): two kinds of input the model is expected to combine
+    "leaf-classification": "multimodal",  # leaf images + 192 shape/margin/texture features
+    "random-acts-of-pizza": "multimodal",  # request text + requester account metadata (JSON)
+}
+"""The modality of each MLE-bench Lite competition (data, with its source).
+
+The partition is the paper's (Lite: 9 image, 5 text, 2 audio, 4 tabular, 2 multimodal). Which
+competition is in which group was decided from what each competition's ``prepare.py`` (MLE-bench
+commit 783b15a) writes to ``prepared/public``: a competition whose public data is an image
+folder with a label table is ``image`` even when the table has a few extra columns (SIIM-ISIC's
+patient age, sex and site); ``multimodal`` is kept for the two whose second input is a full
+feature set of its own (leaf-classification's 192 precomputed features next to the images;
+random-acts-of-pizza's request text next to the requester's account statistics).
+"""
+
+
+def modality_of(competition_id: str) -> str | None:
+    """The competition's modality (:data:`MODALITIES`), or None when it is not known."""
+    return MODALITIES.get(competition_id)

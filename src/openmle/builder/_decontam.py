@@ -4,11 +4,13 @@ The behaviour is the one shared with the priors (:mod:`openmle.gym._decontam`): 
 SHA-256 hashes against the excluded data hashes, and the data's names (the raw directory's
 name, the provenance source, each raw file's stem) against the excluded ids and names, equal
 or mentioned as whole words, all compared normalised. A blocklist file holds one entry a line
-(``#`` starts a comment): ``sha256:<64 hex>``, ``name:<text>`` or ``id:<text>``.
+(``#`` starts a comment): ``sha256:<64 hex>``, ``md5:<32 hex>``, ``name:<text>`` or
+``id:<text>``.
 
-openmle ships one (``openmle/gym/exclusions.txt``: the bundled tasks' data hashes and names, the
-MLE-bench Lite competition ids); users add their evaluation sets' hashes and names with
-``--blocklist FILE`` (several allowed), so training tasks never leak evaluation tasks.
+openmle ships one (``openmle/gym/exclusions.txt``: the bundled tasks' data hashes and names,
+and all 75 MLE-bench competitions by id, name and MD5); users add their evaluation sets'
+hashes and names with ``--blocklist FILE`` (several allowed), so training tasks never leak
+evaluation tasks.
 """
 
 from __future__ import annotations
@@ -55,8 +57,17 @@ class DecontamResult:
 
 
 def check_contamination(record: Intake, blocklist: Blocklist) -> DecontamResult:
-    """Match the raw files' hashes and the data's names against ``blocklist``."""
+    """Match the raw files' hashes (SHA-256, and MD5 against ``md5:`` entries such as the
+    shipped MLE-bench checksums) and the data's names against ``blocklist``.
+    """
     matches = [f"sha256 of {f.path}" for f in record.files if f.sha256 in blocklist.data_hashes]
+    matches += [
+        f"md5 of {f.path}"
+        for f in record.files
+        if f.md5
+        and f"md5:{f.md5}" in blocklist.data_hashes
+        and f.sha256 not in blocklist.data_hashes
+    ]
     names = {record.raw_dir.name, record.source.strip()}
     names |= {Path(f.path).stem for f in record.files}
     for name in sorted(n for n in names if n):

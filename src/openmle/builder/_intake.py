@@ -18,24 +18,34 @@ MAX_RAW_FILES = 1000
 
 def sha256_file(path: Path) -> str:
     """The SHA-256 of a file's bytes, as hex."""
+    return _hashes(path)[0]
+
+
+def _hashes(path: Path) -> tuple[str, str]:
+    """The SHA-256 and the MD5 of a file's bytes, as hex, in one pass."""
     h = hashlib.sha256()
+    m = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+            m.update(block)
+    return h.hexdigest(), m.hexdigest()
 
 
 @frozen(kw_only=True)
 class RawFile:
-    """One raw file: its path relative to the raw directory, size and SHA-256."""
+    """One raw file: its path relative to the raw directory, size, SHA-256 and MD5 (the
+    MD5 is what MLE-bench's ``checksums.yaml`` records, and so the shipped exclusion list).
+    """
 
     path: str
     size: int
     sha256: str
+    md5: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+        return {"path": self.path, "size": self.size, "sha256": self.sha256, "md5": self.md5}
 
 
 @frozen(kw_only=True)
@@ -90,7 +100,8 @@ def intake(raw_dir: Path | str, *, source: str = "", licence: str = "") -> Intak
                 f"raw_dir holds a symbolic link at {rel!r}; copy the data in as regular files"
             )
         if path.is_file():
-            files.append(RawFile(path=rel, size=path.stat().st_size, sha256=sha256_file(path)))
+            sha, md5 = _hashes(path)
+            files.append(RawFile(path=rel, size=path.stat().st_size, sha256=sha, md5=md5))
             if len(files) > MAX_RAW_FILES:
                 raise InvalidArgument(
                     f"raw_dir holds more than {MAX_RAW_FILES} files; give one dataset per directory"

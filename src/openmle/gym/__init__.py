@@ -20,13 +20,12 @@
 from __future__ import annotations
 
 from openmle._exports import publish
+from openmle.gym._aggregation import AGGREGATION, Aggregate, aggregate
 from openmle.gym._bundled import bundled_raw
 from openmle.gym._cache import cache_root
 from openmle.gym._grader import ChildRun, GradeLimits, confine_child, run_child
 from openmle.gym._mle import (
-    Aggregate,
     MLESummary,
-    aggregate,
     human_rank,
     match_sota_rate,
     mean_relative_gap,
@@ -37,10 +36,12 @@ from openmle.gym._mle import (
     valid_rate,
 )
 from openmle.gym._package import Task, load_task, validate_path
+from openmle.gym._preview import data_preview
 from openmle.gym._reports import GradeReport, Problem, Severity, ValidationReport
 from openmle.gym._resolve import bundled, bundled_names, resolve_task
 
 __all__ = [
+    "AGGREGATION",
     "Aggregate",
     "ChildRun",
     "GradeLimits",
@@ -56,6 +57,7 @@ __all__ = [
     "bundled_raw",
     "cache_root",
     "confine_child",
+    "data_preview",
     "human_rank",
     "load_task",
     "match_sota_rate",

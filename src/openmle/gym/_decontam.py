@@ -4,7 +4,8 @@ training tasks or priors.
 One behaviour for both (:class:`Exclusions`): a thing is excluded when
 
 - an id of it (a source id, a related id) equals an excluded id or name;
-- a data hash of it (SHA-256 of a data file) is an excluded hash;
+- a data hash of it (SHA-256 of a data file, or ``md5:<hex>``: an MD5 such as MLE-bench's
+  ``checksums.yaml`` records) is an excluded hash;
 - its name equals an excluded id or name;
 - an excluded id or name is mentioned in its name or text, as whole words
   ("1st place - Spooky Author Identification" matches ``spooky-author-identification``;
@@ -14,9 +15,12 @@ Ids and names are compared normalised (:func:`normalise_name`: lower case, every
 non-alphanumerics one ``-``), hashes in lower case.
 
 The shipped list (``exclusions.txt`` next to this module) holds the bundled tasks' data hashes
-and names and the MLE-bench Lite competition ids. A user's exclusion list is a text file in the
-same format, one entry a line (``#`` starts a comment): ``sha256:<64 hex>``, ``name:<text>`` or
-``id:<text>`` (:func:`load_exclusions`), or :class:`Exclusions` values combined with ``|``.
+and names and all 75 MLE-bench competitions (low, medium and high splits): each id, its
+``config.yaml`` name and the MD5s of its ``checksums.yaml`` (source commit in the file). A
+user's exclusion list is a text file in the same format, one entry a line (``#`` starts a
+comment): ``sha256:<64 hex>``, ``md5:<32 hex>`` (kept as ``md5:<hex>`` among the data hashes, so
+an MD5 never equals a SHA-256), ``name:<text>`` or ``id:<text>`` (:func:`load_exclusions`), or
+:class:`Exclusions` values combined with ``|``.
 
 Public faces: :class:`openmle.builder.Blocklist` / :func:`openmle.builder.load_blocklist` /
 :func:`openmle.builder.check_contamination`, and :class:`openmle.priors.Exclusions` /
@@ -40,6 +44,7 @@ SHIPPED = Path(__file__).with_name("exclusions.txt")
 """openmle's shipped exclusion list."""
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
 
 
 def normalise_name(name: str) -> str:
@@ -139,8 +144,8 @@ def load_exclusions(
             ``"user"`` when ``paths`` are given).
 
     Raises:
-        InvalidArgument: a line that is not ``sha256:<hex>``, ``name:<text>`` or ``id:<text>``
-            (names the file and line).
+        InvalidArgument: a line that is not ``sha256:<hex>``, ``md5:<hex>``, ``name:<text>``
+            or ``id:<text>`` (names the file and line).
     """
     user = [Path(p) for p in paths]
     files = ([SHIPPED] if shipped else []) + user
@@ -156,12 +161,14 @@ def load_exclusions(
             value = value.strip()
             if kind == "sha256" and _HEX.match(value.lower()):
                 hashes.add(value.lower())
+            elif kind == "md5" and _MD5.match(value.lower()):
+                hashes.add(f"md5:{value.lower()}")
             elif kind in ("name", "id") and normalise_name(value):
                 (names if kind == "name" else ids).add(value)
             else:
                 raise InvalidArgument(
-                    f"{path}:{n}: expected 'sha256:<64 hex digits>', 'name:<text>' or "
-                    "'id:<text>'; fix the line"
+                    f"{path}:{n}: expected 'sha256:<64 hex digits>', 'md5:<32 hex digits>', "
+                    "'name:<text>' or 'id:<text>'; fix the line"
                 )
     if suite is None:
         suite = "+".join((["openmle"] if shipped else []) + (["user"] if user else [])) or "none"

@@ -1,14 +1,16 @@
 """Metrics for judging an agent over many tasks and runs (MLE-bench and NatureBench style).
 
 A *run* is one attempt of the agent at a set of tasks: a sequence of :class:`GradeReport`, one
-per task. Every metric is computed per run, then aggregated over runs as mean, sample standard
-deviation (ddof 1; 0 for a single run) and standard error (std / sqrt(runs)), the way
-MLE-bench reports "any medal %" as mean ± SEM over seeds.
+per task. Every metric is computed per run, then aggregated over runs with the one convention
+of :mod:`openmle.gym._aggregation` (the bench uses it too): ``mean``, ``sem`` (sample sd,
+ddof 1, over sqrt(runs): MLE-bench's "any medal %" mean ± SEM) and ``sd`` (population sd,
+ddof 0: the paper's ±).
 
 - valid rate: share of tasks whose submission graded.
 - medal rate: share of tasks with a medal (any, or exactly gold/silver/bronze) or above the
   leaderboard median, by MLE-bench's rules; invalid submissions count as no medal.
-- human rank: mean over tasks of the share of leaderboard entries beaten (0 when invalid).
+- Human Rank: mean over tasks of the fraction of leaderboard entries strictly worse than the
+  score (0 when invalid).
 - relative gap (NatureBench): ``g = (s - s*) / |s*|`` when higher is better and
   ``g = (s* - s) / |s*|`` when lower is better, so ``g >= 0`` means the agent's score ``s``
   matches or beats the state of the art ``s*`` (Match-SOTA) and ``g > 0.1`` means it beats it
@@ -29,12 +31,11 @@ from typing import final
 from attrs import frozen
 
 from openmle.errors import InvalidArgument
+from openmle.gym._aggregation import Aggregate, aggregate
 from openmle.gym._reports import GradeReport
 
 __all__ = [
-    "Aggregate",
     "MLESummary",
-    "aggregate",
     "human_rank",
     "match_sota_rate",
     "mean_relative_gap",
@@ -48,59 +49,6 @@ __all__ = [
 Runs = Sequence[Sequence[GradeReport]]
 SURPASS_MARGIN = 0.1
 """NatureBench's Surpass-SOTA margin on the relative gap."""
-
-
-@final
-@frozen(kw_only=True)
-class Aggregate:
-    """A per-run quantity over runs.
-
-    Args:
-        mean: mean over runs.
-        std: sample standard deviation over runs (ddof 1; 0 for one run).
-        sem: standard error of the mean, ``std / sqrt(n)``.
-        n: number of runs aggregated.
-        per_run: the per-run values, in the order given.
-    """
-
-    mean: float
-    std: float
-    sem: float
-    n: int
-    per_run: tuple[float, ...]
-
-    def __str__(self) -> str:
-        return f"{self.mean:.4g} ± {self.sem:.2g} (std {self.std:.2g}, n={self.n})"
-
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return {
-            "mean": self.mean,
-            "std": self.std,
-            "sem": self.sem,
-            "n": self.n,
-            "per_run": list(self.per_run),
-        }
-
-
-def aggregate(values: Sequence[float]) -> Aggregate:
-    """Mean, sample std and standard error of per-run ``values``.
-
-    Raises:
-        InvalidArgument: no values, or a non-finite value.
-    """
-    vals = tuple(float(v) for v in values)
-    if not vals:
-        raise InvalidArgument("Expected at least one run but got none; grade some runs first")
-    if not all(math.isfinite(v) for v in vals):
-        raise InvalidArgument(f"Expected finite per-run values but got {vals!r}")
-    n = len(vals)
-    mean = math.fsum(vals) / n
-    if n > 1:
-        std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (n - 1))
-    else:
-        std = 0.0
-    return Aggregate(mean=mean, std=std, sem=std / math.sqrt(n), n=n, per_run=vals)
 
 
 def _per_run(
@@ -169,7 +117,9 @@ def medal_rate(runs: Runs, medal: str = "any") -> Aggregate:
 
 
 def human_rank(runs: Runs) -> Aggregate:
-    """Mean share of leaderboard entries beaten per run (0 for an invalid submission)."""
+    """Mean Human Rank per run: the fraction of leaderboard entries strictly worse than each
+    task's score (0 for an invalid submission).
+    """
 
     def one(run: Sequence[GradeReport]) -> float | None:
         ranked = [r for r in run if r.leaderboard_size > 0]

@@ -60,8 +60,10 @@ class GradeReport:
             thresholds in score units (None without a leaderboard or on the valid split).
         gold_medal, silver_medal, bronze_medal, any_medal, above_median: MLE-bench's flags
             (medals are exclusive: a gold is not also a silver).
-        human_rank: ``1 - (entries strictly better) / (N - 1)`` in [0, 1] (the paper's
-            definition; see :func:`openmle.rewards.human_rank`), or None.
+        human_rank: Human Rank, the fraction of the leaderboard's N finite entries strictly
+            worse than the score, in [0, 1] (the paper's definition; ties are not surpassed;
+            0.0 when invalid), or None without a leaderboard. Not the RL reward
+            :func:`openmle.rewards.leaderboard_rank`.
         leaderboard_size: entries on the leaderboard (0 without one).
         leaderboard_best: the best leaderboard score (the SOTA default for relative gaps).
         grade_s: wall-clock seconds of the grading process (None when no process ran).

@@ -172,21 +172,32 @@ class TaskBrief:
     instructions: str = ""
 
 
+def _by_operator(value: Mapping[Any, int]) -> dict[str, int]:
+    """Operator-keyed caps with the keys as operator values, sorted (a stable repr)."""
+    return dict(sorted((check_operator(k).value, v) for k, v in dict(value).items()))
+
+
 @frozen(kw_only=True)
 class PromptBudget:
     """Character limits of one prompt (system + user message).
 
     Args:
-        max_chars: hard cap on the whole prompt.
+        max_chars: hard cap on the whole prompt (of every operator without its own cap).
         code_chars: cap on each parent program.
         feedback_chars: cap on each parent's feedback.
         memory_chars: cap on the memory block.
+        operator_max_chars: per-operator hard caps, by operator value (``"improve"``,
+            ``"crossover"``...), replacing ``max_chars`` for that operator. The paper preset
+            sizes Improve at 54,300 and Crossover at 78,400 characters (the paper's p99).
     """
 
     max_chars: int = 48_000
     code_chars: int = 16_000
     feedback_chars: int = 3_000
     memory_chars: int = 8_000
+    operator_max_chars: Mapping[str, int] = attrs.field(
+        factory=dict, converter=_by_operator, hash=False
+    )
 
     def __attrs_post_init__(self) -> None:
         for name in ("max_chars", "code_chars", "feedback_chars", "memory_chars"):
@@ -195,6 +206,13 @@ class PromptBudget:
                 raise fail("an integer > 0", f"PromptBudget.{name}", v)
         if self.max_chars < 2_000:
             raise fail("at least 2000", "PromptBudget.max_chars", self.max_chars)
+        for op, v in self.operator_max_chars.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2_000:
+                raise fail("an integer >= 2000", f"PromptBudget.operator_max_chars[{op!r}]", v)
+
+    def max_chars_for(self, operator: Operator | str) -> int:
+        """The hard cap of ``operator``'s prompt."""
+        return self.operator_max_chars.get(check_operator(operator).value, self.max_chars)
 
 
 def render_feedback(result: RunResult, *, max_log_chars: int = 3_000) -> str:
@@ -268,6 +286,29 @@ def format_duration(seconds: float) -> str:
 _TITLES = {1: ("Program", "Feedback"), 2: ("Program {i}", "Feedback {i}")}
 
 
+def _budget_body(
+    templates: OperatorTemplates,
+    limit: float,
+    steps_left: int | None,
+    time_left_s: float | None,
+    sandbox_left_s: float | None,
+) -> str:
+    """The execution budget section: the per-run limit, then what the search has left
+    (steps, wall time, program run time), each part only when the budget caps it.
+    """
+    body = templates.budget.format(limit=format_duration(limit))
+    left = [f"{steps_left} step{'s' if steps_left != 1 else ''}"] if steps_left is not None else []
+    if time_left_s is not None:
+        wall = " of wall time" if sandbox_left_s is not None else ""
+        left.append(format_duration(time_left_s) + wall)
+    if sandbox_left_s is not None:
+        left.append(f"{format_duration(sandbox_left_s)} of program run time")
+    if left:
+        said = left[0] if len(left) == 1 else ", ".join(left[:-1]) + " and " + left[-1]
+        body += "\n" + templates.remaining.format(left=said)
+    return body
+
+
 def build_request(
     operator: Operator | str,
     *,
@@ -279,6 +320,7 @@ def build_request(
     execution_timeout_s: float,
     time_left_s: float | None = None,
     steps_left: int | None = None,
+    sandbox_left_s: float | None = None,
     budget_blind: bool = False,
     templates: OperatorTemplates = DEFAULT_TEMPLATES,
     budget: PromptBudget | None = None,
@@ -304,6 +346,8 @@ def build_request(
         time_left_s: search time left; the budget line shows ``min(timeout, time left)``.
         steps_left: search steps left, if the budget caps them. With ``time_left_s`` it makes
             the remaining line ("This search has 4 steps and 12 minutes left").
+        sandbox_left_s: program run seconds left of the search's sandbox budget, if capped;
+            shown in the remaining line ("... and 3 hours of program run time left").
         budget_blind: leave the execution budget section (per-run limit and what is left of
             the search) out of the prompt.
         templates: the wording.
@@ -312,7 +356,8 @@ def build_request(
         metadata: passed on (the operator and parent ids are added).
 
     Returns:
-        A :class:`~openmle.ModelRequest` whose prompt is at most ``budget.max_chars`` long.
+        A :class:`~openmle.ModelRequest` whose prompt is at most
+        ``budget.max_chars_for(operator)`` long.
 
     Raises:
         InvalidArgument: the wrong number of parents, or ``memory`` that is not a string (an
@@ -346,7 +391,8 @@ def build_request(
             f"{op.value} takes {op.n_parents} parent(s) but got {len(parents)}; pass "
             f"parents=[ParentView, ...]"
         )
-    system = clip(f"{templates.system}\n\n{templates.role[op]}", budget.max_chars // 4)
+    max_chars = budget.max_chars_for(op)
+    system = clip(f"{templates.system}\n\n{templates.role[op]}", max_chars // 4)
     limit = execution_timeout_s if time_left_s is None else min(execution_timeout_s, time_left_s)
     sections = [
         Section(title="Task", body=task.description, priority=5, keep_head=0.7),
@@ -400,14 +446,7 @@ def build_request(
             )
         )
     if not budget_blind:
-        body = templates.budget.format(limit=format_duration(limit))
-        left = (
-            [f"{steps_left} step{'s' if steps_left != 1 else ''}"] if steps_left is not None else []
-        )
-        if time_left_s is not None:
-            left.append(format_duration(time_left_s))
-        if left:
-            body += "\n" + templates.remaining.format(left=" and ".join(left))
+        body = _budget_body(templates, limit, steps_left, time_left_s, sandbox_left_s)
         sections.append(Section(title="Execution budget", body=body, priority=-1))
     if op is Operator.DEBUG and any(p.timed_out for p in parents):
         sections.append(
@@ -417,7 +456,7 @@ def build_request(
     sections.append(Section(title="Answer format", body=templates.answer_format, priority=-1))
     if task.instructions.strip():
         sections.append(Section(title="Task instructions", body=task.instructions, priority=4))
-    user = fit_sections(sections, max(0, budget.max_chars - len(system)))
+    user = fit_sections(sections, max(0, max_chars - len(system)))
     meta = {
         **dict(metadata or {}),
         "operator": op.value,

@@ -7,9 +7,9 @@ and shown to the Draft and Improve prompts.
 - :func:`priors_from_runs` derives priors from finished run directories (validation
   evidence only); :func:`distill` / :func:`adistill` distil :class:`Artifact` texts with any
   :class:`openmle.OperatorModel`.
-- :class:`Exclusions` (:func:`default_exclusions`: MLE-bench Lite) refuses sources about an
-  evaluation suite before distillation; :func:`check_task_not_in_priors` lets a benchmark
-  runner refuse a task the priors were made from.
+- :class:`Exclusions` (:func:`default_exclusions`: all 75 MLE-bench competitions) refuses
+  sources about an evaluation suite before distillation; :func:`check_task_not_in_priors`
+  lets a benchmark runner refuse a task the priors were made from.
 - :class:`Retriever` is the retrieval protocol; :class:`LexicalRetriever` (metadata match +
   BM25) is the default. :func:`render_priors` renders a delimited block under a hard
   character budget for :func:`openmle.operators.build_request`'s ``priors`` argument.

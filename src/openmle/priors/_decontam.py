@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from openmle.errors import InvalidArgument
-from openmle.gym._decontam import Exclusions, normalise_name
+from openmle.gym._decontam import Exclusions, load_exclusions, normalise_name
 from openmle.priors._record import PriorLibrary
 
 __all__ = [
@@ -29,14 +29,24 @@ __all__ = [
 
 
 def default_exclusions(*, extra: Exclusions | None = None) -> Exclusions:
-    """The MLE-bench Lite competitions (:data:`openmle.bench.LITE_IDS`), plus ``extra``.
+    """The MLE-bench part of openmle's shipped decontamination list (the one the task builder
+    uses): all 75 MLE-bench competitions by id, name and the MD5s of their data; plus
+    ``extra``. The bundled tasks of the shipped list are left out (runs on them are what
+    priors are made from).
 
     NatureBench case ids are not shipped with openmle: pass them (and any task you evaluate
     on) in ``extra``, e.g. ``Exclusions(ids=[...], suite="naturebench")``.
     """
-    from openmle.bench import LITE_IDS  # lazy: the bench package pulls in numpy
+    from openmle.gym import bundled_names
 
-    suite = Exclusions(ids=LITE_IDS, suite="mle-bench-lite")
+    shipped = load_exclusions()
+    bundled = {normalise_name(n) for n in bundled_names()}
+    suite = Exclusions(  # the MLE-bench part: runs on the bundled tasks may become priors
+        ids=shipped.ids,
+        names=shipped.names - bundled,
+        data_hashes={h for h in shipped.data_hashes if h.startswith("md5:")},
+        suite="mle-bench",
+    )
     return suite | extra if extra is not None else suite
 
 

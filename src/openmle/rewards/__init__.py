@@ -24,7 +24,11 @@ from openmle.rewards._bounds import (
     static_bounds,
 )
 from openmle.rewards._guard import GuardVerdict, RewardGuard, Verdict
-from openmle.rewards._leaderboard_rewards import human_rank, medal_binary, read_leaderboard
+from openmle.rewards._leaderboard_rewards import (
+    leaderboard_rank,
+    medal_binary,
+    read_leaderboard,
+)
 from openmle.rewards._maps import (
     MAPPING_MODES,
     score_to_reward,
@@ -68,7 +72,7 @@ __all__ = [
     "entropic_advantages",
     "entropic_beta",
     "group_normalized_advantage",
-    "human_rank",
+    "leaderboard_rank",
     "medal_binary",
     "preferred_static_bounds",
     "read_leaderboard",

@@ -1,4 +1,4 @@
-"""Leaderboard rewards: a medal (MLE-bench rules) or the share of the human leaderboard beaten.
+"""Leaderboard rewards: a medal (MLE-bench rules) or the released ``leaderboard_rank`` reward.
 
 Both take the leaderboard's scores listed best first (rank order) and use the medal rules of
 :mod:`openmle._leaderboard`. When ``higher_is_better`` is None the direction is inferred from the
@@ -12,14 +12,14 @@ import math
 from collections.abc import Sequence
 
 from openmle._leaderboard import (
-    human_rank_of,
     infer_higher_is_better,
+    leaderboard_rank_of,
     medal_of,
     medal_thresholds,
     read_leaderboard,
 )
 
-__all__ = ["human_rank", "medal_binary", "read_leaderboard"]
+__all__ = ["leaderboard_rank", "medal_binary", "read_leaderboard"]
 
 
 def _clean(scores: Sequence[float | None]) -> list[float]:
@@ -60,16 +60,20 @@ def medal_binary(
     return 1.0 if medal_of(float(score), medal_thresholds(board, higher_is_better=hib)) else 0.0
 
 
-def human_rank(
+def leaderboard_rank(
     score: float | None,
     leaderboard: Sequence[float | None],
     *,
     higher_is_better: bool | None = None,
 ) -> float:
-    """``1 - (entries strictly better than score) / (N - 1)``, clipped to [0, 1].
+    """The released RL reward ``leaderboard_rank``: ``1 - (entries strictly better than score)
+    / (N - 1)``, clipped to [0, 1].
 
     1.0 means no entry beats ``score``; 0.0 means (at least) every other entry does. A
     one-entry leaderboard gives 1.0; a missing score or an empty leaderboard gives 0.0.
+    This is a reward, not the Human Rank that evaluation reports print (the fraction of
+    participants surpassed, :attr:`openmle.gym.GradeReport.human_rank`): 3 better of 20 gives
+    ``1 - 3/19`` = 0.842 here and 17/20 = 0.85 as Human Rank.
 
     Args:
         score: raw score in task units.
@@ -79,4 +83,6 @@ def human_rank(
     board = _clean(leaderboard)
     if score is None or not math.isfinite(float(score)) or not board:
         return 0.0
-    return human_rank_of(float(score), board, higher_is_better=_direction(board, higher_is_better))
+    return leaderboard_rank_of(
+        float(score), board, higher_is_better=_direction(board, higher_is_better)
+    )

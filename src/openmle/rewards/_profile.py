@@ -23,6 +23,7 @@ from attrs import field, frozen
 from openmle._leaderboard import infer_higher_is_better
 from openmle._types import Operator, Outcome, RunResult, TaskMeta, check_operator
 from openmle._validation import check_choice, fail, finite_or_none
+from openmle.errors import InvalidArgument
 from openmle.rewards._advantages import entropic_advantage, group_normalized_advantage
 from openmle.rewards._bounds import (
     BOUND_MODES,
@@ -33,7 +34,7 @@ from openmle.rewards._bounds import (
     static_bounds,
 )
 from openmle.rewards._guard import GuardVerdict, Verdict
-from openmle.rewards._leaderboard_rewards import human_rank, medal_binary
+from openmle.rewards._leaderboard_rewards import leaderboard_rank, medal_binary
 from openmle.rewards._maps import (
     MAPPING_MODES,
     score_to_reward,
@@ -54,7 +55,7 @@ from openmle.rewards._scores import MetaLike, as_meta, finite_signed
 __all__ = ["GroupMember", "GroupRewards", "MemberReward", "RewardProfile"]
 
 _FLOAT_LIMIT = 1.7976931348623157e308
-_LEADERBOARD_MAPS = ("medal_binary", "human_rank")
+_LEADERBOARD_MAPS = ("medal_binary", "leaderboard_rank")
 
 
 @frozen(kw_only=True)
@@ -154,7 +155,8 @@ class RewardProfile:
 
     Args:
         mapping: score map (one of :data:`MAPPING_MODES`, or ``"medal_binary"`` /
-            ``"human_rank"`` to reward from a leaderboard).
+            ``"leaderboard_rank"`` to reward from a leaderboard; the released reward
+            ``1 - B / (N - 1)``, not the Human Rank that reports print).
         alpha: ``power_clip`` exponent.
         adaptive: use adaptive (per-group) bounds; only with ``mapping="power_clip"``.
         bound_mode, lower_shift_ratio, min_span: see :func:`adaptive_bounds`.
@@ -196,6 +198,11 @@ class RewardProfile:
     gap_piecewise: bool = False
 
     def __attrs_post_init__(self) -> None:
+        if self.mapping == "human_rank":
+            raise InvalidArgument(
+                "RewardProfile.mapping='human_rank' is now 'leaderboard_rank' (the released "
+                "reward 1 - B/(N-1)); Human Rank is the evaluation metric, not a reward"
+            )
         check_choice(self.mapping, (*MAPPING_MODES, *_LEADERBOARD_MAPS), "RewardProfile.mapping")
         check_choice(self.bound_mode, BOUND_MODES, "RewardProfile.bound_mode")
         check_choice(
@@ -371,7 +378,7 @@ class RewardProfile:
             return 0.0
         hib = infer_higher_is_better(leaderboard) if self.compat == "openrsi" else None
         direction = hib if hib is not None else meta.higher_is_better
-        fn = medal_binary if self.mapping == "medal_binary" else human_rank
+        fn = medal_binary if self.mapping == "medal_binary" else leaderboard_rank
         return fn(score, leaderboard, higher_is_better=direction)
 
     def group(

@@ -38,6 +38,7 @@ from openmle.search._families import UNKNOWN_FAMILY, method_family
 from openmle.search._islands import Islands, IslandSelector
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
 from openmle.search._memory import DeferredMemory, MemoryConfig, MemoryPlan, OperatorMemory
+from openmle.search._preset import PAPER, Preset
 from openmle.search._prompts import (
     BasicPrompts,
     DeferringPromptBuilder,
@@ -84,6 +85,7 @@ from openmle.search._summaries import SummaryStore
 __all__ = [
     "CARD_SCHEMA_VERSION",
     "DEFAULT_MIX",
+    "PAPER",
     "UNKNOWN_FAMILY",
     "BasicPrompts",
     "Board",
@@ -107,6 +109,7 @@ __all__ = [
     "OperatorMix",
     "OperatorPrompts",
     "PendingRequest",
+    "Preset",
     "PriceTable",
     "Progress",
     "PromptBuilder",

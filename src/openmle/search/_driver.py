@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol, final
 
 import anyio
+import attrs
 from anyio.abc import TaskGroup
 from attrs import define, field, frozen
 
@@ -286,7 +287,12 @@ class _Driver:
         if self.core.budget.wall_s is not None:
             left = max(1.0, self.core.budget.wall_s - self.core.ledger.wall_s)
         request = _build_request(
-            self.prompts, proposal, parents, self.task, board=self.core.board, time_left_s=left
+            self.prompts,
+            proposal,
+            parents,
+            remaining(self.task, self.core, proposal),
+            board=self.core.board,
+            time_left_s=left,
         )
         self._requests[proposal.step] = request
         return request
@@ -627,6 +633,20 @@ def _add_costs(a: float | None, b: float | None) -> float | None:
     step's whole token usage, rather than counting only the part whose cost is known).
     """
     return None if a is None or b is None else a + b
+
+
+def remaining(task: TaskInfo, core: SearchCore, proposal: Proposal) -> TaskInfo:
+    """``task`` with what the budget has left at ``proposal``: steps after this one (from the
+    step number, so a resumed run computes the same) and sandbox seconds not yet spent.
+    """
+    budget = core.budget
+    steps = None if budget.steps is None else max(0, budget.steps - proposal.step - 1)
+    sandbox = None
+    if budget.sandbox_s is not None:
+        sandbox = max(0.0, budget.sandbox_s - core.ledger.sandbox_s)
+    if steps == task.steps_left and sandbox == task.sandbox_left_s:
+        return task
+    return attrs.evolve(task, steps_left=steps, sandbox_left_s=sandbox)
 
 
 def _build_request(

@@ -58,6 +58,7 @@ from openmle.search._driver import (
     _NullRecorder,
     _with_summary_cache,
     default_selector,
+    remaining,
 )
 from openmle.search._loop import Proposal, SearchConfig, SearchCore
 from openmle.search._priors import check_resume_priors, priors_for_run
@@ -540,7 +541,9 @@ async def aresume_search(
 
     def build(p: Proposal) -> None:
         parents = [core.nodes[q] for q in p.parent_ids]
-        built[p.step] = _build_request(prompts, p, parents, info, board=core.board)
+        built[p.step] = _build_request(
+            prompts, p, parents, remaining(info, core, p), board=core.board
+        )
 
     pending = rd.replay(core, on_proposal=build)
     if not core.nodes:

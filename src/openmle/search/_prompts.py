@@ -67,6 +67,10 @@ class TaskInfo:
         priors: the cross-task priors block retrieved for this task
             (:func:`openmle.priors.render_priors`; empty: none), shown to Draft and Improve.
         priors_shown: the ids of the priors in ``priors``.
+        steps_left: steps the search has left after this one, when the budget caps steps
+            (set per step by the search; None: not capped).
+        sandbox_left_s: program run seconds left of the budget's ``sandbox_s`` cap, at the
+            step's proposal (set per step by the search; None: not capped).
     """
 
     name: str
@@ -75,6 +79,8 @@ class TaskInfo:
     timeout_s: float = 600.0
     priors: str = ""
     priors_shown: tuple[str, ...] = ()
+    steps_left: int | None = None
+    sandbox_left_s: float | None = None
 
 
 @runtime_checkable
@@ -182,7 +188,11 @@ class OperatorPrompts(DeferringPromptBuilder):
 
     Args:
         templates: the wording (see :class:`openmle.operators.OperatorTemplates`).
-        budget: character limits of each prompt.
+        budget: character limits of each prompt (per operator with
+            ``PromptBudget.operator_max_chars``).
+        data_preview: a preview of the task's public data (:func:`openmle.gym.data_preview`),
+            shown to Draft as the prompt's "Data" section (empty: none). It is part of the
+            request, so every node's recorded request holds it.
         memory: how much memory each operator sees; None disables memory.
         temperature, max_tokens: passed on to every request.
         summaries: where model-written node summaries come from (None: memory shows plans).
@@ -192,6 +202,7 @@ class OperatorPrompts(DeferringPromptBuilder):
 
     templates: OperatorTemplates = DEFAULT_TEMPLATES
     budget: PromptBudget = field(factory=PromptBudget)
+    data_preview: str = ""
     memory: MemoryConfig | None = field(factory=MemoryConfig)
     temperature: float | None = None
     max_tokens: int | None = None
@@ -201,7 +212,7 @@ class OperatorPrompts(DeferringPromptBuilder):
         """A hash of the templates and limits (recorded in the run manifest)."""
         import hashlib
 
-        blob = repr((self.templates, self.budget, self.memory)).encode()
+        blob = repr((self.templates, self.budget, self.memory, self.data_preview)).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def build(
@@ -260,15 +271,20 @@ class OperatorPrompts(DeferringPromptBuilder):
         ]
 
         def finish(memory: str) -> ModelRequest:
+            preview = self.data_preview if proposal.operator is Operator.DRAFT else ""
             return build_request(
                 proposal.operator,
-                task=TaskBrief(description=task.description.strip() or task.name),
+                task=TaskBrief(
+                    description=task.description.strip() or task.name, data_description=preview
+                ),
                 parents=views,
                 memory=memory,
                 priors=task.priors,
                 priors_shown=task.priors_shown,
                 execution_timeout_s=task.timeout_s,
                 time_left_s=time_left_s,
+                steps_left=task.steps_left,
+                sandbox_left_s=task.sandbox_left_s,
                 templates=self.templates,
                 budget=self.budget,
                 temperature=self.temperature,
@@ -323,6 +339,9 @@ class BasicPrompts(PromptBuilder):
                 f"## Feedback{label}\n\n{feedback.rstrip()}\n"
             )
         limit = task.timeout_s if time_left_s is None else min(task.timeout_s, time_left_s)
+        left = [f"{task.steps_left} steps"] if task.steps_left is not None else []
+        if task.sandbox_left_s is not None:
+            left.append(f"{task.sandbox_left_s:.0f} seconds of program run time")
         meta = _metadata(proposal, task)
         if task.priors.strip() and op in (Operator.DRAFT, Operator.IMPROVE):
             parts.append(f"## Priors from other tasks\n\n{task.priors.strip()}\n")
@@ -332,7 +351,7 @@ class BasicPrompts(PromptBuilder):
             "## Submission\n\nRead the data from the directory in $DATA_DIR and write "
             "./submission.csv in the format of sample_submission.csv. The run must finish "
             f"within {limit:.0f} seconds. Answer with a short plan, then one "
-            "```python``` block."
+            "```python``` block." + (f" The search has {' and '.join(left)} left." if left else "")
         )
         return ModelRequest(
             messages=(

@@ -175,6 +175,8 @@ def test_a_library_citing_a_competitions_data_hash_is_refused(
     bench = MLEBench.locate(str(registry), str(data), valid_dir=tmp_path / "valid")
     excl = competition_exclusions(bench, "mini-tabular")
     assert digest in excl.data_hashes and "mini-tabular" in excl.names
+    md5 = hashlib.md5(train.read_bytes(), usedforsecurity=False).hexdigest()
+    assert f"md5:{md5}" in excl.data_hashes  # as MLE-bench's checksums.yaml records it
     lib = tmp_path / "lib.jsonl"
     leak = Prior(prior_id="leak", kind="method", text="t", source="a write-up", source_ids=[digest])
     save_library(PriorLibrary([leak]), lib)

@@ -40,13 +40,15 @@ def runs(draw: st.DrawFn) -> list[list[GradeReport]]:
 @settings(deadline=None)  # speed lives in benchmarks, not in pass/fail
 @given(st.lists(finite, min_size=1, max_size=30))
 def test_aggregate_identities(values: list[float]) -> None:
-    """Mean lies within the range, std >= 0, sem = std / sqrt(n), and order does not matter."""
+    """Mean lies within the range, sd >= 0, sem = sd * sqrt(1 / (n - 1)) (ddof 1 vs 0), and
+    order does not matter."""
     a = aggregate(values)
     assert min(values) - 1e-6 <= a.mean <= max(values) + 1e-6
-    assert a.std >= 0 and math.isclose(a.sem, a.std / math.sqrt(a.n), rel_tol=1e-12, abs_tol=1e-12)
+    want = a.sd / math.sqrt(a.n - 1) if a.n > 1 else 0.0
+    assert a.sd >= 0 and math.isclose(a.sem, want, rel_tol=1e-9, abs_tol=1e-9)
     b = aggregate(list(reversed(values)))
     assert math.isclose(a.mean, b.mean, rel_tol=1e-9, abs_tol=1e-9)
-    assert math.isclose(a.std, b.std, rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(a.sd, b.sd, rel_tol=1e-9, abs_tol=1e-9)
 
 
 @settings(deadline=None)  # speed lives in benchmarks, not in pass/fail

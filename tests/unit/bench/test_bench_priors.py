@@ -35,7 +35,9 @@ def test_clean_libraries_pass() -> None:
     check_priors_clean(PriorLibrary([]), ["spaceship-titanic"])
 
 
-SPOOKY = Exclusions(names=["Spooky Author Identification"], data_hashes=["ab" * 32])
+SPOOKY = Exclusions(
+    names=["Spooky Author Identification"], data_hashes=["ab" * 32, "md5:" + "cd" * 16]
+)
 
 
 def _one(**kw: object) -> PriorLibrary:
@@ -51,6 +53,7 @@ def _one(**kw: object) -> PriorLibrary:
         {"text": "On Spooky Author Identification, stack NB features."},
         {"source_ids": ["AB" * 32]},
         {"source_ids": ["sha256:" + "ab" * 32]},
+        {"source_ids": ["MD5:" + "CD" * 16]},
     ],
 )
 def test_a_prior_naming_the_competition_or_its_data_is_refused(kw: dict[str, object]) -> None:

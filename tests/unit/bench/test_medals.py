@@ -157,8 +157,8 @@ def test_report_fields_and_round_trip(tmp_path: Path) -> None:
     )
     assert tuple(r.to_mlebench_dict()) == MLEBENCH_REPORT_FIELDS
     assert CompetitionReport.from_dict(json.loads(json.dumps(r.to_dict()))) == r
-    # human rank: 1 - better/(N-1) = 1 - 2/3
-    assert r.human_rank == pytest.approx(1 / 3)
+    # Human Rank: entries strictly worse / N = 1/4 (0.7 ties itself: not surpassed)
+    assert r.human_rank == pytest.approx(1 / 4)
     missing = CompetitionReport.missing("comp", seed=1)
     assert not missing.submission_exists and not missing.valid_submission
 

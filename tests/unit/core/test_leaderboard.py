@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from openmle._leaderboard import (
-    beaten_fraction,
+    human_rank_of,
     infer_higher_is_better,
+    leaderboard_rank_of,
     medal_of,
     medal_positions,
     medal_thresholds,
@@ -49,12 +50,26 @@ def test_thresholds_and_medals_both_directions() -> None:
         medal_thresholds([float("nan")], higher_is_better=True)
 
 
-def test_beaten_fraction_and_inference() -> None:
+def test_human_rank_and_inference() -> None:
     """Human rank is the share strictly beaten; direction inference mirrors the released rule."""
     scores = [0.9, 0.8, 0.7, 0.6]
-    assert beaten_fraction(0.85, scores, higher_is_better=True) == 0.75
-    assert beaten_fraction(0.85, scores, higher_is_better=False) == 0.25
-    assert beaten_fraction(None, scores, higher_is_better=True) == 0.0
+    assert human_rank_of(0.85, scores, higher_is_better=True) == 0.75
+    assert human_rank_of(0.85, scores, higher_is_better=False) == 0.25
+    assert human_rank_of(None, scores, higher_is_better=True) == 0.0
     assert infer_higher_is_better(scores) is True
     assert infer_higher_is_better([0.1, 0.5]) is False
     assert infer_higher_is_better([0.5, 0.5]) is True
+
+
+def test_human_rank_hand_computed_on_a_known_leaderboard() -> None:
+    """3 entries better of 20, no ties: Human Rank 17/20 = 0.85, while the RL reward's
+    ``1 - B/(N-1)`` gives 1 - 3/19 = 0.842; ties are not surpassed (they count zero)."""
+    board = [float(x) for x in range(20, 0, -1)]  # 20..1, higher is better
+    assert human_rank_of(17.5, board, higher_is_better=True) == 0.85
+    assert leaderboard_rank_of(17.5, board, higher_is_better=True) == pytest.approx(1 - 3 / 19)
+    # a tie with the 4th entry (17): 16 strictly worse of 20, the tie does not count
+    assert human_rank_of(17.0, board, higher_is_better=True) == 0.8
+    # lower is better: 3.5 on 1..20 is beaten by 1, 2, 3 and beats 17 of 20
+    assert human_rank_of(3.5, board[::-1], higher_is_better=False) == 0.85
+    assert human_rank_of(100.0, board, higher_is_better=True) == 1.0
+    assert human_rank_of(20.0, [20.0], higher_is_better=True) == 0.0

@@ -23,13 +23,34 @@ def test_both_packages_use_the_one_implementation() -> None:
     assert load_blocklist().hashes == load_blocklist().data_hashes
 
 
-def test_shipped_list_holds_the_lite_ids_and_the_bundled_tasks() -> None:
-    """Every MLE-bench Lite id, the bundled tasks' names and their three data hashes."""
+def test_shipped_list_holds_all_75_mlebench_competitions_and_the_bundled_tasks() -> None:
+    """All 75 MLE-bench ids (low 22, medium 38, high 15) with their names and MD5s, the
+    bundled tasks' names and their three SHA-256 data hashes."""
     shipped = load_exclusions()
-    assert {normalise_name(i) for i in LITE_IDS} <= shipped.names | shipped.ids
+    assert {normalise_name(i) for i in LITE_IDS} <= shipped.ids and len(shipped.ids) == 75
     assert {"tabular-binary", "tabular-regression", "tabular-multiclass"} <= shipped.names
-    assert len(shipped.data_hashes) == 3 and shipped.suite == "openmle"
+    assert "spooky-author-identification" in shipped.ids
+    assert "aptos-2019-blindness-detection" in shipped.names  # config.yaml: APTOS 2019 ...
+    md5 = {h for h in shipped.data_hashes if h.startswith("md5:")}
+    assert len(shipped.data_hashes) - len(md5) == 3 and len(md5) >= 75
+    # spooky-author-identification's checksums.yaml `public/train.csv`
+    assert "md5:1124166bf7b8b1e337a32fe568732447" in md5 and shipped.suite == "openmle"
     assert SHIPPED.name == "exclusions.txt"
+    ex = priors.default_exclusions()
+    assert ex.match(name="x", data_hashes=["md5:1124166BF7B8B1E337A32FE568732447"]) is not None
+    assert ex.match(source_id="AI4Code") is not None  # a medium-split competition
+    assert ex.match(name="tabular-binary") is None  # bundled runs may become priors
+
+
+def test_md5_lines_are_a_format_extension(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.txt"
+    mine.write_text("md5:0123456789ABCDEF0123456789abcdef\n")
+    assert load_exclusions([mine], shipped=False).data_hashes == {
+        "md5:0123456789abcdef0123456789abcdef"
+    }
+    mine.write_text("md5:0123\n")
+    with pytest.raises(InvalidArgument, match="md5:<32 hex digits>"):
+        load_exclusions([mine], shipped=False)
 
 
 def _raw(tmp_path: Path, file: str = "data.csv") -> Path:
@@ -70,7 +91,7 @@ def test_one_user_list_serves_both_sides(tmp_path: Path) -> None:
     assert ex.match(name="x", data_hashes=[digest]) == f"data hash {digest!r}"
     assert ex.match(related_ids=["my holdout"]) == "id 'my-holdout'"
     assert ex.match(name="notes", text="tuned on the secret set") is not None
-    assert "mle-bench-lite" in ex.suite and "user" in ex.suite
+    assert "mle-bench" in ex.suite and "user" in ex.suite
 
 
 @pytest.mark.parametrize("line", ["md5:abc", "sha256:xyz", "name:", "id: --- ", "holdout"])
@@ -80,3 +101,18 @@ def test_bad_lines_name_the_file_and_line(tmp_path: Path, line: str) -> None:
     bad.write_text("# fine\n" + line + "\n")
     with pytest.raises(InvalidArgument, match=r"bad.txt:2: expected 'sha256"):
         load_exclusions([bad])
+
+
+def test_builder_refuses_a_raw_file_by_its_md5(tmp_path: Path) -> None:
+    """An ``md5:`` entry (the shipped list's MLE-bench checksums are MD5s) refuses a raw file
+    with those bytes."""
+    import hashlib
+
+    raw = _raw(tmp_path)
+    digest = hashlib.md5((raw / "data.csv").read_bytes(), usedforsecurity=False).hexdigest()
+    mine = tmp_path / "mine.txt"
+    mine.write_text(f"md5:{digest}\n")
+    rec = intake(raw, source="somewhere")
+    assert rec.files[0].md5 == digest
+    result = check_contamination(rec, load_blocklist([mine], shipped=False))
+    assert result.matches == ("md5 of data.csv",)

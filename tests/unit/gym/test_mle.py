@@ -35,16 +35,40 @@ def _report(task: str, score: float | None, *, board: bool = True) -> GradeRepor
 
 
 def test_aggregate_hand_values() -> None:
-    """Mean, sample std (ddof 1) and SEM match hand computation; one run has std 0."""
+    """Mean, SEM (sample sd, ddof 1, over sqrt n) and population sd (ddof 0) by hand."""
     a = aggregate([0.0, 1.0, 1.0, 0.0])
-    assert a.mean == 0.5 and a.std == pytest.approx(math.sqrt(1 / 3)) and a.n == 4
-    assert a.sem == pytest.approx(a.std / 2)
+    assert a.mean == 0.5 and a.sd == 0.5 and a.n == 4
+    assert a.sem == pytest.approx(math.sqrt(1 / 3) / 2)
     one = aggregate([0.3])
-    assert one.std == 0.0 and one.sem == 0.0 and "n=1" in str(one)
+    assert one.sd == 0.0 and one.sem == 0.0 and "n=1" in str(one)
+    d = a.to_dict()
+    assert (d["sem_ddof"], d["sd_ddof"]) == (1, 0) and d["values"] == [0.0, 1.0, 1.0, 0.0]
     with pytest.raises(InvalidArgument, match="at least one run"):
         aggregate([])
     with pytest.raises(InvalidArgument, match="finite"):
         aggregate([float("nan")])
+
+
+def test_one_convention_with_the_bench() -> None:
+    """Medals 13, 17 and 17 of 22 over three seeds: mean 71.21 %, population sd 8.57 (the
+    paper's), SEM 6.06 (ddof 1); gym's summary and the bench's suite metrics agree."""
+    from openmle.bench import CompetitionReport, aggregate_seeds
+
+    per_seed = [13, 17, 17]
+    gym_runs = [[_report(f"t{i}", 100.0 if i < k else 1.0) for i in range(22)] for k in per_seed]
+    g = summarize(gym_runs).any_medal_rate
+    assert g is not None
+    seeds = [
+        [
+            CompetitionReport(competition_id=f"t{i}", gold_medal=i < k, any_medal=i < k)
+            for i in range(22)
+        ]
+        for k in per_seed
+    ]
+    b = aggregate_seeds(seeds).metrics["any_medal_percentage"]
+    assert round(b.mean, 2) == 71.21 and round(b.sd, 2) == 8.57 and round(b.sem, 2) == 6.06
+    assert g.mean * 100 == pytest.approx(b.mean) and g.sd * 100 == pytest.approx(b.sd)
+    assert g.sem * 100 == pytest.approx(b.sem) and type(g) is type(b)
 
 
 def test_rates_over_runs() -> None:
@@ -57,8 +81,8 @@ def test_rates_over_runs() -> None:
     assert medal_rate(runs, "gold").mean == 0.5
     assert medal_rate(runs, "above_median").per_run == (0.5, 1.0)
     hr = human_rank(runs)
-    # human rank 1 - better / (N - 1): 100 -> 1.0, 60 -> 1 - 40/99, 95 -> 1 - 5/99
-    assert hr.per_run == pytest.approx(((1.0 + 0) / 2, (1 - 40 / 99 + 1 - 5 / 99) / 2))
+    # Human Rank = entries strictly worse / N: 100 -> 99/100, 60 -> 59/100, 95 -> 94/100
+    assert hr.per_run == pytest.approx(((0.99 + 0) / 2, (0.59 + 0.94) / 2))
     with pytest.raises(InvalidArgument, match="medal"):
         medal_rate(runs, "platinum")
 

@@ -16,7 +16,7 @@ def test_lower_is_better_medals() -> None:
     assert ranked.gold_medal and ranked.any_medal and not ranked.silver_medal
     assert ranked.medal == "gold" and ranked.is_lower_better
     assert ranked.gold_threshold == 10.0 and ranked.bronze_threshold == 40.0
-    assert ranked.above_median and ranked.human_rank == pytest.approx(1 - 4 / 99)
+    assert ranked.above_median and ranked.human_rank == pytest.approx(95 / 100)
     assert ranked.leaderboard_best == 1.0 and ranked.leaderboard_size == 100
 
 
@@ -32,16 +32,18 @@ def test_medals_are_exclusive_and_invalid_gets_none() -> None:
 
 
 def test_one_human_rank_definition() -> None:
-    """GradeReport and rewards.human_rank agree (the paper's 1 - better/(N-1)): 4 on the
-    higher-is-better board [4, 3, 2, 1] has rank 1.0 (it was 0.75, entries beaten / N)."""
-    from openmle.rewards import human_rank
+    """GradeReport.human_rank is the fraction of participants strictly surpassed (W / N), not
+    the RL reward ``openmle.rewards.leaderboard_rank`` (1 - B/(N-1)): 4 on the
+    higher-is-better board [4, 3, 2, 1] surpasses 3 of 4 (0.75; the reward says 1.0)."""
+    from openmle.rewards import leaderboard_rank
 
     board = (4.0, 3.0, 2.0, 1.0)
-    for score in (4.0, 3.5, 2.0, 0.5):
+    want = {4.5: 1.0, 4.0: 0.75, 3.5: 0.75, 3.0: 0.5, 2.0: 0.25, 0.5: 0.0}
+    for score, rank in want.items():
         r = GradeReport(task="t", split="test", score=score, valid=True).with_leaderboard(board)
-        assert r.human_rank == pytest.approx(human_rank(score, board, higher_is_better=True))
+        assert r.human_rank == rank
     top = GradeReport(task="t", split="test", score=4.0, valid=True).with_leaderboard(board)
-    assert top.human_rank == 1.0
+    assert leaderboard_rank(4.0, board, higher_is_better=True) == 1.0 != top.human_rank
 
 
 def test_validation_report_orders_and_counts() -> None:

@@ -97,6 +97,47 @@ def test_budget_line_uses_time_left() -> None:
     )
 
 
+def test_remaining_line_shows_steps_wall_and_sandbox_time_left() -> None:
+    """The paper's remaining-budget line: steps left, wall time left and program run time
+    left, each only when given."""
+    text = _user(
+        build_request(
+            "improve",
+            task=TASK,
+            parents=[_parent("a", OK)],
+            execution_timeout_s=7200,
+            steps_left=4,
+            time_left_s=720,
+            sandbox_left_s=3 * 3600,
+        )
+    )
+    assert "4 steps, 12 minutes of wall time and 3 hours of program run time left" in text
+    only = _user(build_request("draft", task=TASK, execution_timeout_s=60, sandbox_left_s=90))
+    assert "1 minutes of program run time left" in only and "step" not in only.split("left")[0]
+
+
+def test_per_operator_prompt_caps() -> None:
+    """PromptBudget.operator_max_chars caps each operator on its own (the paper preset's
+    Improve 54.3K and Crossover 78.4K); others keep max_chars."""
+    big_code = "x = 1\n" * 40_000
+    parents = [_parent("a", OK, big_code), _parent("b", OK, big_code)]
+    budget = PromptBudget(
+        max_chars=20_000, code_chars=60_000, operator_max_chars={"crossover": 30_000}
+    )
+    cross = build_request(
+        "crossover", task=TASK, parents=parents, execution_timeout_s=60, budget=budget
+    )
+    improve = build_request(
+        "improve", task=TASK, parents=parents[:1], execution_timeout_s=60, budget=budget
+    )
+    assert 20_000 < cross.prompt_chars <= 30_000 and improve.prompt_chars <= 20_000
+    assert budget.max_chars_for(Operator.CROSSOVER) == 30_000
+    with pytest.raises(InvalidArgument, match="operator"):
+        PromptBudget(operator_max_chars={"mutate": 50_000})
+    with pytest.raises(InvalidArgument, match=r"operator_max_chars\['draft'\]"):
+        PromptBudget(operator_max_chars={"draft": 10})
+
+
 def test_timeout_advice_only_for_debug_after_timeout() -> None:
     """Debug after a timeout gets the cost-cutting advice; other cases do not."""
     debug_slow = _user(

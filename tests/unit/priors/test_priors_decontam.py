@@ -34,7 +34,7 @@ def test_user_exclusions_and_data_hashes() -> None:
     assert ex.match(related_ids=["my_holdout"]) is not None
     assert ex.match(name="x", data_hashes=["abc123"]) is not None
     assert ex.match(name="x", data_hashes=["def"]) is None
-    assert "user" in ex.suite and "mle-bench-lite" in ex.suite
+    assert "user" in ex.suite and "mle-bench" in ex.suite
 
 
 def test_runner_refuses_task_in_provenance() -> None:

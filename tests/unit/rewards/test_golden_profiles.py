@@ -25,7 +25,9 @@ PROFILES: dict[str, RewardProfile] = {
     "paper_sync": RewardProfile.openrsi(),
     "no_single_finite_flag": RewardProfile.openrsi(single_finite_reward_one=False),
     "medal_binary": RewardProfile.openrsi(mapping="medal_binary", adaptive=False, advantage="grpo"),
-    "human_rank": RewardProfile.openrsi(mapping="human_rank", adaptive=False, advantage="grpo"),
+    "human_rank": RewardProfile.openrsi(
+        mapping="leaderboard_rank", adaptive=False, advantage="grpo"
+    ),
     # generate_mle import defaults: dynamic bounds off, alpha 2, top1_top8, no shift, gap
     # penalty on (coef 0.05), group-normalised advantage.
     "module_defaults": RewardProfile.openrsi(

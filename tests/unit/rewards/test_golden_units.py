@@ -21,7 +21,7 @@ from openmle.rewards import (
     entropic_advantage,
     entropic_beta,
     group_normalized_advantage,
-    human_rank,
+    leaderboard_rank,
     medal_binary,
     score_to_reward_from_meta,
     static_bounds,
@@ -246,7 +246,7 @@ def test_leaderboard_reward(rec: dict[str, Any]) -> None:
     out = rec["output"]
     for score, medal, rank in zip(i["probe_scores"], out["medal_binary"], out["rank"], strict=True):
         check(partial(medal_binary, score, board), medal)
-        check(partial(human_rank, score, board), rank)
+        check(partial(leaderboard_rank, score, board), rank)
 
 
 @pytest.mark.parametrize("rec", _ids("validation_gap_penalty"), ids=lambda r: r["id"])

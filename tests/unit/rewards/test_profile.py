@@ -148,12 +148,18 @@ def test_static_mappings_without_the_barrier() -> None:
 
 
 def test_leaderboard_profiles() -> None:
-    """medal_binary and human_rank profiles reward from the leaderboard table."""
+    """medal_binary and leaderboard_rank profiles reward from the leaderboard table."""
     board = [0.95, 0.9, 0.85, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
     medal = RewardProfile.default(mapping="medal_binary", adaptive=False, advantage="grpo")
     out = medal.group(_scored(0.96, 0.1, None), meta=UNIT, leaderboard=board)
     assert out.rewards == (1.0, 0.0, 0.0)
-    rank = RewardProfile.default(mapping="human_rank", adaptive=False, advantage="grpo")
+    rank = RewardProfile.default(mapping="leaderboard_rank", adaptive=False, advantage="grpo")
     out = rank.group(_scored(0.96, 0.75), meta=UNIT, leaderboard=board)
     assert out.rewards[0] == 1.0
     assert out.rewards[1] == pytest.approx(1 - 4 / 9)
+
+
+def test_the_old_mapping_name_is_refused_with_the_new_one() -> None:
+    """``human_rank`` names the evaluation metric; the reward mapping is ``leaderboard_rank``."""
+    with pytest.raises(InvalidArgument, match="leaderboard_rank"):
+        RewardProfile.default(mapping="human_rank", adaptive=False, advantage="grpo")

@@ -122,3 +122,29 @@ def test_cli_export_and_errors(
     assert json.loads(capsys.readouterr().out)["format"] == "jsonl"
     assert main(["report", str(tmp_path)]) == 1
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_search_preset_paper_records_the_preset_and_its_deviations(tmp_path: Path) -> None:
+    """`openmle search --preset paper --budget steps=2`: the preset's sandbox and wall caps,
+    7,200 s per program and Debug depth 10 hold; steps (and the one seed, the split
+    protocol, no GPU cap) are the recorded deviations; Draft saw the data preview."""
+    import gzip
+
+    out = tmp_path / "run"
+    rc = main(["search", "--task", "tabular-binary", "--preset", "paper", "--budget", "steps=2",
+               "--out", str(out), "--quiet"])  # fmt: skip
+    assert rc == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["config"]["max_debug_depth"] == 10 and m["config"]["timeout_s"] == 7200.0
+    assert (m["budget"]["steps"], m["budget"]["sandbox_s"], m["budget"]["wall_s"]) == (
+        2,
+        43_200.0,
+        64_800.0,
+    )
+    devs = m["extra"]["preset"]["deviations"]
+    assert set(devs) == {"steps", "seeds", "validation", "gpu_memory_gb"}
+    assert devs["steps"] == {"preset": 800, "used": 2}
+    page = (out / "report.html").read_text()
+    assert "preset <code>paper</code>" in page and "steps: preset 800 -&gt; used 2" in page
+    first = json.loads(gzip.decompress(next((out / "requests").glob("*.json.gz")).read_bytes()))
+    assert "Files (under the data directory)" in first["messages"][-1]["content"]

@@ -377,6 +377,24 @@ def _priors_line(manifest: dict[str, Any]) -> str:
     )
 
 
+def _preset_line(manifest: dict[str, Any]) -> str:
+    """The preset the run was started with (``--preset``) and every deviation from it."""
+    entry = (manifest.get("extra") or {}).get("preset")
+    if not isinstance(entry, dict) or not isinstance(entry.get("preset"), dict):
+        return ""
+    raw = entry.get("deviations")
+    devs: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    said = "; ".join(
+        f"{k}: preset {d.get('preset')} -> used {d.get('used')}"
+        for k, d in devs.items()
+        if isinstance(d, dict)
+    )
+    return (
+        f'<p class="sub">preset <code>{_esc(entry["preset"].get("name"))}</code> · '
+        f"deviations: {_esc(said or 'none')}</p>"
+    )
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` (and ``score.png``/``score.svg``) for a run directory.
 
@@ -466,6 +484,7 @@ seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
 openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code> ·
 {_INTEGRITY[rd.integrity]}</p>
 {_priors_line(m)}
+{_preset_line(m)}
 {_nothing_succeeded(nodes) if ok == 0 else ""}<div class="cards">{card_html}</div>
 <h2>Search tree</h2>
 <p class="legend">{legend} · x: step, y: generation · hover a node for its plan</p>

@@ -1,0 +1,75 @@
+"""data_preview: bounded, deterministic, never opens private paths, parses image headers."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+
+from openmle.gym import data_preview
+
+
+def _png(path: Path, w: int, h: int, color: int = 2) -> None:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+    )
+
+
+def _jpeg(path: Path, w: int, h: int) -> None:
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00" + b"\x00" * 9
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, h, w, 3) + b"\x00" * 9
+    path.write_bytes(b"\xff\xd8" + app0 + sof + b"\xff\xd9")
+
+
+def _data(root: Path) -> Path:
+    pub = root / "public"
+    (pub / "images").mkdir(parents=True)
+    (pub / "train.csv").write_text("id,x,name,label\n1,0.5,a,0\n2,1.5,b,1\n")
+    for i in range(20):
+        _png(pub / "images" / f"{i:03d}.png", 32, 16)
+    _jpeg(pub / "photo.jpg", 640, 480)
+    (pub / "meta.json").write_text(json.dumps([{"id": 1, "text": "hi"}]))
+    with zipfile.ZipFile(pub / "extra.zip", "w") as zf:
+        zf.writestr("inner/a.txt", "hello")
+    buf = io.BytesIO(b"x" * 10)
+    with tarfile.open(pub / "audio.tar.gz", "w:gz") as tf:
+        info = tarfile.TarInfo("clip.wav")
+        info.size = 10
+        tf.addfile(info, buf)
+    (root / "private").mkdir()
+    (root / "private" / "answers.csv").write_text("id,label\n1,SECRET\n")
+    (pub / "leak").symlink_to(root / "private" / "answers.csv")
+    return pub
+
+
+def test_preview_shows_shapes_and_is_deterministic(tmp_path: Path) -> None:
+    pub = _data(tmp_path)
+    text = data_preview(pub, exclude=[tmp_path / "private"])
+    assert text == data_preview(pub, exclude=[tmp_path / "private"])
+    assert "[20 files" in text and ".png 20" in text
+    assert "columns (4): id:int, x:float, name:str, label:int" in text
+    assert "photo.jpg: JPEG 640x480 RGB" in text
+    assert "images/000.png: PNG 32x16 RGB 8-bit" in text
+    assert "JSON list of 1; first element keys: id, text" in text
+    assert "zip of 1 members: inner/a.txt" in text and "tar members: clip.wav" in text
+    assert "leak (symbolic link, not followed)" in text and "SECRET" not in text
+
+
+def test_preview_never_reads_private_paths_and_keeps_its_budget(tmp_path: Path) -> None:
+    pub = _data(tmp_path)
+    (pub / "private_copy").mkdir()
+    (pub / "private_copy" / "answers.csv").write_text("id,label\n1,SECRET\n")
+    text = data_preview(pub, exclude=[pub / "private_copy"])
+    assert "private_copy" not in text and "SECRET" not in text
+    assert data_preview(pub / "private_copy", exclude=[pub / "private_copy"]) == ""
+    short = data_preview(pub, max_chars=300)
+    assert len(short) <= 300 and short.endswith("budget ...]")
+    assert data_preview(tmp_path / "absent") == ""
