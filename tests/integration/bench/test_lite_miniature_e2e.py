@@ -65,7 +65,7 @@ def _expected(registry: Path, data: Path, cid: str) -> float:
         return {"columns": rows[0], "rows": rows[1:]}
 
     grade = importlib.import_module(
-        f"openmle.bench._miniature.graders.{cid.replace('-', '_')}"
+        f"openmle.bench.mlebench._miniature.graders.{cid.replace('-', '_')}"
     ).grade
     return float(
         grade(
