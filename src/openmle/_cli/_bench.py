@@ -320,8 +320,20 @@ def _report(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from openmle.bench import MLEBench, doctor
 
-    bench = MLEBench.locate(args.registry, args.data)
-    ids = bench.suite(args.suite)
+    registry, data, suite = args.registry, args.data, args.suite
+    if suite == SMOKE and (not registry or not data):
+        from openmle.bench import smoke_miniature
+
+        # smoke: the shipped miniature, as `bench run smoke` uses it
+        mini_registry, mini_data = smoke_miniature()
+        registry, data = registry or str(mini_registry), data or str(mini_data)
+        suite = "mle-bench-lite"
+    if not data:
+        raise InvalidArgument(
+            "Expected --data (the data directory `mlebench prepare` wrote), or the suite smoke"
+        )
+    bench = MLEBench.locate(registry, data)
+    ids = bench.suite(suite)
     lines = doctor(bench, ids, checksums=args.checksums, views=args.validation != "self")
     if args.json:
         print(json.dumps([ln.to_dict() for ln in lines], indent=2))
@@ -472,7 +484,11 @@ def _add_doctor(sub: Any) -> None:
     """Add ``bench doctor``: the preflight of registry, leaderboards and data."""
     doc = sub.add_parser("doctor", help="preflight: registry, leaderboards, prepared data")
     doc.add_argument("suite", metavar="SUITE")
-    doc.add_argument("--data", required=True, help="the data directory `mlebench prepare` wrote")
+    doc.add_argument(
+        "--data",
+        help="the data directory `mlebench prepare` wrote (not needed for smoke: the shipped "
+        "miniature)",
+    )
     doc.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
     doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
     doc.add_argument(

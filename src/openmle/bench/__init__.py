@@ -42,7 +42,6 @@ from openmle.bench._medals import (
     rank_score,
     round_score,
 )
-from openmle.bench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
 from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
 from openmle.bench._naturebench import (
     NatureBench,
@@ -81,6 +80,7 @@ from openmle.bench._suites import (
     SUITES,
     modality_of,
 )
+from openmle.bench.mlebench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
 
 __all__ = [
     "KNOWN_ISSUES",
@@ -141,4 +141,4 @@ __all__ = [
     "write_report",
 ]
 
-publish(globals())
+publish(globals(), private=("openmle.bench.mlebench._miniature",))

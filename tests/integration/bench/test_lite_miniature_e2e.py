@@ -65,7 +65,7 @@ def _expected(registry: Path, data: Path, cid: str) -> float:
         return {"columns": rows[0], "rows": rows[1:]}
 
     grade = importlib.import_module(
-        f"openmle.bench._miniature.graders.{cid.replace('-', '_')}"
+        f"openmle.bench.mlebench._miniature.graders.{cid.replace('-', '_')}"
     ).grade
     return float(
         grade(
@@ -186,9 +186,17 @@ def test_smoke_suite_runs_from_a_bare_cache(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout)
     assert summary["runs"] == len(SMOKE_IDS)
+    # the offline model copes with every layout (zipped images, JSON records): all valid
+    assert summary["valid"] == len(SMOKE_IDS)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["suite"] == "smoke"
     assert manifest["config"]["competitions"] == list(SMOKE_IDS)
     assert manifest["config"]["registry"].startswith(str(tmp_path / "cache"))
     for name in ("report.md", "report.json", "report.html"):
         assert (out / name).is_file()
+    doctor = subprocess.run(
+        [sys.executable, "-m", "openmle", "bench", "doctor", "smoke"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert doctor.returncode == 0, doctor.stdout[-2000:] + doctor.stderr[-2000:]
+    assert f"{len(SMOKE_IDS)} of {len(SMOKE_IDS)} competitions ready" in doctor.stdout

@@ -179,6 +179,44 @@ def test_programs_run_and_grade_on_a_real_task(tmp_path: Path) -> None:
     assert max(s for s in scores if s is not None) > 0.8
 
 
+def _run_draft(code: str, data: Path, work: Path) -> list[list[str]]:
+    """Run ``code`` in ``work`` on ``data``; the rows of the submission it wrote."""
+    work.mkdir()
+    (work / "main.py").write_text(code)
+    env = {**os.environ, "DATA_DIR": str(data)}
+    proc = subprocess.run(
+        [sys.executable, "main.py"], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Final Validation Score:" in proc.stdout
+    return [ln.split(",") for ln in (work / "submission.csv").read_text().splitlines()]
+
+
+def test_programs_fall_back_to_the_prior_without_a_tabular_layout(tmp_path: Path) -> None:
+    """Without train.csv + test.csv (zipped images, JSON records) a draft fills the sample
+    submission, whatever its name, with the training prior: mean or most frequent label."""
+    code = ask(OfflineModel(sklearn=False, bug_rate=0.0), Operator.DRAFT)[1]
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "train.csv").write_text("id,has_cactus\na.jpg,1\nb.jpg,1\nc.jpg,0\nd.jpg,1\n")
+    (images / "train.zip").write_bytes(b"")
+    (images / "sample_submission.csv").write_text("id,has_cactus\nx.jpg,0.5\ny.jpg,0.5\n")
+    assert _run_draft(code, images, tmp_path / "w1") == [
+        ["id", "has_cactus"],
+        ["x.jpg", "0.750000"],
+        ["y.jpg", "0.750000"],
+    ]
+    records = tmp_path / "records"
+    records.mkdir()
+    rows = [{"request_id": f"t{i}", "got": i % 4 == 0, "kind": "ab"[i % 3 == 0]} for i in range(8)]
+    (records / "train.json").write_text(json.dumps(rows))
+    (records / "sampleSubmission.csv").write_text("request_id,got,kind,other\nq1,0,a,7\n")
+    assert _run_draft(code, records, tmp_path / "w2") == [
+        ["request_id", "got", "kind", "other"],
+        ["q1", "0.250000", "a", "7"],
+    ]
+
+
 @pytest.mark.anyio
 async def test_offline_model_writes_node_summaries_for_the_summary_store() -> None:
     """Summary requests get the JSON SummaryStore asks for: the method from the program's

@@ -46,6 +46,8 @@ def test_doctor_table_and_exit_code(
     assert main(args) == 1  # no rule can split it: not ready for the split protocol
     assert "--validation self" in capsys.readouterr().out
     assert main([*args, "--validation", "self"]) == 0  # self needs no view
+    assert main(["bench", "doctor", "mle-bench-lite"]) == 2  # only smoke needs no --data
+    assert "Expected --data" in capsys.readouterr().err
 
 
 def test_experiment_file_errors_name_the_key(

@@ -5,7 +5,7 @@ metric and refuse what MLE-bench's graders refuse.
 The expected layouts below were checked at development time against each competition's real
 ``prepare.py`` (fed raw input shaped like the Kaggle download) and the graders against each
 real ``grade.py`` (same score to 1e-9 on the sample and on random submissions); see the
-module doc of :mod:`openmle.bench._miniature`.
+module doc of :mod:`openmle.bench.mlebench._miniature`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from openmle.bench import LITE_IDS, SMOKE_IDS, build_miniature, smoke_miniature
-from openmle.bench._miniature.graders import _common
 from openmle.bench._miniyaml import load as load_yaml
+from openmle.bench.mlebench._miniature.graders import _common
 from openmle.errors import InvalidArgument
 
 # public entries, private entries: "dir/*.ext" lists a folder and the extensions within
@@ -204,7 +204,7 @@ def _table(path: Path) -> dict[str, Any]:
 
 def _grader(cid: str) -> Any:
     return importlib.import_module(
-        f"openmle.bench._miniature.graders.{cid.replace('-', '_')}"
+        f"openmle.bench.mlebench._miniature.graders.{cid.replace('-', '_')}"
     ).grade
 
 

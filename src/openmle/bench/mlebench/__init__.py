@@ -12,6 +12,9 @@
   ``public/`` (the training part, the unlabeled held-out part and the sample submission, with
   ``prepared/public``'s file names and formats) and ``private/`` (the held-out answers in the
   format the competition's ``grade.py`` reads).
+- Miniatures (``_miniature``): the 22 Lite competitions in ``mlebench prepare``'s layout with
+  tiny synthetic data and a registry of openmle's own graders; published by
+  :mod:`openmle.bench` as ``build_miniature``, ``smoke_miniature`` and ``SMOKE_IDS``.
 """
 
 from __future__ import annotations

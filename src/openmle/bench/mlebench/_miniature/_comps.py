@@ -15,19 +15,21 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from openmle.bench._miniature import _formats as fmt
-from openmle.bench._miniature.graders.dog_breed_identification import BREEDS
-from openmle.bench._miniature.graders.jigsaw_toxic_comment_classification_challenge import (
-    CLASSES as TOXIC,
+from openmle.bench.mlebench._miniature import _formats as fmt
+from openmle.bench.mlebench._miniature.graders import (
+    jigsaw_toxic_comment_classification_challenge as _toxic,
 )
-from openmle.bench._miniature.graders.leaf_classification import SPECIES
-from openmle.bench._miniature.graders.plant_pathology_2020_fgvc7 import CLASSES as PLANT
-from openmle.bench._miniature.graders.ranzcr_clip_catheter_line_classification import (
+from openmle.bench.mlebench._miniature.graders.dog_breed_identification import BREEDS
+from openmle.bench.mlebench._miniature.graders.leaf_classification import SPECIES
+from openmle.bench.mlebench._miniature.graders.plant_pathology_2020_fgvc7 import CLASSES as PLANT
+from openmle.bench.mlebench._miniature.graders.ranzcr_clip_catheter_line_classification import (
     CLASSES as RANZCR_SCORED,
 )
-from openmle.bench._miniature.graders.spooky_author_identification import AUTHORS
+from openmle.bench.mlebench._miniature.graders.spooky_author_identification import AUTHORS
 
 __all__ = ["MAKERS"]
+
+TOXIC = _toxic.CLASSES
 
 Maker = Callable[[Path, Path, random.Random], None]
 W = fmt.write_csv

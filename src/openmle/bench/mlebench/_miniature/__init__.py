@@ -5,7 +5,7 @@ layout ``mlebench prepare`` writes.
 - ``<root>/mle-bench/mlebench/competitions/<id>/{config.yaml,grade.py,_common.py,
   leaderboard.csv,description.md}`` and ``<root>/mle-bench/experiments/splits/low.txt``;
   each ``grade.py`` is openmle's own grader for that competition's answers format and metric
-  (:mod:`openmle.bench._miniature.graders`), needing only the standard library.
+  (:mod:`openmle.bench.mlebench._miniature.graders`), needing only the standard library.
 - ``<root>/data/<id>/prepared/{public,private}``: the file names, folders, archives, CSV
   columns, id formats and file formats of that competition's ``prepare.py``; the contents are
   synthetic and tiny. ``public/description.md`` as ``mlebench prepare`` adds it.
@@ -26,8 +26,8 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from openmle.bench._miniature._comps import MAKERS
 from openmle.bench._suites import LITE_IDS
+from openmle.bench.mlebench._miniature._comps import MAKERS
 from openmle.errors import InvalidArgument
 
 __all__ = ["SMOKE_IDS", "VERSION", "build_miniature", "smoke_miniature"]
