@@ -323,6 +323,8 @@ class LocalSandbox(Sandbox):
                 )
             if self._gpu_pool is None:
                 self._gpu_pool = await anyio.to_thread.run_sync(GpuPool.from_spec, None)
+            # What sandboxes of processes killed with SIGKILL left: their programs' children.
+            await anyio.to_thread.run_sync(iso.sweep_orphans, RUN_ID_ENV)
             self._facts = SandboxFacts(
                 mode=mode,
                 info=info,
@@ -521,7 +523,7 @@ class LocalSandbox(Sandbox):
                     cpus=1.0 if self.cpu_quota else None,
                 )
             )
-        marker = uuid.uuid4().hex
+        marker = iso.owned_marker(uuid.uuid4().hex)
         try:
             chain = _Chain.spawn(
                 iso.spare_chain(
@@ -736,6 +738,7 @@ class LocalSandbox(Sandbox):
                 await proc.wait()
         if bwrap and proc.returncode is not None and cgroup is None:
             return  # bwrap exited: its PID namespace, and everything in it, is gone.
+        pause = 0.0005  # the namespace's last processes exit within a millisecond or two
         for _ in range(200):
             alive = proc.returncode is None
             if alive or cgroup is None:  # scans /proc: off the event loop
@@ -753,7 +756,8 @@ class LocalSandbox(Sandbox):
                 with anyio.move_on_after(5):
                     await proc.wait()
             else:
-                await anyio.sleep(0.01)
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
 
 _STATUS_FD = 3
