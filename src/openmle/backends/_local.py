@@ -222,6 +222,8 @@ class LocalSandbox(Sandbox):
     _view_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _closed: bool = field(default=False, init=False)
     _running: int = field(default=0, init=False)
+    _phases: dict[str, float] = field(factory=dict, init=False)
+    """The last run's phase end times (``time.perf_counter``; see ``benchmarks/sandbox.py``)."""
 
     def __attrs_post_init__(self) -> None:
         if self.resolver is not None and not callable(self.resolver):
@@ -431,6 +433,7 @@ class LocalSandbox(Sandbox):
         if problem is not None:
             return RunResult.infra_error(problem, split=job.split, queue_s=queue_s)
         settings = self._settings()
+        phases = self._phases = {"start": time.perf_counter()}
         run_dir = Path(tempfile.mkdtemp(prefix="openmle-run-", dir=self.workdir))
         # Everything the program may write or run from lives in ``box``: a size-limited tmpfs
         # (the quota) where we may mount one. bubblewrap binds its parts by their path inside
@@ -468,6 +471,7 @@ class LocalSandbox(Sandbox):
             if why is not None:
                 return RunResult.infra_error(why, split=job.split, queue_s=queue_s)
             data = public if facts.mode == "bwrap" else await self._data_view(public, private)
+            phases["run_dir"] = time.perf_counter()
             paths = RunPaths(
                 box=box, public=public, data=data, private=private, tmp_mounted=mounted
             )
@@ -483,24 +487,42 @@ class LocalSandbox(Sandbox):
                 if failed is not None:
                     return failed
             run = await _run_facts(facts, spare, gpus)
+            phases["spare_cgroup"] = time.perf_counter()
             plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
+            phases["plan"] = time.perf_counter()
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
+            phases["handed"] = time.perf_counter()
             return await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
         finally:
             with anyio.CancelScope(shield=True):
-                if proc is not None:
-                    await self._kill_tree(
-                        proc, cgroup, marker, graceful=False, bwrap=facts.mode == "bwrap"
-                    )
-                    proc.close()
-                if cgroup is not None:
-                    await anyio.to_thread.run_sync(cgroup.remove)
-                await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
-                if proc is not None:
-                    # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
-                    # an RCU grace period, which this run's rmdir would otherwise wait for.
-                    await self._add_spare()
+                await self._end_run(proc, cgroup, marker, facts.mode, run_dir, box, mounted)
+
+    async def _end_run(
+        self,
+        proc: _Chain | None,
+        cgroup: iso.Cgroup | None,
+        marker: str,
+        mode: Mode,
+        run_dir: Path,
+        box: Path,
+        mounted: bool,
+    ) -> None:
+        """Kill what is left of the run, remove its cgroup and directory, start a spare."""
+        phases = self._phases
+        if proc is not None:
+            await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=mode == "bwrap")
+            proc.close()
+        phases["graded"] = time.perf_counter()
+        if cgroup is not None:
+            await anyio.to_thread.run_sync(cgroup.remove)
+        await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
+        phases["cleaned"] = time.perf_counter()
+        if proc is not None:
+            # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
+            # an RCU grace period, which this run's rmdir would otherwise wait for.
+            await self._add_spare()
+        phases["next_spare"] = time.perf_counter()
 
     async def _spawn_spare(self) -> _Spare:
         """Start a launch chain for a coming run, inside a fresh cgroup of its own.
@@ -594,12 +616,14 @@ class LocalSandbox(Sandbox):
             with anyio.move_on_after(plan.timeout_s) as waited:
                 await proc.wait()
             runtime_s = time.monotonic() - started
+            self._phases["exited"] = time.perf_counter()
             timed_out = waited.cancelled_caught
             with anyio.CancelScope(shield=True):
                 await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
             with anyio.move_on_after(_PIPE_GRACE_S):
                 await drained.wait()
             tg.cancel_scope.cancel()
+        self._phases["swept_drained"] = time.perf_counter()
         status = _read_all(proc.status_r)
         exit_code = proc.returncode
         # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
