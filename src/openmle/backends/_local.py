@@ -35,6 +35,8 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Any, Literal, final
 
@@ -223,6 +225,7 @@ class LocalSandbox(Sandbox):
     _closed: bool = field(default=False, init=False)
     _running: int = field(default=0, init=False)
     _phases: dict[str, float] = field(factory=dict, init=False)
+    _cleanups: set[Future[None]] = field(factory=set, init=False)
     """The last run's phase end times (``time.perf_counter``; see ``benchmarks/sandbox.py``)."""
 
     def __attrs_post_init__(self) -> None:
@@ -376,6 +379,11 @@ class LocalSandbox(Sandbox):
     async def aclose(self) -> None:
         """Refuse new jobs and delete cached data views (idempotent)."""
         self._closed = True
+        pending = list(self._cleanups)
+        self._cleanups = set()
+        if pending:  # run directories and cgroups still being removed
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(futures_wait, pending)
         spares = list(self._spares)
         self._spares.clear()  # the same list the finalizer holds
         with anyio.CancelScope(shield=True):
@@ -395,20 +403,53 @@ class LocalSandbox(Sandbox):
     # ----------------------------------------------------------------------------------------
     # One run
 
-    async def _data_view(self, public: Path, private: Sequence[Path]) -> Path:
-        """A cached read-only, symlink-free copy of ``public`` (Landlock mode only)."""
+    async def _data_view(self, public: Path, private: Sequence[Path], *, mode: Mode) -> Path:
+        """A cached read-only, symlink-free copy of ``public``; what the program reads.
+
+        Landlock mode: always (on disk under ``workdir``). bwrap mode: in a tmpfs of at most
+        ``_NEUTRAL_DATA_BYTES`` (root only), so ``/proc/self/mountinfo`` inside the sandbox
+        names no host path for ``/data``; ``public`` itself (bound as it is, its host path
+        visible in ``mountinfo``) where that cannot be done (not root, too large, no mount).
+        """
         key = str(public)
         async with self._view_lock:
             if key in self._views:
                 return self._views[key]
+            if mode == "bwrap" and not await anyio.to_thread.run_sync(self._neutral_root_ok):
+                self._views[key] = public
+                return public
             if self._view_root is None:
                 self._view_root = Path(tempfile.mkdtemp(prefix="openmle-views-", dir=self.workdir))
                 # Removed by aclose(); also when the sandbox is garbage-collected or at exit.
                 weakref.finalize(self, iso.safe_rmtree, self._view_root)
             dst = self._view_root / f"view{len(self._views)}"
-            await anyio.to_thread.run_sync(lambda: iso.symlink_free_copy(public, dst, deny=private))
+            if mode == "bwrap":
+                dst = await anyio.to_thread.run_sync(
+                    _neutral_copy, public, dst, private, self._view_root
+                )
+            else:
+                await anyio.to_thread.run_sync(
+                    lambda: iso.symlink_free_copy(public, dst, deny=private)
+                )
             self._views[key] = dst
             return dst
+
+    def _neutral_root_ok(self) -> bool:
+        """In bwrap mode: whether the views' tmpfs is (or could now be) mounted (root only)."""
+        if os.geteuid() != 0:
+            return False
+        if self._view_root is not None:
+            return bool(iso.mounts_under(self._view_root))
+        # In the system temp dir, not ``workdir`` (run directories): its files live in memory.
+        root = Path(tempfile.mkdtemp(prefix="openmle-views-"))
+        if not iso.mount_quota_tmpfs(
+            root, max_bytes=_NEUTRAL_DATA_BYTES, max_files=_NEUTRAL_DATA_FILES
+        ):
+            iso.safe_rmtree(root)
+            return False
+        self._view_root = root
+        weakref.finalize(self, iso.safe_rmtree, root)
+        return True
 
     def _settings(self) -> PlanSettings:
         return PlanSettings(
@@ -443,6 +484,7 @@ class LocalSandbox(Sandbox):
         marker = ""
         cgroup: iso.Cgroup | None = None
         proc: _Chain | None = None
+        ended = False
         try:
             box.mkdir()
             # The three directories count against the inode limit too.
@@ -470,7 +512,7 @@ class LocalSandbox(Sandbox):
             )
             if why is not None:
                 return RunResult.infra_error(why, split=job.split, queue_s=queue_s)
-            data = public if facts.mode == "bwrap" else await self._data_view(public, private)
+            data = await self._data_view(public, private, mode=facts.mode)
             phases["run_dir"] = time.perf_counter()
             paths = RunPaths(
                 box=box, public=public, data=data, private=private, tmp_mounted=mounted
@@ -493,10 +535,14 @@ class LocalSandbox(Sandbox):
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
             phases["handed"] = time.perf_counter()
-            return await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
+            result = await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
+            ended = True  # else (cancelled, failed) everything is removed before returning
+            return result
         finally:
             with anyio.CancelScope(shield=True):
-                await self._end_run(proc, cgroup, marker, facts.mode, run_dir, box, mounted)
+                await self._end_run(
+                    proc, cgroup, marker, facts.mode, run_dir, box, mounted, later=ended
+                )
 
     async def _end_run(
         self,
@@ -507,16 +553,31 @@ class LocalSandbox(Sandbox):
         run_dir: Path,
         box: Path,
         mounted: bool,
+        *,
+        later: bool,
     ) -> None:
-        """Kill what is left of the run, remove its cgroup and directory, start a spare."""
+        """Kill what is left of the run, remove its cgroup and directory, start a spare.
+
+        With ``later`` (a run that returned) the removal runs on the cleaner thread, off the
+        run's path (:meth:`aclose` waits for it); else (cancelled, failed) before returning.
+        Nothing of the run is alive by then: its processes are killed here either way.
+        """
         phases = self._phases
         if proc is not None:
             await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=mode == "bwrap")
             proc.close()
         phases["graded"] = time.perf_counter()
-        if cgroup is not None:
-            await anyio.to_thread.run_sync(cgroup.remove)
-        await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
+
+        def remove() -> None:
+            if cgroup is not None:
+                cgroup.remove()
+            self._clean_run_dir(run_dir, box, mounted)
+
+        if later:
+            self._cleanups.add(_CLEANER.submit(remove))
+            self._cleanups = {f for f in self._cleanups if not f.done()}
+        else:
+            await anyio.to_thread.run_sync(remove)
         phases["cleaned"] = time.perf_counter()
         if proc is not None:
             # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
@@ -783,6 +844,35 @@ class LocalSandbox(Sandbox):
                 await anyio.sleep(pause)
                 pause = min(pause * 2, 0.05)
 
+
+_NEUTRAL_DATA_BYTES = 512 * 1024 * 1024
+_NEUTRAL_DATA_FILES = 100_000
+"""bwrap mode: the public data copied into a tmpfs (all views of one sandbox together)."""
+
+
+def _neutral_copy(public: Path, dst: Path, private: Sequence[Path], root: Path) -> Path:
+    """Copy ``public`` to ``dst`` in the views' tmpfs; ``public`` itself where it does not
+    fit (checked first by apparent size and count, then by the copy's own ``ENOSPC``).
+    """
+    total, files = 0, 0
+    for dirpath, _dirs, names in os.walk(public):
+        files += len(names) + 1
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(dirpath, name)).st_size
+        if total > _NEUTRAL_DATA_BYTES or files > _NEUTRAL_DATA_FILES:
+            return public
+    try:
+        iso.symlink_free_copy(public, dst, deny=private)
+    except OSError:
+        iso.safe_rmtree(dst)
+        return public
+    return dst
+
+
+_CLEANER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmle-run-cleanup")
+"""Removes finished runs' cgroups and directories off their path, in order (the interpreter
+waits for it at exit)."""
 
 _STATUS_FD = 3
 """The status pipe's number in the launch chain (the plan's ``printf ok`` and bwrap's report)."""
