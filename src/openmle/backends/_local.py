@@ -558,8 +558,9 @@ class LocalSandbox(Sandbox):
     ) -> None:
         """Kill what is left of the run, remove its cgroup and directory, start a spare.
 
-        With ``later`` (a run that returned) the removal runs on the cleaner thread, off the
-        run's path (:meth:`aclose` waits for it); else (cancelled, failed) before returning.
+        With ``later`` (a run that returned) the directory's removal runs on the cleaner
+        thread, off the run's path (:meth:`aclose` waits for it); else (cancelled, failed)
+        before returning.
         Nothing of the run is alive by then: its processes are killed here either way.
         """
         phases = self._phases
@@ -568,16 +569,15 @@ class LocalSandbox(Sandbox):
             proc.close()
         phases["graded"] = time.perf_counter()
 
-        def remove() -> None:
-            if cgroup is not None:
-                cgroup.remove()
-            self._clean_run_dir(run_dir, box, mounted)
-
+        if cgroup is not None:
+            # Here, before the next spare joins its cgroup: removing a cgroup while another is
+            # joined waits on the same kernel lock (the spare would start late).
+            await anyio.to_thread.run_sync(cgroup.remove)
         if later:
-            self._cleanups.add(_CLEANER.submit(remove))
+            self._cleanups.add(_CLEANER.submit(self._clean_run_dir, run_dir, box, mounted))
             self._cleanups = {f for f in self._cleanups if not f.done()}
         else:
-            await anyio.to_thread.run_sync(remove)
+            await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
         phases["cleaned"] = time.perf_counter()
         if proc is not None:
             # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
