@@ -13,7 +13,7 @@ for parents drawn by the three-factor selector, twice:
 Prompt sizes are reported as p50 and p99 over the sampled steps (characters), side by side.
 Then, on a 5,000-node board, the time of one step "select a parent and build its Improve
 context and prompt" for ours and for the naive history, as wall and as CPU time (the target,
-under 10 ms, is judged on CPU time so a busy shared machine does not decide it).
+2 ms, is judged on CPU time so a busy shared machine does not decide it).
 
 Run: ``python benchmarks/memory_context.py [--nodes 800] [--big 5000]``. The last line is JSON.
 """
@@ -21,6 +21,7 @@ Run: ``python benchmarks/memory_context.py [--nodes 800] [--big 5000]``. The las
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -441,17 +442,47 @@ async def step_times(n_nodes: int, seed: int, steps: int) -> dict[str, float]:
             cpu.append(time.process_time() - c0)
         return statistics.median(wall), statistics.median(cpu)
 
+    def phases() -> list[float]:
+        """CPU seconds of each phase of one of our steps (see ``PHASES``)."""
+        marks = [time.process_time()]
+        cands = tree.board.candidates()
+        marks.append(time.process_time())
+        parent = selector.select(cands, rng, k=1).chosen
+        marks.append(time.process_time())
+        plan = memory.plan("improve", parent)
+        marks.append(time.process_time())
+        block = memory.render(plan)
+        marks.append(time.process_time())
+        views = tree.views(parent)
+        marks.append(time.process_time())
+        build_request("improve", task=TASK, parents=views, memory=block, execution_timeout_s=7200)
+        marks.append(time.process_time())
+        return [b - a for a, b in itertools.pairwise(marks)]
+
     ours_step()
     naive_step()
     ours_wall, ours_cpu = median(ours_step, steps)
     naive_wall, naive_cpu = median(naive_step, max(3, steps // 10))
-    return {
+    rows = [phases() for _ in range(steps)]
+    out = {
         "ours_ms": round(ours_wall * 1e3, 3),
         "ours_cpu_ms": round(ours_cpu * 1e3, 3),
         "naive_ms": round(naive_wall * 1e3, 3),
         "naive_cpu_ms": round(naive_cpu * 1e3, 3),
         "candidates": float(len(tree.board.candidates())),
     }
+    for i, name in enumerate(PHASES):
+        out[f"phase_{name}_cpu_ms"] = round(statistics.median(r[i] for r in rows) * 1e3, 3)
+    return out
+
+
+PHASES = ("candidates", "select", "plan", "render", "views", "build_request")
+"""The phases of one step: the board's candidates, the selector's draw, the memory's plan and
+its rendering, the parent's view and the prompt."""
+
+
+STEP_TARGET_MS = 2.0
+"""The goal for one step's CPU time on the 5,000-node board (issue 29)."""
 
 
 def main() -> None:
@@ -484,6 +515,10 @@ def main() -> None:
         f"  (on a shared machine wall time includes waiting for a core; the target is judged "
         f"on CPU time)"
     )
+    print(
+        "  per phase (CPU, median): "
+        + ", ".join(f"{name} {times[f'phase_{name}_cpu_ms']} ms" for name in PHASES)
+    )
     emit(
         "memory_context",
         {
@@ -495,8 +530,9 @@ def main() -> None:
             "step_naive_cpu_ms": times["naive_cpu_ms"],
             "improve_p99_target": 0.15,
             "improve_p99_ok": figs["improve_p99_ratio"] <= 0.15,  # type: ignore[operator]
-            "step_target_ms": 10.0,
-            "step_ok": times["ours_cpu_ms"] < 10.0,
+            **{k: v for k, v in times.items() if k.startswith("phase_")},
+            "step_target_ms": STEP_TARGET_MS,
+            "step_ok": times["ours_cpu_ms"] <= STEP_TARGET_MS,
         },
     )
 

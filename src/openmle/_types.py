@@ -408,7 +408,9 @@ def _outcome(value: object) -> Outcome:
 
 
 def _float_tuple(value: Iterable[float]) -> tuple[float, ...]:
-    return tuple(float(v) for v in value)
+    if type(value) is tuple and set(map(type, value)) <= {float}:
+        return value  # already a tuple of floats (the type check runs in C)
+    return tuple(map(float, value))
 
 
 def _components(value: Iterable[Mapping[str, float]]) -> tuple[Mapping[str, float], ...]:

@@ -92,7 +92,9 @@ def int_at_least(
 
 def str_tuple(value: Iterable[object]) -> tuple[str, ...]:
     """An attrs converter: any iterable of values as a tuple of strings."""
-    return tuple(str(v) for v in value)
+    if type(value) is tuple and set(map(type, value)) <= {str}:
+        return value  # already a tuple of strings (the type check runs in C)
+    return tuple(map(str, value))
 
 
 def finite_or_none(value: object) -> float | None:

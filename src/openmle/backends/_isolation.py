@@ -77,7 +77,10 @@ from openmle.backends._procs import (
     live_pids_with_env,
     mount_quota_tmpfs,
     mounts_under,
+    owned_marker,
     safe_rmtree,
+    start_time,
+    sweep_orphans,
     unmount,
 )
 from openmle.backends._runtime import (
@@ -124,12 +127,15 @@ __all__ = [
     "live_pids_with_env",
     "mount_quota_tmpfs",
     "mounts_under",
+    "owned_marker",
     "runtime_info",
     "safe_rmtree",
     "seccomp_bytes",
     "seccomp_program",
     "shell_chain",
     "spare_chain",
+    "start_time",
+    "sweep_orphans",
     "symlink_free_copy",
     "unmount",
 ]

@@ -35,6 +35,8 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Any, Literal, final
 
@@ -222,6 +224,9 @@ class LocalSandbox(Sandbox):
     _view_lock: anyio.Lock = field(factory=anyio.Lock, init=False)
     _closed: bool = field(default=False, init=False)
     _running: int = field(default=0, init=False)
+    _phases: dict[str, float] = field(factory=dict, init=False)
+    _cleanups: set[Future[None]] = field(factory=set, init=False)
+    """The last run's phase end times (``time.perf_counter``; see ``benchmarks/sandbox.py``)."""
 
     def __attrs_post_init__(self) -> None:
         if self.resolver is not None and not callable(self.resolver):
@@ -323,6 +328,8 @@ class LocalSandbox(Sandbox):
                 )
             if self._gpu_pool is None:
                 self._gpu_pool = await anyio.to_thread.run_sync(GpuPool.from_spec, None)
+            # What sandboxes of processes killed with SIGKILL left: their programs' children.
+            await anyio.to_thread.run_sync(iso.sweep_orphans, RUN_ID_ENV)
             self._facts = SandboxFacts(
                 mode=mode,
                 info=info,
@@ -372,6 +379,11 @@ class LocalSandbox(Sandbox):
     async def aclose(self) -> None:
         """Refuse new jobs and delete cached data views (idempotent)."""
         self._closed = True
+        pending = list(self._cleanups)
+        self._cleanups = set()
+        if pending:  # run directories and cgroups still being removed
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(futures_wait, pending)
         spares = list(self._spares)
         self._spares.clear()  # the same list the finalizer holds
         with anyio.CancelScope(shield=True):
@@ -391,20 +403,53 @@ class LocalSandbox(Sandbox):
     # ----------------------------------------------------------------------------------------
     # One run
 
-    async def _data_view(self, public: Path, private: Sequence[Path]) -> Path:
-        """A cached read-only, symlink-free copy of ``public`` (Landlock mode only)."""
+    async def _data_view(self, public: Path, private: Sequence[Path], *, mode: Mode) -> Path:
+        """A cached read-only, symlink-free copy of ``public``; what the program reads.
+
+        Landlock mode: always (on disk under ``workdir``). bwrap mode: in a tmpfs of at most
+        ``_NEUTRAL_DATA_BYTES`` (root only), so ``/proc/self/mountinfo`` inside the sandbox
+        names no host path for ``/data``; ``public`` itself (bound as it is, its host path
+        visible in ``mountinfo``) where that cannot be done (not root, too large, no mount).
+        """
         key = str(public)
         async with self._view_lock:
             if key in self._views:
                 return self._views[key]
+            if mode == "bwrap" and not await anyio.to_thread.run_sync(self._neutral_root_ok):
+                self._views[key] = public
+                return public
             if self._view_root is None:
                 self._view_root = Path(tempfile.mkdtemp(prefix="openmle-views-", dir=self.workdir))
                 # Removed by aclose(); also when the sandbox is garbage-collected or at exit.
                 weakref.finalize(self, iso.safe_rmtree, self._view_root)
             dst = self._view_root / f"view{len(self._views)}"
-            await anyio.to_thread.run_sync(lambda: iso.symlink_free_copy(public, dst, deny=private))
+            if mode == "bwrap":
+                dst = await anyio.to_thread.run_sync(
+                    _neutral_copy, public, dst, private, self._view_root
+                )
+            else:
+                await anyio.to_thread.run_sync(
+                    lambda: iso.symlink_free_copy(public, dst, deny=private)
+                )
             self._views[key] = dst
             return dst
+
+    def _neutral_root_ok(self) -> bool:
+        """In bwrap mode: whether the views' tmpfs is (or could now be) mounted (root only)."""
+        if os.geteuid() != 0:
+            return False
+        if self._view_root is not None:
+            return bool(iso.mounts_under(self._view_root))
+        # In the system temp dir, not ``workdir`` (run directories): its files live in memory.
+        root = Path(tempfile.mkdtemp(prefix="openmle-views-"))
+        if not iso.mount_quota_tmpfs(
+            root, max_bytes=_NEUTRAL_DATA_BYTES, max_files=_NEUTRAL_DATA_FILES
+        ):
+            iso.safe_rmtree(root)
+            return False
+        self._view_root = root
+        weakref.finalize(self, iso.safe_rmtree, root)
+        return True
 
     def _settings(self) -> PlanSettings:
         return PlanSettings(
@@ -429,6 +474,7 @@ class LocalSandbox(Sandbox):
         if problem is not None:
             return RunResult.infra_error(problem, split=job.split, queue_s=queue_s)
         settings = self._settings()
+        phases = self._phases = {"start": time.perf_counter()}
         run_dir = Path(tempfile.mkdtemp(prefix="openmle-run-", dir=self.workdir))
         # Everything the program may write or run from lives in ``box``: a size-limited tmpfs
         # (the quota) where we may mount one. bubblewrap binds its parts by their path inside
@@ -438,6 +484,7 @@ class LocalSandbox(Sandbox):
         marker = ""
         cgroup: iso.Cgroup | None = None
         proc: _Chain | None = None
+        ended = False
         try:
             box.mkdir()
             # The three directories count against the inode limit too.
@@ -465,7 +512,8 @@ class LocalSandbox(Sandbox):
             )
             if why is not None:
                 return RunResult.infra_error(why, split=job.split, queue_s=queue_s)
-            data = public if facts.mode == "bwrap" else await self._data_view(public, private)
+            data = await self._data_view(public, private, mode=facts.mode)
+            phases["run_dir"] = time.perf_counter()
             paths = RunPaths(
                 box=box, public=public, data=data, private=private, tmp_mounted=mounted
             )
@@ -481,24 +529,61 @@ class LocalSandbox(Sandbox):
                 if failed is not None:
                     return failed
             run = await _run_facts(facts, spare, gpus)
+            phases["spare_cgroup"] = time.perf_counter()
             plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
+            phases["plan"] = time.perf_counter()
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
-            return await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
+            phases["handed"] = time.perf_counter()
+            result = await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
+            ended = True  # else (cancelled, failed) everything is removed before returning
+            return result
         finally:
             with anyio.CancelScope(shield=True):
-                if proc is not None:
-                    await self._kill_tree(
-                        proc, cgroup, marker, graceful=False, bwrap=facts.mode == "bwrap"
-                    )
-                    proc.close()
-                if cgroup is not None:
-                    await anyio.to_thread.run_sync(cgroup.remove)
-                await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
-                if proc is not None:
-                    # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
-                    # an RCU grace period, which this run's rmdir would otherwise wait for.
-                    await self._add_spare()
+                await self._end_run(
+                    proc, cgroup, marker, facts.mode, run_dir, box, mounted, later=ended
+                )
+
+    async def _end_run(
+        self,
+        proc: _Chain | None,
+        cgroup: iso.Cgroup | None,
+        marker: str,
+        mode: Mode,
+        run_dir: Path,
+        box: Path,
+        mounted: bool,
+        *,
+        later: bool,
+    ) -> None:
+        """Kill what is left of the run, remove its cgroup and directory, start a spare.
+
+        With ``later`` (a run that returned) the directory's removal runs on the cleaner
+        thread, off the run's path (:meth:`aclose` waits for it); else (cancelled, failed)
+        before returning.
+        Nothing of the run is alive by then: its processes are killed here either way.
+        """
+        phases = self._phases
+        if proc is not None:
+            await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=mode == "bwrap")
+            proc.close()
+        phases["graded"] = time.perf_counter()
+
+        if cgroup is not None:
+            # Here, before the next spare joins its cgroup: removing a cgroup while another is
+            # joined waits on the same kernel lock (the spare would start late).
+            await anyio.to_thread.run_sync(cgroup.remove)
+        if later:
+            self._cleanups.add(_CLEANER.submit(self._clean_run_dir, run_dir, box, mounted))
+            self._cleanups = {f for f in self._cleanups if not f.done()}
+        else:
+            await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
+        phases["cleaned"] = time.perf_counter()
+        if proc is not None:
+            # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
+            # an RCU grace period, which this run's rmdir would otherwise wait for.
+            await self._add_spare()
+        phases["next_spare"] = time.perf_counter()
 
     async def _spawn_spare(self) -> _Spare:
         """Start a launch chain for a coming run, inside a fresh cgroup of its own.
@@ -521,7 +606,7 @@ class LocalSandbox(Sandbox):
                     cpus=1.0 if self.cpu_quota else None,
                 )
             )
-        marker = uuid.uuid4().hex
+        marker = iso.owned_marker(uuid.uuid4().hex)
         try:
             chain = _Chain.spawn(
                 iso.spare_chain(
@@ -592,12 +677,14 @@ class LocalSandbox(Sandbox):
             with anyio.move_on_after(plan.timeout_s) as waited:
                 await proc.wait()
             runtime_s = time.monotonic() - started
+            self._phases["exited"] = time.perf_counter()
             timed_out = waited.cancelled_caught
             with anyio.CancelScope(shield=True):
                 await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
             with anyio.move_on_after(_PIPE_GRACE_S):
                 await drained.wait()
             tg.cancel_scope.cancel()
+        self._phases["swept_drained"] = time.perf_counter()
         status = _read_all(proc.status_r)
         exit_code = proc.returncode
         # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
@@ -736,6 +823,7 @@ class LocalSandbox(Sandbox):
                 await proc.wait()
         if bwrap and proc.returncode is not None and cgroup is None:
             return  # bwrap exited: its PID namespace, and everything in it, is gone.
+        pause = 0.0005  # the namespace's last processes exit within a millisecond or two
         for _ in range(200):
             alive = proc.returncode is None
             if alive or cgroup is None:  # scans /proc: off the event loop
@@ -753,8 +841,38 @@ class LocalSandbox(Sandbox):
                 with anyio.move_on_after(5):
                     await proc.wait()
             else:
-                await anyio.sleep(0.01)
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
+
+_NEUTRAL_DATA_BYTES = 512 * 1024 * 1024
+_NEUTRAL_DATA_FILES = 100_000
+"""bwrap mode: the public data copied into a tmpfs (all views of one sandbox together)."""
+
+
+def _neutral_copy(public: Path, dst: Path, private: Sequence[Path], root: Path) -> Path:
+    """Copy ``public`` to ``dst`` in the views' tmpfs; ``public`` itself where it does not
+    fit (checked first by apparent size and count, then by the copy's own ``ENOSPC``).
+    """
+    total, files = 0, 0
+    for dirpath, _dirs, names in os.walk(public):
+        files += len(names) + 1
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(dirpath, name)).st_size
+        if total > _NEUTRAL_DATA_BYTES or files > _NEUTRAL_DATA_FILES:
+            return public
+    try:
+        iso.symlink_free_copy(public, dst, deny=private)
+    except OSError:
+        iso.safe_rmtree(dst)
+        return public
+    return dst
+
+
+_CLEANER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmle-run-cleanup")
+"""Removes finished runs' cgroups and directories off their path, in order (the interpreter
+waits for it at exit)."""
 
 _STATUS_FD = 3
 """The status pipe's number in the launch chain (the plan's ``printf ok`` and bwrap's report)."""

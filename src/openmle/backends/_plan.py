@@ -98,9 +98,9 @@ class RunPaths:
 
     box: Path
     public: Path
-    """The split's public data (bwrap binds it at ``/data``)."""
+    """The split's public data."""
     data: Path
-    """What the program reads as ``$DATA_DIR`` on the host: ``public`` (bwrap) or its view."""
+    """What the program reads: ``public`` or a copy of it (bwrap binds it at ``/data``)."""
     private: tuple[Path, ...] = field(converter=_tuple_of_paths)
     tmp_mounted: bool = False
     """Whether ``box`` is a quota tmpfs (else a watchdog polls it)."""
@@ -341,7 +341,7 @@ def launch_plan(
         argv = bwrap_argv(
             bwrap=sandbox.bwrap,
             info=info,
-            data_dir=paths.public,
+            data_dir=paths.data,
             workspace=paths.workspace,
             program_dir=paths.program_dir,
             tmp_bytes=fsize,

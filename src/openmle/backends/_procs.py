@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import re
+import signal
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -41,6 +42,64 @@ def descendants(root: int) -> set[int]:
                 out.add(c)
                 stack.append(c)
     return out
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, ``/proc/PID/stat``), or None if it is gone.
+
+    A pid and its start time name one process for good (a reused pid starts later).
+    """
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return int(rest[19]) if len(rest) > 19 and rest[19].isdigit() else None
+
+
+def owned_marker(token: str) -> str:
+    """A run marker naming this process as its owner: ``PID.START.token``."""
+    return f"{os.getpid()}.{start_time(os.getpid())}.{token}"
+
+
+def sweep_orphans(key: str, *, rounds: int = 5) -> set[int]:
+    """SIGKILL every live process whose ``key`` variable is a marker (:func:`owned_marker`)
+    of an owner that is gone (its pid dead, or reused by a later process); the killed pids.
+
+    What a sandbox whose owner was killed (``kill -9``) left behind: the programs' own
+    children, which the parent-death signal does not reach. A process that cleared or
+    rewrote its environment is not found (see the isolation docs). Blocking: scans ``/proc``.
+    """
+    prefix = f"{key}=".encode()
+    owners: dict[tuple[int, int], bool] = {}
+    killed: set[int] = set()
+    for _ in range(rounds):
+        found = set()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            for item in env.split(b"\0"):
+                if not item.startswith(prefix):
+                    continue
+                parts = item[len(prefix) :].split(b".")
+                if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+                    break
+                owner = (int(parts[0]), int(parts[1]))
+                if owner not in owners:
+                    owners[owner] = start_time(owner[0]) == owner[1]
+                if not owners[owner] and pid != os.getpid():
+                    found.add(pid)
+                break
+        if not found:
+            break
+        kill_pids(found, signal.SIGKILL)
+        killed |= found
+    return killed
 
 
 def live_pids_with_env(key: str, value: str) -> set[int]:

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, Final, final
 
 import numpy as np
@@ -82,12 +82,16 @@ def softmax(
     check_positive(temperature, "temperature")
     if len(utilities) == 0:
         return []
-    u = np.asarray(utilities, dtype=np.float64) / temperature
+    return _softmax_array(np.asarray(utilities, dtype=np.float64), temperature).tolist()  # type: ignore[no-any-return]
+
+
+def _softmax_array(u: npt.NDArray[np.float64], temperature: float) -> npt.NDArray[np.float64]:
+    """:func:`softmax` of a non-empty float array, as an array (no per-element Python work)."""
+    u = u / temperature
     if not np.all(np.isfinite(u)):
-        return [1.0 / len(u)] * len(u)
+        return np.full(len(u), 1.0 / len(u))
     e = np.exp(u - u.max())
-    p = e / e.sum()
-    return [float(x) for x in p]
+    return e / e.sum()  # type: ignore[no-any-return]
 
 
 def draw_without_replacement(
@@ -148,6 +152,85 @@ def _rank(values: npt.NDArray[np.float64], higher_is_better: bool) -> npt.NDArra
     rank = worse + (hi - lo + 1) / 2.0
     out[finite] = (rank - 1.0) / (n - 1)
     return out
+
+
+_SCORE = attrgetter("score")
+_PARENT_BEST = attrgetter("parent_best_score")
+_FAMILY = attrgetter("family")
+_FAMILY_COUNT = attrgetter("family_count")
+_NODE_ID = attrgetter("node_id")
+
+
+@frozen
+class _Columns:
+    """The candidates' fields the three-factor utility reads, as arrays (NaN for None)."""
+
+    cands: tuple[Candidate, ...]
+    node_ids: tuple[str, ...]
+    score: npt.NDArray[np.float64]
+    parent: npt.NDArray[np.float64]
+    family_count: npt.NDArray[np.float64]
+    any_unset: bool
+    """Whether some ``family_count`` is None (counted among the candidates)."""
+    family_code: npt.NDArray[np.intp]
+    """Each candidate's family as a small integer (first seen, first numbered)."""
+    codes: Mapping[str, int]
+
+
+_CACHED_COLUMNS = 4
+_last_columns: list[tuple[_Columns, ...]] = [()]
+"""Recent calls' columns, newest first: a search offers the same candidates again, plus new
+ones at the end, so only the new ones are read (a cache keyed by the candidates themselves,
+compared by identity first; any other sequence is read in full)."""
+
+
+def _floats(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
+    return np.array(values, dtype=np.float64) if values else np.zeros(0)
+
+
+def _columns(cands: Sequence[Candidate]) -> _Columns:
+    """The columns of ``cands``, reading only candidates the previous call did not have."""
+    given = tuple(cands)
+    prev: _Columns | None = None
+    recent = _last_columns[0]  # one read: another thread may replace it
+    for seen in recent:
+        n = len(seen.cands)
+        if n == len(given) and seen.cands == given:
+            return seen
+        if n < len(given) and (prev is None or n > len(prev.cands)) and given[:n] == seen.cands:
+            prev = seen
+    start = len(prev.cands) if prev is not None else 0
+    new = given[start:]
+    fcs = list(map(_FAMILY_COUNT, new))
+    codes = dict(prev.codes) if prev is not None else {}
+    fam_codes = [codes.setdefault(f, len(codes)) for f in map(_FAMILY, new)]
+    tail = _Columns(
+        cands=tuple(new),
+        node_ids=tuple(map(_NODE_ID, new)),
+        score=_floats(list(map(_SCORE, new))),
+        parent=_floats(list(map(_PARENT_BEST, new))),
+        family_count=_floats(fcs),
+        any_unset=None in fcs,
+        family_code=np.array(fam_codes, dtype=np.intp),
+        codes=codes,
+    )
+    cols = tail
+    if prev is not None and start:
+        cols = _Columns(
+            cands=prev.cands + tail.cands,
+            node_ids=prev.node_ids + tail.node_ids,
+            score=np.concatenate([prev.score, tail.score]),
+            parent=np.concatenate([prev.parent, tail.parent]),
+            family_count=np.concatenate([prev.family_count, tail.family_count]),
+            any_unset=prev.any_unset or tail.any_unset,
+            family_code=np.concatenate([prev.family_code, tail.family_code]),
+            codes=codes,
+        )
+    kept = [c for c in recent if c is not prev][: _CACHED_COLUMNS - 1]
+    for arr in (cols.score, cols.parent, cols.family_count, cols.family_code):
+        arr.flags.writeable = False  # shared by later calls
+    _last_columns[0] = (cols, *kept)
+    return cols
 
 
 def _nan_array(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
@@ -256,15 +339,8 @@ class ThreeFactorSelector(Selector):
         npt.NDArray[np.float64],
         npt.NDArray[np.float64],
     ]:
-        nan = math.nan
-        score = np.fromiter(
-            (nan if c.score is None else c.score for c in cands), np.float64, len(cands)
-        )
-        parent = np.fromiter(
-            (nan if c.parent_best_score is None else c.parent_best_score for c in cands),
-            np.float64,
-            len(cands),
-        )
+        cols = _columns(cands)
+        score, parent = cols.score, cols.parent
         s = self._normalise(score, self.higher_is_better)
         gain = score - parent if self.higher_is_better else parent - score
         gain = np.where(np.isnan(gain) | (gain <= 0), 0.0, gain)
@@ -273,18 +349,13 @@ class ThreeFactorSelector(Selector):
             d = gain / top if top > 0 else np.zeros(len(cands))
         else:
             d = np.where(gain > 0, self._normalise(gain, True), 0.0)
-        fam_counts = Counter(c.family for c in cands)
-        counts = np.fromiter(
-            (
-                c.family_count if c.family_count is not None else fam_counts[c.family] - 1
-                for c in cands
-            ),
-            np.float64,
-            len(cands),
-        )
+        counts = cols.family_count
+        if cols.any_unset:  # count the other candidates of each family
+            among = np.bincount(cols.family_code)[cols.family_code] - 1.0
+            counts = np.where(np.isnan(counts), among, counts)
         nov = 1.0 / np.sqrt(1.0 + counts)
         util = self.w_score * s + self.w_delta * d + self.w_novelty * nov
-        return s, d, nov, util, np.asarray(softmax(util, self.temperature))
+        return s, d, nov, util, _softmax_array(util, self.temperature)
 
     def utilities(self, candidates: Sequence[Candidate]) -> list[UtilityRow]:
         """Each candidate's components, utility and probability (no island step)."""
@@ -317,7 +388,7 @@ class ThreeFactorSelector(Selector):
             )
         return Selection(
             chosen=tuple(cands[i].node_id for i in chosen),
-            node_ids=tuple(c.node_id for c in cands),
+            node_ids=_columns(cands).node_ids,
             probabilities=tuple(prob.tolist()),
             utilities=tuple(util.tolist()),
             components=components,

@@ -221,3 +221,40 @@ def test_reference_selectors_subclass_the_runtime_checkable_protocol() -> None:
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             sel.x = 1  # type: ignore[attr-defined]
         assert getattr(cls, "select") is not Selector.select  # noqa: B009
+
+
+def test_column_cache_gives_the_uncached_utilities() -> None:
+    """Growing, reordered, shrunk and edited candidate lists read as if read afresh."""
+    import attrs
+
+    from openmle.search import _select
+
+    cands = [
+        Candidate(
+            node_id=f"n{i}",
+            score=None if i % 7 == 3 else 0.5 + 0.01 * (i % 13),
+            parent_best_score=None if i % 3 else 0.55,
+            family=("lgbm", "xgb", "cnn")[i % 3],
+            family_count=None if i % 5 else i % 4,
+        )
+        for i in range(40)
+    ]
+    sel = ThreeFactorSelector.preset("released")
+
+    def fresh(cs: list[Candidate]) -> list[tuple[float, ...]]:
+        _select._last_columns[0] = ()
+        return [(r.score, r.delta, r.novelty, r.utility) for r in sel.utilities(cs)]
+
+    def cached(cs: list[Candidate]) -> list[tuple[float, ...]]:
+        return [(r.score, r.delta, r.novelty, r.utility) for r in sel.utilities(cs)]
+
+    edited = [*cands[:10], attrs.evolve(cands[10], score=0.99, family="new"), *cands[11:]]
+    sequences = [cands[:10], cands[:25], cands, cands[:25], cands[::-1], cands[5:], edited, cands]
+    want = [fresh(cs) for cs in sequences]
+    _select._last_columns[0] = ()
+    got = [cached(cs) for cs in sequences]
+    np.testing.assert_equal(got, want)
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    a = sel.select(cands, rng_a, k=3)
+    _select._last_columns[0] = ()
+    assert a == sel.select(list(cands), rng_b, k=3)
