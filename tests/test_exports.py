@@ -368,11 +368,13 @@ PUBLIC = {
         "PendingRequest",
         "PriceTable",
         "Progress",
+        "ProgressLine",
         "PromptBuilder",
         "Proposal",
         "RLFitness",
         "RLParentSelector",
         "RLStep",
+        "ResumeSpec",
         "RunDir",
         "JudgedRecords",
         "SFTExport",
@@ -381,6 +383,7 @@ PUBLIC = {
         "SearchConfig",
         "SearchCore",
         "SearchResult",
+        "SearchSpec",
         "StepVerdict",
         "SummaryStore",
         "TaskInfo",
@@ -594,3 +597,23 @@ def test_operators_proposal_is_a_deprecated_alias_of_parsed_answer() -> None:
     assert openmle.operators.ParsedAnswer.__module__ == "openmle.operators"
     search_proposal: object = openmle.search.Proposal
     assert old is not search_proposal  # two names, two things
+
+
+def test_one_deprecation_mechanism() -> None:
+    """Every deprecation warns through openmle._exports.warn_deprecated (which states the
+    removal release): no other module names DeprecationWarning."""
+    import ast
+
+    from openmle._exports import REMOVED_IN
+
+    src = Path(openmle.__file__).parent
+    bad = [
+        f"{path.relative_to(src)}:{node.lineno}"
+        for path in sorted(src.rglob("*.py"))
+        if not (path.name == "_exports.py" and path.parent == src)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.Name) and node.id == "DeprecationWarning"
+    ]
+    assert not bad, "warn with openmle._exports.warn_deprecated:\n" + "\n".join(bad)
+    changelog = (Path(__file__).parents[1] / "CHANGELOG.md").read_text()
+    assert f"removed in {REMOVED_IN}" in changelog

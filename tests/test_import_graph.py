@@ -230,6 +230,7 @@ def test_cards_are_a_leaf_value() -> None:
     """Experience cards import no board (the board makes cards, not the other way round)."""
     edges = _graph()
     assert edges["openmle.search._cards"] <= {
+        "openmle._exports",
         "openmle._types",
         "openmle._validation",
         "openmle.errors",

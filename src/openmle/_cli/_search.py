@@ -351,34 +351,6 @@ def build_selector(name: str, higher_is_better: bool) -> Any:
 # ------------------------------------------------------------------------------------ display
 
 
-class _Display:
-    """One line per committed node: step, operator, outcome, score, best so far, budget."""
-
-    def __init__(self, stream: TextIO, total: int | None) -> None:
-        self.stream = stream
-        self.total = total
-        self.t0 = time.monotonic()
-
-    def __call__(self, progress: Any) -> None:
-        node = progress.last
-        if node is None:
-            return
-        done = progress.steps_done
-        of = f"/{self.total}" if self.total else ""
-        score = "      —" if node.score is None else f"{node.score:9.5g}"
-        best = "—" if progress.best_score is None else f"{progress.best_score:.5g}"
-        fr = dict(progress.fractions)
-        if "steps" in fr and self.total:
-            fr["steps"] = done / self.total  # finished steps, not proposed ones
-        used = max(fr.values()) if fr else 0.0
-        self.stream.write(
-            f"[{done:>3}{of}] {node.node_id} {node.operator.value:<9} "
-            f"{('ok' if node.ok else node.outcome.value):<18} {score}  best {best:<9} "
-            f"budget {100 * used:3.0f}%  {time.monotonic() - self.t0:6.1f}s\n"
-        )
-        self.stream.flush()
-
-
 def _summary(result: Any, run_dir: Path | None, report: Path | None) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for n in result.nodes:
@@ -456,7 +428,7 @@ def _default_out(prefix: str) -> Path:
 
 
 def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
-    from openmle.search import SearchConfig, run_search
+    from openmle.search import ProgressLine, SearchConfig, SearchSpec, run_search
     from openmle.search._entry import task_direction
 
     # Every flag is checked before the header is printed or anything is written.
@@ -503,31 +475,34 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         with _closing(sandbox):
             result = _search_run(
                 run_search,
-                task,
-                model=model,
-                sandbox=sandbox,
-                budget=budget,
-                selector=selector,
-                config=config,
-                workers=args.workers,
-                ordered=getattr(args, "ordered", False),
-                run_dir=out,
-                higher_is_better=hib,
-                on_progress=None if args.quiet else _Display(stream, budget.steps),
-                prompts=prompts,
-                priors=priors,
-                manifest_extra={
-                    **({"preset": preset["entry"]} if preset else {}),
-                    "cli": {
-                        "model": model_spec,
-                        "sandbox": args.sandbox,
-                        "selector": args.selector,
-                        "record": getattr(args, "record", None),
-                        "summaries": bool(args.summaries),
-                        "priors": priors,
-                        "data": getattr(args, "data_record", None),
+                SearchSpec(
+                    task=task,
+                    model=model,
+                    sandbox=sandbox,
+                    budget=budget,
+                    selector=selector,
+                    config=config,
+                    workers=args.workers,
+                    ordered=getattr(args, "ordered", False),
+                    higher_is_better=hib,
+                    prompts=prompts,
+                    priors=priors,
+                    manifest_extra={
+                        **({"preset": preset["entry"]} if preset else {}),
+                        "cli": {
+                            "model": model_spec,
+                            "sandbox": args.sandbox,
+                            "selector": args.selector,
+                            "record": getattr(args, "record", None),
+                            "summaries": bool(args.summaries),
+                            "priors": priors,
+                            "data": getattr(args, "data_record", None),
+                        },
                     },
-                },
+                ),
+                run_dir=out,
+                on_progress=None if args.quiet else ProgressLine(stream, budget.steps),
+                quiet=args.quiet,
             )
     except KeyboardInterrupt:
         return interrupted(out)
@@ -755,7 +730,7 @@ def _preset_parts(
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from openmle.search import RunDir, resume_search
+    from openmle.search import ProgressLine, ResumeSpec, RunDir, resume_search
 
     rd = RunDir.open(args.run_dir)
     cli = dict(rd.manifest.get("extra", {}).get("cli") or {})
@@ -793,13 +768,16 @@ def _resume(args: argparse.Namespace) -> int:
             result = _search_run(
                 resume_search,
                 rd.path,
-                model=model,
-                sandbox=sandbox,
-                selector=build_selector(cli.get("selector", "three-factor"), hib),
-                prompts=_prompts(model, bool(cli.get("summaries", False))),
-                budget=budget,
-                on_progress=None if args.quiet else _Display(stream, steps),
-                priors=args.priors,
+                ResumeSpec(
+                    model=model,
+                    sandbox=sandbox,
+                    selector=build_selector(cli.get("selector", "three-factor"), hib),
+                    prompts=_prompts(model, bool(cli.get("summaries", False))),
+                    budget=budget,
+                    priors=args.priors,
+                ),
+                on_progress=None if args.quiet else ProgressLine(stream, steps),
+                quiet=args.quiet,
             )
     except KeyboardInterrupt:
         return interrupted(rd.path)

@@ -21,10 +21,9 @@ rule every shipped sandbox uses).
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
 
-from openmle._exports import publish_one
+from openmle._exports import publish_one, warn_deprecated
 
 if TYPE_CHECKING:
     from openmle._runlog import LogCap as LogCap
@@ -69,7 +68,7 @@ if list(_LAZY) != sorted(_LAZY):
 __all__ = sorted(_LAZY)
 
 
-# Names that moved to openmle.train (deprecated aliases, removed in the next release).
+# Names that moved to openmle.train (deprecated aliases, removed in openmle 0.2.0).
 _MOVED_TO_TRAIN: frozenset[str] = frozenset(
     {
         "AsyncRollouts",
@@ -106,12 +105,9 @@ _MOVED_TO_TRAIN: frozenset[str] = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED_TO_TRAIN:
-        warnings.warn(
-            f"openmle.backends.{name} moved to openmle.train.{name}; "
-            f"import it as `from openmle.train import {name}` (the old path goes"
-            " in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
+        warn_deprecated(
+            f"openmle.backends.{name} (moved to openmle.train.{name})",
+            f"import it as `from openmle.train import {name}`",
         )
         return getattr(importlib.import_module("openmle.train"), name)
     module = _LAZY.get(name)

@@ -57,6 +57,5 @@ publish(globals())
 __getattr__ = deprecated_aliases(
     __name__,
     {"Proposal": ("openmle.operators", "ParsedAnswer")},
-    removed_in="the next release",
     reason="it was renamed {module}.{attr} (openmle.search.Proposal is the search's proposal)",
 )

@@ -1,9 +1,11 @@
 """Search: run a search, what it records, and the parts a harness author swaps.
 
-- **Run and resume**: :func:`run_search` / :func:`arun_search`, :func:`resume_search` /
-  :func:`aresume_search`, with a :class:`Budget` (:class:`PriceTable` to price model calls)
-  and a :class:`SearchConfig`; they return a :class:`SearchResult` of :class:`Node` values and
-  report :class:`Progress`.
+- **Run and resume**: :func:`run_search` / :func:`arun_search` take one :class:`SearchSpec`
+  (what to search, with which model, sandbox, :class:`Budget`, :class:`SearchConfig`, prompts
+  and priors), :func:`resume_search` / :func:`aresume_search` one :class:`ResumeSpec`
+  (:class:`PriceTable` prices model calls); they return a :class:`SearchResult` of
+  :class:`Node` values and report :class:`Progress` (by default a :class:`ProgressLine` on
+  stderr).
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
@@ -32,8 +34,16 @@ from openmle._exports import deprecated_aliases, publish
 from openmle.search._board import Board, FamilyStats
 from openmle.search._budget import Budget, Consumption, Ledger, PriceTable
 from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard
+from openmle.search._display import ProgressLine
 from openmle.search._driver import Progress, SearchResult
-from openmle.search._entry import aresume_search, arun_search, resume_search, run_search
+from openmle.search._entry import (
+    ResumeSpec,
+    SearchSpec,
+    aresume_search,
+    arun_search,
+    resume_search,
+    run_search,
+)
 from openmle.search._families import UNKNOWN_FAMILY, method_family
 from openmle.search._islands import Islands, IslandSelector
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
@@ -112,11 +122,13 @@ __all__ = [
     "Preset",
     "PriceTable",
     "Progress",
+    "ProgressLine",
     "PromptBuilder",
     "Proposal",
     "RLFitness",
     "RLParentSelector",
     "RLStep",
+    "ResumeSpec",
     "RunDir",
     "SFTExport",
     "SFTExportSummary",
@@ -124,6 +136,7 @@ __all__ = [
     "SearchConfig",
     "SearchCore",
     "SearchResult",
+    "SearchSpec",
     "StepVerdict",
     "SummaryStore",
     "TaskInfo",
@@ -163,5 +176,4 @@ __getattr__ = deprecated_aliases(
         "novelty_of": ("openmle.search._cards", "novelty_of"),
         "softmax": ("openmle.search._select", "softmax"),
     },
-    removed_in="the next release",
 )

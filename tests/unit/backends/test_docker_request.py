@@ -277,7 +277,7 @@ def test_preflight_names_a_dead_engine_before_any_step(tmp_path: Path) -> None:
 
     from openmle.backends import OfflineModel
     from openmle.errors import SandboxError
-    from openmle.search import Budget, arun_search
+    from openmle.search import Budget, SearchSpec, arun_search
 
     dead = f"unix://{tmp_path / 'no-engine.sock'}"
     sandbox = DockerSandbox(base_url=dead)
@@ -287,12 +287,14 @@ def test_preflight_names_a_dead_engine_before_any_step(tmp_path: Path) -> None:
             await sandbox.preflight()
         with pytest.raises(SandboxError, match="no container engine answers"):
             await arun_search(
-                task="toy",
-                model=OfflineModel(),
-                sandbox=sandbox,
-                budget=Budget(steps=3),
+                SearchSpec(
+                    task="toy",
+                    model=OfflineModel(),
+                    sandbox=sandbox,
+                    budget=Budget(steps=3),
+                    higher_is_better=True,
+                ),
                 run_dir=tmp_path / "run",
-                higher_is_better=True,
             )
         await sandbox.aclose()
 

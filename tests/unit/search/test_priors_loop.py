@@ -16,7 +16,15 @@ from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult
 from openmle.backends import OfflineModel
 from openmle.errors import InvalidArgument
 from openmle.priors import PRIORS_BEGIN, Prior, PriorLibrary, save_library
-from openmle.search import Budget, RunDir, SearchConfig, resume_search, run_search
+from openmle.search import (
+    Budget,
+    ResumeSpec,
+    RunDir,
+    SearchConfig,
+    SearchSpec,
+    resume_search,
+    run_search,
+)
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 LIB = PriorLibrary(
@@ -61,17 +69,19 @@ class Recording:
 def _search(tmp_path: Path, name: str, priors: Any, model: Recording, steps: int = 10) -> Path:
     out = tmp_path / name
     run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(model),
-        sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=2, seed=1, crossover_prob=0.5),
-        workers=1,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(model),
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=2, seed=1, crossover_prob=0.5),
+            workers=1,
+            description="A small tabular regression task.",
+            priors=priors,
+        ),
         run_dir=out,
-        description="A small tabular regression task.",
-        priors=priors,
     )
     return out
 
@@ -123,22 +133,22 @@ def test_resume_keeps_the_library_and_refuses_another(tmp_path: Path) -> None:
         "selector": FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
     }
     with pytest.raises(InvalidArgument, match=r"sha256.*same library"):
-        resume_search(out, priors=OTHER, budget=Budget(steps=6), **kw)
+        resume_search(out, ResumeSpec(priors=OTHER, budget=Budget(steps=6), **kw))
     model = Recording()
     kw["model"] = ScriptedModel(model)
-    result = resume_search(out, priors=LIB, budget=Budget(steps=7), **kw)
+    result = resume_search(out, ResumeSpec(priors=LIB, budget=Budget(steps=7), **kw))
     assert len(result.nodes) == 7
     late = [r for r in model.requests if r.operator in (Operator.DRAFT, Operator.IMPROVE)]
     assert late and all(PRIORS_BEGIN in r.messages[-1].content for r in late)
     # Without priors= the manifest's block is shown again.
     model2 = Recording()
     kw["model"] = ScriptedModel(model2)
-    resume_search(out, budget=Budget(steps=9), **kw)
+    resume_search(out, ResumeSpec(budget=Budget(steps=9), **kw))
     late = [r for r in model2.requests if r.operator in (Operator.DRAFT, Operator.IMPROVE)]
     assert late and all(PRIORS_BEGIN in r.messages[-1].content for r in late)
     plain = _search(tmp_path, "b", None, Recording(), steps=3)
     with pytest.raises(InvalidArgument, match="started without priors"):
-        resume_search(plain, priors=LIB, budget=Budget(steps=5), **kw)
+        resume_search(plain, ResumeSpec(priors=LIB, budget=Budget(steps=5), **kw))
 
 
 def test_bad_priors_argument_is_refused_before_anything_is_written(tmp_path: Path) -> None:
