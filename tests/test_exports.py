@@ -303,6 +303,9 @@ PUBLIC = {
         "priors_from_runs",
         "render_priors",
         "save_library",
+        "PRIORS_CHARS",
+        "PRIORS_K",
+        "priors_for_search",
     ],
     "openmle.rewards": [
         "BOUND_MODES",
@@ -407,6 +410,10 @@ PUBLIC = {
         "resume_search",
         "rl_fitness",
         "run_search",
+        "SearchPriors",
+        "resolve_task_meta",
+        "task_description",
+        "task_direction",
     ],
     "openmle.service": [
         "API_KEYS_ENV",

@@ -428,8 +428,14 @@ def _default_out(prefix: str) -> Path:
 
 
 def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
-    from openmle.search import ProgressLine, SearchConfig, SearchSpec, run_search
-    from openmle.search._entry import task_direction
+    from openmle.search import (
+        ProgressLine,
+        SearchConfig,
+        SearchSpec,
+        run_search,
+        task_description,
+        task_direction,
+    )
 
     # Every flag is checked before the header is printed or anything is written.
     check_task(task, args.sandbox)
@@ -442,10 +448,11 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         islands=getattr(args, "islands", None) or 0,
     )
     priors = getattr(args, "priors", None)
+    library = None
     if priors is not None:
-        from openmle.search._priors import library_hash
+        from openmle.priors import load_library
 
-        library_hash(priors)  # a missing or malformed library is refused before anything runs
+        library = load_library(priors)  # a missing or malformed library: refused before the run
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
     try:  # from the task package, else the sandbox's task_meta; never guessed
@@ -458,6 +465,9 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     preset = _preset_parts(args, task, budget, config, prompts)
     config = preset.get("config", config)
     prompts = preset.get("prompts", prompts)
+    block = None
+    if library is not None:
+        block = library.for_search(task=task, description=task_description(task))
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
         shown = model_spec
@@ -486,7 +496,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                     ordered=getattr(args, "ordered", False),
                     higher_is_better=hib,
                     prompts=prompts,
-                    priors=priors,
+                    priors=block,
                     manifest_extra={
                         **({"preset": preset["entry"]} if preset else {}),
                         "cli": {
@@ -761,6 +771,7 @@ def _resume(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget, prices=prices) if args.budget else None
     stream = sys.stderr if args.json else sys.stdout
     steps = budget.steps if budget else rd.manifest["budget"].get("steps")
+    priors_sha256 = _library_hash(args.priors)  # a bad library: refused before anything runs
     model = _model_for_run(model_spec, args, cli.get("record"))
     sandbox = build_sandbox(sandbox_spec)
     try:
@@ -774,7 +785,7 @@ def _resume(args: argparse.Namespace) -> int:
                     selector=build_selector(cli.get("selector", "three-factor"), hib),
                     prompts=_prompts(model, bool(cli.get("summaries", False))),
                     budget=budget,
-                    priors=args.priors,
+                    priors_sha256=priors_sha256,
                 ),
                 on_progress=None if args.quiet else ProgressLine(stream, steps),
                 quiet=args.quiet,
@@ -791,6 +802,15 @@ def _from_manifest(spec: object, flag: str, where: str) -> str | None:
     if not isinstance(spec, str) or not spec:
         return None
     return recorded_spec(spec, flag=flag, where=where)
+
+
+def _library_hash(path: str | None) -> str | None:
+    """The content hash of the prior library file ``path`` (None for None)."""
+    if path is None:
+        return None
+    from openmle.priors import load_library
+
+    return load_library(path).content_hash
 
 
 def _recorded_spec(manifest: dict[str, Any], part: str) -> str | None:

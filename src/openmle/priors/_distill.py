@@ -24,7 +24,8 @@ from openmle._types import Message, ModelRequest
 from openmle.errors import InvalidArgument, ModelError
 from openmle.operators import clip
 from openmle.priors._decontam import Exclusions, Refusal, default_exclusions
-from openmle.priors._record import KINDS, Prior, PriorLibrary
+from openmle.priors._library import PriorLibrary
+from openmle.priors._record import KINDS, Prior
 
 __all__ = ["DISTILL_SYSTEM", "Artifact", "DistillFailure", "DistillReport", "adistill", "distill"]
 

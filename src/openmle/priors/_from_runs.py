@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from openmle.errors import InvalidArgument
-from openmle.priors._record import Prior, PriorLibrary
+from openmle.priors._library import PriorLibrary
+from openmle.priors._record import Prior
 from openmle.priors._retrieve import TaskProfile
 
 __all__ = ["priors_from_run", "priors_from_runs"]

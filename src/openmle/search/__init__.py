@@ -2,10 +2,11 @@
 
 - **Run and resume**: :func:`run_search` / :func:`arun_search` take one :class:`SearchSpec`
   (what to search, with which model, sandbox, :class:`Budget`, :class:`SearchConfig`, prompts
-  and priors), :func:`resume_search` / :func:`aresume_search` one :class:`ResumeSpec`
-  (:class:`PriceTable` prices model calls); they return a :class:`SearchResult` of
-  :class:`Node` values and report :class:`Progress` (by default a :class:`ProgressLine` on
-  stderr).
+  and :class:`SearchPriors`, an already-rendered priors block), :func:`resume_search` /
+  :func:`aresume_search` one :class:`ResumeSpec` (:class:`PriceTable` prices model calls);
+  they return a :class:`SearchResult` of :class:`Node` values and report :class:`Progress` (by
+  default a :class:`ProgressLine` on stderr); :func:`resolve_task_meta`,
+  :func:`task_direction` and :func:`task_description` say what a search would use for a task.
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
@@ -41,14 +42,18 @@ from openmle.search._entry import (
     SearchSpec,
     aresume_search,
     arun_search,
+    resolve_task_meta,
     resume_search,
     run_search,
+    task_description,
+    task_direction,
 )
 from openmle.search._families import UNKNOWN_FAMILY, method_family
 from openmle.search._islands import Islands, IslandSelector
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
 from openmle.search._memory import DeferredMemory, MemoryConfig, MemoryPlan, OperatorMemory
 from openmle.search._preset import PAPER, Preset
+from openmle.search._priors import SearchPriors
 from openmle.search._prompts import (
     BasicPrompts,
     DeferringPromptBuilder,
@@ -135,6 +140,7 @@ __all__ = [
     "SFTRecord",
     "SearchConfig",
     "SearchCore",
+    "SearchPriors",
     "SearchResult",
     "SearchSpec",
     "StepVerdict",
@@ -156,9 +162,12 @@ __all__ = [
     "plan_rl_step",
     "read_journal",
     "read_sft_jsonl",
+    "resolve_task_meta",
     "resume_search",
     "rl_fitness",
     "run_search",
+    "task_description",
+    "task_direction",
 ]
 publish(globals())
 

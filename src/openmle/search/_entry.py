@@ -64,7 +64,7 @@ from openmle.search._driver import (
     remaining,
 )
 from openmle.search._loop import Proposal, SearchConfig, SearchCore
-from openmle.search._priors import check_resume_priors, priors_for_run
+from openmle.search._priors import SearchPriors, check_resume_priors
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
 from openmle.search._rundir import RunDir, check_new_run_dir
 
@@ -78,6 +78,8 @@ __all__ = [
     "resolve_task_meta",
     "resume_search",
     "run_search",
+    "task_description",
+    "task_direction",
 ]
 
 _SpecT = TypeVar("_SpecT", "SearchSpec", "ResumeSpec")
@@ -179,13 +181,21 @@ async def resolve_task_meta(task: str, sandbox: object) -> TaskMeta:
 
 
 def task_direction(task: str, sandbox: object) -> bool:
-    """Blocking :func:`resolve_task_meta` for synchronous callers (the CLI): the direction."""
+    """Blocking :func:`resolve_task_meta` for synchronous callers (the CLI): the direction.
+
+    Raises:
+        InvalidArgument: as :func:`resolve_task_meta`.
+    """
     meta: TaskMeta = anyio.run(resolve_task_meta, task, sandbox)
     return meta.higher_is_better
 
 
-def _description(task: str) -> str:
-    """The task's public description (empty when it cannot be resolved here)."""
+def task_description(task: str) -> str:
+    """The task's public ``description.txt`` (validation split) as the search shows it when
+    :attr:`SearchSpec.description` is None; empty when the task does not resolve here
+    (:func:`openmle.gym.resolve_task`). What to retrieve priors for
+    (:func:`openmle.priors.priors_for_search`).
+    """
     t, _ = _local_task(task)
     if t is None:
         return ""
@@ -292,13 +302,10 @@ class SearchSpec:
             task package's ``[resources]`` via ``openmle.gym``, else one CPU and no GPU.
         time_limit_s: the task's per-run limit, capping ``config.timeout_s`` for every job;
             default: the task package's ``time_limit_s``, else no cap.
-        priors: a :class:`~openmle.priors.PriorLibrary` or the path of a library file: the
-            priors retrieved for the task are shown to every Draft and Improve prompt (ids
-            recorded per node as ``priors_shown``; the library's hash, the ids and the block in
-            the manifest's ``extra.priors``). None: no priors.
-        retriever: ranks the library's priors for the task (an
-            :class:`~openmle.priors.Retriever`; default
-            :class:`~openmle.priors.LexicalRetriever`).
+        priors: the priors block to show every Draft and Improve prompt, already retrieved
+            and rendered (:func:`openmle.priors.priors_for_search`); its ids are recorded per
+            node as ``priors_shown``, the library's hash, the ids and the block in the
+            manifest's ``extra.priors``. None: no priors.
         final_test: grade the chosen program once on the test split at the end.
         manifest_extra: extra JSON-ready entries for the manifest (e.g. how to rebuild the
             model).
@@ -321,8 +328,7 @@ class SearchSpec:
     prompts: PromptBuilder | None = None
     resources: Resources | None = None
     time_limit_s: float | None = None
-    priors: Any = None
-    retriever: Any = None
+    priors: SearchPriors | None = None
     final_test: bool = True
     manifest_extra: Mapping[str, Any] | None = None
 
@@ -336,6 +342,7 @@ class SearchSpec:
             config=self.config,
         )
         _check_workers(self.workers)
+        _check_priors(self.priors)
 
 
 @final
@@ -353,8 +360,9 @@ class ResumeSpec:
         final_test: grade the chosen program once on the test split at the end.
         description: the task description the run started with, for tasks ``openmle.gym``
             cannot resolve (default: the task package's); it must match the manifest's hash.
-        priors: the prior library the run started with (checked by content hash; the run
-            shows the block recorded in its manifest either way). None: no check.
+        priors_sha256: the content hash of the prior library the run started with
+            (``PriorLibrary.content_hash``; a different one is refused). The run shows the
+            block recorded in its manifest either way. None: no check.
 
     Raises:
         InvalidArgumentType: a part of the wrong type (the message names the field).
@@ -367,7 +375,7 @@ class ResumeSpec:
     budget: Budget | None = None
     final_test: bool = True
     description: str | None = None
-    priors: Any = None
+    priors_sha256: str | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_parts(
@@ -396,7 +404,7 @@ def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call:
             f"quiet); move {', '.join(sorted(legacy))} into the {kind.__name__}"
         )
     fields = {a.name for a in attrs.fields(kind)}
-    unknown = sorted(set(legacy) - fields)
+    unknown = sorted(set(legacy) - fields - {"priors", "retriever"})  # the old names
     if unknown:
         raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
     warn_deprecated(
@@ -411,8 +419,45 @@ def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call:
                 f"Expected a SearchSpec (or, deprecated, a task name) but got "
                 f"{type(first).__name__} as {call}()'s first argument"
             )
-        return kind(task=first, **legacy)
-    return kind(**legacy)
+        return kind(task=first, **_legacy_priors(first, legacy))
+    return kind(**_legacy_priors(None, legacy))
+
+
+def _legacy_priors(task: str | None, legacy: Mapping[str, Any]) -> dict[str, Any]:
+    """The deprecated keywords with a prior library (``priors=library, retriever=...``) turned
+    into what the specs take: its rendered block (:meth:`openmle.priors.PriorLibrary.for_search`,
+    new runs) or its content hash (``priors_sha256``, resumes). A library path is refused with
+    the fix (the search does not load libraries).
+    """
+    out = dict(legacy)
+    library = out.pop("priors", None)
+    retriever = out.pop("retriever", None)
+    if library is None or isinstance(library, SearchPriors):
+        return out if library is None else {**out, "priors": library}
+    if isinstance(library, str | Path) or not hasattr(library, "content_hash"):
+        raise InvalidArgumentType(
+            f"Expected priors= an openmle.search.SearchPriors but got {type(library).__name__}; "
+            "make it with openmle.priors.priors_for_search(library_or_path, task=..., "
+            "description=...)"
+        )
+    if task is None:
+        return {**out, "priors_sha256": str(library.content_hash)}
+    described = out.get("description")
+    shown = library.for_search(
+        task=task,
+        description=task_description(task) if described is None else described,
+        retriever=retriever,
+    )
+    return {**out, "priors": shown}
+
+
+def _check_priors(priors: object) -> None:
+    if priors is not None and not isinstance(priors, SearchPriors):
+        raise InvalidArgumentType(
+            f"Expected priors= an openmle.search.SearchPriors (or None) but got "
+            f"{type(priors).__name__}; make it with openmle.priors.priors_for_search("
+            "library_or_path, task=..., description=...)"
+        )
 
 
 def _progress_of(
@@ -526,15 +571,14 @@ async def _new_task_info(s: SearchSpec) -> tuple[TaskInfo, JobLimits, dict[str, 
     limits = _job_limits(s.task, s.resources, s.time_limit_s)
     info = TaskInfo(
         name=s.task,
-        description=_description(s.task) if s.description is None else s.description,
+        description=task_description(s.task) if s.description is None else s.description,
         higher_is_better=hib,
         timeout_s=limits.timeout(s.config.timeout_s),
     )
     extra: dict[str, Any] = {**(s.manifest_extra or {}), "job_limits": limits.to_dict()}
     if s.priors is not None:
-        entry = priors_for_run(s.priors, s.retriever, task=s.task, description=info.description)
-        info = attrs.evolve(info, priors=entry["block"], priors_shown=tuple(entry["shown"]))
-        extra["priors"] = entry
+        info = attrs.evolve(info, priors=s.priors.block, priors_shown=s.priors.shown)
+        extra["priors"] = s.priors.to_manifest()
     return info, limits, extra
 
 
@@ -681,10 +725,10 @@ def _resumed_task_info(rd: RunDir, s: ResumeSpec) -> tuple[TaskInfo, JobLimits]:
                 "run started with; pass the original description"
             )
     recorded = extra.get("priors")
-    check_resume_priors(str(rd.path), recorded, s.priors)
+    check_resume_priors(str(rd.path), recorded, s.priors_sha256)
     info = TaskInfo(
         name=m["task"]["name"],
-        description=_description(m["task"]["name"]) if s.description is None else s.description,
+        description=task_description(m["task"]["name"]) if s.description is None else s.description,
         higher_is_better=bool(m["task"]["higher_is_better"]),
         timeout_s=limits.timeout(SearchConfig.from_dict(m["config"]).timeout_s),
     )
