@@ -271,6 +271,11 @@ PUBLIC = {
         "program_fingerprint",
         "render_feedback",
         "same_program",
+        "MAX_ANSWER_CHARS",
+        "AskAttempt",
+        "JsonAnswer",
+        "ask_json",
+        "extract_json",
     ],
     "openmle.priors": [
         "ANY",
