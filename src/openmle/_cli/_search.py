@@ -405,7 +405,7 @@ def _print_summary(s: dict[str, Any], stream: TextIO) -> None:
 def _finish(args: argparse.Namespace, result: Any, run_dir: Path | None) -> int:
     report = None
     if run_dir is not None and not getattr(args, "no_report", False):
-        from openmle.search._runs.report import write_report
+        from openmle.search import write_report
 
         report = write_report(run_dir)
     s = _summary(result, run_dir, report)
@@ -823,7 +823,7 @@ def _recorded_class(manifest: dict[str, Any], part: str) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from openmle.search._runs.export import export_run
+    from openmle.search import export_run
 
     path = export_run(args.run_dir, format=args.format, out=args.out)
     if args.json:
@@ -834,7 +834,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from openmle.search._runs.report import write_report
+    from openmle.search import write_report
 
     path = write_report(args.run_dir, args.out)
     if args.json:

@@ -8,7 +8,8 @@
   default a :class:`ProgressLine` on stderr); :func:`resolve_task_meta`,
   :func:`task_direction` and :func:`task_description` say what a search would use for a task.
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
-  :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
+  :func:`read_journal`, :func:`journal_fingerprint`, :func:`write_report` (``report.html``),
+  :func:`export_run` (the node table as Parquet or JSONL); SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
   :class:`SFTExport` / :class:`SFTExportSummary` (what an export wrote and dropped),
   :func:`estimate_tokens`,
@@ -72,6 +73,8 @@ from openmle.search._rl import (
     rl_fitness,
 )
 from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
+from openmle.search._runs.export import export_run
+from openmle.search._runs.report import write_report
 from openmle.search._runs.sft_export import (
     SFTExport,
     SFTExportSummary,
@@ -154,6 +157,7 @@ __all__ = [
     "arun_search",
     "estimate_tokens",
     "evolutionary_records",
+    "export_run",
     "export_sft",
     "journal_fingerprint",
     "judge_sft_records",
@@ -168,6 +172,7 @@ __all__ = [
     "run_search",
     "task_description",
     "task_direction",
+    "write_report",
 ]
 publish(globals())
 
