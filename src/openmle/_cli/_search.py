@@ -920,6 +920,13 @@ def _prompts(model: Any, summaries: bool) -> Any:
 
 def register(subparsers: Any) -> None:
     """Add ``demo``, ``search``, ``resume``, ``export`` and ``report``."""
+    _register_demo(subparsers)
+    _register_search(subparsers)
+    _register_resume(subparsers)
+    _register_export_and_report(subparsers)
+
+
+def _register_demo(subparsers: Any) -> None:
     demo = subparsers.add_parser(
         "demo",
         help="search a bundled task with the offline model and the local sandbox",
@@ -937,6 +944,8 @@ def register(subparsers: Any) -> None:
     _common(demo)
     demo.set_defaults(handler=_demo)
 
+
+def _register_search(subparsers: Any) -> None:
     search = subparsers.add_parser(
         "search",
         help="search a task with Draft/Improve/Debug/Crossover under a budget",
@@ -999,6 +1008,8 @@ def register(subparsers: Any) -> None:
     _common(search)
     search.set_defaults(handler=_search)
 
+
+def _register_resume(subparsers: Any) -> None:
     resume = subparsers.add_parser(
         "resume",
         help="continue an interrupted search (also after kill -9)",
@@ -1025,6 +1036,8 @@ def register(subparsers: Any) -> None:
     resume.add_argument("--no-report", action="store_true", help="do not write report.html")
     resume.set_defaults(handler=_resume)
 
+
+def _register_export_and_report(subparsers: Any) -> None:
     export = subparsers.add_parser(
         "export",
         help="export a run's nodes as parquet or JSONL",
