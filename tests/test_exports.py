@@ -448,6 +448,8 @@ PUBLIC = {
         "task_direction",
         "export_run",
         "write_report",
+        "DATA_TASK_DIR",
+        "check_new_run_dir",
     ],
     "openmle.service": [
         "API_KEYS_ENV",

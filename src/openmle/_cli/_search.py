@@ -318,7 +318,7 @@ def check_out(out: Path) -> None:
     Raises:
         InvalidArgument: ``out`` is a file or holds other files (names ``--out`` and the fix).
     """
-    from openmle.search._rundir import check_new_run_dir
+    from openmle.search import check_new_run_dir
 
     try:
         check_new_run_dir(out)
@@ -640,9 +640,8 @@ def _data_task(args: argparse.Namespace) -> str | None:
         if args.goal or args.metric:
             raise InvalidArgument("--goal and --metric go with --data RAW_DIR (a task to build)")
         return str(args.task)
-    from openmle.builder import BuildOptions, build_task
-    from openmle.builder._pipeline import sandbox_factory
-    from openmle.search._rundir import DATA_TASK_DIR, check_new_run_dir
+    from openmle.builder import BuildOptions, build_task, sandbox_factory
+    from openmle.search import DATA_TASK_DIR, check_new_run_dir
 
     out = Path(args.out) if args.out else _default_out(args.command)
     check_new_run_dir(out)

@@ -8,7 +8,9 @@
   default a :class:`ProgressLine` on stderr); :func:`resolve_task_meta`,
   :func:`task_direction` and :func:`task_description` say what a search would use for a task.
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
-  :func:`read_journal`, :func:`journal_fingerprint`, :func:`write_report` (``report.html``),
+  :func:`read_journal`, :func:`journal_fingerprint`, :func:`check_new_run_dir` (may a run be
+  written there; :data:`DATA_TASK_DIR` is where ``--data`` builds its task), :func:`write_report`
+  (``report.html``),
   :func:`export_run` (the node table as Parquet or JSONL); SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
   :class:`SFTExport` / :class:`SFTExportSummary` (what an export wrote and dropped),
@@ -72,7 +74,13 @@ from openmle.search._rl import (
     plan_rl_step,
     rl_fitness,
 )
-from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
+from openmle.search._rundir import (
+    DATA_TASK_DIR,
+    RunDir,
+    check_new_run_dir,
+    journal_fingerprint,
+    read_journal,
+)
 from openmle.search._runs.export import export_run
 from openmle.search._runs.report import write_report
 from openmle.search._runs.sft_export import (
@@ -102,6 +110,7 @@ from openmle.search._summaries import SummaryStore
 
 __all__ = [
     "CARD_SCHEMA_VERSION",
+    "DATA_TASK_DIR",
     "DEFAULT_MIX",
     "PAPER",
     "UNKNOWN_FAMILY",
@@ -155,6 +164,7 @@ __all__ = [
     "ajudge_sft_records",
     "aresume_search",
     "arun_search",
+    "check_new_run_dir",
     "estimate_tokens",
     "evolutionary_records",
     "export_run",

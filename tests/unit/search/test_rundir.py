@@ -102,7 +102,8 @@ def test_manifest_marks_a_trusted_sandbox(tmp_path: Path) -> None:
     for name, sandbox in (("t", _TrustedSandbox()), ("f", FunctionSandbox(det_grade))):
         kw = {**kwargs(), "sandbox": sandbox}
         run_search(
-            "toy", higher_is_better=True, **kw, budget=Budget(steps=1), run_dir=tmp_path / name
+            SearchSpec(task="toy", higher_is_better=True, **kw, budget=Budget(steps=1)),
+            run_dir=tmp_path / name,
         )
     assert RunDir.open(tmp_path / "t").manifest["sandbox"]["trusted"] is True
     assert RunDir.open(tmp_path / "f").manifest["sandbox"]["trusted"] is False
