@@ -30,13 +30,11 @@ MODULES = (
     "openmle.operators",
     "openmle.priors",
     "openmle.gym",
-    "openmle.gym.kit",
     "openmle.builder",
     "openmle.service",
     "openmle.bench",
     "openmle.bench.mlebench",
     "openmle.backends",
-    "openmle.backends.kit",
     "openmle.train",
     "openmle.testing",
 )

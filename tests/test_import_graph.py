@@ -11,7 +11,7 @@ constant); only ``if TYPE_CHECKING:`` blocks are skipped, since they never run. 
   ``ALLOWED_UPWARD`` (each with the reason). A package not named in ``LAYERS`` (a new one) sits
   on top: it may import everything, and nothing listed may import it;
 - no package imports another package's private module (``openmle.gym._grader``): it uses the
-  public surface, or the documented kit (``openmle.gym.kit``, ``openmle.backends.kit``), except
+  public surface, which holds the documented kit it offers upward, except
   the lines in ``PENDING_REACH_INS`` (each to go).
 """
 
@@ -81,9 +81,8 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
 PENDING_REACH_INS: frozenset[tuple[str, str]] = frozenset(
     {
         # openmle.bench is being rewritten (one Benchmark protocol, NatureBench in one home);
-        # these move to openmle.gym / openmle.gym.kit / openmle.backends.kit with it.
-        ("openmle.bench._mlebench", "openmle.gym._cache"),
-        ("openmle.bench._mlebench", "openmle.gym._reports"),
+        # these move to the public kits of openmle.gym and openmle.backends with it.
+        ("openmle.bench._miniature", "openmle.gym._cache"),
         ("openmle.bench._naturebench", "openmle.gym._grader"),
         ("openmle.bench._naturebench", "openmle.gym._naturebench"),
         ("openmle.bench._naturebench", "openmle.gym._reports"),

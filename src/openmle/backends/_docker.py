@@ -389,7 +389,7 @@ class DockerSandbox(Sandbox):
                     raise SandboxError("DockerSandbox.task_image called after aclose()")
                 _check_disjoint(dockerfile.parent, task.private_paths)
                 from openmle.backends._imagebuild import build_isolates_network, build_task_image
-                from openmle.gym.kit import cache_root
+                from openmle.gym import cache_root
 
                 log_dir = self.build_log_dir or cache_root() / "docker-builds"
                 if self.build_network_check and self._build_isolated is None:

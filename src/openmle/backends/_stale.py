@@ -2,7 +2,7 @@
 
 A job service (or any long-lived owner of sandboxes) calls :func:`remove_stale_cgroups` for a
 predecessor that died without cleaning up, and :func:`safe_rmtree` for its run directories;
-both are offered upward through :mod:`openmle.backends.kit`.
+both are offered upward in :mod:`openmle.backends`' public surface (its kit).
 """
 
 from __future__ import annotations

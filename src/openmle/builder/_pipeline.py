@@ -69,7 +69,7 @@ def sandbox_factory(spec: str) -> SandboxFactory | None:
             (such as ``service:URL``): prepare.py's files come back through the builder's own
             task resolver, which such a sandbox cannot use.
     """
-    from openmle.backends.kit import build_sandbox, sandbox_takes
+    from openmle.backends import build_sandbox, sandbox_takes
 
     if spec == "local":
         return None

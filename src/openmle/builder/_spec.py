@@ -18,7 +18,7 @@ from openmle._types import Message
 from openmle.builder._conventions import Hints
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory
 from openmle.errors import OpenMLEError
-from openmle.gym.kit import MAX_MAP_K, SPLIT_KINDS
+from openmle.gym import MAX_MAP_K, SPLIT_KINDS
 from openmle.operators import ask_json
 
 __all__ = [

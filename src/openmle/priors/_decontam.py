@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from openmle.errors import InvalidArgument
-from openmle.gym.kit import Exclusions, load_exclusions, normalise_name
+from openmle.gym import Exclusions, load_exclusions, normalise_name
 from openmle.priors._library import PriorLibrary
 
 __all__ = [

@@ -113,7 +113,7 @@ def sweep(workdir: Path) -> Swept:
     Then records this process in the mark file. Call it with the store's lock held, after
     :func:`prepare_workdir` and before the sandbox is built.
     """
-    from openmle.backends.kit import remove_stale_cgroups, safe_rmtree
+    from openmle.backends import remove_stale_cgroups, safe_rmtree
 
     mark = workdir / MARK
     keep: list[str] = []
