@@ -82,7 +82,7 @@ PENDING_REACH_INS: frozenset[tuple[str, str]] = frozenset(
     {
         # openmle.bench is being rewritten (one Benchmark protocol, NatureBench in one home);
         # these move to the public kits of openmle.gym and openmle.backends with it.
-        ("openmle.bench._miniature", "openmle.gym._cache"),
+        ("openmle.bench.mlebench._miniature", "openmle.gym._cache"),
         ("openmle.bench._naturebench", "openmle.gym._grader"),
         ("openmle.bench._naturebench", "openmle.gym._naturebench"),
         ("openmle.bench._naturebench", "openmle.gym._reports"),

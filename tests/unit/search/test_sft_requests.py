@@ -323,14 +323,16 @@ def test_the_remaining_budget_line_reaches_every_prompt(tmp_path: Path) -> None:
     steps from the step number."""
     model = ScriptedModel(det_model)
     run_search(
-        "toy",
-        higher_is_better=True,
-        **_parts(model),
-        budget=Budget(steps=4, sandbox_s=3600),
-        config=SearchConfig(initial_drafts=2, seed=3),
-        workers=1,
-        ordered=True,
-        description="Predict y.",
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **_parts(model),
+            budget=Budget(steps=4, sandbox_s=3600),
+            config=SearchConfig(initial_drafts=2, seed=3),
+            workers=1,
+            ordered=True,
+            description="Predict y.",
+        )
     )
     users = [r.messages[-1].content for r in model.requests]
     assert len(users) == 4
