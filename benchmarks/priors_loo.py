@@ -48,7 +48,7 @@ from openmle.priors import (  # noqa: E402
     priors_from_runs,
     save_library,
 )
-from openmle.search import Budget, SearchConfig, run_search  # noqa: E402
+from openmle.search import Budget, SearchConfig, SearchSpec, run_search  # noqa: E402
 
 TASKS = ("tabular-binary", "tabular-multiclass", "tabular-regression")
 SKLEARN = ("iris", "wine", "breast_cancer", "diabetes")
@@ -85,15 +85,18 @@ def _build_sklearn(work: Path) -> dict[str, str]:
 
 def _search(task: str, seed: int, steps: int, out: Path | None, priors: Any = None) -> Any:
     return run_search(
-        task,
-        model=OfflineModel(),
-        sandbox=LocalSandbox(max_concurrency=2),
-        budget=Budget(steps=steps),
-        config=SearchConfig(seed=seed, initial_drafts=3, timeout_s=120),
-        workers=2,
-        ordered=True,
+        SearchSpec(
+            task=task,
+            model=OfflineModel(),
+            sandbox=LocalSandbox(max_concurrency=2),
+            budget=Budget(steps=steps),
+            config=SearchConfig(seed=seed, initial_drafts=3, timeout_s=120),
+            workers=2,
+            ordered=True,
+            priors=priors,
+        ),
         run_dir=out,
-        priors=priors,
+        quiet=True,
     )
 
 

@@ -27,6 +27,7 @@ from openmle.search import (
     Evaluation,
     SearchConfig,
     SearchCore,
+    SearchSpec,
     ThreeFactorSelector,
     run_search,
 )
@@ -84,15 +85,18 @@ def bench_driver(run_dir: Path | None, workers: int) -> float:
     """Seconds for a STEPS search through the async driver."""
     t0 = time.perf_counter()
     run_search(
-        "bench",
-        model=ScriptedModel(model),
-        sandbox=FunctionSandbox(grade),
-        budget=Budget(steps=STEPS),
-        workers=workers,
+        SearchSpec(
+            task="bench",
+            model=ScriptedModel(model),
+            sandbox=FunctionSandbox(grade),
+            budget=Budget(steps=STEPS),
+            workers=workers,
+            description="A benchmark task.",
+            final_test=False,
+            higher_is_better=True,
+        ),
         run_dir=run_dir,
-        description="A benchmark task.",
-        final_test=False,
-        higher_is_better=True,
+        quiet=True,
     )
     return time.perf_counter() - t0
 

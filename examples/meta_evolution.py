@@ -38,6 +38,7 @@ from openmle.search import (
     OperatorMix,
     Proposal,
     SearchConfig,
+    SearchSpec,
     TaskInfo,
     export_sft,
     run_search,
@@ -181,16 +182,18 @@ def search(
 ) -> dict[str, object]:
     """One search; its best validation score, test score and mean node score."""
     result = run_search(
-        "digit",
-        model=PolicyModel(policy),
-        sandbox=LocalSandbox(resolver=lambda ref: task, max_concurrency=2),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=4, seed=seed),
-        workers=2,
+        SearchSpec(
+            task="digit",
+            model=PolicyModel(policy),
+            sandbox=LocalSandbox(resolver=lambda ref: task, max_concurrency=2),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=4, seed=seed),
+            workers=2,
+            higher_is_better=True,
+            description=PROMPT,
+            prompts=ShortPrompts(),
+        ),
         run_dir=out,
-        higher_is_better=True,
-        description=PROMPT,
-        prompts=ShortPrompts(),
     )
     scores = [n.valid_score if n.valid_score is not None else 0.0 for n in result.nodes]
     return {

@@ -75,6 +75,7 @@ PUBLIC = {
         "intake",
         "inventory",
         "load_blocklist",
+        "sandbox_factory",
     ],
     "openmle.backends": [
         "DockerSandbox",
@@ -93,6 +94,11 @@ PUBLIC = {
         "make_sandbox",
         "register_model",
         "register_sandbox",
+        "build_sandbox",
+        "check_sandbox_spec",
+        "remove_stale_cgroups",
+        "safe_rmtree",
+        "sandbox_takes",
     ],
     "openmle.train": [
         "AsyncRollouts",
@@ -127,6 +133,7 @@ PUBLIC = {
         "sft_dataset",
         "sft_loss",
         "train_on_policy",
+        "OptimConfig",
     ],
     "openmle.bench.mlebench": [
         "LITE_RULES",
@@ -253,6 +260,18 @@ PUBLIC = {
         "surpass_sota_rate",
         "valid_rate",
         "validate_path",
+        "MAX_CSV_BYTES",
+        "MAX_MAP_K",
+        "SHIPPED",
+        "SPLIT_KINDS",
+        "CsvError",
+        "Exclusions",
+        "check_split",
+        "grade_in_thread",
+        "load_exclusions",
+        "normalise_name",
+        "positive_labels",
+        "split_indices",
     ],
     "openmle.operators": [
         "DEFAULT_TEMPLATES",
@@ -271,6 +290,11 @@ PUBLIC = {
         "program_fingerprint",
         "render_feedback",
         "same_program",
+        "MAX_ANSWER_CHARS",
+        "AskAttempt",
+        "JsonAnswer",
+        "ask_json",
+        "extract_json",
     ],
     "openmle.priors": [
         "ANY",
@@ -303,6 +327,9 @@ PUBLIC = {
         "priors_from_runs",
         "render_priors",
         "save_library",
+        "PRIORS_CHARS",
+        "PRIORS_K",
+        "priors_for_search",
     ],
     "openmle.rewards": [
         "BOUND_MODES",
@@ -368,11 +395,13 @@ PUBLIC = {
         "PendingRequest",
         "PriceTable",
         "Progress",
+        "ProgressLine",
         "PromptBuilder",
         "Proposal",
         "RLFitness",
         "RLParentSelector",
         "RLStep",
+        "ResumeSpec",
         "RunDir",
         "JudgedRecords",
         "SFTExport",
@@ -381,6 +410,7 @@ PUBLIC = {
         "SearchConfig",
         "SearchCore",
         "SearchResult",
+        "SearchSpec",
         "StepVerdict",
         "SummaryStore",
         "TaskInfo",
@@ -404,6 +434,14 @@ PUBLIC = {
         "resume_search",
         "rl_fitness",
         "run_search",
+        "SearchPriors",
+        "resolve_task_meta",
+        "task_description",
+        "task_direction",
+        "export_run",
+        "write_report",
+        "DATA_TASK_DIR",
+        "check_new_run_dir",
     ],
     "openmle.service": [
         "API_KEYS_ENV",
@@ -481,7 +519,13 @@ def test_public_objects_report_public_module(module: str) -> None:
 
 
 # Names that moved on purpose, with their deprecated alias (kept for one release).
-NEW_IN_TRAIN = {"OpenMLEGRPOTrainer", "SandboxReward", "prompt_dataset", "sft_dataset"}
+NEW_IN_TRAIN = {
+    "OpenMLEGRPOTrainer",
+    "OptimConfig",
+    "SandboxReward",
+    "prompt_dataset",
+    "sft_dataset",
+}
 MOVED = {
     ("openmle.backends", name): ("openmle.train", name)
     for name in PUBLIC["openmle.train"]
@@ -594,3 +638,23 @@ def test_operators_proposal_is_a_deprecated_alias_of_parsed_answer() -> None:
     assert openmle.operators.ParsedAnswer.__module__ == "openmle.operators"
     search_proposal: object = openmle.search.Proposal
     assert old is not search_proposal  # two names, two things
+
+
+def test_one_deprecation_mechanism() -> None:
+    """Every deprecation warns through openmle._exports.warn_deprecated (which states the
+    removal release): no other module names DeprecationWarning."""
+    import ast
+
+    from openmle._exports import REMOVED_IN
+
+    src = Path(openmle.__file__).parent
+    bad = [
+        f"{path.relative_to(src)}:{node.lineno}"
+        for path in sorted(src.rglob("*.py"))
+        if not (path.name == "_exports.py" and path.parent == src)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.Name) and node.id == "DeprecationWarning"
+    ]
+    assert not bad, "warn with openmle._exports.warn_deprecated:\n" + "\n".join(bad)
+    changelog = (Path(__file__).parents[1] / "CHANGELOG.md").read_text()
+    assert f"removed in {REMOVED_IN}" in changelog

@@ -4,8 +4,11 @@
   class that must show its public path even when its private module is imported directly): the
   one way to set ``__module__`` of re-exported classes and functions to the public package, so
   reprs, ``help()`` and the reference name the public path.
+- :func:`warn_deprecated`: the one deprecation mechanism. Every deprecated name, module path or
+  call form warns through it, with a ``DeprecationWarning`` that says what to use instead and
+  the release that removes it (:data:`REMOVED_IN`, also stated in the CHANGELOG).
 - :func:`deprecated_aliases`: a module ``__getattr__`` that still serves a name that left the
-  public API, for one release, with a ``DeprecationWarning`` saying where it went.
+  public API, for one release, warning through :func:`warn_deprecated`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ import importlib
 import warnings
 from collections.abc import Callable, Mapping
 from types import FunctionType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
-__all__ = ["deprecated_aliases", "publish", "publish_one"]
+__all__ = ["REMOVED_IN", "deprecated_aliases", "publish", "publish_one", "warn_deprecated"]
+
+REMOVED_IN: Final = "0.2.0"
+"""The release that removes everything deprecated now (the CHANGELOG's "Deprecated" section)."""
 
 _T = TypeVar("_T")
 
@@ -48,26 +54,42 @@ def publish_one(obj: _T, package: str, *, private: tuple[str, ...] = ()) -> _T:
     return obj
 
 
+def warn_deprecated(what: str, instead: str, *, stacklevel: int = 2) -> None:
+    """Warn that ``what`` is deprecated: a ``DeprecationWarning`` reading
+    ``"{what} is deprecated and will be removed in openmle {REMOVED_IN}; {instead}"``.
+
+    Args:
+        what: the deprecated thing, as the caller wrote it (a name, a path, a call form).
+        instead: what to write instead, in words (a full sentence part, e.g. "import it as
+            `from openmle.train import X`").
+        stacklevel: as for :func:`warnings.warn`, counted from the caller of this function
+            (2: the warning points at the caller's caller).
+    """
+    warnings.warn(
+        f"{what} is deprecated and will be removed in openmle {REMOVED_IN}; {instead}",
+        DeprecationWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
 def deprecated_aliases(
     package: str,
     aliases: Mapping[str, tuple[str, str]],
     *,
-    removed_in: str,
     reason: str = "it is an internal helper now ({module}.{attr})",
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package`` serving ``aliases``: old public name ->
-    (module, name) where it lives now, with a ``DeprecationWarning`` (``reason`` is formatted
-    with ``module`` and ``attr``).
+    (module, name) where it lives now, warning through :func:`warn_deprecated` (``reason``
+    is formatted with ``module`` and ``attr``).
     """
 
     def __getattr__(name: str) -> Any:
         if name not in aliases:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module, attr = aliases[name]
-        warnings.warn(
-            f"{package}.{name} is no longer public and will be removed in {removed_in}; "
-            + reason.format(module=module, attr=attr),
-            DeprecationWarning,
+        warn_deprecated(
+            f"{package}.{name} (no longer public)",
+            reason.format(module=module, attr=attr),
             stacklevel=2,
         )
         return getattr(importlib.import_module(module), attr)

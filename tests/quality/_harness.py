@@ -24,6 +24,7 @@ from openmle.search import (
     Budget,
     GreedySelector,
     SearchConfig,
+    SearchSpec,
     ThreeFactorSelector,
     UniformSelector,
     arun_search,
@@ -88,16 +89,18 @@ async def compare(
         drafts = steps if name == DRAFTS_ONLY else initial_drafts
         async with limiter:
             result = await arun_search(
-                task,
-                model=OfflineModel(sklearn=False),
-                sandbox=sandbox,
-                budget=Budget(steps=steps),
-                selector=make(hib[task]),
-                config=SearchConfig(initial_drafts=drafts, seed=seed, timeout_s=300),
-                workers=workers,
-                ordered=True,
-                higher_is_better=hib[task],
-                final_test=False,
+                SearchSpec(
+                    task=task,
+                    model=OfflineModel(sklearn=False),
+                    sandbox=sandbox,
+                    budget=Budget(steps=steps),
+                    selector=make(hib[task]),
+                    config=SearchConfig(initial_drafts=drafts, seed=seed, timeout_s=300),
+                    workers=workers,
+                    ordered=True,
+                    higher_is_better=hib[task],
+                    final_test=False,
+                )
             )
         score = result.best_valid_score
         worst = float("-inf") if hib[task] else float("inf")

@@ -318,7 +318,7 @@ def check_out(out: Path) -> None:
     Raises:
         InvalidArgument: ``out`` is a file or holds other files (names ``--out`` and the fix).
     """
-    from openmle.search._rundir import check_new_run_dir
+    from openmle.search import check_new_run_dir
 
     try:
         check_new_run_dir(out)
@@ -349,34 +349,6 @@ def build_selector(name: str, higher_is_better: bool) -> Any:
 
 
 # ------------------------------------------------------------------------------------ display
-
-
-class _Display:
-    """One line per committed node: step, operator, outcome, score, best so far, budget."""
-
-    def __init__(self, stream: TextIO, total: int | None) -> None:
-        self.stream = stream
-        self.total = total
-        self.t0 = time.monotonic()
-
-    def __call__(self, progress: Any) -> None:
-        node = progress.last
-        if node is None:
-            return
-        done = progress.steps_done
-        of = f"/{self.total}" if self.total else ""
-        score = "      —" if node.score is None else f"{node.score:9.5g}"
-        best = "—" if progress.best_score is None else f"{progress.best_score:.5g}"
-        fr = dict(progress.fractions)
-        if "steps" in fr and self.total:
-            fr["steps"] = done / self.total  # finished steps, not proposed ones
-        used = max(fr.values()) if fr else 0.0
-        self.stream.write(
-            f"[{done:>3}{of}] {node.node_id} {node.operator.value:<9} "
-            f"{('ok' if node.ok else node.outcome.value):<18} {score}  best {best:<9} "
-            f"budget {100 * used:3.0f}%  {time.monotonic() - self.t0:6.1f}s\n"
-        )
-        self.stream.flush()
 
 
 def _summary(result: Any, run_dir: Path | None, report: Path | None) -> dict[str, Any]:
@@ -433,7 +405,7 @@ def _print_summary(s: dict[str, Any], stream: TextIO) -> None:
 def _finish(args: argparse.Namespace, result: Any, run_dir: Path | None) -> int:
     report = None
     if run_dir is not None and not getattr(args, "no_report", False):
-        from openmle.search._runs.report import write_report
+        from openmle.search import write_report
 
         report = write_report(run_dir)
     s = _summary(result, run_dir, report)
@@ -456,8 +428,14 @@ def _default_out(prefix: str) -> Path:
 
 
 def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
-    from openmle.search import SearchConfig, run_search
-    from openmle.search._entry import task_direction
+    from openmle.search import (
+        ProgressLine,
+        SearchConfig,
+        SearchSpec,
+        run_search,
+        task_description,
+        task_direction,
+    )
 
     # Every flag is checked before the header is printed or anything is written.
     check_task(task, args.sandbox)
@@ -470,10 +448,11 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         islands=getattr(args, "islands", None) or 0,
     )
     priors = getattr(args, "priors", None)
+    library = None
     if priors is not None:
-        from openmle.search._priors import library_hash
+        from openmle.priors import load_library
 
-        library_hash(priors)  # a missing or malformed library is refused before anything runs
+        library = load_library(priors)  # a missing or malformed library: refused before the run
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
     try:  # from the task package, else the sandbox's task_meta; never guessed
@@ -486,6 +465,9 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     preset = _preset_parts(args, task, budget, config, prompts)
     config = preset.get("config", config)
     prompts = preset.get("prompts", prompts)
+    block = None
+    if library is not None:
+        block = library.for_search(task=task, description=task_description(task))
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
         shown = model_spec
@@ -503,31 +485,34 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         with _closing(sandbox):
             result = _search_run(
                 run_search,
-                task,
-                model=model,
-                sandbox=sandbox,
-                budget=budget,
-                selector=selector,
-                config=config,
-                workers=args.workers,
-                ordered=getattr(args, "ordered", False),
-                run_dir=out,
-                higher_is_better=hib,
-                on_progress=None if args.quiet else _Display(stream, budget.steps),
-                prompts=prompts,
-                priors=priors,
-                manifest_extra={
-                    **({"preset": preset["entry"]} if preset else {}),
-                    "cli": {
-                        "model": model_spec,
-                        "sandbox": args.sandbox,
-                        "selector": args.selector,
-                        "record": getattr(args, "record", None),
-                        "summaries": bool(args.summaries),
-                        "priors": priors,
-                        "data": getattr(args, "data_record", None),
+                SearchSpec(
+                    task=task,
+                    model=model,
+                    sandbox=sandbox,
+                    budget=budget,
+                    selector=selector,
+                    config=config,
+                    workers=args.workers,
+                    ordered=getattr(args, "ordered", False),
+                    higher_is_better=hib,
+                    prompts=prompts,
+                    priors=block,
+                    manifest_extra={
+                        **({"preset": preset["entry"]} if preset else {}),
+                        "cli": {
+                            "model": model_spec,
+                            "sandbox": args.sandbox,
+                            "selector": args.selector,
+                            "record": getattr(args, "record", None),
+                            "summaries": bool(args.summaries),
+                            "priors": priors,
+                            "data": getattr(args, "data_record", None),
+                        },
                     },
-                },
+                ),
+                run_dir=out,
+                on_progress=None if args.quiet else ProgressLine(stream, budget.steps),
+                quiet=args.quiet,
             )
     except KeyboardInterrupt:
         return interrupted(out)
@@ -655,9 +640,8 @@ def _data_task(args: argparse.Namespace) -> str | None:
         if args.goal or args.metric:
             raise InvalidArgument("--goal and --metric go with --data RAW_DIR (a task to build)")
         return str(args.task)
-    from openmle.builder import BuildOptions, build_task
-    from openmle.builder._pipeline import sandbox_factory
-    from openmle.search._rundir import DATA_TASK_DIR, check_new_run_dir
+    from openmle.builder import BuildOptions, build_task, sandbox_factory
+    from openmle.search import DATA_TASK_DIR, check_new_run_dir
 
     out = Path(args.out) if args.out else _default_out(args.command)
     check_new_run_dir(out)
@@ -755,7 +739,7 @@ def _preset_parts(
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from openmle.search import RunDir, resume_search
+    from openmle.search import ProgressLine, ResumeSpec, RunDir, resume_search
 
     rd = RunDir.open(args.run_dir)
     cli = dict(rd.manifest.get("extra", {}).get("cli") or {})
@@ -786,6 +770,7 @@ def _resume(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget, prices=prices) if args.budget else None
     stream = sys.stderr if args.json else sys.stdout
     steps = budget.steps if budget else rd.manifest["budget"].get("steps")
+    priors_sha256 = _library_hash(args.priors)  # a bad library: refused before anything runs
     model = _model_for_run(model_spec, args, cli.get("record"))
     sandbox = build_sandbox(sandbox_spec)
     try:
@@ -793,13 +778,16 @@ def _resume(args: argparse.Namespace) -> int:
             result = _search_run(
                 resume_search,
                 rd.path,
-                model=model,
-                sandbox=sandbox,
-                selector=build_selector(cli.get("selector", "three-factor"), hib),
-                prompts=_prompts(model, bool(cli.get("summaries", False))),
-                budget=budget,
-                on_progress=None if args.quiet else _Display(stream, steps),
-                priors=args.priors,
+                ResumeSpec(
+                    model=model,
+                    sandbox=sandbox,
+                    selector=build_selector(cli.get("selector", "three-factor"), hib),
+                    prompts=_prompts(model, bool(cli.get("summaries", False))),
+                    budget=budget,
+                    priors_sha256=priors_sha256,
+                ),
+                on_progress=None if args.quiet else ProgressLine(stream, steps),
+                quiet=args.quiet,
             )
     except KeyboardInterrupt:
         return interrupted(rd.path)
@@ -815,6 +803,15 @@ def _from_manifest(spec: object, flag: str, where: str) -> str | None:
     return recorded_spec(spec, flag=flag, where=where)
 
 
+def _library_hash(path: str | None) -> str | None:
+    """The content hash of the prior library file ``path`` (None for None)."""
+    if path is None:
+        return None
+    from openmle.priors import load_library
+
+    return load_library(path).content_hash
+
+
 def _recorded_spec(manifest: dict[str, Any], part: str) -> str | None:
     spec = (manifest.get(part) or {}).get("spec")
     return spec if isinstance(spec, str) and spec else None
@@ -825,7 +822,7 @@ def _recorded_class(manifest: dict[str, Any], part: str) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from openmle.search._runs.export import export_run
+    from openmle.search import export_run
 
     path = export_run(args.run_dir, format=args.format, out=args.out)
     if args.json:
@@ -836,7 +833,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from openmle.search._runs.report import write_report
+    from openmle.search import write_report
 
     path = write_report(args.run_dir, args.out)
     if args.json:
@@ -922,6 +919,13 @@ def _prompts(model: Any, summaries: bool) -> Any:
 
 def register(subparsers: Any) -> None:
     """Add ``demo``, ``search``, ``resume``, ``export`` and ``report``."""
+    _register_demo(subparsers)
+    _register_search(subparsers)
+    _register_resume(subparsers)
+    _register_export_and_report(subparsers)
+
+
+def _register_demo(subparsers: Any) -> None:
     demo = subparsers.add_parser(
         "demo",
         help="search a bundled task with the offline model and the local sandbox",
@@ -939,6 +943,8 @@ def register(subparsers: Any) -> None:
     _common(demo)
     demo.set_defaults(handler=_demo)
 
+
+def _register_search(subparsers: Any) -> None:
     search = subparsers.add_parser(
         "search",
         help="search a task with Draft/Improve/Debug/Crossover under a budget",
@@ -1001,6 +1007,8 @@ def register(subparsers: Any) -> None:
     _common(search)
     search.set_defaults(handler=_search)
 
+
+def _register_resume(subparsers: Any) -> None:
     resume = subparsers.add_parser(
         "resume",
         help="continue an interrupted search (also after kill -9)",
@@ -1027,6 +1035,8 @@ def register(subparsers: Any) -> None:
     resume.add_argument("--no-report", action="store_true", help="do not write report.html")
     resume.set_defaults(handler=_resume)
 
+
+def _register_export_and_report(subparsers: Any) -> None:
     export = subparsers.add_parser(
         "export",
         help="export a run's nodes as parquet or JSONL",

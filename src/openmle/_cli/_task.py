@@ -284,8 +284,7 @@ def _register_build(sub: Any) -> None:
 
 def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from openmle._cli._search import build_model
-    from openmle.builder import BuildOptions, load_blocklist
-    from openmle.builder._pipeline import sandbox_factory
+    from openmle.builder import BuildOptions, load_blocklist, sandbox_factory
 
     build_model(args.model)  # fail early on a bad --model
     sandbox = sandbox_factory(args.sandbox)  # and on a bad --sandbox

@@ -16,15 +16,21 @@ The sandbox kit for backend authors: :class:`TaskHandle` (what a sandbox needs f
 :class:`GradeLike` (a grade report), :class:`LogCap` (bounded head-and-tail log capture) and
 :func:`classify_run` (how a program's ending becomes a :class:`~openmle.RunResult`, the same
 rule every shipped sandbox uses).
+
+The kit for the packages built on the backends (the job service, the task builder, the bench,
+the CLI): the sandbox factory by spec, :func:`build_sandbox` (a spec and options, plus optional
+keywords passed only where the factory takes them), :func:`sandbox_takes` and
+:func:`check_sandbox_spec` (nothing built); the stale-run sweep, :func:`remove_stale_cgroups`
+(the cgroups a killed process's sandboxes left) and :func:`safe_rmtree` (remove a run
+directory a program may have made hostile).
 """
 
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
 
-from openmle._exports import publish_one
+from openmle._exports import publish_one, warn_deprecated
 
 if TYPE_CHECKING:
     from openmle._runlog import LogCap as LogCap
@@ -37,12 +43,17 @@ if TYPE_CHECKING:
     from openmle.backends._offline import OfflineModel as OfflineModel
     from openmle.backends._openai import OpenAIModel as OpenAIModel
     from openmle.backends._ray import RaySandbox as RaySandbox
+    from openmle.backends._registry import build_sandbox as build_sandbox
+    from openmle.backends._registry import check_sandbox_spec as check_sandbox_spec
     from openmle.backends._registry import make_model as make_model
     from openmle.backends._registry import make_sandbox as make_sandbox
     from openmle.backends._registry import register_model as register_model
     from openmle.backends._registry import register_sandbox as register_sandbox
+    from openmle.backends._registry import sandbox_takes as sandbox_takes
     from openmle.backends._replay import RecordingModel as RecordingModel
     from openmle.backends._replay import ReplayModel as ReplayModel
+    from openmle.backends._stale import remove_stale_cgroups as remove_stale_cgroups
+    from openmle.backends._stale import safe_rmtree as safe_rmtree
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
@@ -57,11 +68,16 @@ _LAZY: dict[str, str] = {
     "RecordingModel": "openmle.backends._replay",
     "ReplayModel": "openmle.backends._replay",
     "TaskHandle": "openmle._task_protocol",
+    "build_sandbox": "openmle.backends._registry",
+    "check_sandbox_spec": "openmle.backends._registry",
     "classify_run": "openmle._runlog",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",
     "register_model": "openmle.backends._registry",
     "register_sandbox": "openmle.backends._registry",
+    "remove_stale_cgroups": "openmle.backends._stale",
+    "safe_rmtree": "openmle.backends._stale",
+    "sandbox_takes": "openmle.backends._registry",
 }
 if list(_LAZY) != sorted(_LAZY):
     raise AssertionError("keep _LAZY alphabetical")
@@ -69,7 +85,7 @@ if list(_LAZY) != sorted(_LAZY):
 __all__ = sorted(_LAZY)
 
 
-# Names that moved to openmle.train (deprecated aliases, removed in the next release).
+# Names that moved to openmle.train (deprecated aliases, removed in openmle 0.2.0).
 _MOVED_TO_TRAIN: frozenset[str] = frozenset(
     {
         "AsyncRollouts",
@@ -106,12 +122,9 @@ _MOVED_TO_TRAIN: frozenset[str] = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED_TO_TRAIN:
-        warnings.warn(
-            f"openmle.backends.{name} moved to openmle.train.{name}; "
-            f"import it as `from openmle.train import {name}` (the old path goes"
-            " in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
+        warn_deprecated(
+            f"openmle.backends.{name} (moved to openmle.train.{name})",
+            f"import it as `from openmle.train import {name}`",
         )
         return getattr(importlib.import_module("openmle.train"), name)
     module = _LAZY.get(name)

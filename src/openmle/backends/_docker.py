@@ -64,6 +64,7 @@ from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
 from openmle.backends._gpu import GpuPool, visible_gpus
 from openmle.backends._kit import default_resolver, grade_outside, signal_exit_code
+from openmle.backends._plan import program_env
 from openmle.backends._watchdog import start_watchdog
 from openmle.backends._workspace import encode_program, over_quota, remove_tree
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
@@ -388,7 +389,7 @@ class DockerSandbox(Sandbox):
                     raise SandboxError("DockerSandbox.task_image called after aclose()")
                 _check_disjoint(dockerfile.parent, task.private_paths)
                 from openmle.backends._imagebuild import build_isolates_network, build_task_image
-                from openmle.gym._cache import cache_root
+                from openmle.gym import cache_root
 
                 log_dir = self.build_log_dir or cache_root() / "docker-builds"
                 if self.build_network_check and self._build_isolated is None:
@@ -492,8 +493,17 @@ class DockerSandbox(Sandbox):
         """
         res = job.resources
         memory = (res.memory_mb or self.memory_mb) * 1024 * 1024
-        env = {"PYTHONUNBUFFERED": "1", "HOME": WORKSPACE_MOUNT, **job.env}
-        env["DATA_DIR"] = DATA_MOUNT
+        # The same environment as every sandbox's (thread caps, locale, HOME and DATA_DIR
+        # owned); the image keeps its PATH, and the engine exposes exactly the leased GPUs.
+        env = program_env(
+            job,
+            info=None,
+            data=DATA_MOUNT,
+            workspace=WORKSPACE_MOUNT,
+            tmp="/tmp",
+            gpus=None,
+            marker=None,
+        )
         host: dict[str, Any] = {
             "Binds": [
                 f"{public_dir}:{DATA_MOUNT}:ro",

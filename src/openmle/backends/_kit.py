@@ -137,7 +137,7 @@ def submission_too_large(workspace: Path) -> RefusedGrade | None:
     """Refuse a ``submission.csv`` above the grader's size limit before anything copies it
     (a sparse file costs no disk in the workspace but its whole size in a copy).
     """
-    from openmle.gym._gradeproc import MAX_CSV_BYTES
+    from openmle.gym import MAX_CSV_BYTES
 
     try:
         st = os.lstat(workspace / "submission.csv")
@@ -255,7 +255,7 @@ async def grade_outside(
         elif copy is not None:
             submission = copy
             try:
-                from openmle.gym._grader import grade_in_thread
+                from openmle.gym import grade_in_thread
 
                 grade = await grade_in_thread(task, copy, job.split, timeout_s=job.timeout_s)
             except Exception as exc:  # the grader broke, not the program

@@ -219,17 +219,35 @@ def paths_problem(
 def program_env(
     job: Job,
     *,
-    info: RuntimeInfo,
+    info: RuntimeInfo | None,
     data: str,
     workspace: str,
     tmp: str,
-    gpus: Sequence[str],
-    marker: str,
+    gpus: Sequence[str] | None,
+    marker: str | None,
 ) -> dict[str, str]:
-    """The program's environment: defaults, then ``job.env``, then what the sandbox owns."""
+    """The program's environment, for every sandbox (local, bwrap, Docker): defaults, then
+    ``job.env``, then what the sandbox owns.
+
+    Defaults: ``PATH``, ``TMPDIR``, ``LANG``/``LC_ALL`` (``C.UTF-8``), unbuffered Python without
+    bytecode files or user site, ``MPLBACKEND=Agg`` and the thread caps (:data:`THREAD_VARS`,
+    one per requested CPU, rounded up). Owned (a job cannot change them): ``HOME`` (the
+    workspace), ``DATA_DIR``, ``CUDA_VISIBLE_DEVICES`` and the run marker.
+
+    Args:
+        job: the job (its resources and ``env``).
+        info: the runtime whose ``bin_dir`` leads ``PATH``; None keeps the image's own ``PATH``
+            (a container).
+        data, workspace, tmp: the data, workspace and temporary directories as the program
+            sees them.
+        gpus: the GPU ids the program may use; None when the engine exposes exactly the leased
+            devices (a container: ``CUDA_VISIBLE_DEVICES`` is then left unset, never the job's).
+        marker: the run marker (``OPENMLE_RUN_ID``); None when the sandbox finds its runs
+            otherwise (container labels; the job's value is dropped).
+    """
     threads = str(max(1, math.ceil(job.resources.cpus)))
     env = {
-        "PATH": f"{info.bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        **({} if info is None else {"PATH": f"{info.bin_dir}:/usr/local/bin:/usr/bin:/bin"}),
         "HOME": workspace,
         "TMPDIR": tmp,
         "LANG": "C.UTF-8",
@@ -241,7 +259,14 @@ def program_env(
         **dict.fromkeys(THREAD_VARS, threads),
     }
     env.update(job.env)
-    env.update({"DATA_DIR": data, "CUDA_VISIBLE_DEVICES": ",".join(gpus), RUN_ID_ENV: marker})
+    env["HOME"] = workspace  # in place: the defaults' order stays
+    env["DATA_DIR"] = data
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop(RUN_ID_ENV, None)
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    if marker is not None:
+        env[RUN_ID_ENV] = marker
     return env
 
 

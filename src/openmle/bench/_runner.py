@@ -1128,7 +1128,7 @@ def _library(config: BenchConfig, bench: MLEBench | NatureBench | None = None) -
     """
     if config.priors is None:
         return None
-    from openmle.priors._record import load_library
+    from openmle.priors import load_library
 
     library = load_library(config.priors)
     if config.priors_sha256 is not None and library.content_hash != config.priors_sha256:

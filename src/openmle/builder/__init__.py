@@ -18,7 +18,14 @@ from openmle.builder._gate import FINDINGS, Finding, GateResult
 from openmle.builder._intake import Intake, RawFile, intake
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, inventory
 from openmle.builder._judge import DIMENSIONS, PURPOSE_JUDGE, JudgeResult, JudgeThresholds
-from openmle.builder._pipeline import STAGES, BuildOptions, BuildResult, SandboxFactory, build_task
+from openmle.builder._pipeline import (
+    STAGES,
+    BuildOptions,
+    BuildResult,
+    SandboxFactory,
+    build_task,
+    sandbox_factory,
+)
 from openmle.builder._prepare import PrepareResult, PrepareRun
 from openmle.builder._solvability import Baseline, Solvability
 from openmle.builder._spec import (
@@ -70,6 +77,7 @@ __all__ = [
     "intake",
     "inventory",
     "load_blocklist",
+    "sandbox_factory",
 ]
 
 publish(globals())

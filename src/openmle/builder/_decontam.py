@@ -22,7 +22,7 @@ from typing import Any
 from attrs import frozen
 
 from openmle.builder._intake import Intake
-from openmle.gym._decontam import SHIPPED, Exclusions, load_exclusions
+from openmle.gym import SHIPPED, Exclusions, load_exclusions
 
 __all__ = ["SHIPPED", "Blocklist", "DecontamResult", "check_contamination", "load_blocklist"]
 

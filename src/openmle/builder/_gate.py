@@ -20,8 +20,7 @@ from openmle._types import Split
 from openmle.builder._intake import sha256_file
 from openmle.builder._inventory import Inventory, read_table
 from openmle.builder._spec import TaskSpec, hint_conflicts
-from openmle.gym._gradeproc import CsvError, positive_labels
-from openmle.gym._splitrules import check_split
+from openmle.gym import CsvError, check_split, positive_labels
 
 if TYPE_CHECKING:
     from openmle.gym import Task

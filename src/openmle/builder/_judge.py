@@ -14,14 +14,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 from attrs import field, frozen
 
 from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
-from openmle._types import Message, ModelRequest
-from openmle.builder._spec import MAX_ANSWER_CHARS, PURPOSE_KEY, extract_json
-from openmle.errors import InvalidArgument, OpenMLEError
+from openmle._types import Message
+from openmle.builder._spec import PURPOSE_KEY
+from openmle.errors import InvalidArgument
+from openmle.operators import ask_json
 
 __all__ = ["DIMENSIONS", "PURPOSE_JUDGE", "JudgeResult", "JudgeThresholds", "judge_task"]
 
@@ -162,40 +162,26 @@ async def judge_task(
 ) -> JudgeResult:
     """Ask ``model`` for a quality judgement; errors are retried, then reported."""
     limits = thresholds or JudgeThresholds()
-    messages = judge_messages(evidence, inventory_text)
-    errors: list[str] = []
-    for _ in range(max_attempts):
-        request = ModelRequest(
-            messages=messages,
-            metadata={PURPOSE_KEY: PURPOSE_JUDGE, "evidence": dict(evidence)},
-            temperature=0.0,
-        )
-        try:
-            with anyio.fail_after(timeout_s):
-                answer = (await model.complete(request)).text
-        except TimeoutError:
-            errors.append(f"timeout: no answer within {timeout_s:g} s")
-            continue
-        except OpenMLEError as exc:
-            errors.append(f"model error: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        try:
-            scores, ev = parse_judgement(extract_json(answer))
-        except ValueError as exc:
-            errors.append(f"malformed answer: {exc}")
-            messages = [
-                *messages,
-                Message(role="assistant", content=answer[:MAX_ANSWER_CHARS]),
-                Message(role="user", content=f"That answer is invalid: {exc}. Answer again."),
-            ]
-            continue
+    asked = await ask_json(
+        model,
+        judge_messages(evidence, inventory_text),
+        parse_judgement,
+        metadata={PURPOSE_KEY: PURPOSE_JUDGE, "evidence": dict(evidence)},
+        max_attempts=max_attempts,
+        timeout_s=timeout_s,
+        on_model_error="retry",
+    )
+    prefix = {
+        "timeout": "timeout: ",
+        "model_error": "model error: ",
+        "invalid": "malformed answer: ",
+    }
+    errors = tuple(prefix[a.kind] + a.error for a in asked.attempts if a.kind != "ok")
+    if asked.value is None:
         return JudgeResult(
-            verdict=limits.verdict(scores),
-            scores=scores,
-            evidence=ev,
-            errors=tuple(errors),
-            thresholds=limits,
+            verdict="error", scores={}, evidence={}, errors=errors, thresholds=limits
         )
+    scores, ev = asked.value
     return JudgeResult(
-        verdict="error", scores={}, evidence={}, errors=tuple(errors), thresholds=limits
+        verdict=limits.verdict(scores), scores=scores, evidence=ev, errors=errors, thresholds=limits
     )

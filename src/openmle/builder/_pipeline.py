@@ -24,7 +24,7 @@ from openmle.builder._emit import (
     write_record,
     write_toml,
 )
-from openmle.builder._gate import run_gate
+from openmle.builder._gate import GateResult, run_gate
 from openmle.builder._intake import Intake, intake
 from openmle.builder._inventory import Inventory, inventory
 from openmle.builder._judge import JudgeThresholds, judge_task
@@ -69,7 +69,7 @@ def sandbox_factory(spec: str) -> SandboxFactory | None:
             (such as ``service:URL``): prepare.py's files come back through the builder's own
             task resolver, which such a sandbox cannot use.
     """
-    from openmle.backends._registry import build_sandbox, sandbox_takes
+    from openmle.backends import build_sandbox, sandbox_takes
 
     if spec == "local":
         return None
@@ -212,46 +212,11 @@ async def build_task(
     work = Path(await anyio.to_thread.run_sync(lambda: tempfile.mkdtemp(prefix="openmle-build-")))
     staged = await anyio.to_thread.run_sync(staging_dir, out_path)
     try:
-        prepared = await request_prepare(
-            model,
-            box,
-            resolver,
-            spec,
-            inv,
-            rec.raw_dir,
-            work / "run1",
-            max_attempts=opts.max_prepare_attempts,
-            timeout_s=opts.prepare_timeout_s,
+        gate = await _prepare_and_gate_stage(
+            model, box, resolver, spec, inv, rec.raw_dir, work, staged, name, opts, record
         )
-        record["prepare"] = prepared.to_dict()
-        if not prepared.ok:
-            return stop("failed", "prepare", prepared.runs[-1].error_text()[:2000])
-        second = await run_prepare(
-            box,
-            resolver,
-            prepared.source,
-            rec.raw_dir,
-            work / "run2",
-            timeout_s=opts.prepare_timeout_s,
-        )
-        record["prepare"]["second_run"] = second.to_dict()
-        await anyio.to_thread.run_sync(
-            lambda: stage_package(staged, spec, name, work / "run1", prepared.source, rec.raw_dir)
-        )
-        gate = await anyio.to_thread.run_sync(
-            lambda: run_gate(spec, inv, staged, work / "run2" if second.ok else None)
-        )
-        record["gate"] = gate.to_dict()
-        if not second.ok:
-            return stop(
-                "rejected",
-                "gate",
-                "the second prepare.py run failed: " + second.error_text()[:500],
-                ("not_deterministic",),
-            )
-        if not gate.passed:
-            reason = "; ".join(f"{f.code}: {f.file}: {f.message}" for f in gate.findings)
-            return stop("rejected", "gate", reason, gate.codes)
+        if not isinstance(gate, GateResult):
+            return stop(*gate)
         stopped = await _solvability_stage(box, resolver, staged, spec, name, opts, record)
         if stopped is None:
             stopped = await _judge_stage(model, inv, spec, opts, record)
@@ -270,6 +235,61 @@ async def build_task(
 
 _Stopped = tuple[str, str, str, tuple[str, ...]]
 """Why a stage stopped the build: ``(status, stage, reason, findings)``."""
+
+
+async def _prepare_and_gate_stage(
+    model: OperatorModel,
+    box: Sandbox,
+    resolver: StageResolver,
+    spec: TaskSpec,
+    inv: Inventory,
+    raw_dir: Path,
+    work: Path,
+    staged: Path,
+    name: str,
+    opts: BuildOptions,
+    record: dict[str, Any],
+) -> GateResult | _Stopped:
+    """prepare.py from the model, run twice in the sandbox (``work/run1``, ``work/run2``), the
+    package staged from the first run and gated (determinism included): the passed gate, or
+    why the build stops. Records ``prepare`` and ``gate``.
+    """
+    prepared = await request_prepare(
+        model,
+        box,
+        resolver,
+        spec,
+        inv,
+        raw_dir,
+        work / "run1",
+        max_attempts=opts.max_prepare_attempts,
+        timeout_s=opts.prepare_timeout_s,
+    )
+    record["prepare"] = prepared.to_dict()
+    if not prepared.ok:
+        return ("failed", "prepare", prepared.runs[-1].error_text()[:2000], ())
+    second = await run_prepare(
+        box, resolver, prepared.source, raw_dir, work / "run2", timeout_s=opts.prepare_timeout_s
+    )
+    record["prepare"]["second_run"] = second.to_dict()
+    await anyio.to_thread.run_sync(
+        lambda: stage_package(staged, spec, name, work / "run1", prepared.source, raw_dir)
+    )
+    gate = await anyio.to_thread.run_sync(
+        lambda: run_gate(spec, inv, staged, work / "run2" if second.ok else None)
+    )
+    record["gate"] = gate.to_dict()
+    if not second.ok:
+        return (
+            "rejected",
+            "gate",
+            "the second prepare.py run failed: " + second.error_text()[:500],
+            ("not_deterministic",),
+        )
+    if not gate.passed:
+        reason = "; ".join(f"{f.code}: {f.file}: {f.message}" for f in gate.findings)
+        return ("rejected", "gate", reason, gate.codes)
+    return gate
 
 
 async def _decontam_stage(

@@ -7,8 +7,6 @@ breaks the schema is sent back with the validation error, a bounded number of ti
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,12 +14,12 @@ from attrs import field, frozen
 
 from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
-from openmle._types import Message, ModelRequest
+from openmle._types import Message
 from openmle.builder._conventions import Hints
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory
 from openmle.errors import OpenMLEError
-from openmle.gym._gradeproc import MAX_MAP_K
-from openmle.gym._splitrules import SPLIT_KINDS
+from openmle.gym import MAX_MAP_K, SPLIT_KINDS
+from openmle.operators import ask_json
 
 __all__ = [
     "METRIC_LIBRARY",
@@ -59,9 +57,6 @@ METRIC_LIBRARY: Mapping[str, tuple[bool, tuple[str, ...]]] = {
 
 ``map@k`` takes one parameter, ``metric_params = {"k": K}`` with ``K`` in ``[1, 100]``; the
 others take none."""
-
-_JSON_BLOCK = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-MAX_ANSWER_CHARS = 200_000
 
 
 class SpecError(OpenMLEError):
@@ -211,26 +206,6 @@ When the inventory lists conventions, follow them: the sample submission's id co
 and format (labels: accuracy or macro_f1; values: a regression metric; probability: auc;
 probabilities per class: log_loss), the labelled table (never the unlabeled test table), the
 metric the description or the user names, and the column the user's goal names."""
-
-
-def extract_json(text: str) -> Any:
-    """The JSON object in ``text`` (bare or in a fenced block).
-
-    Raises:
-        ValueError: no JSON object can be read.
-    """
-    text = text[:MAX_ANSWER_CHARS]
-    block = _JSON_BLOCK.search(text)
-    candidate = block.group(1) if block else text.strip()
-    if not block:
-        start, end = candidate.find("{"), candidate.rfind("}")
-        if start < 0 or end < start:
-            raise ValueError("the answer holds no JSON object")
-        candidate = candidate[start : end + 1]
-    try:
-        return json.loads(candidate)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the answer is not valid JSON: {exc}") from None
 
 
 def _text(obj: Mapping[str, Any], key: str, most: int) -> str:
@@ -533,27 +508,16 @@ async def request_spec(
     Raises:
         SpecError: no valid spec after ``max_attempts`` answers.
     """
-    messages = spec_messages(inv)
-    attempts: list[Attempt] = []
-    for _ in range(max_attempts):
-        request = ModelRequest(
-            messages=messages,
-            metadata={PURPOSE_KEY: PURPOSE_SPEC, "inventory": inv.to_dict()},
-            temperature=0.0,
-        )
-        answer = (await model.complete(request)).text
-        try:
-            spec = parse_spec(extract_json(answer), inv)
-        except ValueError as exc:
-            attempts.append(Attempt(answer_chars=len(answer), error=str(exc)))
-            messages = [
-                *messages,
-                Message(role="assistant", content=answer[:MAX_ANSWER_CHARS]),
-                Message(role="user", content=f"That answer is invalid: {exc}. Answer again."),
-            ]
-            continue
-        attempts.append(Attempt(answer_chars=len(answer), error=""))
-        return SpecResult(spec=spec, attempts=tuple(attempts))
+    asked = await ask_json(
+        model,
+        spec_messages(inv),
+        lambda obj: parse_spec(obj, inv),
+        metadata={PURPOSE_KEY: PURPOSE_SPEC, "inventory": inv.to_dict()},
+        max_attempts=max_attempts,
+    )
+    attempts = tuple(Attempt(answer_chars=a.answer_chars, error=a.error) for a in asked.attempts)
+    if asked.value is not None:
+        return SpecResult(spec=asked.value, attempts=attempts)
     raise SpecError(
         f"the model gave no valid task spec in {max_attempts} attempt(s); last error: "
         f"{attempts[-1].error}"

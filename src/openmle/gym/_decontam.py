@@ -43,6 +43,7 @@ __all__ = ["SHIPPED", "Exclusions", "load_exclusions", "normalise_name"]
 SHIPPED = Path(__file__).with_name("exclusions.txt")
 """openmle's shipped exclusion list."""
 
+
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 

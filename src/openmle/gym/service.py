@@ -1,5 +1,5 @@
-"""Deprecated alias of :mod:`openmle.service` (the job service moved there); removed in the next
-release.
+"""Deprecated alias of :mod:`openmle.service` (the job service moved there); removed in openmle
+0.2.0.
 
 Importing this module, or any name from it, warns with a ``DeprecationWarning`` that names the
 new import; the names are the very objects of :mod:`openmle.service`.
@@ -8,8 +8,9 @@ new import; the names are the very objects of :mod:`openmle.service`.
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import Any
+
+from openmle._exports import warn_deprecated
 
 __all__: list[str] = []  # nothing for `import *`: every name here is deprecated
 
@@ -17,11 +18,9 @@ _NEW = "openmle.service"
 
 
 def _warn(what: str) -> None:
-    warnings.warn(
-        f"openmle.gym.service{what} moved to {_NEW}{what}; import it as "
-        f"`{'from ' + _NEW + ' import ' + what[1:] if what else 'import ' + _NEW}` "
-        "(the old path goes in the next release)",
-        DeprecationWarning,
+    warn_deprecated(
+        f"openmle.gym.service{what} (moved to {_NEW}{what})",
+        f"import it as `{'from ' + _NEW + ' import ' + what[1:] if what else 'import ' + _NEW}`",
         stacklevel=3,
     )
 

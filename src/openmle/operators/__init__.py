@@ -8,11 +8,16 @@
   :class:`ParsedAnswer`);
   :func:`same_program` flags a child identical to its parent.
 - Prompts show validation scores only: :func:`render_feedback` refuses test-split results.
+- Structured answers: :func:`ask_json` asks a model for one JSON object, validates it and sends
+  an invalid answer back with its error (each call an :class:`AskAttempt`, the result a
+  :class:`JsonAnswer`); :func:`extract_json` reads the object from an answer. The task builder
+  and the priors' distillation use it.
 """
 
 from __future__ import annotations
 
 from openmle._exports import deprecated_aliases, publish
+from openmle.operators._ask import MAX_ANSWER_CHARS, AskAttempt, JsonAnswer, ask_json, extract_json
 from openmle.operators._parse import (
     ParsedAnswer,
     extract_code_blocks,
@@ -34,15 +39,20 @@ from openmle.operators._prompts import (
 
 __all__ = [
     "DEFAULT_TEMPLATES",
+    "MAX_ANSWER_CHARS",
+    "AskAttempt",
+    "JsonAnswer",
     "OperatorTemplates",
     "ParentView",
     "ParsedAnswer",
     "PromptBudget",
     "Section",
     "TaskBrief",
+    "ask_json",
     "build_request",
     "clip",
     "extract_code_blocks",
+    "extract_json",
     "fit_sections",
     "format_duration",
     "parse_response",
@@ -57,6 +67,5 @@ publish(globals())
 __getattr__ = deprecated_aliases(
     __name__,
     {"Proposal": ("openmle.operators", "ParsedAnswer")},
-    removed_in="the next release",
     reason="it was renamed {module}.{attr} (openmle.search.Proposal is the search's proposal)",
 )

@@ -13,6 +13,9 @@ and shown to the Draft and Improve prompts.
 - :class:`Retriever` is the retrieval protocol; :class:`LexicalRetriever` (metadata match +
   BM25) is the default. :func:`render_priors` renders a delimited block under a hard
   character budget for :func:`openmle.operators.build_request`'s ``priors`` argument.
+- :func:`priors_for_search` (or :meth:`PriorLibrary.for_search`) retrieves and renders the
+  priors of one task into the frozen :class:`openmle.search.SearchPriors` that
+  :class:`openmle.search.SearchSpec` takes (the search itself never loads or retrieves).
 """
 
 from __future__ import annotations
@@ -35,15 +38,15 @@ from openmle.priors._distill import (
     distill,
 )
 from openmle.priors._from_runs import priors_from_run, priors_from_runs
-from openmle.priors._record import (
-    ANY,
-    KINDS,
-    PRIOR_SCHEMA_VERSION,
-    Prior,
+from openmle.priors._library import (
+    PRIORS_CHARS,
+    PRIORS_K,
     PriorLibrary,
     load_library,
+    priors_for_search,
     save_library,
 )
+from openmle.priors._record import ANY, KINDS, PRIOR_SCHEMA_VERSION, Prior
 from openmle.priors._render import PRIORS_BEGIN, PRIORS_END, RenderedPriors, render_priors
 from openmle.priors._retrieve import (
     LexicalRetriever,
@@ -58,7 +61,9 @@ __all__ = [
     "DISTILL_SYSTEM",
     "KINDS",
     "PRIORS_BEGIN",
+    "PRIORS_CHARS",
     "PRIORS_END",
+    "PRIORS_K",
     "PRIOR_SCHEMA_VERSION",
     "Artifact",
     "ContaminatedTask",
@@ -80,6 +85,7 @@ __all__ = [
     "distill",
     "load_library",
     "normalise_name",
+    "priors_for_search",
     "priors_from_run",
     "priors_from_runs",
     "render_priors",

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from openmle.errors import InvalidArgument
-from openmle.gym._decontam import Exclusions, load_exclusions, normalise_name
-from openmle.priors._record import PriorLibrary
+from openmle.gym import Exclusions, load_exclusions, normalise_name
+from openmle.priors._library import PriorLibrary
 
 __all__ = [
     "ContaminatedTask",

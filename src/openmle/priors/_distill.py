@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,11 +20,12 @@ import anyio
 from attrs import field, frozen
 
 from openmle._protocols import OperatorModel
-from openmle._types import Message, ModelRequest
+from openmle._types import Message
 from openmle.errors import InvalidArgument, ModelError
-from openmle.operators import clip
+from openmle.operators import JsonAnswer, ask_json, clip
 from openmle.priors._decontam import Exclusions, Refusal, default_exclusions
-from openmle.priors._record import KINDS, Prior, PriorLibrary
+from openmle.priors._library import PriorLibrary
+from openmle.priors._record import KINDS, Prior
 
 __all__ = ["DISTILL_SYSTEM", "Artifact", "DistillFailure", "DistillReport", "adistill", "distill"]
 
@@ -61,7 +62,6 @@ _RECORD_KEYS: Final = frozenset(
         "cites",
     }
 )
-_MAX_ANSWER = 200_000
 _MAX_CITES = 20
 
 
@@ -122,20 +122,6 @@ class DistillReport:
     library: PriorLibrary
     refusals: tuple[Refusal, ...]
     failures: tuple[DistillFailure, ...]
-
-
-def _answer_json(text: str) -> Any:
-    if len(text) > _MAX_ANSWER:
-        raise ValueError(f"the answer is {len(text)} characters; at most {_MAX_ANSWER}")
-    fenced = re.search(r"```(?:json)?\s*\n(.*?)```", text, re.S)
-    body = fenced.group(1) if fenced else text
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        raise ValueError("the answer holds no JSON object")
-    try:
-        return json.loads(body[start : end + 1])
-    except RecursionError:
-        raise ValueError("the JSON is nested too deeply") from None
 
 
 def _records(answer: Any, k: int) -> list[dict[str, Any]]:
@@ -255,81 +241,62 @@ async def adistill(
             )
             continue
         seen.add(tag)
-        messages = _request(art, max_priors_per_source, max_source_chars)
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                with anyio.fail_after(timeout_s):
-                    resp = await model.complete(
-                        ModelRequest(
-                            messages=messages,
-                            temperature=0.0,
-                            metadata={"purpose": "distill_priors"},
-                        )
-                    )
-            except TimeoutError:
-                failures.append(
-                    DistillFailure(
-                        source=art.name,
-                        reason=f"the model timed out after {timeout_s:g} s",
-                        attempts=attempts,
+        asked = await ask_json(
+            model,
+            _request(art, max_priors_per_source, max_source_chars),
+            partial(_parsed, art=art, tag=tag, k=max_priors_per_source),
+            metadata={"purpose": "distill_priors"},
+            max_attempts=max_attempts,
+            timeout_s=timeout_s,
+            on_model_error="stop",
+            model_errors=(ModelError,),
+            echo_chars=4_000,
+            retry_note=(
+                "That answer is invalid: {error}. Answer again with only the JSON object "
+                "described above."
+            ),
+        )
+        if asked.value is None:
+            failures.append(_failure(art.name, asked, timeout_s))
+            continue
+        for rec, prior in asked.value:
+            why = excl.match(
+                name=" ".join(rec.get("cites", [])),
+                text=prior.text,
+                related_ids=rec.get("cites", []),
+            )
+            if why is not None:
+                refusals.append(
+                    Refusal(
+                        source=f"{art.name} / {prior.prior_id}",
+                        reason=f"record cites an excluded task ({excl.suite}): {why}",
                     )
                 )
-                break
-            except ModelError as exc:
-                failures.append(
-                    DistillFailure(
-                        source=art.name,
-                        reason=f"model error: {type(exc).__name__}: {str(exc)[:300]}",
-                        attempts=attempts,
-                    )
-                )
-                break
-            try:
-                recs = _records(_answer_json(resp.text), max_priors_per_source)
-                built = [_build(r, i, art, tag) for i, r in enumerate(recs)]
-            except ValueError as exc:
-                if attempts >= max_attempts:
-                    failures.append(
-                        DistillFailure(
-                            source=art.name,
-                            reason=f"invalid answer: {str(exc)[:300]}",
-                            attempts=attempts,
-                        )
-                    )
-                    break
-                messages = [
-                    *messages,
-                    Message(role="assistant", content=clip(resp.text, 4_000)),
-                    Message(
-                        role="user",
-                        content=(
-                            f"That answer is invalid: {str(exc)[:500]}. Answer again with "
-                            "only the JSON object described above."
-                        ),
-                    ),
-                ]
-                continue
-            for rec, prior in zip(recs, built, strict=True):
-                why = excl.match(
-                    name=" ".join(rec.get("cites", [])),
-                    text=prior.text,
-                    related_ids=rec.get("cites", []),
-                )
-                if why is not None:
-                    refusals.append(
-                        Refusal(
-                            source=f"{art.name} / {prior.prior_id}",
-                            reason=f"record cites an excluded task ({excl.suite}): {why}",
-                        )
-                    )
-                else:
-                    priors.append(prior)
-            break
+            else:
+                priors.append(prior)
     return DistillReport(
         library=PriorLibrary(priors), refusals=tuple(refusals), failures=tuple(failures)
     )
+
+
+def _parsed(obj: Any, art: Artifact, tag: str, k: int) -> list[tuple[dict[str, Any], Prior]]:
+    """The answer's records, each with the prior it makes (``ValueError`` names what is
+    wrong).
+    """
+    recs = _records(obj, k)
+    return list(zip(recs, [_build(r, i, art, tag) for i, r in enumerate(recs)], strict=True))
+
+
+def _failure(source: str, asked: JsonAnswer[Any], timeout_s: float) -> DistillFailure:
+    """Why no answer about ``source`` was accepted (the last attempt's error)."""
+    last = asked.attempts[-1]
+    if last.kind == "timeout":
+        reason = f"the model timed out after {timeout_s:g} s"
+    elif last.kind == "model_error":
+        reason = f"model error: {last.error}"
+    else:
+        reason = f"invalid answer: {last.error[:300]}"
+    return DistillFailure(source=source, reason=reason, attempts=len(asked.attempts))
 
 
 def distill(model: OperatorModel, artifacts: Sequence[Artifact], **kwargs: Any) -> DistillReport:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from openmle.errors import InvalidArgument
-from openmle.priors._record import Prior, PriorLibrary
+from openmle.priors._library import PriorLibrary
+from openmle.priors._record import Prior
 from openmle.priors._retrieve import TaskProfile
 
 __all__ = ["priors_from_run", "priors_from_runs"]
@@ -67,6 +68,33 @@ def priors_from_run(
         f"{task_name}|{manifest.get('created_at', '')}|{desc_hash}|{len(nodes)}".encode()
     ).hexdigest()[:8]
 
+    gains, tries = _family_stats(nodes)
+    labels: dict[str, Any] = {
+        "task_type": profile.task_type,
+        "modality": profile.modality,
+        "metric_family": profile.metric_family,
+        "size_band": profile.size_band,
+    }
+    common: dict[str, Any] = {
+        "source": f"openmle run {task_name}",
+        "provenance": "run",
+        "source_ids": source_ids,
+        "licence": "own",
+        **labels,
+    }
+    out = _change_priors(gains, task_name, run_tag, min_n, common)
+    best = _best_program(nodes, task_name, run_tag, source_ids, labels)
+    if best is not None:
+        out.append(best)
+    return out + _failure_priors(tries, task_name, run_tag, min_n, common)
+
+
+def _family_stats(
+    nodes: list[Any],
+) -> tuple[dict[tuple[str, str], list[float]], dict[str, list[bool]]]:
+    """Per (parent family, child family) the children's gains over their first parent, and
+    per family whether each of its nodes succeeded.
+    """
     family: dict[str, str] = {}
     gains: dict[tuple[str, str], list[float]] = defaultdict(list)
     tries: dict[str, list[bool]] = defaultdict(list)
@@ -80,13 +108,17 @@ def priors_from_run(
             continue
         parent_fam = family.get(node.parent_ids[0], "unknown")
         gains[(parent_fam, card.family)].append(card.delta_vs_parent)
+    return gains, tries
 
-    labels: dict[str, Any] = {
-        "task_type": profile.task_type,
-        "modality": profile.modality,
-        "metric_family": profile.metric_family,
-        "size_band": profile.size_band,
-    }
+
+def _change_priors(
+    gains: Mapping[tuple[str, str], list[float]],
+    task_name: str,
+    run_tag: str,
+    min_n: int,
+    common: Mapping[str, Any],
+) -> list[Prior]:
+    """One ``method`` (mean gain > 0) or ``pitfall`` per family change seen ``min_n`` times."""
     out: list[Prior] = []
     for (src, dst), values in sorted(gains.items()):
         if len(values) < min_n:
@@ -105,18 +137,23 @@ def priors_from_run(
                 kind="method" if helped else "pitfall",
                 text=text,
                 family=dst,
-                source=f"openmle run {task_name}",
                 effect=mean,
                 n=len(values),
-                provenance="run",
-                source_ids=source_ids,
-                licence="own",
-                **labels,
+                **common,
             )
         )
-    best = _best_program(nodes, task_name, run_tag, source_ids, labels)
-    if best is not None:
-        out.append(best)
+    return out
+
+
+def _failure_priors(
+    tries: Mapping[str, list[bool]],
+    task_name: str,
+    run_tag: str,
+    min_n: int,
+    common: Mapping[str, Any],
+) -> list[Prior]:
+    """A ``pitfall`` per family whose nodes failed at least half the time."""
+    out: list[Prior] = []
     for fam, oks in sorted(tries.items()):
         failures = oks.count(False)
         if len(oks) >= max(min_n, 2) and failures * 2 >= len(oks):
@@ -130,12 +167,8 @@ def priors_from_run(
                         "them before scaling up."
                     ),
                     family=fam,
-                    source=f"openmle run {task_name}",
                     n=len(oks),
-                    provenance="run",
-                    source_ids=source_ids,
-                    licence="own",
-                    **labels,
+                    **common,
                 )
             )
     return out

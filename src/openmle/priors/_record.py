@@ -1,12 +1,10 @@
-"""Prior records and prior libraries (a versioned JSONL file)."""
+"""Prior records: one piece of advice with where it applies, its evidence and provenance."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -15,15 +13,7 @@ from attrs import field, frozen
 from openmle._validation import int_at_least
 from openmle.errors import InvalidArgument
 
-__all__ = [
-    "ANY",
-    "KINDS",
-    "PRIOR_SCHEMA_VERSION",
-    "Prior",
-    "PriorLibrary",
-    "load_library",
-    "save_library",
-]
+__all__ = ["ANY", "KINDS", "PRIOR_SCHEMA_VERSION", "Prior", "canonical_json"]
 
 PRIOR_SCHEMA_VERSION: Final = 1
 """The schema version every record of a prior library carries (``schema_version`` field)."""
@@ -158,89 +148,6 @@ class Prior:
         return cls(**dict(data))
 
 
-def _prior_tuple(value: Iterable[Prior]) -> tuple[Prior, ...]:
-    return tuple(value)
-
-
-def _canonical(prior: Prior) -> str:
+def canonical_json(prior: Prior) -> str:
+    """``prior`` as canonical JSON (sorted keys): what a library file holds and hashes."""
     return json.dumps(prior.to_dict(), sort_keys=True, ensure_ascii=False, allow_nan=False)
-
-
-@frozen
-class PriorLibrary:
-    """An ordered collection of priors with unique ids.
-
-    Raises:
-        InvalidArgument: two priors share an id.
-    """
-
-    priors: tuple[Prior, ...] = field(converter=_prior_tuple)
-
-    def __attrs_post_init__(self) -> None:
-        seen: set[str] = set()
-        for p in self.priors:
-            if not isinstance(p, Prior):
-                raise InvalidArgument(f"PriorLibrary holds {type(p).__name__}; pass Prior values")
-            if p.prior_id in seen:
-                raise InvalidArgument(f"prior_id {p.prior_id!r} appears twice in the library")
-            seen.add(p.prior_id)
-
-    def __len__(self) -> int:
-        return len(self.priors)
-
-    @property
-    def content_hash(self) -> str:
-        """sha256 over the records' canonical JSON, in order: the library's identity (two runs
-        with different hashes saw different priors and are not comparable).
-        """
-        h = hashlib.sha256()
-        for p in self.priors:
-            h.update(_canonical(p).encode())
-            h.update(b"\n")
-        return h.hexdigest()
-
-    def source_ids(self) -> frozenset[str]:
-        """Every task id, name and data hash named in the priors' provenance (lower case)."""
-        return frozenset(s.strip().lower() for p in self.priors for s in p.source_ids)
-
-    def merged(self, other: PriorLibrary) -> PriorLibrary:
-        """This library followed by ``other`` (ids must stay unique)."""
-        return PriorLibrary(self.priors + other.priors)
-
-
-def save_library(library: PriorLibrary, path: str | Path) -> str:
-    """Write ``library`` as JSONL (one record per line, ``schema_version`` in every record;
-    ``pandas.read_json(path, lines=True)`` reads it) and return its content hash.
-    """
-    text = "".join(_canonical(p) + "\n" for p in library.priors)
-    Path(path).write_text(text, encoding="utf-8")
-    return library.content_hash
-
-
-def load_library(path: str | Path) -> PriorLibrary:
-    """Read and validate a prior library written by :func:`save_library` (blank lines skipped).
-
-    Raises:
-        InvalidArgument: the file cannot be read, or a line is not a valid record (the
-            message names the file, the line number and the field).
-    """
-    p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"cannot read prior library {str(p)!r}: {exc}") from exc
-    priors: list[Prior] = []
-    seen: set[str] = set()
-    for i, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-            prior = Prior.from_dict(data)
-        except (ValueError, RecursionError, TypeError) as exc:
-            raise InvalidArgument(f"{p}: line {i} is not a valid prior: {str(exc)[:300]}") from None
-        if prior.prior_id in seen:
-            raise InvalidArgument(f"{p}: line {i}: prior_id {prior.prior_id!r} appears twice")
-        seen.add(prior.prior_id)
-        priors.append(prior)
-    return PriorLibrary(priors)

@@ -6,12 +6,15 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import field, frozen
 
 from openmle.errors import InvalidArgument
-from openmle.priors._record import ANY, Prior, PriorLibrary
+from openmle.priors._record import ANY, Prior
+
+if TYPE_CHECKING:
+    from openmle.priors._library import PriorLibrary
 
 __all__ = ["LexicalRetriever", "Retriever", "TaskProfile", "applies", "bm25_scores"]
 

@@ -1,11 +1,17 @@
 """Search: run a search, what it records, and the parts a harness author swaps.
 
-- **Run and resume**: :func:`run_search` / :func:`arun_search`, :func:`resume_search` /
-  :func:`aresume_search`, with a :class:`Budget` (:class:`PriceTable` to price model calls)
-  and a :class:`SearchConfig`; they return a :class:`SearchResult` of :class:`Node` values and
-  report :class:`Progress`.
+- **Run and resume**: :func:`run_search` / :func:`arun_search` take one :class:`SearchSpec`
+  (what to search, with which model, sandbox, :class:`Budget`, :class:`SearchConfig`, prompts
+  and :class:`SearchPriors`, an already-rendered priors block), :func:`resume_search` /
+  :func:`aresume_search` one :class:`ResumeSpec` (:class:`PriceTable` prices model calls);
+  they return a :class:`SearchResult` of :class:`Node` values and report :class:`Progress` (by
+  default a :class:`ProgressLine` on stderr); :func:`resolve_task_meta`,
+  :func:`task_direction` and :func:`task_description` say what a search would use for a task.
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
-  :func:`read_journal`, :func:`journal_fingerprint`; SFT data from runs: :func:`export_sft`,
+  :func:`read_journal`, :func:`journal_fingerprint`, :func:`check_new_run_dir` (may a run be
+  written there; :data:`DATA_TASK_DIR` is where ``--data`` builds its task), :func:`write_report`
+  (``report.html``),
+  :func:`export_run` (the node table as Parquet or JSONL); SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
   :class:`SFTExport` / :class:`SFTExportSummary` (what an export wrote and dropped),
   :func:`estimate_tokens`,
@@ -32,13 +38,25 @@ from openmle._exports import deprecated_aliases, publish
 from openmle.search._board import Board, FamilyStats
 from openmle.search._budget import Budget, Consumption, Ledger, PriceTable
 from openmle.search._cards import CARD_SCHEMA_VERSION, ExperienceCard
+from openmle.search._display import ProgressLine
 from openmle.search._driver import Progress, SearchResult
-from openmle.search._entry import aresume_search, arun_search, resume_search, run_search
+from openmle.search._entry import (
+    ResumeSpec,
+    SearchSpec,
+    aresume_search,
+    arun_search,
+    resolve_task_meta,
+    resume_search,
+    run_search,
+    task_description,
+    task_direction,
+)
 from openmle.search._families import UNKNOWN_FAMILY, method_family
 from openmle.search._islands import Islands, IslandSelector
 from openmle.search._loop import Evaluation, Node, Proposal, SearchConfig, SearchCore
 from openmle.search._memory import DeferredMemory, MemoryConfig, MemoryPlan, OperatorMemory
 from openmle.search._preset import PAPER, Preset
+from openmle.search._priors import SearchPriors
 from openmle.search._prompts import (
     BasicPrompts,
     DeferringPromptBuilder,
@@ -56,7 +74,15 @@ from openmle.search._rl import (
     plan_rl_step,
     rl_fitness,
 )
-from openmle.search._rundir import RunDir, journal_fingerprint, read_journal
+from openmle.search._rundir import (
+    DATA_TASK_DIR,
+    RunDir,
+    check_new_run_dir,
+    journal_fingerprint,
+    read_journal,
+)
+from openmle.search._runs.export import export_run
+from openmle.search._runs.report import write_report
 from openmle.search._runs.sft_export import (
     SFTExport,
     SFTExportSummary,
@@ -84,6 +110,7 @@ from openmle.search._summaries import SummaryStore
 
 __all__ = [
     "CARD_SCHEMA_VERSION",
+    "DATA_TASK_DIR",
     "DEFAULT_MIX",
     "PAPER",
     "UNKNOWN_FAMILY",
@@ -112,18 +139,22 @@ __all__ = [
     "Preset",
     "PriceTable",
     "Progress",
+    "ProgressLine",
     "PromptBuilder",
     "Proposal",
     "RLFitness",
     "RLParentSelector",
     "RLStep",
+    "ResumeSpec",
     "RunDir",
     "SFTExport",
     "SFTExportSummary",
     "SFTRecord",
     "SearchConfig",
     "SearchCore",
+    "SearchPriors",
     "SearchResult",
+    "SearchSpec",
     "StepVerdict",
     "SummaryStore",
     "TaskInfo",
@@ -133,8 +164,10 @@ __all__ = [
     "ajudge_sft_records",
     "aresume_search",
     "arun_search",
+    "check_new_run_dir",
     "estimate_tokens",
     "evolutionary_records",
+    "export_run",
     "export_sft",
     "journal_fingerprint",
     "judge_sft_records",
@@ -143,9 +176,13 @@ __all__ = [
     "plan_rl_step",
     "read_journal",
     "read_sft_jsonl",
+    "resolve_task_meta",
     "resume_search",
     "rl_fitness",
     "run_search",
+    "task_description",
+    "task_direction",
+    "write_report",
 ]
 publish(globals())
 
@@ -163,5 +200,4 @@ __getattr__ = deprecated_aliases(
         "novelty_of": ("openmle.search._cards", "novelty_of"),
         "softmax": ("openmle.search._select", "softmax"),
     },
-    removed_in="the next release",
 )

@@ -20,13 +20,13 @@ Departures from the released code: the card stores the split its score came from
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 from attrs import field, frozen
 
+from openmle._exports import warn_deprecated
 from openmle._types import Operator, Outcome, RunResult, Split, TaskMeta, Usage, check_operator
 from openmle._validation import check_type, fail, str_tuple
 from openmle.errors import InvalidArgument
@@ -188,7 +188,7 @@ class ExperienceCard:
             code: the program (for imports and family).
             result: how its run ended; must be graded on the validation split.
             task: the task's score direction.
-            board: deprecated (removed in the next release): ``board.make_card(...)`` with the
+            board: deprecated (removed in openmle 0.2.0): ``board.make_card(...)`` with the
                 same arguments but ``task`` and ``board`` does this.
             parent_ids: the node's parents, first parent first.
             plan, generation, reward, model_s, usage, cost_usd, selection_utility: recorded as is.
@@ -197,11 +197,9 @@ class ExperienceCard:
             InvalidArgument: a test-split result (or, with ``board``, a node id already on it).
         """
         if board is not None:
-            warnings.warn(
-                "ExperienceCard.build(board=...) is deprecated and will be removed in the next "
-                "release; use board.make_card(...) (same arguments without task and board)",
-                DeprecationWarning,
-                stacklevel=2,
+            warn_deprecated(
+                "ExperienceCard.build(board=...)",
+                "use board.make_card(...) (same arguments without task and board)",
             )
             card: ExperienceCard = board.make_card(
                 node_id=node_id,

@@ -28,15 +28,18 @@ import contextlib
 import hashlib
 import inspect
 import logging
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, final
 
 import anyio
 import attrs
+from attrs import field, frozen
 
+from openmle._exports import warn_deprecated
 from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._types import ModelRequest, Resources, Split, TaskMeta
 from openmle.errors import (
@@ -47,10 +50,10 @@ from openmle.errors import (
     _leaves,
 )
 from openmle.search._budget import Budget
+from openmle.search._display import ProgressLine
 from openmle.search._driver import (
     JobLimits,
     Progress,
-    Recorder,
     SearchResult,
     _build_request,
     _drive,
@@ -61,13 +64,25 @@ from openmle.search._driver import (
     remaining,
 )
 from openmle.search._loop import Proposal, SearchConfig, SearchCore
-from openmle.search._priors import check_resume_priors, priors_for_run
+from openmle.search._priors import SearchPriors, check_resume_priors
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
 from openmle.search._rundir import RunDir, check_new_run_dir
 
 log = logging.getLogger("openmle.search")
 
-__all__ = ["aresume_search", "arun_search", "resolve_task_meta", "resume_search", "run_search"]
+__all__ = [
+    "ResumeSpec",
+    "SearchSpec",
+    "aresume_search",
+    "arun_search",
+    "resolve_task_meta",
+    "resume_search",
+    "run_search",
+    "task_description",
+    "task_direction",
+]
+
+_SpecT = TypeVar("_SpecT", "SearchSpec", "ResumeSpec")
 
 
 # ---------------------------------------------------------------------------------- errors
@@ -166,13 +181,21 @@ async def resolve_task_meta(task: str, sandbox: object) -> TaskMeta:
 
 
 def task_direction(task: str, sandbox: object) -> bool:
-    """Blocking :func:`resolve_task_meta` for synchronous callers (the CLI): the direction."""
+    """Blocking :func:`resolve_task_meta` for synchronous callers (the CLI): the direction.
+
+    Raises:
+        InvalidArgument: as :func:`resolve_task_meta`.
+    """
     meta: TaskMeta = anyio.run(resolve_task_meta, task, sandbox)
     return meta.higher_is_better
 
 
-def _description(task: str) -> str:
-    """The task's public description (empty when it cannot be resolved here)."""
+def task_description(task: str) -> str:
+    """The task's public ``description.txt`` (validation split) as the search shows it when
+    :attr:`SearchSpec.description` is None; empty when the task does not resolve here
+    (:func:`openmle.gym.resolve_task`). What to retrieve priors for
+    (:func:`openmle.priors.priors_for_search`).
+    """
     t, _ = _local_task(task)
     if t is None:
         return ""
@@ -244,46 +267,30 @@ def _check_parts(
         )
 
 
-# ---------------------------------------------------------------------------------- new runs
+# ---------------------------------------------------------------------------------- the specs
 
 
-async def arun_search(
-    task: str,
-    *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    budget: Budget,
-    selector: Selector | None = None,
-    config: SearchConfig | None = None,
-    workers: int = 2,
-    ordered: bool = False,
-    run_dir: str | Path | None = None,
-    higher_is_better: bool | None = None,
-    description: str | None = None,
-    prompts: PromptBuilder | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    manifest_extra: Mapping[str, Any] | None = None,
-    resources: Resources | None = None,
-    time_limit_s: float | None = None,
-    priors: Any = None,
-    retriever: Any = None,
-) -> SearchResult:
-    """Search ``task`` with Draft/Improve/Debug/Crossover until a budget cap is reached.
+def _config_or_default(value: SearchConfig | None) -> SearchConfig:
+    return SearchConfig() if value is None else value
+
+
+@final
+@frozen(kw_only=True)
+class SearchSpec:
+    """What to search, with which model and sandbox, under which budget, prompts and priors:
+    the one argument of :func:`run_search` and :func:`arun_search`.
 
     Args:
         task: a bundled task name or a task package path, passed to the sandbox in each job.
-        model: writes the programs. sandbox: runs and grades them (validation split during
-            search, test split once for the chosen program).
+        model: writes the programs (an :class:`~openmle.OperatorModel`).
+        sandbox: runs and grades them (validation split during search, test split once for
+            the chosen program).
         budget: the caps (at least one).
         selector: chooses parents; default: :func:`default_selector`.
-        config: expansion settings (phases, ratios, seed, per-run timeout).
+        config: expansion settings (phases, ratios, seed, per-run timeout); default
+            ``SearchConfig()``.
         workers: expansions in flight at once (>= 1).
         ordered: commit in step order so a concurrent run is deterministic (see the driver).
-        run_dir: where to write the journal, programs, logs and manifest (None: nothing written).
-            It must not exist, be empty, or hold a run with no committed step (that run is
-            started over, with a warning); use :func:`aresume_search` to continue one.
         higher_is_better: metric direction; default: the task package's metadata (via
             ``openmle.gym``), else the sandbox's ``task_meta(task)`` method; when neither can
             say, the search refuses to start.
@@ -291,21 +298,206 @@ async def arun_search(
             ``description.txt`` via ``openmle.gym``.
         prompts: builds requests and parses responses; default :class:`OperatorPrompts`
             (``openmle.operators`` prompts with operator-conditioned memory).
-        limiter: a shared limiter capping concurrent expansions (default: ``workers`` tokens).
-        on_progress: called with a :class:`Progress` after every node and periodically.
-        final_test: grade the chosen program once on the test split at the end.
-        manifest_extra: extra JSON-ready entries for the manifest (e.g. how to rebuild the model).
         resources: what every job asks the sandbox for (CPUs, GPUs, memory); default: the
             task package's ``[resources]`` via ``openmle.gym``, else one CPU and no GPU.
         time_limit_s: the task's per-run limit, capping ``config.timeout_s`` for every job;
             default: the task package's ``time_limit_s``, else no cap.
-        priors: a :class:`~openmle.priors.PriorLibrary` or the path of a library file: the
-            priors retrieved for the task are shown to every Draft and Improve prompt (ids
-            recorded per node as ``priors_shown``; the library's hash, the ids and the block in
-            the manifest's ``extra.priors``). None: no priors.
-        retriever: ranks the library's priors for the task (an
-            :class:`~openmle.priors.Retriever`; default
-            :class:`~openmle.priors.LexicalRetriever`).
+        priors: the priors block to show every Draft and Improve prompt, already retrieved
+            and rendered (:func:`openmle.priors.priors_for_search`); its ids are recorded per
+            node as ``priors_shown``, the library's hash, the ids and the block in the
+            manifest's ``extra.priors``. None: no priors.
+        final_test: grade the chosen program once on the test split at the end.
+        manifest_extra: extra JSON-ready entries for the manifest (e.g. how to rebuild the
+            model).
+
+    Raises:
+        InvalidArgumentType: a part of the wrong type (the message names the field).
+        InvalidArgument: ``workers`` below 1.
+    """
+
+    task: str = field(validator=attrs.validators.instance_of(str))
+    model: OperatorModel
+    sandbox: Sandbox
+    budget: Budget
+    selector: Selector | None = None
+    config: SearchConfig = field(default=None, converter=_config_or_default)
+    workers: int = 2
+    ordered: bool = False
+    higher_is_better: bool | None = None
+    description: str | None = None
+    prompts: PromptBuilder | None = None
+    resources: Resources | None = None
+    time_limit_s: float | None = None
+    priors: SearchPriors | None = None
+    final_test: bool = True
+    manifest_extra: Mapping[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _check_parts(
+            model=self.model,
+            sandbox=self.sandbox,
+            prompts=self.prompts,
+            selector=self.selector,
+            budget=self.budget,
+            config=self.config,
+        )
+        _check_workers(self.workers)
+        _check_priors(self.priors)
+
+
+@final
+@frozen(kw_only=True)
+class ResumeSpec:
+    """How to continue a run: the one argument (besides the run directory) of
+    :func:`resume_search` and :func:`aresume_search`. Pass the same kind of model, sandbox and
+    selector as the original run (the manifest records which were used).
+
+    Args:
+        model: writes the programs. sandbox: runs and grades them.
+        selector: chooses parents; default: :func:`default_selector`.
+        prompts: builds requests and parses responses; default :class:`OperatorPrompts`.
+        budget: a new budget (for example to extend a finished run); default: the manifest's.
+        final_test: grade the chosen program once on the test split at the end.
+        description: the task description the run started with, for tasks ``openmle.gym``
+            cannot resolve (default: the task package's); it must match the manifest's hash.
+        priors_sha256: the content hash of the prior library the run started with
+            (``PriorLibrary.content_hash``; a different one is refused). The run shows the
+            block recorded in its manifest either way. None: no check.
+
+    Raises:
+        InvalidArgumentType: a part of the wrong type (the message names the field).
+    """
+
+    model: OperatorModel
+    sandbox: Sandbox
+    selector: Selector | None = None
+    prompts: PromptBuilder | None = None
+    budget: Budget | None = None
+    final_test: bool = True
+    description: str | None = None
+    priors_sha256: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _check_parts(
+            model=self.model,
+            sandbox=self.sandbox,
+            prompts=self.prompts,
+            selector=self.selector,
+            budget=self.budget,
+        )
+
+
+def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call: str) -> _SpecT:
+    """``first`` when it is already a spec, else the spec built from the deprecated keyword
+    form (warning through :func:`openmle._exports.warn_deprecated`).
+    """
+    if isinstance(first, kind) and not legacy:
+        return first
+    if first is None and kind is SearchSpec and "task" in legacy:
+        legacy = dict(legacy)
+        first = legacy.pop("task")  # the old keyword form: task="..."
+    if first is None and kind is SearchSpec:
+        raise TypeError(f"{call}() missing its first argument: a SearchSpec")
+    if isinstance(first, SearchSpec | ResumeSpec):
+        raise InvalidArgumentType(
+            f"{call}() takes a {kind.__name__} and keyword options (run_dir, on_progress, "
+            f"quiet); move {', '.join(sorted(legacy))} into the {kind.__name__}"
+        )
+    fields = {a.name for a in attrs.fields(kind)}
+    unknown = sorted(set(legacy) - fields - {"priors", "retriever"})  # the old names
+    if unknown:
+        raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+    warn_deprecated(
+        f"{call}(<{'task' if kind is SearchSpec else 'run_dir'}>, model=..., sandbox=..., ...)",
+        f"pass one openmle.search.{kind.__name__}(...) and keep run_dir=, on_progress=, quiet= "
+        "(and limiter=) as keywords",
+        stacklevel=3,
+    )
+    if kind is SearchSpec:
+        if not isinstance(first, str):
+            raise InvalidArgumentType(
+                f"Expected a SearchSpec (or, deprecated, a task name) but got "
+                f"{type(first).__name__} as {call}()'s first argument"
+            )
+        return kind(task=first, **_legacy_priors(first, legacy))
+    return kind(**_legacy_priors(None, legacy))
+
+
+def _legacy_priors(task: str | None, legacy: Mapping[str, Any]) -> dict[str, Any]:
+    """The deprecated keywords with a prior library (``priors=library, retriever=...``) turned
+    into what the specs take: its rendered block (:meth:`openmle.priors.PriorLibrary.for_search`,
+    new runs) or its content hash (``priors_sha256``, resumes). A library path is refused with
+    the fix (the search does not load libraries).
+    """
+    out = dict(legacy)
+    library = out.pop("priors", None)
+    retriever = out.pop("retriever", None)
+    if library is None or isinstance(library, SearchPriors):
+        return out if library is None else {**out, "priors": library}
+    if isinstance(library, str | Path) or not hasattr(library, "content_hash"):
+        raise InvalidArgumentType(
+            f"Expected priors= an openmle.search.SearchPriors but got {type(library).__name__}; "
+            "make it with openmle.priors.priors_for_search(library_or_path, task=..., "
+            "description=...)"
+        )
+    if task is None:
+        return {**out, "priors_sha256": str(library.content_hash)}
+    described = out.get("description")
+    shown = library.for_search(
+        task=task,
+        description=task_description(task) if described is None else described,
+        retriever=retriever,
+    )
+    return {**out, "priors": shown}
+
+
+def _check_priors(priors: object) -> None:
+    if priors is not None and not isinstance(priors, SearchPriors):
+        raise InvalidArgumentType(
+            f"Expected priors= an openmle.search.SearchPriors (or None) but got "
+            f"{type(priors).__name__}; make it with openmle.priors.priors_for_search("
+            "library_or_path, task=..., description=...)"
+        )
+
+
+def _progress_of(
+    on_progress: Callable[[Progress], None] | None, quiet: bool, steps: int | None
+) -> Callable[[Progress], None] | None:
+    """The caller's ``on_progress``; else, unless ``quiet``, a :class:`ProgressLine` on
+    stderr.
+    """
+    if on_progress is not None or quiet:
+        return on_progress
+    return ProgressLine(sys.stderr, steps)
+
+
+# ---------------------------------------------------------------------------------- new runs
+
+
+async def arun_search(
+    spec: SearchSpec | str | None = None,
+    /,
+    *,
+    run_dir: str | Path | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    quiet: bool = False,
+    limiter: anyio.CapacityLimiter | None = None,
+    **legacy: Any,
+) -> SearchResult:
+    """Search ``spec.task`` with Draft/Improve/Debug/Crossover until a budget cap is reached.
+
+    Args:
+        spec: what to search, with which model, sandbox, budget, prompts and priors.
+        run_dir: where to write the journal, programs, logs and manifest (None: nothing written).
+            It must not exist, be empty, or hold a run with no committed step (that run is
+            started over, with a warning); use :func:`aresume_search` to continue one.
+        on_progress: called with a :class:`Progress` after every node and periodically;
+            default: a :class:`ProgressLine` on stderr (one line per node).
+        quiet: no default progress line (``on_progress`` still runs when given).
+        limiter: a shared limiter capping concurrent expansions (default: ``spec.workers``
+            tokens).
+        legacy: deprecated: the task as ``spec`` and the spec's fields as keywords (removed in
+            openmle 0.2.0; warns).
 
     Returns:
         The nodes, the best one by validation score, and its test result.
@@ -317,70 +509,44 @@ async def arun_search(
         MultipleErrors: several errors ended the search at once (each in ``exceptions``).
         OpenMLEError: otherwise the one error that ended the search, never an exception group.
     """
-    cfg = config or SearchConfig()
-    _check_parts(
-        model=model,
-        sandbox=sandbox,
-        prompts=prompts,
-        selector=selector,
-        budget=budget,
-        config=cfg,
+    s = _spec_of(SearchSpec, spec, legacy, "arun_search")
+    await preflight_sandbox(s.sandbox)
+    info, limits, extra = await _new_task_info(s)
+    sel = s.selector or default_selector(info.higher_is_better)
+    core = SearchCore(
+        config=s.config, selector=sel, budget=s.budget, higher_is_better=info.higher_is_better
     )
-    workers = _check_workers(workers)
-    await preflight_sandbox(sandbox)
-    if higher_is_better is None:
-        hib = (await resolve_task_meta(task, sandbox)).higher_is_better
-    else:
-        hib = bool(higher_is_better)
-    limits = _job_limits(task, resources, time_limit_s)
-    info = TaskInfo(
-        name=task,
-        description=_description(task) if description is None else description,
-        higher_is_better=hib,
-        timeout_s=limits.timeout(cfg.timeout_s),
-    )
-    extra: dict[str, Any] = {**(manifest_extra or {}), "job_limits": limits.to_dict()}
-    if priors is not None:
-        entry = priors_for_run(priors, retriever, task=task, description=info.description)
-        info = attrs.evolve(info, priors=entry["block"], priors_shown=tuple(entry["shown"]))
-        extra["priors"] = entry
-    sel = selector or default_selector(hib)
-    core = SearchCore(config=cfg, selector=sel, budget=budget, higher_is_better=hib)
-    recorder: Recorder = _NullRecorder()
-    path: Path | None = None
     rd: RunDir | None = None
     if run_dir is not None:
         check_new_run_dir(run_dir)
         rd = RunDir.create(
             run_dir,
             task=info,
-            config=cfg,
-            budget=budget,
-            workers=workers,
-            ordered=ordered,
+            config=s.config,
+            budget=s.budget,
+            workers=s.workers,
+            ordered=s.ordered,
             selector=sel,
-            model=model,
-            sandbox=sandbox,
-            prompts=prompts or OperatorPrompts(),
+            model=s.model,
+            sandbox=s.sandbox,
+            prompts=s.prompts or OperatorPrompts(),
             extra=extra,
         )
-        recorder = rd
-        path = rd.path
-    builder = _with_summary_cache(prompts or OperatorPrompts(), path)
+    path = None if rd is None else rd.path
     try:
         async with _writing(rd):
             result = await _drive(
                 core,
-                model=model,
-                sandbox=sandbox,
+                model=s.model,
+                sandbox=s.sandbox,
                 task=info,
-                prompts=builder,
-                recorder=recorder,
-                workers=workers,
-                ordered=ordered,
+                prompts=_with_summary_cache(s.prompts or OperatorPrompts(), path),
+                recorder=_NullRecorder() if rd is None else rd,
+                workers=s.workers,
+                ordered=s.ordered,
                 limiter=limiter,
-                on_progress=on_progress,
-                final_test=final_test,
+                on_progress=_progress_of(on_progress, quiet, s.budget.steps),
+                final_test=s.final_test,
                 run_dir=path,
                 limits=limits,
             )
@@ -394,55 +560,42 @@ async def arun_search(
             rd.close()
 
 
-def run_search(
-    task: str,
-    *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    budget: Budget,
-    selector: Selector | None = None,
-    config: SearchConfig | None = None,
-    workers: int = 2,
-    ordered: bool = False,
-    run_dir: str | Path | None = None,
-    higher_is_better: bool | None = None,
-    description: str | None = None,
-    prompts: PromptBuilder | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    manifest_extra: Mapping[str, Any] | None = None,
-    resources: Resources | None = None,
-    time_limit_s: float | None = None,
-    priors: Any = None,
-    retriever: Any = None,
-) -> SearchResult:
-    """Blocking twin of :func:`arun_search` (same arguments but ``limiter``); runs its own
-    event loop, so call it from synchronous code only.
+async def _new_task_info(s: SearchSpec) -> tuple[TaskInfo, JobLimits, dict[str, Any]]:
+    """The task as the prompts see it, the job limits and the manifest's ``extra`` of a new
+    run (the direction resolved, the description read, the priors retrieved).
     """
-    return _blocking(
-        partial(
-            arun_search,
-            task,
-            model=model,
-            sandbox=sandbox,
-            budget=budget,
-            selector=selector,
-            config=config,
-            workers=workers,
-            ordered=ordered,
-            run_dir=run_dir,
-            higher_is_better=higher_is_better,
-            description=description,
-            prompts=prompts,
-            on_progress=on_progress,
-            final_test=final_test,
-            manifest_extra=manifest_extra,
-            resources=resources,
-            time_limit_s=time_limit_s,
-            priors=priors,
-            retriever=retriever,
-        )
+    if s.higher_is_better is None:
+        hib = (await resolve_task_meta(s.task, s.sandbox)).higher_is_better
+    else:
+        hib = bool(s.higher_is_better)
+    limits = _job_limits(s.task, s.resources, s.time_limit_s)
+    info = TaskInfo(
+        name=s.task,
+        description=task_description(s.task) if s.description is None else s.description,
+        higher_is_better=hib,
+        timeout_s=limits.timeout(s.config.timeout_s),
     )
+    extra: dict[str, Any] = {**(s.manifest_extra or {}), "job_limits": limits.to_dict()}
+    if s.priors is not None:
+        info = attrs.evolve(info, priors=s.priors.block, priors_shown=s.priors.shown)
+        extra["priors"] = s.priors.to_manifest()
+    return info, limits, extra
+
+
+def run_search(
+    spec: SearchSpec | str | None = None,
+    /,
+    *,
+    run_dir: str | Path | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    quiet: bool = False,
+    **legacy: Any,
+) -> SearchResult:
+    """Blocking twin of :func:`arun_search` (same arguments but ``limiter``, an event-loop
+    object); runs its own event loop, so call it from synchronous code only.
+    """
+    s = _spec_of(SearchSpec, spec, legacy, "run_search")
+    return _blocking(partial(arun_search, s, run_dir=run_dir, on_progress=on_progress, quiet=quiet))
 
 
 def _blocking(fn: Callable[[], Any]) -> SearchResult:
@@ -458,29 +611,25 @@ def _blocking(fn: Callable[[], Any]) -> SearchResult:
 
 async def aresume_search(
     run_dir: str | Path,
+    spec: ResumeSpec | None = None,
+    /,
     *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    selector: Selector | None = None,
-    prompts: PromptBuilder | None = None,
-    budget: Budget | None = None,
-    limiter: anyio.CapacityLimiter | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    description: str | None = None,
-    priors: Any = None,
+    quiet: bool = False,
+    limiter: anyio.CapacityLimiter | None = None,
+    **legacy: Any,
 ) -> SearchResult:
     """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
 
     In-flight steps are re-run with their journalled proposal; the random state is the one
-    journalled after the last proposal. Pass the same kind of model, sandbox and selector as
-    the original run (the manifest records which were used). A run directory that holds no
-    committed step is resumed from its beginning (logged as a warning on ``openmle.search``).
+    journalled after the last proposal. A run directory that holds no committed step is
+    resumed from its beginning (logged as a warning on ``openmle.search``).
 
     Args:
-        budget: a new budget (for example to extend a finished run); default: the manifest's.
-        description: the task description the run started with, for tasks ``openmle.gym``
-            cannot resolve (default: the task package's); it must match the manifest's hash.
+        run_dir: the run to continue.
+        spec: the model, sandbox and the rest (:class:`ResumeSpec`).
+        on_progress, quiet, limiter: as for :func:`arun_search`.
+        legacy: deprecated: the spec's fields as keywords (removed in openmle 0.2.0; warns).
 
     Returns:
         A :class:`~openmle.search.SearchResult`.
@@ -492,9 +641,9 @@ async def aresume_search(
         MultipleErrors: several errors ended the search at once (each in ``exceptions``).
         OpenMLEError: otherwise the one error that ended the search, never an exception group.
     """
-    _check_parts(model=model, sandbox=sandbox, prompts=prompts, selector=selector, budget=budget)
+    s = _spec_of(ResumeSpec, spec, legacy, "aresume_search")
     rd = RunDir.open(run_dir)
-    await preflight_sandbox(sandbox)
+    await preflight_sandbox(s.sandbox)
     if not rd.chained:
         warnings.warn(
             f"{rd.path} was written before the journal hash chain: it is resumed, but edits "
@@ -503,40 +652,14 @@ async def aresume_search(
             stacklevel=2,
         )
     m = rd.manifest
+    info, limits = _resumed_task_info(rd, s)
     cfg = SearchConfig.from_dict(m["config"])
-    bud = budget or Budget.from_dict(m["budget"])
-    hib = bool(m["task"]["higher_is_better"])
-    extra = m.get("extra", {})
-    limits = (
-        JobLimits.from_dict(extra["job_limits"])
-        if "job_limits" in extra
-        else _job_limits(m["task"]["name"])
-    )
-    if description is not None:
-        want = m["task"].get("description_sha256")
-        if want and hashlib.sha256(description.encode()).hexdigest() != want:
-            raise InvalidArgument(
-                f"the description given to resume {str(rd.path)!r} differs from the one the "
-                "run started with; pass the original description"
-            )
-    recorded = extra.get("priors")
-    check_resume_priors(str(rd.path), recorded, priors)
-    info = TaskInfo(
-        name=m["task"]["name"],
-        description=_description(m["task"]["name"]) if description is None else description,
-        higher_is_better=hib,
-        timeout_s=limits.timeout(cfg.timeout_s),
-    )
-    if isinstance(recorded, Mapping):
-        info = attrs.evolve(
-            info,
-            priors=str(recorded.get("block", "")),
-            priors_shown=tuple(str(x) for x in recorded.get("shown", ())),
-        )
+    bud = s.budget or Budget.from_dict(m["budget"])
+    hib = info.higher_is_better
     core = SearchCore(
-        config=cfg, selector=selector or default_selector(hib), budget=bud, higher_is_better=hib
+        config=cfg, selector=s.selector or default_selector(hib), budget=bud, higher_is_better=hib
     )
-    prompts = _with_summary_cache(prompts or OperatorPrompts(), rd.path)
+    prompts = _with_summary_cache(s.prompts or OperatorPrompts(), rd.path)
     built: dict[int, ModelRequest | PendingRequest] = {}
 
     def build(p: Proposal) -> None:
@@ -558,16 +681,16 @@ async def aresume_search(
         async with rd.writing():
             result = await _drive(
                 core,
-                model=model,
-                sandbox=sandbox,
+                model=s.model,
+                sandbox=s.sandbox,
                 task=info,
                 prompts=prompts,
                 recorder=rd,
                 workers=int(m["workers"]),
                 ordered=bool(m["ordered"]),
                 limiter=limiter,
-                on_progress=on_progress,
-                final_test=final_test,
+                on_progress=_progress_of(on_progress, quiet, bud.steps),
+                final_test=s.final_test,
                 requeue=requeue,
                 final_done=final_done,
                 run_dir=rd.path,
@@ -581,32 +704,52 @@ async def aresume_search(
         rd.close()
 
 
+def _resumed_task_info(rd: RunDir, s: ResumeSpec) -> tuple[TaskInfo, JobLimits]:
+    """The task as the run showed it (the recorded priors block included) and its job limits.
+
+    Raises:
+        InvalidArgument: a description or a prior library other than the run's.
+    """
+    m = rd.manifest
+    extra = m.get("extra", {})
+    limits = (
+        JobLimits.from_dict(extra["job_limits"])
+        if "job_limits" in extra
+        else _job_limits(m["task"]["name"])
+    )
+    if s.description is not None:
+        want = m["task"].get("description_sha256")
+        if want and hashlib.sha256(s.description.encode()).hexdigest() != want:
+            raise InvalidArgument(
+                f"the description given to resume {str(rd.path)!r} differs from the one the "
+                "run started with; pass the original description"
+            )
+    recorded = extra.get("priors")
+    check_resume_priors(str(rd.path), recorded, s.priors_sha256)
+    info = TaskInfo(
+        name=m["task"]["name"],
+        description=task_description(m["task"]["name"]) if s.description is None else s.description,
+        higher_is_better=bool(m["task"]["higher_is_better"]),
+        timeout_s=limits.timeout(SearchConfig.from_dict(m["config"]).timeout_s),
+    )
+    if isinstance(recorded, Mapping):
+        info = attrs.evolve(
+            info,
+            priors=str(recorded.get("block", "")),
+            priors_shown=tuple(str(x) for x in recorded.get("shown", ())),
+        )
+    return info, limits
+
+
 def resume_search(
     run_dir: str | Path,
+    spec: ResumeSpec | None = None,
+    /,
     *,
-    model: OperatorModel,
-    sandbox: Sandbox,
-    selector: Selector | None = None,
-    prompts: PromptBuilder | None = None,
-    budget: Budget | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    final_test: bool = True,
-    description: str | None = None,
-    priors: Any = None,
+    quiet: bool = False,
+    **legacy: Any,
 ) -> SearchResult:
     """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
-    return _blocking(
-        partial(
-            aresume_search,
-            run_dir,
-            model=model,
-            sandbox=sandbox,
-            selector=selector,
-            prompts=prompts,
-            budget=budget,
-            on_progress=on_progress,
-            final_test=final_test,
-            description=description,
-            priors=priors,
-        )
-    )
+    s = _spec_of(ResumeSpec, spec, legacy, "resume_search")
+    return _blocking(partial(aresume_search, run_dir, s, on_progress=on_progress, quiet=quiet))

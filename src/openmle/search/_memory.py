@@ -36,7 +36,7 @@ from attrs import define, field, frozen
 
 from openmle._types import Operator, check_operator
 from openmle.errors import InvalidArgument
-from openmle.operators._prompt_budget import clip
+from openmle.operators import clip
 from openmle.search._board import Board
 from openmle.search._cards import ExperienceCard
 from openmle.search._select import ThreeFactorSelector

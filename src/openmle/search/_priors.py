@@ -1,105 +1,88 @@
-"""Cross-task priors in the search: retrieved once per run, shown to Draft and Improve.
+"""Cross-task priors as the search sees them: one frozen, already-rendered value.
 
-:func:`priors_for_run` loads a :class:`~openmle.priors.PriorLibrary` (or a path to one),
-retrieves at most :data:`PRIORS_K` priors for the task with a
-:class:`~openmle.priors.Retriever` (default :class:`~openmle.priors.LexicalRetriever`) and
-renders them under :data:`PRIORS_CHARS` characters. The result goes into the run manifest
-(``extra.priors``: the library's content hash, the retriever, the ids shown and the block
-itself), so a resumed run shows the same block and refuses a different library
+The search never loads or retrieves priors. The caller (the CLI, the bench, a script) makes a
+:class:`SearchPriors` with :func:`openmle.priors.priors_for_search` (retrieve at most 5 priors
+for the task, render them under 1,500 characters) and passes it in
+:class:`~openmle.search.SearchSpec`. The search shows :attr:`SearchPriors.block` to every Draft
+and Improve prompt and records :meth:`SearchPriors.to_manifest` in the run manifest
+(``extra.priors``), so a resumed run shows the same block and refuses a different library
 (:func:`check_resume_priors`).
 
-Layering: the search sits below :mod:`openmle.priors`; this module imports only its leaf
-modules (records, retrieval, rendering), lazily, which import nothing from the search.
+Layering: :mod:`openmle.priors` sits above the search (it imports this value); this module
+imports nothing from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Final
+from typing import Any, final
 
-from openmle.errors import InvalidArgument, InvalidArgumentType
+from attrs import field, frozen
 
-__all__ = ["PRIORS_CHARS", "PRIORS_K", "check_resume_priors", "library_hash", "priors_for_run"]
+from openmle._validation import str_tuple
+from openmle.errors import InvalidArgument
 
-PRIORS_K: Final = 5
-"""Most priors retrieved for a run."""
-
-PRIORS_CHARS: Final = 1500
-"""Hard character budget of the priors block."""
+__all__ = ["SearchPriors", "check_resume_priors"]
 
 
-def _load(priors: object) -> Any:
-    from openmle.priors._record import PriorLibrary, load_library
+@final
+@frozen(kw_only=True)
+class SearchPriors:
+    """The priors block a search shows, and where it came from.
 
-    if isinstance(priors, PriorLibrary):
-        return priors
-    if isinstance(priors, str | Path):
-        return load_library(priors)
-    raise InvalidArgumentType(
-        f"Expected priors= a PriorLibrary or the path of a prior library file but got "
-        f"{type(priors).__name__}"
-    )
-
-
-def library_hash(priors: object) -> str:
-    """The content hash of ``priors`` (a library or a path to one)."""
-    return str(_load(priors).content_hash)
-
-
-def priors_for_run(
-    priors: object, retriever: object | None, *, task: str, description: str
-) -> dict[str, Any]:
-    """The manifest entry for a run with ``priors``: ``sha256``, ``n_priors``, ``retriever``,
-    ``k``, ``max_chars``, ``shown`` (ids, in order) and ``block`` (the rendered text).
-
-    Raises:
-        InvalidArgument: an unreadable library file.
-        InvalidArgumentType: ``priors`` or ``retriever`` of the wrong type.
+    Args:
+        block: the rendered text shown to Draft and Improve prompts (empty: nothing fit).
+        shown: the ids of the priors in ``block``, in order.
+        sha256: the library's content hash (a resumed run must use the same library).
+        n_priors: how many priors the library holds.
+        retriever: the retriever's class, ``module.QualName``.
+        k: most priors retrieved. max_chars: the block's hard character budget.
     """
-    from openmle.priors._render import render_priors
-    from openmle.priors._retrieve import LexicalRetriever, Retriever, TaskProfile
 
-    library = _load(priors)
-    chosen = LexicalRetriever() if retriever is None else retriever
-    if not isinstance(chosen, Retriever):
-        raise InvalidArgumentType(
-            f"Expected retriever= an openmle.priors.Retriever (retrieve(library, task, k=...)) "
-            f"but got {type(chosen).__name__}"
-        )
-    profile = TaskProfile(task_id=task, description=description)
-    found = list(chosen.retrieve(library, profile, k=PRIORS_K))[:PRIORS_K]
-    rendered = render_priors(found, max_chars=PRIORS_CHARS)
-    return {
-        "sha256": library.content_hash,
-        "n_priors": len(library),
-        "retriever": f"{type(chosen).__module__}.{type(chosen).__qualname__}",
-        "k": PRIORS_K,
-        "max_chars": PRIORS_CHARS,
-        "shown": list(rendered.shown),
-        "block": rendered.text,
-    }
+    block: str = field(converter=str)
+    shown: tuple[str, ...] = field(converter=str_tuple)
+    sha256: str = field(converter=str)
+    n_priors: int = 0
+    retriever: str = ""
+    k: int = 0
+    max_chars: int = 0
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The run manifest's ``extra.priors`` entry (JSON-ready)."""
+        return {
+            "sha256": self.sha256,
+            "n_priors": self.n_priors,
+            "retriever": self.retriever,
+            "k": self.k,
+            "max_chars": self.max_chars,
+            "shown": list(self.shown),
+            "block": self.block,
+        }
 
 
-def check_resume_priors(run: str, recorded: object, priors: object | None) -> None:
+def check_resume_priors(run: str, recorded: object, sha256: str | None) -> None:
     """Refuse to resume ``run`` with a library other than the one it started with.
 
+    Args:
+        run: the run directory (for the message).
+        recorded: the manifest's ``extra.priors`` entry (None: the run used no priors).
+        sha256: the content hash of the library given to resume (None: no check).
+
     Raises:
-        InvalidArgument: ``priors`` given to a run that used none, or with a different
+        InvalidArgument: a library given to a run that used none, or one with a different
             content hash than the recorded one.
     """
-    if priors is None:
+    if sha256 is None:
         return
     if not isinstance(recorded, Mapping):
         raise InvalidArgument(
             f"{run} was started without priors; resume it without priors= (--priors), or "
             "start a new run with them (runs with different priors are not comparable)"
         )
-    got = library_hash(priors)
     want = recorded.get("sha256")
-    if got != want:
+    if sha256 != want:
         raise InvalidArgument(
             f"{run} was started with the prior library sha256 {str(want)[:16]}..., but the "
-            f"library given to resume has sha256 {got[:16]}...; resume with the same library "
+            f"library given to resume has sha256 {sha256[:16]}...; resume with the same library "
             "(or none: the run's manifest keeps the block it showed)"
         )

@@ -29,7 +29,7 @@ from openmle._summary_contract import (
 )
 from openmle._types import Message, ModelRequest, ModelResponse, Usage
 from openmle._validation import check_type
-from openmle.operators._prompt_budget import clip
+from openmle.operators import clip
 from openmle.search._board import Board
 from openmle.search._cards import ExperienceCard
 from openmle.search._memory import _fmt

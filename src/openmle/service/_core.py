@@ -51,7 +51,7 @@ def load_sandbox(spec: str, *, workdir: Path | None = None) -> Sandbox:
         InvalidArgument: the spec names no sandbox factory, or it returned
             something that is not a Sandbox.
     """
-    from openmle.backends._registry import build_sandbox
+    from openmle.backends import build_sandbox
 
     optional: dict[str, Any] = {} if workdir is None else {"workdir": workdir}
     sandbox = build_sandbox(spec, {}, optional)

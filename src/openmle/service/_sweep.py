@@ -107,38 +107,13 @@ def _kill_leftover_programs(workdir: Path) -> int:
     return killed
 
 
-def _stale_cgroups(pid: int) -> int:
-    """Empty and remove the cgroups ``openmle-<pid>-*`` next to this process's own."""
-    from openmle.backends import _isolation as iso
-
-    v1, v2 = iso._cgroup_mounts()
-    own = iso._own_cgroups()
-    bases: list[tuple[str, Path]] = [
-        (ctrl, Path(mount) / own.get(ctrl, "/").lstrip("/")) for ctrl, mount in v1.items()
-    ]
-    if v2 is not None and "" in own:
-        bases.append(("", Path(v2) / own[""].lstrip("/")))
-    groups: dict[str, dict[str, Path]] = {}
-    prefix = f"openmle-{pid}-"
-    for ctrl, base in bases:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(base):
-                if entry.name.startswith(prefix) and entry.is_dir(follow_symlinks=False):
-                    groups.setdefault(entry.name, {})[ctrl] = Path(entry.path)
-    for dirs in groups.values():
-        cg = iso.Cgroup(dirs=dirs, version=2 if "" in dirs else 1)
-        cg.kill()
-        cg.remove(wait_s=5.0)
-    return len(groups)
-
-
 def sweep(workdir: Path) -> Swept:
     """Remove what killed predecessors left in ``workdir`` and their cgroups (blocking).
 
     Then records this process in the mark file. Call it with the store's lock held, after
     :func:`prepare_workdir` and before the sandbox is built.
     """
-    from openmle.backends import _isolation as iso
+    from openmle.backends import remove_stale_cgroups, safe_rmtree
 
     mark = workdir / MARK
     keep: list[str] = []
@@ -157,7 +132,7 @@ def sweep(workdir: Path) -> Swept:
             keep.append(line)
             continue
         try:
-            cgroups += _stale_cgroups(pid)
+            cgroups += remove_stale_cgroups(pid)
         except Exception:  # never stop the service from starting over a leftover
             log.exception("could not remove the cgroups of an earlier service (pid %d)", pid)
             keep.append(line)
@@ -167,7 +142,7 @@ def sweep(workdir: Path) -> Swept:
         if entry.name.startswith(_PREFIXES):
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
-                iso.safe_rmtree(path)
+                safe_rmtree(path)
             else:
                 with contextlib.suppress(OSError):
                     path.unlink()

@@ -25,6 +25,7 @@ from openmle._exports import publish_one
 if TYPE_CHECKING:
     from openmle.train._batch import RolloutBatch as RolloutBatch
     from openmle.train._batch import SFTBatch as SFTBatch
+    from openmle.train._engine import OptimConfig as OptimConfig
     from openmle.train._gspo import GSPOConfig as GSPOConfig
     from openmle.train._gspo import GSPOTrainer as GSPOTrainer
     from openmle.train._loss import GSPOLossOutput as GSPOLossOutput
@@ -67,6 +68,7 @@ _LAZY: dict[str, str] = {
     "LocalPolicy": "openmle.train._rollout",
     "ModelPolicy": "openmle.train._rollout",
     "OpenMLEGRPOTrainer": "openmle.train._trl",
+    "OptimConfig": "openmle.train._engine",
     "Policy": "openmle.train._rollout",
     "PolicySample": "openmle.train._rollout",
     "RolloutBatch": "openmle.train._batch",

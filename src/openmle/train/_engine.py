@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import attrs
 import torch
 from attrs import define, field
 from torch import Tensor, nn
@@ -30,15 +31,39 @@ __all__ = ["Engine", "OptimConfig"]
 
 @define(frozen=True, kw_only=True)
 class OptimConfig:
-    """AdamW, clipping, precision and distribution settings common to both trainers."""
+    """The optimiser settings of both trainers: AdamW, clipping, precision and distribution.
 
-    lr: float
-    weight_decay: float
-    betas: tuple[float, float]
-    adam_eps: float
-    max_grad_norm: float | None
-    bf16: bool
-    distributed: str
+    :class:`~openmle.train.GSPOConfig` and :class:`~openmle.train.SFTConfig` are OptimConfigs
+    (they add their own fields and may change a default, e.g. GSPO's ``lr``), so every optimiser
+    field has one name, one check and one meaning across both trainers.
+
+    Attributes:
+        lr: AdamW learning rate (the peak, when a schedule applies).
+        weight_decay: AdamW decoupled weight decay on matrices and embeddings (not on biases
+            and norm gains).
+        betas: AdamW betas, each in [0, 1).
+        adam_eps: AdamW epsilon.
+        max_grad_norm: clip the global gradient norm to this (``None``: no clipping).
+        bf16: bfloat16 autocast for the forward on CUDA (ignored on the CPU).
+        distributed: ``"auto"`` wraps the model in DDP when a process group is initialised;
+            ``"none"`` never wraps (for FSDP or custom wrappers you apply yourself).
+        chunk_logprobs: compute log-probs from the output layer's input chunk by chunk of
+            positions, never holding the ``(B, K, V)`` logits (same values; lower peak memory,
+            one extra output-layer matmul in the backward pass). Applies to
+            :class:`TinyCausalLM` and transformers causal LMs without logit scaling or
+            soft-capping, not under FSDP (those use the model's logits).
+
+    Raises:
+        InvalidArgument: a field out of range (the message names it).
+    """
+
+    lr: float = 1e-5
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-8
+    max_grad_norm: float | None = 1.0
+    bf16: bool = True
+    distributed: str = "auto"
     chunk_logprobs: bool = True
 
     def __attrs_post_init__(self) -> None:
@@ -50,6 +75,10 @@ class OptimConfig:
         if self.max_grad_norm is not None:
             check_positive(self.max_grad_norm, "max_grad_norm")
         check_choice(self.distributed, ("auto", "none"), "distributed")
+
+    def optim(self) -> OptimConfig:
+        """The optimiser part alone (a plain :class:`OptimConfig` with these values)."""
+        return OptimConfig(**{a.name: getattr(self, a.name) for a in attrs.fields(OptimConfig)})
 
 
 @define(eq=False)

@@ -49,15 +49,14 @@ _STAT_KEYS = tuple(k for k in GSPOLossOutput._fields if k not in ("loss", "pg_lo
 
 @final
 @frozen(kw_only=True)
-class GSPOConfig:
+class GSPOConfig(OptimConfig):
     """Hyperparameters of :class:`GSPOTrainer` (defaults: the paper's GSPO run).
 
+    The optimiser fields (``lr``, ``weight_decay``, ``betas``, ``adam_eps``,
+    ``max_grad_norm``, ``bf16``, ``distributed``, ``chunk_logprobs``) are
+    :class:`~openmle.train.OptimConfig`'s; GSPO's ``lr`` default is 1e-6 (constant).
+
     Attributes:
-        lr: AdamW learning rate (constant).
-        weight_decay: AdamW decoupled weight decay on matrices and embeddings.
-        betas: AdamW betas.
-        adam_eps: AdamW epsilon.
-        max_grad_norm: clip the global gradient norm to this (``None``: no clipping).
         clip_eps_low: sequence ratio clipped below at ``1 - clip_eps_low``.
         clip_eps_high: clipped above at ``1 + clip_eps_high`` (``None``: same as low).
         use_tis: apply truncated importance sampling when the batch has rollout log-probs.
@@ -70,25 +69,13 @@ class GSPOConfig:
         steps_per_batch: optimiser steps per rollout batch (the batch is cut into this many
             consecutive mini-batches; under DDP, per rank).
         micro_batch_size: sequences per forward/backward (``None``: a whole mini-batch).
-        bf16: bfloat16 autocast for the forward on CUDA (ignored on the CPU).
-        distributed: ``"auto"`` wraps the model in DDP when a process group is initialised;
-            ``"none"`` never wraps (for FSDP or custom wrappers you apply yourself).
         group_size: samples per prompt the rollouts use (``None``: not checked).
         rollout_batch_size: groups per rollout batch (``None``: not checked). With both set,
             :meth:`GSPOTrainer.step` checks that the rollout batch over all ranks holds
             ``group_size * rollout_batch_size`` sequences.
-        chunk_logprobs: compute log-probs from the output layer's input chunk by chunk of
-            positions, never holding the ``(B, K, V)`` logits (same values; lower peak memory,
-            one extra output-layer matmul in the backward pass). Applies to
-            :class:`TinyCausalLM` and transformers causal LMs without logit scaling or
-            soft-capping, not under FSDP (those use the model's logits).
     """
 
     lr: float = 1e-6
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-8
-    max_grad_norm: float | None = 1.0
     clip_eps_low: float = 3.5e-4
     clip_eps_high: float | None = None
     use_tis: bool = True
@@ -100,11 +87,8 @@ class GSPOConfig:
     norm_length: int | None = None
     steps_per_batch: int = 1
     micro_batch_size: int | None = None
-    bf16: bool = True
-    distributed: str = "auto"
     group_size: int | None = None
     rollout_batch_size: int | None = None
-    chunk_logprobs: bool = True
 
     @classmethod
     def paper(cls, **overrides: Any) -> GSPOConfig:
@@ -127,7 +111,7 @@ class GSPOConfig:
         return cls(**kw)
 
     def __attrs_post_init__(self) -> None:
-        self.optim()  # validates the optimiser fields (lr, betas, ...)
+        super().__attrs_post_init__()  # the optimiser fields (lr, betas, ...)
         for name in ("group_size", "rollout_batch_size"):
             v = getattr(self, name)
             if v is not None:
@@ -150,14 +134,6 @@ class GSPOConfig:
             check_positive(
                 check_type(self.micro_batch_size, int, "micro_batch_size"), "micro_batch_size"
             )
-
-    def optim(self) -> OptimConfig:
-        """The optimiser part."""
-        return OptimConfig(
-            lr=self.lr, weight_decay=self.weight_decay, betas=self.betas, adam_eps=self.adam_eps,
-            max_grad_norm=self.max_grad_norm, bf16=self.bf16, distributed=self.distributed,
-            chunk_logprobs=self.chunk_logprobs,
-        )  # fmt: skip
 
 
 @final

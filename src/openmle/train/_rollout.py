@@ -49,6 +49,7 @@ from functools import partial
 from typing import Any, NamedTuple, Protocol, final, runtime_checkable
 
 import anyio
+import attrs
 import numpy as np
 import torch
 from attrs import define, evolve, field, frozen
@@ -185,8 +186,9 @@ class ModelPolicy(Policy):
     """Any :class:`~openmle.OperatorModel` (an inference server), with the server's log-probs.
 
     The sampler's log-probs make truncated importance sampling work for server rollouts. An
-    :class:`~openmle.backends.OpenAIModel` is asked for them (``logprobs=True`` is set on a
-    copy unless ``request_logprobs=False``); any model may return them in
+    :class:`~openmle.backends.OpenAIModel` (any attrs model value with a ``logprobs: bool``
+    field) is asked for them (``logprobs=True`` is set on a copy unless
+    ``request_logprobs=False``); any model may return them in
     :attr:`ModelResponse.logprobs <openmle.ModelResponse.logprobs>`. Each answer's tokens are:
 
     1. the server's own ids with their log-probs, when it returns both (vLLM with
@@ -228,10 +230,11 @@ class ModelPolicy(Policy):
         return cls(model=model, tokenizer=tokenizer, **kw)
 
     def __attrs_post_init__(self) -> None:
-        from openmle.backends._openai import OpenAIModel
-
-        model = self.model
-        if self.request_logprobs and isinstance(model, OpenAIModel) and not model.logprobs:
+        # A model value with a ``logprobs`` switch (OpenAIModel, or your own attrs model) is
+        # asked for them; duck-typed, so the recipes import no backend.
+        model: Any = self.model
+        switch = getattr(model, "logprobs", None)
+        if self.request_logprobs and switch is False and attrs.has(type(model)):
             self.model = evolve(model, logprobs=True)
         if self.temperature is not None and not self.temperature > 0:
             raise fail("a number > 0 or None", "temperature", self.temperature)

@@ -41,18 +41,15 @@ __all__ = ["SFTConfig", "SFTTrainer"]
 
 @final
 @frozen(kw_only=True)
-class SFTConfig:
+class SFTConfig(OptimConfig):
     """Hyperparameters of :class:`SFTTrainer`.
 
+    The optimiser fields (``lr``: the peak learning rate, ``weight_decay``, ``betas``,
+    ``adam_eps``, ``max_grad_norm``, ``bf16``, ``distributed``, ``chunk_logprobs``) are
+    :class:`~openmle.train.OptimConfig`'s, with its defaults.
+
     Attributes:
-        lr: AdamW peak learning rate.
-        weight_decay: AdamW decoupled weight decay on matrices and embeddings.
-        betas: AdamW betas.
-        adam_eps: AdamW epsilon.
-        max_grad_norm: clip the global gradient norm (``None``: no clipping).
         micro_batch_size: sequences per forward/backward (``None``: the whole batch).
-        bf16: bfloat16 autocast on CUDA (ignored on the CPU).
-        distributed: ``"auto"`` (DDP under a process group) or ``"none"``.
         schedule: ``"constant"`` or ``"cosine"`` (linear warm-up, then cosine decay to
             ``min_lr_ratio * lr`` at ``total_steps``).
         warmup_ratio: fraction of ``total_steps`` spent warming up linearly from 0 (in [0, 1)).
@@ -66,21 +63,9 @@ class SFTConfig:
         global_batch_size: sequences per optimiser step over all ranks; when set,
             :meth:`SFTTrainer.step` refuses a batch holding more (a shorter final batch of an
             epoch is allowed). ``None``: not checked.
-        chunk_logprobs: compute log-probs from the output layer's input chunk by chunk of
-            positions, never holding the ``(B, K, V)`` logits (same values; lower peak memory,
-            one extra output-layer matmul in the backward pass). Applies to
-            :class:`TinyCausalLM` and transformers causal LMs without logit scaling or
-            soft-capping, not under FSDP (those use the model's logits).
     """
 
-    lr: float = 1e-5
-    weight_decay: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-8
-    max_grad_norm: float | None = 1.0
     micro_batch_size: int | None = None
-    bf16: bool = True
-    distributed: str = "auto"
     schedule: str = "constant"
     warmup_ratio: float = 0.0
     min_lr_ratio: float = 0.0
@@ -88,10 +73,9 @@ class SFTConfig:
     epochs: int = 1
     max_length: int | None = None
     global_batch_size: int | None = None
-    chunk_logprobs: bool = True
 
     def __attrs_post_init__(self) -> None:
-        self.optim()  # validates the optimiser fields (lr, betas, ...)
+        super().__attrs_post_init__()  # the optimiser fields (lr, betas, ...)
         if self.micro_batch_size is not None:
             check_type(self.micro_batch_size, int, "micro_batch_size")
             check_positive(self.micro_batch_size, "micro_batch_size")
@@ -144,14 +128,6 @@ class SFTConfig:
         progress = min(1.0, (step - warm) / max(1, total - warm))
         floor = self.min_lr_ratio * self.lr
         return floor + (self.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-    def optim(self) -> OptimConfig:
-        """The optimiser part."""
-        return OptimConfig(
-            lr=self.lr, weight_decay=self.weight_decay, betas=self.betas, adam_eps=self.adam_eps,
-            max_grad_norm=self.max_grad_norm, bf16=self.bf16, distributed=self.distributed,
-            chunk_logprobs=self.chunk_logprobs,
-        )  # fmt: skip
 
 
 @final

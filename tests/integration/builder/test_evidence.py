@@ -17,7 +17,7 @@ import pytest
 from openmle.backends import LocalSandbox, OfflineModel
 from openmle.builder import BuildOptions, BuildResult, build_task, load_blocklist
 from openmle.gym import bundled_names, bundled_raw
-from openmle.search import Budget, run_search
+from openmle.search import Budget, SearchSpec, run_search
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,12 +47,14 @@ def _search_beats_constant(pkg: Path, result: BuildResult) -> None:
     solv = result.record["solvability"]
     constant, hib = solv["constant"]["score"], solv["higher_is_better"]
     found = run_search(
-        str(pkg),
-        model=OfflineModel(),
-        sandbox=LocalSandbox(max_concurrency=1),
-        budget=Budget(steps=3),
-        workers=1,
-        final_test=False,
+        SearchSpec(
+            task=str(pkg),
+            model=OfflineModel(),
+            sandbox=LocalSandbox(max_concurrency=1),
+            budget=Budget(steps=3),
+            workers=1,
+            final_test=False,
+        )
     )
     best = found.best_valid_score
     assert best is not None, [n.outcome for n in found.nodes]

@@ -17,8 +17,8 @@ import pytest
 from openmle import ModelRequest, ModelResponse
 from openmle.backends import OfflineModel
 from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE, PURPOSE_SPEC, BuildOptions, build_task
-from openmle.builder._spec import extract_json
 from openmle.gym import load_task
+from openmle.operators import extract_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

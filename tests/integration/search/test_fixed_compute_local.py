@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from openmle.backends import LocalSandbox
-from openmle.search import Budget, SearchConfig, run_search
+from openmle.search import Budget, SearchConfig, SearchSpec, run_search
 from openmle.testing import FunctionSelector, ScriptedModel
 
 pytestmark = pytest.mark.integration
@@ -34,14 +34,16 @@ def test_local_sleep_programs_spend_the_same_compute_with_more_workers() -> None
     bound = 0.0
     for workers in (1, 2, 4):
         result = run_search(
-            "tabular-binary",
-            model=ScriptedModel(lambda _req: PROGRAM),
-            sandbox=LocalSandbox(max_concurrency=4),
-            selector=FunctionSelector(lambda c: 1.0),
-            budget=Budget(sandbox_s=CAP),
-            config=SearchConfig(initial_drafts=2, seed=0, timeout_s=60),
-            workers=workers,
-            final_test=False,
+            SearchSpec(
+                task="tabular-binary",
+                model=ScriptedModel(lambda _req: PROGRAM),
+                sandbox=LocalSandbox(max_concurrency=4),
+                selector=FunctionSelector(lambda c: 1.0),
+                budget=Budget(sandbox_s=CAP),
+                config=SearchConfig(initial_drafts=2, seed=0, timeout_s=60),
+                workers=workers,
+                final_test=False,
+            )
         )
         assert result.stop_reason == "sandbox_s"
         assert all(n.ok for n in result.nodes), [n.detail for n in result.nodes]

@@ -20,7 +20,7 @@ SCRIPT = r"""
 import hashlib, os, sys
 import anyio
 from openmle import Job, Outcome, RunResult
-from openmle.search import Budget, SearchConfig, resume_search, run_search
+from openmle.search import Budget, ResumeSpec, SearchConfig, SearchSpec, resume_search, run_search
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 def model(request):
@@ -49,11 +49,11 @@ parts = dict(model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
              selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)))
 mode, out = sys.argv[1], sys.argv[2]
 if mode == "run":
-    run_search("toy", higher_is_better=True, budget=Budget(steps=24),
-               config=SearchConfig(initial_drafts=3, seed=3),
-               workers=3, ordered=True, run_dir=out, description="", **parts)
+    run_search(SearchSpec(task="toy", higher_is_better=True, budget=Budget(steps=24),
+                          config=SearchConfig(initial_drafts=3, seed=3),
+                          workers=3, ordered=True, description="", **parts), run_dir=out)
 else:
-    resume_search(out, **parts)
+    resume_search(out, ResumeSpec(**parts))
 """
 
 

@@ -47,11 +47,23 @@ def test_cpu_job_request_is_exact() -> None:
         # killed inside the container at timeout_s (600) + stop_grace_s (5) + 10 s
         "Cmd": ["/bin/sh", "-c", "ulimit -f 2097152 && exec timeout -s KILL 615 python3 main.py"],
         "WorkingDir": "/workspace",
+        # program_env, as for the local sandbox: two thread caps for 1.5 CPUs, the locale,
+        # HOME and DATA_DIR owned; no PATH (the image's), no CUDA_VISIBLE_DEVICES (the engine's)
         "Env": [
             "DATA_DIR=/data",
             "HOME=/workspace",
+            "LANG=C.UTF-8",
+            "LC_ALL=C.UTF-8",
+            "MKL_NUM_THREADS=2",
+            "MPLBACKEND=Agg",
+            "NUMEXPR_NUM_THREADS=2",
+            "OMP_NUM_THREADS=2",
+            "OPENBLAS_NUM_THREADS=2",
+            "PYTHONDONTWRITEBYTECODE=1",
+            "PYTHONNOUSERSITE=1",
             "PYTHONUNBUFFERED=1",
             "SEED=3",
+            "TMPDIR=/tmp",
         ],
         "Labels": {"openmle.managed": "1", "openmle.task": "toy", "openmle.job": ""},
         "NetworkDisabled": True,
@@ -79,6 +91,27 @@ def test_job_memory_overrides_default_and_env_cannot_move_data_dir() -> None:
     assert host["Memory"] == host["MemorySwap"] == 300 * 2**20
     assert "DATA_DIR=/data" in body["Env"]  # type: ignore[operator]
     assert "DATA_DIR=/x" not in body["Env"]  # type: ignore[operator]
+
+
+def test_docker_and_local_build_the_program_env_with_one_function() -> None:
+    """The job cannot move HOME or pick GPUs inside the container; the environment is
+    program_env's (the local sandbox's) with the container's paths."""
+    from openmle.backends._plan import program_env
+
+    job = Job(
+        code="",
+        task="toy",
+        resources=Resources(cpus=3),
+        env={"HOME": "/etc", "CUDA_VISIBLE_DEVICES": "7", "OPENMLE_RUN_ID": "x", "K": "v"},
+    )
+    body = _request(DockerSandbox(gpus=None), job)
+    want = program_env(
+        job, info=None, data="/data", workspace="/workspace", tmp="/tmp", gpus=None, marker=None
+    )
+    assert body["Env"] == [f"{k}={v}" for k, v in sorted(want.items())]
+    env = dict(e.split("=", 1) for e in body["Env"])
+    assert env["HOME"] == "/workspace" and env["OMP_NUM_THREADS"] == "3" and env["K"] == "v"
+    assert "CUDA_VISIBLE_DEVICES" not in env and "OPENMLE_RUN_ID" not in env and "PATH" not in env
 
 
 def test_gpu_job_by_count_without_pool_asks_the_engine() -> None:
@@ -277,7 +310,7 @@ def test_preflight_names_a_dead_engine_before_any_step(tmp_path: Path) -> None:
 
     from openmle.backends import OfflineModel
     from openmle.errors import SandboxError
-    from openmle.search import Budget, arun_search
+    from openmle.search import Budget, SearchSpec, arun_search
 
     dead = f"unix://{tmp_path / 'no-engine.sock'}"
     sandbox = DockerSandbox(base_url=dead)
@@ -287,12 +320,14 @@ def test_preflight_names_a_dead_engine_before_any_step(tmp_path: Path) -> None:
             await sandbox.preflight()
         with pytest.raises(SandboxError, match="no container engine answers"):
             await arun_search(
-                task="toy",
-                model=OfflineModel(),
-                sandbox=sandbox,
-                budget=Budget(steps=3),
+                SearchSpec(
+                    task="toy",
+                    model=OfflineModel(),
+                    sandbox=sandbox,
+                    budget=Budget(steps=3),
+                    higher_is_better=True,
+                ),
                 run_dir=tmp_path / "run",
-                higher_is_better=True,
             )
         await sandbox.aclose()
 

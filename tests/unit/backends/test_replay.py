@@ -10,7 +10,7 @@ import pytest
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult
 from openmle.backends import OfflineModel, RecordingModel, ReplayModel
 from openmle.errors import InvalidArgument, ModelNotFoundError
-from openmle.search import Budget, SearchConfig, journal_fingerprint, run_search
+from openmle.search import Budget, SearchConfig, SearchSpec, journal_fingerprint, run_search
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel, check_operator_model
 
 
@@ -71,17 +71,19 @@ def test_a_replayed_search_reproduces_the_recorded_one(tmp_path: Path) -> None:
 
     def go(model: object, out: Path) -> None:
         run_search(
-            "toy",
-            higher_is_better=True,
-            model=model,  # type: ignore[arg-type]
-            sandbox=FunctionSandbox(grade),
-            selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
-            budget=Budget(steps=10),
-            config=SearchConfig(initial_drafts=3, seed=5),
-            workers=2,
-            ordered=True,
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=model,  # type: ignore[arg-type]
+                sandbox=FunctionSandbox(grade),
+                selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
+                budget=Budget(steps=10),
+                config=SearchConfig(initial_drafts=3, seed=5),
+                workers=2,
+                ordered=True,
+                description="",
+            ),
             run_dir=out,
-            description="",
         )
 
     go(RecordingModel(OfflineModel(sklearn=True), tmp_path / "rec.jsonl"), tmp_path / "a")

@@ -14,6 +14,7 @@ import pytest
 from tests._plugin_pkg import write_plugin_package
 
 import openmle
+from openmle.search import SearchSpec
 
 
 def test_sandbox_specs_build_every_backend() -> None:
@@ -96,10 +97,12 @@ def test_resume_refuses_a_sandbox_it_cannot_rebuild(tmp_path: Path) -> None:
         sys.path.remove(str(site))
     out = tmp_path / "run"
     run_search(
-        "tabular-regression",
-        model=OfflineModel(sklearn=False),
-        sandbox=FixedSandbox(),
-        budget=Budget(steps=1),
+        SearchSpec(
+            task="tabular-regression",
+            model=OfflineModel(sklearn=False),
+            sandbox=FixedSandbox(),
+            budget=Budget(steps=1),
+        ),
         run_dir=out,
     )
     m = RunDir.open(out).manifest
@@ -130,10 +133,12 @@ def test_resume_records_specs_of_parts_built_by_the_registry(
     try:
         out = tmp_path / "run"
         run_search(
-            "tabular-regression",
-            model=make_model("kitplugin_rec:make_model"),
-            sandbox=make_sandbox("kitplugin_rec:make"),
-            budget=Budget(steps=1),
+            SearchSpec(
+                task="tabular-regression",
+                model=make_model("kitplugin_rec:make_model"),
+                sandbox=make_sandbox("kitplugin_rec:make"),
+                budget=Budget(steps=1),
+            ),
             run_dir=out,
         )
     finally:

@@ -14,7 +14,7 @@ from openmle.priors import (
     priors_from_runs,
     save_library,
 )
-from openmle.search import Budget, RunDir, SearchConfig, run_search
+from openmle.search import Budget, RunDir, SearchConfig, SearchSpec, run_search
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 TEST_SCORE = 0.987654321
@@ -38,17 +38,19 @@ def grade(job: Job) -> RunResult:
 
 def make_run(path: Path) -> Path:
     run_search(
-        "toy-tabular",
-        model=ScriptedModel(model),
-        sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
-        budget=Budget(steps=6),
-        config=SearchConfig(initial_drafts=2, seed=1, fresh_draft_prob=0.0),
-        workers=1,
-        ordered=True,
+        SearchSpec(
+            task="toy-tabular",
+            model=ScriptedModel(model),
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
+            budget=Budget(steps=6),
+            config=SearchConfig(initial_drafts=2, seed=1, fresh_draft_prob=0.0),
+            workers=1,
+            ordered=True,
+            higher_is_better=True,
+            description="predict a binary label from tabular features",
+        ),
         run_dir=path,
-        higher_is_better=True,
-        description="predict a binary label from tabular features",
     )
     return path
 

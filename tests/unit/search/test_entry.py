@@ -25,11 +25,14 @@ from openmle.search import (
     Budget,
     Node,
     Proposal,
+    ResumeSpec,
     RunDir,
     SearchConfig,
+    SearchSpec,
     TaskInfo,
     aresume_search,
     arun_search,
+    journal_fingerprint,
     read_journal,
     resume_search,
     run_search,
@@ -86,11 +89,8 @@ def test_an_error_inside_the_search_reaches_the_caller_alone(tmp_path: Path) -> 
     """run_search raises the InvalidArgument itself, not ExceptionGroup(ExceptionGroup(...))."""
     with pytest.raises(InvalidArgument, match="template=None") as info:
         run_search(
-            "toy",
-            higher_is_better=True,
-            prompts=_FailingPrompts(),
+            SearchSpec(task="toy", higher_is_better=True, prompts=_FailingPrompts(), **parts()),
             run_dir=tmp_path / "r",
-            **parts(),
         )
     assert not isinstance(info.value, BaseExceptionGroup)
 
@@ -101,14 +101,17 @@ async def test_async_entry_points_raise_one_error_too(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with pytest.raises(OpenMLEError, match="template=None"):
         await arun_search(
-            "toy", higher_is_better=True, prompts=_FailingPrompts(), run_dir=out, **parts()
+            SearchSpec(task="toy", higher_is_better=True, prompts=_FailingPrompts(), **parts()),
+            run_dir=out,
         )
     with pytest.raises(OpenMLEError, match="template=None"):
         await aresume_search(
             out,
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(grade),
-            prompts=_FailingPrompts(),
+            ResumeSpec(
+                model=ScriptedModel(by_step),
+                sandbox=FunctionSandbox(grade),
+                prompts=_FailingPrompts(),
+            ),
         )
 
 
@@ -116,14 +119,16 @@ def test_resume_search_raises_one_error(tmp_path: Path) -> None:
     out = tmp_path / "r"
     kw = parts()
     kw["budget"] = Budget(steps=2)
-    run_search("toy", higher_is_better=True, run_dir=out, **kw)
+    run_search(SearchSpec(task="toy", higher_is_better=True, **kw), run_dir=out)
     with pytest.raises(InvalidArgument, match="template=None"):
         resume_search(
             out,
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(grade),
-            prompts=_FailingPrompts(),
-            budget=Budget(steps=4),
+            ResumeSpec(
+                model=ScriptedModel(by_step),
+                sandbox=FunctionSandbox(grade),
+                prompts=_FailingPrompts(),
+                budget=Budget(steps=4),
+            ),
         )
 
 
@@ -156,15 +161,17 @@ def test_money_cap_without_prices_is_one_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidArgument, match=r"Budget\.prices"):
         run_search(
-            "toy",
-            model=ScriptedModel(lambda r: "```python\nprint(1)\n```"),
-            sandbox=FunctionSandbox(grade),
-            selector=FunctionSelector(lambda c: 1.0),
-            budget=Budget(steps=3, usd=1.0),
-            higher_is_better=True,
+            SearchSpec(
+                task="toy",
+                model=ScriptedModel(lambda r: "```python\nprint(1)\n```"),
+                sandbox=FunctionSandbox(grade),
+                selector=FunctionSelector(lambda c: 1.0),
+                budget=Budget(steps=3, usd=1.0),
+                higher_is_better=True,
+                description="",
+                workers=2,
+            ),
             run_dir=tmp_path / "r",
-            description="",
-            workers=2,
         )
 
 
@@ -175,7 +182,7 @@ def test_an_unknown_task_writes_nothing(tmp_path: Path) -> None:
     """A typo in the task is refused before the run directory exists, so the retry works."""
     out = tmp_path / "r1"
     with pytest.raises(InvalidArgument, match=r"Unknown task 'tabular-binaryy'.*higher_is_better"):
-        run_search("tabular-binaryy", run_dir=out, **parts())
+        run_search(SearchSpec(task="tabular-binaryy", **parts()), run_dir=out)
     assert not out.exists()
 
 
@@ -185,7 +192,7 @@ def test_a_wrong_part_is_refused_before_anything_is_written(tmp_path: Path, fiel
     kw = parts()
     kw[field] = object()
     with pytest.raises(InvalidArgumentType, match=f"{field}="):
-        run_search("toy", higher_is_better=True, run_dir=out, **kw)
+        run_search(SearchSpec(task="toy", higher_is_better=True, **kw), run_dir=out)
     assert not out.exists()
 
 
@@ -193,7 +200,7 @@ def _uncommitted_run(out: Path) -> None:
     """A run directory as a search leaves it when it dies before its first node."""
     kw = parts()
     kw["budget"] = Budget(steps=1)
-    run_search("toy", higher_is_better=True, run_dir=out, **kw)
+    run_search(SearchSpec(task="toy", higher_is_better=True, **kw), run_dir=out)
     lines = (out / "journal.jsonl").read_bytes().splitlines(keepends=True)
     (out / "journal.jsonl").write_bytes(lines[0])  # the proposal only
     assert [r["event"] for r in read_journal(out)] == ["proposal"]
@@ -207,7 +214,7 @@ def test_a_run_dir_without_a_committed_step_can_be_started_over(tmp_path: Path) 
     out = tmp_path / "r1"
     _uncommitted_run(out)
     with pytest.warns(UserWarning, match="no committed step; starting over"):
-        result = run_search("toy", higher_is_better=True, run_dir=out, **parts())
+        result = run_search(SearchSpec(task="toy", higher_is_better=True, **parts()), run_dir=out)
     assert len(result.nodes) == 4
     events = [r["event"] for r in read_journal(out)]
     assert events.count("node") == 4 and events.count("proposal") == 4
@@ -221,7 +228,9 @@ def test_a_run_dir_without_a_committed_step_can_be_resumed(
     out = tmp_path / "r1"
     _uncommitted_run(out)
     with caplog.at_level(logging.WARNING, logger="openmle.search"):
-        result = resume_search(out, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade))
+        result = resume_search(
+            out, ResumeSpec(model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade))
+        )
     assert "holds no committed step" in caplog.text
     assert len(result.nodes) == 1
 
@@ -230,10 +239,10 @@ def test_a_run_dir_with_committed_steps_is_still_refused(tmp_path: Path) -> None
     out = tmp_path / "r1"
     kw = parts()
     kw["budget"] = Budget(steps=1)
-    run_search("toy", higher_is_better=True, run_dir=out, **kw)
+    run_search(SearchSpec(task="toy", higher_is_better=True, **kw), run_dir=out)
     before = (out / "journal.jsonl").read_bytes()
     with pytest.raises(InvalidArgument, match="resume it"):
-        run_search("toy", higher_is_better=True, run_dir=out, **parts())
+        run_search(SearchSpec(task="toy", higher_is_better=True, **parts()), run_dir=out)
     assert (out / "journal.jsonl").read_bytes() == before
 
 
@@ -265,7 +274,7 @@ def test_the_direction_comes_from_the_sandbox_when_the_task_is_remote(tmp_path: 
     sandbox = _RemoteSandbox(TaskMeta(higher_is_better=False))
     kw = parts()
     kw["sandbox"] = sandbox
-    result = run_search("remote-rmse", run_dir=tmp_path / "r", **kw)
+    result = run_search(SearchSpec(task="remote-rmse", **kw), run_dir=tmp_path / "r")
     assert sandbox.asked == ["remote-rmse"]
     assert result.best is not None and result.best.score == pytest.approx(0.1)
     manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
@@ -279,11 +288,11 @@ def test_no_direction_anywhere_refuses_to_start(tmp_path: Path) -> None:
     kw = parts()
     kw["sandbox"] = _RemoteSandbox(None)
     with pytest.raises(InvalidArgument, match=r"pass higher_is_better=True or False"):
-        run_search("remote-rmse", run_dir=tmp_path / "r", **kw)
+        run_search(SearchSpec(task="remote-rmse", **kw), run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
     kw["sandbox"] = FunctionSandbox(grade)
     with pytest.raises(InvalidArgument, match=r"no task_meta\(task\) method"):
-        run_search("remote-rmse", **kw)
+        run_search(SearchSpec(task="remote-rmse", **kw))
 
 
 def test_a_sandbox_answering_garbage_is_refused() -> None:
@@ -294,7 +303,7 @@ def test_a_sandbox_answering_garbage_is_refused() -> None:
     kw = parts()
     kw["sandbox"] = Bad(None)
     with pytest.raises(InvalidArgumentType, match=r"must return an openmle\.TaskMeta"):
-        run_search("remote-rmse", **kw)
+        run_search(SearchSpec(task="remote-rmse", **kw))
 
 
 def test_a_bundled_task_gives_its_own_direction() -> None:
@@ -316,7 +325,56 @@ def test_a_task_meta_table_on_the_sandbox_gives_the_direction(tmp_path: Path) ->
 
     kw = parts()
     kw["sandbox"] = Tabled()
-    result = run_search("remote-rmse", **kw)
+    result = run_search(SearchSpec(task="remote-rmse", **kw))
     assert result.best is not None and result.best.score == pytest.approx(0.1)
     with pytest.raises(InvalidArgument, match="table has no entry for 'other'"):
-        run_search("other", **kw)
+        run_search(SearchSpec(task="other", **kw))
+
+
+# ------------------------------------------------------------------------- the spec, progress
+
+
+def test_the_old_keyword_form_works_with_one_deprecation_warning(tmp_path: Path) -> None:
+    """run_search("task", model=..., ...) and resume_search(dir, model=...) still run, warning
+    once each through the one deprecation helper (with the release that removes them), and
+    give the same journal as the spec form."""
+    new, old = tmp_path / "new", tmp_path / "old"
+    run_search(SearchSpec(task="toy", higher_is_better=True, **parts()), run_dir=new, quiet=True)
+    with pytest.warns(DeprecationWarning, match=r"run_search\(<task>.*removed in openmle 0\.2\.0"):
+        run_search("toy", higher_is_better=True, run_dir=old, quiet=True, **parts())
+    assert journal_fingerprint(old) == journal_fingerprint(new)
+    with pytest.warns(DeprecationWarning, match=r"resume_search\(<run_dir>.*ResumeSpec"):
+        resume_search(old, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), quiet=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
+        run_search("toy", modle=ScriptedModel(by_step))
+    with pytest.raises(InvalidArgumentType, match="move budget into the SearchSpec"):
+        run_search(SearchSpec(task="toy", **parts()), budget=Budget(steps=1))
+
+
+def test_a_spec_names_the_bad_field_when_it_is_made() -> None:
+    kw = parts()
+    kw["workers"] = 0
+    with pytest.raises(InvalidArgument, match="workers=0"):
+        SearchSpec(task="toy", **kw)
+    with pytest.raises(InvalidArgumentType, match="sandbox="):
+        ResumeSpec(model=ScriptedModel(by_step), sandbox=object())  # type: ignore[arg-type]
+
+
+def test_the_default_progress_line_goes_to_stderr_unless_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One line per node on stderr by default; quiet=True prints nothing; on_progress replaces
+    the line."""
+    result = run_search(SearchSpec(task="toy", higher_is_better=True, **parts()))
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == len(result.nodes) == 4
+    assert err[0].startswith("[  1/4] ") and "best" in err[0] and "budget" in err[0]
+    run_search(SearchSpec(task="toy", higher_is_better=True, **parts()), quiet=True)
+    assert capsys.readouterr().err == ""
+    seen: list[int] = []
+    run_search(
+        SearchSpec(task="toy", higher_is_better=True, **parts()),
+        on_progress=lambda p: seen.append(p.steps_done) if p.last is not None else None,
+    )
+    assert seen == [1, 2, 3, 4]
+    assert capsys.readouterr().err == ""

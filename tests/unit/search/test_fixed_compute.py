@@ -18,7 +18,9 @@ import pytest
 from openmle import Job, ModelRequest, Outcome, Resources, RunResult
 from openmle.search import (
     Budget,
+    ResumeSpec,
     SearchConfig,
+    SearchSpec,
     journal_fingerprint,
     resume_search,
     run_search,
@@ -54,19 +56,22 @@ def _sandbox(spread: float) -> FunctionSandbox:
     return FunctionSandbox(run)
 
 
-def _search(workers: int, spread: float, **kw: Any) -> Any:
+def _search(workers: int, spread: float, run_dir: Path | None = None, **kw: Any) -> Any:
     return run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(_model),
-        sandbox=_sandbox(spread),
-        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-        budget=Budget(sandbox_s=CAP),
-        config=SearchConfig(initial_drafts=2, seed=4),
-        workers=workers,
-        description="",
-        final_test=False,
-        **kw,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(_model),
+            sandbox=_sandbox(spread),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            budget=Budget(sandbox_s=CAP),
+            config=SearchConfig(initial_drafts=2, seed=4),
+            workers=workers,
+            description="",
+            final_test=False,
+            **kw,
+        ),
+        run_dir=run_dir,
     )
 
 
@@ -109,10 +114,12 @@ def test_fixed_compute_parallel_run_resumes_exactly(tmp_path: Path, workers: int
         (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]) + torn)
         resume_search(
             b,
-            model=ScriptedModel(_model),
-            sandbox=_sandbox(0.2),
-            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-            final_test=False,
+            ResumeSpec(
+                model=ScriptedModel(_model),
+                sandbox=_sandbox(0.2),
+                selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+                final_test=False,
+            ),
         )
         assert journal_fingerprint(b) == expected, f"cut at line {cut}"
 
@@ -123,17 +130,19 @@ def test_gpu_seconds_are_a_fixed_compute_cap_too() -> None:
     spent = {}
     for workers in (1, 2, 4):
         result = run_search(
-            "toy",
-            higher_is_better=True,
-            model=ScriptedModel(_model),
-            sandbox=_sandbox(0.0),
-            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-            budget=Budget(gpu_s=2 * CAP),
-            config=SearchConfig(initial_drafts=2, seed=4),
-            workers=workers,
-            description="",
-            final_test=False,
-            resources=Resources(gpus=2),
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=ScriptedModel(_model),
+                sandbox=_sandbox(0.0),
+                selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+                budget=Budget(gpu_s=2 * CAP),
+                config=SearchConfig(initial_drafts=2, seed=4),
+                workers=workers,
+                description="",
+                final_test=False,
+                resources=Resources(gpus=2),
+            )
         )
         assert result.stop_reason == "gpu_s"
         assert all(n.used.gpu_s == 2 * n.used.sandbox_s for n in result.nodes)

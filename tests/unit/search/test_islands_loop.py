@@ -15,9 +15,11 @@ from openmle.search import (
     Budget,
     Evaluation,
     Proposal,
+    ResumeSpec,
     RunDir,
     SearchConfig,
     SearchCore,
+    SearchSpec,
     ThreeFactorSelector,
     journal_fingerprint,
     resume_search,
@@ -183,15 +185,17 @@ def test_resume_with_islands_from_every_journal_prefix_is_exact(
     """Cutting the journal anywhere and resuming gives the same journal and island state."""
     a = tmp_path / "a"
     run_search(
-        "toy",
-        higher_is_better=True,
-        **_parts(),
-        budget=Budget(steps=16),
-        config=SearchConfig(initial_drafts=3, seed=5, islands=3, migration_interval=4),
-        workers=workers,
-        ordered=True,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **_parts(),
+            budget=Budget(steps=16),
+            config=SearchConfig(initial_drafts=3, seed=5, islands=3, migration_interval=4),
+            workers=workers,
+            ordered=True,
+            description="",
+        ),
         run_dir=a,
-        description="",
     )
     expected = journal_fingerprint(a)
     want = _islands_of(a)
@@ -204,7 +208,7 @@ def test_resume_with_islands_from_every_journal_prefix_is_exact(
         shutil.copy(a / "manifest.json", b / "manifest.json")
         torn = lines[cut][: len(lines[cut]) // 2] if cut % 2 else b""
         (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]) + torn)
-        resume_search(b, **_parts())
+        resume_search(b, ResumeSpec(**_parts()))
         assert journal_fingerprint(b) == expected, f"cut at line {cut}"
         assert _islands_of(b) == want, f"cut at line {cut}"
 

@@ -10,7 +10,7 @@ from tests.unit.search.test_loop_driver import grade, model_by_step, selector
 
 from openmle import ModelRequest, Resources, Split
 from openmle.errors import InvalidArgument
-from openmle.search import Budget, SearchConfig, resume_search, run_search
+from openmle.search import Budget, ResumeSpec, SearchConfig, SearchSpec, resume_search, run_search
 from openmle.testing import FunctionSandbox, ScriptedModel
 
 
@@ -30,15 +30,17 @@ def test_task_resources_reach_every_job(tmp_path: Path) -> None:
     task = gpu_task(tmp_path)
     sandbox = FunctionSandbox(grade)
     result = run_search(
-        str(task),
-        model=ScriptedModel(model_by_step),
-        sandbox=sandbox,
-        selector=selector(),
-        budget=Budget(steps=3),
-        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=600.0),
-        workers=1,
-        higher_is_better=True,
-        description="d",
+        SearchSpec(
+            task=str(task),
+            model=ScriptedModel(model_by_step),
+            sandbox=sandbox,
+            selector=selector(),
+            budget=Budget(steps=3),
+            config=SearchConfig(initial_drafts=2, seed=1, timeout_s=600.0),
+            workers=1,
+            higher_is_better=True,
+            description="d",
+        )
     )
     assert result.test_result is not None
     assert {j.split for j in sandbox.jobs} == {Split.VALID, Split.TEST}
@@ -53,28 +55,32 @@ def test_explicit_resources_win_and_survive_resume(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     sandbox = FunctionSandbox(grade)
     run_search(
-        "toy-not-a-package",
-        model=ScriptedModel(model_by_step),
-        sandbox=sandbox,
-        selector=selector(),
-        budget=Budget(steps=2),
-        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
-        workers=1,
-        higher_is_better=True,
-        description="d",
+        SearchSpec(
+            task="toy-not-a-package",
+            model=ScriptedModel(model_by_step),
+            sandbox=sandbox,
+            selector=selector(),
+            budget=Budget(steps=2),
+            config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
+            workers=1,
+            higher_is_better=True,
+            description="d",
+            resources=Resources(gpus=1, cpus=2),
+            time_limit_s=20.0,
+            final_test=False,
+        ),
         run_dir=run_dir,
-        resources=Resources(gpus=1, cpus=2),
-        time_limit_s=20.0,
-        final_test=False,
     )
     assert all(j.resources.gpus == 1 and j.timeout_s == 20.0 for j in sandbox.jobs)
     again = FunctionSandbox(grade)
     resume_search(
         run_dir,
-        model=ScriptedModel(model_by_step),
-        sandbox=again,
-        selector=selector(),
-        budget=Budget(steps=4),
+        ResumeSpec(
+            model=ScriptedModel(model_by_step),
+            sandbox=again,
+            selector=selector(),
+            budget=Budget(steps=4),
+        ),
     )
     assert again.jobs, "the resumed run made no job"
     for job in again.jobs:
@@ -105,16 +111,18 @@ def test_resume_keeps_the_description_and_time_limit_in_prompts(tmp_path: Path) 
         sandbox=FunctionSandbox(grade), selector=selector(), higher_is_better=True
     )
     run_search(
-        "bench-task@seed-0",
-        model=ScriptedModel(answer),
-        budget=Budget(steps=2),
-        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
-        workers=1,
-        description="THE SECRET DESCRIPTION",
+        SearchSpec(
+            task="bench-task@seed-0",
+            model=ScriptedModel(answer),
+            budget=Budget(steps=2),
+            config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
+            workers=1,
+            description="THE SECRET DESCRIPTION",
+            time_limit_s=20.0,
+            final_test=False,
+            **kwargs,
+        ),
         run_dir=run_dir,
-        time_limit_s=20.0,
-        final_test=False,
-        **kwargs,
     )
     first = [m.content for r in seen for m in r.messages]
     assert any("THE SECRET DESCRIPTION" in c for c in first)
@@ -122,10 +130,12 @@ def test_resume_keeps_the_description_and_time_limit_in_prompts(tmp_path: Path) 
     kwargs.pop("higher_is_better")
     resume_search(
         run_dir,
-        model=ScriptedModel(answer),
-        budget=Budget(steps=4),
-        description="THE SECRET DESCRIPTION",
-        **kwargs,
+        ResumeSpec(
+            model=ScriptedModel(answer),
+            budget=Budget(steps=4),
+            description="THE SECRET DESCRIPTION",
+            **kwargs,
+        ),
     )
     assert seen and all(
         any("THE SECRET DESCRIPTION" in m.content for m in r.messages) for r in seen
@@ -133,8 +143,7 @@ def test_resume_keeps_the_description_and_time_limit_in_prompts(tmp_path: Path) 
     with pytest.raises(InvalidArgument, match="differs"):
         resume_search(
             run_dir,
-            model=ScriptedModel(answer),
-            budget=Budget(steps=5),
-            description="another",
-            **kwargs,
+            ResumeSpec(
+                model=ScriptedModel(answer), budget=Budget(steps=5), description="another", **kwargs
+            ),
         )

@@ -11,7 +11,14 @@ from openmle import Job, ModelRequest, Outcome, RunResult, Split
 from openmle._cli import main
 from openmle._cli._search import build_model, build_selector, parse_budget
 from openmle.errors import InvalidArgument
-from openmle.search import Budget, GreedySelector, SearchConfig, ThreeFactorSelector, run_search
+from openmle.search import (
+    Budget,
+    GreedySelector,
+    SearchConfig,
+    SearchSpec,
+    ThreeFactorSelector,
+    run_search,
+)
 from openmle.search._runs.export import COLUMNS, export_run, node_rows
 from openmle.testing import FunctionSandbox, ScriptedModel
 
@@ -64,15 +71,17 @@ def run_dir(tmp_path: Path) -> Path:
     """A finished run written with the fakes."""
     out = tmp_path / "run"
     run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(_program),
-        sandbox=FunctionSandbox(_grade),
-        budget=Budget(steps=8, sandbox_s=100.0),
-        config=SearchConfig(initial_drafts=3),
-        workers=2,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(_program),
+            sandbox=FunctionSandbox(_grade),
+            budget=Budget(steps=8, sandbox_s=100.0),
+            config=SearchConfig(initial_drafts=3),
+            workers=2,
+            description="",
+        ),
         run_dir=out,
-        description="",
     )
     return out
 

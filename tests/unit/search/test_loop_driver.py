@@ -9,7 +9,7 @@ import pytest
 
 from openmle import Job, ModelRequest, Operator, Outcome, RunResult, Split
 from openmle.errors import ModelError
-from openmle.search import Budget, SearchConfig, arun_search, run_search
+from openmle.search import Budget, SearchConfig, SearchSpec, arun_search, run_search
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 PROGRAM = "```python\nimport sklearn\nscore = {score}\n```"
@@ -38,15 +38,17 @@ def test_run_search_blocking_twin_and_final_test_grade() -> None:
     """run_search runs the steps, picks the best by validation and grades it once on test."""
     sandbox = FunctionSandbox(grade)
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(model_by_step),
-        sandbox=sandbox,
-        selector=selector(),
-        budget=Budget(steps=12),
-        config=SearchConfig(initial_drafts=3, seed=1),
-        workers=3,
-        description="toy task",
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(model_by_step),
+            sandbox=sandbox,
+            selector=selector(),
+            budget=Budget(steps=12),
+            config=SearchConfig(initial_drafts=3, seed=1),
+            workers=3,
+            description="toy task",
+        )
     )
     assert len(result.nodes) == 12
     assert [n.step for n in result.nodes] == list(range(12))
@@ -81,15 +83,17 @@ async def test_workers_run_concurrently_up_to_the_cap() -> None:
 
     with anyio.fail_after(60):  # a search that never runs four at once would wait here
         result = await arun_search(
-            "toy",
-            higher_is_better=True,
-            model=ScriptedModel(model_by_step),
-            sandbox=FunctionSandbox(slow),
-            selector=selector(),
-            budget=Budget(steps=16),
-            workers=4,
-            description="",
-            final_test=False,
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=ScriptedModel(model_by_step),
+                sandbox=FunctionSandbox(slow),
+                selector=selector(),
+                budget=Budget(steps=16),
+                workers=4,
+                description="",
+                final_test=False,
+            )
         )
     assert peak == 4
     assert len(result.nodes) == 16
@@ -107,15 +111,17 @@ async def test_model_failures_become_infra_nodes_after_retries() -> None:
         raise ModelError("service down")
 
     result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(broken),
-        sandbox=FunctionSandbox(grade),
-        selector=selector(),
-        budget=Budget(steps=2),
-        config=SearchConfig(retries=2, retry_backoff_s=0.0),
-        workers=1,
-        description="",
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(broken),
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(steps=2),
+            config=SearchConfig(retries=2, retry_backoff_s=0.0),
+            workers=1,
+            description="",
+        )
     )
     assert [n.outcome for n in result.nodes] == [Outcome.INFRA_ERROR] * 2
     assert calls == 6
@@ -135,16 +141,18 @@ async def test_sandbox_infra_errors_are_retried_and_summed() -> None:
         return grade(job)
 
     result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(model_by_step),
-        sandbox=FunctionSandbox(flaky),
-        selector=selector(),
-        budget=Budget(steps=1),
-        config=SearchConfig(retry_backoff_s=0.0),
-        workers=1,
-        description="",
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(model_by_step),
+            sandbox=FunctionSandbox(flaky),
+            selector=selector(),
+            budget=Budget(steps=1),
+            config=SearchConfig(retry_backoff_s=0.0),
+            workers=1,
+            description="",
+            final_test=False,
+        )
     )
     node = result.nodes[0]
     assert node.outcome is Outcome.SUCCESS
@@ -156,16 +164,18 @@ async def test_missing_code_is_a_program_failure_then_debugged() -> None:
     """A response without a program is MISSING_CODE and gets a Debug step."""
     answers = iter(["no code here", PROGRAM.format(score=0.3), PROGRAM.format(score=0.4)])
     result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(lambda r: next(answers)),
-        sandbox=FunctionSandbox(grade),
-        selector=selector(),
-        budget=Budget(steps=3),
-        config=SearchConfig(initial_drafts=1),
-        workers=1,
-        description="",
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(lambda r: next(answers)),
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(steps=3),
+            config=SearchConfig(initial_drafts=1),
+            workers=1,
+            description="",
+            final_test=False,
+        )
     )
     assert result.nodes[0].outcome is Outcome.MISSING_CODE
     assert result.nodes[1].operator is Operator.DEBUG
@@ -183,15 +193,17 @@ async def test_cancel_on_exhaust_cancels_running_work() -> None:
 
     with anyio.fail_after(10):
         result = await arun_search(
-            "toy",
-            higher_is_better=True,
-            model=ScriptedModel(model_by_step),
-            sandbox=FunctionSandbox(timed),
-            selector=selector(),
-            budget=Budget(sandbox_s=50.0, on_exhaust="cancel"),
-            workers=3,
-            description="",
-            final_test=False,
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=ScriptedModel(model_by_step),
+                sandbox=FunctionSandbox(timed),
+                selector=selector(),
+                budget=Budget(sandbox_s=50.0, on_exhaust="cancel"),
+                workers=3,
+                description="",
+                final_test=False,
+            )
         )
     assert [n.step for n in result.nodes] == [0]
     assert result.stop_reason == "sandbox_s"
@@ -207,15 +219,17 @@ async def test_finish_on_exhaust_lets_running_work_complete(tmp_path: Path) -> N
         return RunResult(outcome=Outcome.SUCCESS, score=value, runtime_s=100.0)
 
     result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(model_by_step),
-        sandbox=FunctionSandbox(timed),
-        selector=selector(),
-        budget=Budget(sandbox_s=50.0),
-        workers=3,
-        description="",
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(model_by_step),
+            sandbox=FunctionSandbox(timed),
+            selector=selector(),
+            budget=Budget(sandbox_s=50.0),
+            workers=3,
+            description="",
+            final_test=False,
+        )
     )
     assert [n.step for n in result.nodes] == [0, 1, 2]
     assert result.spent["sandbox_s"] == 300.0
@@ -231,15 +245,17 @@ async def test_wall_clock_cap_cancels_slow_runs() -> None:
 
     with anyio.fail_after(20):
         result = await arun_search(
-            "toy",
-            higher_is_better=True,
-            model=ScriptedModel(model_by_step),
-            sandbox=FunctionSandbox(stuck),
-            selector=selector(),
-            budget=Budget(wall_s=0.5, on_exhaust="cancel"),
-            workers=2,
-            description="",
-            final_test=False,
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=ScriptedModel(model_by_step),
+                sandbox=FunctionSandbox(stuck),
+                selector=selector(),
+                budget=Budget(wall_s=0.5, on_exhaust="cancel"),
+                workers=2,
+                description="",
+                final_test=False,
+            )
         )
     assert result.nodes == ()
     assert result.stop_reason == "wall_s"

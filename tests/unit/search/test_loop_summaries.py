@@ -17,7 +17,9 @@ from openmle.search import (
     OperatorPrompts,
     PriceTable,
     Proposal,
+    ResumeSpec,
     SearchConfig,
+    SearchSpec,
     SummaryStore,
     TaskInfo,
     aresume_search,
@@ -90,19 +92,21 @@ async def search(
 ) -> tuple[list[str], int]:
     """A search with summaries; the node ids and the ledger's tokens."""
     result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=model,
-        sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=2, seed=3),
-        workers=workers,
-        ordered=True,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=model,
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=2, seed=3),
+            workers=workers,
+            ordered=True,
+            description="toy task",
+            prompts=OperatorPrompts(summaries=store),
+            final_test=False,
+        ),
         run_dir=run_dir,
-        description="toy task",
-        prompts=OperatorPrompts(summaries=store),
-        final_test=False,
     )
     return [n.node_id for n in result.nodes], int(result.spent["tokens"])
 
@@ -141,18 +145,20 @@ async def test_summary_costs_count_and_unknown_costs_are_priced(
     store = SummaryStore(model=model)
     prices = PriceTable(prices={"*": (1e6, 0.0)})  # 1 USD per prompt token
     result = await arun_search(
-        "toy",
-        higher_is_better=True,
-        model=model,
-        sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-        budget=Budget(steps=8, prices=prices),
-        config=SearchConfig(initial_drafts=2, seed=3),
-        workers=1,
-        ordered=True,
-        description="toy task",
-        prompts=OperatorPrompts(summaries=store),
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=model,
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            budget=Budget(steps=8, prices=prices),
+            config=SearchConfig(initial_drafts=2, seed=3),
+            workers=1,
+            ordered=True,
+            description="toy task",
+            prompts=OperatorPrompts(summaries=store),
+            final_test=False,
+        )
     )
     n_ops, n_sum = len(model.operator_requests()), len(model.summary_requests())
     assert n_sum > 0
@@ -204,12 +210,14 @@ async def test_run_directory_caches_summaries_for_resume(tmp_path: Path) -> None
     store = SummaryStore(model=second)
     result = await aresume_search(
         run,
-        model=second,
-        sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-        prompts=OperatorPrompts(summaries=store),
-        budget=Budget(steps=16),
-        final_test=False,
+        ResumeSpec(
+            model=second,
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            prompts=OperatorPrompts(summaries=store),
+            budget=Budget(steps=16),
+            final_test=False,
+        ),
     )
     assert len(result.nodes) == 16
     assert store.cache_dir == run / "summaries"

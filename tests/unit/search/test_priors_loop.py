@@ -14,9 +14,17 @@ import pytest
 
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult
 from openmle.backends import OfflineModel
-from openmle.errors import InvalidArgument
-from openmle.priors import PRIORS_BEGIN, Prior, PriorLibrary, save_library
-from openmle.search import Budget, RunDir, SearchConfig, resume_search, run_search
+from openmle.errors import InvalidArgument, InvalidArgumentType
+from openmle.priors import PRIORS_BEGIN, Prior, PriorLibrary, priors_for_search, save_library
+from openmle.search import (
+    Budget,
+    ResumeSpec,
+    RunDir,
+    SearchConfig,
+    SearchSpec,
+    resume_search,
+    run_search,
+)
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 LIB = PriorLibrary(
@@ -58,20 +66,32 @@ class Recording:
         return f"```python\nscore = {0.1 + 0.01 * step}\n```"
 
 
+DESCRIPTION = "A small tabular regression task."
+
+
+def _shown(priors: Any) -> Any:
+    """What the CLI and the bench do: retrieve and render before the search."""
+    if priors is None:
+        return None
+    return priors_for_search(priors, task="toy", description=DESCRIPTION)
+
+
 def _search(tmp_path: Path, name: str, priors: Any, model: Recording, steps: int = 10) -> Path:
     out = tmp_path / name
     run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(model),
-        sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=2, seed=1, crossover_prob=0.5),
-        workers=1,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(model),
+            sandbox=FunctionSandbox(grade),
+            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=2, seed=1, crossover_prob=0.5),
+            workers=1,
+            description=DESCRIPTION,
+            priors=_shown(priors),
+        ),
         run_dir=out,
-        description="A small tabular regression task.",
-        priors=priors,
     )
     return out
 
@@ -123,28 +143,42 @@ def test_resume_keeps_the_library_and_refuses_another(tmp_path: Path) -> None:
         "selector": FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
     }
     with pytest.raises(InvalidArgument, match=r"sha256.*same library"):
-        resume_search(out, priors=OTHER, budget=Budget(steps=6), **kw)
+        resume_search(
+            out, ResumeSpec(priors_sha256=OTHER.content_hash, budget=Budget(steps=6), **kw)
+        )
     model = Recording()
     kw["model"] = ScriptedModel(model)
-    result = resume_search(out, priors=LIB, budget=Budget(steps=7), **kw)
+    result = resume_search(
+        out, ResumeSpec(priors_sha256=LIB.content_hash, budget=Budget(steps=7), **kw)
+    )
     assert len(result.nodes) == 7
     late = [r for r in model.requests if r.operator in (Operator.DRAFT, Operator.IMPROVE)]
     assert late and all(PRIORS_BEGIN in r.messages[-1].content for r in late)
-    # Without priors= the manifest's block is shown again.
+    # Without priors_sha256= the manifest's block is shown again.
     model2 = Recording()
     kw["model"] = ScriptedModel(model2)
-    resume_search(out, budget=Budget(steps=9), **kw)
+    resume_search(out, ResumeSpec(budget=Budget(steps=9), **kw))
     late = [r for r in model2.requests if r.operator in (Operator.DRAFT, Operator.IMPROVE)]
     assert late and all(PRIORS_BEGIN in r.messages[-1].content for r in late)
     plain = _search(tmp_path, "b", None, Recording(), steps=3)
     with pytest.raises(InvalidArgument, match="started without priors"):
-        resume_search(plain, priors=LIB, budget=Budget(steps=5), **kw)
+        resume_search(
+            plain, ResumeSpec(priors_sha256=LIB.content_hash, budget=Budget(steps=5), **kw)
+        )
 
 
 def test_bad_priors_argument_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="priors"):
         _search(tmp_path, "a", 42, Recording())
     assert not (tmp_path / "a").exists()
+    with pytest.raises(InvalidArgumentType, match="priors_for_search"):
+        SearchSpec(
+            task="toy",
+            model=ScriptedModel(Recording()),
+            sandbox=FunctionSandbox(grade),
+            budget=Budget(steps=1),
+            priors=LIB,  # type: ignore[arg-type]  # a library, not its rendered block
+        )
     (tmp_path / "bad.jsonl").write_text("{not json\n")
     with pytest.raises(InvalidArgument, match="line 1"):
         _search(tmp_path, "b", tmp_path / "bad.jsonl", Recording())
@@ -204,3 +238,40 @@ def test_priors_from_a_run_quote_its_best_program(tmp_path: Path) -> None:
     assert prior.effect == pytest.approx(best.score - sum(drafts) / len(drafts))
     assert "the best validation score came from this program" in prior.text
     assert prior.source_ids[0] == "toy"
+
+
+def test_the_deprecated_keyword_form_still_takes_a_library(tmp_path: Path) -> None:
+    """run_search("toy", priors=library) (deprecated) shows the same block as the spec form,
+    and resume_search(dir, priors=library) checks its hash."""
+    a = _search(tmp_path, "a", LIB, Recording(), steps=4)
+    b = tmp_path / "b"
+    parts: dict[str, Any] = {
+        "sandbox": FunctionSandbox(grade),
+        "selector": FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+    }
+    with pytest.warns(DeprecationWarning, match="SearchSpec"):
+        run_search(
+            "toy",
+            higher_is_better=True,
+            model=ScriptedModel(Recording()),
+            budget=Budget(steps=4),
+            config=SearchConfig(initial_drafts=2, seed=1, crossover_prob=0.5),
+            workers=1,
+            description=DESCRIPTION,
+            priors=LIB,
+            run_dir=b,
+            quiet=True,
+            **parts,
+        )
+    extra = [json.loads((d / "manifest.json").read_text())["extra"]["priors"] for d in (a, b)]
+    assert extra[0] == extra[1]
+    with (
+        pytest.warns(DeprecationWarning, match="0.2.0"),
+        pytest.raises(InvalidArgument, match="same library"),
+    ):
+        resume_search(b, model=ScriptedModel(Recording()), priors=OTHER, quiet=True, **parts)
+    with (
+        pytest.warns(DeprecationWarning, match="0.2.0"),
+        pytest.raises(InvalidArgumentType, match="priors_for"),
+    ):
+        run_search("toy", model=ScriptedModel(Recording()), priors="lib.jsonl", **parts)

@@ -18,8 +18,10 @@ from openmle.errors import InvalidArgument, RunDirError
 from openmle.search import (
     Budget,
     Node,
+    ResumeSpec,
     RunDir,
     SearchConfig,
+    SearchSpec,
     journal_fingerprint,
     read_journal,
     resume_search,
@@ -64,15 +66,17 @@ def original(tmp_path: Path, steps: int = 14, workers: int = 2) -> Path:
     """An uninterrupted ordered run."""
     out = tmp_path / "a"
     run_search(
-        "toy",
-        higher_is_better=True,
-        **kwargs(),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
-        workers=workers,
-        ordered=True,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **kwargs(),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
+            workers=workers,
+            ordered=True,
+            description="",
+        ),
         run_dir=out,
-        description="",
     )
     return out
 
@@ -98,7 +102,8 @@ def test_manifest_marks_a_trusted_sandbox(tmp_path: Path) -> None:
     for name, sandbox in (("t", _TrustedSandbox()), ("f", FunctionSandbox(det_grade))):
         kw = {**kwargs(), "sandbox": sandbox}
         run_search(
-            "toy", higher_is_better=True, **kw, budget=Budget(steps=1), run_dir=tmp_path / name
+            SearchSpec(task="toy", higher_is_better=True, **kw, budget=Budget(steps=1)),
+            run_dir=tmp_path / name,
         )
     assert RunDir.open(tmp_path / "t").manifest["sandbox"]["trusted"] is True
     assert RunDir.open(tmp_path / "f").manifest["sandbox"]["trusted"] is False
@@ -133,12 +138,14 @@ def test_refuses_non_empty_run_dir(tmp_path: Path) -> None:
     (tmp_path / "x" / "f").write_text("")
     with pytest.raises(InvalidArgument, match="resume"):
         run_search(
-            "toy",
-            higher_is_better=True,
-            **kwargs(),
-            budget=Budget(steps=1),
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                **kwargs(),
+                budget=Budget(steps=1),
+                description="",
+            ),
             run_dir=tmp_path / "x",
-            description="",
         )
 
 
@@ -182,7 +189,7 @@ def test_resume_from_every_journal_prefix_gives_the_same_journal(
         shutil.copy(a / "manifest.json", b / "manifest.json")
         torn = lines[cut][: len(lines[cut]) // 2] if cut % 2 else b""
         (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]) + torn)
-        result = resume_search(b, **kwargs())
+        result = resume_search(b, ResumeSpec(**kwargs()))
         assert journal_fingerprint(b) == expected, f"cut at line {cut}"
         assert result.best is not None
     assert result.test_result is not None and result.test_result.split is Split.TEST
@@ -192,7 +199,7 @@ def test_resume_of_a_finished_run_does_nothing_new(tmp_path: Path) -> None:
     """Resuming a complete run neither proposes nor grades again."""
     a = original(tmp_path, steps=5)
     before = (a / "journal.jsonl").read_bytes()
-    result = resume_search(a, **kwargs())
+    result = resume_search(a, ResumeSpec(**kwargs()))
     assert (a / "journal.jsonl").read_bytes() == before
     assert result.test_result is not None
 
@@ -200,7 +207,7 @@ def test_resume_of_a_finished_run_does_nothing_new(tmp_path: Path) -> None:
 def test_resume_with_a_larger_budget_extends_the_run(tmp_path: Path) -> None:
     """A new budget on resume continues the same run."""
     a = original(tmp_path, steps=5)
-    result = resume_search(a, budget=Budget(steps=8), **kwargs())
+    result = resume_search(a, ResumeSpec(budget=Budget(steps=8), **kwargs()))
     assert len(result.nodes) == 8
     assert len(RunDir.open(a).nodes()) == 8
 
@@ -209,14 +216,16 @@ def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     """Without ordered commits, a cut-and-resumed run still has each step exactly once."""
     a = tmp_path / "a"
     run_search(
-        "toy",
-        higher_is_better=True,
-        **kwargs(),
-        budget=Budget(steps=12),
-        config=SearchConfig(initial_drafts=3, seed=2),
-        workers=3,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **kwargs(),
+            budget=Budget(steps=12),
+            config=SearchConfig(initial_drafts=3, seed=2),
+            workers=3,
+            description="",
+        ),
         run_dir=a,
-        description="",
     )
     lines = (a / "journal.jsonl").read_bytes().split(b"\n")[:-1]
     for cut in (1, 5, 13, len(lines) - 3):
@@ -224,7 +233,7 @@ def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
         b.mkdir()
         shutil.copy(a / "manifest.json", b / "manifest.json")
         (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]))
-        resume_search(b, **kwargs())
+        resume_search(b, ResumeSpec(**kwargs()))
         records = read_journal(b)
         steps = [r["node"]["step"] for r in records if r["event"] == "node"]
         assert sorted(steps) == list(range(12)), f"cut at {cut}"
@@ -261,7 +270,7 @@ def test_an_edited_score_is_detected_by_the_hash_chain(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match=r"line \d+ fails the journal's hash chain"):
         RunDir.open(a).nodes()
     with pytest.raises(RunDirError, match="hash chain"):
-        resume_search(a, **kwargs())
+        resume_search(a, ResumeSpec(**kwargs()))
     from openmle.search._runs.report import write_report
 
     with pytest.raises(RunDirError, match="hash chain"):
@@ -314,7 +323,7 @@ def test_runs_without_a_chain_are_still_read_and_resumed(tmp_path: Path) -> None
     assert rd.integrity == "unchained"
     assert [n.node_id for n in rd.nodes()] == [n.node_id for n in RunDir.open(a).nodes()]
     with pytest.warns(UserWarning, match="before the journal hash chain"):
-        result = resume_search(old, budget=Budget(steps=7), **kwargs())
+        result = resume_search(old, ResumeSpec(budget=Budget(steps=7), **kwargs()))
     assert len(result.nodes) == 7
     assert all("chain" not in r for r in read_journal(old))
     from openmle.search._runs.report import write_report
@@ -349,7 +358,7 @@ def test_resume_refuses_a_run_whose_journal_was_deleted(tmp_path: Path) -> None:
     a = original(tmp_path, steps=3)
     (a / "journal.jsonl").unlink()
     with pytest.raises(RunDirError, match=r"no journal\.jsonl"):
-        resume_search(a, **kwargs())
+        resume_search(a, ResumeSpec(**kwargs()))
     assert not (a / "journal.jsonl").exists()
 
 
@@ -379,7 +388,7 @@ def test_malformed_records_are_run_dir_errors_naming_the_line(tmp_path: Path, li
     with pytest.raises(RunDirError, match="line 3"):
         RunDir.open(old).nodes()
     with pytest.raises(RunDirError, match="line 3"), pytest.warns(UserWarning, match="hash chain"):
-        resume_search(old, **kwargs())
+        resume_search(old, ResumeSpec(**kwargs()))
 
 
 def test_garbage_in_sessions_file_does_not_break_reading(tmp_path: Path) -> None:

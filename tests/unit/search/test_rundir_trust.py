@@ -23,7 +23,7 @@ from tests.unit.search.test_rundir import kwargs
 
 import openmle
 from openmle.errors import RunDirError
-from openmle.search import Budget, RunDir, SearchConfig, run_search
+from openmle.search import Budget, RunDir, SearchConfig, SearchSpec, run_search
 
 KEY = "k" * 32
 
@@ -31,15 +31,17 @@ KEY = "k" * 32
 def _run(tmp_path: Path, name: str = "a", steps: int = 4) -> Path:
     out = tmp_path / name
     run_search(
-        "toy",
-        higher_is_better=True,
-        **kwargs(),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=2, seed=7),
-        workers=1,
-        ordered=True,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **kwargs(),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=2, seed=7),
+            workers=1,
+            ordered=True,
+            description="",
+        ),
         run_dir=out,
-        description="",
     )
     return out
 

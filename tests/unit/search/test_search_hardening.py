@@ -18,7 +18,9 @@ from openmle.errors import BackendError
 from openmle.search import (
     Budget,
     PriceTable,
+    ResumeSpec,
     SearchConfig,
+    SearchSpec,
     aresume_search,
     arun_search,
     read_journal,
@@ -61,16 +63,18 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
 
     out = tmp_path / "run"
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(by_step),
-        sandbox=FunctionSandbox(crash_on_step_1),
-        selector=selector(),
-        budget=Budget(steps=4),
-        config=CONFIG,
-        workers=1,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(by_step),
+            sandbox=FunctionSandbox(crash_on_step_1),
+            selector=selector(),
+            budget=Budget(steps=4),
+            config=CONFIG,
+            workers=1,
+            description="",
+        ),
         run_dir=out,
-        description="",
     )
     assert len(result.nodes) == 4
     bad = result.nodes[1]
@@ -80,9 +84,11 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
     before = read_journal(out)
     again = resume_search(
         out,
-        model=ScriptedModel(by_step),
-        sandbox=FunctionSandbox(crash_on_step_1),
-        selector=selector(),
+        ResumeSpec(
+            model=ScriptedModel(by_step),
+            sandbox=FunctionSandbox(crash_on_step_1),
+            selector=selector(),
+        ),
     )
     assert len(again.nodes) == 4
     assert read_journal(out) == before  # nothing re-run
@@ -101,22 +107,27 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     out = tmp_path / "run"
     with pytest.raises(BackendError, match=r"3 consecutive infrastructure errors.*resume"):
         run_search(
-            "toy",
-            higher_is_better=True,
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(broken),
-            selector=selector(),
-            budget=Budget(steps=20),
-            config=SearchConfig(initial_drafts=2, seed=1, retries=0, max_infra_errors=3),
-            workers=1,
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=ScriptedModel(by_step),
+                sandbox=FunctionSandbox(broken),
+                selector=selector(),
+                budget=Budget(steps=20),
+                config=SearchConfig(initial_drafts=2, seed=1, retries=0, max_infra_errors=3),
+                workers=1,
+                description="",
+            ),
             run_dir=out,
-            description="",
         )
     nodes = [r["node"] for r in read_journal(out) if r["event"] == "node"]
     assert [n["outcome"] for n in nodes] == ["infra_error"] * 3
     assert "UnicodeEncodeError" in nodes[0]["detail"]
     result = resume_search(
-        out, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+        out,
+        ResumeSpec(
+            model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+        ),
     )
     assert len(result.nodes) == 20
     assert [n.outcome for n in result.nodes[:3]] == [Outcome.INFRA_ERROR] * 3
@@ -134,16 +145,18 @@ def test_a_sandbox_returning_garbage_is_an_infra_error() -> None:
         return grade(job)
 
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(by_step),
-        sandbox=_UncheckedSandbox(garbage),
-        selector=selector(),
-        budget=Budget(steps=3),
-        config=CONFIG,
-        workers=1,
-        description="",
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(by_step),
+            sandbox=_UncheckedSandbox(garbage),
+            selector=selector(),
+            budget=Budget(steps=3),
+            config=CONFIG,
+            workers=1,
+            description="",
+            final_test=False,
+        )
     )
     assert [n.outcome for n in result.nodes[:2]] == [Outcome.INFRA_ERROR] * 2
     assert "NoneType" in result.nodes[0].detail
@@ -177,16 +190,18 @@ def test_model_code_with_a_lone_surrogate_is_an_outcome(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sandbox = FunctionSandbox(grade)
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(answer),
-        sandbox=sandbox,
-        selector=selector(),
-        budget=Budget(steps=3),
-        config=CONFIG,
-        workers=1,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(answer),
+            sandbox=sandbox,
+            selector=selector(),
+            budget=Budget(steps=3),
+            config=CONFIG,
+            workers=1,
+            description="",
+        ),
         run_dir=out,
-        description="",
     )
     first = result.nodes[0]
     assert first.outcome is Outcome.SUCCESS
@@ -223,15 +238,17 @@ def test_whatever_the_model_raises_is_recorded_and_the_search_goes_on(exc: Excep
         return by_step(request)
 
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(answer),
-        sandbox=FunctionSandbox(grade),
-        selector=selector(),
-        budget=Budget(steps=4),
-        config=CONFIG,
-        workers=2,
-        description="",
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(answer),
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(steps=4),
+            config=CONFIG,
+            workers=2,
+            description="",
+        )
     )
     assert len(result.nodes) == 4
     assert result.nodes[1].outcome is Outcome.INFRA_ERROR
@@ -253,16 +270,18 @@ def test_negative_token_counts_cannot_disable_the_token_cap() -> None:
     tokens cap still ends the search (before: it ran to the step cap)."""
     model = _responding(usage=Usage(prompt_tokens=-1_000_000, completion_tokens=-5))
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=model,
-        sandbox=FunctionSandbox(grade),
-        selector=selector(),
-        budget=Budget(tokens=1_000, steps=200),
-        config=CONFIG,
-        workers=1,
-        description="",
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=model,
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(tokens=1_000, steps=200),
+            config=CONFIG,
+            workers=1,
+            description="",
+            final_test=False,
+        )
     )
     assert result.stop_reason == "tokens"
     assert len(result.nodes) < 200
@@ -291,16 +310,18 @@ def test_invalid_usage_cost_or_model_id_never_crash_the_search(
     the search runs, journals, and records a warning where something was ignored."""
     prices = PriceTable(prices={"asked-model": (1.0, 1.0)})
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=_responding(**fields),
-        sandbox=FunctionSandbox(grade),
-        selector=selector(),
-        budget=Budget(steps=3, usd=1e6, prices=prices),
-        config=CONFIG,
-        workers=1,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=_responding(**fields),
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(steps=3, usd=1e6, prices=prices),
+            config=CONFIG,
+            workers=1,
+            description="",
+        ),
         run_dir=tmp_path / "run",
-        description="",
     )
     assert len(result.nodes) == 3
     assert all(n.ok for n in result.nodes)
@@ -317,16 +338,18 @@ def test_prices_follow_the_model_the_user_asked_for() -> None:
         usage=Usage(prompt_tokens=1_000_000, completion_tokens=0), model="cheap-unlisted"
     )
     result = run_search(
-        "toy",
-        higher_is_better=True,
-        model=model,
-        sandbox=FunctionSandbox(grade),
-        selector=selector(),
-        budget=Budget(steps=3, prices=PriceTable(prices={"asked-model": (2.0, 0.0)})),
-        config=CONFIG,
-        workers=1,
-        description="",
-        final_test=False,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=model,
+            sandbox=FunctionSandbox(grade),
+            selector=selector(),
+            budget=Budget(steps=3, prices=PriceTable(prices={"asked-model": (2.0, 0.0)})),
+            config=CONFIG,
+            workers=1,
+            description="",
+            final_test=False,
+        )
     )
     assert result.spent["usd"] == pytest.approx(6.0)
     assert result.nodes[0].model == "cheap-unlisted"  # what answered is still recorded
@@ -355,17 +378,19 @@ async def test_wall_clock_cap_is_a_hard_deadline_for_model_calls(tmp_path: Path)
         out = tmp_path / f"run-{wall_s:g}"
         with anyio.fail_after(60 + wall_s):  # before the fix this hung for the model's stall
             result = await arun_search(
-                "toy",
-                higher_is_better=True,
-                model=Stalling(),
-                sandbox=FunctionSandbox(grade),
-                selector=selector(),
-                budget=Budget(wall_s=wall_s, on_exhaust="finish"),
-                config=CONFIG,
-                workers=2,
+                SearchSpec(
+                    task="toy",
+                    higher_is_better=True,
+                    model=Stalling(),
+                    sandbox=FunctionSandbox(grade),
+                    selector=selector(),
+                    budget=Budget(wall_s=wall_s, on_exhaust="finish"),
+                    config=CONFIG,
+                    workers=2,
+                    description="",
+                    final_test=False,
+                ),
                 run_dir=out,
-                description="",
-                final_test=False,
             )
         if result.nodes:
             break
@@ -374,7 +399,8 @@ async def test_wall_clock_cap_is_a_hard_deadline_for_model_calls(tmp_path: Path)
     assert cancels and all(r["reason"] == "wall_s" for r in cancels)
     assert len(result.nodes) >= 1
     again = await aresume_search(
-        out, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), final_test=False
+        out,
+        ResumeSpec(model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), final_test=False),
     )
     assert again.stop_reason == "wall_s"
     assert len(again.nodes) == len(result.nodes)
@@ -398,22 +424,27 @@ def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
     out = tmp_path / "run"
     with pytest.raises(ModelAuthError, match="revoked"):
         run_search(
-            "toy",
-            higher_is_better=True,
-            model=ScriptedModel(revoked_after_three),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(steps=8),
-            config=CONFIG,
-            workers=1,
+            SearchSpec(
+                task="toy",
+                higher_is_better=True,
+                model=ScriptedModel(revoked_after_three),
+                sandbox=FunctionSandbox(grade),
+                selector=selector(),
+                budget=Budget(steps=8),
+                config=CONFIG,
+                workers=1,
+                description="",
+            ),
             run_dir=out,
-            description="",
         )
     assert len(calls) == 4  # no retry of an auth failure
     nodes = [r["node"] for r in read_journal(out) if r["event"] == "node"]
     assert [n["outcome"] for n in nodes] == ["success"] * 3
     result = resume_search(
-        out, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+        out,
+        ResumeSpec(
+            model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+        ),
     )
     assert len(result.nodes) == 8
     assert all(n.outcome is Outcome.SUCCESS for n in result.nodes)

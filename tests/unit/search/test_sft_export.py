@@ -14,6 +14,7 @@ from openmle.operators import parse_response
 from openmle.search import (
     Consumption,
     Node,
+    SearchSpec,
     SFTExport,
     SFTExportSummary,
     SFTRecord,
@@ -274,12 +275,13 @@ def test_export_from_a_real_search_run(tmp_path: Path) -> None:
         return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split)
 
     out = tmp_path / "run"
-    run_search(
-        "toy", higher_is_better=True, model=ScriptedModel(model), sandbox=FunctionSandbox(grade),
-        selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)), budget=Budget(steps=12),
-        config=SearchConfig(initial_drafts=4, seed=3), workers=1, ordered=True, run_dir=out,
-        description="", final_test=False,
+    spec = SearchSpec(
+        task="toy", higher_is_better=True, model=ScriptedModel(model),
+        sandbox=FunctionSandbox(grade), selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
+        budget=Budget(steps=12), config=SearchConfig(initial_drafts=4, seed=3), workers=1,
+        ordered=True, description="", final_test=False,
     )  # fmt: skip
+    run_search(spec, run_dir=out)
     recs = export_sft([out], tmp_path / "sft.jsonl")
     nodes = {n.node_id: n for n in RunDir.open(out).nodes()}
     assert recs and any(r.path == "parallel" for r in recs)

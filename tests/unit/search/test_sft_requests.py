@@ -25,8 +25,10 @@ from openmle.search import (
     Node,
     OperatorPrompts,
     Proposal,
+    ResumeSpec,
     RunDir,
     SearchConfig,
+    SearchSpec,
     SummaryStore,
     TaskInfo,
     export_sft,
@@ -55,15 +57,17 @@ def _parts(model: ScriptedModel) -> dict[str, Any]:
 
 def _search(out: Path, model: ScriptedModel, *, steps: int = 14, workers: int = 2) -> Path:
     run_search(
-        "toy",
-        higher_is_better=True,
-        **_parts(model),
-        budget=Budget(steps=steps),
-        config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
-        workers=workers,
-        ordered=True,
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **_parts(model),
+            budget=Budget(steps=steps),
+            config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
+            workers=workers,
+            ordered=True,
+            description="Predict y.",
+        ),
         run_dir=out,
-        description="Predict y.",
     )
     return out
 
@@ -146,14 +150,16 @@ def test_identical_requests_are_stored_once(tmp_path: Path) -> None:
     """Every node names the same request hash, and requests/ holds one blob."""
     run = tmp_path / "run"
     run_search(
-        "toy",
-        higher_is_better=True,
-        model=ScriptedModel(det_model),
-        sandbox=FunctionSandbox(det_grade),
-        prompts=_SamePrompt(),
-        budget=Budget(steps=5),
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=ScriptedModel(det_model),
+            sandbox=FunctionSandbox(det_grade),
+            prompts=_SamePrompt(),
+            budget=Budget(steps=5),
+            description="",
+        ),
         run_dir=run,
-        description="",
     )
     hashes = [r["request"] for r in read_journal(run) if r["event"] == "node"]
     assert len(hashes) == 5 and len(set(hashes)) == 1
@@ -268,7 +274,7 @@ def test_resume_after_a_kill_keeps_requests_consistent(tmp_path: Path, blobs: st
             if blobs == "all" or blob.name.removesuffix(".json.gz") in named:
                 shutil.copy(blob, b / "requests" / blob.name)
         model = ScriptedModel(det_model)
-        resume_search(b, **_parts(model), description="Predict y.")
+        resume_search(b, ResumeSpec(**_parts(model), description="Predict y."))
         assert _no_tokens(journal_fingerprint(b)) == expected, f"cut at line {cut}"
         journal = {
             r["node"]["node_id"]: r["request"] for r in read_journal(b) if r["event"] == "node"
@@ -317,14 +323,16 @@ def test_the_remaining_budget_line_reaches_every_prompt(tmp_path: Path) -> None:
     steps from the step number."""
     model = ScriptedModel(det_model)
     run_search(
-        "toy",
-        higher_is_better=True,
-        **_parts(model),
-        budget=Budget(steps=4, sandbox_s=3600),
-        config=SearchConfig(initial_drafts=2, seed=3),
-        workers=1,
-        ordered=True,
-        description="Predict y.",
+        SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            **_parts(model),
+            budget=Budget(steps=4, sandbox_s=3600),
+            config=SearchConfig(initial_drafts=2, seed=3),
+            workers=1,
+            ordered=True,
+            description="Predict y.",
+        )
     )
     users = [r.messages[-1].content for r in model.requests]
     assert len(users) == 4

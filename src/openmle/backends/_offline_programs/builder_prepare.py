@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 # The split rules follow, verbatim from openmle.gym._splitrules (standard library only).
-from openmle.gym._splitrules import split_indices  # <<splitrules>>
+from openmle.gym import split_indices  # <<splitrules>>
 
 SPEC = json.loads("{}")  # <<spec>>
 
