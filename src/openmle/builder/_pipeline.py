@@ -267,7 +267,7 @@ async def _prepare_and_gate_stage(
     )
     record["prepare"] = prepared.to_dict()
     if not prepared.ok:
-        return ("failed", "prepare", prepared.runs[-1].error_text()[:2000], ())
+        return ("failed", "prepare", prepared.runs[-1].error_text(2000), ())
     second = await run_prepare(
         box, resolver, prepared.source, raw_dir, work / "run2", timeout_s=opts.prepare_timeout_s
     )
@@ -283,7 +283,7 @@ async def _prepare_and_gate_stage(
         return (
             "rejected",
             "gate",
-            "the second prepare.py run failed: " + second.error_text()[:500],
+            "the second prepare.py run failed: " + second.error_text(500),
             ("not_deterministic",),
         )
     if not gate.passed:

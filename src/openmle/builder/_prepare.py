@@ -217,9 +217,20 @@ class PrepareRun:
         """Whether prepare ran and its files were unpacked."""
         return self.outcome == Outcome.SUCCESS.value
 
-    def error_text(self) -> str:
-        """What to tell the model when the run failed."""
-        return f"outcome {self.outcome}: {self.detail}\n{self.logs_tail}".strip()
+    def error_text(self, limit: int | None = None) -> str:
+        """What to tell the model when the run failed.
+
+        Args:
+            limit: at most this many characters; a longer text keeps its first line (the
+                outcome) and the END of the logs, where the error is, joined by ``...``.
+        """
+        head = f"outcome {self.outcome}: {self.detail}"
+        text = f"{head}\n{self.logs_tail}".strip()
+        if limit is None or len(text) <= limit:
+            return text
+        first = head[: max(0, limit // 2)]
+        keep = max(0, limit - len(first) - 5)
+        return f"{first}\n...\n{self.logs_tail[-keep:]}" if keep else first
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
