@@ -80,15 +80,10 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
 
 PENDING_REACH_INS: frozenset[tuple[str, str]] = frozenset(
     {
-        # openmle.bench is being rewritten (one Benchmark protocol, NatureBench in one home);
-        # these move to the public kits of openmle.gym and openmle.backends with it.
-        ("openmle.bench.mlebench._miniature", "openmle.gym._cache"),
-        ("openmle.bench._naturebench", "openmle.gym._grader"),
+        # NatureBench's case rules live in gym and its runner in bench: these go when
+        # NatureBench has one home (issue 26).
         ("openmle.bench._naturebench", "openmle.gym._naturebench"),
-        ("openmle.bench._naturebench", "openmle.gym._reports"),
         ("openmle.bench._naturebench_report", "openmle.gym._naturebench"),
-        ("openmle.bench._runner", "openmle.gym._decontam"),
-        ("openmle.bench._runner", "openmle.backends._registry"),
     }
 )
 """(module, private module of another package) import pairs still to replace by a kit."""

@@ -63,8 +63,8 @@ from attrs import define, field, frozen
 from openmle._types import Resources, Split, check_split
 from openmle._validation import finite_or_none
 from openmle.errors import InvalidArgument, TaskPackageError
+from openmle.gym import GradeReport
 from openmle.gym._naturebench import REFERENCE_TIMEOUT_S, SUITES, read_suite
-from openmle.gym._reports import GradeReport
 
 __all__ = [
     "GRADE_RECORD",
@@ -310,7 +310,7 @@ class NatureBench:
                 "Hugging Face dataset unpacked into tasks/)"
             )
         if self.grade_limits is None:
-            from openmle.gym._grader import GradeLimits
+            from openmle.gym import GradeLimits
 
             self.grade_limits = GradeLimits(timeout_s=3600.0, memory_mb=16_384)
 
@@ -573,7 +573,7 @@ class NatureBenchTask:
         ``no_submission``, ``evaluator_error``, ``no_primary_metrics``), ``message``, ``g``,
         ``instances`` (per-instance gaps), ``raw`` (the evaluator's result) and ``notes``.
         """
-        from openmle.gym._grader import GradeLimits, run_child
+        from openmle.gym import GradeLimits, run_child
 
         def result(status: str, message: str, **extra: Any) -> dict[str, Any]:
             base: dict[str, Any] = {

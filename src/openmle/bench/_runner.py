@@ -50,7 +50,7 @@ from openmle.bench._medals import CompetitionReport, competition_report
 from openmle.bench._mlebench import MLEBench, MLEBenchTask
 from openmle.bench._naturebench import NatureBench, NatureBenchTask
 from openmle.errors import InvalidArgument, OpenMLEError
-from openmle.gym._decontam import Exclusions
+from openmle.gym import Exclusions
 
 __all__ = [
     "SEARCH_KEYS",
@@ -958,7 +958,7 @@ def bench_sandbox(spec: str) -> SandboxFactory:
             ``resolver`` (such as ``service:URL``): the bench grades through its own task
             resolver, which such a sandbox cannot use.
     """
-    from openmle.backends._registry import build_sandbox, sandbox_takes
+    from openmle.backends import build_sandbox, sandbox_takes
 
     if not sandbox_takes(spec, "resolver"):
         raise InvalidArgument(

@@ -209,7 +209,7 @@ def smoke_miniature(cache: str | Path | None = None) -> tuple[Path, Path]:
         ``(registry, data)`` of the cached copy.
     """
     if cache is None:
-        from openmle.gym._cache import cache_root
+        from openmle.gym import cache_root
 
         cache = cache_root()
     key = hashlib.sha256(f"{VERSION}:{','.join(SMOKE_IDS)}".encode()).hexdigest()[:12]
