@@ -393,7 +393,7 @@ def _add_run(sub: Any) -> None:
     run.add_argument(
         "--benchmark",
         choices=("mle-bench", "naturebench"),
-        help="mle-bench (default) or naturebench (SUITE: all, cpu, gpu_low, gpu_high, ids)",
+        help="mle-bench (default) or naturebench (SUITE: all, cpu, gpu_low, gpu_high, lite, ids)",
     )
     run.add_argument(
         "--tasks-dir",

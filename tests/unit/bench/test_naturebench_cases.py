@@ -4,6 +4,7 @@ per case, and the evaluator run out of process (hand-computed values)."""
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -366,3 +367,17 @@ def test_the_evaluator_reads_an_output_directory_in_place(nb: NatureBench, tmp_p
     )
     record = nb.task(MULTI_CASE).evaluate(out)
     assert record["raw"]["where"]["dir"] == str(out)
+
+
+def test_lite_suite_is_the_papers_ten_cases(nb: NatureBench) -> None:
+    """``lite`` names the paper's ten cases; cases not downloaded are refused by name, and
+    once a case folder of that id exists the suite resolves to the ten in order."""
+    from openmle.bench._naturebench import LITE_CASES
+
+    assert len(LITE_CASES) == 10 and len(set(LITE_CASES)) == 10
+    with pytest.raises(InvalidArgument, match="s41587-025-02688-8"):
+        nb.suite("lite")
+    template = nb.tasks_dir / "nb-cpu-bio"
+    for cid in LITE_CASES:
+        shutil.copytree(template, nb.tasks_dir / cid)
+    assert nb.suite("lite") == list(LITE_CASES)
