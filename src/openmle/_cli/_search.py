@@ -833,8 +833,24 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from openmle.search import write_report
+    from openmle.search import write_comparison, write_report
 
+    if args.run_b is not None:
+        path, comp = write_comparison(args.run_dir, args.run_b, args.out)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "report": str(path),
+                        "first_divergence": comp.first_divergence,
+                        "divergence": comp.divergence,
+                    }
+                )
+            )
+        else:
+            print(comp.summary())
+            print(f"wrote {path}")
+        return 0
     path = write_report(args.run_dir, args.out)
     if args.json:
         print(json.dumps({"report": str(path)}))
@@ -1050,11 +1066,20 @@ def _register_export_and_report(subparsers: Any) -> None:
 
     report = subparsers.add_parser(
         "report",
-        help="write a self-contained HTML report of a run",
-        description="Search tree, score curves, best lineage and budget use in one HTML file, "
-        "plus score.png/score.svg.",
+        help="write a self-contained HTML report of a run (or of two runs side by side)",
+        description="Search tree, score curves, best lineage, budget use and each node's "
+        "request and answer in one HTML file, plus score.png/score.svg. With two run "
+        "directories: both runs side by side (scores over steps, operators, outcomes) and the "
+        "first step where they diverge, as one HTML file and a short summary.",
     )
     report.add_argument("run_dir", metavar="RUN_DIR")
-    report.add_argument("--out", metavar="FILE", help="HTML path (default: RUN_DIR/report.html)")
+    report.add_argument(
+        "run_b", metavar="RUN_B", nargs="?", help="a second run to compare RUN_DIR with"
+    )
+    report.add_argument(
+        "--out",
+        metavar="FILE",
+        help="HTML path (default: RUN_DIR/report.html, or RUN_DIR/compare-<RUN_B name>.html)",
+    )
     report.add_argument("--json", action="store_true", help="print the path as JSON")
     report.set_defaults(handler=_report)

@@ -10,7 +10,8 @@
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`, :func:`check_new_run_dir` (may a run be
   written there; :data:`DATA_TASK_DIR` is where ``--data`` builds its task), :func:`write_report`
-  (``report.html``),
+  (``report.html``, with each node's request and answer, :data:`REPLAY_CHARS` per message),
+  :func:`write_comparison` / :func:`compare_runs` (two runs side by side, :class:`RunComparison`),
   :func:`export_run` (the node table as Parquet or JSONL); SFT data from runs: :func:`export_sft`,
   :func:`parallel_records`, :func:`evolutionary_records`, :class:`SFTRecord`,
   :class:`SFTExport` / :class:`SFTExportSummary` (what an export wrote and dropped),
@@ -82,7 +83,13 @@ from openmle.search._rundir import (
     read_journal,
 )
 from openmle.search._runs.export import export_run
-from openmle.search._runs.report import write_report
+from openmle.search._runs.report import (
+    REPLAY_CHARS,
+    RunComparison,
+    compare_runs,
+    write_comparison,
+    write_report,
+)
 from openmle.search._runs.sft_export import (
     SFTExport,
     SFTExportSummary,
@@ -113,6 +120,7 @@ __all__ = [
     "DATA_TASK_DIR",
     "DEFAULT_MIX",
     "PAPER",
+    "REPLAY_CHARS",
     "UNKNOWN_FAMILY",
     "BasicPrompts",
     "Board",
@@ -146,6 +154,7 @@ __all__ = [
     "RLParentSelector",
     "RLStep",
     "ResumeSpec",
+    "RunComparison",
     "RunDir",
     "SFTExport",
     "SFTExportSummary",
@@ -165,6 +174,7 @@ __all__ = [
     "aresume_search",
     "arun_search",
     "check_new_run_dir",
+    "compare_runs",
     "estimate_tokens",
     "evolutionary_records",
     "export_run",
@@ -182,6 +192,7 @@ __all__ = [
     "run_search",
     "task_description",
     "task_direction",
+    "write_comparison",
     "write_report",
 ]
 publish(globals())

@@ -6,6 +6,12 @@ the running best, the best node's lineage with each step's change in score, the 
 against its caps, and outcome/operator counts. The final test score of the chosen program is
 shown next to its validation score, never mixed into the search curves.
 
+Below them, "Replay" lists every node in step order, collapsed (``<details>``): the exact request
+the model saw (read back from ``requests/``, verified against its hash and bounded on read by
+:meth:`~openmle.search.RunDir.request`) and its answer as the run kept it (the plan and the
+program), each message cut at :data:`REPLAY_CHARS` characters with a marked cut, every text
+HTML-escaped (model output is untrusted). :func:`write_comparison` puts two runs side by side.
+
 The PNG and SVG plots use matplotlib (``pip install 'openmle[data]'``); without it the HTML is
 still written and the plots are skipped with a note.
 """
@@ -18,11 +24,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attrs import frozen
+
 from openmle._types import Operator
+from openmle.errors import RunDirError
 from openmle.search._loop import Node
 from openmle.search._rundir import RunDir
 
-__all__ = ["write_report"]
+__all__ = ["REPLAY_CHARS", "RunComparison", "compare_runs", "write_comparison", "write_report"]
+
+REPLAY_CHARS = 20_000
+"""The most characters of one message (or the plan, or the program) the replay shows."""
+REPLAY_TOTAL_CHARS = 4_000_000
+"""The most characters the whole replay shows; later nodes are listed without their texts."""
 
 OP_COLORS = {
     Operator.DRAFT: "#3b82f6",
@@ -250,6 +264,10 @@ border-bottom:1px solid #f1f5f9;vertical-align:top}th{font-weight:600}
 margin-right:8px;vertical-align:middle;overflow:hidden}.bar div{height:100%;background:#2563eb}
 .bar.empty{background:repeating-linear-gradient(45deg,#f8fafc,#f8fafc 4px,#e5e7eb 4px,#e5e7eb 6px)}
 code{font-size:12px}
+details.node{border-bottom:1px solid #f1f5f9;padding:2px 0}details.node>summary{cursor:pointer}
+pre.msg{white-space:pre-wrap;word-break:break-word;background:#f8fafc;border:1px solid #e5e7eb;
+padding:8px;font-size:12px;max-height:480px;overflow:auto}.cut{color:#b91c1c;font-weight:600}
+.diverge{background:#fef3c7}
 """
 
 
@@ -395,6 +413,70 @@ def _preset_line(manifest: dict[str, Any]) -> str:
     )
 
 
+def _capped(text: str, cap: int = REPLAY_CHARS) -> str:
+    """``text`` escaped in a ``<pre>``, cut at ``cap`` characters with a marked cut."""
+    if len(text) <= cap:
+        return f'<pre class="msg">{_esc(text)}</pre>'
+    return (
+        f'<pre class="msg">{_esc(text[:cap])}<span class="cut">\n[… cut: {len(text) - cap:,} '
+        f"more characters of {len(text):,} not shown]</span></pre>"
+    )
+
+
+def _replay(rd: RunDir, nodes: Sequence[Node]) -> str:
+    """Every node in step order, collapsed: its request (from ``requests/``) and its answer."""
+    if not nodes:
+        return "<p>No nodes.</p>"
+    try:
+        digests = rd.node_requests()
+    except RunDirError as exc:
+        digests = {}
+        note = f'<p class="sub">requests not shown: {_esc(str(exc)[:500])}</p>'
+    else:
+        note = ""
+    left = REPLAY_TOTAL_CHARS
+    parts = [note]
+    for n in nodes:
+        head = (
+            f"step {n.step} · <code>{_esc(n.node_id)}</code> · {_esc(n.operator.value)} · "
+            f"{_esc(n.outcome.value)}{'' if n.score is None else f' · score {n.score:.5g}'}"
+        )
+        if left <= 0:
+            parts.append(
+                f'<details class="node"><summary>{head}</summary><p class="sub">not shown: the '
+                f"replay's {REPLAY_TOTAL_CHARS:,} characters are spent</p></details>"
+            )
+            continue
+        body: list[str] = []
+        digest = digests.get(n.node_id)
+        if digest is None:
+            body.append('<p class="sub">no recorded request (none sent, or an older run)</p>')
+        else:
+            try:
+                req = rd.request(digest)
+            except RunDirError as exc:
+                body.append(f'<p class="sub">request unreadable: {_esc(str(exc)[:500])}</p>')
+            else:
+                body.append(
+                    f"<p><b>request</b> <code>{_esc(digest[:16])}</code> · temperature "
+                    f"{_esc(req.temperature)} · max_tokens {_esc(req.max_tokens)} · seed "
+                    f"{_esc(req.seed)}</p>"
+                )
+                for i, msg in enumerate(req.messages):
+                    body.append(
+                        f"<details><summary>message {i + 1}: {_esc(msg.role)} "
+                        f"({len(msg.content):,} characters)</summary>{_capped(msg.content)}"
+                        "</details>"
+                    )
+                    left -= min(len(msg.content), REPLAY_CHARS)
+        body.append(f"<div><b>answer</b> (plan){_capped(n.plan)}</div>")
+        body.append(f"<details><summary>program ({len(n.code):,} characters)</summary>")
+        body.append(f"{_capped(n.code)}</details>")
+        left -= min(len(n.plan), REPLAY_CHARS) + min(len(n.code), REPLAY_CHARS)
+        parts.append(f'<details class="node"><summary>{head}</summary>{"".join(body)}</details>')
+    return "".join(parts)
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` (and ``score.png``/``score.svg``) for a run directory.
 
@@ -498,9 +580,220 @@ first)</small></h2>
 {_bars(spent, m["budget"])}
 <h2>Outcomes by operator</h2>
 {_counts(nodes)}
+<h2>Replay <small style="font-weight:400;color:#6b7280">(each node's exact request and answer;
+click to open)</small></h2>
+{_replay(rd, nodes)}
 <p class="sub" style="margin-top:24px">Plots: {plot_names} ·
 manifest: <code>{_esc(json.dumps(m["budget"]))}</code></p>
 </body></html>
 """
     path.write_text(html_text, errors="backslashreplace")
     return path
+
+
+def _best(nodes: Sequence[Node], hib: bool) -> Node | None:
+    best: Node | None = None
+    for n in nodes:
+        if not n.ok or n.score is None:
+            continue
+        better = best is None or best.score is None
+        if not better and best is not None and best.score is not None:
+            better = n.score > best.score if hib else n.score < best.score
+        if better:
+            best = n
+    return best
+
+
+def _step_key(n: Node, steps: dict[str, int]) -> tuple[str, tuple[int | str, ...], str]:
+    """What two runs must share at a step: operator, parents (by their step), outcome."""
+    parents = tuple(steps.get(p, p) for p in n.parent_ids)
+    return n.operator.value, parents, n.outcome.value
+
+
+def _describe(n: Node, steps: dict[str, int]) -> str:
+    op, parents, outcome = _step_key(n, steps)
+    on = ", ".join(f"step {p}" for p in parents) or "no parent"
+    return f"{op} of {on} -> {outcome}"
+
+
+@frozen(kw_only=True)
+class RunComparison:
+    """Two runs compared step by step (see :func:`compare_runs`).
+
+    Args:
+        run_a, run_b: the run directories.
+        steps_a, steps_b: how many nodes each run has.
+        best_a, best_b: each run's best validation score (``None``: no node succeeded).
+        first_divergence: the first step where the runs differ (operator, parents by their
+            step, or outcome), or where one run has a node and the other none; ``None`` when
+            they agree at every step.
+        divergence: what differs there, in words (empty when they agree).
+    """
+
+    run_a: str
+    run_b: str
+    steps_a: int
+    steps_b: int
+    best_a: float | None
+    best_b: float | None
+    first_divergence: int | None
+    divergence: str
+
+    def summary(self) -> str:
+        """A few lines of text for a terminal."""
+        lines = [
+            f"A {self.run_a}: {self.steps_a} nodes, best {_fmt(self.best_a, 5)}",
+            f"B {self.run_b}: {self.steps_b} nodes, best {_fmt(self.best_b, 5)}",
+        ]
+        if self.first_divergence is None:
+            lines.append("the runs agree at every step (operator, parents, outcome)")
+        else:
+            lines.append(f"first divergence at step {self.first_divergence}: {self.divergence}")
+        return "\n".join(lines)
+
+
+def _compare(
+    a: Sequence[Node], b: Sequence[Node]
+) -> tuple[int | None, str, dict[str, int], dict[str, int]]:
+    sa = {n.node_id: n.step for n in a}
+    sb = {n.node_id: n.step for n in b}
+    for na, nb in zip(a, b, strict=False):
+        if na.step != nb.step or _step_key(na, sa) != _step_key(nb, sb):
+            return (
+                min(na.step, nb.step),
+                f"A {_describe(na, sa)}; B {_describe(nb, sb)}",
+                sa,
+                sb,
+            )
+    if len(a) != len(b):
+        longer, name = (a, "A") if len(a) > len(b) else (b, "B")
+        n = longer[min(len(a), len(b))]
+        other = "B" if name == "A" else "A"
+        return n.step, f"only {name} has this step ({other} stopped before it)", sa, sb
+    return None, "", sa, sb
+
+
+def _load(run_dir: str | Path) -> tuple[RunDir, list[Node], bool]:
+    rd = RunDir.open(run_dir)
+    return (
+        rd,
+        sorted(rd.nodes(), key=lambda n: n.step),
+        bool(rd.manifest["task"]["higher_is_better"]),
+    )
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path) -> RunComparison:
+    """Compare two runs step by step: where do they first take a different path?
+
+    Steps are matched by their number; at each, the operator, the parents (named by their step,
+    since node ids differ between runs) and the outcome must agree.
+
+    Raises:
+        RunDirError: either is not a run directory.
+    """
+    return _comparison(_load(run_a), _load(run_b))[0]
+
+
+def _comparison(
+    la: tuple[RunDir, list[Node], bool], lb: tuple[RunDir, list[Node], bool]
+) -> tuple[RunComparison, dict[str, int], dict[str, int]]:
+    (rda, a, hib_a), (rdb, b, hib_b) = la, lb
+    first, why, sa, sb = _compare(a, b)
+    ba, bb = _best(a, hib_a), _best(b, hib_b)
+    comp = RunComparison(
+        run_a=str(rda.path),
+        run_b=str(rdb.path),
+        steps_a=len(a),
+        steps_b=len(b),
+        best_a=None if ba is None else ba.score,
+        best_b=None if bb is None else bb.score,
+        first_divergence=first,
+        divergence=why,
+    )
+    return comp, sa, sb
+
+
+def _side_by_side(
+    a: Sequence[Node], b: Sequence[Node], sa: dict[str, int], sb: dict[str, int], first: int | None
+) -> str:
+    by_a = {n.step: n for n in a}
+    by_b = {n.step: n for n in b}
+    rows = [
+        "<tr><th>step</th><th>A operator</th><th>A parents</th><th>A outcome</th><th>A score</th>"
+        "<th>B operator</th><th>B parents</th><th>B outcome</th><th>B score</th></tr>"
+    ]
+
+    def cells(n: Node | None, steps: dict[str, int]) -> str:
+        if n is None:
+            return "<td>—</td>" * 4
+        _, parents, _ = _step_key(n, steps)
+        return (
+            f"<td>{_esc(n.operator.value)}</td><td>{_esc(', '.join(map(str, parents)) or '—')}"
+            f"</td><td>{_esc(n.outcome.value)}</td><td>{_fmt(n.score, 5)}</td>"
+        )
+
+    for step in sorted(set(by_a) | set(by_b)):
+        cls = ' class="diverge"' if step == first else ""
+        rows.append(
+            f"<tr{cls}><td>{step}</td>{cells(by_a.get(step), sa)}{cells(by_b.get(step), sb)}</tr>"
+        )
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def write_comparison(
+    run_a: str | Path, run_b: str | Path, out: str | Path | None = None
+) -> tuple[Path, RunComparison]:
+    """Write one HTML page showing two runs side by side (``openmle report RUN_A RUN_B``).
+
+    The page holds both runs' validation scores over steps (with the running best), their
+    operator and outcome counts, a step-by-step table, and the first step where they diverge
+    (highlighted). Every text is HTML-escaped.
+
+    Args:
+        run_a, run_b: the run directories.
+        out: the HTML path (default ``RUN_A/compare-<name of RUN_B>.html``).
+
+    Returns:
+        The HTML path and the comparison.
+
+    Raises:
+        RunDirError: either is not a run directory.
+    """
+    la, lb = _load(run_a), _load(run_b)
+    (rda, a, hib_a), (rdb, b, hib_b) = la, lb
+    comp, sa, sb = _comparison(la, lb)
+    first, why = comp.first_divergence, comp.divergence
+    path = Path(out) if out is not None else rda.path / f"compare-{rdb.path.name}.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def column(label: str, rd: RunDir, nodes: Sequence[Node], hib: bool) -> str:
+        m = rd.manifest
+        curve = _curve_svg(
+            [float(n.step) for n in nodes], nodes, _running_best(nodes, hib), "step", hib
+        )
+        return (
+            f"<div><h2>{label}: <code>{_esc(rd.path.name)}</code></h2>"
+            f'<p class="sub">task <code>{_esc(m["task"]["name"])}</code> · model '
+            f"<code>{_esc(m['model']['id'] or m['model']['class'])}</code> · seed "
+            f"{_esc(m['seeds']['search'])} · {len(nodes)} nodes</p>{curve}"
+            f"<h3>Outcomes by operator</h3>{_counts(nodes)}</div>"
+        )
+
+    verdict = (
+        "The runs agree at every step (operator, parents, outcome)."
+        if first is None
+        else f"First divergence at <b>step {first}</b>: {_esc(why)}"
+    )
+    html_text = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>openmle runs compared</title>
+<style>{_CSS}</style></head><body>
+<h1>Two runs side by side</h1>
+<p class="sub">{verdict}</p>
+<div class="grid">{column("A", rda, a, hib_a)}{column("B", rdb, b, hib_b)}</div>
+<h2>Step by step <small style="font-weight:400;color:#6b7280">(parents named by their step;
+the first divergence highlighted)</small></h2>
+{_side_by_side(a, b, sa, sb, first)}
+</body></html>
+"""
+    path.write_text(html_text, errors="backslashreplace")
+    return path, comp
