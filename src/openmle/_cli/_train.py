@@ -131,7 +131,7 @@ def _sft(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"{file}: data {str(data)!r} is not a file; write it with export_sft")
     try:
         records = read_sft_jsonl(data)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InvalidArgument(f"{data} is not an SFT export: {exc}") from exc
     if not records:
         raise InvalidArgument(f"{data} holds no records; export some runs first")
