@@ -44,6 +44,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "openmle._cli._search",
     "openmle._cli._serve",
     "openmle._cli._task",
+    "openmle._cli._train",
 )
 
 

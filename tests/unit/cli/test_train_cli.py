@@ -1,0 +1,108 @@
+"""``openmle train sft CONFIG.toml``: runs N steps, refuses unknown keys, resumes exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
+
+from openmle import Message
+from openmle._cli import main
+from openmle.search import SFTRecord
+
+pytestmark = pytest.mark.torch
+
+
+def _export(path: Path, n: int = 4) -> None:
+    rows = []
+    for i in range(n):
+        r = SFTRecord(
+            messages=(
+                Message(role="user", content=f"task {i}: write the program"),
+                Message(role="assistant", content=f"print({i})"),
+            ),
+            task="t", run_id="r", path="parallel", operator="draft", node_id=f"n{i}",
+            score=0.5,
+            segment_id=f"n{i}",
+        )  # fmt: skip
+        rows.append(json.dumps(r.to_dict()))
+    path.write_text("\n".join(rows) + "\n")
+
+
+def _toml(
+    dir: Path, *, out: str, max_steps: int, every: int = 1, extra: str = "", config: str = ""
+) -> Path:
+    _export(dir / "sft.jsonl")
+    f = dir / f"{out}.toml"
+    f.write_text(
+        f'model = "tiny"\ndata = "sft.jsonl"\noutput_dir = "{out}"\nbatch_size = 2\n'
+        f"checkpoint_every = {every}\nmax_steps = {max_steps}\n{extra}"
+        "[tiny]\ndim = 16\nn_layers = 1\nn_heads = 2\nmax_seq_len = 128\n"
+        f'[config]\nlr = 1e-3\nepochs = 2\nschedule = "cosine"\nwarmup_ratio = 0.25\n{config}'
+    )
+    return f
+
+
+def _losses(out: Path) -> list[float]:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(x)["loss"] for x in lines]
+
+
+def test_config_file_runs_n_steps_and_checkpoints(tmp_path: Path) -> None:
+    assert main(["train", "sft", str(_toml(tmp_path, out="run", max_steps=3, every=2))]) == 0
+    info = json.loads((tmp_path / "run" / "checkpoint" / "trainer.json").read_text())
+    assert info["step"] == 3 and info["kind"] == "sft"
+    assert info["config"]["total_steps"] == 4  # 2 epochs of 2 batches
+    assert len(_losses(tmp_path / "run")) == 3
+
+
+def test_resume_continues_with_the_uninterrupted_losses(tmp_path: Path) -> None:
+    assert main(["train", "sft", str(_toml(tmp_path, out="whole", max_steps=4))]) == 0
+    half = _toml(tmp_path, out="split", max_steps=2)
+    assert main(["train", "sft", str(half)]) == 0
+    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:  # a step lost in a crash
+        f.write('{"loss": 9.0, "step": 3.0}\n{"loss": 9')
+    half.write_text(half.read_text().replace("max_steps = 2", "max_steps = 4"))
+    assert main(["train", "sft", str(half)]) == 0
+    whole, split = _losses(tmp_path / "whole"), _losses(tmp_path / "split")
+    assert len(split) == 4
+    assert split == pytest.approx(whole, rel=1e-6, abs=1e-9)
+    assert main(["train", "sft", str(half)]) == 0  # done: nothing more to run
+    assert len(_losses(tmp_path / "split")) == 4
+
+
+@pytest.mark.parametrize(
+    ("extra", "config", "key"),
+    [("learning_rate = 1\n", "", "learning_rate"), ("", "lrr = 1e-3\n", "lrr")],
+)
+def test_unknown_key_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, config: str, key: str
+) -> None:
+    f = _toml(tmp_path, out="bad", max_steps=1, extra=extra, config=config)
+    assert main(["train", "sft", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert repr(key) in err and "use one of" in err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_paper_preset_is_the_base_of_config(tmp_path: Path) -> None:
+    f = _toml(tmp_path, out="p", max_steps=1, config="max_length = 64\n")
+    assert main(["train", "sft", str(f), "--preset", "paper"]) == 0
+    cfg = json.loads((tmp_path / "p" / "checkpoint" / "trainer.json").read_text())["config"]
+    assert cfg["global_batch_size"] == 128 and cfg["max_length"] == 64 and cfg["lr"] == 1e-3
+
+
+def test_the_how_to_toml_runs(tmp_path: Path) -> None:
+    """docs/how-to/train-operators.md's TOML block, as written, on a small export."""
+    import re
+
+    doc = Path(__file__).parents[3] / "docs" / "how-to" / "train-operators.md"
+    (block,) = re.findall(r"```toml\n(.*?)```", doc.read_text(), flags=re.S)
+    _export(tmp_path / "sft.jsonl")
+    f = tmp_path / "sft.toml"
+    f.write_text(block)
+    assert main(["train", "sft", str(f)]) == 0
+    assert len(_losses(tmp_path / "sft-run")) == 2  # 2 epochs of one batch of 4 records
