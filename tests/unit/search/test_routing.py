@@ -21,6 +21,7 @@ from openmle.search import (
     SearchSpec,
     SummaryStore,
     arun_search,
+    write_report,
 )
 from openmle.testing import FunctionSandbox, FunctionSelector
 
@@ -148,6 +149,8 @@ async def test_a_mapping_routes_with_a_default_and_a_summary_model_is_recorded(
         "default": "small",
     }
     assert manifest["summary_model"]["id"] == "cheap"
+    html = write_report(tmp_path / "run").read_text()
+    assert "default: small, draft: big</code> (summaries: <code>cheap</code>)" in html
 
 
 def test_an_operator_without_a_model_is_refused_by_name() -> None:
