@@ -392,6 +392,7 @@ PUBLIC = {
         "OperatorMemory",
         "OperatorMix",
         "OperatorPrompts",
+        "OperatorRouter",
         "PendingRequest",
         "PriceTable",
         "Progress",

@@ -15,6 +15,7 @@ import contextlib
 import difflib
 import json
 import math
+import re
 import signal
 import sys
 import threading
@@ -54,7 +55,8 @@ MODEL_HELP = (
     "server; URL is the API root with /v1, e.g. openai:http://127.0.0.1:8000/v1#Qwen/Qwen3-8B; "
     "without #MODEL the server's only model is used). The API key comes from --api-key-file, "
     "else $OPENAI_API_KEY; the key, the URL and the model are checked with one request before "
-    "the first step"
+    "the first step. Several models in one run: draft=SPEC,improve=SPEC,debug=SPEC,"
+    "crossover=SPEC, with default=SPEC for the operators without an entry"
 )
 SANDBOX_HELP = (
     "where programs run: local (default), docker, ray, service:URL, module:callable (a "
@@ -267,14 +269,83 @@ def preflight_model(model: Any, spec: str) -> Any:
         raise type(exc)(f"--model {spec}: {exc}") from None
 
 
-def _model_for_run(spec: str, args: argparse.Namespace, record: str | None) -> Any:
-    """Build, check (one request for ``openai:``) and, with ``--record``, wrap the model."""
-    from openmle import backends
+_DEFAULT_ROUTE = "default"
+_ROUTE_NAMES = ("draft", "improve", "debug", "crossover", _DEFAULT_ROUTE)
+_ROUTE_START = re.compile(rf"^(?:{'|'.join(_ROUTE_NAMES)})=")
+_ROUTE_SPLIT = re.compile(rf",(?=(?:{'|'.join(_ROUTE_NAMES)})=)")
 
-    model = preflight_model(
-        build_model(spec, api_key_file=getattr(args, "api_key_file", None)), spec
-    )
+
+def _parse_routes(value: str, *, flag: str = "--model") -> dict[str, str] | None:
+    """Split a routed model value, ``draft=SPEC,improve=SPEC,default=SPEC``, into route name
+    to spec; None when ``value`` is one plain spec (every operator uses it).
+
+    A spec may hold commas and ``=`` (a URL's query): only a comma followed by a route name
+    and ``=`` separates entries.
+
+    Raises:
+        InvalidArgument: an empty or repeated entry, or an operator without a model and no
+            ``default=`` (the message names ``flag``, the operator and the fix).
+    """
+    if not _ROUTE_START.match(value):
+        return None
+    out: dict[str, str] = {}
+    for part in _ROUTE_SPLIT.split(value):
+        name, _, spec = part.partition("=")
+        if name in out:
+            raise InvalidArgument(f"{flag} {value!r}: {name}= is given twice; give it once")
+        if not spec.strip():
+            raise InvalidArgument(
+                f"{flag} {value!r}: {name}= names no model; write {name}=SPEC (e.g. {name}=offline)"
+            )
+        out[name] = spec
+    if _DEFAULT_ROUTE not in out:
+        missing = [o for o in _ROUTE_NAMES[:-1] if o not in out]
+        if missing:
+            raise InvalidArgument(
+                f"{flag} {value!r}: no model for operator {missing[0]!r}; add "
+                f"{missing[0]}=SPEC or default=SPEC for the operators without an entry"
+            )
+    return out
+
+
+def _model_for_run(
+    spec: str, args: argparse.Namespace, record: str | None, *, flag: str = "--model"
+) -> Any:
+    """Build, check (one request for ``openai:``) and, with ``--record``, wrap the model; a
+    routed spec (``draft=SPEC,...,default=SPEC``) builds an :class:`OperatorRouter` of them.
+
+    Raises:
+        InvalidArgument: a bad spec or route (the message names ``flag``).
+    """
+    from openmle import backends
+    from openmle.search import OperatorRouter
+
+    key_file = getattr(args, "api_key_file", None)
+    routes = _parse_routes(spec, flag=flag)
+    if routes is None:
+        model = preflight_model(build_model(spec, api_key_file=key_file), spec)
+    else:
+        built: dict[str, Any] = {}
+        for name, part in routes.items():
+            try:
+                built[name] = preflight_model(build_model(part, api_key_file=key_file), part)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{flag} {name}={part}: {exc}") from None
+        default = built.pop(_DEFAULT_ROUTE, None)
+        model = OperatorRouter(routes=built, default=default)
     return backends.RecordingModel(model, record) if record else model
+
+
+def _checked_recorded(spec: object, flag: str, where: str) -> str | None:
+    """A (possibly routed) spec read from a manifest: each routed part is held to
+    :func:`openmle._cli._common.recorded_spec` (one that talks to a server is refused).
+    """
+    if not isinstance(spec, str) or not spec:
+        return None
+    routes = _parse_routes(spec, flag=flag)
+    for part in [spec] if routes is None else list(routes.values()):
+        recorded_spec(part, flag=flag, where=where)
+    return spec
 
 
 def check_task(ref: str, sandbox: str) -> None:
@@ -461,7 +532,8 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         with _closing(sandbox):
             raise
     selector = build_selector(args.selector, hib)
-    prompts = _prompts(model, args.summaries)
+    summary_spec = getattr(args, "summary_model", None)
+    prompts = _prompts(model, args.summaries, _summary_model(summary_spec, args))
     preset = _preset_parts(args, task, budget, config, prompts)
     config = preset.get("config", config)
     prompts = preset.get("prompts", prompts)
@@ -505,6 +577,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                             "selector": args.selector,
                             "record": getattr(args, "record", None),
                             "summaries": bool(args.summaries),
+                            "summary_model": summary_spec,
                             "priors": priors,
                             "data": getattr(args, "data_record", None),
                         },
@@ -744,8 +817,11 @@ def _resume(args: argparse.Namespace) -> int:
     rd = RunDir.open(args.run_dir)
     cli = dict(rd.manifest.get("extra", {}).get("cli") or {})
     where = f"{args.run_dir}/manifest.json"
-    model_spec = args.model or _from_manifest(
+    model_spec = args.model or _checked_recorded(
         cli.get("model") or _recorded_spec(rd.manifest, "model"), "--model", where
+    )
+    summary_spec = args.summary_model or _checked_recorded(
+        cli.get("summary_model"), "--summary-model", where
     )
     if not model_spec:
         raise InvalidArgument(
@@ -782,7 +858,11 @@ def _resume(args: argparse.Namespace) -> int:
                     model=model,
                     sandbox=sandbox,
                     selector=build_selector(cli.get("selector", "three-factor"), hib),
-                    prompts=_prompts(model, bool(cli.get("summaries", False))),
+                    prompts=_prompts(
+                        model,
+                        bool(cli.get("summaries", False)),
+                        _summary_model(summary_spec, args),
+                    ),
                     budget=budget,
                     priors_sha256=priors_sha256,
                 ),
@@ -892,6 +972,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="memory shows node summaries written by the model on demand (cached in the run "
         "directory; their tokens count in the budget)",
     )
+    p.add_argument(
+        "--summary-model",
+        metavar="SPEC",
+        help="with --summaries: a separate (cheaper) model writes the summaries, recorded in "
+        "the manifest and counted in the budget at its own price (default: --model)",
+    )
 
 
 def _positive(kind: type[int] | type[float]) -> Any:
@@ -927,10 +1013,31 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _prompts(model: Any, summaries: bool) -> Any:
+def _summary_model(spec: str | None, args: argparse.Namespace) -> Any:
+    """The model ``--summary-model SPEC`` names (None without it: the main model)."""
+    if spec is None:
+        return None
+    if not getattr(args, "summaries", True):
+        raise InvalidArgument(
+            "--summary-model writes node summaries, which this run does not use: add "
+            "--summaries, or drop --summary-model"
+        )
+    if _ROUTE_START.match(spec):
+        raise InvalidArgument(
+            f"--summary-model {spec!r}: one model writes the summaries; give one SPEC "
+            "(e.g. --summary-model offline), not routes"
+        )
+    return _model_for_run(spec, args, None, flag="--summary-model")
+
+
+def _prompts(model: Any, summaries: bool, summary_model: Any = None) -> Any:
+    """The prompt builder; with ``summaries``, node summaries written by ``summary_model``
+    (default: ``model``).
+    """
     from openmle.search import OperatorPrompts, SummaryStore
 
-    return OperatorPrompts(summaries=SummaryStore(model=model) if summaries else None)
+    writer = model if summary_model is None else summary_model
+    return OperatorPrompts(summaries=SummaryStore(model=writer) if summaries else None)
 
 
 def register(subparsers: Any) -> None:
@@ -1033,6 +1140,12 @@ def _register_resume(subparsers: Any) -> None:
     )
     resume.add_argument("run_dir", metavar="RUN_DIR")
     resume.add_argument("--model", help=f"override the model ({MODEL_HELP})")
+    resume.add_argument(
+        "--summary-model",
+        metavar="SPEC",
+        help="override the model that writes node summaries (default: the one the run "
+        "recorded, else --model)",
+    )
     resume.add_argument(
         "--sandbox",
         help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",

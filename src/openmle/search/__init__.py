@@ -6,7 +6,8 @@
   :func:`aresume_search` one :class:`ResumeSpec` (:class:`PriceTable` prices model calls);
   they return a :class:`SearchResult` of :class:`Node` values and report :class:`Progress` (by
   default a :class:`ProgressLine` on stderr); :func:`resolve_task_meta`,
-  :func:`task_direction` and :func:`task_description` say what a search would use for a task.
+  :func:`task_direction` and :func:`task_description` say what a search would use for a task;
+  :class:`OperatorRouter` runs several models in one search (a model per operator).
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`, :func:`check_new_run_dir` (may a run be
   written there; :data:`DATA_TASK_DIR` is where ``--data`` builds its task), :func:`write_report`
@@ -75,6 +76,7 @@ from openmle.search._rl import (
     plan_rl_step,
     rl_fitness,
 )
+from openmle.search._routing import OperatorRouter
 from openmle.search._rundir import (
     DATA_TASK_DIR,
     RunDir,
@@ -143,6 +145,7 @@ __all__ = [
     "OperatorMemory",
     "OperatorMix",
     "OperatorPrompts",
+    "OperatorRouter",
     "PendingRequest",
     "Preset",
     "PriceTable",

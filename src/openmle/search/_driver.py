@@ -55,6 +55,7 @@ from openmle._types import (
     Job,
     ModelRequest,
     ModelResponse,
+    Operator,
     Outcome,
     Resources,
     RunResult,
@@ -72,6 +73,7 @@ from openmle.search._prompts import (
     PromptBuilder,
     TaskInfo,
 )
+from openmle.search._routing import routed_model
 from openmle.search._select import ThreeFactorSelector
 
 __all__ = ["JobLimits", "Progress", "Recorder", "SearchResult", "default_selector"]
@@ -370,10 +372,50 @@ class _Driver:
         cap = self.core.budget.wall_s
         return None if cap is None else max(0.0, cap - self.elapsed())
 
-    def _price_model(self, answered: str) -> str:
-        """The model id the price table should price: the one the user asked for."""
-        asked = getattr(self.model, "model", None) or getattr(self.model, "model_id", None)
-        return asked if isinstance(asked, str) and asked else answered
+    def _price_model(self, answered: str, operator: Operator | None = None) -> str:
+        """The model id the price table should price: the one the user asked for (with an
+        :class:`~openmle.search.OperatorRouter`, the one routed for ``operator``).
+        """
+        return _model_id(routed_model(self.model, operator)) or answered
+
+    def _priced(self, cost: float | None, model_id: str, usage: Usage) -> float | None:
+        """``cost``, or when it is unknown, ``usage`` priced as ``model_id`` by the budget's
+        price table (None when it has no price for it): each model at its own price.
+        """
+        prices = self.core.budget.prices
+        if cost is not None or prices is None or not model_id:
+            return cost
+        return prices.cost(model_id, usage)
+
+    def _summary_charge(
+        self,
+        pending: PendingRequest,
+        request: ModelRequest,
+        usage: Usage,
+        cost: float | None,
+        warnings: list[str],
+    ) -> tuple[Usage, float | None]:
+        """The trusted usage and cost of the summary calls behind ``request``, priced as the
+        summary model when it did not report its cost.
+        """
+        usage, cost = _trusted(usage, cost, request, "", warnings, "summary")
+        return usage, self._priced(cost, _model_id(pending.store.model), usage)
+
+    def _answer_charge(
+        self,
+        answered: str,
+        request: ModelRequest,
+        usage: Usage,
+        cost: float | None,
+        summary_cost: float | None,
+    ) -> tuple[str, float | None]:
+        """The id to price the answer as, and its cost: priced here when summary calls were
+        made too (each model at its own price), else left to the loop's price table.
+        """
+        price_model = self._price_model(answered, request.operator)
+        if summary_cost == 0.0:  # no summary call: the loop prices the step's tokens
+            return price_model, cost
+        return price_model, self._priced(cost, price_model, usage)
 
     async def _evaluate(self, proposal: Proposal) -> tuple[Evaluation, str] | None:
         t0 = self.clock()
@@ -390,8 +432,8 @@ class _Driver:
                     request, summary_usage, summary_cost = await pending.resolve(self._code_of)
                 except Exception as exc:
                     return self._infra(f"node summaries failed: {_describe_exc(exc)}", t0, m0)
-                summary_usage, summary_cost = _trusted(
-                    summary_usage, summary_cost, request, "", warnings, "summary"
+                summary_usage, summary_cost = self._summary_charge(
+                    pending, request, summary_usage, summary_cost, warnings
                 )
             else:
                 request = pending
@@ -427,7 +469,7 @@ class _Driver:
             response.usage, response.cost_usd, request, response.text, warnings, "model"
         )
         answered = response.model if isinstance(response.model, str) else repr(response.model)
-        answered = answered[:200]
+        price_model, cost = self._answer_charge(answered[:200], request, usage, cost, summary_cost)
         try:
             plan, code = self.prompts.parse(response.text)
         except Exception as exc:
@@ -463,8 +505,8 @@ class _Driver:
             plan=plan,
             result=result,
             usage=usage + summary_usage,
-            model=answered,
-            price_model=self._price_model(answered),
+            model=answered[:200],
+            price_model=price_model,
             model_s=model_s,
             wall_s=self.clock() - t0,
             cost_usd=_add_costs(cost, summary_cost),
@@ -595,6 +637,12 @@ def _unencodable(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return f"character {text[exc.start]!a} at position {exc.start} cannot be encoded as UTF-8"
     return None
+
+
+def _model_id(model: object) -> str:
+    """The id a model names itself by (``model`` or ``model_id``), or ``""``."""
+    asked = getattr(model, "model", None) or getattr(model, "model_id", None)
+    return asked if isinstance(asked, str) else ""
 
 
 def _estimate(text: str) -> int:

@@ -66,6 +66,7 @@ from openmle.search._driver import (
 from openmle.search._loop import Proposal, SearchConfig, SearchCore
 from openmle.search._priors import SearchPriors, check_resume_priors
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
+from openmle.search._routing import DEFAULT_ROUTE, OperatorRouter
 from openmle.search._rundir import RunDir, check_new_run_dir
 
 log = logging.getLogger("openmle.search")
@@ -270,6 +271,16 @@ def _check_parts(
 # ---------------------------------------------------------------------------------- the specs
 
 
+def _model_or_router(value: OperatorModel | Mapping[str, OperatorModel]) -> OperatorModel:
+    """``value``, or the :class:`OperatorRouter` a mapping of operator name (and
+    ``"default"``) to model describes.
+    """
+    if isinstance(value, Mapping):
+        routes = {k: v for k, v in value.items() if k != DEFAULT_ROUTE}
+        return OperatorRouter(routes=routes, default=value.get(DEFAULT_ROUTE))
+    return value
+
+
 def _config_or_default(value: SearchConfig | None) -> SearchConfig:
     return SearchConfig() if value is None else value
 
@@ -282,7 +293,13 @@ class SearchSpec:
 
     Args:
         task: a bundled task name or a task package path, passed to the sandbox in each job.
-        model: writes the programs (an :class:`~openmle.OperatorModel`).
+        model: writes the programs (an :class:`~openmle.OperatorModel`); several models in
+            one run: an :class:`~openmle.search.OperatorRouter`, or a mapping of operator
+            name (``"draft"``, ``"improve"``, ``"debug"``, ``"crossover"``, and ``"default"``
+            for the rest) to model, which becomes one. The manifest records each routed
+            model (``model.routes``). Node summaries use the model of
+            ``prompts.summaries`` (``SummaryStore(model=...)``, recorded as
+            ``summary_model``).
         sandbox: runs and grades them (validation split during search, test split once for
             the chosen program).
         budget: the caps (at least one).
@@ -316,7 +333,7 @@ class SearchSpec:
     """
 
     task: str = field(validator=attrs.validators.instance_of(str))
-    model: OperatorModel
+    model: OperatorModel = field(converter=_model_or_router)
     sandbox: Sandbox
     budget: Budget
     selector: Selector | None = None
@@ -353,7 +370,9 @@ class ResumeSpec:
     selector as the original run (the manifest records which were used).
 
     Args:
-        model: writes the programs. sandbox: runs and grades them.
+        model: writes the programs (a mapping of operator name to model, as in
+            :class:`SearchSpec`, becomes an :class:`~openmle.search.OperatorRouter`).
+        sandbox: runs and grades them.
         selector: chooses parents; default: :func:`default_selector`.
         prompts: builds requests and parses responses; default :class:`OperatorPrompts`.
         budget: a new budget (for example to extend a finished run); default: the manifest's.
@@ -368,7 +387,7 @@ class ResumeSpec:
         InvalidArgumentType: a part of the wrong type (the message names the field).
     """
 
-    model: OperatorModel
+    model: OperatorModel = field(converter=_model_or_router)
     sandbox: Sandbox
     selector: Selector | None = None
     prompts: PromptBuilder | None = None

@@ -82,6 +82,7 @@ from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._board import Board
 from openmle.search._budget import Budget
 from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
+from openmle.search._routing import OperatorRouter, describe_routes
 
 __all__ = [
     "CHAIN_KEY",
@@ -320,6 +321,31 @@ def _spec_of(part: object) -> str | None:
     """
     registry = sys.modules.get("openmle.backends._registry")  # not imported: nothing built
     return None if registry is None else registry.spec_of(part)
+
+
+def _model_entry(model: object) -> dict[str, Any]:
+    """The manifest's record of a model: id, class, spec, and ``routes`` (see
+    :func:`_routes_entry`).
+    """
+    return {
+        "id": str(getattr(model, "model", "") or getattr(model, "model_id", "")),
+        "class": _describe(model),
+        "spec": _spec_of(model),
+        "routes": _routes_entry(model),
+    }
+
+
+def _routes_entry(model: object) -> dict[str, Any] | None:
+    """For an :class:`OperatorRouter` (or a recorder around one): route name to the record of
+    its model; None for one model.
+    """
+    router = model if isinstance(model, OperatorRouter) else getattr(model, "inner", None)
+    return describe_routes(router, _model_entry) if isinstance(router, OperatorRouter) else None
+
+
+def _summary_model(prompts: object) -> object | None:
+    """The model that writes node summaries (``prompts.summaries.model``), if any."""
+    return getattr(getattr(prompts, "summaries", None), "model", None)
 
 
 def _template_hash(prompts: object) -> str:
@@ -567,6 +593,7 @@ class RunDir:
                 _clear_uncommitted(p)
             except OSError as exc:
                 raise RunDirError(f"cannot start over in {str(p)!r}: {exc}") from exc
+        summary = _summary_model(prompts)
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "openmle_version": __version__,
@@ -580,6 +607,8 @@ class RunDir:
                 "id": str(getattr(model, "model", "") or getattr(model, "model_id", "")),
                 "class": _describe(model),
                 "spec": _spec_of(model),
+                # an OperatorRouter: route name -> the same record per routed model, else None
+                "routes": _routes_entry(model),
             },
             "sandbox": {
                 "class": _describe(sandbox),
@@ -589,6 +618,8 @@ class RunDir:
             },
             "selector": {"class": _describe(selector), "repr": repr(selector)[:500]},
             "prompts": {"class": _describe(prompts), "template_sha256": _template_hash(prompts)},
+            # the model that writes node summaries (None: no summaries)
+            "summary_model": None if summary is None else _model_entry(summary),
             "budget": budget.to_dict(),
             "config": config.to_dict(),
             "seeds": {"search": config.seed},

@@ -88,6 +88,36 @@ def test_resume_refuses_a_server_model_from_an_edited_manifest(
     assert seen.authorization and seen.authorization[0] == f"Bearer {SECRET}"
 
 
+@pytest.mark.parametrize("key", ["model", "summary_model"])
+def test_resume_refuses_a_server_inside_a_recorded_routing(
+    tmp_path: Path,
+    listener: tuple[str, _Recorder],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    key: str,
+) -> None:
+    """A server hidden in one route of ``--model draft=...,default=...`` (or in the recorded
+    ``--summary-model``) is refused like a plain one: each part is checked."""
+    url, seen = listener
+    out = tmp_path / "run"
+    argv = ["search", "--task", "tabular-regression", "--model", "draft=offline,default=offline"]
+    argv += ["--summaries", "--steps", "1", "--workers", "1", "--out", str(out), "--quiet"]
+    assert main([*argv, "--no-report"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["extra"]["cli"][key] = (
+        f"draft=offline,default=openai:{url}#m" if key == "model" else f"openai:{url}#m"
+    )
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    capsys.readouterr()
+    code = main(["resume", str(out), "--budget", "steps=2", "--quiet", "--no-report"])
+    err = capsys.readouterr().err
+    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
+    assert code == 2, err
+    flag = "--model" if key == "model" else "--summary-model"
+    assert url in err and flag in err
+
+
 def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     tmp_path: Path,
     listener: tuple[str, _Recorder],

@@ -382,6 +382,27 @@ _INTEGRITY = {
 }
 
 
+def _model_name(entry: object) -> str:
+    """A model record's id, else its class (``?`` for a record of the wrong shape)."""
+    if not isinstance(entry, dict):
+        return "?"
+    return str(entry.get("id") or entry.get("class") or "?")[:120]
+
+
+def _model_text(manifest: dict[str, Any]) -> str:
+    """The model (each routed model by operator) and the summary model, as escaped HTML."""
+    routes = manifest["model"].get("routes")
+    if isinstance(routes, dict) and routes:
+        text = ", ".join(f"{str(k)[:20]}: {_model_name(v)}" for k, v in list(routes.items())[:8])
+    else:
+        text = _model_name(manifest["model"])
+    out = f"<code>{_esc(text)}</code>"
+    summary = manifest.get("summary_model")
+    if isinstance(summary, dict):
+        out += f" (summaries: <code>{_esc(_model_name(summary))}</code>)"
+    return out
+
+
 def _priors_line(manifest: dict[str, Any]) -> str:
     """Which prior library the run saw (runs with different priors are not comparable)."""
     entry = (manifest.get("extra") or {}).get("priors")
@@ -559,7 +580,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
 <html lang="en"><head><meta charset="utf-8"><title>openmle run — {_esc(m["task"]["name"])}</title>
 <style>{_CSS}</style></head><body>
 <h1>Search on <code>{_esc(m["task"]["name"])}</code></h1>
-<p class="sub">model <code>{_esc(m["model"]["id"] or m["model"]["class"])}</code> ·
+<p class="sub">model {_model_text(m)} ·
 selector <code>{_esc(m["selector"]["class"].rsplit(".", 1)[-1])}</code> ·
 seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
 {_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
