@@ -38,6 +38,7 @@ EXTRA_OF = {
     "docker": "docker",
     "matplotlib": "data",
     "openai": "openai",
+    "PIL": "data",
     "pandas": "data",
     "pyarrow": "data",
     "ray": "ray",

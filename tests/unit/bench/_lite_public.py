@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 DOGS = [f"breed_{i}" for i in range(5)]
 LEAVES = [f"Species_{i}" for i in range(4)]
@@ -162,6 +161,8 @@ def _aptos(pub: Path, rng: random.Random) -> None:
 
 
 def _png(path: Path, rng: random.Random, shape: tuple[int, int] = (3, 4)) -> None:
+    from PIL import Image  # the data extra (Pillow); only denoising needs it
+
     path.parent.mkdir(parents=True, exist_ok=True)
     arr = np.array(
         [[rng.randrange(256) for _ in range(shape[1])] for _ in range(shape[0])], np.uint8

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from openmle.bench.mlebench._rules import LITE_RULES, Media, SplitRule
-from openmle.errors import TaskPackageError
+from openmle.errors import MissingDependency, TaskPackageError
 
 __all__ = ["build_validation_view", "generic_rule", "rule_for"]
 
@@ -568,7 +568,14 @@ def _paired_images(rule: SplitRule, public: Path, view: Path, private: Path) -> 
             _link(dirty / n, view / rule.pool / n)
             _link(clean / n, view / clean.name / n)
     import numpy as np
-    from PIL import Image
+
+    try:
+        from PIL import Image
+    except ImportError:
+        raise MissingDependency(
+            f"{rule.competition}: its validation view reads images with Pillow: "
+            "pip install 'openmle[data]' (or pillow)"
+        ) from None
 
     s_header, s_first = _sample_fill(public, rule)
     answers = _Out(private / rule.answers, ["id", "value"])
