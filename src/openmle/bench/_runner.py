@@ -480,11 +480,9 @@ class BenchRun:
         }
         if isinstance(bench, MLEBench):
             manifest["validation"] = {cid: bench.task(cid).protocol for cid in config.competitions}
-        if config.gpus_override is not None:
-            manifest["deviations"] = [
-                f"--gpus {config.gpus_override}: every program run gets "
-                f"{config.gpus_override} GPU(s), whatever its task demands"
-            ]
+        deviations = deviation_lines(config)
+        if deviations:
+            manifest["deviations"] = deviations
         _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         return cls(path=p, config=config, manifest=manifest)
 
@@ -918,23 +916,37 @@ def _words(v: Any) -> str:
     return str(v)
 
 
+def deviation_lines(config: BenchConfig) -> list[str]:
+    """Every way the bench departs from its reference, in words, one line each: the preset's
+    fields the bench does not hold (``field: preset value -> used value``) and an explicit
+    ``--gpus`` override of the tasks' own GPU demand. The manifest's one ``deviations`` record
+    and the report's lines are both this list.
+    """
+    out = [
+        f"{k}: preset {_words(d.get('preset'))} -> used {_words(d.get('used'))}"
+        for k, d in config.deviations.items()
+        if isinstance(d, Mapping)
+    ]
+    if config.gpus_override is not None:
+        out.append(
+            f"--gpus {config.gpus_override}: every program run gets "
+            f"{config.gpus_override} GPU(s), whatever its task demands"
+        )
+    return out
+
+
 def preset_lines(config: BenchConfig) -> list[str]:
-    """The report's lines about the preset: its name and fields, then each deviation
-    (``field: preset value -> used value``), or that there is none. Empty without a preset.
+    """The report's lines about the preset: its name and fields, whether the bench deviates
+    from it (the deviations themselves are :func:`deviation_lines`, listed once from the
+    manifest), and the validation protocol. Empty without a preset.
     """
     p = config.preset
     if not isinstance(p, Mapping):
         return []
     fields = ", ".join(f"{k} {_words(v)}" for k, v in p.items() if k != "name")
     out = [f"preset: {p.get('name')} ({fields})"]
-    devs = config.deviations
-    if not devs:
+    if not deviation_lines(config):
         out.append("deviations from the preset: none")
-    for k, d in devs.items():
-        if isinstance(d, Mapping):
-            out.append(
-                f"deviation: {k}: preset {_words(d.get('preset'))} -> used {_words(d.get('used'))}"
-            )
     out.append(f"validation protocol: {validation_protocol(config)}")
     return out
 

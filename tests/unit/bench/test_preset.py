@@ -53,6 +53,12 @@ def test_paper_preset_run_reports_the_preset_and_every_deviation(
         "data_preview": True,
         "gpu_memory_gb": 12.0,
     }
+    # one deviations record in the manifest: the same lines the report prints
+    assert manifest["deviations"] == [
+        "seeds: preset 3 -> used 1",
+        "steps: preset 800 -> used 2",
+        "time_limit_s: preset 7200.0 -> used 120.0",
+    ]
     assert manifest["gpu_memory_cap_gb"]["cap"] == 12.0
     assert manifest["gpu_memory_cap_gb"]["enforced"] is False
     run = json.loads((out / "runs/mini-tabular/seed-0/manifest.json").read_text())
@@ -62,13 +68,13 @@ def test_paper_preset_run_reports_the_preset_and_every_deviation(
     for text in (md, page):
         assert "preset: paper (" in text and "validation protocol: self" in text
         for line in (
-            "deviation: steps: preset 800 -&gt; used 2",
-            "deviation: seeds: preset 3 -&gt; used 1",
-            "deviation: time\\_limit\\_s: preset 7200.0 -&gt; used 120.0"
+            "deviations: seeds: preset 3 -&gt; used 1; steps: preset 800 -&gt; used 2; ",
+            "time\\_limit\\_s: preset 7200.0 -&gt; used 120.0"
             if text is md
-            else "deviation: time_limit_s: preset 7200.0 -&gt; used 120.0",
+            else "time_limit_s: preset 7200.0 -&gt; used 120.0",
         ):
             assert line in text
+        assert text.count("steps: preset 800") == 1
     # the recorded Draft request: data preview and the remaining-budget line
     blobs = sorted((out / "runs/mini-tabular/seed-0/requests").glob("*.json.gz"))
     prompts = [json.loads(gzip.decompress(b.read_bytes()))["messages"][-1]["content"]
