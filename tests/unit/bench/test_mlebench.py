@@ -174,6 +174,34 @@ def test_doctor_builds_each_validation_view(mini: tuple[Path, Path], tmp_path: P
     assert "--validation self" in line.fixes[0] and "prepared/valid" in line.fixes[0]
 
 
+def test_a_run_adopts_the_view_doctor_built(
+    mini: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench doctor` builds the view in the shared cache; a bench then takes it (hard links of
+    the same files) instead of running the split a second time."""
+    registry, data = mini
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    (line,) = doctor(MLEBench.locate(registry, data), ["mini-tabular"])
+    assert line.ok
+    (cached,) = (tmp_path / "cache" / "mlebench-valid" / "mini-tabular").iterdir()
+    run = MLEBench.locate(registry, data, valid_dir=tmp_path / "bench" / "valid")
+    task = run.task("mini-tabular")
+    view = task.public_dir(Split.VALID).parent
+    assert view == tmp_path / "bench" / "valid" / "mini-tabular" / cached.name
+    for f in (p for p in cached.rglob("*") if p.is_file() and not p.is_symlink()):
+        twin = view / f.relative_to(cached)
+        assert twin.read_bytes() == f.read_bytes()
+        assert twin.stat().st_ino == f.stat().st_ino  # a link, not a second split
+    assert task.validation_info() == run.task("mini-tabular").validation_info()
+    # an incomplete cache entry is not taken: the run builds its own view
+    shutil.rmtree(view)
+    (cached / "view.json").unlink()
+    again = MLEBench.locate(registry, data, valid_dir=tmp_path / "bench2" / "valid")
+    fresh = again.task("mini-tabular").public_dir(Split.VALID).parent
+    assert (fresh / "view.json").is_file()
+    assert fresh.joinpath("view.json").stat().st_nlink == 1  # built here, not linked
+
+
 def test_validation_self_protocol(mini: tuple[Path, Path], tmp_path: Path) -> None:
     """--validation self: the program reads the full public data, the description carries the
     competition's split instruction and the score line, the valid grade only checks the format

@@ -560,8 +560,33 @@ class MLEBenchTask:
         with self._valid_lock:
             if (path / "public").is_dir():
                 return path
-            self._build_valid(path)
+            if not self._adopt_cached(path):
+                self._build_valid(path)
         return path
+
+    def _adopt_cached(self, path: Path) -> bool:
+        """Take the view ``openmle bench doctor`` already built in the shared cache (same
+        competition, same key: same public listing, rule and engine) instead of building it
+        again: hard links (a copy across file systems) into ``path``. False when there is none.
+        """
+        cached = cache_root() / "mlebench-valid" / self.competition.id / path.name
+        if cached == path or not (cached / "view.json").is_file():
+            return False
+        if not ((cached / "public").is_dir() and (cached / "private").is_dir()):
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".adopt-", dir=path.parent))
+        try:
+            shutil.copytree(cached, tmp, symlinks=True, copy_function=_link_or_copy,
+                            dirs_exist_ok=True)  # fmt: skip
+            with contextlib.suppress(OSError):
+                tmp.rename(path)
+        except OSError:
+            return False
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return (path / "public").is_dir()
 
     @property
     def grade_limits(self) -> GradeLimits:
@@ -727,6 +752,14 @@ class MLEBenchTask:
             higher_is_better=hib,
             submission_path=str(path),
         )
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link ``src`` to ``dst``; copy when the two are on different file systems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def protocol_lines(manifest: Mapping[str, Any]) -> list[str]:
