@@ -73,10 +73,10 @@ def test_the_recipe_resolves_for_the_images_python(tmp_path: Path) -> None:
     if not _pypi_reachable():
         pytest.skip("PyPI cannot be reached from here; the resolution check needs the index")
     out = tmp_path / "resolved.txt"
+    target = ["--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28"]
+    flags = ["--only-binary", ":all:", "--no-header", "--no-annotate", "--no-config"]
     proc = subprocess.run(
-        [uv, "pip", "compile", str(RECIPE), "--python-version", "3.11",
-         "--python-platform", "x86_64-manylinux_2_28", "--only-binary", ":all:",
-         "--no-header", "--no-annotate", "--no-config", "-o", str(out)],  # fmt: skip
+        [uv, "pip", "compile", str(RECIPE), *target, *flags, "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -85,7 +85,5 @@ def test_the_recipe_resolves_for_the_images_python(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    resolved = dict(
-        line.split("==", 1) for line in out.read_text().split() if "==" in line
-    )
+    resolved = dict(line.split("==", 1) for line in out.read_text().split() if "==" in line)
     assert resolved == pins()
