@@ -13,7 +13,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from openmle import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split, Usage
+from openmle import (
+    Job,
+    ModelRequest,
+    ModelResponse,
+    OperatorModel,
+    Outcome,
+    RunResult,
+    Sandbox,
+    Split,
+    Usage,
+)
 from openmle.errors import BackendError
 from openmle.search import (
     Budget,
@@ -52,6 +62,33 @@ def selector() -> FunctionSelector:
 CONFIG = SearchConfig(initial_drafts=2, seed=1, retries=1, retry_backoff_s=0.0)
 
 
+def toy(
+    *,
+    budget: Budget,
+    model: OperatorModel | None = None,
+    sandbox: Sandbox | None = None,
+    config: SearchConfig = CONFIG,
+    workers: int = 1,
+    final_test: bool = True,
+) -> SearchSpec:
+    """The search of this file: task "toy", score-proportional selection, no description;
+    by default the model writes :func:`by_step` programs and the sandbox
+    grades them with :func:`grade`.
+    """
+    return SearchSpec(
+        task="toy",
+        higher_is_better=True,
+        model=model or ScriptedModel(by_step),
+        sandbox=sandbox or FunctionSandbox(grade),
+        selector=selector(),
+        budget=budget,
+        config=config,
+        workers=workers,
+        description="",
+        final_test=final_test,
+    )
+
+
 def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_path: Path) -> None:
     """A RecursionError from Sandbox.run (1,500 nested directories did this) becomes that
     step's INFRA_ERROR node; the search finishes, and a resume does not re-run the step."""
@@ -63,17 +100,7 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
 
     out = tmp_path / "run"
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(crash_on_step_1),
-            selector=selector(),
-            budget=Budget(steps=4),
-            config=CONFIG,
-            workers=1,
-            description="",
-        ),
+        toy(sandbox=FunctionSandbox(crash_on_step_1), budget=Budget(steps=4)),
         run_dir=out,
     )
     assert len(result.nodes) == 4
@@ -107,16 +134,10 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     out = tmp_path / "run"
     with pytest.raises(BackendError, match=r"3 consecutive infrastructure errors.*resume"):
         run_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(by_step),
+            toy(
                 sandbox=FunctionSandbox(broken),
-                selector=selector(),
                 budget=Budget(steps=20),
                 config=SearchConfig(initial_drafts=2, seed=1, retries=0, max_infra_errors=3),
-                workers=1,
-                description="",
             ),
             run_dir=out,
         )
@@ -145,18 +166,7 @@ def test_a_sandbox_returning_garbage_is_an_infra_error() -> None:
         return grade(job)
 
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(by_step),
-            sandbox=_UncheckedSandbox(garbage),
-            selector=selector(),
-            budget=Budget(steps=3),
-            config=CONFIG,
-            workers=1,
-            description="",
-            final_test=False,
-        )
+        toy(sandbox=_UncheckedSandbox(garbage), budget=Budget(steps=3), final_test=False)
     )
     assert [n.outcome for n in result.nodes[:2]] == [Outcome.INFRA_ERROR] * 2
     assert "NoneType" in result.nodes[0].detail
@@ -190,17 +200,7 @@ def test_model_code_with_a_lone_surrogate_is_an_outcome(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sandbox = FunctionSandbox(grade)
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(answer),
-            sandbox=sandbox,
-            selector=selector(),
-            budget=Budget(steps=3),
-            config=CONFIG,
-            workers=1,
-            description="",
-        ),
+        toy(model=ScriptedModel(answer), sandbox=sandbox, budget=Budget(steps=3)),
         run_dir=out,
     )
     first = result.nodes[0]
@@ -237,19 +237,7 @@ def test_whatever_the_model_raises_is_recorded_and_the_search_goes_on(exc: Excep
             raise exc
         return by_step(request)
 
-    result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(answer),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(steps=4),
-            config=CONFIG,
-            workers=2,
-            description="",
-        )
-    )
+    result = run_search(toy(model=ScriptedModel(answer), budget=Budget(steps=4), workers=2))
     assert len(result.nodes) == 4
     assert result.nodes[1].outcome is Outcome.INFRA_ERROR
     assert type(exc).__name__ in result.nodes[1].detail
@@ -269,20 +257,7 @@ def test_negative_token_counts_cannot_disable_the_token_cap() -> None:
     """Negative usage is ignored (estimated from characters instead, with a warning), so the
     tokens cap still ends the search (before: it ran to the step cap)."""
     model = _responding(usage=Usage(prompt_tokens=-1_000_000, completion_tokens=-5))
-    result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=model,
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(tokens=1_000, steps=200),
-            config=CONFIG,
-            workers=1,
-            description="",
-            final_test=False,
-        )
-    )
+    result = run_search(toy(model=model, budget=Budget(tokens=1_000, steps=200), final_test=False))
     assert result.stop_reason == "tokens"
     assert len(result.nodes) < 200
     n = result.nodes[0]
@@ -310,17 +285,7 @@ def test_invalid_usage_cost_or_model_id_never_crash_the_search(
     the search runs, journals, and records a warning where something was ignored."""
     prices = PriceTable(prices={"asked-model": (1.0, 1.0)})
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=_responding(**fields),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(steps=3, usd=1e6, prices=prices),
-            config=CONFIG,
-            workers=1,
-            description="",
-        ),
+        toy(model=_responding(**fields), budget=Budget(steps=3, usd=1e6, prices=prices)),
         run_dir=tmp_path / "run",
     )
     assert len(result.nodes) == 3
@@ -338,16 +303,9 @@ def test_prices_follow_the_model_the_user_asked_for() -> None:
         usage=Usage(prompt_tokens=1_000_000, completion_tokens=0), model="cheap-unlisted"
     )
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
+        toy(
             model=model,
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
             budget=Budget(steps=3, prices=PriceTable(prices={"asked-model": (2.0, 0.0)})),
-            config=CONFIG,
-            workers=1,
-            description="",
             final_test=False,
         )
     )
@@ -378,16 +336,10 @@ async def test_wall_clock_cap_is_a_hard_deadline_for_model_calls(tmp_path: Path)
         out = tmp_path / f"run-{wall_s:g}"
         with anyio.fail_after(60 + wall_s):  # before the fix this hung for the model's stall
             result = await arun_search(
-                SearchSpec(
-                    task="toy",
-                    higher_is_better=True,
+                toy(
                     model=Stalling(),
-                    sandbox=FunctionSandbox(grade),
-                    selector=selector(),
                     budget=Budget(wall_s=wall_s, on_exhaust="finish"),
-                    config=CONFIG,
                     workers=2,
-                    description="",
                     final_test=False,
                 ),
                 run_dir=out,
@@ -424,17 +376,7 @@ def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
     out = tmp_path / "run"
     with pytest.raises(ModelAuthError, match="revoked"):
         run_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(revoked_after_three),
-                sandbox=FunctionSandbox(grade),
-                selector=selector(),
-                budget=Budget(steps=8),
-                config=CONFIG,
-                workers=1,
-                description="",
-            ),
+            toy(model=ScriptedModel(revoked_after_three), budget=Budget(steps=8)),
             run_dir=out,
         )
     assert len(calls) == 4  # no retry of an auth failure

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from attrs import field, frozen
-from tests.unit.search.test_rundir import det_grade, det_model
+from tests.unit.search._det import det_grade, det_model, ordered_run
 from tests.unit.search.test_sft_export import IM, D, node, write_run
 
 from openmle import Message, ModelRequest, Operator
@@ -56,20 +56,7 @@ def _parts(model: ScriptedModel) -> dict[str, Any]:
 
 
 def _search(out: Path, model: ScriptedModel, *, steps: int = 14, workers: int = 2) -> Path:
-    run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            **_parts(model),
-            budget=Budget(steps=steps),
-            config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
-            workers=workers,
-            ordered=True,
-            description="Predict y.",
-        ),
-        run_dir=out,
-    )
-    return out
+    return ordered_run(out, steps=steps, workers=workers, description="Predict y.", **_parts(model))
 
 
 def _blobs(run: Path) -> list[Path]:
