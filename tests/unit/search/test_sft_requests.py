@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from attrs import field, frozen
 from tests.unit.search._det import det_grade, det_model, ordered_run
-from tests.unit.search.test_sft_export import IM, D, node, write_run
+from tests.unit.search._nodes import IM, D, node, write_run
 
 from openmle import Message, ModelRequest, Operator
 from openmle.errors import RunDirError
