@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._toy import score_proportional, toy_spec
 
 from openmle import Job, ModelRequest, Operator, OperatorModel, Outcome, RunResult, Sandbox, Split
 from openmle.errors import ModelError
 from openmle.search import Budget, SearchConfig, SearchSpec, arun_search, run_search
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+from openmle.testing import FunctionSandbox, ScriptedModel
 
 PROGRAM = "```python\nimport sklearn\nscore = {score}\n```"
 
@@ -29,36 +31,16 @@ def grade(job: Job) -> RunResult:
     return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
 
 
-def selector() -> FunctionSelector:
-    """A score-proportional selector."""
-    return FunctionSelector(lambda c: 1.0 + (c.score or 0.0))
+selector = score_proportional
+"""The score-proportional selector (shared with test_job_limits)."""
 
 
 def toy(
-    *,
-    budget: Budget,
-    workers: int,
-    model: OperatorModel | None = None,
-    sandbox: Sandbox | None = None,
-    config: SearchConfig | None = None,
-    description: str = "",
-    final_test: bool = True,
+    *, model: OperatorModel | None = None, sandbox: Sandbox | None = None, **kw: Any
 ) -> SearchSpec:
-    """The search of this file: task "toy", the score-proportional :func:`selector`; by
-    default the model answers :func:`model_by_step` and the sandbox grades with :func:`grade`.
-    """
-    return SearchSpec(
-        task="toy",
-        higher_is_better=True,
-        model=model or ScriptedModel(model_by_step),
-        sandbox=sandbox or FunctionSandbox(grade),
-        selector=selector(),
-        budget=budget,
-        config=config,
-        workers=workers,
-        description=description,
-        final_test=final_test,
-    )
+    """The toy search; by default the model answers :func:`model_by_step` and the sandbox
+    grades with :func:`grade`."""
+    return toy_spec(model or ScriptedModel(model_by_step), sandbox or FunctionSandbox(grade), **kw)
 
 
 def test_run_search_blocking_twin_and_final_test_grade() -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._toy import score_proportional, toy_spec
 
 from openmle import (
     Job,
@@ -37,7 +39,7 @@ from openmle.search import (
     resume_search,
     run_search,
 )
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+from openmle.testing import FunctionSandbox, ScriptedModel
 
 PROGRAM = "```python\nscore = {score}\n```"
 
@@ -54,39 +56,16 @@ def grade(job: Job) -> RunResult:
     return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
 
 
-def selector() -> FunctionSelector:
-    """Score-proportional."""
-    return FunctionSelector(lambda c: 1.0 + (c.score or 0.0))
-
-
 CONFIG = SearchConfig(initial_drafts=2, seed=1, retries=1, retry_backoff_s=0.0)
 
 
 def toy(
-    *,
-    budget: Budget,
-    model: OperatorModel | None = None,
-    sandbox: Sandbox | None = None,
-    config: SearchConfig = CONFIG,
-    workers: int = 1,
-    final_test: bool = True,
+    *, model: OperatorModel | None = None, sandbox: Sandbox | None = None, **kw: Any
 ) -> SearchSpec:
-    """The search of this file: task "toy", score-proportional selection, no description;
-    by default the model writes :func:`by_step` programs and the sandbox
-    grades them with :func:`grade`.
-    """
-    return SearchSpec(
-        task="toy",
-        higher_is_better=True,
-        model=model or ScriptedModel(by_step),
-        sandbox=sandbox or FunctionSandbox(grade),
-        selector=selector(),
-        budget=budget,
-        config=config,
-        workers=workers,
-        description="",
-        final_test=final_test,
-    )
+    """The toy search with :data:`CONFIG`; by default the model writes :func:`by_step`
+    programs and the sandbox grades them with :func:`grade`."""
+    kw.setdefault("config", CONFIG)
+    return toy_spec(model or ScriptedModel(by_step), sandbox or FunctionSandbox(grade), **kw)
 
 
 def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_path: Path) -> None:
@@ -114,7 +93,7 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
         ResumeSpec(
             model=ScriptedModel(by_step),
             sandbox=FunctionSandbox(crash_on_step_1),
-            selector=selector(),
+            selector=score_proportional(),
         ),
     )
     assert len(again.nodes) == 4
@@ -147,7 +126,9 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     result = resume_search(
         out,
         ResumeSpec(
-            model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+            model=ScriptedModel(by_step),
+            sandbox=FunctionSandbox(grade),
+            selector=score_proportional(),
         ),
     )
     assert len(result.nodes) == 20
@@ -385,7 +366,9 @@ def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
     result = resume_search(
         out,
         ResumeSpec(
-            model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
+            model=ScriptedModel(by_step),
+            sandbox=FunctionSandbox(grade),
+            selector=score_proportional(),
         ),
     )
     assert len(result.nodes) == 8

@@ -7,12 +7,12 @@ from pathlib import Path
 import attrs
 import pytest
 from tests.unit.search._nodes import IM, D, G, X, node, write_run
+from tests.unit.search._toy import toy_spec
 
 from openmle import Outcome
 from openmle.errors import InvalidArgument
 from openmle.operators import parse_response
 from openmle.search import (
-    SearchSpec,
     SFTExport,
     SFTExportSummary,
     SFTRecord,
@@ -239,12 +239,15 @@ def test_export_from_a_real_search_run(tmp_path: Path) -> None:
         return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split)
 
     out = tmp_path / "run"
-    spec = SearchSpec(
-        task="toy", higher_is_better=True, model=ScriptedModel(model),
-        sandbox=FunctionSandbox(grade), selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
-        budget=Budget(steps=12), config=SearchConfig(initial_drafts=4, seed=3), workers=1,
-        ordered=True, description="", final_test=False,
-    )  # fmt: skip
+    spec = toy_spec(
+        ScriptedModel(model),
+        FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
+        budget=Budget(steps=12),
+        config=SearchConfig(initial_drafts=4, seed=3),
+        ordered=True,
+        final_test=False,
+    )
     run_search(spec, run_dir=out)
     recs = export_sft([out], tmp_path / "sft.jsonl")
     nodes = {n.node_id: n for n in RunDir.open(out).nodes()}

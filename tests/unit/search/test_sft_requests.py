@@ -16,6 +16,7 @@ import pytest
 from attrs import field, frozen
 from tests.unit.search._det import det_grade, det_model, ordered_run
 from tests.unit.search._nodes import IM, D, node, write_run
+from tests.unit.search._toy import toy_spec
 
 from openmle import Message, ModelRequest, Operator
 from openmle.errors import RunDirError
@@ -137,14 +138,11 @@ def test_identical_requests_are_stored_once(tmp_path: Path) -> None:
     """Every node names the same request hash, and requests/ holds one blob."""
     run = tmp_path / "run"
     run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(det_model),
-            sandbox=FunctionSandbox(det_grade),
+        toy_spec(
+            ScriptedModel(det_model),
+            FunctionSandbox(det_grade),
             prompts=_SamePrompt(),
             budget=Budget(steps=5),
-            description="",
         ),
         run_dir=run,
     )
