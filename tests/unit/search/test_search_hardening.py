@@ -68,6 +68,16 @@ def toy(
     return toy_spec(model or ScriptedModel(by_step), sandbox or FunctionSandbox(grade), **kw)
 
 
+def resumed(sandbox: Sandbox | None = None) -> ResumeSpec:
+    """How the tests resume the toy search: the same model and selector, ``sandbox`` (default:
+    grading with :func:`grade`)."""
+    return ResumeSpec(
+        model=ScriptedModel(by_step),
+        sandbox=sandbox or FunctionSandbox(grade),
+        selector=score_proportional(),
+    )
+
+
 def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_path: Path) -> None:
     """A RecursionError from Sandbox.run (1,500 nested directories did this) becomes that
     step's INFRA_ERROR node; the search finishes, and a resume does not re-run the step."""
@@ -90,11 +100,7 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
     before = read_journal(out)
     again = resume_search(
         out,
-        ResumeSpec(
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(crash_on_step_1),
-            selector=score_proportional(),
-        ),
+        resumed(FunctionSandbox(crash_on_step_1)),
     )
     assert len(again.nodes) == 4
     assert read_journal(out) == before  # nothing re-run
@@ -125,11 +131,7 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     assert "UnicodeEncodeError" in nodes[0]["detail"]
     result = resume_search(
         out,
-        ResumeSpec(
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(grade),
-            selector=score_proportional(),
-        ),
+        resumed(),
     )
     assert len(result.nodes) == 20
     assert [n.outcome for n in result.nodes[:3]] == [Outcome.INFRA_ERROR] * 3
@@ -365,11 +367,7 @@ def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
     assert [n["outcome"] for n in nodes] == ["success"] * 3
     result = resume_search(
         out,
-        ResumeSpec(
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(grade),
-            selector=score_proportional(),
-        ),
+        resumed(),
     )
     assert len(result.nodes) == 8
     assert all(n.outcome is Outcome.SUCCESS for n in result.nodes)
