@@ -221,25 +221,9 @@ class OfflineModel(OperatorModel):
         text = "\n".join(m.content for m in request.messages)
         builder_answer = _builder_answer(request)
         if builder_answer is not None:
-            return ModelResponse(
-                text=builder_answer,
-                usage=Usage(
-                    prompt_tokens=max(1, len(text) // 4),
-                    completion_tokens=max(1, len(builder_answer) // 4),
-                ),
-                model=self.model,
-                finish_reason="stop",
-            )
+            return self._response(text, builder_answer)
         if request.metadata.get(PURPOSE_KEY) == NODE_SUMMARY_PURPOSE:
-            answer = _summarise(text)
-            return ModelResponse(
-                text=answer,
-                usage=Usage(
-                    prompt_tokens=max(1, len(text) // 4), completion_tokens=max(1, len(answer) // 4)
-                ),
-                model=self.model,
-                finish_reason="stop",
-            )
+            return self._response(text, _summarise(text))
         seed = request.seed
         if seed is None:
             seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
@@ -256,11 +240,14 @@ class OfflineModel(OperatorModel):
         else:
             recipe, plan = self._draft(rng, advised)
         program = render_program(recipe, plan)
-        answer = f"{plan}\n\n```python\n{program}```\n"
+        return self._response(text, f"{plan}\n\n```python\n{program}```\n")
+
+    def _response(self, prompt: str, answer: str) -> ModelResponse:
+        """``answer`` as a finished response, its usage estimated at 4 characters a token."""
         return ModelResponse(
             text=answer,
             usage=Usage(
-                prompt_tokens=max(1, len(text) // 4), completion_tokens=max(1, len(answer) // 4)
+                prompt_tokens=max(1, len(prompt) // 4), completion_tokens=max(1, len(answer) // 4)
             ),
             model=self.model,
             finish_reason="stop",

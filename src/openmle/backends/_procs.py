@@ -8,7 +8,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from openmle.backends._launcher import MNT_DETACH, MS_NODEV, MS_NOSUID
@@ -75,15 +75,8 @@ def sweep_orphans(key: str, *, rounds: int = 5) -> set[int]:
     killed: set[int] = set()
     for _ in range(rounds):
         found = set()
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            pid = int(entry.name)
-            try:
-                env = Path(f"/proc/{pid}/environ").read_bytes()
-            except OSError:
-                continue
-            for item in env.split(b"\0"):
+        for pid, env in _environments():
+            for item in env:
                 if not item.startswith(prefix):
                     continue
                 parts = item[len(prefix) :].split(b".")
@@ -106,19 +99,28 @@ def live_pids_with_env(key: str, value: str) -> set[int]:
     """Live (non-zombie) processes whose environment holds ``key=value`` (readable ones only)."""
     needle = f"{key}={value}".encode()
     out: set[int] = set()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
+    for pid, env in _environments():
+        if needle in env:
             st = _stat_fields(pid)
             if st is not None and st[0] != "Z":
                 out.add(pid)
     return out
+
+
+def _environments() -> Iterator[tuple[int, list[bytes]]]:
+    """``(pid, its environment's NUL-separated entries)`` of every process in ``/proc`` whose
+    environment this process may read (the others are skipped). Blocking.
+    """
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            yield pid, env.split(b"\0")
 
 
 def kill_pids(pids: Iterable[int], sig: int) -> None:

@@ -309,6 +309,127 @@ def _budget_body(
     return body
 
 
+def _check_inputs(memory: object, priors: object, steps_left: object) -> None:
+    """Refuse a ``memory`` or ``priors`` that is not a string and a bad ``steps_left``.
+
+    An un-awaited ``OperatorMemory.build(...)`` coroutine passed as ``memory`` is closed (so
+    Python does not warn later) and named in the error with the fix.
+    """
+    if not isinstance(memory, str):
+        hint = (
+            " OperatorMemory.build() is a coroutine function: pass "
+            "`memory=await memory.build(...)`."
+            if inspect.iscoroutine(memory)
+            else ""
+        )
+        if inspect.iscoroutine(memory):
+            memory.close()  # never awaited: close it so Python does not warn later
+        raise InvalidArgument(
+            f"memory must be a str (the memory block), got {type(memory).__name__}.{hint}"
+        )
+    if not isinstance(priors, str):
+        raise InvalidArgument(
+            f"priors must be a str (render_priors(...).text), got {type(priors).__name__}"
+        )
+    if steps_left is not None and (
+        isinstance(steps_left, bool) or not isinstance(steps_left, int) or steps_left < 0
+    ):
+        raise InvalidArgument(f"steps_left must be an integer >= 0 or None, got {steps_left!r}")
+
+
+def _parent_sections(parents: tuple[ParentView, ...], budget: PromptBudget) -> list[Section]:
+    """The starting-point line, then each parent's program and feedback (clipped)."""
+    if not parents:
+        return []
+    intro = (
+        "Below is the current program and what happened when it ran."
+        if len(parents) == 1
+        else "Below are two programs and what happened when each ran."
+    )
+    sections = [Section(title="Starting point", body=intro, priority=-1)]
+    code_t, fb_t = _TITLES[len(parents)]
+    for i, p in enumerate(parents, start=1):
+        sections.append(
+            Section(
+                title=code_t.format(i=i),
+                body="```python\n" + clip(p.code, budget.code_chars, keep_head=0.6) + "\n```",
+                priority=2,
+                keep_head=0.6,
+            )
+        )
+        sections.append(
+            Section(
+                title=fb_t.format(i=i),
+                body=clip(p.feedback, budget.feedback_chars, keep_head=0.3),
+                priority=1,
+                keep_head=0.3,
+            )
+        )
+    return sections
+
+
+def _memory_section(
+    op: Operator, memory: str, templates: OperatorTemplates, budget: PromptBudget
+) -> Section:
+    """The search memory block behind the operator's intro line (or the no-memory line)."""
+    mem = memory.strip() or templates.no_memory
+    return Section(
+        title="Search memory",
+        body=templates.memory_intro[op] + "\n\n" + clip(mem, budget.memory_chars, keep_head=0.8),
+        priority=0,
+        keep_head=0.8,
+    )
+
+
+def _priors_section(priors: str, budget: PromptBudget) -> Section:
+    """The cross-task priors block, clipped to the memory cap."""
+    return Section(
+        title="Priors from other tasks",
+        body=clip(priors.strip(), budget.memory_chars, keep_head=1.0),
+        priority=0,
+        keep_head=1.0,
+    )
+
+
+def _request_metadata(
+    metadata: Mapping[str, Any] | None,
+    op: Operator,
+    parents: tuple[ParentView, ...],
+    priors: str,
+    priors_shown: Sequence[str],
+    show_priors: bool,
+) -> dict[str, Any]:
+    """The caller's metadata plus the operator, the parent ids and (when priors were passed)
+    the ids of the priors shown (empty when the block was not shown).
+    """
+    meta = {
+        **dict(metadata or {}),
+        "operator": op.value,
+        "parent_ids": [p.node_id for p in parents],
+    }
+    if priors_shown or priors.strip():
+        meta["priors_shown"] = [str(i) for i in priors_shown] if show_priors else []
+    return meta
+
+
+def _closing_sections(
+    op: Operator, parents: tuple[ParentView, ...], task: TaskBrief, templates: OperatorTemplates
+) -> list[Section]:
+    """Debug's timeout advice (when a parent timed out), the submission check, the answer
+    format and the task's extra instructions.
+    """
+    sections: list[Section] = []
+    if op is Operator.DEBUG and any(p.timed_out for p in parents):
+        sections.append(
+            Section(title="Time and memory", body=templates.timeout_advice, priority=-1)
+        )
+    sections.append(Section(title="Submission check", body=templates.submission_check, priority=-1))
+    sections.append(Section(title="Answer format", body=templates.answer_format, priority=-1))
+    if task.instructions.strip():
+        sections.append(Section(title="Task instructions", body=task.instructions, priority=4))
+    return sections
+
+
 def build_request(
     operator: Operator | str,
     *,
@@ -363,26 +484,7 @@ def build_request(
         InvalidArgument: the wrong number of parents, or ``memory`` that is not a string (an
             un-awaited ``OperatorMemory.build(...)`` coroutine: ``build`` is async, await it).
     """
-    if not isinstance(memory, str):
-        hint = (
-            " OperatorMemory.build() is a coroutine function: pass "
-            "`memory=await memory.build(...)`."
-            if inspect.iscoroutine(memory)
-            else ""
-        )
-        if inspect.iscoroutine(memory):
-            memory.close()  # never awaited: close it so Python does not warn later
-        raise InvalidArgument(
-            f"memory must be a str (the memory block), got {type(memory).__name__}.{hint}"
-        )
-    if not isinstance(priors, str):
-        raise InvalidArgument(
-            f"priors must be a str (render_priors(...).text), got {type(priors).__name__}"
-        )
-    if steps_left is not None and (
-        isinstance(steps_left, bool) or not isinstance(steps_left, int) or steps_left < 0
-    ):
-        raise InvalidArgument(f"steps_left must be an integer >= 0 or None, got {steps_left!r}")
+    _check_inputs(memory, priors, steps_left)
     op = check_operator(operator)
     budget = budget or PromptBudget()
     parents = tuple(parents)
@@ -394,76 +496,22 @@ def build_request(
     max_chars = budget.max_chars_for(op)
     system = clip(f"{templates.system}\n\n{templates.role[op]}", max_chars // 4)
     limit = execution_timeout_s if time_left_s is None else min(execution_timeout_s, time_left_s)
+    show_priors = bool(priors.strip()) and op in (Operator.DRAFT, Operator.IMPROVE)
     sections = [
         Section(title="Task", body=task.description, priority=5, keep_head=0.7),
         Section(title="Data", body=task.data_description, priority=3, keep_head=0.7),
+        *_parent_sections(parents, budget),
+        Section(title="What to do", body=templates.guidance[op], priority=-1),
+        _memory_section(op, memory, templates, budget),
     ]
-    if parents:
-        intro = (
-            "Below is the current program and what happened when it ran."
-            if len(parents) == 1
-            else "Below are two programs and what happened when each ran."
-        )
-        sections.append(Section(title="Starting point", body=intro, priority=-1))
-    for i, p in enumerate(parents, start=1):
-        code_t, fb_t = _TITLES[len(parents)]
-        sections.append(
-            Section(
-                title=code_t.format(i=i),
-                body="```python\n" + clip(p.code, budget.code_chars, keep_head=0.6) + "\n```",
-                priority=2,
-                keep_head=0.6,
-            )
-        )
-        sections.append(
-            Section(
-                title=fb_t.format(i=i),
-                body=clip(p.feedback, budget.feedback_chars, keep_head=0.3),
-                priority=1,
-                keep_head=0.3,
-            )
-        )
-    sections.append(Section(title="What to do", body=templates.guidance[op], priority=-1))
-    mem = memory.strip() or templates.no_memory
-    sections.append(
-        Section(
-            title="Search memory",
-            body=templates.memory_intro[op]
-            + "\n\n"
-            + clip(mem, budget.memory_chars, keep_head=0.8),
-            priority=0,
-            keep_head=0.8,
-        )
-    )
-    show_priors = bool(priors.strip()) and op in (Operator.DRAFT, Operator.IMPROVE)
     if show_priors:
-        sections.append(
-            Section(
-                title="Priors from other tasks",
-                body=clip(priors.strip(), budget.memory_chars, keep_head=1.0),
-                priority=0,
-                keep_head=1.0,
-            )
-        )
+        sections.append(_priors_section(priors, budget))
     if not budget_blind:
         body = _budget_body(templates, limit, steps_left, time_left_s, sandbox_left_s)
         sections.append(Section(title="Execution budget", body=body, priority=-1))
-    if op is Operator.DEBUG and any(p.timed_out for p in parents):
-        sections.append(
-            Section(title="Time and memory", body=templates.timeout_advice, priority=-1)
-        )
-    sections.append(Section(title="Submission check", body=templates.submission_check, priority=-1))
-    sections.append(Section(title="Answer format", body=templates.answer_format, priority=-1))
-    if task.instructions.strip():
-        sections.append(Section(title="Task instructions", body=task.instructions, priority=4))
+    sections.extend(_closing_sections(op, parents, task, templates))
     user = fit_sections(sections, max(0, max_chars - len(system)))
-    meta = {
-        **dict(metadata or {}),
-        "operator": op.value,
-        "parent_ids": [p.node_id for p in parents],
-    }
-    if priors_shown or priors.strip():
-        meta["priors_shown"] = [str(i) for i in priors_shown] if show_priors else []
+    meta = _request_metadata(metadata, op, parents, priors, priors_shown, show_priors)
     return ModelRequest(
         messages=(Message(role="system", content=system), Message(role="user", content=user)),
         operator=op,

@@ -23,7 +23,7 @@ carries over across resumes, so a resumed run cannot exceed its budget by restar
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, final
 
@@ -297,10 +297,10 @@ class Ledger:
         if used.cost_usd is not None and math.isfinite(used.cost_usd):
             self.usd += used.cost_usd
 
-    def exhausted(self) -> str | None:
-        """The name of the first cap reached (``"steps"``, ``"sandbox_s"``, ...), or None."""
+    def _caps(self) -> tuple[tuple[str, float | None, float], ...]:
+        """``(name, cap, spent)`` of every capped quantity, the step cap first."""
         b = self.budget
-        checks: tuple[tuple[str, float | None, float], ...] = (
+        return (
             ("steps", b.steps, self.steps),
             ("sandbox_s", b.sandbox_s, self.sandbox_s),
             ("wall_s", b.wall_s, self.wall_s),
@@ -308,43 +308,21 @@ class Ledger:
             ("usd", b.usd, self.usd),
             ("gpu_s", b.gpu_s, self.gpu_s),
         )
-        for name, cap, spent in checks:
-            if cap is not None and spent >= cap:
-                return name
-        return None
+
+    def exhausted(self) -> str | None:
+        """The name of the first cap reached (``"steps"``, ``"sandbox_s"``, ...), or None."""
+        return _first_reached(self._caps())
 
     def hard_exhausted(self) -> str | None:
         """Like :meth:`exhausted` but ignoring the step cap (which never cancels running work)."""
         reason = self.exhausted()
         if reason == "steps":
-            b = self.budget
-            for name, cap, spent in (
-                ("sandbox_s", b.sandbox_s, self.sandbox_s),
-                ("wall_s", b.wall_s, self.wall_s),
-                ("tokens", b.tokens, self.tokens),
-                ("usd", b.usd, self.usd),
-                ("gpu_s", b.gpu_s, self.gpu_s),
-            ):
-                if cap is not None and spent >= cap:
-                    return name
-            return None
+            return _first_reached(self._caps()[1:])
         return reason
 
     def fractions(self) -> dict[str, float]:
         """Share of each capped quantity used, in [0, inf) (1.0 = cap reached)."""
-        b = self.budget
-        out: dict[str, float] = {}
-        for name, cap, spent in (
-            ("steps", b.steps, self.steps),
-            ("sandbox_s", b.sandbox_s, self.sandbox_s),
-            ("wall_s", b.wall_s, self.wall_s),
-            ("tokens", b.tokens, self.tokens),
-            ("usd", b.usd, self.usd),
-            ("gpu_s", b.gpu_s, self.gpu_s),
-        ):
-            if cap is not None:
-                out[name] = spent / cap
-        return out
+        return {name: spent / cap for name, cap, spent in self._caps() if cap is not None}
 
     def to_dict(self) -> dict[str, float]:
         """The totals, JSON-ready."""
@@ -356,3 +334,8 @@ class Ledger:
             "tokens": self.tokens,
             "usd": self.usd,
         } | ({"gpu_s": self.gpu_s} if self.gpu_s or self.budget.gpu_s is not None else {})
+
+
+def _first_reached(caps: Sequence[tuple[str, float | None, float]]) -> str | None:
+    """The name of the first ``(name, cap, spent)`` whose cap is set and reached, or None."""
+    return next((name for name, cap, spent in caps if cap is not None and spent >= cap), None)

@@ -13,7 +13,7 @@ import os
 import random
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import attrs
 import torch
@@ -26,7 +26,7 @@ from openmle.errors import TrainerError
 from . import _distributed as D
 from ._loss import chunked_token_logprobs, token_entropy, token_logprobs
 
-__all__ = ["Engine", "OptimConfig"]
+__all__ = ["Engine", "EngineOwner", "OptimConfig"]
 
 
 @define(frozen=True, kw_only=True)
@@ -307,6 +307,50 @@ class Engine:
         _set_rng_state(rng)
         self.step_count = int(info["step"])
         return dict(info)
+
+
+class EngineOwner:
+    """What every trainer built on an :class:`Engine` shares: the step counter and the
+    optimiser read from it, and checkpoints of kind ``_kind`` holding the trainer's ``config``.
+
+    A subclass (an attrs class) sets ``_kind``, and has the fields ``_engine`` and ``config``.
+    """
+
+    __slots__ = ()
+    _kind: ClassVar[str]
+    _engine: Engine
+    config: Any
+
+    @property
+    def step_count(self) -> int:
+        """Optimiser steps taken so far."""
+        return self._engine.step_count
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The AdamW optimiser (e.g. to attach a learning-rate scheduler)."""
+        return self._engine.optimizer
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write a checkpoint directory: model, optimiser, RNG states, step and config.
+
+        Under DDP every rank calls ``save``; rank 0 writes the shared files.
+
+        Raises:
+            TrainerError: the directory cannot be written.
+        """
+        config = {
+            k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.config).items()
+        }
+        self._engine.save(path, {"kind": self._kind, "config": config})
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore a checkpoint written by :meth:`save` (into a trainer built the same way).
+
+        Raises:
+            TrainerError: missing or unreadable files, or a checkpoint of another trainer kind.
+        """
+        self._engine.load(path, self._kind)
 
 
 class _Head(NamedTuple):

@@ -26,11 +26,8 @@ sequences per step); the trainer then checks that every rollout batch has that s
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import Any, final
+from typing import Any, ClassVar, final
 
-import attrs
 import torch
 from attrs import define, field, frozen
 from torch import nn
@@ -39,7 +36,7 @@ from openmle._protocols import Trainer
 from openmle._validation import check_choice, check_positive, check_type, fail
 
 from ._batch import RolloutBatch
-from ._engine import Engine, OptimConfig
+from ._engine import Engine, EngineOwner, OptimConfig
 from ._loss import AGGREGATIONS, GSPOLossOutput, gspo_loss
 
 __all__ = ["GSPOConfig", "GSPOTrainer"]
@@ -138,7 +135,7 @@ class GSPOConfig(OptimConfig):
 
 @final
 @define(eq=False)
-class GSPOTrainer(Trainer[RolloutBatch]):
+class GSPOTrainer(EngineOwner, Trainer[RolloutBatch]):
     """Trains a causal LM with GSPO on rollout batches; satisfies :class:`openmle.Trainer`.
 
     Args:
@@ -160,6 +157,7 @@ class GSPOTrainer(Trainer[RolloutBatch]):
     taken so far), ``sequences`` and ``tokens`` (trained response tokens, over all ranks).
     """
 
+    _kind: ClassVar[str] = "gspo"  # the checkpoint kind
     model: nn.Module
     config: GSPOConfig = field(factory=GSPOConfig)
     ref_model: nn.Module | None = None
@@ -168,16 +166,6 @@ class GSPOTrainer(Trainer[RolloutBatch]):
     def __attrs_post_init__(self) -> None:
         check_type(self.model, nn.Module, "model")
         self._engine = Engine(self.model, self.config.optim())
-
-    @property
-    def step_count(self) -> int:
-        """Optimiser steps taken so far."""
-        return self._engine.step_count
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """The AdamW optimiser (e.g. to attach a learning-rate scheduler)."""
-        return self._engine.optimizer
 
     def step(self, batch: RolloutBatch) -> dict[str, float]:
         """Take ``config.steps_per_batch`` optimiser steps on one rollout batch (this rank's shard).
@@ -304,25 +292,3 @@ class GSPOTrainer(Trainer[RolloutBatch]):
             "tokens": n_tok,
         }
         return sums, len(micro), totals
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a checkpoint directory: model, optimiser, RNG states, step and config.
-
-        Under DDP every rank calls ``save``; rank 0 writes the shared files.
-
-        Raises:
-            TrainerError: the directory cannot be written.
-        """
-        self._engine.save(path, {"kind": "gspo", "config": _jsonable(attrs.asdict(self.config))})
-
-    def load(self, path: str | os.PathLike[str]) -> None:
-        """Restore a checkpoint written by :meth:`save` (into a trainer built the same way).
-
-        Raises:
-            TrainerError: missing or unreadable files, or a checkpoint of another trainer kind.
-        """
-        self._engine.load(path, "gspo")
-
-
-def _jsonable(d: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}

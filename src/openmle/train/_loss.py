@@ -34,6 +34,8 @@ Departures, and why:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch
@@ -431,33 +433,95 @@ def gspo_loss(
     zeros = torch.zeros_like(logprobs)
     lengths = m.sum(-1)  # (B,)
     valid = lengths > 0  # (B,) sequences with at least one response token
-
-    # Sequence-level importance ratio: geometric mean of the token ratios.
-    log_ratio = torch.where(m, logprobs - old_logprobs, zeros)  # (B, T)
-    seq_log_ratio = log_ratio.sum(-1) / lengths.clamp(min=1)  # (B,)
-    ratio = seq_log_ratio.exp()  # (B,)
-    clipped_ratio = ratio.clamp(1.0 - clip_eps_low, 1.0 + eps_high)  # (B,)
+    ratio = _sequence_ratio(logprobs, old_logprobs, m, zeros, lengths)  # (B,)
     adv = advantages.to(logprobs.dtype)  # (B,)
-    pg_seq = torch.maximum(-ratio * adv, -clipped_ratio * adv)  # (B,)
-    pg_tok = pg_seq.unsqueeze(-1).expand_as(logprobs)  # (B, T)
-
-    # Truncated importance sampling against the rollout engine's log-probs.
-    if rollout_logprobs is not None:
-        raw_w = torch.where(m, (old_logprobs - rollout_logprobs).exp(), zeros + 1.0)  # (B, T)
-        tis_w = raw_w.clamp(tis_clip_low, tis_clip_high).detach()  # (B, T)
-        pg_tok = pg_tok * tis_w  # (B, T)
-        tis_mean = _masked_mean(tis_w, m)
-        tis_clip = _masked_mean(((raw_w < tis_clip_low) | (raw_w > tis_clip_high)).float(), m)
-    else:
-        tis_mean = torch.ones((), device=logprobs.device)
-        tis_clip = torch.zeros((), device=logprobs.device)
-
-    def agg(per_token: Tensor) -> Tensor:
-        return aggregate(
-            per_token, m, aggregation, denominator=denominator, norm_length=norm_length
+    pg_tok = _clipped_objective(ratio, adv, clip_eps_low, eps_high, logprobs)  # (B, T)
+    pg_tok, tis_mean, tis_clip = _truncated_is(
+        pg_tok, old_logprobs, rollout_logprobs, m, zeros, tis_clip_low, tis_clip_high
+    )
+    agg = partial(
+        aggregate, mask=m, mode=aggregation, denominator=denominator, norm_length=norm_length
+    )
+    pg_loss = agg(pg_tok)
+    loss, kl_stat, ent_stat = _regularised(
+        pg_loss, logprobs, m, agg, ref_logprobs, kl_coef, entropy, entropy_coef
+    )
+    with torch.no_grad():
+        clip_fraction, ratio_mean, ratio_min, ratio_max = _ratio_stats(
+            ratio, adv, valid, clip_eps_low, eps_high
+        )
+        return GSPOLossOutput(
+            loss=loss,
+            pg_loss=pg_loss.detach(),
+            kl=kl_stat,
+            entropy=ent_stat,
+            clip_fraction=clip_fraction,
+            ratio_mean=ratio_mean,
+            ratio_min=ratio_min,
+            ratio_max=ratio_max,
+            tis_weight_mean=tis_mean,
+            tis_clip_fraction=tis_clip,
         )
 
-    pg_loss = agg(pg_tok)
+
+def _sequence_ratio(
+    logprobs: Tensor, old_logprobs: Tensor, m: Tensor, zeros: Tensor, lengths: Tensor
+) -> Tensor:
+    """``(B,)`` sequence-level importance ratio: the geometric mean of the token ratios over
+    the response tokens (``m``, ``lengths`` of them per row); 1 for a sequence without any.
+    """
+    log_ratio = torch.where(m, logprobs - old_logprobs, zeros)  # (B, T)
+    seq_log_ratio = log_ratio.sum(-1) / lengths.clamp(min=1)  # (B,)
+    return seq_log_ratio.exp()
+
+
+def _clipped_objective(
+    ratio: Tensor, adv: Tensor, clip_eps_low: float, eps_high: float, like: Tensor
+) -> Tensor:
+    """The clipped sequence objective ``max(-r A, -clip(r) A)``, ``(B,)``, repeated over each
+    sequence's tokens as a ``(B, T)`` view shaped ``like``.
+    """
+    clipped_ratio = ratio.clamp(1.0 - clip_eps_low, 1.0 + eps_high)  # (B,)
+    pg_seq = torch.maximum(-ratio * adv, -clipped_ratio * adv)  # (B,)
+    return pg_seq.unsqueeze(-1).expand_as(like)  # (B, T)
+
+
+def _truncated_is(
+    pg_tok: Tensor,
+    old_logprobs: Tensor,
+    rollout_logprobs: Tensor | None,
+    m: Tensor,
+    zeros: Tensor,
+    tis_clip_low: float,
+    tis_clip_high: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Truncated importance sampling against the rollout engine's log-probs.
+
+    Returns ``(pg_tok * weight, mean weight, fraction of tokens clipped)``; without
+    ``rollout_logprobs`` the per-token loss unchanged, weight 1 and fraction 0.
+    """
+    if rollout_logprobs is None:
+        return pg_tok, torch.ones((), device=zeros.device), torch.zeros((), device=zeros.device)
+    raw_w = torch.where(m, (old_logprobs - rollout_logprobs).exp(), zeros + 1.0)  # (B, T)
+    tis_w = raw_w.clamp(tis_clip_low, tis_clip_high).detach()  # (B, T)
+    clipped = ((raw_w < tis_clip_low) | (raw_w > tis_clip_high)).float()
+    return pg_tok * tis_w, _masked_mean(tis_w, m), _masked_mean(clipped, m)
+
+
+def _regularised(
+    pg_loss: Tensor,
+    logprobs: Tensor,
+    m: Tensor,
+    agg: Callable[[Tensor], Tensor],
+    ref_logprobs: Tensor | None,
+    kl_coef: float,
+    entropy: Tensor | None,
+    entropy_coef: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(loss, kl statistic, entropy statistic)``: the policy loss plus ``kl_coef`` times the
+    aggregated ``low_var_kl`` and minus ``entropy_coef`` times the aggregated entropy; each
+    statistic is the masked token mean of its input (0 without it).
+    """
     loss = pg_loss
     kl_stat = torch.zeros((), device=logprobs.device)
     if ref_logprobs is not None:
@@ -470,26 +534,24 @@ def gspo_loss(
         ent_stat = _masked_mean(entropy.detach(), m)
         if entropy_coef != 0.0:
             loss = loss - entropy_coef * agg(entropy)
+    return loss, kl_stat, ent_stat
 
-    with torch.no_grad():
-        is_clipped = ((ratio < 1.0 - clip_eps_low) & (adv < 0)) | (
-            (ratio > 1.0 + eps_high) & (adv > 0)
-        )
-        n_valid = valid.sum().clamp(min=1)
-        one = torch.ones_like(ratio)
-        stats = GSPOLossOutput(
-            loss=loss,
-            pg_loss=pg_loss.detach(),
-            kl=kl_stat,
-            entropy=ent_stat,
-            clip_fraction=(is_clipped & valid).sum() / n_valid,
-            ratio_mean=torch.where(valid, ratio, 0 * one).sum() / n_valid,
-            ratio_min=torch.where(valid, ratio, torch.inf * one).min().nan_to_num(posinf=1.0),
-            ratio_max=torch.where(valid, ratio, -torch.inf * one).max().nan_to_num(neginf=1.0),
-            tis_weight_mean=tis_mean,
-            tis_clip_fraction=tis_clip,
-        )
-    return stats
+
+def _ratio_stats(
+    ratio: Tensor, adv: Tensor, valid: Tensor, clip_eps_low: float, eps_high: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(clip fraction, mean, min, max)`` of the sequence ratios over the ``valid``
+    sequences (min and max 1 when none is valid); call under ``torch.no_grad()``.
+    """
+    is_clipped = ((ratio < 1.0 - clip_eps_low) & (adv < 0)) | ((ratio > 1.0 + eps_high) & (adv > 0))
+    n_valid = valid.sum().clamp(min=1)
+    one = torch.ones_like(ratio)
+    return (
+        (is_clipped & valid).sum() / n_valid,
+        torch.where(valid, ratio, 0 * one).sum() / n_valid,
+        torch.where(valid, ratio, torch.inf * one).min().nan_to_num(posinf=1.0),
+        torch.where(valid, ratio, -torch.inf * one).max().nan_to_num(neginf=1.0),
+    )
 
 
 def _masked_mean(x: Tensor, m: Tensor) -> Tensor:

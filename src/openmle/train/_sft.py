@@ -20,9 +20,8 @@ The learning rate of step ``k`` (0-based) out of ``total_steps`` is a pure funct
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 import attrs
 import torch
@@ -33,7 +32,7 @@ from openmle._protocols import Trainer
 from openmle._validation import check_choice, check_positive, check_type, fail
 
 from ._batch import SFTBatch
-from ._engine import Engine, OptimConfig
+from ._engine import Engine, EngineOwner, OptimConfig
 from ._loss import aggregate
 
 __all__ = ["SFTConfig", "SFTTrainer"]
@@ -132,7 +131,7 @@ class SFTConfig(OptimConfig):
 
 @final
 @define(eq=False)
-class SFTTrainer(Trainer[SFTBatch]):
+class SFTTrainer(EngineOwner, Trainer[SFTBatch]):
     """Supervised next-token training on answer tokens; satisfies :class:`openmle.Trainer`.
 
     Args:
@@ -144,6 +143,7 @@ class SFTTrainer(Trainer[SFTBatch]):
     tokens over all ranks, after the length cut).
     """
 
+    _kind: ClassVar[str] = "sft"  # the checkpoint kind
     model: nn.Module
     config: SFTConfig = field(factory=SFTConfig)
     _engine: Engine = field(init=False)
@@ -152,16 +152,6 @@ class SFTTrainer(Trainer[SFTBatch]):
         check_type(self.model, nn.Module, "model")
         c = self.config
         self._engine = Engine(self.model, c.optim())
-
-    @property
-    def step_count(self) -> int:
-        """Optimiser steps taken so far."""
-        return self._engine.step_count
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """The AdamW optimiser."""
-        return self._engine.optimizer
 
     def step(self, batch: SFTBatch) -> dict[str, float]:
         """One optimiser step on ``batch`` (this rank's shard), accumulated over micro-batches."""
@@ -236,22 +226,3 @@ class SFTTrainer(Trainer[SFTBatch]):
                 if on_step is not None:
                     on_step(m)
         return out
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a checkpoint directory (same layout as :meth:`GSPOTrainer.save`).
-
-        Raises:
-            TrainerError: the directory cannot be written.
-        """
-        cfg = {
-            k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.config).items()
-        }
-        self._engine.save(path, {"kind": "sft", "config": cfg})
-
-    def load(self, path: str | os.PathLike[str]) -> None:
-        """Restore a checkpoint written by :meth:`save`.
-
-        Raises:
-            TrainerError: missing or unreadable files, or a checkpoint of another trainer kind.
-        """
-        self._engine.load(path, "sft")

@@ -40,8 +40,10 @@ def test_leases_are_exclusive_and_released(case: tuple[int, list[Resources]], se
                     assert got == tuple(pool.devices[j] for j in res.gpu_ids)
                 held.update(got)
                 granted.append(got)
-                await anyio.sleep(0.001 * ((seed + i) % 5))
-                held.difference_update(got)
+                try:
+                    await anyio.sleep(0.001 * ((seed + i) % 5))
+                finally:  # a lease cancelled while held is released too
+                    held.difference_update(got)
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

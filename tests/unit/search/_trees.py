@@ -7,7 +7,7 @@ import numpy as np
 from openmle import Operator, Outcome, RunResult, TaskMeta
 from openmle.search import Board
 
-__all__ = ["PROGRAMS", "grow_board", "result_for"]
+__all__ = ["PROGRAMS", "add_card", "grow_board", "result_for"]
 
 PROGRAMS = (
     "import lightgbm as lgb\nmodel = lgb.LGBMRegressor()\n",
@@ -28,6 +28,33 @@ def result_for(score: float | None, *, outcome: Outcome | None = None, sig: str 
         error_signature=sig or "ValueError: bad",
         logs=f"Traceback (most recent call last):\n{sig or 'ValueError: bad'}\n",
         runtime_s=0.5,
+    )
+
+
+def add_card(
+    board: Board,
+    node: str,
+    score: float | None,
+    parents: tuple[str, ...] = (),
+    *,
+    code: str = "",
+    sig: str = "",
+    plan: str = "",
+) -> None:
+    """Add node ``node`` to ``board``: a Draft, Improve or Crossover by the number of
+    ``parents``, scored ``score`` (None: a failure with signature ``sig``), its plan ``plan``
+    or "plan of <node>".
+    """
+    op = {0: "draft", 1: "improve", 2: "crossover"}[len(parents)]
+    board.add(
+        board.make_card(
+            node_id=node,
+            operator=op,
+            code=code,
+            result=result_for(score, sig=sig),
+            parent_ids=parents,
+            plan=plan or f"plan of {node}",
+        )
     )
 
 

@@ -3,42 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.search._trees import PROGRAMS, grow_board, result_for
+from tests.unit.search._trees import PROGRAMS, add_card, grow_board, result_for
 
 from openmle import TaskMeta
 from openmle.errors import InvalidArgument
 from openmle.search import Board, ExperienceCard
 
 
-def _add(
-    board: Board,
-    node: str,
-    score: float | None,
-    parents: tuple[str, ...] = (),
-    code: str = "",
-    sig: str = "",
-) -> None:
-    op = {0: "draft", 1: "improve", 2: "crossover"}[len(parents)]
-    board.add(
-        board.make_card(
-            node_id=node,
-            operator=op,
-            code=code,
-            result=result_for(score, sig=sig),
-            parent_ids=parents,
-        )
-    )
-
-
 def test_lineage_words() -> None:
     """Children, siblings (share a parent) and ancestors (breadth first) follow the docs."""
     b = Board()
-    _add(b, "r1", 0.5)
-    _add(b, "r2", 0.6)
-    _add(b, "a", 0.55, ("r1",))
-    _add(b, "b", 0.52, ("r1",))
-    _add(b, "x", 0.7, ("a", "r2"))
-    _add(b, "c", 0.51, ("r2",))
+    add_card(b, "r1", 0.5)
+    add_card(b, "r2", 0.6)
+    add_card(b, "a", 0.55, ("r1",))
+    add_card(b, "b", 0.52, ("r1",))
+    add_card(b, "x", 0.7, ("a", "r2"))
+    add_card(b, "c", 0.51, ("r2",))
     assert b.children("r1") == ("a", "b")
     assert b.siblings("a") == ("b",)
     assert b.siblings("x") == ("c",)
@@ -50,11 +30,11 @@ def test_lineage_words() -> None:
 def test_aggregates() -> None:
     """Best node and family, family stats, under-explored families and repeated errors."""
     b = Board(task=TaskMeta(higher_is_better=False))
-    _add(b, "a", 0.4, code=PROGRAMS[0])
-    _add(b, "b", 0.2, code=PROGRAMS[1])
-    _add(b, "c", None, code=PROGRAMS[1], sig="KeyError: x")
-    _add(b, "d", None, code=PROGRAMS[2], sig="KeyError: x")
-    _add(b, "e", 0.3, ("b",), code=PROGRAMS[1])
+    add_card(b, "a", 0.4, code=PROGRAMS[0])
+    add_card(b, "b", 0.2, code=PROGRAMS[1])
+    add_card(b, "c", None, code=PROGRAMS[1], sig="KeyError: x")
+    add_card(b, "d", None, code=PROGRAMS[2], sig="KeyError: x")
+    add_card(b, "e", 0.3, ("b",), code=PROGRAMS[1])
     assert b.best_node == "b" and b.best_score == 0.2 and b.best_family == "xgboost"
     stats = b.family_stats()
     assert stats["xgboost"].count == 3 and stats["xgboost"].fail_count == 1
@@ -81,7 +61,7 @@ def test_rebuild_equals_incremental() -> None:
 def test_board_refuses_orphans_and_duplicates() -> None:
     """Parents must be present before children; ids are unique."""
     b = Board()
-    _add(b, "a", 0.5)
+    add_card(b, "a", 0.5)
     card = ExperienceCard.build(
         node_id="z",
         operator="improve",
@@ -94,6 +74,6 @@ def test_board_refuses_orphans_and_duplicates() -> None:
         b.add(card)
     with pytest.raises(InvalidArgument, match="already on the board"):
         b.add(b.card("a"))
-    _add(b, "f", None, sig="E")
+    add_card(b, "f", None, sig="E")
     with pytest.raises(InvalidArgument, match="no validation score"):
         b.candidates(["f"])

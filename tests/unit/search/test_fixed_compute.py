@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._toy import toy_spec
 
 from openmle import Job, ModelRequest, Outcome, Resources, RunResult
 from openmle.search import (
@@ -130,16 +131,12 @@ def test_gpu_seconds_are_a_fixed_compute_cap_too() -> None:
     spent = {}
     for workers in (1, 2, 4):
         result = run_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(_model),
-                sandbox=_sandbox(0.0),
-                selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+            toy_spec(
+                ScriptedModel(_model),
+                _sandbox(0.0),
                 budget=Budget(gpu_s=2 * CAP),
                 config=SearchConfig(initial_drafts=2, seed=4),
                 workers=workers,
-                description="",
                 final_test=False,
                 resources=Resources(gpus=2),
             )

@@ -8,13 +8,14 @@ detector is tested on its own in ``test_families.py``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from tests._golden import decode, records
 
 from openmle import Candidate
-from openmle.search import ThreeFactorSelector, rl_fitness
+from openmle.search import ThreeFactorSelector, UtilityRow, rl_fitness
 from openmle.search._select import PRESETS
 
 REL = 1e-12
@@ -24,6 +25,22 @@ def _close(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, rel_tol=REL, abs_tol=1e-15)
+
+
+def _assert_utilities(rows: Sequence[UtilityRow], expected: list[Any], rid: str) -> None:
+    """Each row matches its golden record (node id, the three components, utility and
+    probability), in order."""
+    for row, exp in zip(rows, expected, strict=True):
+        assert row.node_id == str(exp["node_id"])
+        got = (row.score, row.delta, row.novelty, row.utility, row.probability)
+        want = (
+            exp["score_component"],
+            exp["delta_component"],
+            exp["novelty_component"],
+            exp["utility"],
+            exp["probability"],
+        )
+        assert all(_close(g, x) for g, x in zip(got, want, strict=True)), (rid, got, want)
 
 
 def _families(which: str) -> dict[str, str]:
@@ -84,18 +101,7 @@ def test_evo_parent_utilities(rid: str) -> None:
         temperature=flags["temperature"],
         higher_is_better=hib,
     )
-    rows = selector.utilities(cands)
-    for row, exp in zip(rows, rec["output"]["utilities"], strict=True):
-        assert row.node_id == exp["node_id"]
-        got = (row.score, row.delta, row.novelty, row.utility, row.probability)
-        want = (
-            exp["score_component"],
-            exp["delta_component"],
-            exp["novelty_component"],
-            exp["utility"],
-            exp["probability"],
-        )
-        assert all(_close(g, x) for g, x in zip(got, want, strict=True)), (rid, got, want)
+    _assert_utilities(selector.utilities(cands), rec["output"]["utilities"], rid)
 
 
 @pytest.mark.parametrize("rid", [r["id"] for r in records("rl_parent_utilities")])
@@ -140,18 +146,7 @@ def test_rl_parent_utilities(rid: str) -> None:
         temperature=flags["temperature"],
         higher_is_better=not flags["lower_is_better"],
     )
-    rows = selector.utilities(cands)
-    for row, exp in zip(rows, rec["output"]["utilities"], strict=True):
-        assert row.node_id == str(exp["node_id"])
-        got = (row.score, row.delta, row.novelty, row.utility, row.probability)
-        want = (
-            exp["score_component"],
-            exp["delta_component"],
-            exp["novelty_component"],
-            exp["utility"],
-            exp["probability"],
-        )
-        assert all(_close(g, x) for g, x in zip(got, want, strict=True)), (rid, got, want)
+    _assert_utilities(selector.utilities(cands), rec["output"]["utilities"], rid)
 
 
 @pytest.mark.parametrize("rid", [r["id"] for r in records("rl_db_fitness")])

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.search._det import det_grade, det_model, ordered_run
 
-from openmle import Job, ModelRequest, Operator, Outcome, RunResult
+from openmle import Operator, Outcome, RunResult
 from openmle.errors import InvalidArgument
 from openmle.search import (
     Budget,
@@ -19,11 +21,9 @@ from openmle.search import (
     RunDir,
     SearchConfig,
     SearchCore,
-    SearchSpec,
     ThreeFactorSelector,
     journal_fingerprint,
     resume_search,
-    run_search,
 )
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
@@ -140,30 +140,9 @@ def test_islands_need_a_three_factor_selector() -> None:
         SearchConfig(migration_interval=0)
 
 
-def det_model(request: ModelRequest) -> str:
-    digest = hashlib.sha256(request.messages[-1].content.encode()).hexdigest()
-    value = int(digest[:6], 16) / 0xFFFFFF
-    if value < 0.15:
-        return "```python\nraise ValueError('bad value 3')\n```"
-    return f"```python\nscore = {value:.6f}\n```"
-
-
-def det_grade(job: Job) -> RunResult:
-    if "score = " not in job.code:
-        return RunResult(
-            outcome=Outcome.RUNTIME_ERROR,
-            split=job.split,
-            error_signature="ValueError: bad value <n>",
-            logs="ValueError: bad value 3\n",
-            runtime_s=0.5,
-        )
-    value = float(job.code.split("score = ")[1].split()[0])
-    return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
-
-
 def _parts() -> dict[str, Any]:
     return {
-        "model": ScriptedModel(det_model),
+        "model": ScriptedModel(partial(det_model, fail_below=0.15)),
         "sandbox": FunctionSandbox(det_grade),
         "selector": ThreeFactorSelector(),
     }
@@ -183,20 +162,8 @@ def test_resume_with_islands_from_every_journal_prefix_is_exact(
     tmp_path: Path, workers: int
 ) -> None:
     """Cutting the journal anywhere and resuming gives the same journal and island state."""
-    a = tmp_path / "a"
-    run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            **_parts(),
-            budget=Budget(steps=16),
-            config=SearchConfig(initial_drafts=3, seed=5, islands=3, migration_interval=4),
-            workers=workers,
-            ordered=True,
-            description="",
-        ),
-        run_dir=a,
-    )
+    config = SearchConfig(initial_drafts=3, seed=5, islands=3, migration_interval=4)
+    a = ordered_run(tmp_path / "a", steps=16, workers=workers, config=config, **_parts())
     expected = journal_fingerprint(a)
     want = _islands_of(a)
     assert want[0] is not None and want[1] == 4

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.unit.search._toy import toy_spec
 
 from openmle import Job, ModelRequest, Outcome, RunResult, Split
 from openmle._cli import main
@@ -15,7 +16,6 @@ from openmle.search import (
     Budget,
     GreedySelector,
     SearchConfig,
-    SearchSpec,
     ThreeFactorSelector,
     run_search,
 )
@@ -71,15 +71,12 @@ def run_dir(tmp_path: Path) -> Path:
     """A finished run written with the fakes."""
     out = tmp_path / "run"
     run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(_program),
-            sandbox=FunctionSandbox(_grade),
+        toy_spec(
+            ScriptedModel(_program),
+            FunctionSandbox(_grade),
             budget=Budget(steps=8, sandbox_s=100.0),
             config=SearchConfig(initial_drafts=3),
             workers=2,
-            description="",
         ),
         run_dir=out,
     )

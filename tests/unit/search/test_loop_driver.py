@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._toy import score_proportional, toy_spec
 
-from openmle import Job, ModelRequest, Operator, Outcome, RunResult, Split
+from openmle import Job, ModelRequest, Operator, OperatorModel, Outcome, RunResult, Sandbox, Split
 from openmle.errors import ModelError
 from openmle.search import Budget, SearchConfig, SearchSpec, arun_search, run_search
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+from openmle.testing import FunctionSandbox, ScriptedModel
 
 PROGRAM = "```python\nimport sklearn\nscore = {score}\n```"
 
@@ -29,21 +31,24 @@ def grade(job: Job) -> RunResult:
     return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
 
 
-def selector() -> FunctionSelector:
-    """A score-proportional selector."""
-    return FunctionSelector(lambda c: 1.0 + (c.score or 0.0))
+selector = score_proportional
+"""The score-proportional selector (shared with test_job_limits)."""
+
+
+def toy(
+    *, model: OperatorModel | None = None, sandbox: Sandbox | None = None, **kw: Any
+) -> SearchSpec:
+    """The toy search; by default the model answers :func:`model_by_step` and the sandbox
+    grades with :func:`grade`."""
+    return toy_spec(model or ScriptedModel(model_by_step), sandbox or FunctionSandbox(grade), **kw)
 
 
 def test_run_search_blocking_twin_and_final_test_grade() -> None:
     """run_search runs the steps, picks the best by validation and grades it once on test."""
     sandbox = FunctionSandbox(grade)
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(model_by_step),
+        toy(
             sandbox=sandbox,
-            selector=selector(),
             budget=Budget(steps=12),
             config=SearchConfig(initial_drafts=3, seed=1),
             workers=3,
@@ -83,17 +88,7 @@ async def test_workers_run_concurrently_up_to_the_cap() -> None:
 
     with anyio.fail_after(60):  # a search that never runs four at once would wait here
         result = await arun_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(model_by_step),
-                sandbox=FunctionSandbox(slow),
-                selector=selector(),
-                budget=Budget(steps=16),
-                workers=4,
-                description="",
-                final_test=False,
-            )
+            toy(sandbox=FunctionSandbox(slow), budget=Budget(steps=16), workers=4, final_test=False)
         )
     assert peak == 4
     assert len(result.nodes) == 16
@@ -111,16 +106,11 @@ async def test_model_failures_become_infra_nodes_after_retries() -> None:
         raise ModelError("service down")
 
     result = await arun_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
+        toy(
             model=ScriptedModel(broken),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
             budget=Budget(steps=2),
             config=SearchConfig(retries=2, retry_backoff_s=0.0),
             workers=1,
-            description="",
         )
     )
     assert [n.outcome for n in result.nodes] == [Outcome.INFRA_ERROR] * 2
@@ -141,16 +131,11 @@ async def test_sandbox_infra_errors_are_retried_and_summed() -> None:
         return grade(job)
 
     result = await arun_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(model_by_step),
+        toy(
             sandbox=FunctionSandbox(flaky),
-            selector=selector(),
             budget=Budget(steps=1),
             config=SearchConfig(retry_backoff_s=0.0),
             workers=1,
-            description="",
             final_test=False,
         )
     )
@@ -164,16 +149,11 @@ async def test_missing_code_is_a_program_failure_then_debugged() -> None:
     """A response without a program is MISSING_CODE and gets a Debug step."""
     answers = iter(["no code here", PROGRAM.format(score=0.3), PROGRAM.format(score=0.4)])
     result = await arun_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
+        toy(
             model=ScriptedModel(lambda r: next(answers)),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
             budget=Budget(steps=3),
             config=SearchConfig(initial_drafts=1),
             workers=1,
-            description="",
             final_test=False,
         )
     )
@@ -193,15 +173,10 @@ async def test_cancel_on_exhaust_cancels_running_work() -> None:
 
     with anyio.fail_after(10):
         result = await arun_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(model_by_step),
+            toy(
                 sandbox=FunctionSandbox(timed),
-                selector=selector(),
                 budget=Budget(sandbox_s=50.0, on_exhaust="cancel"),
                 workers=3,
-                description="",
                 final_test=False,
             )
         )
@@ -219,15 +194,10 @@ async def test_finish_on_exhaust_lets_running_work_complete(tmp_path: Path) -> N
         return RunResult(outcome=Outcome.SUCCESS, score=value, runtime_s=100.0)
 
     result = await arun_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(model_by_step),
+        toy(
             sandbox=FunctionSandbox(timed),
-            selector=selector(),
             budget=Budget(sandbox_s=50.0),
             workers=3,
-            description="",
             final_test=False,
         )
     )
@@ -245,15 +215,10 @@ async def test_wall_clock_cap_cancels_slow_runs() -> None:
 
     with anyio.fail_after(20):
         result = await arun_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(model_by_step),
+            toy(
                 sandbox=FunctionSandbox(stuck),
-                selector=selector(),
                 budget=Budget(wall_s=0.5, on_exhaust="cancel"),
                 workers=2,
-                description="",
                 final_test=False,
             )
         )

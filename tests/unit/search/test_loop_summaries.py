@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 from attrs import define, field
+from tests.unit.search._toy import toy_spec
 
 from openmle import Job, ModelRequest, ModelResponse, Operator, Outcome, RunResult, Usage
 from openmle.search import (
@@ -19,7 +20,6 @@ from openmle.search import (
     Proposal,
     ResumeSpec,
     SearchConfig,
-    SearchSpec,
     SummaryStore,
     TaskInfo,
     aresume_search,
@@ -92,12 +92,9 @@ async def search(
 ) -> tuple[list[str], int]:
     """A search with summaries; the node ids and the ledger's tokens."""
     result = await arun_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=model,
-            sandbox=FunctionSandbox(grade),
-            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        toy_spec(
+            model,
+            FunctionSandbox(grade),
             budget=Budget(steps=steps),
             config=SearchConfig(initial_drafts=2, seed=3),
             workers=workers,
@@ -145,15 +142,11 @@ async def test_summary_costs_count_and_unknown_costs_are_priced(
     store = SummaryStore(model=model)
     prices = PriceTable(prices={"*": (1e6, 0.0)})  # 1 USD per prompt token
     result = await arun_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=model,
-            sandbox=FunctionSandbox(grade),
-            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        toy_spec(
+            model,
+            FunctionSandbox(grade),
             budget=Budget(steps=8, prices=prices),
             config=SearchConfig(initial_drafts=2, seed=3),
-            workers=1,
             ordered=True,
             description="toy task",
             prompts=OperatorPrompts(summaries=store),

@@ -10,7 +10,7 @@ import anyio
 import numpy as np
 import pytest
 from attrs import define, field
-from tests.unit.search._trees import PROGRAMS, grow_board, result_for
+from tests.unit.search._trees import PROGRAMS, add_card, grow_board, result_for
 
 from openmle import ModelRequest, ModelResponse, Operator, Outcome, RunResult, Split, TaskMeta
 from openmle.errors import InvalidArgument, ModelError
@@ -27,38 +27,15 @@ from openmle.testing import ScriptedModel
 GOOD = json.dumps({"method": "LightGBM on raw features.", "lesson": "Raised the score."})
 
 
-def _add(
-    b: Board,
-    node: str,
-    score: float | None,
-    parents: tuple[str, ...] = (),
-    *,
-    code: str = "",
-    sig: str = "",
-    plan: str = "",
-) -> None:
-    op = {0: "draft", 1: "improve", 2: "crossover"}[len(parents)]
-    b.add(
-        b.make_card(
-            node_id=node,
-            operator=op,
-            code=code,
-            result=result_for(score, sig=sig),
-            parent_ids=parents,
-            plan=plan or f"plan of {node}",
-        )
-    )
-
-
 def _family_tree() -> Board:
     b = Board()
-    _add(b, "r", 0.5, code=PROGRAMS[0])
-    _add(b, "a", 0.6, ("r",), code=PROGRAMS[0])
-    _add(b, "a1", 0.7, ("a",), code=PROGRAMS[0])
-    _add(b, "p", 0.62, ("a1",), code=PROGRAMS[0])
+    add_card(b, "r", 0.5, code=PROGRAMS[0])
+    add_card(b, "a", 0.6, ("r",), code=PROGRAMS[0])
+    add_card(b, "a1", 0.7, ("a",), code=PROGRAMS[0])
+    add_card(b, "p", 0.62, ("a1",), code=PROGRAMS[0])
     for i, s in enumerate([0.65, None, 0.9, 0.55]):
-        _add(b, f"s{i}", s, ("a1",), code=PROGRAMS[i % 3], sig="ValueError: x")
-    _add(b, "q", 0.8, code=PROGRAMS[3])
+        add_card(b, f"s{i}", s, ("a1",), code=PROGRAMS[i % 3], sig="ValueError: x")
+    add_card(b, "q", 0.8, code=PROGRAMS[3])
     return b
 
 
@@ -99,12 +76,12 @@ def test_crossover_complementarity_and_limits() -> None:
 def test_debug_same_signature_first() -> None:
     """Debug: same error signature first (newest first), then recent nodes, capped."""
     b = Board()
-    _add(b, "x0", None, sig="KeyError: k")
-    _add(b, "y0", None, sig="ValueError: v")
-    _add(b, "x1", None, sig="KeyError: k")
+    add_card(b, "x0", None, sig="KeyError: k")
+    add_card(b, "y0", None, sig="ValueError: v")
+    add_card(b, "x1", None, sig="KeyError: k")
     for i in range(10):
-        _add(b, f"ok{i}", 0.5 + i / 100)
-    _add(b, "x2", None, sig="KeyError: k")
+        add_card(b, f"ok{i}", 0.5 + i / 100)
+    add_card(b, "x2", None, sig="KeyError: k")
     plan = OperatorMemory(b).plan("debug", ["x2"])
     assert plan.related[:2] == ("x1", "x0")
     assert len(plan.related) == 8 and "x2" not in plan.related

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._toy import toy_spec
 
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult
 from openmle.backends import OfflineModel
@@ -79,15 +80,11 @@ def _shown(priors: Any) -> Any:
 def _search(tmp_path: Path, name: str, priors: Any, model: Recording, steps: int = 10) -> Path:
     out = tmp_path / name
     run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(model),
-            sandbox=FunctionSandbox(grade),
-            selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        toy_spec(
+            ScriptedModel(model),
+            FunctionSandbox(grade),
             budget=Budget(steps=steps),
             config=SearchConfig(initial_drafts=2, seed=1, crossover_prob=0.5),
-            workers=1,
             description=DESCRIPTION,
             priors=_shown(priors),
         ),

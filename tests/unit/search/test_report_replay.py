@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 
 import pytest
+from tests.unit.search._toy import toy_spec
 
 from openmle import Job, ModelRequest, Outcome, RunResult
 from openmle._cli import main
@@ -15,7 +16,6 @@ from openmle.search import (
     Budget,
     RunDir,
     SearchConfig,
-    SearchSpec,
     compare_runs,
     run_search,
     write_comparison,
@@ -43,15 +43,12 @@ def _run(path: Path, *, boom_at: int | None = None, description: str = "toy task
         return f"Plan {calls}: {_HOSTILE}\n```python\n{body}\n```"
 
     run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(model),
-            sandbox=FunctionSandbox(_grade),
+        toy_spec(
+            ScriptedModel(model),
+            FunctionSandbox(_grade),
             selector=FunctionSelector(lambda c: 1.0),
             config=SearchConfig(initial_drafts=2, seed=1),
             budget=Budget(steps=4),
-            workers=1,
             description=description,
         ),
         run_dir=path,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.unit.search._toy import toy_spec
+
 from openmle import Job, ModelRequest, Outcome, RunResult
-from openmle.search import Budget, SearchConfig, SearchSpec, run_search
+from openmle.search import Budget, SearchConfig, run_search
 from openmle.search._runs.report import write_report
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
@@ -26,16 +28,12 @@ def test_generation_labels_clear_the_nodes_and_rings(tmp_path: Path) -> None:
     """The first node (and its best-path ring) sat on top of "gen 0"; no label box meets any
     circle's box now."""
     run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(_model),
-            sandbox=FunctionSandbox(_grade),
+        toy_spec(
+            ScriptedModel(_model),
+            FunctionSandbox(_grade),
             selector=FunctionSelector(lambda c: 1.0),
             config=SearchConfig(initial_drafts=2, seed=1),
             budget=Budget(steps=4),
-            workers=1,
-            description="",
         ),
         run_dir=tmp_path / "run",
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -12,8 +11,9 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._det import det_grade, det_parts, ordered_run
 
-from openmle import Job, ModelRequest, Outcome, RunResult, Split
+from openmle import Job, Outcome, RunResult, Split
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search import (
     Budget,
@@ -27,58 +27,12 @@ from openmle.search import (
     resume_search,
     run_search,
 )
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
-
-
-def det_model(request: ModelRequest) -> str:
-    """A deterministic model: the program depends on the whole prompt (so on the parents)."""
-    digest = hashlib.sha256(request.messages[-1].content.encode()).hexdigest()
-    value = int(digest[:6], 16) / 0xFFFFFF
-    if value < 0.2:
-        return "```python\nraise ValueError('bad value 3')\n```"
-    return f"```python\nscore = {value:.6f}\n```"
-
-
-def det_grade(job: Job) -> RunResult:
-    """Grades 'score = x' programs; others fail with a runtime error."""
-    if "score = " not in job.code:
-        return RunResult(
-            outcome=Outcome.RUNTIME_ERROR,
-            split=job.split,
-            error_signature="ValueError: bad value <n>",
-            logs="Traceback (most recent call last):\nValueError: bad value 3\n",
-            runtime_s=0.5,
-        )
-    value = float(job.code.split("score = ")[1].split()[0])
-    return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
-
-
-def kwargs() -> dict[str, Any]:
-    """Arguments shared by the original and resumed runs."""
-    return {
-        "model": ScriptedModel(det_model),
-        "sandbox": FunctionSandbox(det_grade),
-        "selector": FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
-    }
+from openmle.testing import FunctionSandbox
 
 
 def original(tmp_path: Path, steps: int = 14, workers: int = 2) -> Path:
-    """An uninterrupted ordered run."""
-    out = tmp_path / "a"
-    run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            **kwargs(),
-            budget=Budget(steps=steps),
-            config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
-            workers=workers,
-            ordered=True,
-            description="",
-        ),
-        run_dir=out,
-    )
-    return out
+    """An uninterrupted ordered run in ``tmp_path/a``."""
+    return ordered_run(tmp_path / "a", steps=steps, workers=workers, **det_parts())
 
 
 class _TrustedSandbox:
@@ -100,7 +54,7 @@ def test_manifest_marks_a_trusted_sandbox(tmp_path: Path) -> None:
     """A run on a sandbox that declares ``trusted = True`` says so in its manifest; any other
     sandbox is recorded as not trusted."""
     for name, sandbox in (("t", _TrustedSandbox()), ("f", FunctionSandbox(det_grade))):
-        kw = {**kwargs(), "sandbox": sandbox}
+        kw = {**det_parts(), "sandbox": sandbox}
         run_search(
             SearchSpec(task="toy", higher_is_better=True, **kw, budget=Budget(steps=1)),
             run_dir=tmp_path / name,
@@ -141,7 +95,7 @@ def test_refuses_non_empty_run_dir(tmp_path: Path) -> None:
             SearchSpec(
                 task="toy",
                 higher_is_better=True,
-                **kwargs(),
+                **det_parts(),
                 budget=Budget(steps=1),
                 description="",
             ),
@@ -189,7 +143,7 @@ def test_resume_from_every_journal_prefix_gives_the_same_journal(
         shutil.copy(a / "manifest.json", b / "manifest.json")
         torn = lines[cut][: len(lines[cut]) // 2] if cut % 2 else b""
         (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]) + torn)
-        result = resume_search(b, ResumeSpec(**kwargs()))
+        result = resume_search(b, ResumeSpec(**det_parts()))
         assert journal_fingerprint(b) == expected, f"cut at line {cut}"
         assert result.best is not None
     assert result.test_result is not None and result.test_result.split is Split.TEST
@@ -199,7 +153,7 @@ def test_resume_of_a_finished_run_does_nothing_new(tmp_path: Path) -> None:
     """Resuming a complete run neither proposes nor grades again."""
     a = original(tmp_path, steps=5)
     before = (a / "journal.jsonl").read_bytes()
-    result = resume_search(a, ResumeSpec(**kwargs()))
+    result = resume_search(a, ResumeSpec(**det_parts()))
     assert (a / "journal.jsonl").read_bytes() == before
     assert result.test_result is not None
 
@@ -207,7 +161,7 @@ def test_resume_of_a_finished_run_does_nothing_new(tmp_path: Path) -> None:
 def test_resume_with_a_larger_budget_extends_the_run(tmp_path: Path) -> None:
     """A new budget on resume continues the same run."""
     a = original(tmp_path, steps=5)
-    result = resume_search(a, ResumeSpec(budget=Budget(steps=8), **kwargs()))
+    result = resume_search(a, ResumeSpec(budget=Budget(steps=8), **det_parts()))
     assert len(result.nodes) == 8
     assert len(RunDir.open(a).nodes()) == 8
 
@@ -219,7 +173,7 @@ def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
         SearchSpec(
             task="toy",
             higher_is_better=True,
-            **kwargs(),
+            **det_parts(),
             budget=Budget(steps=12),
             config=SearchConfig(initial_drafts=3, seed=2),
             workers=3,
@@ -233,7 +187,7 @@ def test_unordered_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
         b.mkdir()
         shutil.copy(a / "manifest.json", b / "manifest.json")
         (b / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines[:cut]))
-        resume_search(b, ResumeSpec(**kwargs()))
+        resume_search(b, ResumeSpec(**det_parts()))
         records = read_journal(b)
         steps = [r["node"]["step"] for r in records if r["event"] == "node"]
         assert sorted(steps) == list(range(12)), f"cut at {cut}"
@@ -270,7 +224,7 @@ def test_an_edited_score_is_detected_by_the_hash_chain(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match=r"line \d+ fails the journal's hash chain"):
         RunDir.open(a).nodes()
     with pytest.raises(RunDirError, match="hash chain"):
-        resume_search(a, ResumeSpec(**kwargs()))
+        resume_search(a, ResumeSpec(**det_parts()))
     from openmle.search._runs.report import write_report
 
     with pytest.raises(RunDirError, match="hash chain"):
@@ -323,7 +277,7 @@ def test_runs_without_a_chain_are_still_read_and_resumed(tmp_path: Path) -> None
     assert rd.integrity == "unchained"
     assert [n.node_id for n in rd.nodes()] == [n.node_id for n in RunDir.open(a).nodes()]
     with pytest.warns(UserWarning, match="before the journal hash chain"):
-        result = resume_search(old, ResumeSpec(budget=Budget(steps=7), **kwargs()))
+        result = resume_search(old, ResumeSpec(budget=Budget(steps=7), **det_parts()))
     assert len(result.nodes) == 7
     assert all("chain" not in r for r in read_journal(old))
     from openmle.search._runs.report import write_report
@@ -358,7 +312,7 @@ def test_resume_refuses_a_run_whose_journal_was_deleted(tmp_path: Path) -> None:
     a = original(tmp_path, steps=3)
     (a / "journal.jsonl").unlink()
     with pytest.raises(RunDirError, match=r"no journal\.jsonl"):
-        resume_search(a, ResumeSpec(**kwargs()))
+        resume_search(a, ResumeSpec(**det_parts()))
     assert not (a / "journal.jsonl").exists()
 
 
@@ -388,7 +342,7 @@ def test_malformed_records_are_run_dir_errors_naming_the_line(tmp_path: Path, li
     with pytest.raises(RunDirError, match="line 3"):
         RunDir.open(old).nodes()
     with pytest.raises(RunDirError, match="line 3"), pytest.warns(UserWarning, match="hash chain"):
-        resume_search(old, ResumeSpec(**kwargs()))
+        resume_search(old, ResumeSpec(**det_parts()))
 
 
 def test_garbage_in_sessions_file_does_not_break_reading(tmp_path: Path) -> None:

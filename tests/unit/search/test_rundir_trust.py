@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.search.test_rundir import kwargs
+from tests.unit.search._det import det_parts
 
 import openmle
 from openmle.errors import RunDirError
@@ -34,7 +34,7 @@ def _run(tmp_path: Path, name: str = "a", steps: int = 4) -> Path:
         SearchSpec(
             task="toy",
             higher_is_better=True,
-            **kwargs(),
+            **det_parts(),
             budget=Budget(steps=steps),
             config=SearchConfig(initial_drafts=2, seed=7),
             workers=1,

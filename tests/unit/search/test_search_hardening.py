@@ -9,11 +9,23 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from tests.unit.search._toy import score_proportional, toy_spec
 
-from openmle import Job, ModelRequest, ModelResponse, Outcome, RunResult, Split, Usage
+from openmle import (
+    Job,
+    ModelRequest,
+    ModelResponse,
+    OperatorModel,
+    Outcome,
+    RunResult,
+    Sandbox,
+    Split,
+    Usage,
+)
 from openmle.errors import BackendError
 from openmle.search import (
     Budget,
@@ -27,7 +39,7 @@ from openmle.search import (
     resume_search,
     run_search,
 )
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
+from openmle.testing import FunctionSandbox, ScriptedModel
 
 PROGRAM = "```python\nscore = {score}\n```"
 
@@ -44,12 +56,26 @@ def grade(job: Job) -> RunResult:
     return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
 
 
-def selector() -> FunctionSelector:
-    """Score-proportional."""
-    return FunctionSelector(lambda c: 1.0 + (c.score or 0.0))
-
-
 CONFIG = SearchConfig(initial_drafts=2, seed=1, retries=1, retry_backoff_s=0.0)
+
+
+def toy(
+    *, model: OperatorModel | None = None, sandbox: Sandbox | None = None, **kw: Any
+) -> SearchSpec:
+    """The toy search with :data:`CONFIG`; by default the model writes :func:`by_step`
+    programs and the sandbox grades them with :func:`grade`."""
+    kw.setdefault("config", CONFIG)
+    return toy_spec(model or ScriptedModel(by_step), sandbox or FunctionSandbox(grade), **kw)
+
+
+def resumed(sandbox: Sandbox | None = None) -> ResumeSpec:
+    """How the tests resume the toy search: the same model and selector, ``sandbox`` (default:
+    grading with :func:`grade`)."""
+    return ResumeSpec(
+        model=ScriptedModel(by_step),
+        sandbox=sandbox or FunctionSandbox(grade),
+        selector=score_proportional(),
+    )
 
 
 def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_path: Path) -> None:
@@ -63,17 +89,7 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
 
     out = tmp_path / "run"
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(crash_on_step_1),
-            selector=selector(),
-            budget=Budget(steps=4),
-            config=CONFIG,
-            workers=1,
-            description="",
-        ),
+        toy(sandbox=FunctionSandbox(crash_on_step_1), budget=Budget(steps=4)),
         run_dir=out,
     )
     assert len(result.nodes) == 4
@@ -84,11 +100,7 @@ def test_any_sandbox_exception_is_an_infra_error_node_and_resume_moves_on(tmp_pa
     before = read_journal(out)
     again = resume_search(
         out,
-        ResumeSpec(
-            model=ScriptedModel(by_step),
-            sandbox=FunctionSandbox(crash_on_step_1),
-            selector=selector(),
-        ),
+        resumed(FunctionSandbox(crash_on_step_1)),
     )
     assert len(again.nodes) == 4
     assert read_journal(out) == before  # nothing re-run
@@ -107,16 +119,10 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     out = tmp_path / "run"
     with pytest.raises(BackendError, match=r"3 consecutive infrastructure errors.*resume"):
         run_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(by_step),
+            toy(
                 sandbox=FunctionSandbox(broken),
-                selector=selector(),
                 budget=Budget(steps=20),
                 config=SearchConfig(initial_drafts=2, seed=1, retries=0, max_infra_errors=3),
-                workers=1,
-                description="",
             ),
             run_dir=out,
         )
@@ -125,9 +131,7 @@ def test_consecutive_infra_errors_stop_with_one_clear_error_then_resume_continue
     assert "UnicodeEncodeError" in nodes[0]["detail"]
     result = resume_search(
         out,
-        ResumeSpec(
-            model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
-        ),
+        resumed(),
     )
     assert len(result.nodes) == 20
     assert [n.outcome for n in result.nodes[:3]] == [Outcome.INFRA_ERROR] * 3
@@ -145,18 +149,7 @@ def test_a_sandbox_returning_garbage_is_an_infra_error() -> None:
         return grade(job)
 
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(by_step),
-            sandbox=_UncheckedSandbox(garbage),
-            selector=selector(),
-            budget=Budget(steps=3),
-            config=CONFIG,
-            workers=1,
-            description="",
-            final_test=False,
-        )
+        toy(sandbox=_UncheckedSandbox(garbage), budget=Budget(steps=3), final_test=False)
     )
     assert [n.outcome for n in result.nodes[:2]] == [Outcome.INFRA_ERROR] * 2
     assert "NoneType" in result.nodes[0].detail
@@ -190,17 +183,7 @@ def test_model_code_with_a_lone_surrogate_is_an_outcome(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sandbox = FunctionSandbox(grade)
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(answer),
-            sandbox=sandbox,
-            selector=selector(),
-            budget=Budget(steps=3),
-            config=CONFIG,
-            workers=1,
-            description="",
-        ),
+        toy(model=ScriptedModel(answer), sandbox=sandbox, budget=Budget(steps=3)),
         run_dir=out,
     )
     first = result.nodes[0]
@@ -237,19 +220,7 @@ def test_whatever_the_model_raises_is_recorded_and_the_search_goes_on(exc: Excep
             raise exc
         return by_step(request)
 
-    result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(answer),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(steps=4),
-            config=CONFIG,
-            workers=2,
-            description="",
-        )
-    )
+    result = run_search(toy(model=ScriptedModel(answer), budget=Budget(steps=4), workers=2))
     assert len(result.nodes) == 4
     assert result.nodes[1].outcome is Outcome.INFRA_ERROR
     assert type(exc).__name__ in result.nodes[1].detail
@@ -269,20 +240,7 @@ def test_negative_token_counts_cannot_disable_the_token_cap() -> None:
     """Negative usage is ignored (estimated from characters instead, with a warning), so the
     tokens cap still ends the search (before: it ran to the step cap)."""
     model = _responding(usage=Usage(prompt_tokens=-1_000_000, completion_tokens=-5))
-    result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=model,
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(tokens=1_000, steps=200),
-            config=CONFIG,
-            workers=1,
-            description="",
-            final_test=False,
-        )
-    )
+    result = run_search(toy(model=model, budget=Budget(tokens=1_000, steps=200), final_test=False))
     assert result.stop_reason == "tokens"
     assert len(result.nodes) < 200
     n = result.nodes[0]
@@ -310,17 +268,7 @@ def test_invalid_usage_cost_or_model_id_never_crash_the_search(
     the search runs, journals, and records a warning where something was ignored."""
     prices = PriceTable(prices={"asked-model": (1.0, 1.0)})
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=_responding(**fields),
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
-            budget=Budget(steps=3, usd=1e6, prices=prices),
-            config=CONFIG,
-            workers=1,
-            description="",
-        ),
+        toy(model=_responding(**fields), budget=Budget(steps=3, usd=1e6, prices=prices)),
         run_dir=tmp_path / "run",
     )
     assert len(result.nodes) == 3
@@ -338,16 +286,9 @@ def test_prices_follow_the_model_the_user_asked_for() -> None:
         usage=Usage(prompt_tokens=1_000_000, completion_tokens=0), model="cheap-unlisted"
     )
     result = run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
+        toy(
             model=model,
-            sandbox=FunctionSandbox(grade),
-            selector=selector(),
             budget=Budget(steps=3, prices=PriceTable(prices={"asked-model": (2.0, 0.0)})),
-            config=CONFIG,
-            workers=1,
-            description="",
             final_test=False,
         )
     )
@@ -378,16 +319,10 @@ async def test_wall_clock_cap_is_a_hard_deadline_for_model_calls(tmp_path: Path)
         out = tmp_path / f"run-{wall_s:g}"
         with anyio.fail_after(60 + wall_s):  # before the fix this hung for the model's stall
             result = await arun_search(
-                SearchSpec(
-                    task="toy",
-                    higher_is_better=True,
+                toy(
                     model=Stalling(),
-                    sandbox=FunctionSandbox(grade),
-                    selector=selector(),
                     budget=Budget(wall_s=wall_s, on_exhaust="finish"),
-                    config=CONFIG,
                     workers=2,
-                    description="",
                     final_test=False,
                 ),
                 run_dir=out,
@@ -424,17 +359,7 @@ def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
     out = tmp_path / "run"
     with pytest.raises(ModelAuthError, match="revoked"):
         run_search(
-            SearchSpec(
-                task="toy",
-                higher_is_better=True,
-                model=ScriptedModel(revoked_after_three),
-                sandbox=FunctionSandbox(grade),
-                selector=selector(),
-                budget=Budget(steps=8),
-                config=CONFIG,
-                workers=1,
-                description="",
-            ),
+            toy(model=ScriptedModel(revoked_after_three), budget=Budget(steps=8)),
             run_dir=out,
         )
     assert len(calls) == 4  # no retry of an auth failure
@@ -442,9 +367,7 @@ def test_a_revoked_key_mid_run_stops_the_search_at_once_and_resume_continues(
     assert [n["outcome"] for n in nodes] == ["success"] * 3
     result = resume_search(
         out,
-        ResumeSpec(
-            model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), selector=selector()
-        ),
+        resumed(),
     )
     assert len(result.nodes) == 8
     assert all(n.outcome is Outcome.SUCCESS for n in result.nodes)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import attrs
 import pytest
+from tests.unit.search._nodes import IM, D, G, X, node, write_run
+from tests.unit.search._toy import toy_spec
 
-from openmle import Operator, Outcome
+from openmle import Outcome
 from openmle.errors import InvalidArgument
 from openmle.operators import parse_response
 from openmle.search import (
-    Consumption,
-    Node,
-    SearchSpec,
     SFTExport,
     SFTExportSummary,
     SFTRecord,
@@ -24,40 +22,6 @@ from openmle.search import (
     parallel_records,
     read_sft_jsonl,
 )
-
-
-def node(
-    node_id: str,
-    step: int,
-    op: Operator,
-    parents: tuple[str, ...] = (),
-    score: float | None = None,
-) -> Node:
-    """A journalled node: SUCCESS with ``score``, or a runtime error when ``score`` is None."""
-    ok = score is not None
-    return Node(
-        node_id=node_id, step=step, operator=op, parent_ids=parents, generation=len(parents),
-        debug_depth=1 if op is Operator.DEBUG else 0, reason="selector",
-        code=f"print({step})\n", plan=f"plan {node_id}",
-        outcome=Outcome.SUCCESS if ok else Outcome.RUNTIME_ERROR, score=score,
-        valid_score=score, printed_score=score,
-        error_signature=None if ok else "ValueError: boom", detail="", exit_code=0 if ok else 1,
-        feedback="" if ok else "Traceback\nValueError: boom", family="unknown", model="m",
-        used=Consumption(),
-    )  # fmt: skip
-
-
-def write_run(path: Path, nodes: list[Node], *, name: str = "toy", hib: bool = True) -> Path:
-    """A run directory with a manifest and a journal of ``nodes``."""
-    path.mkdir(parents=True)
-    manifest = {"task": {"name": name, "higher_is_better": hib}}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    lines = [json.dumps({"event": "node", "node": n.to_dict()}) for n in nodes]
-    (path / "journal.jsonl").write_text("\n".join(lines) + "\n")
-    return path
-
-
-D, IM, G, X = Operator.DRAFT, Operator.IMPROVE, Operator.DEBUG, Operator.CROSSOVER
 
 
 def test_parallel_keeps_top_four_distinct_draft_scores(tmp_path: Path) -> None:
@@ -275,12 +239,15 @@ def test_export_from_a_real_search_run(tmp_path: Path) -> None:
         return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split)
 
     out = tmp_path / "run"
-    spec = SearchSpec(
-        task="toy", higher_is_better=True, model=ScriptedModel(model),
-        sandbox=FunctionSandbox(grade), selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
-        budget=Budget(steps=12), config=SearchConfig(initial_drafts=4, seed=3), workers=1,
-        ordered=True, description="", final_test=False,
-    )  # fmt: skip
+    spec = toy_spec(
+        ScriptedModel(model),
+        FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 0.1 + (c.score or 0.0)),
+        budget=Budget(steps=12),
+        config=SearchConfig(initial_drafts=4, seed=3),
+        ordered=True,
+        final_test=False,
+    )
     run_search(spec, run_dir=out)
     recs = export_sft([out], tmp_path / "sft.jsonl")
     nodes = {n.node_id: n for n in RunDir.open(out).nodes()}

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.unit.search._nodes import D, G, node, write_run
 
-from openmle import ModelRequest, Operator, Outcome
+from openmle import ModelRequest
 from openmle.errors import InvalidArgument, ModelError
 from openmle.search import (
-    Consumption,
     JudgedRecords,
-    Node,
     SFTRecord,
     ajudge_sft_records,
     evolutionary_records,
@@ -20,36 +19,12 @@ from openmle.search import (
 )
 from openmle.testing import ScriptedModel
 
-D, G = Operator.DRAFT, Operator.DEBUG
-
-
-def _node(
-    node_id: str, step: int, op: Operator, parents: tuple[str, ...], score: float | None
-) -> Node:
-    ok = score is not None
-    return Node(
-        node_id=node_id, step=step, operator=op, parent_ids=parents, generation=len(parents),
-        debug_depth=1 if op is Operator.DEBUG else 0, reason="selector",
-        code=f"print({step})\n", plan=f"plan {node_id}",
-        outcome=Outcome.SUCCESS if ok else Outcome.RUNTIME_ERROR, score=score,
-        valid_score=score, printed_score=score,
-        error_signature=None if ok else "ValueError: boom", detail="", exit_code=0 if ok else 1,
-        feedback="" if ok else "Traceback\nValueError: boom", family="unknown", model="m",
-        used=Consumption(),
-    )  # fmt: skip
-
 
 def _records(tmp_path: Path) -> list[SFTRecord]:
     """Three records: a failed Draft, its Debug fix (one segment) and a scored Draft."""
-    nodes = [_node("d1", 0, D, (), None), _node("g1", 1, G, ("d1",), 0.4),
-             _node("d2", 2, D, (), 0.6)]  # fmt: skip
-    run = tmp_path / "r"
-    run.mkdir()
-    (run / "manifest.json").write_text(
-        json.dumps({"task": {"name": "toy", "higher_is_better": True}})
-    )
-    lines = [json.dumps({"event": "node", "node": n.to_dict()}) for n in nodes]
-    (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    nodes = [node("d1", 0, D, (), None), node("g1", 1, G, ("d1",), 0.4),
+             node("d2", 2, D, (), 0.6)]  # fmt: skip
+    run = write_run(tmp_path / "r", nodes)
     return evolutionary_records([run])
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from attrs import field, frozen
-from tests.unit.search.test_rundir import det_grade, det_model
-from tests.unit.search.test_sft_export import IM, D, node, write_run
+from tests.unit.search._det import det_grade, det_model, ordered_run
+from tests.unit.search._nodes import IM, D, node, write_run
+from tests.unit.search._toy import toy_spec
 
 from openmle import Message, ModelRequest, Operator
 from openmle.errors import RunDirError
@@ -56,20 +57,7 @@ def _parts(model: ScriptedModel) -> dict[str, Any]:
 
 
 def _search(out: Path, model: ScriptedModel, *, steps: int = 14, workers: int = 2) -> Path:
-    run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            **_parts(model),
-            budget=Budget(steps=steps),
-            config=SearchConfig(initial_drafts=3, seed=7, fresh_draft_prob=0.1),
-            workers=workers,
-            ordered=True,
-            description="Predict y.",
-        ),
-        run_dir=out,
-    )
-    return out
+    return ordered_run(out, steps=steps, workers=workers, description="Predict y.", **_parts(model))
 
 
 def _blobs(run: Path) -> list[Path]:
@@ -150,14 +138,11 @@ def test_identical_requests_are_stored_once(tmp_path: Path) -> None:
     """Every node names the same request hash, and requests/ holds one blob."""
     run = tmp_path / "run"
     run_search(
-        SearchSpec(
-            task="toy",
-            higher_is_better=True,
-            model=ScriptedModel(det_model),
-            sandbox=FunctionSandbox(det_grade),
+        toy_spec(
+            ScriptedModel(det_model),
+            FunctionSandbox(det_grade),
             prompts=_SamePrompt(),
             budget=Budget(steps=5),
-            description="",
         ),
         run_dir=run,
     )

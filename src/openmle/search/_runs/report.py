@@ -26,7 +26,7 @@ from typing import Any
 
 from attrs import frozen
 
-from openmle._types import Operator
+from openmle._types import Operator, RunResult
 from openmle.errors import RunDirError
 from openmle.search._loop import Node
 from openmle.search._rundir import RunDir
@@ -498,6 +498,63 @@ def _replay(rd: RunDir, nodes: Sequence[Node]) -> str:
     return "".join(parts)
 
 
+def _spent(nodes: Sequence[Node]) -> dict[str, float]:
+    """What the run used: steps, sandbox seconds, wall seconds, tokens and USD."""
+    return {
+        "steps": float(len(nodes)),
+        "sandbox_s": sum(n.used.sandbox_s for n in nodes),
+        "wall_s": max((n.elapsed_s for n in nodes), default=0.0),
+        "tokens": float(sum(n.used.tokens for n in nodes)),
+        "usd": sum(n.used.cost_usd or 0.0 for n in nodes),
+    }
+
+
+def _cards_html(
+    nodes: Sequence[Node], best: Node | None, test: RunResult | None, spent: dict[str, float]
+) -> str:
+    """The summary cards: nodes, best validation, the test score, sandbox time, tokens."""
+    ok = sum(n.ok for n in nodes)
+    cards = [
+        ("nodes", f"{len(nodes)}", f"{ok} succeeded"),
+        ("best validation", _fmt(best.score if best else None, 5), best.node_id if best else ""),
+        (
+            "test score (chosen program)",
+            _fmt(test.score if test else None, 5),
+            "graded once at the end" if test else "not graded",
+        ),
+        ("sandbox time", f"{spent['sandbox_s']:.0f} s", f"wall {spent['wall_s']:.0f} s"),
+        ("tokens", f"{spent['tokens']:,.0f}", f"{spent['usd']:.2f} USD"),
+    ]
+    return "".join(
+        f"<div class='card'><small>{_esc(a)}</small><b>{_esc(b)}</b><small>{_esc(c)}</small></div>"
+        for a, b, c in cards
+    )
+
+
+_LEGEND = "".join(
+    f'<span><i style="background:{c}"></i>{op.value}</span>' for op, c in OP_COLORS.items()
+) + (
+    f'<span><i style="background:white;border:2px solid {FAIL}"></i>failed (×)</span>'
+    f'<span><i style="background:white;border:2px solid {BEST}"></i>best lineage</span>'
+)
+
+
+def _run_line(rd: RunDir) -> str:
+    """The line under the title: model, selector, seed, workers, selection score, why the
+    search stopped, the openmle version, the run's name and its integrity.
+    """
+    m = rd.manifest
+    stop = next(
+        (s.get("stop_reason") for s in reversed(rd.sessions()) if s["event"] == "end"), None
+    )
+    return f"""<p class="sub">model {_model_text(m)} ·
+selector <code>{_esc(m["selector"]["class"].rsplit(".", 1)[-1])}</code> ·
+seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
+{_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
+openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code> ·
+{_INTEGRITY[rd.integrity]}</p>"""
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` (and ``score.png``/``score.svg``) for a run directory.
 
@@ -515,82 +572,37 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     m = rd.manifest
     hib = bool(m["task"]["higher_is_better"])
     nodes = sorted(rd.nodes(), key=lambda n: n.step)
-    by_id = {n.node_id: n for n in nodes}
     final = rd.final_result()
-    best: Node | None = None
-    for n in nodes:
-        if (
-            n.ok
-            and n.score is not None
-            and (
-                best is None
-                or best.score is None
-                or (n.score > best.score if hib else n.score < best.score)
-            )
-        ):
-            best = n
-    chain = _lineage(by_id, best)
+    best = _best(nodes, hib)
+    chain = _lineage({n.node_id: n for n in nodes}, best)
     best_path = {n.node_id for n in chain}
     running = _running_best(nodes, hib)
     time_order = sorted(nodes, key=lambda n: n.elapsed_s)
-    running_t = _running_best(time_order, hib)
-    spent = {
-        "steps": float(len(nodes)),
-        "sandbox_s": sum(n.used.sandbox_s for n in nodes),
-        "wall_s": max((n.elapsed_s for n in nodes), default=0.0),
-        "tokens": float(sum(n.used.tokens for n in nodes)),
-        "usd": sum(n.used.cost_usd or 0.0 for n in nodes),
-    }
+    spent = _spent(nodes)
     path = Path(out) if out is not None else rd.path / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     plots = _plots(path.with_name("score"), [n.step for n in nodes], nodes, running, hib)
-    test = final[1] if final else None
     ok = sum(n.ok for n in nodes)
-    cards = [
-        ("nodes", f"{len(nodes)}", f"{ok} succeeded"),
-        ("best validation", _fmt(best.score if best else None, 5), best.node_id if best else ""),
-        (
-            "test score (chosen program)",
-            _fmt(test.score if test else None, 5),
-            "graded once at the end" if test else "not graded",
-        ),
-        ("sandbox time", f"{spent['sandbox_s']:.0f} s", f"wall {spent['wall_s']:.0f} s"),
-        ("tokens", f"{spent['tokens']:,.0f}", f"{spent['usd']:.2f} USD"),
-    ]
-    legend = "".join(
-        f'<span><i style="background:{c}"></i>{op.value}</span>' for op, c in OP_COLORS.items()
-    )
-    legend += (
-        f'<span><i style="background:white;border:2px solid {FAIL}"></i>failed (×)</span>'
-        f'<span><i style="background:white;border:2px solid {BEST}"></i>best lineage</span>'
-    )
-    card_html = "".join(
-        f"<div class='card'><small>{_esc(a)}</small><b>{_esc(b)}</b><small>{_esc(c)}</small></div>"
-        for a, b, c in cards
-    )
+    card_html = _cards_html(nodes, best, final[1] if final else None, spent)
     by_step = _curve_svg([float(n.step) for n in nodes], nodes, running, "step", hib)
     by_time = _curve_svg(
-        [n.elapsed_s for n in time_order], time_order, running_t, "wall seconds", hib
+        [n.elapsed_s for n in time_order],
+        time_order,
+        _running_best(time_order, hib),
+        "wall seconds",
+        hib,
     )
     plot_names = ", ".join(_esc(p.name) for p in plots) or "matplotlib not installed"
-    stop = next(
-        (s.get("stop_reason") for s in reversed(rd.sessions()) if s["event"] == "end"), None
-    )
     html_text = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>openmle run — {_esc(m["task"]["name"])}</title>
 <style>{_CSS}</style></head><body>
 <h1>Search on <code>{_esc(m["task"]["name"])}</code></h1>
-<p class="sub">model {_model_text(m)} ·
-selector <code>{_esc(m["selector"]["class"].rsplit(".", 1)[-1])}</code> ·
-seed {m["seeds"]["search"]} · {m["workers"]} workers · selection by
-{_esc(m["score_used_for_selection"])} · stopped by {_esc(stop or "—")} ·
-openmle {_esc(m["openmle_version"])} · run <code>{_esc(rd.path.name)}</code> ·
-{_INTEGRITY[rd.integrity]}</p>
+{_run_line(rd)}
 {_priors_line(m)}
 {_preset_line(m)}
 {_nothing_succeeded(nodes) if ok == 0 else ""}<div class="cards">{card_html}</div>
 <h2>Search tree</h2>
-<p class="legend">{legend} · x: step, y: generation · hover a node for its plan</p>
+<p class="legend">{_LEGEND} · x: step, y: generation · hover a node for its plan</p>
 {_tree_svg(nodes, best_path)}
 <h2>Validation score</h2>
 <div class="grid"><div>{by_step}</div><div>{by_time}</div></div>
