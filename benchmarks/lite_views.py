@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 import zipfile
@@ -28,9 +29,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import emit
 
-from openmle.bench.mlebench import build_validation_view
+sys.path[:0] = [
+    str(Path(__file__).resolve().parents[1]),
+    str(Path(__file__).resolve().parents[1] / "src"),
+]
+
+from benchmarks._common import emit  # noqa: E402
+
+from openmle.bench.mlebench import build_validation_view  # noqa: E402
 
 TPS = "tabular-playground-series-dec-2021"
 DOGS = "dogs-vs-cats-redux-kernels-edition"
