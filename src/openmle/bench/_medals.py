@@ -35,17 +35,15 @@ a missing score; see :func:`openmle._leaderboard.human_rank_of`.
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, final
 
 from attrs import field, frozen
 
-from openmle._leaderboard import human_rank_of, medal_positions
+from openmle._leaderboard import human_rank_of, medal_thresholds, read_leaderboard
 from openmle.errors import InvalidArgument
 
 __all__ = [
@@ -78,8 +76,6 @@ MLEBENCH_REPORT_FIELDS: tuple[str, ...] = (
 )
 """The keys of one competition report in MLE-bench's grading report, in its order."""
 
-GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/v1"
-
 
 def round_score(score: float | None) -> float | None:
     """The score as MLE-bench compares it, rounded to 5 decimals (None: missing/not finite)."""
@@ -92,15 +88,6 @@ def round_score(score: float | None) -> float | None:
     if not math.isfinite(v):
         return None
     return float(round(v, 5))
-
-
-def _to_float(text: str | None) -> float:
-    if text is None:
-        return math.nan
-    try:
-        return float(text.strip())
-    except ValueError:
-        return math.nan
 
 
 def _scores(values: Iterable[float | None]) -> tuple[float, ...]:
@@ -142,41 +129,22 @@ class Leaderboard:
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> Leaderboard:
-        """Read ``leaderboard.csv`` (its ``score`` column, file order).
+        """Read ``leaderboard.csv`` (its ``score`` column, file order), by MLE-bench's rule
+        (:func:`openmle._leaderboard.read_leaderboard` with ``rule="mlebench"``).
 
         Raises:
             InvalidArgument: the file is a git-lfs pointer (run ``git lfs pull`` in the
                 MLE-bench checkout), has no ``score`` column or no rows.
             OSError: the file cannot be read.
         """
-        p = Path(path)
-        with p.open(encoding="utf-8-sig", newline="") as fh:
-            head = fh.read(len(GIT_LFS_POINTER))
-            if head == GIT_LFS_POINTER:
-                raise InvalidArgument(
-                    f"{p} is a git-lfs pointer, not the leaderboard; run `git lfs fetch --all && "
-                    "git lfs pull` in the MLE-bench checkout"
-                )
-            fh.seek(0)
-            reader = csv.DictReader(fh)
-            if "score" not in (reader.fieldnames or ()):
-                raise InvalidArgument(
-                    f"Expected a 'score' column in {p} but got columns {reader.fieldnames}"
-                )
-            scores = [_to_float(row.get("score")) for row in reader]
-        return cls(scores=scores)
+        return cls(scores=read_leaderboard(path, rule="mlebench"))
 
     def thresholds(self) -> tuple[float, float, float, float]:
-        """(gold, silver, bronze, median) thresholds."""
-        g, s, b = medal_positions(self.n)
-        fin = sorted(self.finite)
-        if fin:
-            k = len(fin)
-            mid = k // 2
-            median = fin[mid] if k % 2 else (fin[mid - 1] + fin[mid]) / 2.0
-        else:
-            median = math.nan
-        return self.scores[g - 1], self.scores[s - 1], self.scores[b - 1], median
+        """(gold, silver, bronze, median) thresholds by MLE-bench's rule
+        (:func:`openmle._leaderboard.medal_thresholds` with ``rule="mlebench"``).
+        """
+        th = medal_thresholds(self.scores, rule="mlebench")
+        return th.gold, th.silver, th.bronze, th.median
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None)."""
