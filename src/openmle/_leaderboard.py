@@ -37,6 +37,7 @@ __all__ = [
     "GIT_LFS_POINTER",
     "MEDAL_RULES",
     "MedalThresholds",
+    "above_median_of",
     "human_rank_of",
     "infer_higher_is_better",
     "leaderboard_rank_of",
@@ -166,6 +167,17 @@ def medal_of(score: float | None, thresholds: MedalThresholds) -> str | None:
         if _reaches(score, getattr(thresholds, name), hib):
             return name
     return None
+
+
+def above_median_of(score: float | None, thresholds: MedalThresholds) -> bool:
+    """Whether ``score`` is strictly better than the median (MLE-bench's "above median");
+    False for a missing or non-finite score.
+    """
+    if score is None or not math.isfinite(score):
+        return False
+    if thresholds.higher_is_better:
+        return score > thresholds.median
+    return score < thresholds.median
 
 
 def human_rank_of(

@@ -25,6 +25,12 @@ Implemented from MLE-bench's documented behaviour (``mlebench/grade_helpers.py``
 - A submission that does not grade has ``score=None``: no medal, not above median,
   ``valid_submission=False``.
 
+The leaderboard reading, the thresholds, the medal and the above-median rules are the core's
+(:func:`openmle._leaderboard.read_leaderboard`, :func:`~openmle._leaderboard.medal_thresholds`,
+:func:`~openmle._leaderboard.medal_of`, :func:`~openmle._leaderboard.above_median_of`) with
+``rule="mlebench"``; the gym's task packages use the same functions with the task's direction
+(``rule="metadata"``). This module adds MLE-bench's rounding and report value.
+
 One departure: a grader that returns a non-finite number (NaN, inf) gives ``score=None`` here
 (MLE-bench keeps the NaN and calls the submission valid); a NaN cannot earn anything either way.
 
@@ -43,7 +49,13 @@ from typing import Any, final
 
 from attrs import field, frozen
 
-from openmle._leaderboard import human_rank_of, medal_thresholds, read_leaderboard
+from openmle._leaderboard import (
+    above_median_of,
+    human_rank_of,
+    medal_of,
+    medal_thresholds,
+    read_leaderboard,
+)
 from openmle.errors import InvalidArgument
 
 __all__ = [
@@ -178,29 +190,18 @@ def rank_score(score: float | None, leaderboard: Leaderboard | Sequence[float]) 
     Round the grader's raw score with :func:`round_score` first (as MLE-bench's grader does).
     """
     board = leaderboard if isinstance(leaderboard, Leaderboard) else Leaderboard(scores=leaderboard)
-    lower = board.lower_is_better
-    gold, silver, bronze, median = board.thresholds()
-    ok = score is not None and math.isfinite(score)
-
-    v = float(score) if score is not None and ok else math.nan
-
-    def reaches(threshold: float) -> bool:
-        return v <= threshold if lower else v >= threshold
-
-    g = ok and reaches(gold)
-    s = ok and not g and reaches(silver)
-    b = ok and not g and not s and reaches(bronze)
-    above = ok and (v < median if lower else v > median)
+    th = medal_thresholds(board.scores, rule="mlebench")
+    medal = medal_of(score, th)
     return RankInfo(
-        gold_threshold=gold,
-        silver_threshold=silver,
-        bronze_threshold=bronze,
-        median_threshold=median,
-        gold_medal=bool(g),
-        silver_medal=bool(s),
-        bronze_medal=bool(b),
-        above_median=bool(above),
-        is_lower_better=lower,
+        gold_threshold=th.gold,
+        silver_threshold=th.silver,
+        bronze_threshold=th.bronze,
+        median_threshold=th.median,
+        gold_medal=medal == "gold",
+        silver_medal=medal == "silver",
+        bronze_medal=medal == "bronze",
+        above_median=above_median_of(score, th),
+        is_lower_better=not th.higher_is_better,
     )
 
 
