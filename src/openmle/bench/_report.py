@@ -554,10 +554,14 @@ def _md(text: str, limit: int = 200) -> str:
 
 
 def _commit(m: Mapping[str, Any]) -> str:
-    for key, field_ in (("mlebench", "mlebench_commit"), ("naturebench", "commit")):
-        block = m.get(key)
+    """The benchmark's commit as its manifest entry records it (``mlebench_commit`` or
+    ``commit`` in a top-level block of the manifest), else ``unknown``.
+    """
+    for block in m.values():
         if isinstance(block, Mapping):
-            return str(block.get(field_) or "unknown")
+            for field_ in ("mlebench_commit", "commit"):
+                if field_ in block:
+                    return str(block.get(field_) or "unknown")
     return "unknown"
 
 

@@ -113,7 +113,7 @@ def test_toy_benchmark_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.Monke
     rep = bench_report(out)
     assert rep.metrics.metrics["any_medal_percentage"].mean == 50.0
     paths = write_report(out)
-    assert "ToyBench" in paths["markdown"].read_text()
+    assert "ToyBench commit: toy-1" in paths["markdown"].read_text()
     graded = json.loads(paths["grading_report"].read_text())
     assert graded["total_runs"] == 4 and graded["total_medals"] == 2
     assert any("[4/4 runs" in ln for ln in lines)
