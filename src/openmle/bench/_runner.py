@@ -577,13 +577,13 @@ class _KeepingTask:
 
     @property
     def dockerfile(self) -> Path | None:
-        """The task's environment Dockerfile (a NatureBench case's), else None."""
+        """The task's environment Dockerfile (when its benchmark ships one), else None."""
         found = getattr(self.inner, "dockerfile", None)
         return Path(found) if found is not None else None
 
     @property
     def outputs(self) -> str | None:
-        """The task's output directory name (a NatureBench case's), else None."""
+        """The task's output directory name (when its program writes one), else None."""
         found = getattr(self.inner, "outputs", None)
         return found if isinstance(found, str) else None
 
@@ -733,6 +733,7 @@ async def _one(
         task,
         _ref(cid, seed, name),
         rd,
+        seed=seed,
         model=model,
         sandbox=sandbox,
         limiter=limiter,
@@ -753,6 +754,7 @@ async def _search(
     ref: str,
     rd: Path,
     *,
+    seed: int,
     model: OperatorModel,
     sandbox: Sandbox,
     limiter: anyio.CapacityLimiter,
@@ -778,7 +780,6 @@ async def _search(
         )
         return await aresume_search(rd, resume, limiter=limiter, on_progress=progress)
     cfg = run.config
-    seed = int(ref.rpartition("@seed-")[2])
     spec = SearchSpec(
         task=ref,
         model=model,
