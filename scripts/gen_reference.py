@@ -34,6 +34,7 @@ MODULES = (
     "openmle.service",
     "openmle.bench",
     "openmle.bench.mlebench",
+    "openmle.bench.naturebench",
     "openmle.backends",
     "openmle.train",
     "openmle.testing",

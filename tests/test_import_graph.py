@@ -11,8 +11,7 @@ constant); only ``if TYPE_CHECKING:`` blocks are skipped, since they never run. 
   ``ALLOWED_UPWARD`` (each with the reason). A package not named in ``LAYERS`` (a new one) sits
   on top: it may import everything, and nothing listed may import it;
 - no package imports another package's private module (``openmle.gym._grader``): it uses the
-  public surface, which holds the documented kit it offers upward, except
-  the lines in ``PENDING_REACH_INS`` (each to go).
+  public surface, which holds the documented kit it offers upward.
 """
 
 from __future__ import annotations
@@ -77,16 +76,6 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     ),
 }
 """Package edges allowed to point up or sideways, with the reason."""
-
-PENDING_REACH_INS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # NatureBench's case rules live in gym and its runner in bench: these go when
-        # NatureBench has one home (issue 26).
-        ("openmle.bench._naturebench", "openmle.gym._naturebench"),
-        ("openmle.bench._naturebench_report", "openmle.gym._naturebench"),
-    }
-)
-"""(module, private module of another package) import pairs still to replace by a kit."""
 
 
 def _module_name(path: Path) -> str:
@@ -245,7 +234,6 @@ def test_no_package_imports_another_packages_private_module() -> None:
         and _package(target) != "openmle"
         and not _package(target).split(".")[1].startswith("_")
         and _private(target)
-        and (mod, target) not in PENDING_REACH_INS
     )
     assert not bad, "use the package's public surface or its kit:\n" + "\n".join(bad)
 

@@ -34,7 +34,10 @@ from attrs import frozen
 from openmle.errors import InvalidArgument
 
 __all__ = [
+    "GIT_LFS_POINTER",
+    "MEDAL_RULES",
     "MedalThresholds",
+    "above_median_of",
     "human_rank_of",
     "infer_higher_is_better",
     "leaderboard_rank_of",
@@ -77,25 +80,77 @@ def _clean(scores: Sequence[float | None]) -> npt.NDArray[np.float64]:
     return arr[np.isfinite(arr)]
 
 
+MEDAL_RULES = ("metadata", "mlebench")
+"""How a leaderboard is read into medal thresholds (:func:`medal_thresholds`):
+
+- ``metadata``: the finite scores only (``N`` counts them), in rank order, the direction given
+  by the task's metadata (the gym's task packages, the rewards);
+- ``mlebench``: MLE-bench's ``Grader.rank_score`` exactly: every row counts in ``N`` (a missing
+  score as NaN, which may then be a threshold), the rows in file order, lower is better when
+  the first row's score is lower than the last row's.
+
+Both take the median over the finite scores and the medal positions of
+:func:`medal_positions`."""
+
+
+def _median(arr: npt.NDArray[np.float64]) -> float:
+    return float(np.median(arr)) if arr.size else math.nan
+
+
 def medal_thresholds(
-    scores_in_rank_order: Sequence[float], *, higher_is_better: bool
+    scores_in_rank_order: Sequence[float | None],
+    *,
+    higher_is_better: bool | None = None,
+    rule: str = "metadata",
 ) -> MedalThresholds:
-    """Thresholds from a leaderboard's scores listed best first.
+    """Thresholds from a leaderboard's scores listed best first, by ``rule``
+    (:data:`MEDAL_RULES`).
+
+    Args:
+        scores_in_rank_order: the scores, best first (``mlebench``: in file order).
+        higher_is_better: the direction (``metadata``: required); under ``mlebench`` the
+            direction is the file's and this must be None.
+        rule: ``metadata`` or ``mlebench``.
 
     Raises:
-        InvalidArgument: the leaderboard has no finite score.
+        InvalidArgument: an unknown rule, a direction missing (``metadata``) or given
+            (``mlebench``), or a leaderboard with no finite score (``metadata``) or no row
+            (``mlebench``).
     """
-    arr = _clean(scores_in_rank_order)
-    if arr.size == 0:
-        raise InvalidArgument("Expected a leaderboard with at least one finite score")
-    g, s, b = medal_positions(int(arr.size))
+    if rule == "mlebench":
+        if higher_is_better is not None:
+            raise InvalidArgument(
+                "Expected higher_is_better=None with rule='mlebench' (MLE-bench reads the "
+                "direction from the file order); use rule='metadata' to give it"
+            )
+        rows = np.asarray(
+            [math.nan if s is None else float(s) for s in scores_in_rank_order], dtype=np.float64
+        )
+        if rows.size == 0:
+            raise InvalidArgument(
+                "Expected a leaderboard with at least one row; MLE-bench needs one to award medals"
+            )
+        hib = not bool(rows[0] < rows[-1])
+        finite = rows[np.isfinite(rows)]
+    elif rule == "metadata":
+        if higher_is_better is None:
+            raise InvalidArgument(
+                "Expected higher_is_better (the task's direction) with rule='metadata'"
+            )
+        rows = finite = _clean(scores_in_rank_order)
+        hib = bool(higher_is_better)
+        if rows.size == 0:
+            raise InvalidArgument("Expected a leaderboard with at least one finite score")
+    else:
+        raise InvalidArgument(f"Expected rule in {MEDAL_RULES} but got rule={rule!r}")
+    g, s, b = medal_positions(int(rows.size))
     return MedalThresholds(
-        gold=float(arr[min(g, arr.size) - 1]),
-        silver=float(arr[min(s, arr.size) - 1]),
-        bronze=float(arr[min(b, arr.size) - 1]),
-        median=float(np.median(arr)),
-        higher_is_better=higher_is_better,
-        n_entries=int(arr.size),
+        gold=float(rows[g - 1]),
+        silver=float(rows[s - 1]),
+        bronze=float(rows[b - 1]),
+        median=_median(finite),
+        higher_is_better=hib,
+        n_entries=int(rows.size),
     )
 
 
@@ -112,6 +167,17 @@ def medal_of(score: float | None, thresholds: MedalThresholds) -> str | None:
         if _reaches(score, getattr(thresholds, name), hib):
             return name
     return None
+
+
+def above_median_of(score: float | None, thresholds: MedalThresholds) -> bool:
+    """Whether ``score`` is strictly better than the median (MLE-bench's "above median");
+    False for a missing or non-finite score.
+    """
+    if score is None or not math.isfinite(score):
+        return False
+    if thresholds.higher_is_better:
+        return score > thresholds.median
+    return score < thresholds.median
 
 
 def human_rank_of(
@@ -165,31 +231,59 @@ def infer_higher_is_better(scores_in_rank_order: Sequence[float]) -> bool:
     return not (arr.size >= 2 and arr[0] < arr[-1])
 
 
-def read_leaderboard(path: str | os.PathLike[str]) -> list[float]:
-    """Scores of a leaderboard CSV, best first.
+GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/v1"
+"""How a file that git-lfs did not fetch begins."""
 
-    Columns are matched case-insensitively (``score``, optional ``rank``; a UTF-8 BOM is
-    ignored); rows whose score is not a finite number are dropped; rows are ordered by rank
-    when the file has a rank column, else kept in file order.
+
+def _to_float(text: str | None) -> float:
+    try:
+        return float(text) if text is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_leaderboard(path: str | os.PathLike[str], *, rule: str = "metadata") -> list[float]:
+    """Scores of a leaderboard CSV, best first, read by ``rule`` (:data:`MEDAL_RULES`).
+
+    - ``metadata``: columns matched case-insensitively (``score``, optional ``rank``; a UTF-8
+      BOM is ignored); rows whose score is not a finite number are dropped; rows are ordered
+      by rank when the file has a rank column, else kept in file order.
+    - ``mlebench``: MLE-bench's reading: the ``score`` column (exact name) of every row in
+      file order, a missing or unparsable score as NaN (it counts in ``N``); a git-lfs
+      pointer is refused with the fix.
 
     Raises:
-        InvalidArgument: the file has no ``score`` column.
+        InvalidArgument: the file has no ``score`` column, is a git-lfs pointer
+            (``mlebench``), or ``rule`` is unknown.
         OSError: the file cannot be read.
     """
+    if rule not in MEDAL_RULES:
+        raise InvalidArgument(f"Expected rule in {MEDAL_RULES} but got rule={rule!r}")
+    exact = rule == "mlebench"
     with open(path, encoding="utf-8-sig", newline="") as fh:
+        if exact:
+            if fh.read(len(GIT_LFS_POINTER)) == GIT_LFS_POINTER:
+                raise InvalidArgument(
+                    f"{os.fspath(path)} is a git-lfs pointer, not the leaderboard; run `git lfs "
+                    "fetch --all && git lfs pull` in the MLE-bench checkout"
+                )
+            fh.seek(0)
         reader = csv.DictReader(fh)
-        fields = {name.strip().lower(): name for name in reader.fieldnames or ()}
+        names = reader.fieldnames or ()
+        fields = {n: n for n in names} if exact else {n.strip().lower(): n for n in names}
         if "score" not in fields:
             raise InvalidArgument(
-                f"Expected a 'score' column in leaderboard {os.fspath(path)!r} but got "
+                f"Expected a 'score' column in {os.fspath(path)} but got columns "
+                f"{reader.fieldnames}"
+                if exact
+                else f"Expected a 'score' column in leaderboard {os.fspath(path)!r} but got "
                 f"columns {list(fields)}"
             )
+        if exact:
+            return [_to_float(row.get("score")) for row in reader]
         rows: list[tuple[float, int, float]] = []
         for i, row in enumerate(reader):
-            try:
-                score = float(row[fields["score"]])
-            except (TypeError, ValueError):
-                continue
+            score = _to_float(row[fields["score"]])
             if not math.isfinite(score):
                 continue
             rank = math.inf

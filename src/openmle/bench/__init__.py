@@ -16,7 +16,12 @@
 - :class:`NatureBench`: a NatureBench checkout; each case is a :class:`NatureBenchTask` (the
   program sees ``problem/data``, the case's evaluator runs out of process and its result is
   scored as the gap ``g``); :func:`write_naturebench_report` writes NatureBench's leaderboard
-  metrics, ``results.csv`` and ``submission.yaml`` from a bench directory.
+  metrics, ``results.csv`` and ``submission.yaml`` from a bench directory. The adapter lives
+  in :mod:`openmle.bench.naturebench` (registry, case rules, scoring, the evaluator process,
+  leaderboard metrics, report).
+- :class:`Benchmark` / :class:`BenchTask`: what the runner and the report ask of a benchmark;
+  each benchmark folder registers a :class:`BenchmarkKind` (:func:`register_benchmark`), named
+  by ``BenchConfig.benchmark`` (:func:`benchmark_kind`, :func:`benchmark_names`).
 - :func:`build_miniature` / :func:`smoke_miniature`: MLE-bench's 22 Lite competitions in
   miniature (MLE-bench's registry and prepared-data layout, tiny synthetic data, openmle's own
   graders), for tests and ``openmle bench run smoke`` (:data:`SMOKE_IDS`).
@@ -33,6 +38,14 @@ from openmle.bench._aggregate import (
     aggregate_seeds,
     build_seeds,
 )
+from openmle.bench._benchmarks import (
+    Benchmark,
+    BenchmarkKind,
+    BenchTask,
+    benchmark_kind,
+    benchmark_names,
+    register_benchmark,
+)
 from openmle.bench._medals import (
     MLEBENCH_REPORT_FIELDS,
     CompetitionReport,
@@ -43,15 +56,6 @@ from openmle.bench._medals import (
     round_score,
 )
 from openmle.bench._mlebench import Competition, DoctorLine, MLEBench, MLEBenchTask, doctor
-from openmle.bench._naturebench import (
-    NatureBench,
-    NatureBenchTask,
-    PrimaryMetric,
-    case_gap,
-    parse_sota,
-    primary_metrics,
-)
-from openmle.bench._naturebench_report import case_rows, read_judge, write_naturebench_report
 from openmle.bench._report import BenchReport, bench_report, write_report
 from openmle.bench._runner import (
     SEARCH_KEYS,
@@ -81,6 +85,17 @@ from openmle.bench._suites import (
     modality_of,
 )
 from openmle.bench.mlebench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
+from openmle.bench.naturebench import (
+    NatureBench,
+    NatureBenchTask,
+    PrimaryMetric,
+    case_gap,
+    case_rows,
+    parse_sota,
+    primary_metrics,
+    read_judge,
+    write_naturebench_report,
+)
 
 __all__ = [
     "KNOWN_ISSUES",
@@ -96,6 +111,9 @@ __all__ = [
     "BenchConfig",
     "BenchReport",
     "BenchRun",
+    "BenchTask",
+    "Benchmark",
+    "BenchmarkKind",
     "Competition",
     "CompetitionReport",
     "DoctorLine",
@@ -116,6 +134,8 @@ __all__ = [
     "bench_report",
     "bench_sandbox",
     "bench_status",
+    "benchmark_kind",
+    "benchmark_names",
     "build_miniature",
     "build_seeds",
     "case_gap",
@@ -134,6 +154,7 @@ __all__ = [
     "rank_score",
     "read_judge",
     "read_result",
+    "register_benchmark",
     "round_score",
     "smoke_miniature",
     "validation_protocol",

@@ -25,6 +25,12 @@ Implemented from MLE-bench's documented behaviour (``mlebench/grade_helpers.py``
 - A submission that does not grade has ``score=None``: no medal, not above median,
   ``valid_submission=False``.
 
+The leaderboard reading, the thresholds, the medal and the above-median rules are the core's
+(:func:`openmle._leaderboard.read_leaderboard`, :func:`~openmle._leaderboard.medal_thresholds`,
+:func:`~openmle._leaderboard.medal_of`, :func:`~openmle._leaderboard.above_median_of`) with
+``rule="mlebench"``; the gym's task packages use the same functions with the task's direction
+(``rule="metadata"``). This module adds MLE-bench's rounding and report value.
+
 One departure: a grader that returns a non-finite number (NaN, inf) gives ``score=None`` here
 (MLE-bench keeps the NaN and calls the submission valid); a NaN cannot earn anything either way.
 
@@ -35,17 +41,21 @@ a missing score; see :func:`openmle._leaderboard.human_rank_of`.
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, final
 
 from attrs import field, frozen
 
-from openmle._leaderboard import human_rank_of, medal_positions
+from openmle._leaderboard import (
+    above_median_of,
+    human_rank_of,
+    medal_of,
+    medal_thresholds,
+    read_leaderboard,
+)
 from openmle.errors import InvalidArgument
 
 __all__ = [
@@ -78,8 +88,6 @@ MLEBENCH_REPORT_FIELDS: tuple[str, ...] = (
 )
 """The keys of one competition report in MLE-bench's grading report, in its order."""
 
-GIT_LFS_POINTER = "version https://git-lfs.github.com/spec/v1"
-
 
 def round_score(score: float | None) -> float | None:
     """The score as MLE-bench compares it, rounded to 5 decimals (None: missing/not finite)."""
@@ -92,15 +100,6 @@ def round_score(score: float | None) -> float | None:
     if not math.isfinite(v):
         return None
     return float(round(v, 5))
-
-
-def _to_float(text: str | None) -> float:
-    if text is None:
-        return math.nan
-    try:
-        return float(text.strip())
-    except ValueError:
-        return math.nan
 
 
 def _scores(values: Iterable[float | None]) -> tuple[float, ...]:
@@ -142,41 +141,22 @@ class Leaderboard:
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> Leaderboard:
-        """Read ``leaderboard.csv`` (its ``score`` column, file order).
+        """Read ``leaderboard.csv`` (its ``score`` column, file order), by MLE-bench's rule
+        (:func:`openmle._leaderboard.read_leaderboard` with ``rule="mlebench"``).
 
         Raises:
             InvalidArgument: the file is a git-lfs pointer (run ``git lfs pull`` in the
                 MLE-bench checkout), has no ``score`` column or no rows.
             OSError: the file cannot be read.
         """
-        p = Path(path)
-        with p.open(encoding="utf-8-sig", newline="") as fh:
-            head = fh.read(len(GIT_LFS_POINTER))
-            if head == GIT_LFS_POINTER:
-                raise InvalidArgument(
-                    f"{p} is a git-lfs pointer, not the leaderboard; run `git lfs fetch --all && "
-                    "git lfs pull` in the MLE-bench checkout"
-                )
-            fh.seek(0)
-            reader = csv.DictReader(fh)
-            if "score" not in (reader.fieldnames or ()):
-                raise InvalidArgument(
-                    f"Expected a 'score' column in {p} but got columns {reader.fieldnames}"
-                )
-            scores = [_to_float(row.get("score")) for row in reader]
-        return cls(scores=scores)
+        return cls(scores=read_leaderboard(path, rule="mlebench"))
 
     def thresholds(self) -> tuple[float, float, float, float]:
-        """(gold, silver, bronze, median) thresholds."""
-        g, s, b = medal_positions(self.n)
-        fin = sorted(self.finite)
-        if fin:
-            k = len(fin)
-            mid = k // 2
-            median = fin[mid] if k % 2 else (fin[mid - 1] + fin[mid]) / 2.0
-        else:
-            median = math.nan
-        return self.scores[g - 1], self.scores[s - 1], self.scores[b - 1], median
+        """(gold, silver, bronze, median) thresholds by MLE-bench's rule
+        (:func:`openmle._leaderboard.medal_thresholds` with ``rule="mlebench"``).
+        """
+        th = medal_thresholds(self.scores, rule="mlebench")
+        return th.gold, th.silver, th.bronze, th.median
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None)."""
@@ -210,29 +190,18 @@ def rank_score(score: float | None, leaderboard: Leaderboard | Sequence[float]) 
     Round the grader's raw score with :func:`round_score` first (as MLE-bench's grader does).
     """
     board = leaderboard if isinstance(leaderboard, Leaderboard) else Leaderboard(scores=leaderboard)
-    lower = board.lower_is_better
-    gold, silver, bronze, median = board.thresholds()
-    ok = score is not None and math.isfinite(score)
-
-    v = float(score) if score is not None and ok else math.nan
-
-    def reaches(threshold: float) -> bool:
-        return v <= threshold if lower else v >= threshold
-
-    g = ok and reaches(gold)
-    s = ok and not g and reaches(silver)
-    b = ok and not g and not s and reaches(bronze)
-    above = ok and (v < median if lower else v > median)
+    th = medal_thresholds(board.scores, rule="mlebench")
+    medal = medal_of(score, th)
     return RankInfo(
-        gold_threshold=gold,
-        silver_threshold=silver,
-        bronze_threshold=bronze,
-        median_threshold=median,
-        gold_medal=bool(g),
-        silver_medal=bool(s),
-        bronze_medal=bool(b),
-        above_median=bool(above),
-        is_lower_better=lower,
+        gold_threshold=th.gold,
+        silver_threshold=th.silver,
+        bronze_threshold=th.bronze,
+        median_threshold=th.median,
+        gold_medal=medal == "gold",
+        silver_medal=medal == "silver",
+        bronze_medal=medal == "bronze",
+        above_median=above_median_of(score, th),
+        is_lower_better=not th.higher_is_better,
     )
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from openmle.bench._aggregate import METRICS, Metric, SuiteMetrics, aggregate_seeds
+from openmle.bench._benchmarks import benchmark_kind
 from openmle.bench._medals import CompetitionReport, competition_report
-from openmle.bench._mlebench import MLEBenchTask
 from openmle.bench._runner import RESULT, BenchRun, RunStatus, preset_lines, read_result
 from openmle.bench._suites import KNOWN_ISSUES, MODALITY_LABELS, modality_of
 from openmle.bench.mlebench._registry import protocol_lines
@@ -94,9 +94,7 @@ class BenchReport:
             with contextlib.suppress(OpenMLEError, OSError, ValueError):
                 if self._bench is None:
                     self._bench = _bench_of(self.run.config, self.run.path)
-                task = self._bench.task(cid)
-                if isinstance(task, MLEBenchTask):
-                    board = task.leaderboard
+                board = self._bench.task(cid).leaderboard
             self._boards[cid] = board
         return self._boards[cid]
 
@@ -138,7 +136,7 @@ class BenchReport:
                 reason=reason,
                 created_at=when,
             )
-        if self.run.config.benchmark == "mle-bench" and score is not None:
+        if benchmark_kind(self.run.config.benchmark).leaderboards and score is not None:
             reason = "medals not verified: the competition's leaderboard is not at hand"
         return CompetitionReport(
             competition_id=cid,
@@ -294,7 +292,7 @@ class BenchReport:
         """The Markdown header lines (every text escaped)."""
         m = self.run.manifest
         cfg = self.run.config
-        source = "MLE-bench" if cfg.benchmark == "mle-bench" else "NatureBench"
+        source = benchmark_kind(cfg.benchmark).title
         out = [
             f"# openmle bench: {_md(cfg.suite)}",
             "",
@@ -417,7 +415,7 @@ class BenchReport:
         cfg = self.run.config
         e = html.escape
         m = self.run.manifest
-        source = "MLE-bench" if cfg.benchmark == "mle-bench" else "NatureBench"
+        source = benchmark_kind(cfg.benchmark).title
         rows = "".join(
             f"<tr><td>{e(_LABELS[k])}</td><td>{_fmt(self.metrics.metrics[k].mean)}</td>"
             f"<td>{_fmt(self.metrics.metrics[k].sem)}</td>"
@@ -556,10 +554,14 @@ def _md(text: str, limit: int = 200) -> str:
 
 
 def _commit(m: Mapping[str, Any]) -> str:
-    for key, field_ in (("mlebench", "mlebench_commit"), ("naturebench", "commit")):
-        block = m.get(key)
+    """The benchmark's commit as its manifest entry records it (``mlebench_commit`` or
+    ``commit`` in a top-level block of the manifest), else ``unknown``.
+    """
+    for block in m.values():
         if isinstance(block, Mapping):
-            return str(block.get(field_) or "unknown")
+            for field_ in ("mlebench_commit", "commit"):
+                if field_ in block:
+                    return str(block.get(field_) or "unknown")
     return "unknown"
 
 
@@ -671,8 +673,7 @@ def write_report(
             d / "submission.jsonl",
             d / "grading_report.json",
         )
-    if rep.run.config.benchmark == "naturebench":
-        from openmle.bench._naturebench_report import write_naturebench_report
-
-        out.update(write_naturebench_report(root, **dict(naturebench or {})))
+    extra = benchmark_kind(rep.run.config.benchmark).report
+    if extra is not None:
+        out.update(extra(root, dict(naturebench or {})))
     return out

@@ -37,20 +37,25 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import attrs
 from attrs import define, field, frozen
 
+from openmle._protocols import OperatorModel, Sandbox
 from openmle._readback import read_back_json
+from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
-from openmle.bench._medals import CompetitionReport, competition_report
-from openmle.bench._mlebench import MLEBench, MLEBenchTask
-from openmle.bench._naturebench import NatureBench, NatureBenchTask
+from openmle.bench._benchmarks import Benchmark, BenchTask, benchmark_kind
+from openmle.bench._medals import CompetitionReport, Leaderboard, competition_report
 from openmle.errors import InvalidArgument, OpenMLEError
 from openmle.gym import Exclusions
+
+if TYPE_CHECKING:
+    from openmle.priors import PriorLibrary
+    from openmle.search import Budget, OperatorPrompts, Progress, SearchResult, ThreeFactorSelector
 
 __all__ = [
     "SEARCH_KEYS",
@@ -76,7 +81,7 @@ MANIFEST = "manifest.json"
 BENCH_FILE_MAX_BYTES = 64 * 1024 * 1024
 """The largest manifest or result file read back from a bench directory (a larger one, or
 one that is not a regular file, is refused; see :func:`openmle._readback.read_back`)."""
-BENCHMARKS = ("mle-bench", "naturebench")
+DEFAULT_BENCHMARK = "mle-bench"
 SEARCH_KEYS = ("max_debug_depth", "selector", "prompt_chars", "data_preview", "gpu_memory_gb")
 """The search settings a bench holds for every run (``BenchConfig.search``)."""
 RESULT = "bench_result.json"
@@ -306,7 +311,7 @@ class BenchConfig:
     time_limit_s: float = 3600.0
     concurrency: int | None = None
     workers: int = 1
-    benchmark: str = "mle-bench"
+    benchmark: str = DEFAULT_BENCHMARK
     priors: str | None = None
     priors_sha256: str | None = None
     islands: int = 0
@@ -323,8 +328,7 @@ class BenchConfig:
             raise InvalidArgument(
                 f"Expected BenchConfig.search keys in {list(SEARCH_KEYS)} but got {unknown}"
             )
-        if self.benchmark not in BENCHMARKS:
-            raise InvalidArgument(f"Expected benchmark in {BENCHMARKS} but got {self.benchmark!r}")
+        benchmark_kind(self.benchmark)  # a registered benchmark, or InvalidArgument
         if not self.competitions:
             raise InvalidArgument("Expected at least one competition in the bench; check SUITE")
         if not self.seeds or any(s < 0 for s in self.seeds):
@@ -369,7 +373,7 @@ class BenchConfig:
                 "concurrency": self.concurrency,
                 "workers": self.workers,
             }
-            | ({"benchmark": self.benchmark} if self.benchmark != "mle-bench" else {})
+            | ({"benchmark": self.benchmark} if self.benchmark != DEFAULT_BENCHMARK else {})
             | (
                 {"priors": self.priors, "priors_sha256": self.priors_sha256}
                 if self.priors is not None
@@ -447,7 +451,9 @@ class BenchRun:
     manifest: dict[str, Any]
 
     @classmethod
-    def create(cls, path: str | os.PathLike[str], config: BenchConfig, bench: Any) -> BenchRun:
+    def create(
+        cls, path: str | os.PathLike[str], config: BenchConfig, bench: Benchmark
+    ) -> BenchRun:
         """Make ``path`` (absent or empty) and write the manifest.
 
         Raises:
@@ -466,9 +472,7 @@ class BenchRun:
             "openmle_version": __version__,
             "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "config": config.to_dict(),
-            ("mlebench" if config.benchmark == "mle-bench" else config.benchmark): (
-                bench.manifest()
-            ),
+            **bench.manifest_entries(config.competitions),
             "hardware": hardware(),
             "selection": "best validation score; test graded once for the chosen program",
             "validation_protocol": validation_protocol(config),
@@ -478,8 +482,6 @@ class BenchRun:
                 "why": "no backend can cap a job's GPU memory (see Preset.gpu_memory_gb)",
             },
         }
-        if isinstance(bench, MLEBench):
-            manifest["validation"] = {cid: bench.task(cid).protocol for cid in config.competitions}
         deviations = deviation_lines(config)
         if deviations:
             manifest["deviations"] = deviations
@@ -559,7 +561,7 @@ def bench_status(path: str | os.PathLike[str]) -> list[RunStatus]:
 class _KeepingTask:
     """A competition seen by one run: its test grade keeps the submission it graded."""
 
-    inner: MLEBenchTask | NatureBenchTask
+    inner: BenchTask
     ref: str
     keep: Path
 
@@ -573,13 +575,13 @@ class _KeepingTask:
 
     @property
     def dockerfile(self) -> Path | None:
-        """The task's environment Dockerfile (a NatureBench case's), else None."""
+        """The task's environment Dockerfile (when its benchmark ships one), else None."""
         found = getattr(self.inner, "dockerfile", None)
         return Path(found) if found is not None else None
 
     @property
     def outputs(self) -> str | None:
-        """The task's output directory name (a NatureBench case's), else None."""
+        """The task's output directory name (when its program writes one), else None."""
         found = getattr(self.inner, "outputs", None)
         return found if isinstance(found, str) else None
 
@@ -593,7 +595,7 @@ class _KeepingTask:
     def public_dir(self, split: Split) -> Path:
         return self.inner.public_dir(split)
 
-    def grade(self, submission: Path, split: Split, *, timeout_s: float | None = None) -> Any:
+    def grade(self, submission: Path, split: Split, *, timeout_s: float | None = None) -> GradeLike:
         bound: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
         if Split(split) is Split.TEST:
             src = Path(submission)
@@ -612,8 +614,8 @@ class _KeepingTask:
                 return self.inner.grade(kept, split, **bound)
             if src.is_file() and not src.is_symlink():
                 shutil.copyfile(src, self.keep)
-                if isinstance(self.inner, NatureBenchTask):
-                    # graded in place, so the evaluator's record lands beside the kept copy
+                if self.inner.grades_kept_copy:
+                    # graded in place, so the grade's record lands beside the kept copy
                     return self.inner.grade(self.keep, split, **bound)
             else:
                 with contextlib.suppress(FileNotFoundError):
@@ -628,7 +630,7 @@ def _ref(cid: str, seed: int, arm: str = "") -> str:
 @final
 @define(eq=False)
 class _Resolver:
-    bench: MLEBench | NatureBench
+    bench: Benchmark
     run: BenchRun
 
     def __call__(self, ref: str) -> _KeepingTask:
@@ -664,7 +666,7 @@ class _Live:
     finished_here: int = 0
     _last: dict[str, tuple[float, int]] = field(factory=dict)
 
-    def run_line(self, cid: str, seed: int, p: Any, steps: int | None) -> None:
+    def run_line(self, cid: str, seed: int, p: Progress, steps: int | None) -> None:
         """A line when the run commits a step (and a heartbeat every 30 s otherwise)."""
         key = f"{cid}:{seed}"
         now = time.monotonic()
@@ -695,7 +697,7 @@ class _Live:
         )
 
 
-def _budget(config: BenchConfig) -> Any:
+def _budget(config: BenchConfig) -> Budget:
     from openmle.search import Budget
 
     return Budget.from_dict(dict(config.budget))
@@ -703,140 +705,184 @@ def _budget(config: BenchConfig) -> Any:
 
 async def _one(
     run: BenchRun,
-    bench: MLEBench | NatureBench,
+    bench: Benchmark,
     cid: str,
     seed: int,
     *,
-    model: Any,
-    sandbox: Any,
+    model: OperatorModel,
+    sandbox: Sandbox,
     limiter: anyio.CapacityLimiter,
     live: _Live,
     arm: Arm | None = None,
-    priors: Any = None,
+    priors: PriorLibrary | None = None,
 ) -> CompetitionReport:
-    from openmle.search import SearchConfig, aresume_search, arun_search
-
+    """One (competition, seed[, arm]) run: search (or resume), grade, keep, report."""
     name = "" if arm is None else arm.name
     rd = run.run_dir(cid, seed, name)
-    shown = priors if (arm is None or arm.priors) else None
-    workers = run.config.workers if arm is None else arm.workers
     task = bench.task(cid)
-    leaderboard = task.leaderboard if isinstance(task, MLEBenchTask) else None
-    hib = task.higher_is_better
-    # NatureBench: each case's demand (GPUs, time limit) reaches its jobs.
-    per_case = isinstance(task, NatureBenchTask)
-    resources = task.resources if per_case else run.config.resources
-    time_limit_s = task.time_limit_s if per_case else run.config.time_limit_s
+    leaderboard = task.leaderboard  # None: no medals (the score is reported as is)
     steps = run.config.budget.get("steps")
 
-    def progress(p: Any) -> None:
+    def progress(p: Progress) -> None:
         live.run_line(cid if arm is None else f"{cid} [{arm.name}]", seed, p, steps)
 
-    selector, prompts = await anyio.to_thread.run_sync(_search_parts, run.config, task, hib)
-    if (rd / "manifest.json").is_file():
-        result = await aresume_search(
-            rd,
-            model=model,
-            sandbox=sandbox,
-            selector=selector,
-            prompts=prompts,
-            limiter=limiter,
-            on_progress=progress,
-            description=task.description,
-            priors=shown,
-        )
-    else:
-        if rd.exists():
-            shutil.rmtree(rd)  # killed while being created: nothing was journalled
-        result = await arun_search(
-            _ref(cid, seed, name),
-            model=model,
-            sandbox=sandbox,
-            budget=_budget(run.config),
-            config=SearchConfig(
-                seed=seed,
-                timeout_s=time_limit_s,
-                islands=run.config.islands,
-                max_debug_depth=run.config.search.get(
-                    "max_debug_depth", SearchConfig().max_debug_depth
-                ),
-            ),
-            selector=selector,
-            prompts=prompts,
-            workers=workers,
-            ordered=True,
-            run_dir=rd,
-            higher_is_better=hib,
-            description=task.description,
-            limiter=limiter,
-            on_progress=progress,
-            resources=resources,
-            time_limit_s=time_limit_s,
-            manifest_extra={
-                "bench": {"competition_id": cid, "seed": seed}
-                | ({"arm": arm.to_dict()} if arm is not None else {})
-            },
-            priors=shown,
-        )
+    result = await _search(
+        run,
+        task,
+        _ref(cid, seed, name),
+        rd,
+        seed=seed,
+        model=model,
+        sandbox=sandbox,
+        limiter=limiter,
+        progress=progress,
+        arm=arm,
+        priors=priors if (arm is None or arm.priors) else None,
+    )
     kept = run.submission_path(cid, seed, name)
+    report = _report_of(result, cid, seed, leaderboard, kept=kept, root=run.path)
+    _write_result(rd / RESULT, report, result)
+    live.finished(report)
+    return report
+
+
+async def _search(
+    run: BenchRun,
+    task: BenchTask,
+    ref: str,
+    rd: Path,
+    *,
+    seed: int,
+    model: OperatorModel,
+    sandbox: Sandbox,
+    limiter: anyio.CapacityLimiter,
+    progress: Callable[[Progress], None],
+    arm: Arm | None,
+    priors: PriorLibrary | None,
+) -> SearchResult:
+    """The run's search: resumed when its directory holds a manifest, else started (a
+    directory without one was killed while being made: nothing was journalled).
+    """
+    from openmle.search import ResumeSpec, SearchConfig, SearchSpec, aresume_search, arun_search
+
+    hib = task.higher_is_better
+    selector, prompts = await anyio.to_thread.run_sync(_search_parts, run.config, task, hib)
+    if await anyio.to_thread.run_sync(_started, rd):
+        resume = ResumeSpec(
+            model=model,
+            sandbox=sandbox,
+            selector=selector,
+            prompts=prompts,
+            description=task.description,
+            priors_sha256=None if priors is None else priors.content_hash,
+        )
+        return await aresume_search(rd, resume, limiter=limiter, on_progress=progress)
+    cfg = run.config
+    spec = SearchSpec(
+        task=ref,
+        model=model,
+        sandbox=sandbox,
+        budget=_budget(cfg),
+        config=SearchConfig(
+            seed=seed,
+            timeout_s=task.time_limit_s,
+            islands=cfg.islands,
+            max_debug_depth=cfg.search.get("max_debug_depth", SearchConfig().max_debug_depth),
+        ),
+        selector=selector,
+        prompts=prompts,
+        workers=cfg.workers if arm is None else arm.workers,
+        ordered=True,
+        higher_is_better=hib,
+        description=task.description,
+        resources=task.resources,
+        time_limit_s=task.time_limit_s,
+        manifest_extra={
+            "bench": {"competition_id": task.name, "seed": seed}
+            | ({"arm": arm.to_dict()} if arm is not None else {})
+        },
+        priors=(
+            None if priors is None else priors.for_search(task=ref, description=task.description)
+        ),
+    )
+    return await arun_search(spec, run_dir=rd, limiter=limiter, on_progress=progress)
+
+
+def _started(rd: Path) -> bool:
+    """Whether the run directory holds a run (a manifest); one without (killed while being
+    made: nothing was journalled) is removed.
+    """
+    if (rd / "manifest.json").is_file():
+        return True
+    if rd.exists():
+        shutil.rmtree(rd)
+    return False
+
+
+def _report_of(
+    result: SearchResult,
+    cid: str,
+    seed: int,
+    leaderboard: Leaderboard | None,
+    *,
+    kept: Path,
+    root: Path,
+) -> CompetitionReport:
+    """The run's report: MLE-bench's fields against ``leaderboard``, or (none) the score as
+    is without medals; ``kept`` is the graded test submission the bench kept.
+    """
     test = result.test_result
     score = test.score if test is not None and test.outcome is Outcome.SUCCESS else None
-    reason = (
-        ""
-        if score is not None
-        else (
-            "no program succeeded on validation"
-            if test is None
-            else (test.detail or test.outcome.value)
-        )
-    )
-    kept_rel = str(kept.relative_to(run.path)) if kept.is_file() else ""
-    report = (
-        competition_report(
+    if score is not None:
+        reason = ""
+    elif test is None:
+        reason = "no program succeeded on validation"
+    else:
+        reason = test.detail or test.outcome.value
+    exists = kept.is_file()
+    kept_rel = str(kept.relative_to(root)) if exists else ""
+    if leaderboard is not None:
+        return competition_report(
             cid,
             score,
             leaderboard,
-            submission_exists=kept.is_file(),
+            submission_exists=exists,
             submission_path=kept_rel,
             seed=seed,
             reason=reason,
         )
-        if leaderboard is not None
-        else CompetitionReport(  # no leaderboard, no medals: the score is the gap g
-            competition_id=cid,
-            score=score,
-            submission_exists=kept.is_file(),
-            valid_submission=score is not None,
-            created_at=_dt.datetime.now(_dt.UTC).isoformat(),
-            submission_path=kept_rel,
-            seed=seed,
-            reason=reason,
-        )
+    return CompetitionReport(
+        competition_id=cid,
+        score=score,
+        submission_exists=exists,
+        valid_submission=score is not None,
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(),
+        submission_path=kept_rel,
+        seed=seed,
+        reason=reason,
     )
-    _atomic_write(
-        rd / RESULT,
-        json.dumps(
-            {
-                "report": report.to_dict(),
-                "best_node": None if result.best is None else result.best.node_id,
-                "best_valid_score": result.best_valid_score,
-                "nodes": len(result.nodes),
-                "stop_reason": result.stop_reason,
-                "spent": dict(result.spent),
-            },
-            indent=2,
-            sort_keys=True,
-        ),
-    )
-    live.finished(report)
-    return report
+
+
+def _write_result(path: Path, report: CompetitionReport, result: SearchResult) -> None:
+    """``bench_result.json``: the report and what the search spent (written once, atomically)."""
+    data = {
+        "report": report.to_dict(),
+        "best_node": None if result.best is None else result.best.node_id,
+        "best_valid_score": result.best_valid_score,
+        "nodes": len(result.nodes),
+        "stop_reason": result.stop_reason,
+        "spent": dict(result.spent),
+    }
+    _atomic_write(path, json.dumps(data, indent=2, sort_keys=True))
 
 
 PREVIEW_CHARS = 6_000
 """The data preview's character budget in a Draft prompt."""
 
 
-def _search_parts(config: BenchConfig, task: Any, hib: bool) -> tuple[Any, Any]:
+def _search_parts(
+    config: BenchConfig, task: BenchTask, hib: bool
+) -> tuple[ThreeFactorSelector | None, OperatorPrompts]:
     """The selector and prompt builder every run of the bench uses (``BenchConfig.search``):
     selection weights by preset name (None: the search's default), per-operator prompt caps,
     and the data preview of the split the program reads (validation), built from the public
@@ -987,7 +1033,7 @@ async def arun_bench(
     model: Any,
     config: BenchConfig | None = None,
     sandbox: SandboxFactory | None = None,
-    bench: MLEBench | NatureBench | None = None,
+    bench: Benchmark | None = None,
     emit: ProgressFn | None = None,
 ) -> list[CompetitionReport]:
     """Run a new bench (``config`` given) or finish the one at ``path``: every run, once.
@@ -1015,7 +1061,7 @@ async def arun_bench(
     if config is not None:
         bench = bench or _bench_of(config, Path(path))
         library = await anyio.to_thread.run_sync(_library, config, bench)
-        if config.priors is not None and config.priors_sha256 is None:
+        if library is not None and config.priors_sha256 is None:
             config = attrs.evolve(config, priors_sha256=library.content_hash)
         await anyio.to_thread.run_sync(preflight, config, bench, sandbox is None)
         run = BenchRun.create(path, config, bench)
@@ -1086,7 +1132,7 @@ def _gpus_here() -> int:
     return len(hardware()["gpus"])
 
 
-def preflight(config: BenchConfig, bench: MLEBench | NatureBench, own_sandbox: bool = True) -> None:
+def preflight(config: BenchConfig, bench: Benchmark, own_sandbox: bool = True) -> None:
     """Stop a bench before its first step when a competition cannot run: its data cannot be
     prepared (for MLE-bench's ``split`` protocol: its validation view cannot be built), or it
     needs more GPUs per program run than this machine offers (checked for the local and Docker
@@ -1101,20 +1147,11 @@ def preflight(config: BenchConfig, bench: MLEBench | NatureBench, own_sandbox: b
     for cid in config.competitions:
         try:
             task = bench.task(cid)
-            if isinstance(task, MLEBenchTask):
-                public, answers = task.public_dir(Split.TEST), task.answers_path(Split.TEST)
-                if not public.is_dir() or not answers.is_file():
-                    missing = public if not public.is_dir() else answers
-                    problems.append(
-                        f"{cid}: cannot be prepared ({missing} is missing; run `mlebench "
-                        f"prepare -c {cid}`)"
-                    )
-                    continue
-                if task.protocol == "split":
-                    task.public_dir(Split.VALID)
-                need = config.resources.gpus
-            else:
-                need = task.resources.gpus
+            problem = task.preflight()
+            if problem is not None:
+                problems.append(f"{cid}: {problem}")
+                continue
+            need = task.resources.gpus
         except OpenMLEError as exc:
             problems.append(f"{cid}: cannot be prepared ({exc})")
             continue
@@ -1133,7 +1170,7 @@ def preflight(config: BenchConfig, bench: MLEBench | NatureBench, own_sandbox: b
         )
 
 
-def _library(config: BenchConfig, bench: MLEBench | NatureBench | None = None) -> Any:
+def _library(config: BenchConfig, bench: Benchmark | None = None) -> PriorLibrary | None:
     """The bench's prior library (None without one), checked against the recorded hash and
     against every competition of the bench (:func:`check_priors_clean`, with each
     competition's name and data hashes from ``bench`` when given).
@@ -1176,7 +1213,7 @@ def _file_hashes(path: Path) -> tuple[str, str]:
     return h.hexdigest(), f"md5:{m.hexdigest()}"
 
 
-def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusions:
+def competition_exclusions(bench: Benchmark, cid: str) -> Exclusions:
     """What identifies competition ``cid`` to the decontamination check: its id, its human
     name (MLE-bench's ``config.yaml`` ``name``), and data hashes: the SHA-256 of its
     description (what a run's manifest records as ``description_sha256``, so priors made
@@ -1193,8 +1230,7 @@ def competition_exclusions(bench: MLEBench | NatureBench, cid: str) -> Exclusion
     hashes: list[str] = []
     with contextlib.suppress(OpenMLEError, OSError, ValueError):
         task = bench.task(cid)
-        if isinstance(task, MLEBenchTask):
-            names.append(task.competition.name)
+        names.extend(task.known_names)
         description = task.description
         if description:
             hashes.append(hashlib.sha256(description.encode()).hexdigest())
@@ -1262,20 +1298,6 @@ def check_priors_clean(
                 )
 
 
-def _bench_of(config: BenchConfig, path: Path) -> MLEBench | NatureBench:
-    if config.benchmark == "naturebench":
-        return NatureBench(
-            config.data_dir,
-            harness=config.registry,
-            resources=config.resources,
-            time_limit_s=config.time_limit_s,
-            gpus_override=config.gpus_override,
-        )
-    return MLEBench.locate(
-        config.registry,
-        config.data_dir,
-        valid_dir=path / "valid",
-        resources=config.resources,
-        time_limit_s=config.time_limit_s,
-        validation=config.validation,
-    )
+def _bench_of(config: BenchConfig, path: Path) -> Benchmark:
+    """The benchmark a bench runs (:class:`openmle.bench.BenchmarkKind` ``open``)."""
+    return benchmark_kind(config.benchmark).open(config, path)

@@ -769,47 +769,6 @@ def confine(config: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
-def _jsonable(value: Any) -> Any:
-    """A number-like value (numpy scalars) as a float, anything else as its text."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)[:200]
-
-
-def run_case_evaluator(config: dict[str, Any]) -> dict[str, Any]:
-    """A NatureBench case's ``evaluator.py``: ``run_evaluation()`` (or ``main()``) with
-    ``OUTPUT_DIR`` set; returns ``{"raw": dict}`` or ``{"error": text}``.
-
-    The evaluator's own directory goes first on ``sys.path`` (it may import its helpers);
-    its printing goes nowhere (the result is its return value, never parsed from stdout).
-    """
-    import os
-
-    evaluator = Path(config["evaluator"])
-    os.environ["OUTPUT_DIR"] = str(config["output_dir"])
-    sys.path.insert(0, str(evaluator.parent))
-    spec = importlib.util.spec_from_file_location("naturebench_case_evaluator", evaluator)
-    if spec is None or spec.loader is None:
-        return {"error": "evaluator.py cannot be loaded"}
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-        entry = getattr(module, "run_evaluation", None) or getattr(module, "main", None)
-        if not callable(entry):
-            return {"error": "evaluator.py defines neither run_evaluation() nor main()"}
-        raw = entry()
-    except MemoryError:
-        raise
-    except BaseException as exc:
-        last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        where = f" at {Path(last[0].filename).name}:{last[0].lineno}" if last else ""
-        return {"error": f"the evaluator raised {type(exc).__name__}{where}"}
-    if not isinstance(raw, dict):
-        return {"error": f"the evaluator returned {type(raw).__name__}, not a dict"}
-    return {"raw": json.loads(json.dumps(raw, default=_jsonable))}
-
-
 def run_package_prepare(config: dict[str, Any]) -> dict[str, Any]:
     """A task package's ``utils/prepare.py``: ``prepare(raw, public, private)``, with Python's
     and numpy's global generators seeded with 0. Returns ``{"ok": True}`` or ``{"error": text}``
@@ -853,13 +812,6 @@ def _main(argv: Sequence[str]) -> int:
             found = run_package_prepare(config)
         except MemoryError:
             found = {"error": "prepare ran out of memory", "limit": "memory"}
-        out.write_text(json.dumps(found))
-        return 0
-    if config.get("mode") == "naturebench":
-        try:
-            found = run_case_evaluator(config)
-        except MemoryError:
-            found = {"error": "the evaluator ran out of memory", "limit": "memory"}
         out.write_text(json.dumps(found))
         return 0
     if config.get("mode") == "inspect":

@@ -16,7 +16,7 @@ from typing import Any, final
 
 from attrs import field, frozen
 
-from openmle._leaderboard import MedalThresholds, human_rank_of, medal_of
+from openmle._leaderboard import MedalThresholds, above_median_of, human_rank_of, medal_of
 from openmle._types import Split, check_split
 
 __all__ = ["GradeReport", "Problem", "Severity", "ValidationReport"]
@@ -117,9 +117,9 @@ class GradeReport:
         th: MedalThresholds = medal_thresholds(
             scores_best_first, higher_is_better=self.higher_is_better
         )
-        medal = medal_of(self.score if self.valid else None, th)
         s = self.score if self.valid else None
-        above = s is not None and (s > th.median if self.higher_is_better else s < th.median)
+        medal = medal_of(s, th)
+        above = above_median_of(s, th)
         return GradeReport(
             **{
                 **self.to_dict(),

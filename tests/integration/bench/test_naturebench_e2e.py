@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 from tests.unit.bench._mininb import build
 
-from openmle.bench._naturebench import GRADE_RECORD
-from openmle.gym._naturebench import check_results
+from openmle.bench.naturebench import GRADE_RECORD, check_results
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

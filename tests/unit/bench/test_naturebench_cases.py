@@ -14,7 +14,7 @@ from tests.unit.bench._mininb import MULTI_CASE, add_multi_output_case, build
 
 from openmle import Resources, Split
 from openmle.bench import NatureBench, PrimaryMetric, case_gap, parse_sota, primary_metrics
-from openmle.bench._naturebench import GRADE_RECORD
+from openmle.bench.naturebench import GRADE_RECORD
 from openmle.errors import InvalidArgument
 from openmle.gym import GradeLimits
 
@@ -372,7 +372,7 @@ def test_the_evaluator_reads_an_output_directory_in_place(nb: NatureBench, tmp_p
 def test_lite_suite_is_the_papers_ten_cases(nb: NatureBench) -> None:
     """``lite`` names the paper's ten cases; cases not downloaded are refused by name, and
     once a case folder of that id exists the suite resolves to the ten in order."""
-    from openmle.bench._naturebench import LITE_CASES
+    from openmle.bench.naturebench import LITE_CASES
 
     assert len(LITE_CASES) == 10 and len(set(LITE_CASES)) == 10
     with pytest.raises(InvalidArgument, match="s41587-025-02688-8"):

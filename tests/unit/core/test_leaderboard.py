@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import pytest
 
 from openmle._leaderboard import (
@@ -11,6 +14,7 @@ from openmle._leaderboard import (
     medal_of,
     medal_positions,
     medal_thresholds,
+    read_leaderboard,
 )
 from openmle.errors import InvalidArgument
 
@@ -73,3 +77,34 @@ def test_human_rank_hand_computed_on_a_known_leaderboard() -> None:
     assert human_rank_of(3.5, board[::-1], higher_is_better=False) == 0.85
     assert human_rank_of(100.0, board, higher_is_better=True) == 1.0
     assert human_rank_of(20.0, [20.0], higher_is_better=True) == 0.0
+
+
+def test_medal_rules_agree_on_a_clean_board_and_differ_only_where_stated(tmp_path: Path) -> None:
+    """One thresholds function, the rule passed explicitly: on a board of finite scores in
+    rank order the MLE-bench rule and the metadata rule give the same thresholds; a missing
+    row counts in MLE-bench's N (and may be a threshold) but is dropped by the metadata rule."""
+    board = [0.99, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    exact = medal_thresholds(board, rule="mlebench")
+    meta = medal_thresholds(board, higher_is_better=True)
+    assert exact == meta
+    assert (exact.gold, exact.silver, exact.bronze) == (0.99, 0.95, 0.8)
+    assert exact.median == pytest.approx(0.65)
+    holed = [0.99, None, *board[2:]]
+    e2 = medal_thresholds(holed, rule="mlebench")
+    m2 = medal_thresholds(holed, higher_is_better=True)
+    assert e2.n_entries == 10 and math.isnan(e2.silver)
+    assert m2.n_entries == 9 and m2.silver == 0.99  # N=9: silver is row int(0.2 N) = 1
+    with pytest.raises(InvalidArgument, match="higher_is_better=None"):
+        medal_thresholds(board, higher_is_better=True, rule="mlebench")
+    with pytest.raises(InvalidArgument, match="Expected higher_is_better"):
+        medal_thresholds(board)
+    with pytest.raises(InvalidArgument, match="rule in"):
+        medal_thresholds(board, higher_is_better=True, rule="kaggle")
+    csv_path = tmp_path / "leaderboard.csv"
+    csv_path.write_text("teamName,score\na,0.9\nb,\nc,0.5\n")
+    assert read_leaderboard(csv_path) == [0.9, 0.5]
+    got = read_leaderboard(csv_path, rule="mlebench")
+    assert got[0] == 0.9 and math.isnan(got[1]) and got[2] == 0.5
+    csv_path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\n")
+    with pytest.raises(InvalidArgument, match="git-lfs pointer"):
+        read_leaderboard(csv_path, rule="mlebench")

@@ -15,11 +15,14 @@
 - Miniatures (``_miniature``): the 22 Lite competitions in ``mlebench prepare``'s layout with
   tiny synthetic data and a registry of openmle's own graders; published by
   :mod:`openmle.bench` as ``build_miniature``, ``smoke_miniature`` and ``SMOKE_IDS``.
+- :data:`KIND`: the adapter as the bench's runner and report see it (registered on import,
+  :func:`openmle.bench.register_benchmark`).
 """
 
 from __future__ import annotations
 
 from openmle._exports import publish
+from openmle.bench._benchmarks import BenchmarkKind, register_benchmark
 from openmle.bench.mlebench._doctor import DoctorLine, doctor
 from openmle.bench.mlebench._grade import mask_reason
 from openmle.bench.mlebench._registry import (
@@ -28,11 +31,13 @@ from openmle.bench.mlebench._registry import (
     MLEBench,
     MLEBenchTask,
     SelfScored,
+    open_for_bench,
 )
 from openmle.bench.mlebench._rules import LITE_RULES, Media, SplitRule, lite_rule
 from openmle.bench.mlebench._views import build_validation_view, generic_rule, rule_for
 
 __all__ = [
+    "KIND",
     "LITE_RULES",
     "VALIDATION_PROTOCOLS",
     "Competition",
@@ -49,5 +54,9 @@ __all__ = [
     "mask_reason",
     "rule_for",
 ]
+
+KIND = BenchmarkKind(name="mle-bench", title="MLE-bench", open=open_for_bench, leaderboards=True)
+"""MLE-bench as the bench sees it (registered when this package is imported)."""
+register_benchmark(KIND)
 
 publish(globals())

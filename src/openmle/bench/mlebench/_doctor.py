@@ -12,7 +12,8 @@ from typing import Any, final
 
 from attrs import frozen
 
-from openmle.bench._medals import GIT_LFS_POINTER, Leaderboard
+from openmle._leaderboard import GIT_LFS_POINTER
+from openmle.bench._medals import Leaderboard
 from openmle.bench.mlebench._registry import Competition, MLEBench, _load_yaml
 from openmle.errors import InvalidArgument, MissingDependency, TaskPackageError
 

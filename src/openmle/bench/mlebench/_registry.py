@@ -47,7 +47,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 from attrs import define, field, frozen
 
@@ -63,6 +63,9 @@ from openmle.bench.mlebench._rules import LITE_RULES
 from openmle.bench.mlebench._views import rule_for
 from openmle.errors import InvalidArgument, MissingDependency, TaskPackageError
 from openmle.gym import GradeLimits, GradeReport, cache_root
+
+if TYPE_CHECKING:
+    from openmle.bench._runner import BenchConfig
 
 __all__ = [
     "INSTALL_HINT",
@@ -371,6 +374,29 @@ class MLEBench:
             "time_limit_s": self.time_limit_s,
         }
 
+    def manifest_entries(self, competitions: Sequence[str]) -> dict[str, Any]:
+        """The bench manifest's ``mlebench`` (:meth:`manifest`) and ``validation`` (each
+        competition's protocol) entries.
+        """
+        return {
+            "mlebench": self.manifest(),
+            "validation": {cid: self.task(cid).protocol for cid in competitions},
+        }
+
+
+def open_for_bench(config: BenchConfig, path: Path) -> MLEBench:
+    """The MLE-bench a bench runs (``BenchConfig.registry``, ``data_dir``, resources, time
+    limit and validation protocol; validation views under ``BENCH_DIR/valid``).
+    """
+    return MLEBench.locate(
+        config.registry,
+        config.data_dir,
+        valid_dir=path / "valid",
+        resources=config.resources,
+        time_limit_s=config.time_limit_s,
+        validation=config.validation,
+    )
+
 
 def _dedupe(ids: Iterable[str]) -> list[str]:
     out: list[str] = []
@@ -416,6 +442,34 @@ class MLEBenchTask:
     def root(self) -> Path:
         """``<data>/<id>``."""
         return self.bench.data_dir / self.competition.id
+
+    @property
+    def known_names(self) -> tuple[str, ...]:
+        """The competition's human name (``config.yaml``'s ``name``)."""
+        return (self.competition.name,)
+
+    @property
+    def grades_kept_copy(self) -> bool:
+        """A test submission is graded from the sandbox's copy (the bench keeps a copy)."""
+        return False
+
+    def preflight(self) -> str | None:
+        """Why the competition cannot run: its prepared test data or answers are missing
+        (with the ``mlebench prepare`` command). Builds the validation view under the
+        ``split`` protocol.
+
+        Raises:
+            TaskPackageError: the validation view cannot be built.
+        """
+        public, answers = self.public_dir(Split.TEST), self.answers_path(Split.TEST)
+        if not public.is_dir() or not answers.is_file():
+            missing = public if not public.is_dir() else answers
+            return (
+                f"cannot be prepared ({missing} is missing; run `mlebench prepare -c {self.name}`)"
+            )
+        if self.protocol == "split":
+            self.public_dir(Split.VALID)
+        return None
 
     @property
     def resources(self) -> Resources:

@@ -26,6 +26,17 @@ from typing import Any
 __all__ = ["check_format", "grade", "main", "view"]
 
 
+def _scored(score: Any) -> dict[str, Any]:
+    """A grader's return value as a result: a finite number, else no score with the reason."""
+    try:
+        value = float(score)
+    except (TypeError, ValueError):
+        return {"score": None, "reason": "the grader returned no number"}
+    if not math.isfinite(value):
+        return {"score": None, "reason": "the grader returned a non-finite score"}
+    return {"score": value, "reason": ""}
+
+
 def grade(config: dict[str, Any]) -> dict[str, Any]:
     """Grade ``config["submission"]`` against ``config["answers"]`` with ``grade_fn``."""
     sub_path = Path(config["submission"])
@@ -81,13 +92,7 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
             "score": None,
             "reason": f"the grader raised {type(exc).__name__} on this submission",
         }
-    try:
-        value = float(score)
-    except (TypeError, ValueError):
-        return {"score": None, "reason": "the grader returned no number"}
-    if not math.isfinite(value):
-        return {"score": None, "reason": "the grader returned a non-finite score"}
-    return {"score": value, "reason": ""}
+    return _scored(score)
 
 
 def _csv_table(path: Path) -> dict[str, Any]:
@@ -131,13 +136,7 @@ def _grade_without_pandas(config: dict[str, Any], sub_path: Path) -> dict[str, A
         if type(exc).__name__ == "InvalidSubmissionError":
             return {"score": None, "reason": f"invalid submission: {str(exc)[:500]}"}
         return need
-    try:
-        value = float(score)
-    except (TypeError, ValueError):
-        return {"score": None, "reason": "the grader returned no number"}
-    if not math.isfinite(value):
-        return {"score": None, "reason": "the grader returned a non-finite score"}
-    return {"score": value, "reason": ""}
+    return _scored(score)
 
 
 def _ids(path: Path, max_bytes: int | None) -> tuple[list[str], int, set[str]]:

@@ -25,9 +25,9 @@ Each case becomes a :class:`NatureBenchTask` (an :class:`openmle._task_protocol.
   confined ``python -I`` process (the grader's limits, :class:`openmle.gym.GradeLimits`, with
   ``OUTPUT_DIR`` set, as the harness does); its returned per-instance blocks are scored against
   ``metadata.json``'s primary metrics and SOTA scores into the gap ``g``
-  (:func:`case_gap`). The grade's ``score`` is ``g`` (higher is better), so the search
-  selects on the evaluator, as the harness's agents do (every evaluator attempt counts there,
-  the best kept); ``valid`` and ``test`` are the same evaluator.
+  (:func:`openmle.bench.naturebench.case_gap`). The grade's ``score`` is ``g`` (higher is
+  better), so the search selects on the evaluator, as the harness's agents do (every
+  evaluator attempt counts there, the best kept); ``valid`` and ``test`` are the same evaluator.
 
 A test grade writes its structured result (status, message, ``g``, per-instance gaps, the
 evaluator's raw result) to ``naturebench_grade.json`` next to the kept submission; the report
@@ -50,90 +50,41 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
-import math
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
-from attrs import define, field, frozen
+from attrs import define, field
 
 from openmle._types import Resources, Split, check_split
-from openmle._validation import finite_or_none
+from openmle.bench.naturebench._cases import (
+    REFERENCE_TIMEOUT_S,
+    SUITES,
+    case_domain,
+    read_json_object,
+    read_suite,
+)
+from openmle.bench.naturebench._grade import case_gap, primary_metrics
 from openmle.errors import InvalidArgument, TaskPackageError
 from openmle.gym import GradeReport
-from openmle.gym._naturebench import REFERENCE_TIMEOUT_S, SUITES, read_suite
 
-__all__ = [
-    "GRADE_RECORD",
-    "NatureBench",
-    "NatureBenchTask",
-    "PrimaryMetric",
-    "case_gap",
-    "parse_sota",
-    "primary_metrics",
-]
+if TYPE_CHECKING:
+    from openmle.bench._runner import BenchConfig
 
+__all__ = ["CHILD", "GRADE_RECORD", "LITE_CASES", "NatureBench", "NatureBenchTask"]
+
+CHILD = "openmle.bench.naturebench.child"
+"""The module the evaluator process runs."""
 GRADE_RECORD = "naturebench_grade.json"
 """The file a test grade writes next to the kept submission."""
 OUTPUT_DIR_NAME = "output"
 """The directory, in its working directory, a program writes a case's outputs into."""
-FAILED_INSTANCE_G = -1.0
 _MAX_METADATA_BYTES = 4 << 20
 _MAX_DESCRIPTION_CHARS = 200_000
 _CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
-_NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-_MEAN = re.compile(rf"\bmean\s*=\s*({_NUMBER})", re.IGNORECASE)
-_RANGE = re.compile(rf"^~?\s*({_NUMBER})\s*(?:to|-|\u2013|\u2014)\s*~?\s*({_NUMBER})\s*$")
-_BOUND = re.compile(rf"^[<>]=?\s*({_NUMBER})")
-_LEADING = re.compile(rf"^{_NUMBER}")
-
-
-def _parse_one(value: Any, higher_is_better: bool) -> float | None:
-    """One SOTA value (number or text) as a point estimate, by the harness's rules."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return finite_or_none(value)
-    text = str(value).strip()
-    if not text:
-        return None
-    m = _MEAN.search(text)  # "..., (mean=0.919)"
-    if m:
-        return finite_or_none(float(m.group(1)))
-    core = text.split("(", 1)[0].strip().lstrip("~").strip()  # "11.5 (0.6)" -> "11.5"
-    r = _RANGE.match(core)  # "~0.60 to ~0.95": the better end for the direction
-    if r:
-        lo, hi = float(r.group(1)), float(r.group(2))
-        return finite_or_none(hi if higher_is_better else lo)
-    b = _BOUND.match(core)  # "< 1.6" -> 1.6
-    if b:
-        return finite_or_none(float(b.group(1)))
-    core = core.split("\u00b1", 1)[0].strip().lstrip("~").strip()  # "0.939 ± 0.002"
-    n = _LEADING.match(core)
-    return finite_or_none(float(n.group(0))) if n else None
-
-
-def parse_sota(sota_score: Any, higher_is_better: bool) -> float | None:
-    """The SOTA point of a ``sota_score`` field: the best by direction over its variants.
-
-    ``sota_score`` is a list of ``{"value", "method"}`` variants, one such dict, a number or
-    text. Text follows NatureBench's forms: ``"0.939 ± 0.002"`` -> 0.939, ``"11.5 (0.6)"`` ->
-    11.5, ``"~0.60 to ~0.95"`` -> the better end for the direction, ``"< 1.6"`` -> 1.6,
-    ``"(mean=0.919)"`` -> 0.919. None when nothing numeric can be read.
-    """
-    items = sota_score if isinstance(sota_score, list) else [sota_score]
-    points: list[float] = []
-    for item in items:
-        value = item.get("value") if isinstance(item, dict) else item
-        p = _parse_one(value, higher_is_better)
-        if p is not None:
-            points.append(p)
-    if not points:
-        return None
-    return max(points) if higher_is_better else min(points)
 
 
 LITE_CASES: tuple[str, ...] = (
@@ -150,7 +101,7 @@ LITE_CASES: tuple[str, ...] = (
 )
 """NatureBench Lite: the ten case ids of the paper's NatureBench evaluation, as its released
 search configuration lists them (the harness itself publishes no Lite list). The reference
-budget is 4 hours per case (:data:`openmle.gym` ``REFERENCE_TIMEOUT_S``)."""
+budget is 4 hours per case (:data:`~openmle.bench.naturebench.REFERENCE_TIMEOUT_S`)."""
 
 _LIMIT_WHY = {
     "time": "the evaluator hit its time limit",
@@ -159,116 +110,6 @@ _LIMIT_WHY = {
     "killer or a cancellation)",
 }
 """Why an evaluator gave no result, by the grading process's ``ChildRun.limit``."""
-
-
-@final
-@frozen(kw_only=True)
-class PrimaryMetric:
-    """One instance's primary metric: its name, direction and SOTA point (never 0)."""
-
-    instance: str
-    metric: str
-    higher_is_better: bool
-    sota: float
-
-
-def primary_metrics(metadata: Mapping[str, Any]) -> tuple[dict[str, PrimaryMetric], list[str]]:
-    """The primary metric of every ``performance_entries`` instance, and the skipped ones.
-
-    An instance without a primary metric, without a metric name, or with a SOTA that is
-    missing, unparsable or 0 (cannot be normalised) is skipped, with a note saying why.
-    """
-    notes: list[str] = []
-    table: dict[str, PrimaryMetric] = {}
-    entries = metadata.get("performance_entries")
-    if not isinstance(entries, list) or not entries:
-        return {}, ["metadata.json has no performance_entries"]
-    for entry in entries:
-        if not isinstance(entry, dict):
-            notes.append("a performance entry is not an object")
-            continue
-        instance = entry.get("dataset_name") or entry.get("instance_name")
-        if not isinstance(instance, str) or not instance:
-            notes.append("a performance entry has no dataset_name")
-            continue
-        listed = entry.get("metrics")
-        metrics: list[Any] = listed if isinstance(listed, list) else []
-        primary = next((m for m in metrics if isinstance(m, dict) and m.get("is_primary")), None)
-        if primary is None or not isinstance(primary.get("name"), str) or not primary["name"]:
-            notes.append(f"instance {instance!r}: no named primary metric, skipped")
-            continue
-        hib = primary.get("metric_direction") == "higher_is_better"
-        sota = parse_sota(primary.get("sota_score"), hib)
-        if sota is None or sota == 0:
-            why = "missing or unparsable" if sota is None else "0 (cannot be normalised)"
-            notes.append(f"instance {instance!r}: SOTA {why}, skipped")
-            continue
-        table[instance] = PrimaryMetric(
-            instance=instance, metric=primary["name"], higher_is_better=hib, sota=sota
-        )
-    return table, notes
-
-
-def _norm(name: str) -> str:
-    return name.lower().replace("_", "").replace(" ", "").replace("-", "")
-
-
-def _metric_in(block: Any, metric: str) -> float | None:
-    """The value keyed (loosely: case, ``_``, ``-`` and spaces ignored) by ``metric`` in
-    ``block`` or the dicts nested in it; None when absent or not a number.
-    """
-    if not isinstance(block, dict):
-        return None
-    target = _norm(metric)
-    for key, value in block.items():
-        if (
-            _norm(str(key)) == target
-            and not isinstance(value, bool)
-            and isinstance(value, int | float)
-        ):
-            return float(value)
-    for value in block.values():
-        found = _metric_in(value, metric) if isinstance(value, dict) else None
-        if found is not None:
-            return found
-    return None
-
-
-def case_gap(
-    raw: Mapping[str, Any], table: Mapping[str, PrimaryMetric]
-) -> tuple[dict[str, float], float | None]:
-    """Per-instance gaps and the case's ``g`` from an evaluator's result.
-
-    ``g_i = d * (score - sota) / |sota|`` (``d`` = +1 for higher-is-better, -1 otherwise);
-    an instance whose own block has no finite score for its primary metric gets -1 (a score is
-    never taken from another instance's block); ``g`` is the mean over the primary instances,
-    None when there are none.
-    """
-    per: dict[str, float] = {}
-    for instance, pm in table.items():
-        score = _metric_in(raw.get(instance), pm.metric)
-        if score is None or not math.isfinite(score):
-            per[instance] = FAILED_INSTANCE_G
-            continue
-        d = 1.0 if pm.higher_is_better else -1.0
-        per[instance] = d * (score - pm.sota) / abs(pm.sota)
-    if not per:
-        return per, None
-    return per, sum(per.values()) / len(per)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(_MAX_METADATA_BYTES + 1)
-        if len(data) > _MAX_METADATA_BYTES:
-            raise TaskPackageError(f"{path} is larger than {_MAX_METADATA_BYTES} bytes")
-        loaded = json.loads(data)
-    except (OSError, ValueError) as exc:
-        raise TaskPackageError(f"{path} cannot be read as JSON ({type(exc).__name__})") from None
-    if not isinstance(loaded, dict):
-        raise TaskPackageError(f"{path} is not a JSON object")
-    return loaded
 
 
 def _read_text(path: Path) -> str:
@@ -404,8 +245,6 @@ class NatureBench:
                         self._domains[case] = dom.strip()[:100]
         if cid in self._domains:
             return self._domains[cid]
-        from openmle.gym._naturebench import case_domain
-
         return case_domain(self.tasks_dir / cid)
 
     def task(self, cid: str) -> NatureBenchTask:
@@ -425,6 +264,10 @@ class NatureBench:
         """A task resolver: the case id as reference."""
         return self.task(ref)
 
+    def manifest_entries(self, competitions: Sequence[str]) -> dict[str, Any]:
+        """The bench manifest's ``naturebench`` entry (:meth:`manifest`)."""
+        return {"naturebench": self.manifest()}
+
     def manifest(self) -> dict[str, Any]:
         """What the bench manifest records about the checkout."""
         from openmle.bench._mlebench import _git_commit
@@ -436,6 +279,19 @@ class NatureBench:
             "commit": _git_commit(self.harness or self.root),
             "time_limit_s": self.time_limit_s,
         }
+
+
+def open_for_bench(config: BenchConfig, path: Path) -> NatureBench:
+    """The NatureBench checkout a bench runs: ``data_dir`` (the downloaded ``tasks/``),
+    ``registry`` (the harness checkout), resources, time limit and the ``--gpus`` override.
+    """
+    return NatureBench(
+        config.data_dir,
+        harness=config.registry,
+        resources=config.resources,
+        time_limit_s=config.time_limit_s,
+        gpus_override=config.gpus_override,
+    )
 
 
 def _ids_file(path: Path) -> list[str]:
@@ -467,13 +323,34 @@ class NatureBenchTask:
         return self.bench.tasks_dir / self.case_id
 
     @property
+    def leaderboard(self) -> None:
+        """No human leaderboard: the score is the gap ``g`` (no medals)."""
+        return None
+
+    @property
+    def known_names(self) -> tuple[str, ...]:
+        """No other name than the case id."""
+        return ()
+
+    @property
+    def grades_kept_copy(self) -> bool:
+        """A test submission is graded from the bench's kept copy (the evaluator's record
+        lands beside it).
+        """
+        return True
+
+    def preflight(self) -> str | None:
+        """Nothing to prepare: a downloaded case runs as it is."""
+        return None
+
+    @property
     def metadata(self) -> dict[str, Any]:
         """``metadata.json``.
 
         Raises:
             TaskPackageError: missing, too large or not a JSON object.
         """
-        return _read_json(self.root / "metadata.json")
+        return read_json_object(self.root / "metadata.json")
 
     @property
     def tier(self) -> str:
@@ -640,8 +517,9 @@ class NatureBenchTask:
                 limit, code = found.get("limit"), None
             else:
                 child = run_child(
-                    {"mode": "naturebench", "evaluator": str(evaluator), "output_dir": str(out)},
+                    {"evaluator": str(evaluator), "output_dir": str(out)},
                     limits=limits,
+                    module=CHILD,
                 )
                 found, limit, code = child.result or {}, child.limit, child.returncode
         if limit is not None or "raw" not in found:

@@ -1,9 +1,9 @@
 """NatureBench's leaderboard metrics and submission package from a bench directory.
 
 Reads the per-case evaluator records a NatureBench bench run keeps
-(:data:`openmle.bench._naturebench.GRADE_RECORD`), turns them into ``results.csv`` rows
-(:class:`openmle.gym._naturebench.CaseResult`) and computes the specification's metrics with
-:mod:`openmle.gym._naturebench`.
+(:data:`openmle.bench.naturebench.GRADE_RECORD`), turns them into ``results.csv`` rows
+(:class:`openmle.bench.naturebench.CaseResult`) and computes the specification's metrics with
+:mod:`openmle.bench.naturebench._leaderboard`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,17 @@ from typing import Any
 
 from openmle._readback import read_back_json
 from openmle._validation import finite_or_none
-from openmle.bench._naturebench import GRADE_RECORD, NatureBench, _read_json
 from openmle.bench._runner import BENCH_FILE_MAX_BYTES, BenchRun
+from openmle.bench.naturebench._cases import read_json_object
+from openmle.bench.naturebench._leaderboard import (
+    CaseResult,
+    check_results,
+    leaderboard_metrics,
+    metrics_by_domain,
+    write_results_csv,
+    write_submission_yaml,
+)
+from openmle.bench.naturebench._registry import GRADE_RECORD, NatureBench
 from openmle.errors import InvalidArgument
 
 __all__ = ["case_rows", "read_judge", "write_naturebench_report"]
@@ -33,7 +42,7 @@ def read_judge(path: str | Path) -> dict[str, tuple[str, str]]:
         InvalidArgument: unreadable, or an entry without a Boolean ``is_valid`` and a non-empty
             ``reason``.
     """
-    data = _read_json(Path(path)) if Path(path).is_file() else None
+    data = read_json_object(Path(path)) if Path(path).is_file() else None
     if data is None:
         raise InvalidArgument(f"Cannot read the judge verdicts {path}; give a JSON object")
     out: dict[str, tuple[str, str]] = {}
@@ -50,8 +59,8 @@ def read_judge(path: str | Path) -> dict[str, tuple[str, str]]:
 
 def case_rows(
     bench_dir: str | Path, seed: int, *, judge: Mapping[str, tuple[str, str]] | None = None
-) -> list[Any]:
-    """One :class:`openmle.gym.CaseResult` per case of a NatureBench bench run (``seed``).
+) -> list[CaseResult]:
+    """One :class:`~openmle.bench.naturebench.CaseResult` per case of a bench run (``seed``).
 
     ``best_score`` is the ``g`` of the chosen program's test evaluation (raw, unrounded);
     ``final_status`` is ``success`` when the evaluator scored it, else why not: the test
@@ -60,8 +69,6 @@ def case_rows(
     ``not_run`` (the run did not finish). Without a judge verdict a scored case is
     ``valid`` (the specification's rule when no judge was run).
     """
-    from openmle.gym._naturebench import CaseResult
-
     run = BenchRun.open(bench_dir)
     if run.config.benchmark != "naturebench":
         raise InvalidArgument(
@@ -128,13 +135,6 @@ def write_naturebench_report(
 
     from openmle._version import __version__
     from openmle.errors import OpenMLEError
-    from openmle.gym._naturebench import (
-        check_results,
-        leaderboard_metrics,
-        metrics_by_domain,
-        write_results_csv,
-        write_submission_yaml,
-    )
 
     run = BenchRun.open(bench_dir)
     verdicts = read_judge(judge) if judge is not None else None

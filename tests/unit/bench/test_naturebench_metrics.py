@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openmle.errors import InvalidArgument, TaskPackageError
-from openmle.gym._naturebench import (
+from openmle.bench.naturebench import (
     RESULTS_COLUMNS,
     CaseResult,
     case_domain,
@@ -19,6 +18,7 @@ from openmle.gym._naturebench import (
     write_results_csv,
     write_submission_yaml,
 )
+from openmle.errors import InvalidArgument, TaskPackageError
 
 ROWS = [
     CaseResult(case_id="a", domain="bio", best_score=0.5, judge_verdict="valid", judge_reason="ok"),

@@ -1,0 +1,130 @@
+"""A third benchmark through the bench, end to end: the toy adapter of
+``tests/unit/bench/toy_benchmark`` (written only against ``openmle.bench``'s protocol) runs
+through :func:`openmle.bench.arun_bench`, its submissions are kept and graded by its own
+grader, and the report gives MLE-bench's fields against its leaderboard, naming it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.unit.bench.toy_benchmark import KIND, ToyBench, make_toy
+
+from openmle import Job, Outcome, RunResult
+from openmle.bench import (
+    BenchConfig,
+    Benchmark,
+    BenchTask,
+    arun_bench,
+    bench_report,
+    benchmark_kind,
+    benchmark_names,
+    register_benchmark,
+    write_report,
+)
+from openmle.errors import InvalidArgument
+from openmle.testing import FunctionSandbox, ScriptedModel
+
+ANSWERS = {"toy-a": 0.75, "toy-b": 0.25}
+
+
+def _program(x: float) -> str:
+    return f"plan: write {x}\n```python\nopen('submission.csv', 'w').write('{x}')\n```"
+
+
+def _sandbox(resolver):  # type: ignore[no-untyped-def]
+    """Runs a program by reading the number it writes, grading through the bench's resolver
+    (so the bench keeps the test submission and the toy's grader scores it)."""
+
+    def handle(job: Job) -> RunResult:
+        m = re.search(r"write\('([-0-9.]+)'\)", job.code)
+        task = resolver(job.task)
+        out = Path(job.task.replace("@", "_")).with_suffix("")
+        tmp = Path(str(out) + f"-{job.split.value}.csv")
+        tmp.write_text(m.group(1) if m else "nothing", encoding="utf-8")
+        grade = task.grade(tmp, job.split)
+        tmp.unlink(missing_ok=True)
+        if not grade.valid:
+            return RunResult(
+                outcome=Outcome.INVALID_SUBMISSION, split=job.split, detail=grade.reason
+            )
+        return RunResult(outcome=Outcome.SUCCESS, score=grade.score, split=job.split)
+
+    return FunctionSandbox(handle)
+
+
+def test_toy_adapter_satisfies_the_protocols(tmp_path: Path) -> None:
+    bench = ToyBench(make_toy(tmp_path / "toy", ANSWERS))
+    assert isinstance(bench, Benchmark)
+    assert isinstance(bench.task("toy-a"), BenchTask)
+    assert benchmark_kind("toy") is KIND
+    assert benchmark_names()[:2] == ("mle-bench", "naturebench")
+    with pytest.raises(InvalidArgument, match="already registered"):
+        register_benchmark(
+            type(KIND)(name="toy", title="Other", open=KIND.open, leaderboards=False)
+        )
+    with pytest.raises(InvalidArgument, match=r"Expected benchmark in .*'toy'.* but got 'toyz'"):
+        BenchConfig(suite="s", competitions=["toy-a"], seeds=[0], model="m", data_dir="d",
+                    benchmark="toyz")  # fmt: skip
+
+
+def test_toy_benchmark_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    root = make_toy(tmp_path / "toy", ANSWERS)
+    config = BenchConfig(
+        suite="toy-all",
+        competitions=ToyBench(root).suite("toy-all"),
+        seeds=(0, 1),
+        model="scripted",
+        budget={"steps": 2},
+        data_dir=str(root),
+        benchmark="toy",
+        time_limit_s=30.0,
+        concurrency=2,
+    )
+    model = ScriptedModel(lambda _req: _program(0.7))
+    out = tmp_path / "bench"
+    lines: list[str] = []
+    reports = anyio.run(
+        lambda: arun_bench(out, config=config, model=model, sandbox=_sandbox, emit=lines.append)
+    )
+    assert [(r.competition_id, r.seed) for r in reports] == [
+        ("toy-a", 0), ("toy-a", 1), ("toy-b", 0), ("toy-b", 1)
+    ]  # fmt: skip
+    by = {(r.competition_id, r.seed): r for r in reports}
+    # 1 - |0.7 - 0.75| = 0.95: silver on the toy board (N=10: gold row 1, silver row 2)
+    a = by[("toy-a", 0)]
+    assert a.valid_submission and a.score == pytest.approx(0.95)
+    assert (a.gold_threshold, a.silver_threshold, a.bronze_threshold) == (0.99, 0.95, 0.8)
+    assert a.medal == "silver" and a.leaderboard_size == 10
+    # 1 - |0.7 - 0.25| = 0.55: no medal, below the median (0.65)
+    b = by[("toy-b", 1)]
+    assert b.score == pytest.approx(0.55) and b.medal is None and not b.above_median
+    # the bench kept each graded test submission, and the manifest holds the toy's entries
+    assert (out / a.submission_path).read_text() == "0.7"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["toy"]["commit"] == "toy-1" and manifest["config"]["benchmark"] == "toy"
+    # the report recomputes medals from the toy's leaderboard and names the benchmark
+    rep = bench_report(out)
+    assert rep.metrics.metrics["any_medal_percentage"].mean == 50.0
+    paths = write_report(out)
+    assert "ToyBench commit: toy-1" in paths["markdown"].read_text()
+    graded = json.loads(paths["grading_report"].read_text())
+    assert graded["total_runs"] == 4 and graded["total_medals"] == 2
+    assert any("[4/4 runs" in ln for ln in lines)
+
+
+def test_toy_adapter_lives_in_its_own_folder() -> None:
+    """Nothing under src/openmle names the toy benchmark, and the toy imports only
+    ``openmle``'s public surface."""
+    src = Path(__file__).resolve().parents[3] / "src" / "openmle"
+    named = re.compile(r"toy_benchmark|ToyBench|benchmark=[\"']toy[\"']")
+    assert not [p for p in src.rglob("*.py") if named.search(p.read_text())]
+    tree = ast.parse((Path(__file__).parent / "toy_benchmark" / "__init__.py").read_text())
+    modules = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    assert all(not m.startswith("openmle") or "._" not in m for m in modules), modules
