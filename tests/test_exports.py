@@ -122,6 +122,7 @@ PUBLIC = {
         "SFTConfig",
         "SFTTrainer",
         "SandboxReward",
+        "StepTracker",
         "TinyCausalLM",
         "TinyLMConfig",
         "Tokenizer",
@@ -207,6 +208,7 @@ PUBLIC = {
         "read_judge",
         "round_score",
         "smoke_miniature",
+        "track_bench",
         "write_naturebench_report",
         "write_report",
     ],
@@ -480,6 +482,21 @@ PUBLIC = {
         "run_hostile_battery",
         "sample_candidates",
     ],
+    "openmle.tracking": [
+        "DEFAULT_DIRS",
+        "GuardedTracker",
+        "JSONL_FILE",
+        "JsonlTracker",
+        "MlflowTracker",
+        "TRACKERS",
+        "TensorBoardTracker",
+        "TrackSpec",
+        "Tracker",
+        "WandbTracker",
+        "flatten_params",
+        "metric_values",
+        "open_tracker",
+    ],
 }
 
 
@@ -528,6 +545,7 @@ NEW_IN_TRAIN = {
     "OpenMLEGRPOTrainer",
     "OptimConfig",
     "SandboxReward",
+    "StepTracker",
     "prompt_dataset",
     "sft_dataset",
 }

@@ -80,6 +80,7 @@ from openmle.bench._suites import (
     SUITES,
     modality_of,
 )
+from openmle.bench._tracking import track_bench
 from openmle.bench.mlebench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
 
 __all__ = [
@@ -136,6 +137,7 @@ __all__ = [
     "read_result",
     "round_score",
     "smoke_miniature",
+    "track_bench",
     "validation_protocol",
     "write_naturebench_report",
     "write_report",
