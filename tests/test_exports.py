@@ -487,6 +487,7 @@ PUBLIC = {
         "GuardedTracker",
         "JSONL_FILE",
         "JsonlTracker",
+        "MLFLOW_DB",
         "MlflowTracker",
         "TRACKERS",
         "TensorBoardTracker",
@@ -495,6 +496,7 @@ PUBLIC = {
         "WandbTracker",
         "flatten_params",
         "metric_values",
+        "mlflow_uri",
         "open_tracker",
     ],
 }

@@ -29,7 +29,7 @@ __all__ = [
 log = logging.getLogger("openmle.tracking")
 
 TRACK_HELP = (
-    "report to an experiment tracker: jsonl, mlflow (local file store), wandb (offline) or "
+    "report to an experiment tracker: jsonl, mlflow (a local store), wandb (offline) or "
     "tensorboard, as KIND or KIND:DIR (default DIR: openmle-tracking, mlruns, ./wandb, runs; "
     "extras mlflow, wandb, tensorboard); default: off"
 )

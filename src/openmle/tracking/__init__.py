@@ -4,7 +4,7 @@
   ``close``); :class:`GuardedTracker` runs a tracker's calls in one worker thread and turns
   tracking off after its first failure, so tracking never blocks an event loop or ends a run.
 - The trackers: :class:`JsonlTracker` (local JSON lines, no extra), :class:`MlflowTracker`
-  (extra ``mlflow``, a local file store), :class:`WandbTracker` (extra ``wandb``, offline mode),
+  (extra ``mlflow``, a local SQLite store), :class:`WandbTracker` (extra ``wandb``, offline mode),
   :class:`TensorBoardTracker` (extra ``tensorboard``); :func:`open_tracker` makes one from a
   ``--track`` value (:class:`TrackSpec`). The third-party libraries load only when a tracker is
   made; a missing one raises :class:`~openmle.errors.MissingDependency` naming the extra.
@@ -19,10 +19,12 @@ from __future__ import annotations
 from openmle._exports import publish
 from openmle.tracking._backends import (
     JSONL_FILE,
+    MLFLOW_DB,
     JsonlTracker,
     MlflowTracker,
     TensorBoardTracker,
     WandbTracker,
+    mlflow_uri,
     open_tracker,
 )
 from openmle.tracking._base import (
@@ -38,6 +40,7 @@ from openmle.tracking._guard import GuardedTracker
 __all__ = [
     "DEFAULT_DIRS",
     "JSONL_FILE",
+    "MLFLOW_DB",
     "TRACKERS",
     "GuardedTracker",
     "JsonlTracker",
@@ -48,6 +51,7 @@ __all__ = [
     "WandbTracker",
     "flatten_params",
     "metric_values",
+    "mlflow_uri",
     "open_tracker",
 ]
 

@@ -1,4 +1,4 @@
-"""The trackers: local JSONL (no extra), MLflow file store, W&B offline, TensorBoard.
+"""The trackers: local JSONL (no extra), a local MLflow store, W&B offline, TensorBoard.
 
 The third-party libraries are imported when a tracker is made, never at import time; a missing
 one raises :class:`~openmle.errors.MissingDependency` naming the extra to install.
@@ -22,10 +22,12 @@ from openmle.tracking._base import Tracker, TrackSpec, metric_values
 
 __all__ = [
     "JSONL_FILE",
+    "MLFLOW_DB",
     "JsonlTracker",
     "MlflowTracker",
     "TensorBoardTracker",
     "WandbTracker",
+    "mlflow_uri",
     "open_tracker",
 ]
 
@@ -118,29 +120,55 @@ class JsonlTracker:
             self._file = None
 
 
+MLFLOW_DB = "mlflow.db"
+"""The SQLite file of the local MLflow store ``--track mlflow:DIR`` writes (``DIR/mlflow.db``,
+artifacts under ``DIR/artifacts``)."""
+
+
+def mlflow_uri(dir: str | os.PathLike[str]) -> str:
+    """The tracking URI of the local MLflow store in ``dir``: ``sqlite:///DIR/mlflow.db``
+    (MLflow's local backend; its ``file:`` store is in maintenance mode and refused by default
+    since MLflow 3.7).
+    """
+    return f"sqlite:///{(Path(dir).resolve() / MLFLOW_DB).as_posix().lstrip('/')}"
+
+
 class MlflowTracker:
     """One MLflow run (extra ``mlflow``), through ``MlflowClient`` (no global active run, so
     several trackers can be open at once).
 
     Args:
-        tracking_uri: the store (``file:/abs/path`` for a local file store; a server URL works
-            too but is never used by ``--track``).
-        experiment: the experiment's name (made when missing).
+        tracking_uri: the store: :func:`mlflow_uri` of a directory for a local store (what
+            ``--track mlflow:DIR`` uses); a server URL works too but ``--track`` never uses one.
+        experiment: the experiment's name (made when missing, its artifacts under
+            ``artifact_root/EXPERIMENT`` when ``artifact_root`` is given).
         run_name: the run's name.
+        artifact_root: where a new experiment keeps its artifacts (None: the store's default).
 
     Raises:
         MissingDependency: ``mlflow`` is not installed (``pip install 'openmle[mlflow]'``).
     """
 
-    def __init__(self, tracking_uri: str, *, experiment: str = "openmle", run_name: str = "run"):
+    def __init__(
+        self,
+        tracking_uri: str,
+        *,
+        experiment: str = "openmle",
+        run_name: str = "run",
+        artifact_root: str | os.PathLike[str] | None = None,
+    ):
         require("mlflow", "mlflow")
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=tracking_uri)
         found = self.client.get_experiment_by_name(experiment)
-        exp_id = (
-            found.experiment_id if found is not None else self.client.create_experiment(experiment)
-        )
+        if found is not None:
+            exp_id = found.experiment_id
+        else:
+            where = None
+            if artifact_root is not None:
+                where = (Path(artifact_root).resolve() / _run_name(experiment)).as_uri()
+            exp_id = self.client.create_experiment(experiment, artifact_location=where)
         self.run_id: str = self.client.create_run(exp_id, run_name=run_name).info.run_id
         self._closed = False
 
@@ -225,10 +253,16 @@ class WandbTracker:
         self.run.save(str(src), base_path=str(src.parent), policy="now")
 
     def close(self) -> None:
-        """Finish the run (idempotent)."""
+        """Finish the run and, when no other W&B run is active in this process, shut down W&B's
+        service (``wandb.teardown``): only that writes the offline run's file out in full
+        before ``close`` returns (idempotent).
+        """
         if not self._closed:
             self._closed = True
             self.run.finish()
+            wandb: Any = require("wandb", "wandb")
+            if wandb.run is None:
+                wandb.teardown()
 
 
 class TensorBoardTracker:
@@ -304,7 +338,8 @@ def open_tracker(
 ) -> Tracker:
     """Make the tracker a ``--track`` value names (``KIND`` or ``KIND:DIR``).
 
-    Local only: MLflow writes a file store (``file:DIR``, default ``mlruns``), W&B runs offline
+    Local only: MLflow writes a local SQLite store (``DIR/mlflow.db`` and ``DIR/artifacts``,
+    default ``mlruns``; :func:`mlflow_uri`), W&B runs offline
     (``DIR/wandb/``, default ``./wandb``), TensorBoard writes event files (``DIR/RUN``, default
     ``runs``), JSONL writes ``DIR/RUN/tracking.jsonl`` (default ``openmle-tracking``).
 
@@ -324,7 +359,13 @@ def open_tracker(
     s = spec if isinstance(spec, TrackSpec) else TrackSpec.parse(spec)
     where = s.where
     if s.kind == "mlflow":
-        return MlflowTracker(where.resolve().as_uri(), experiment=experiment, run_name=run_name)
+        where.mkdir(parents=True, exist_ok=True)
+        return MlflowTracker(
+            mlflow_uri(where),
+            experiment=experiment,
+            run_name=run_name,
+            artifact_root=where / "artifacts",
+        )
     if s.kind == "wandb":
         return WandbTracker(where, project=experiment, run_name=run_name)
     if s.kind == "tensorboard":

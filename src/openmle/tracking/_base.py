@@ -125,11 +125,13 @@ class TrackSpec:
         return out
 
     def trl_env(self) -> dict[str, str]:
-        """The environment the ``transformers`` integrations read for this spec: a local
-        MLflow file store, W&B offline in ``dir`` (never the network).
+        """The environment the ``transformers`` integrations read for this spec: the local
+        MLflow store in ``dir`` (``sqlite:///DIR/mlflow.db``), W&B offline in ``dir`` (never
+        the network).
         """
         if self.kind == "mlflow":
-            return {"MLFLOW_TRACKING_URI": self.where.resolve().as_uri()}
+            db = (self.where.resolve() / "mlflow.db").as_posix().lstrip("/")
+            return {"MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
         if self.kind == "wandb":
             return {"WANDB_MODE": "offline", "WANDB_DIR": str(self.where.resolve())}
         return {}

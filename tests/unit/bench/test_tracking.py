@@ -13,7 +13,7 @@ from tests.unit.bench._minibench import build
 
 from openmle._cli import main
 from openmle.bench import track_bench
-from openmle.tracking import JSONL_FILE, open_tracker
+from openmle.tracking import JSONL_FILE, mlflow_uri, open_tracker
 
 pytest.importorskip("yaml")
 pytest.importorskip("pandas")
@@ -69,7 +69,7 @@ def test_a_bench_reads_back_with_mlflow_client(bench: tuple[Path, Path], tmp_pat
     tracker = open_tracker(f"mlflow:{tmp_path / 'mlruns'}", run_name="bench")
     track_bench(tracker, out, artifacts=[out / "report.md"])
     tracker.close()
-    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").resolve().as_uri())
+    client = MlflowClient(tracking_uri=mlflow_uri(tmp_path / "mlruns"))
     run = client.get_run(tracker.run_id)  # type: ignore[attr-defined]
     assert json.loads(run.data.params["config.seeds"]) == [0]
     assert run.data.metrics["run/mini-tabular/nodes"] == 2

@@ -1,12 +1,14 @@
 """Each third-party tracker writes files its own tool reads back: a tracked search read with
-MLflow's ``MlflowClient``, TensorBoard's ``EventAccumulator`` and W&B's own ``.wandb`` record
-reader. Each test skips, naming the extra, when that extra is not installed. No network: MLflow
-uses a file store, W&B runs offline."""
+MLflow's ``MlflowClient``, TensorBoard's ``EventAccumulator`` and W&B's own protobuf records
+(``wandb.proto``) of its offline ``.wandb`` file. Each test skips, naming the
+extra, when that extra is not installed. No network: MLflow uses a local SQLite store, W&B
+runs offline."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +62,17 @@ def tracked_search(tracker: Any, tmp_path: Path) -> Path:
     return run
 
 
-def test_mlflow_file_store_reads_back_with_mlflow_client(tmp_path: Path) -> None:
+def test_mlflow_local_store_reads_back_with_mlflow_client(tmp_path: Path) -> None:
     needs("mlflow")
     from mlflow.tracking import MlflowClient
 
-    from openmle.tracking import MlflowTracker, open_tracker
+    from openmle.tracking import MlflowTracker, mlflow_uri, open_tracker
 
     store = tmp_path / "mlruns"
     tracker = open_tracker(f"mlflow:{store}", run_name="toy-run")
     assert isinstance(tracker, MlflowTracker)
     tracked_search(tracker, tmp_path)
-    client = MlflowClient(tracking_uri=store.resolve().as_uri())
+    client = MlflowClient(tracking_uri=mlflow_uri(store))
     run = client.get_run(tracker.run_id)
     assert run.info.run_name == "toy-run" and run.info.status == "FINISHED"
     assert run.data.params["task.name"] == "toy"
@@ -104,26 +106,55 @@ def test_tensorboard_event_files_read_back_with_event_accumulator(tmp_path: Path
     assert (tracker.path / "artifacts" / "report.html").read_text() == "<html>report</html>"
 
 
-def wandb_history(run_dir: Path) -> list[dict[str, Any]]:
-    """The history rows of an offline run, read with W&B's own record reader."""
-    from wandb.proto import wandb_internal_pb2
-    from wandb.sdk.internal.datastore import DataStore
+def wandb_records(file: Path) -> list[Any]:
+    """The records of a ``.wandb`` file, decoded with W&B's own protobuf ``Record``.
 
+    W&B 0.31 has no Python reader of its run files any more (its Go core writes them), so the
+    framing is read here as W&B documents it: a 7-byte header (``:W&B``, magic, version), then
+    LevelDB log records (4-byte checksum, 2-byte length, 1-byte type: full, first, middle,
+    last) in 32 KiB blocks.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    pb: Any = wandb_internal_pb2  # generated protobuf module
+    data = file.read_bytes()
+    assert data[:4] == b":W&B"
+    block, pos, parts, out = 32768, 7, b"", []
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0:  # padding to the end of the block
+            pos += left
+            continue
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        parts = chunk if kind in (1, 2) else parts + chunk
+        if kind in (1, 4):
+            record = pb.Record()
+            record.ParseFromString(parts)
+            out.append(record)
+    return out
+
+
+def wandb_history(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The history rows and the config of an offline run."""
     (file,) = run_dir.glob("*.wandb")
-    store = DataStore()
-    store.open_for_scan(str(file))
-    rows = []
-    while (data := store.scan_data()) is not None:
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(data)
-        if record.WhichOneof("record_type") == "history":
+    rows, config = [], {}
+    for record in wandb_records(file):
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
             rows.append(
                 {
                     (item.key or "/".join(item.nested_key)): json.loads(item.value_json)
                     for item in record.history.item
                 }
             )
-    return rows
+        elif kind == "config":
+            for item in record.config.update:
+                config[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return rows, config
 
 
 def test_wandb_offline_run_holds_the_history(
@@ -140,11 +171,10 @@ def test_wandb_offline_run_holds_the_history(
     tracked_search(tracker, tmp_path)
     assert run_dir.parent == tmp_path / "wb" / "wandb"
     assert run_dir.name.startswith("offline-run-")
-    rows = wandb_history(run_dir)
+    rows, config = wandb_history(run_dir)
     scores = [(r["step"], r["node/score"]) for r in rows if "node/score" in r]
     assert [s for s, _ in scores] == list(range(STEPS))
     assert [v for _, v in scores] == pytest.approx([0.5, 0.6, 0.7])
     assert any(r.get("run/nodes") == STEPS for r in rows)
     assert (run_dir / "files" / "report.html").read_text() == "<html>report</html>"
-    config = (run_dir / "files" / "config.yaml").read_text()
-    assert "task.name" in config
+    assert config["task.name"] == "toy" and config["result.stop_reason"] == "steps"

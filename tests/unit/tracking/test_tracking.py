@@ -22,6 +22,7 @@ from openmle.tracking import (
     TrackSpec,
     flatten_params,
     metric_values,
+    mlflow_uri,
     open_tracker,
 )
 
@@ -43,7 +44,7 @@ def test_spec_parses_kind_and_dir_and_refuses_unknown_kinds() -> None:
 def test_spec_maps_to_trl_report_to_and_a_local_environment(tmp_path: Path) -> None:
     assert TrackSpec("wandb", tmp_path).trl_args() == {"report_to": ["wandb"]}
     assert TrackSpec("wandb", tmp_path).trl_env()["WANDB_MODE"] == "offline"
-    assert TrackSpec("mlflow", tmp_path).trl_env() == {"MLFLOW_TRACKING_URI": tmp_path.as_uri()}
+    assert TrackSpec("mlflow", tmp_path).trl_env() == {"MLFLOW_TRACKING_URI": mlflow_uri(tmp_path)}
     assert TrackSpec("tensorboard", tmp_path).trl_args() == {
         "report_to": ["tensorboard"],
         "logging_dir": str(tmp_path),
