@@ -14,7 +14,15 @@ import pytest
 
 from openmle import Job, ModelRequest, ModelResponse, Outcome, RunResult, Usage
 from openmle._cli import main
-from openmle.search import Budget, SearchConfig, SearchSpec, arun_search, run_search
+from openmle.search import (
+    Budget,
+    ResumeSpec,
+    SearchConfig,
+    SearchSpec,
+    arun_search,
+    resume_search,
+    run_search,
+)
 from openmle.testing import FunctionSandbox, FunctionSelector
 from openmle.tracking import JSONL_FILE, JsonlTracker
 
@@ -146,3 +154,21 @@ def test_search_cli_refuses_an_unknown_tracker(capsys: pytest.CaptureFixture[str
         main(["search", "--task", "tabular-binary", "--track", "neptune"])
     assert exc.value.code == 2
     assert "unknown tracker 'neptune'" in capsys.readouterr().err
+
+
+def test_a_tracked_resume_logs_the_manifest_and_the_new_nodes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first = run_search(spec(steps=2), run_dir=run, quiet=True)
+    t = JsonlTracker(tmp_path / "track", run_name="resumed")
+    more = ResumeSpec(
+        model=Model(),
+        sandbox=FunctionSandbox(grade),
+        selector=FunctionSelector(lambda c: 1.0 + (c.score or 0.0)),
+        budget=Budget(steps=4),
+    )
+    result = resume_search(run, more, quiet=True, track=t)
+    t.close()
+    recs = records(t.path)
+    assert recs[0]["params"]["task.name"] == "toy"  # type: ignore[index]
+    steps = [r["step"] for r in recs if r["kind"] == "metrics" and "node/ok" in r["metrics"]]  # type: ignore[operator]
+    assert steps == [n.step for n in result.nodes[len(first.nodes) :]] == [2, 3]
