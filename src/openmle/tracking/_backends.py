@@ -130,7 +130,7 @@ def mlflow_uri(dir: str | os.PathLike[str]) -> str:
     (MLflow's local backend; its ``file:`` store is in maintenance mode and refused by default
     since MLflow 3.7).
     """
-    return f"sqlite:///{(Path(dir).resolve() / MLFLOW_DB).as_posix().lstrip('/')}"
+    return f"sqlite:///{(Path(dir).resolve() / MLFLOW_DB).as_posix()}"  # 4 slashes: absolute
 
 
 class MlflowTracker:

@@ -130,8 +130,8 @@ class TrackSpec:
         the network).
         """
         if self.kind == "mlflow":
-            db = (self.where.resolve() / "mlflow.db").as_posix().lstrip("/")
-            return {"MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+            db = (self.where.resolve() / "mlflow.db").as_posix()
+            return {"MLFLOW_TRACKING_URI": f"sqlite:///{db}"}  # an absolute path: 4 slashes
         if self.kind == "wandb":
             return {"WANDB_MODE": "offline", "WANDB_DIR": str(self.where.resolve())}
         return {}

@@ -72,6 +72,8 @@ def test_mlflow_local_store_reads_back_with_mlflow_client(tmp_path: Path) -> Non
     tracker = open_tracker(f"mlflow:{store}", run_name="toy-run")
     assert isinstance(tracker, MlflowTracker)
     tracked_search(tracker, tmp_path)
+    assert mlflow_uri(store) == f"sqlite:///{store.resolve()}/mlflow.db"
+    assert (store / "mlflow.db").is_file()  # in DIR, not relative to the working directory
     client = MlflowClient(tracking_uri=mlflow_uri(store))
     run = client.get_run(tracker.run_id)
     assert run.info.run_name == "toy-run" and run.info.status == "FINISHED"
@@ -83,6 +85,7 @@ def test_mlflow_local_store_reads_back_with_mlflow_client(tmp_path: Path) -> Non
     assert sorted(m.value for m in history) == pytest.approx([0.5, 0.6, 0.7])
     assert run.data.metrics["run/nodes"] == STEPS
     assert [a.path for a in client.list_artifacts(tracker.run_id)] == ["report.html"]
+    assert list(store.glob("artifacts/*/*/artifacts/report.html"))
 
 
 def test_tensorboard_event_files_read_back_with_event_accumulator(tmp_path: Path) -> None:
