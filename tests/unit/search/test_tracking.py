@@ -3,6 +3,7 @@ summary; tracking runs off the event loop and a failing tracker never ends the s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import threading
@@ -172,3 +173,16 @@ def test_a_tracked_resume_logs_the_manifest_and_the_new_nodes(tmp_path: Path) ->
     assert recs[0]["params"]["task.name"] == "toy"  # type: ignore[index]
     steps = [r["step"] for r in recs if r["kind"] == "metrics" and "node/ok" in r["metrics"]]  # type: ignore[operator]
     assert steps == [n.step for n in result.nodes[len(first.nodes) :]] == [2, 3]
+
+
+def test_search_cli_names_a_missing_tracker_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a)
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["search", "--task", "tabular-binary", "--track", "mlflow:./mlruns"])
+    assert exc.value.code == 2
+    assert "pip install 'openmle[mlflow]'" in capsys.readouterr().err
