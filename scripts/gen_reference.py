@@ -38,6 +38,7 @@ MODULES = (
     "openmle.backends",
     "openmle.train",
     "openmle.testing",
+    "openmle.tracking",
 )
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference"
 

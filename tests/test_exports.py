@@ -122,6 +122,7 @@ PUBLIC = {
         "SFTConfig",
         "SFTTrainer",
         "SandboxReward",
+        "StepTracker",
         "TinyCausalLM",
         "TinyLMConfig",
         "Tokenizer",
@@ -243,6 +244,7 @@ PUBLIC = {
         "read_judge",
         "round_score",
         "smoke_miniature",
+        "track_bench",
         "write_naturebench_report",
         "write_report",
     ],
@@ -516,6 +518,23 @@ PUBLIC = {
         "run_hostile_battery",
         "sample_candidates",
     ],
+    "openmle.tracking": [
+        "DEFAULT_DIRS",
+        "GuardedTracker",
+        "JSONL_FILE",
+        "JsonlTracker",
+        "MLFLOW_DB",
+        "MlflowTracker",
+        "TRACKERS",
+        "TensorBoardTracker",
+        "TrackSpec",
+        "Tracker",
+        "WandbTracker",
+        "flatten_params",
+        "metric_values",
+        "mlflow_uri",
+        "open_tracker",
+    ],
 }
 
 
@@ -564,6 +583,7 @@ NEW_IN_TRAIN = {
     "OpenMLEGRPOTrainer",
     "OptimConfig",
     "SandboxReward",
+    "StepTracker",
     "prompt_dataset",
     "sft_dataset",
 }

@@ -45,6 +45,9 @@ LAYERS: dict[str, int] = {
     "openmle.rewards": 5,
     "openmle.operators": 5,
     "openmle.testing": 5,
+    # the tracking seam (the protocol, JSONL, third-party trackers imported lazily): the search,
+    # the bench and the trainers report through it
+    "openmle.tracking": 5,
     # tasks, then the adapters that run them
     "openmle.gym": 6,
     "openmle.backends": 7,

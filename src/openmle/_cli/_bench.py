@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from openmle._cli._track import add_track_flag, closing_on_error, open_track, track_bench_dir
 from openmle.errors import InvalidArgument
 
 __all__ = ["register"]
@@ -229,8 +230,12 @@ def _run(args: argparse.Namespace) -> int:
         config = preset_deviations(Preset.named(str(s["preset"])), config)
     model = build_model(config.model)
     emit = _emitter(args)
-    reports = anyio.run(lambda: arun_bench(Path(s["out"]), config=config, model=model, emit=emit))
-    return _done(args, Path(s["out"]), reports, write_report)
+    tracker = open_track(args, Path(s["out"]).name, "openmle-bench")
+    with closing_on_error(tracker):
+        reports = anyio.run(
+            lambda: arun_bench(Path(s["out"]), config=config, model=model, emit=emit)
+        )
+    return _done(args, Path(s["out"]), reports, write_report, tracker)
 
 
 def _emitter(args: argparse.Namespace) -> Any:
@@ -245,10 +250,13 @@ def _emitter(args: argparse.Namespace) -> Any:
     return emit
 
 
-def _done(args: argparse.Namespace, out: Path, reports: list[Any], write: Any) -> int:
+def _done(
+    args: argparse.Namespace, out: Path, reports: list[Any], write: Any, tracker: Any = None
+) -> int:
     from openmle.bench import bench_report
 
     paths = write(out)
+    track_bench_dir(tracker, out, paths)
     rep = bench_report(out)  # medals recomputed from the scores and the leaderboards
     reports = [r for rows in rep.arm_seeds.values() for row in rows for r in row]
     medals = sum(r.any_medal for r in reports)
@@ -285,8 +293,10 @@ def _resume(args: argparse.Namespace) -> int:
         or recorded_spec(run.config.model, flag="--model", where=f"{args.bench_dir}/manifest.json")
     )
     emit = _emitter(args)
-    reports = anyio.run(lambda: arun_bench(run.path, model=model, emit=emit))
-    return _done(args, run.path, reports, write_report)
+    tracker = open_track(args, run.path.name, "openmle-bench")
+    with closing_on_error(tracker):
+        reports = anyio.run(lambda: arun_bench(run.path, model=model, emit=emit))
+    return _done(args, run.path, reports, write_report, tracker)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -450,6 +460,7 @@ def _add_run(sub: Any) -> None:
     )
     run.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_track_flag(run)
     run.set_defaults(handler=_run)
 
 
@@ -460,6 +471,7 @@ def _add_resume(sub: Any) -> None:
     resume.add_argument("--model", help="override the model spec from the manifest")
     resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     resume.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_track_flag(resume)
     resume.set_defaults(handler=_resume)
 
 

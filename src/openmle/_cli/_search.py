@@ -34,6 +34,7 @@ from openmle._cli._common import (
     interrupted,
     recorded_spec,
 )
+from openmle._cli._track import add_track_flag, close_track, finish_track, open_track
 from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
 __all__ = [
@@ -473,12 +474,15 @@ def _print_summary(s: dict[str, Any], stream: TextIO) -> None:
 # ----------------------------------------------------------------------------------- commands
 
 
-def _finish(args: argparse.Namespace, result: Any, run_dir: Path | None) -> int:
+def _finish(
+    args: argparse.Namespace, result: Any, run_dir: Path | None, tracker: Any = None
+) -> int:
     report = None
     if run_dir is not None and not getattr(args, "no_report", False):
         from openmle.search import write_report
 
         report = write_report(run_dir)
+    finish_track(tracker, [report])
     s = _summary(result, run_dir, report)
     if args.json:
         print(json.dumps(s, sort_keys=True))
@@ -553,8 +557,10 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
             f"openmle {args.command}: task {task}, model {shown}, sandbox {box}, "
             f"selector {args.selector}, {args.workers} workers, writing {out}\n"
         )
+    tracker = None
     try:
         with _closing(sandbox):
+            tracker = open_track(args, out.name)
             result = _search_run(
                 run_search,
                 SearchSpec(
@@ -586,10 +592,15 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
                 run_dir=out,
                 on_progress=None if args.quiet else ProgressLine(stream, budget.steps),
                 quiet=args.quiet,
+                track=tracker,
             )
     except KeyboardInterrupt:
+        close_track(tracker)
         return interrupted(out)
-    return _finish(args, result, out)
+    except BaseException:
+        close_track(tracker)
+        raise
+    return _finish(args, result, out, tracker)
 
 
 @contextlib.contextmanager
@@ -849,8 +860,10 @@ def _resume(args: argparse.Namespace) -> int:
     priors_sha256 = _library_hash(args.priors)  # a bad library: refused before anything runs
     model = _model_for_run(model_spec, args, cli.get("record"))
     sandbox = build_sandbox(sandbox_spec)
+    tracker = None
     try:
         with _closing(sandbox):
+            tracker = open_track(args, rd.path.name)
             result = _search_run(
                 resume_search,
                 rd.path,
@@ -868,10 +881,15 @@ def _resume(args: argparse.Namespace) -> int:
                 ),
                 on_progress=None if args.quiet else ProgressLine(stream, steps),
                 quiet=args.quiet,
+                track=tracker,
             )
     except KeyboardInterrupt:
+        close_track(tracker)
         return interrupted(rd.path)
-    return _finish(args, result, rd.path)
+    except BaseException:
+        close_track(tracker)
+        raise
+    return _finish(args, result, rd.path, tracker)
 
 
 def _from_manifest(spec: object, flag: str, where: str) -> str | None:
@@ -966,6 +984,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     p.add_argument("--quiet", action="store_true", help="no per-node progress lines")
+    add_track_flag(p)
     p.add_argument(
         "--summaries",
         action="store_true",
@@ -1162,6 +1181,7 @@ def _register_resume(subparsers: Any) -> None:
     resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     resume.add_argument("--quiet", action="store_true", help="no per-node progress lines")
     resume.add_argument("--no-report", action="store_true", help="do not write report.html")
+    add_track_flag(resume)
     resume.set_defaults(handler=_resume)
 
 

@@ -33,6 +33,13 @@ from typing import Any
 
 import attrs
 
+from openmle._cli._track import (
+    add_track_flag,
+    close_track,
+    closing_on_error,
+    open_track,
+    track_steps,
+)
 from openmle.errors import InvalidArgument
 
 __all__ = ["register"]
@@ -66,6 +73,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="start [config] from SFTConfig.paper() (the file's [config] keys override it)",
     )
+    add_track_flag(s)
     s.set_defaults(handler=_sft)
 
 
@@ -157,13 +165,17 @@ def _sft(args: argparse.Namespace) -> int:
         else min(max_steps, config.epochs * n_batches)
     )
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
+    tracker = open_track(args, out.name, "openmle-train")
+    on_step = track_steps(tracker)
+    with closing_on_error(tracker), (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
         while trainer.step_count < last:
             m = trainer.step(batches[trainer.step_count % n_batches])
             log.write(json.dumps(m, sort_keys=True) + "\n")
             log.flush()
+            on_step(m)
             if trainer.step_count % every == 0 or trainer.step_count == last:
                 _save(trainer, ckpt)
+    close_track(tracker)
     print(json.dumps({"step": trainer.step_count, "checkpoint": str(ckpt)}))
     return EXIT_OK
 

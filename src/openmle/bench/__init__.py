@@ -84,6 +84,7 @@ from openmle.bench._suites import (
     SUITES,
     modality_of,
 )
+from openmle.bench._tracking import track_bench
 from openmle.bench.mlebench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
 from openmle.bench.naturebench import (
     NatureBench,
@@ -157,6 +158,7 @@ __all__ = [
     "register_benchmark",
     "round_score",
     "smoke_miniature",
+    "track_bench",
     "validation_protocol",
     "write_naturebench_report",
     "write_report",

@@ -54,6 +54,7 @@ from openmle.search._display import ProgressLine
 from openmle.search._driver import (
     JobLimits,
     Progress,
+    Recorder,
     SearchResult,
     _build_request,
     _drive,
@@ -68,6 +69,8 @@ from openmle.search._priors import SearchPriors, check_resume_priors
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
 from openmle.search._routing import DEFAULT_ROUTE, OperatorRouter
 from openmle.search._rundir import RunDir, check_new_run_dir
+from openmle.search._tracking import TrackingRecorder, log_summary, tracking
+from openmle.tracking import Tracker
 
 log = logging.getLogger("openmle.search")
 
@@ -501,6 +504,7 @@ async def arun_search(
     on_progress: Callable[[Progress], None] | None = None,
     quiet: bool = False,
     limiter: anyio.CapacityLimiter | None = None,
+    track: Tracker | None = None,
     **legacy: Any,
 ) -> SearchResult:
     """Search ``spec.task`` with Draft/Improve/Debug/Crossover until a budget cap is reached.
@@ -515,6 +519,10 @@ async def arun_search(
         quiet: no default progress line (``on_progress`` still runs when given).
         limiter: a shared limiter capping concurrent expansions (default: ``spec.workers``
             tokens).
+        track: report to this :class:`~openmle.tracking.Tracker` (default: none): the manifest
+            as parameters, each node's metrics at its step, the run's summary (see
+            ``docs/how-to/track-experiments.md``). Its calls run off the event loop and its
+            first failure turns tracking off (logged once); the caller closes it.
         legacy: deprecated: the task as ``spec`` and the spec's fields as keywords (removed in
             openmle 0.2.0; warns).
 
@@ -552,15 +560,19 @@ async def arun_search(
             extra=extra,
         )
     path = None if rd is None else rd.path
+    params = rd.manifest if rd is not None else _spec_params(s, info)
     try:
-        async with _writing(rd):
+        async with _writing(rd), tracking(track, params) as guard:
+            recorder: Recorder = _NullRecorder() if rd is None else rd
+            if guard is not None:
+                recorder = TrackingRecorder(recorder, guard, info.higher_is_better)
             result = await _drive(
                 core,
                 model=s.model,
                 sandbox=s.sandbox,
                 task=info,
                 prompts=_with_summary_cache(s.prompts or OperatorPrompts(), path),
-                recorder=_NullRecorder() if rd is None else rd,
+                recorder=recorder,
                 workers=s.workers,
                 ordered=s.ordered,
                 limiter=limiter,
@@ -571,12 +583,25 @@ async def arun_search(
             )
             if rd is not None:
                 rd.session("end", stop_reason=result.stop_reason)
+            log_summary(guard, result)
         return result
     except BaseExceptionGroup as group:
         _raise_one(group)
     finally:
         if rd is not None:
             rd.close()
+
+
+def _spec_params(s: SearchSpec, info: TaskInfo) -> dict[str, Any]:
+    """What a search without a run directory reports as parameters (the manifest's core)."""
+    return {
+        "task": {"name": info.name, "higher_is_better": info.higher_is_better},
+        "budget": s.budget.to_dict(),
+        "config": s.config.to_dict(),
+        "workers": s.workers,
+        "ordered": s.ordered,
+        "model": {"id": str(getattr(s.model, "model", type(s.model).__name__))},
+    }
 
 
 async def _new_task_info(s: SearchSpec) -> tuple[TaskInfo, JobLimits, dict[str, Any]]:
@@ -608,13 +633,16 @@ def run_search(
     run_dir: str | Path | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     quiet: bool = False,
+    track: Tracker | None = None,
     **legacy: Any,
 ) -> SearchResult:
     """Blocking twin of :func:`arun_search` (same arguments but ``limiter``, an event-loop
     object); runs its own event loop, so call it from synchronous code only.
     """
     s = _spec_of(SearchSpec, spec, legacy, "run_search")
-    return _blocking(partial(arun_search, s, run_dir=run_dir, on_progress=on_progress, quiet=quiet))
+    return _blocking(
+        partial(arun_search, s, run_dir=run_dir, on_progress=on_progress, quiet=quiet, track=track)
+    )
 
 
 def _blocking(fn: Callable[[], Any]) -> SearchResult:
@@ -636,6 +664,7 @@ async def aresume_search(
     on_progress: Callable[[Progress], None] | None = None,
     quiet: bool = False,
     limiter: anyio.CapacityLimiter | None = None,
+    track: Tracker | None = None,
     **legacy: Any,
 ) -> SearchResult:
     """Continue the search in ``run_dir`` after an interruption (including ``kill -9``).
@@ -647,7 +676,8 @@ async def aresume_search(
     Args:
         run_dir: the run to continue.
         spec: the model, sandbox and the rest (:class:`ResumeSpec`).
-        on_progress, quiet, limiter: as for :func:`arun_search`.
+        on_progress, quiet, limiter, track: as for :func:`arun_search` (the tracker gets the
+            manifest, the nodes committed in this session and the summary).
         legacy: deprecated: the spec's fields as keywords (removed in openmle 0.2.0; warns).
 
     Returns:
@@ -697,14 +727,14 @@ async def aresume_search(
         final_done = (core.nodes[done[0]], done[1])
     rd.session("resume", requeued=[p.step for p in pending])
     try:
-        async with rd.writing():
+        async with rd.writing(), tracking(track, m) as guard:
             result = await _drive(
                 core,
                 model=s.model,
                 sandbox=s.sandbox,
                 task=info,
                 prompts=prompts,
-                recorder=rd,
+                recorder=rd if guard is None else TrackingRecorder(rd, guard, hib),
                 workers=int(m["workers"]),
                 ordered=bool(m["ordered"]),
                 limiter=limiter,
@@ -716,6 +746,7 @@ async def aresume_search(
                 limits=limits,
             )
             rd.session("end", stop_reason=result.stop_reason)
+            log_summary(guard, result)
         return result
     except BaseExceptionGroup as group:
         _raise_one(group)
@@ -767,8 +798,11 @@ def resume_search(
     *,
     on_progress: Callable[[Progress], None] | None = None,
     quiet: bool = False,
+    track: Tracker | None = None,
     **legacy: Any,
 ) -> SearchResult:
     """Blocking twin of :func:`aresume_search` (same arguments but ``limiter``)."""
     s = _spec_of(ResumeSpec, spec, legacy, "resume_search")
-    return _blocking(partial(aresume_search, run_dir, s, on_progress=on_progress, quiet=quiet))
+    return _blocking(
+        partial(aresume_search, run_dir, s, on_progress=on_progress, quiet=quiet, track=track)
+    )

@@ -10,6 +10,8 @@ copied and changed. Names load lazily; using one needs the ``torch`` extra
 - :mod:`openmle.train._rollout`: policies, the rollout producer, ``train_on_policy``.
 - :mod:`openmle.train._loss`, :mod:`openmle.train._batch`: the losses and their batches.
 - :mod:`openmle.train._model`, :mod:`openmle.train._tokenizer`: a tiny causal LM, tokenisers.
+- :mod:`openmle.train._tracking`: :class:`StepTracker`, trainer steps to an experiment tracker
+  (:mod:`openmle.tracking`) as ``on_step``.
 - :mod:`openmle.train._trl`: TRL as the engine for scale (extra ``trl``): operator prompt
   datasets, sandbox reward functions, ``OpenMLEGRPOTrainer`` with the profile's advantages.
 """
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from openmle.train._tokenizer import HFTokenizer as HFTokenizer
     from openmle.train._tokenizer import Tokenizer as Tokenizer
     from openmle.train._tokenizer import encode_chat as encode_chat
+    from openmle.train._tracking import StepTracker as StepTracker
     from openmle.train._trl import SandboxReward as SandboxReward
     from openmle.train._trl import prompt_dataset as prompt_dataset
     from openmle.train._trl import sft_dataset as sft_dataset
@@ -80,6 +83,7 @@ _LAZY: dict[str, str] = {
     "SFTConfig": "openmle.train._sft",
     "SFTTrainer": "openmle.train._sft",
     "SandboxReward": "openmle.train._trl",
+    "StepTracker": "openmle.train._tracking",
     "TinyCausalLM": "openmle.train._model",
     "TinyLMConfig": "openmle.train._model",
     "Tokenizer": "openmle.train._tokenizer",
