@@ -10,11 +10,12 @@ ahead (a quota tmpfs as root), setting the limits of a cgroup made ahead, the la
 handing the plan to the launcher waiting for it (bwrap mode: inside a sandbox whose namespaces,
 mounts and seccomp filter were made ahead for the run's shape; Landlock mode: it applies
 Landlock and seccomp), which sets the rlimits and ``exec``s the program; then output capture,
-the leftover-process sweep, classifying. Off its path (threads, while the next run's model call
-would run): the cgroup and run directory removal and the next run's spare launcher (its cgroup
-join waits for an RCU grace period, 10-15 ms when idle), which the bare run here gives time
-to, as a search step's model call would. The bare side gets the same environment variables.
-The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what the cgroups still cost.
+the leftover-process sweep, classifying. Off its path (threads): the cgroup and run directory
+removal, and the next run's spare, started when this run takes its own (its cgroup join waits
+for an RCU grace period, 10-15 ms when idle; its interpreter starts): it has this run and the
+bare run after it to get ready, as it has a search step's model call. The bare side gets the
+same environment variables. The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what
+the cgroups still cost.
 
 Run: ``python benchmarks/sandbox.py [--repeats 30]``.
 """
@@ -104,16 +105,15 @@ PHASES = (
     ("sweep_drain", "swept_drained"),
     ("grade_kill", "graded"),
     ("cleanup", "cleaned"),
-    ("next_spare", "next_spare"),
     ("return", None),
 )
 """Each phase of ``LocalSandbox.run`` and the mark it ends at (``LocalSandbox._phases``):
 resolving the task; the task's paths and data view and taking the spare launcher made ahead
 (its run directory, quota tmpfs, cgroup and, in bwrap mode, its sandbox: made on a thread
-when the previous run ended); setting its cgroup's limits; the launch plan; handing the
+from when the previous run took its own); setting its cgroup's limits; the launch plan; handing the
 launcher its run; the program's run (from the hand-over to its exit: what ``runtime_s``
 measures); the end-of-run sweep and output drain; classifying (and grading) and the final
-kill; queueing the run directory's removal and the next spare (both run on threads)."""
+kill; queueing the run directory's and the cgroup's removal (both run on threads)."""
 
 
 def _phase_ms(marks: dict[str, float], t0: float, t1: float) -> dict[str, float]:

@@ -21,7 +21,7 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   host's PID namespace.
 
 Every run starts from a small Python launcher (standard library only, :mod:`._launcher`)
-started *ahead* of its run, when the previous run ended: it joined the run's cgroups and set a
+started *ahead* of its run, when the previous run started: it joined the run's cgroups and set a
 parent-death signal before the job came, and then waits for its run's configuration on stdin.
 The run only hands it over: the launcher sets the rlimits itself (``setrlimit``), and in bwrap
 mode reports on a status pipe and ``exec``s bubblewrap, which reports the sandbox's setup on

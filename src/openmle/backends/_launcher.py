@@ -7,10 +7,10 @@ path and the Landlock mode runs it under the program's own rules.
 The sandbox starts it ahead of its run (a *spare*, see ``LocalSandbox``): it sets a
 parent-death signal (and exits at once when the sandbox is already gone), joins the run's
 cgroups (``cgroup.procs`` files: the cgroup move waits for an RCU grace period, paid while no
-run waits), then blocks reading its run's configuration from stdin. In bwrap mode it
-``exec``s bubblewrap at once instead (the start configuration's ``exec``): the namespaces and
-mounts are made ahead too, and a second launcher, bound read-only into the sandbox, is the one
-that waits for the run there (stdin and the status fd pass through bubblewrap).
+run waits), then blocks reading its run's configuration from stdin. In bwrap mode the
+sandbox is made ahead too (bubblewrap, started by a ``/bin/sh`` that joined the cgroups), and
+the launcher, bound read-only into it, waits for the run there (stdin and the status fd pass
+through bubblewrap).
 
 End of file with nothing read: it exits 0 (the sandbox discarded it). Else it moves stdin to
 ``/dev/null``, changes to the run's directory, sets the rlimits (``setrlimit``: exact bytes
@@ -23,7 +23,7 @@ is reported as ``err:<message>`` with exit status 125, which the sandbox turns i
 infrastructure error.
 
 The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
-``parent`` (a pid: die with it, or null), optional ``exec`` (an argv to ``exec`` at once).
+``parent`` (a pid: die with it, or null).
 The run configuration (JSON, stdin): ``cwd``, ``rlimits`` (``[name, soft, hard]``),
 ``argv``, optional ``env``, ``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or
 null, ``shm_access``) and ``seccomp`` (``[code, jt, jf, k]`` instructions, loaded when
@@ -35,7 +35,6 @@ The constants below are the single source of these numbers:
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import resource
@@ -99,6 +98,8 @@ def _fail(status: int, msg: str) -> None:
 
 def _landlock(libc: Any, ll: dict[str, Any]) -> None:
     """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm``) to this process."""
+    import ctypes
+
     rules = list(ll["rules"])
     shm = ll.get("shm")
     if shm is not None and libc.unshare(CLONE_NEWNS) == 0:
@@ -153,20 +154,20 @@ def _landlock(libc: Any, ll: dict[str, Any]) -> None:
     os.close(rs)
 
 
-class _Filter(ctypes.Structure):
-    _fields_ = (
-        ("code", ctypes.c_ushort),
-        ("jt", ctypes.c_ubyte),
-        ("jf", ctypes.c_ubyte),
-        ("k", ctypes.c_uint),
-    )
-
-
-class _Prog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter)))
-
-
 def _seccomp(libc: Any, prog: list[list[int]] | None) -> None:
+    import ctypes
+
+    class _Filter(ctypes.Structure):
+        _fields_ = (
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        )
+
+    class _Prog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter)))
+
     if prog is None:
         raise OSError(0, f"no seccomp filter for this architecture ({os.uname().machine})")
     filters = (_Filter * len(prog))(*[_Filter(*f) for f in prog])
@@ -185,6 +186,8 @@ def _start(cfg: dict[str, Any], libc: Any, status: int) -> None:
     if parent is not None:
         # SIGKILL when the process that started us dies (kept across exec).
         if libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0:
+            import ctypes
+
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
         if os.getppid() != parent:
             _fail(status, "the sandbox's owner exited before the program started")
@@ -229,6 +232,16 @@ def _launch(cfg: dict[str, Any], libc: Any, status: int) -> None:
     os.execve(args[0], args, env)
 
 
+def _libc() -> Any:
+    """The C library through ctypes (imported only where needed: it costs a few ms)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    return libc
+
+
 def main(argv: list[str]) -> None:
     """Start with ``argv[1]`` (JSON), then run the configuration read from stdin (never
     returns).
@@ -236,17 +249,15 @@ def main(argv: list[str]) -> None:
     cfg = json.loads(argv[1])
     status = int(cfg["status_fd"])
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        libc.prctl.restype = ctypes.c_int
+        libc = _libc() if cfg.get("parent") is not None else None
         _start(cfg, libc, status)
-        then = cfg.get("exec")
-        if then is not None:  # bwrap mode: bubblewrap, which starts the launcher inside
-            os.execv(then[0], then)
         data = _read_run()
         if not data.strip():
             os._exit(0)  # discarded before a run
-        _launch(json.loads(data), libc, status)
+        run = json.loads(data)
+        if run.get("landlock") is not None and libc is None:
+            libc = _libc()
+        _launch(run, libc, status)
     except BaseException as exc:
         _fail(status, f"{type(exc).__name__}: {exc}")
 

@@ -510,6 +510,7 @@ class LocalSandbox(Sandbox):
             return RunResult.infra_error(
                 f"could not start the program: {exc}", split=job.split, queue_s=queue_s
             )
+        self._refill(shape)  # the next run's spare starts while this run runs
         phases["spare"] = time.perf_counter()
         ended = False
         try:
@@ -538,13 +539,11 @@ class LocalSandbox(Sandbox):
                 await self._end_run(spare, facts.mode, later=ended)
 
     async def _end_run(self, spare: _Spare, mode: Mode, *, later: bool) -> None:
-        """Kill what is left of the run; remove its cgroup and directory and make the next
-        run's spare launcher (of this run's shape).
+        """Kill what is left of the run; remove its cgroup and directory.
 
         With ``later`` (a run that returned) the directory's removal runs on the cleaner
-        thread, and the cgroup's removal and the next spare on the spawner thread, off the
-        run's path (:meth:`aclose` waits for both); else (cancelled, failed) the directory
-        and the cgroup are removed before returning, and no spare is made.
+        thread and the cgroup's on the spawner thread, off the run's path (:meth:`aclose`
+        waits for both); else (cancelled, failed) both are removed before returning.
         Nothing of the run is alive by then: its processes are killed here either way.
         """
         phases = self._phases
@@ -559,13 +558,9 @@ class LocalSandbox(Sandbox):
             return
         self._cleanups.add(_CLEANER.submit(spare.clean, self.keep_workspaces))
         self._cleanups = {f for f in self._cleanups if not f.done()}
-        phases["cleaned"] = time.perf_counter()
-        if not self._closed:
-            self._keep_finalizer()
-            self._making.append(_SPAWNER.submit(self._recycle, cgroup, spare.shape))
-        elif cgroup is not None:
+        if cgroup is not None:
             self._cleanups.add(_SPAWNER.submit(cgroup.remove))
-        phases["next_spare"] = time.perf_counter()
+        phases["cleaned"] = time.perf_counter()
 
     def _keep_finalizer(self) -> None:
         if not self._spares_finalizer:
@@ -573,17 +568,18 @@ class LocalSandbox(Sandbox):
             weakref.finalize(self, _drop_spares, self._spares, self._making)
             self._spares_finalizer = True
 
-    def _recycle(self, cgroup: iso.Cgroup | None, shape: SpareShape | None) -> _Spare | None:
-        """Spawner thread: remove the ended run's cgroup, then make a spare of ``shape`` for
-        the next run (best effort: None when closed, when enough wait, or when one cannot be
-        made).
-
-        The removal goes first: removing a cgroup while another is joined waits on the same
-        kernel lock (the spare would start late).
+    def _refill(self, shape: SpareShape | None) -> None:
+        """Start making a spare of ``shape`` on the spawner thread, unless closed or
+        ``max_concurrency`` spares wait or are being made.
         """
-        if cgroup is not None:
-            cgroup.remove()
-        if self._closed or len(self._spares) + len(self._making) > self.max_concurrency:
+        if self._closed or len(self._spares) + len(self._making) >= self.max_concurrency:
+            return
+        self._keep_finalizer()
+        self._making.append(_SPAWNER.submit(self._spare_or_none, shape))
+
+    def _spare_or_none(self, shape: SpareShape | None) -> _Spare | None:
+        """Spawner thread: a spare of ``shape``, or None when closed or none can be made."""
+        if self._closed:
             return None
         try:
             return self._make_spare(shape)

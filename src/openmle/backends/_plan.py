@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -521,18 +522,28 @@ def spare_argv(
     owner_pid: int,
     then: Sequence[str] | None = None,
 ) -> list[str]:
-    """The launcher started ahead of a run (a *spare*): it dies with ``owner_pid``, joins the
-    run's cgroups at once (one RCU grace period, paid while no run waits), then ``exec``s
-    ``then`` (bwrap mode: :func:`bwrap_spare`) or waits for its run's
-    :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`).
+    """What is started ahead of a run (a *spare*): it joins the run's cgroups at once (one RCU
+    grace period, paid while no run waits).
+
+    Landlock mode: the launcher, which dies with ``owner_pid`` and then waits for its run's
+    :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`). bwrap mode:
+    ``then`` (:func:`bwrap_spare`, whose launcher waits inside the sandbox), ``exec``'d by a
+    ``/bin/sh`` that joins the cgroups (by itself where there are none).
     """
-    start: dict[str, object] = {
-        "status_fd": status_fd,
-        "procs": list(procs_files),
-        "parent": owner_pid,
-    }
     if then is not None:
-        start["exec"] = list(then)
+        if not procs_files:
+            return list(then)
+        q = shlex.quote
+        status = f"/proc/self/fd/{status_fd}"  # dash redirects only fds 0-9 by number
+        lines = ["set -u"]
+        lines += [
+            f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
+            "exit 125; }"
+            for f in procs_files
+        ]
+        lines.append("exec " + shlex.join(then))
+        return ["/bin/sh", "-c", "\n".join(lines)]
+    start = {"status_fd": status_fd, "procs": list(procs_files), "parent": owner_pid}
     return [python, "-I", "-S", LAUNCHER, json.dumps(start)]
 
 

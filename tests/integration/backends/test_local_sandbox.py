@@ -8,6 +8,7 @@ import shutil
 import sys
 import warnings
 from collections.abc import AsyncIterator
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Literal
 
@@ -206,6 +207,12 @@ async def test_cancellation_cleans_up(toy: ToyTask, tmp_path: Path) -> None:
     with anyio.fail_after(30), anyio.move_on_after(1.0):
         await sb.run(job)
     assert not live_pids_with_env("PROBE", "cancel")
+    # What is left is the next run's spare (made when this run took its own), nothing else.
+    await anyio.to_thread.run_sync(lambda: futures_wait(sb._making))
+    made = [f.result() for f in sb._making]
+    spares = {s.run_dir for s in [*sb._spares, *made] if s is not None}
+    assert set(work.iterdir()) <= spares
+    await sb.aclose()
     assert list(work.iterdir()) == []
 
 

@@ -243,6 +243,18 @@ def test_spare_launcher_dies_with_its_owner_and_joins_first() -> None:
     )
     assert argv[:4] == ["/opt/py/bin/python3", "-I", "-S", iso.LAUNCHER]
     assert json.loads(argv[4]) == {"status_fd": 3, "procs": ["/cg/a", "/cg/b"], "parent": 42}
+    # bwrap mode: a shell joins the cgroups (quoted paths) and execs the spare's bubblewrap
+    then = ["/usr/bin/bwrap", "a b", "--", "py"]
+    sh = spare_argv(python="py", procs_files=["/cg/it's"], status_fd=3, owner_pid=42, then=then)
+    assert sh == [
+        "/bin/sh",
+        "-c",
+        "set -u\n"
+        "echo 0 > '/cg/it'\"'\"'s' || { printf %s 'err:cannot join cgroup /cg/it'\"'\"'s' "
+        "> /proc/self/fd/3; exit 125; }\n"
+        "exec /usr/bin/bwrap 'a b' -- py",
+    ]
+    assert spare_argv(python="py", procs_files=[], status_fd=3, owner_pid=42, then=then) == then
 
 
 def test_landlock_plan_without_cgroup_is_exact() -> None:
