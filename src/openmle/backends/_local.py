@@ -617,10 +617,14 @@ class LocalSandbox(Sandbox):
             )
             for part in ("workspace", "program", "tmp"):
                 (box / part).mkdir()
-            if facts.cgroups:  # limits are set by the run that takes it
+            if facts.cgroups:  # the defaults' limits; a run with others sets its own
                 cgroup = iso.Cgroup.create(
                     pids_max=self.max_processes,
-                    memory_bytes=None,
+                    memory_bytes=(
+                        self.memory_mb * 1024 * 1024
+                        if self.memory_mb >= _SPARE_MEMORY_MIN_MB
+                        else None
+                    ),
                     cpus=1.0 if self.cpu_quota else None,
                 )
             marker = iso.owned_marker(uuid.uuid4().hex)
@@ -901,6 +905,9 @@ _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmle-run-spa
 """Removes finished runs' cgroups and starts the spare launchers, off the runs' path. One
 thread that lives as long as the process: a parent-death signal (the launcher's, bubblewrap's
 ``--die-with-parent``) fires when the *thread* that started the process exits."""
+_SPARE_MEMORY_MIN_MB = 256
+"""A spare's cgroup gets the default memory limit ahead only from this size: below it the
+launcher (and bwrap's) own start-up could reach it; the run sets it then."""
 _PIPE_ATOMIC = 60 * 1024
 """A run configuration this short fits an empty pipe (64 KiB): writing it never blocks."""
 

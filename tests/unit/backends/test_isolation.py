@@ -246,3 +246,25 @@ def test_safe_rmtree_detaches_a_quota_mount_left_behind(tmp_path: Path) -> None:
     iso.safe_rmtree(run)
     assert not run.exists()
     assert iso.mounts_under(tmp_path) == []
+
+
+def test_cgroup_limits_are_raised_and_lowered_and_not_rewritten() -> None:
+    """A spare's cgroup is made with the defaults: a run may raise its memory limit (v1 keeps
+    memsw >= limit: memsw first) or lower it; an unchanged value is not written again."""
+    cg = iso.Cgroup.create(pids_max=16, memory_bytes=256 << 20, cpus=None)
+    if cg is None:
+        pytest.skip("no writable cgroups here")
+    try:
+        ctrl, name = ("memory", "memory.limit_in_bytes") if cg.version == 1 else ("", "memory.max")
+        limit = cg.dirs[ctrl] / name
+        for want in (1 << 30, 128 << 20, 2 << 30):
+            cg.set_limits(pids_max=16, memory_bytes=want, cpus=None)
+            assert int(limit.read_text()) == want
+        pids = cg.dirs["pids" if cg.version == 1 else ""] / "pids.max"
+        pids.write_text("20")  # behind its back: the same value is not written again
+        cg.set_limits(pids_max=16, memory_bytes=None, cpus=None)
+        assert pids.read_text().strip() == "20"
+        cg.set_limits(pids_max=17, memory_bytes=None, cpus=None)
+        assert pids.read_text().strip() == "17"
+    finally:
+        cg.remove()
