@@ -153,8 +153,8 @@ class LocalSandbox(Sandbox):
         extra_ro_paths: more host directories programs may read (e.g. model weights).
         cgroups: give each run its own cgroup where this process may create one (limits
             memory and processes across the whole tree, detects OOM kills). The next run's
-            launch chain joins its cgroup when a run ends, off the job's path (joining waits
-            for an RCU grace period, 10-15 ms). False falls back to per-process
+            launcher joins its cgroup ahead, off the job's path (joining waits for an RCU
+            grace period, 10-15 ms). False falls back to per-process
             ``RLIMIT_DATA`` and ``RLIMIT_NPROC`` (which does not bind root).
         cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
             quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
@@ -912,7 +912,7 @@ _PIPE_ATOMIC = 60 * 1024
 """A run configuration this short fits an empty pipe (64 KiB): writing it never blocks."""
 
 _STATUS_FD = 3
-"""The status pipe's number in the launch chain (the plan's ``printf ok`` and bwrap's report)."""
+"""The status pipe's number in the launch chain (the launcher's ``ok`` or ``err:...``)."""
 _SECCOMP_FD = 4
 """bwrap mode: the seccomp filter's pipe in the launch chain (``bwrap --seccomp 4``)."""
 
