@@ -510,7 +510,6 @@ class LocalSandbox(Sandbox):
             return RunResult.infra_error(
                 f"could not start the program: {exc}", split=job.split, queue_s=queue_s
             )
-        self._refill(shape)  # the next run's spare starts while this run runs
         phases["spare"] = time.perf_counter()
         ended = False
         try:
@@ -529,6 +528,9 @@ class LocalSandbox(Sandbox):
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await _hand_over(spare.proc, spare_input(plan))
             phases["handed"] = time.perf_counter()
+            # The next run's spare is made while this one runs (not before the hand-over: the
+            # spawner thread would hold the GIL on this run's path).
+            self._refill(shape)
             result = await self._wait(
                 job, task, plan, spare.proc, spare.cgroup, spare.marker, queue_s
             )
