@@ -5,14 +5,17 @@ hits both alike; the figures are medians. The programs write no submission, so n
 grades: grading is a separate, task-specific cost (the toy task's grader is a child Python
 process), reported on its own line as ``grade_ms``.
 
-What the sandbox adds per job: a run directory (a quota tmpfs as root), the ``sh`` +
-``prlimit`` chain that sets rlimits, the bubblewrap namespaces and mounts, the seccomp filter
-(Landlock mode: a ``python -I -S`` launcher that applies Landlock and seccomp), output capture,
-the leftover-process sweep and the cleanup. The per-run cgroup (where writable) is joined by
-a chain started when the previous run ended (joining waits for an RCU grace period, 10-15 ms
-when idle), so between sandbox runs the bare run gives it time, as a search step's model call
-would. The bare side gets the same environment variables. The ``bwrap-nocg`` rows run with
-``cgroups=False`` to show what the cgroups still cost.
+What the sandbox adds per job, on its path: writing the program into a run directory made
+ahead (a quota tmpfs as root), setting the limits of a cgroup made ahead, the launch plan,
+handing the plan to the launcher waiting for it (bwrap mode: inside a sandbox whose namespaces,
+mounts and seccomp filter were made ahead for the run's shape; Landlock mode: it applies
+Landlock and seccomp), which sets the rlimits and ``exec``s the program; then output capture,
+the leftover-process sweep, classifying. Off its path (threads): the cgroup and run directory
+removal, and the next run's spare, started when this run takes its own (its cgroup join waits
+for an RCU grace period, 10-15 ms when idle; its interpreter starts): it has this run and the
+bare run after it to get ready, as it has a search step's model call. The bare side gets the
+same environment variables. The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what
+the cgroups still cost.
 
 Run: ``python benchmarks/sandbox.py [--repeats 30]``.
 """
@@ -94,23 +97,23 @@ def _grade_ms(task: ToyTask, data_dir: Path, n: int) -> float:
 
 PHASES = (
     ("resolve", "start"),
-    ("run_dir", "run_dir"),
-    ("spare_cgroup", "spare_cgroup"),
+    ("take_spare", "spare"),
+    ("limits", "limits"),
     ("plan", "plan"),
     ("hand_over", "handed"),
     ("program", "exited"),
     ("sweep_drain", "swept_drained"),
-    ("grade", "graded"),
+    ("grade_kill", "graded"),
     ("cleanup", "cleaned"),
-    ("next_spare", "next_spare"),
     ("return", None),
 )
 """Each phase of ``LocalSandbox.run`` and the mark it ends at (``LocalSandbox._phases``):
-resolving the task, the run directory and quota tmpfs, taking the waiting launch chain and
-setting its cgroup's limits, the launch plan, handing the chain its script, the program's run
-(namespaces, mounts, interpreter start: what ``runtime_s`` measures), the end-of-run sweep and
-output drain, classifying (and grading), the cgroup and run directory removal, starting the
-next run's launch chain, and returning."""
+resolving the task; the task's paths and data view and taking the spare launcher made ahead
+(its run directory, quota tmpfs, cgroup and, in bwrap mode, its sandbox: made on a thread
+from when the previous run took its own); setting its cgroup's limits; the launch plan; handing the
+launcher its run; the program's run (from the hand-over to its exit: what ``runtime_s``
+measures); the end-of-run sweep and output drain; classifying (and grading) and the final
+kill; queueing the run directory's and the cgroup's removal (both run on threads)."""
 
 
 def _phase_ms(marks: dict[str, float], t0: float, t1: float) -> dict[str, float]:

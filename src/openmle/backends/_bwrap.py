@@ -1,10 +1,8 @@
-"""The bubblewrap mode: its command line and the ``sh`` + ``prlimit`` launch chain."""
+"""The bubblewrap mode: its command line (the launcher ``exec``s it with the run's rlimits set)."""
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,7 +10,6 @@ from pathlib import Path
 from openmle.backends._runtime import (
     _PROC_READ_ONLY,
     ETC_FILES,
-    LAUNCHER,
     HostLayout,
     RuntimeInfo,
     host_layout,
@@ -20,16 +17,10 @@ from openmle.backends._runtime import (
     runtime_info,
 )
 
-__all__ = [
-    "LAUNCHER_IN_SANDBOX",
-    "bwrap_argv",
-    "bwrap_problem",
-    "shell_chain",
-    "spare_chain",
-]
+__all__ = ["LAUNCHER_IN_SANDBOX", "bwrap_argv", "bwrap_problem"]
 
 LAUNCHER_IN_SANDBOX = "/run/openmle/launcher.py"
-"""Where bwrap binds the launcher (read-only) when it runs one."""
+"""Where bwrap binds the launcher (read-only) that waits for the run inside the sandbox."""
 
 
 def bwrap_problem(bwrap: str | None, python: str) -> str | None:
@@ -122,13 +113,12 @@ def bwrap_argv(
     program_dir: Path,
     tmp_bytes: int,
     private_paths: Sequence[Path],
-    procs_files: Sequence[str],
     extra_ro: Sequence[Path],
     gpu: bool,
     info_fd: int | None,
     seccomp_fd: int | None = None,
-    launcher_cfg: dict[str, object] | None = None,
     command: Sequence[str] = (),
+    launcher: str | None = None,
     env: Mapping[str, str] | None = None,
     shm_bytes: int | None = None,
     tmp_dir: Path | None = None,
@@ -136,12 +126,12 @@ def bwrap_argv(
 ) -> list[str]:
     """The bubblewrap command line for one run (see the module docstring for the layout).
 
-    Runs ``command`` directly when ``launcher_cfg`` is None (limits and cgroups were set
-    outside, by :func:`shell_chain`); else runs the Python launcher inside, with each of
-    ``procs_files`` (host ``cgroup.procs`` files) bound at ``/run/openmle/cgN``. bubblewrap
-    writes ``{"child-pid": ...}`` to ``info_fd`` once the sandbox is set up. ``env`` is the
-    program's whole environment (bubblewrap clears its own first); ``tmp_dir`` is bound at
-    ``/tmp`` instead of a ``tmp_bytes`` tmpfs; ``shm_bytes`` caps ``/dev/shm``.
+    Runs ``command`` (cgroups were joined outside, by the launcher that ``exec``s bubblewrap);
+    ``launcher`` (a host path) is bound read-only at :data:`LAUNCHER_IN_SANDBOX` for a
+    ``command`` that runs it. bubblewrap writes ``{"child-pid": ...}`` to ``info_fd`` (when
+    given) once the sandbox is set up. ``env`` is bubblewrap's child's whole environment
+    (bubblewrap clears its own first); ``tmp_dir`` is bound at ``/tmp`` instead of a
+    ``tmp_bytes`` tmpfs; ``shm_bytes`` caps ``/dev/shm``.
     """
     layout = layout or host_layout()
     args = [
@@ -153,11 +143,6 @@ def bwrap_argv(
     args += ["--ro-bind", str(data_dir), "/data"]
     args += ["--ro-bind", str(program_dir), "/program"]
     args += ["--bind", str(workspace), "/workspace"]
-    inner_procs = []
-    for i, f in enumerate(procs_files if launcher_cfg is not None else ()):
-        dest = f"/run/openmle/cg{i}"
-        args += ["--bind", f, dest]
-        inner_procs.append(dest)
     if gpu:
         for dev in layout.gpu_devices:
             args += ["--dev-bind", dev, dev]
@@ -180,73 +165,6 @@ def bwrap_argv(
         for key, value in env.items():
             args += ["--setenv", key, value]
     args += ["--chdir", "/workspace"]
-    if launcher_cfg is None:
-        return [*args, "--", *command]
-    cfg = dict(launcher_cfg)
-    cfg["procs"] = inner_procs
-    args += ["--ro-bind", LAUNCHER, LAUNCHER_IN_SANDBOX, "--"]
-    args += [info.executable, "-I", "-S", LAUNCHER_IN_SANDBOX, json.dumps(cfg)]
-    return args
-
-
-def shell_chain(
-    *,
-    procs_files: Sequence[str],
-    rlimits: Sequence[tuple[str, int, int]],
-    status_fd: int,
-    prlimit: str,
-    argv: Sequence[str],
-) -> list[str]:
-    """``/bin/sh`` joins the cgroups, reports ``ok`` on ``status_fd``, then ``exec``s
-    ``prlimit`` (exact rlimits in bytes and seconds), which ``exec``s ``argv``.
-
-    Costs about two small ``exec``s instead of a second Python start-up.
-    """
-    q = shlex.quote
-    status = f"/proc/self/fd/{status_fd}"  # dash redirects only fds 0-9 by number
-    lines = ["set -u"]
-    lines += [
-        f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
-        "exit 125; }"
-        for f in procs_files
-    ]
-    lines.append(f"printf ok > {status}")
-    flags = [f"--{_PRLIMIT_FLAGS[name]}={soft}:{hard}" for name, soft, hard in rlimits]
-    lines.append("exec " + " ".join(q(a) for a in (prlimit, *flags, "--", *argv)))
-    return ["/bin/sh", "-c", "\n".join(lines)]
-
-
-def spare_chain(*, procs_files: Sequence[str], status_fd: int) -> list[str]:
-    """A launch chain started before its run: ``/bin/sh`` joins the cgroups at once, then
-    waits for its script on stdin (EOF with nothing: it exits) and ``eval``s it with stdin
-    on ``/dev/null``.
-
-    Joining a cgroup (v1 and v2 alike) waits for an RCU grace period, 10-15 ms; a spare
-    started when the previous run ends pays it while nothing waits for it.
-    """
-    q = shlex.quote
-    status = f"/proc/self/fd/{status_fd}"
-    lines = ["set -u"]
-    lines += [
-        f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
-        "exit 125; }"
-        for f in procs_files
-    ]
-    lines += [
-        "script=$(cat) || exit 125",
-        "exec </dev/null",
-        '[ -n "$script" ] || exit 0',
-        'eval "$script"',
-    ]
-    return ["/bin/sh", "-c", "\n".join(lines)]
-
-
-_PRLIMIT_FLAGS = {
-    "RLIMIT_AS": "as",
-    "RLIMIT_CORE": "core",
-    "RLIMIT_CPU": "cpu",
-    "RLIMIT_DATA": "data",
-    "RLIMIT_FSIZE": "fsize",
-    "RLIMIT_NOFILE": "nofile",
-    "RLIMIT_NPROC": "nproc",
-}
+    if launcher is not None:
+        args += ["--ro-bind", launcher, LAUNCHER_IN_SANDBOX]
+    return [*args, "--", *command]

@@ -65,6 +65,8 @@ class Cgroup:
     cpu: bool = False
     """v2: whether the cpu controller is enabled for it (v1: a ``cpu`` directory)."""
     _removed: bool = field(default=False, init=False)
+    _written: dict[tuple[str, str], str] = field(factory=dict, init=False)
+    """What :meth:`set_limits` last wrote to each file (the same value is not written again)."""
 
     @classmethod
     def create(
@@ -111,16 +113,24 @@ class Cgroup:
     ) -> None:
         """Write the limits (None: leave as is). Raises OSError where the kernel refuses one.
 
-        Memory is set once per cgroup (a spare's is unlimited until its run sets it): v1
-        needs ``memory.limit_in_bytes`` before the (never smaller) ``memsw`` limit.
+        A value already written is not written again (a spare's cgroup is made with the
+        sandbox's defaults; a run with the same limits writes nothing). v1 keeps
+        ``memory.memsw.limit_in_bytes`` (memory + swap) never below ``memory.limit_in_bytes``:
+        a lower limit is written before the ``memsw`` one, a higher one after it.
         """
         if self.version == 1:
             if pids_max is not None:
                 self._write("pids", "pids.max", str(pids_max))
             if memory_bytes is not None:
-                self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
+                value = str(memory_bytes)
+                try:
+                    self._write("memory", "memory.limit_in_bytes", value)
+                except OSError:  # above the memsw limit: raise that first
+                    with contextlib.suppress(OSError):
+                        self._write("memory", "memory.memsw.limit_in_bytes", value)
+                    self._write("memory", "memory.limit_in_bytes", value)
                 with contextlib.suppress(OSError):
-                    self._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
+                    self._write("memory", "memory.memsw.limit_in_bytes", value)
             if cpus is not None and "cpu" in self.dirs:
                 with contextlib.suppress(OSError):
                     self._write("cpu", "cpu.cfs_period_us", "100000")
@@ -136,7 +146,10 @@ class Cgroup:
             self._write("", "cpu.max", f"{max(1000, int(cpus * 100000))} 100000")
 
     def _write(self, ctrl: str, name: str, value: str) -> None:
+        if self._written.get((ctrl, name)) == value:
+            return
         (self.dirs[ctrl] / name).write_text(value)
+        self._written[ctrl, name] = value
 
     @property
     def procs_files(self) -> list[str]:
@@ -173,7 +186,7 @@ class Cgroup:
         """SIGKILL every process in the cgroup (v2: atomically via ``cgroup.kill``)."""
         if self.version == 2:
             with contextlib.suppress(OSError):
-                self._write("", "cgroup.kill", "1")
+                (self.dirs[""] / "cgroup.kill").write_text("1")
         kill_pids(self.pids(), signal.SIGKILL)
 
     def remove(self, *, wait_s: float = 2.0) -> None:

@@ -20,21 +20,22 @@ Two isolation modes, chosen once per :class:`~openmle.backends.LocalSandbox`:
   ``connect`` to a host service's socket), no UDP, netlink or packet sockets. It shares the
   host's PID namespace.
 
-Every run starts from a ``/bin/sh`` that joined the run's cgroups before the job came (see
-:func:`spare_chain`: the next run's chain is started when a run ends) and then reads its
-script. In bwrap mode the script reports on a status pipe and ``exec``s ``prlimit``
-(util-linux) to set the rlimits, which ``exec``s bubblewrap, which reports the sandbox's setup
-on the same pipe and ``exec``s the program: one Python start-up per run. The Landlock mode (and
-bwrap mode without ``prlimit``) ``exec``s a small Python launcher (standard library only) that
-sets rlimits, applies Landlock and ``exec``s the program. Either way a launch failure is an
-infrastructure error, never blamed on the program. The launch chain runs with a fixed
+Every run starts from a small Python launcher (standard library only, :mod:`._launcher`)
+started *ahead* of its run, when the previous run started: it joined the run's cgroups and set a
+parent-death signal before the job came, and then waits for its run's configuration on stdin.
+The run only hands it over: the launcher sets the rlimits itself (``setrlimit``), and in bwrap
+mode reports on a status pipe and ``exec``s bubblewrap, which reports the sandbox's setup on
+the same pipe and ``exec``s the program; in the Landlock mode it applies Landlock and seccomp
+and ``exec``s the program. So a run pays no interpreter start and no ``sh``/``prlimit`` before
+its program: one Python start-up per run, the program's own. Either way a launch failure is
+an infrastructure error, never blamed on the program. The launcher runs with a fixed
 environment (never ``job.env``, whose loader variables would run code on the host before any
 isolation); the program's environment is applied inside (``bwrap --clearenv --setenv``, or the
-launcher's ``execve``). The Landlock launcher sets a parent-death signal and, where it may
-(root), unshares its mount namespace to mount a private, size-limited ``/dev/shm`` (else the
-program gets none); bwrap mounts a sized tmpfs on ``/dev/shm``. The run's workspace, ``/tmp``
-and program live on a size- and inode-limited tmpfs mounted on the host
-(:func:`mount_quota_tmpfs`) where we may mount.
+launcher's ``execve``). In the Landlock mode, where it may (root), the launcher unshares its
+mount namespace to mount a private, size-limited ``/dev/shm`` (else the program gets none);
+bwrap mounts a sized tmpfs on ``/dev/shm``. The run's workspace, ``/tmp`` and program live on
+a size- and inode-limited tmpfs mounted on the host (:func:`mount_quota_tmpfs`) where we may
+mount.
 
 Both modes load a seccomp filter (:func:`seccomp_program`): no new namespaces, mounts, kernel
 keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` or io_uring; the weak mode also limits
@@ -60,13 +61,7 @@ client, not the process tree; here every way out of a run ends with the whole tr
 
 from __future__ import annotations
 
-from openmle.backends._bwrap import (
-    LAUNCHER_IN_SANDBOX,
-    bwrap_argv,
-    bwrap_problem,
-    shell_chain,
-    spare_chain,
-)
+from openmle.backends._bwrap import bwrap_argv, bwrap_problem
 from openmle.backends._cgroup import Cgroup, _cgroup_mounts, _own_cgroups
 from openmle.backends._landlock import landlock_abi, landlock_rules, symlink_free_copy
 from openmle.backends._launcher import LL_ALL, LL_DEVICE, LL_EXECUTE, LL_READ_ONLY
@@ -101,7 +96,6 @@ from openmle.backends._seccomp import seccomp_bytes, seccomp_program
 __all__ = [
     "ETC_FILES",
     "LAUNCHER",
-    "LAUNCHER_IN_SANDBOX",
     "LL_ALL",
     "LL_DEVICE",
     "LL_EXECUTE",
@@ -132,8 +126,6 @@ __all__ = [
     "safe_rmtree",
     "seccomp_bytes",
     "seccomp_program",
-    "shell_chain",
-    "spare_chain",
     "start_time",
     "sweep_orphans",
     "symlink_free_copy",

@@ -1,19 +1,33 @@
-"""The launcher: a small program that runs before a candidate program, inside its isolation.
+"""The launcher: a small program started before its run that becomes the candidate program.
 
-Run by path, ``python -I -S _launcher.py CONFIG_JSON`` (never imported there): standard library
+Run by path, ``python -I -S _launcher.py START_JSON`` (never imported there): standard library
 only, and nothing from :mod:`openmle` at run time, since ``-S`` leaves site-packages off the
-path and the Landlock mode runs it under the program's own rules. It joins the run's cgroups
-(``cgroup.procs`` files), sets rlimits, and in the Landlock mode sets a parent-death signal,
-mounts a private ``/dev/shm`` where it may, applies the Landlock ruleset, drops the capability
-bounding set (as root), sets ``no_new_privs`` and loads the seccomp filter; then it reports
-``ok`` on the status fd and ``exec``s the program (with the program's environment when the
-config carries one). Any failure is reported as ``err:<message>`` with exit status 125, which
-the sandbox turns into an infrastructure error.
+path and the Landlock mode runs it under the program's own rules.
 
-The config (JSON): ``status_fd``, ``procs`` (files to write ``0`` to), ``rlimits``
-(``[name, soft, hard]``), ``argv``, optional ``env``, ``parent`` (a pid: die with it),
-``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or null, ``shm_access``) and
-``seccomp`` (``[code, jt, jf, k]`` instructions).
+The sandbox starts it ahead of its run (a *spare*, see ``LocalSandbox``): it sets a
+parent-death signal (and exits at once when the sandbox is already gone), joins the run's
+cgroups (``cgroup.procs`` files: the cgroup move waits for an RCU grace period, paid while no
+run waits), then blocks reading its run's configuration from stdin. In bwrap mode the
+sandbox is made ahead too (bubblewrap, started by a ``/bin/sh`` that joined the cgroups), and
+the launcher, bound read-only into it, waits for the run there (stdin and the status fd pass
+through bubblewrap).
+
+End of file with nothing read: it exits 0 (the sandbox discarded it). Else it moves stdin to
+``/dev/null``, changes to the run's directory, sets the rlimits (``setrlimit``: exact bytes
+and seconds, no ``prlimit`` or shell), and in the Landlock mode mounts a private ``/dev/shm``
+where it may, applies the Landlock ruleset, drops the capability bounding set (as root), sets
+``no_new_privs`` and loads the seccomp filter; then it reports ``ok`` on the status fd, closes
+it and ``exec``s the program, with the program's environment when the configuration carries
+one. So a run pays no interpreter start and no extra ``exec`` before its program. Any failure
+is reported as ``err:<message>`` with exit status 125, which the sandbox turns into an
+infrastructure error.
+
+The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
+``parent`` (a pid: die with it, or null).
+The run configuration (JSON, stdin): ``cwd``, ``rlimits`` (``[name, soft, hard]``),
+``argv``, optional ``env``, ``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or
+null, ``shm_access``) and ``seccomp`` (``[code, jt, jf, k]`` instructions, loaded when
+``landlock`` is given).
 
 The constants below are the single source of these numbers:
 :mod:`openmle.backends._landlock` and :mod:`openmle.backends._procs` import them from here.
@@ -21,7 +35,6 @@ The constants below are the single source of these numbers:
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import resource
@@ -85,6 +98,8 @@ def _fail(status: int, msg: str) -> None:
 
 def _landlock(libc: Any, ll: dict[str, Any]) -> None:
     """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm``) to this process."""
+    import ctypes
+
     rules = list(ll["rules"])
     shm = ll.get("shm")
     if shm is not None and libc.unshare(CLONE_NEWNS) == 0:
@@ -139,20 +154,20 @@ def _landlock(libc: Any, ll: dict[str, Any]) -> None:
     os.close(rs)
 
 
-class _Filter(ctypes.Structure):
-    _fields_ = (
-        ("code", ctypes.c_ushort),
-        ("jt", ctypes.c_ubyte),
-        ("jf", ctypes.c_ubyte),
-        ("k", ctypes.c_uint),
-    )
-
-
-class _Prog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter)))
-
-
 def _seccomp(libc: Any, prog: list[list[int]] | None) -> None:
+    import ctypes
+
+    class _Filter(ctypes.Structure):
+        _fields_ = (
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        )
+
+    class _Prog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter)))
+
     if prog is None:
         raise OSError(0, f"no seccomp filter for this architecture ({os.uname().machine})")
     filters = (_Filter * len(prog))(*[_Filter(*f) for f in prog])
@@ -161,37 +176,88 @@ def _seccomp(libc: Any, prog: list[list[int]] | None) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
+MAX_RUN_CONFIG_BYTES = 64 * 1024 * 1024
+"""Largest run configuration read from stdin (the sandbox writes a few KiB)."""
+
+
+def _start(cfg: dict[str, Any], libc: Any, status: int) -> None:
+    """Die with the sandbox's process and join the run's cgroups (before the run comes)."""
+    parent = cfg.get("parent")
+    if parent is not None:
+        # SIGKILL when the process that started us dies (kept across exec).
+        if libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0:
+            import ctypes
+
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            _fail(status, "the sandbox's owner exited before the program started")
+    for procs in cfg["procs"]:
+        try:
+            with open(procs, "w") as f:
+                f.write("0")
+        except OSError:
+            _fail(status, f"cannot join cgroup {procs}")
+
+
+def _read_run() -> bytes:
+    """Stdin to its end (the run's configuration), then stdin on ``/dev/null``."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := os.read(0, 1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_RUN_CONFIG_BYTES:
+            raise OSError(0, "run configuration too large")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return b"".join(chunks)
+
+
+def _launch(cfg: dict[str, Any], libc: Any, status: int) -> None:
+    """Set the run's limits and isolation, report ``ok`` and ``exec`` its program."""
+    os.chdir(cfg["cwd"])
+    for name, soft, hard in cfg["rlimits"]:
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    ll = cfg.get("landlock")
+    if ll is not None:
+        _landlock(libc, ll)
+        _seccomp(libc, cfg.get("seccomp"))
+    os.write(status, b"ok")
+    os.close(status)
+    args = cfg["argv"]
+    env = cfg.get("env")
+    if env is None:
+        os.execv(args[0], args)
+    os.execve(args[0], args, env)
+
+
+def _libc() -> Any:
+    """The C library through ctypes (imported only where needed: it costs a few ms)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    return libc
+
+
 def main(argv: list[str]) -> None:
-    """Run the launcher with ``argv[1]`` as its JSON config (never returns)."""
+    """Start with ``argv[1]`` (JSON), then run the configuration read from stdin (never
+    returns).
+    """
     cfg = json.loads(argv[1])
     status = int(cfg["status_fd"])
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        libc.prctl.restype = ctypes.c_int
-        parent = cfg.get("parent")
-        if parent is not None:
-            # SIGKILL when the process that started us dies (kept across exec).
-            if libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-            if os.getppid() != parent:
-                _fail(status, "the sandbox's owner exited before the program started")
-        for procs in cfg["procs"]:
-            with open(procs, "w") as f:
-                f.write("0")
-        for name, soft, hard in cfg["rlimits"]:
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        ll = cfg.get("landlock")
-        if ll is not None:
-            _landlock(libc, ll)
-            _seccomp(libc, cfg.get("seccomp"))
-        os.write(status, b"ok")
-        os.close(status)
-        args = cfg["argv"]
-        env = cfg.get("env")
-        if env is None:
-            os.execv(args[0], args)
-        os.execve(args[0], args, env)
+        libc = _libc() if cfg.get("parent") is not None else None
+        _start(cfg, libc, status)
+        data = _read_run()
+        if not data.strip():
+            os._exit(0)  # discarded before a run
+        run = json.loads(data)
+        if run.get("landlock") is not None and libc is None:
+            libc = _libc()
+        _launch(run, libc, status)
     except BaseException as exc:
         _fail(status, f"{type(exc).__name__}: {exc}")
 

@@ -60,12 +60,16 @@ from openmle.backends._plan import (
     RunFacts,
     RunPaths,
     SandboxFacts,
+    SpareShape,
+    bwrap_spare,
     cgroup_limits,
     job_problem,
     launch_env,
     launch_plan,
     paths_problem,
-    spare_script,
+    spare_argv,
+    spare_input,
+    spare_shape,
 )
 from openmle.backends._workspace import encode_program, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
@@ -149,8 +153,8 @@ class LocalSandbox(Sandbox):
         extra_ro_paths: more host directories programs may read (e.g. model weights).
         cgroups: give each run its own cgroup where this process may create one (limits
             memory and processes across the whole tree, detects OOM kills). The next run's
-            launch chain joins its cgroup when a run ends, off the job's path (joining waits
-            for an RCU grace period, 10-15 ms). False falls back to per-process
+            launcher joins its cgroup ahead, off the job's path (joining waits for an RCU
+            grace period, 10-15 ms). False falls back to per-process
             ``RLIMIT_DATA`` and ``RLIMIT_NPROC`` (which does not bind root).
         cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
             quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
@@ -214,9 +218,10 @@ class LocalSandbox(Sandbox):
     _mode: Mode | None = field(default=None, init=False)
     _facts: SandboxFacts | None = field(default=None, init=False)
     _spares: list[_Spare] = field(factory=list, init=False)
+    _making: list[Future[_Spare | None]] = field(factory=list, init=False)
+    """Spares being made on the spawner thread (collected by :meth:`_take_spare`)."""
     _spares_finalizer: bool = field(default=False, init=False)
     _bwrap: str | None = field(default=None, init=False)
-    _prlimit: str | None = field(default=None, init=False)
     _seccomp: bytes | None = field(default=None, init=False)
     _cgroups: bool = field(default=False, init=False)
     _views: dict[str, Path] = field(factory=dict, init=False)
@@ -276,7 +281,6 @@ class LocalSandbox(Sandbox):
                 found = await anyio.to_thread.run_sync(iso.bwrap_problem, bwrap, python)
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
-                    self._prlimit = shutil.which("prlimit")
                     program = iso.seccomp_program(
                         os.uname().machine, sockets="any", noop_metadata=False
                     )
@@ -338,7 +342,6 @@ class LocalSandbox(Sandbox):
                 euid=os.geteuid(),
                 landlock_abi=iso.landlock_abi() if mode == "landlock" else 0,
                 bwrap=self._bwrap,
-                prlimit=self._prlimit,
                 cgroups=self._cgroups,
             )
             self._mode = mode
@@ -384,6 +387,12 @@ class LocalSandbox(Sandbox):
         if pending:  # run directories and cgroups still being removed
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(futures_wait, pending)
+        making = list(self._making)
+        self._making.clear()  # the same list the finalizer holds
+        if making:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(futures_wait, making)
+        self._spares.extend(s for f in making if (s := _spare_of(f)) is not None)
         spares = list(self._spares)
         self._spares.clear()  # the same list the finalizer holds
         with anyio.CancelScope(shield=True):
@@ -466,7 +475,9 @@ class LocalSandbox(Sandbox):
     async def _execute(
         self, job: Job, task: TaskHandle, gpus: tuple[str, ...], queue_s: float
     ) -> RunResult:
-        """Make the run's directories and cgroup, plan the launch, spawn it and wait."""
+        """Check the job and the task's paths, take a spare launcher (with its run directory
+        and cgroup), plan the launch, hand it over and wait.
+        """
         facts = self._facts
         if facts is None:
             raise AssertionError("internal invariant broken: prepare() ran before _execute")
@@ -475,183 +486,231 @@ class LocalSandbox(Sandbox):
             return RunResult.infra_error(problem, split=job.split, queue_s=queue_s)
         settings = self._settings()
         phases = self._phases = {"start": time.perf_counter()}
+        source = encode_program(job, queue_s=queue_s)
+        if isinstance(source, RunResult):
+            return source
+        public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
+        why = paths_problem(
+            task_name=task.name,
+            public=public,
+            private=private,
+            mode=facts.mode,
+            info=facts.info,
+            extra_ro=self.extra_ro_paths,
+        )
+        if why is not None:
+            return RunResult.infra_error(why, split=job.split, queue_s=queue_s)
+        data = await self._data_view(public, private, mode=facts.mode)
+        shape = spare_shape(
+            job, mode=facts.mode, data=data, private=private, settings=settings, gpus=gpus
+        )
+        try:
+            spare = await self._take_spare(shape)
+        except OSError as exc:
+            return RunResult.infra_error(
+                f"could not start the program: {exc}", split=job.split, queue_s=queue_s
+            )
+        phases["spare"] = time.perf_counter()
+        ended = False
+        try:
+            (spare.box / "program" / "main.py").write_bytes(source)
+            paths = RunPaths(
+                box=spare.box, public=public, data=data, private=private, tmp_mounted=spare.mounted
+            )
+            if spare.cgroup is not None:
+                failed = _limit_cgroup(spare.cgroup, job, settings, queue_s)
+                if failed is not None:
+                    return failed
+            run = await _run_facts(facts, spare, gpus)
+            phases["limits"] = time.perf_counter()
+            plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
+            phases["plan"] = time.perf_counter()
+            # A spare that died (it could not join its cgroup) said why on the status pipe.
+            await _hand_over(spare.proc, spare_input(plan))
+            phases["handed"] = time.perf_counter()
+            # The next run's spare is made while this one runs (not before the hand-over: the
+            # spawner thread would hold the GIL on this run's path).
+            self._refill(shape)
+            result = await self._wait(
+                job, task, plan, spare.proc, spare.cgroup, spare.marker, queue_s
+            )
+            ended = True  # else (cancelled, failed) everything is removed before returning
+            return result
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end_run(spare, facts.mode, later=ended)
+
+    async def _end_run(self, spare: _Spare, mode: Mode, *, later: bool) -> None:
+        """Kill what is left of the run; remove its cgroup and directory.
+
+        With ``later`` (a run that returned) the directory's removal runs on the cleaner
+        thread and the cgroup's on the spawner thread, off the run's path (:meth:`aclose`
+        waits for both); else (cancelled, failed) both are removed before returning.
+        Nothing of the run is alive by then: its processes are killed here either way.
+        """
+        phases = self._phases
+        proc, cgroup = spare.proc, spare.cgroup
+        await self._kill_tree(proc, cgroup, spare.marker, graceful=False, bwrap=mode == "bwrap")
+        proc.close()
+        phases["graded"] = time.perf_counter()
+        if not later:  # the next run makes its spare itself
+            if cgroup is not None:
+                await anyio.to_thread.run_sync(cgroup.remove)
+            await anyio.to_thread.run_sync(spare.clean, self.keep_workspaces)
+            return
+        self._cleanups.add(_CLEANER.submit(spare.clean, self.keep_workspaces))
+        self._cleanups = {f for f in self._cleanups if not f.done()}
+        if cgroup is not None:
+            self._cleanups.add(_SPAWNER.submit(cgroup.remove))
+        phases["cleaned"] = time.perf_counter()
+
+    def _keep_finalizer(self) -> None:
+        if not self._spares_finalizer:
+            # Where aclose() never runs: stop the waiting launchers, remove their cgroups.
+            weakref.finalize(self, _drop_spares, self._spares, self._making)
+            self._spares_finalizer = True
+
+    def _refill(self, shape: SpareShape | None) -> None:
+        """Start making a spare of ``shape`` on the spawner thread, unless closed or
+        ``max_concurrency`` spares wait or are being made.
+        """
+        if self._closed or len(self._spares) + len(self._making) >= self.max_concurrency:
+            return
+        self._keep_finalizer()
+        self._making.append(_SPAWNER.submit(self._spare_or_none, shape))
+
+    def _spare_or_none(self, shape: SpareShape | None) -> _Spare | None:
+        """Spawner thread: a spare of ``shape``, or None when closed or none can be made."""
+        if self._closed:
+            return None
+        try:
+            return self._make_spare(shape)
+        except OSError:
+            return None
+
+    def _make_spare(self, shape: SpareShape | None) -> _Spare:
+        """Make a coming run's directory (its quota tmpfs), cgroup and launcher (blocking; on
+        the spawner thread only, which lives as long as the process: the launcher's and
+        bubblewrap's parent-death signals follow the thread that started them).
+
+        The launcher joins the cgroup at once (the cgroup move, one RCU grace period, happens
+        while no run waits for it); in bwrap mode it then starts bubblewrap for ``shape``
+        (:func:`_plan.bwrap_spare`), in whose sandbox a launcher waits for the run.
+
+        Raises:
+            OSError: it could not be made.
+        """
+        facts = self._facts
+        if facts is None:
+            raise AssertionError("internal invariant broken: prepare() ran before a spare")
         run_dir = Path(tempfile.mkdtemp(prefix="openmle-run-", dir=self.workdir))
         # Everything the program may write or run from lives in ``box``: a size-limited tmpfs
         # (the quota) where we may mount one. bubblewrap binds its parts by their path inside
         # that tmpfs, so /proc/self/mountinfo shows no host path for them.
         box = run_dir / "box"
-        mounted = False
-        marker = ""
         cgroup: iso.Cgroup | None = None
-        proc: _Chain | None = None
-        ended = False
         try:
             box.mkdir()
             # The three directories count against the inode limit too.
-            mounted = await anyio.to_thread.run_sync(
-                lambda: iso.mount_quota_tmpfs(
-                    box,
-                    max_bytes=self.max_workspace_mb * 1024 * 1024,
-                    max_files=self.max_workspace_files + 8,
-                )
+            mounted = iso.mount_quota_tmpfs(
+                box,
+                max_bytes=self.max_workspace_mb * 1024 * 1024,
+                max_files=self.max_workspace_files + 8,
             )
             for part in ("workspace", "program", "tmp"):
                 (box / part).mkdir()
-            source = encode_program(job, queue_s=queue_s)
-            if isinstance(source, RunResult):
-                return source
-            (box / "program" / "main.py").write_bytes(source)
-            public, private = await anyio.to_thread.run_sync(_task_paths, task, job)
-            why = paths_problem(
-                task_name=task.name,
-                public=public,
-                private=private,
-                mode=facts.mode,
-                info=facts.info,
-                extra_ro=self.extra_ro_paths,
-            )
-            if why is not None:
-                return RunResult.infra_error(why, split=job.split, queue_s=queue_s)
-            data = await self._data_view(public, private, mode=facts.mode)
-            phases["run_dir"] = time.perf_counter()
-            paths = RunPaths(
-                box=box, public=public, data=data, private=private, tmp_mounted=mounted
-            )
-            try:
-                spare = await self._take_spare()
-            except OSError as exc:
-                return RunResult.infra_error(
-                    f"could not start the program: {exc}", split=job.split, queue_s=queue_s
-                )
-            proc, cgroup, marker = spare.proc, spare.cgroup, spare.marker
-            if cgroup is not None:
-                failed = _limit_cgroup(cgroup, job, settings, queue_s)
-                if failed is not None:
-                    return failed
-            run = await _run_facts(facts, spare, gpus)
-            phases["spare_cgroup"] = time.perf_counter()
-            plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
-            phases["plan"] = time.perf_counter()
-            # A spare that died (it could not join its cgroup) said why on the status pipe.
-            await anyio.to_thread.run_sync(proc.start, spare_script(plan).encode())
-            phases["handed"] = time.perf_counter()
-            result = await self._wait(job, task, plan, proc, cgroup, marker, queue_s)
-            ended = True  # else (cancelled, failed) everything is removed before returning
-            return result
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._end_run(
-                    proc, cgroup, marker, facts.mode, run_dir, box, mounted, later=ended
-                )
-
-    async def _end_run(
-        self,
-        proc: _Chain | None,
-        cgroup: iso.Cgroup | None,
-        marker: str,
-        mode: Mode,
-        run_dir: Path,
-        box: Path,
-        mounted: bool,
-        *,
-        later: bool,
-    ) -> None:
-        """Kill what is left of the run, remove its cgroup and directory, start a spare.
-
-        With ``later`` (a run that returned) the directory's removal runs on the cleaner
-        thread, off the run's path (:meth:`aclose` waits for it); else (cancelled, failed)
-        before returning.
-        Nothing of the run is alive by then: its processes are killed here either way.
-        """
-        phases = self._phases
-        if proc is not None:
-            await self._kill_tree(proc, cgroup, marker, graceful=False, bwrap=mode == "bwrap")
-            proc.close()
-        phases["graded"] = time.perf_counter()
-
-        if cgroup is not None:
-            # Here, before the next spare joins its cgroup: removing a cgroup while another is
-            # joined waits on the same kernel lock (the spare would start late).
-            await anyio.to_thread.run_sync(cgroup.remove)
-        if later:
-            self._cleanups.add(_CLEANER.submit(self._clean_run_dir, run_dir, box, mounted))
-            self._cleanups = {f for f in self._cleanups if not f.done()}
-        else:
-            await anyio.to_thread.run_sync(self._clean_run_dir, run_dir, box, mounted)
-        phases["cleaned"] = time.perf_counter()
-        if proc is not None:
-            # After the cleanup: joining a cgroup holds the kernel's cgroup mutex for
-            # an RCU grace period, which this run's rmdir would otherwise wait for.
-            await self._add_spare()
-        phases["next_spare"] = time.perf_counter()
-
-    async def _spawn_spare(self) -> _Spare:
-        """Start a launch chain for a coming run, inside a fresh cgroup of its own.
-
-        It joins the cgroup at once (the cgroup move, one RCU grace period, happens while no
-        run waits for it) and then waits for its script (:func:`_plan.spare_script`).
-
-        Raises:
-            OSError: the chain could not be started.
-        """
-        facts = self._facts
-        if facts is None:
-            raise AssertionError("internal invariant broken: prepare() ran before a spare")
-        cgroup = None
-        if facts.cgroups:  # limits are set by the run that takes it
-            cgroup = await anyio.to_thread.run_sync(
-                lambda: iso.Cgroup.create(
+            if facts.cgroups:  # the defaults' limits; a run with others sets its own
+                cgroup = iso.Cgroup.create(
                     pids_max=self.max_processes,
-                    memory_bytes=None,
+                    memory_bytes=(
+                        self.memory_mb * 1024 * 1024
+                        if self.memory_mb >= _SPARE_MEMORY_MIN_MB
+                        else None
+                    ),
                     cpus=1.0 if self.cpu_quota else None,
                 )
-            )
-        marker = iso.owned_marker(uuid.uuid4().hex)
-        try:
+            marker = iso.owned_marker(uuid.uuid4().hex)
+            then = None
+            if shape is not None:
+                paths = RunPaths(
+                    box=box,
+                    public=shape.data,
+                    data=shape.data,
+                    private=shape.private,
+                    tmp_mounted=mounted,
+                )
+                then = bwrap_spare(
+                    shape=shape,
+                    paths=paths,
+                    settings=self._settings(),
+                    sandbox=facts,
+                    marker=marker,
+                    status_fd=_STATUS_FD,
+                    seccomp_fd=_SECCOMP_FD if self._seccomp is not None else None,
+                )
             chain = _Chain.spawn(
-                iso.spare_chain(
+                spare_argv(
+                    python=facts.info.executable,
                     procs_files=cgroup.procs_files if cgroup is not None else [],
                     status_fd=_STATUS_FD,
+                    owner_pid=os.getpid(),
+                    then=then,
                 ),
                 env=launch_env(marker),
                 seccomp=self._seccomp if facts.mode == "bwrap" else None,
             )
         except BaseException:
             if cgroup is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(cgroup.remove)
+                cgroup.remove()
+            _remove_run_dir(run_dir, box, mounted=True, keep=False)
             raise
-        return _Spare(proc=chain, cgroup=cgroup, marker=marker)
+        return _Spare(
+            proc=chain,
+            cgroup=cgroup,
+            marker=marker,
+            run_dir=run_dir,
+            box=box,
+            mounted=mounted,
+            shape=shape,
+        )
 
-    async def _take_spare(self) -> _Spare:
-        """A spare launch chain for this run: a waiting one, else one started now.
+    async def _take_spare(self, shape: SpareShape | None) -> _Spare:
+        """A spare for a run of ``shape``: a waiting one, else one being made, else one made
+        now (spares of another shape are dropped when they would exceed the pool).
 
         Raises:
-            OSError: none was waiting and none could be started.
+            OSError: none was waiting and none could be made.
         """
-        while self._spares:
-            spare = self._spares.pop()
-            if spare.proc.returncode is None:
-                return spare
-            await spare.discard()
-        return await self._spawn_spare()
-
-    async def _add_spare(self) -> None:
-        """Start a spare for the next run (best effort; never more than ``max_concurrency``)."""
-        if self._closed or len(self._spares) >= self.max_concurrency:
-            return
+        while True:
+            for f in [f for f in self._making if f.done()]:
+                self._making.remove(f)
+                got = _spare_of(f)
+                if got is not None:
+                    self._spares.append(got)
+            for spare in list(self._spares):
+                if spare.proc.returncode is not None:  # died waiting (it said why): drop it
+                    self._spares.remove(spare)
+                    await spare.discard()
+                elif spare.shape == shape:
+                    self._spares.remove(spare)
+                    return spare
+            if not self._making:
+                break
+            await anyio.to_thread.run_sync(
+                lambda: futures_wait(self._making, return_when="FIRST_COMPLETED")
+            )
+        while self._spares and len(self._spares) >= self.max_concurrency:
+            await self._spares.pop(0).discard()  # of another shape: make room
+        self._keep_finalizer()
+        made = _SPAWNER.submit(self._make_spare, shape)
         try:
-            spare = await self._spawn_spare()
-        except OSError:
-            return
-        if self._closed:
-            await spare.discard()
-        else:
-            if not self._spares_finalizer:
-                # Where aclose() never runs: stop the waiting chains, remove their cgroups.
-                weakref.finalize(self, _drop_spares, self._spares)
-                self._spares_finalizer = True
-            self._spares.append(spare)
+            return await anyio.to_thread.run_sync(made.result)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # cancelled while it was made: drop it
+                await anyio.to_thread.run_sync(futures_wait, [made])
+            if made.exception() is None:
+                await made.result().discard()
+            raise
 
     async def _wait(
         self,
@@ -687,11 +746,8 @@ class LocalSandbox(Sandbox):
         self._phases["swept_drained"] = time.perf_counter()
         status = _read_all(proc.status_r)
         exit_code = proc.returncode
-        # The launcher says "ok"; bubblewrap then reports its sandbox as {"child-pid": ..}.
-        started_ok = status.startswith(b"ok") and (
-            plan.started_marker is None or plan.started_marker in status
-        )
-        if not started_ok:
+        # The launcher says "ok" (in bwrap mode: the one inside the sandbox) just before exec.
+        if not status.startswith(b"ok"):
             why = status[4:].decode(errors="replace") if status.startswith(b"err:") else ""
             if timed_out and not why:
                 why = "the sandbox did not start within the job's timeout"
@@ -716,32 +772,6 @@ class LocalSandbox(Sandbox):
             bwrap=bwrap,
             quota=quota_hit[0] if quota_hit else None,
         )
-
-    def _clean_run_dir(self, run_dir: Path, box: Path, mounted: bool) -> None:
-        """Unmount the quota tmpfs and delete the run directory (or keep its parts)."""
-        if self.keep_workspaces:
-            for part in ("workspace", "program"):
-                src = box / part
-                if not src.is_dir():
-                    continue
-                if mounted:  # copy out of the tmpfs, which goes with the unmount
-                    with contextlib.suppress(OSError, subprocess.SubprocessError):
-                        subprocess.run(
-                            ["cp", "-a", "--", str(src), str(run_dir / part)],
-                            stdin=subprocess.DEVNULL,
-                            capture_output=True,
-                            timeout=600,
-                            check=False,
-                        )
-                else:
-                    with contextlib.suppress(OSError):
-                        src.rename(run_dir / part)
-        if mounted:
-            iso.unmount(box)
-        if self.keep_workspaces:
-            iso.safe_rmtree(box)
-        else:
-            iso.safe_rmtree(run_dir)
 
     async def _quota_watchdog(self, proc: _Chain, box: Path, hit: list[str]) -> None:
         """Kill the run once ``box`` passes the quota (where no quota tmpfs could be mounted)."""
@@ -871,11 +901,20 @@ def _neutral_copy(public: Path, dst: Path, private: Sequence[Path], root: Path) 
 
 
 _CLEANER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmle-run-cleanup")
-"""Removes finished runs' cgroups and directories off their path, in order (the interpreter
-waits for it at exit)."""
+"""Removes finished runs' directories off their path, in order (the interpreter waits for it
+at exit)."""
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openmle-run-spawner")
+"""Removes finished runs' cgroups and starts the spare launchers, off the runs' path. One
+thread that lives as long as the process: a parent-death signal (the launcher's, bubblewrap's
+``--die-with-parent``) fires when the *thread* that started the process exits."""
+_SPARE_MEMORY_MIN_MB = 256
+"""A spare's cgroup gets the default memory limit ahead only from this size: below it the
+launcher (and bwrap's) own start-up could reach it; the run sets it then."""
+_PIPE_ATOMIC = 60 * 1024
+"""A run configuration this short fits an empty pipe (64 KiB): writing it never blocks."""
 
 _STATUS_FD = 3
-"""The status pipe's number in the launch chain (the plan's ``printf ok`` and bwrap's report)."""
+"""The status pipe's number in the launch chain (the launcher's ``ok`` or ``err:...``)."""
 _SECCOMP_FD = 4
 """bwrap mode: the seccomp filter's pipe in the launch chain (``bwrap --seccomp 4``)."""
 
@@ -1008,16 +1047,56 @@ class _Chain:
                     os.close(fd)
 
 
+def _remove_run_dir(run_dir: Path, box: Path, *, mounted: bool, keep: bool) -> None:
+    """Unmount the quota tmpfs and delete the run directory (or, with ``keep``, keep its
+    ``workspace`` and ``program``).
+    """
+    if keep:
+        for part in ("workspace", "program"):
+            src = box / part
+            if not src.is_dir():
+                continue
+            if mounted:  # copy out of the tmpfs, which goes with the unmount
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(
+                        ["cp", "-a", "--", str(src), str(run_dir / part)],
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        timeout=600,
+                        check=False,
+                    )
+            else:
+                with contextlib.suppress(OSError):
+                    src.rename(run_dir / part)
+    if mounted:
+        iso.unmount(box)
+    if keep:
+        iso.safe_rmtree(box)
+    else:
+        iso.safe_rmtree(run_dir)
+
+
 @define(eq=False)
 class _Spare:
-    """A launch chain started before its run, already inside the run's cgroup."""
+    """A launcher started before its run, already inside the run's cgroup, with the run's
+    directory (``box``: its quota tmpfs where ``mounted``) made; in bwrap mode its sandbox,
+    made for ``shape``, is set up too.
+    """
 
     proc: _Chain
     cgroup: iso.Cgroup | None
     marker: str
+    run_dir: Path
+    box: Path
+    mounted: bool
+    shape: SpareShape | None
+
+    def clean(self, keep: bool) -> None:
+        """Remove the run directory, or keep its parts (blocking)."""
+        _remove_run_dir(self.run_dir, self.box, mounted=self.mounted, keep=keep)
 
     async def discard(self) -> None:
-        """Stop it and remove its cgroup (shielded from cancellation)."""
+        """Stop it, remove its cgroup and its directory (shielded from cancellation)."""
         with anyio.CancelScope(shield=True):
             iso.kill_pids([self.proc.pid], signal.SIGKILL)
             if self.cgroup is not None:
@@ -1027,22 +1106,53 @@ class _Spare:
             self.proc.close()
             if self.cgroup is not None:
                 await anyio.to_thread.run_sync(self.cgroup.remove)
+            await anyio.to_thread.run_sync(self.clean, False)
 
 
-def _drop_spares(spares: list[_Spare]) -> None:
-    """Kill waiting launch chains and remove their cgroups (a finalizer: blocking, no loop)."""
+def _spare_of(made: Future[_Spare | None]) -> _Spare | None:
+    """The spare a finished spawner job made, or None."""
+    return None if made.cancelled() or made.exception() is not None else made.result()
+
+
+def _drop_spare(spare: _Spare) -> None:
+    """Kill a waiting launcher and remove its cgroup (blocking, no event loop)."""
+    iso.kill_pids([spare.proc.pid], signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(spare.proc.pid, 0)
+    for fd in (spare.proc.pidfd, spare.proc.stdin_w, spare.proc.stdout_r, spare.proc.status_r):
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if spare.cgroup is not None:
+        spare.cgroup.kill()
+        spare.cgroup.remove(wait_s=1.0)
+    spare.clean(False)
+
+
+def _drop_made(made: Future[_Spare | None]) -> None:
+    spare = _spare_of(made)
+    if spare is not None:
+        _drop_spare(spare)
+
+
+def _drop_spares(spares: list[_Spare], making: list[Future[_Spare | None]]) -> None:
+    """Kill waiting launchers and remove their cgroups (a finalizer: blocking, no loop); those
+    still being made are dropped when made.
+    """
     for spare in spares:
-        iso.kill_pids([spare.proc.pid], signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(spare.proc.pid, 0)
-        for fd in (spare.proc.pidfd, spare.proc.stdin_w, spare.proc.stdout_r, spare.proc.status_r):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if spare.cgroup is not None:
-            spare.cgroup.kill()
-            spare.cgroup.remove(wait_s=1.0)
+        _drop_spare(spare)
     spares.clear()
+    for made in making:
+        made.add_done_callback(_drop_made)
+    making.clear()
+
+
+async def _hand_over(proc: _Chain, config: bytes) -> None:
+    """Hand the waiting launcher its run (off the loop only when it could block)."""
+    if len(config) < _PIPE_ATOMIC:  # fits the empty pipe: never blocks
+        proc.start(config)
+    else:
+        await anyio.to_thread.run_sync(proc.start, config)
 
 
 async def _pump(proc: _Chain, cap: LogCap, drained: anyio.Event) -> None:
@@ -1118,12 +1228,10 @@ async def _run_facts(facts: SandboxFacts, spare: _Spare, gpus: tuple[str, ...]) 
         users = await anyio.to_thread.run_sync(iso.count_user_processes, os.getuid())
     return RunFacts(
         marker=spare.marker,
-        owner_pid=os.getpid(),
         gpus=gpus,
         status_fd=_STATUS_FD,
         seccomp_fd=_SECCOMP_FD if proc.has_seccomp else None,
         cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
-        joined=True,
         user_processes=users,
         rlimit_hard=iso.hard_rlimits(),
     )

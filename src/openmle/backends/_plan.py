@@ -22,7 +22,7 @@ from typing import Literal
 from attrs import field, frozen
 
 from openmle._types import Job, env_problem
-from openmle.backends._bwrap import bwrap_argv, shell_chain
+from openmle.backends._bwrap import LAUNCHER_IN_SANDBOX, bwrap_argv
 from openmle.backends._landlock import landlock_rules
 from openmle.backends._launcher import LL_ALL, LL_EXECUTE
 from openmle.backends._runtime import LAUNCHER, HostLayout, RuntimeInfo, is_within
@@ -36,6 +36,8 @@ __all__ = [
     "RunFacts",
     "RunPaths",
     "SandboxFacts",
+    "SpareShape",
+    "bwrap_spare",
     "cgroup_limits",
     "clamp_to",
     "job_problem",
@@ -43,7 +45,9 @@ __all__ = [
     "launch_plan",
     "paths_problem",
     "program_env",
-    "spare_script",
+    "spare_argv",
+    "spare_input",
+    "spare_shape",
 ]
 
 Mode = Literal["bwrap", "landlock"]
@@ -52,8 +56,8 @@ RUN_ID_ENV = "OPENMLE_RUN_ID"
 """Every program process carries this variable (a fresh id per run); used to find leftovers."""
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-# The launch chain (/bin/sh, prlimit, bubblewrap, the Python launcher) runs outside the
-# isolation, so it gets this fixed environment and never the job's.
+# The launch chain (the Python launcher, bubblewrap) runs outside the isolation, so it gets
+# this fixed environment and never the job's.
 LAUNCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 RLIM_INFINITY = -1
 
@@ -87,7 +91,6 @@ class SandboxFacts:
     euid: int
     landlock_abi: int = 0
     bwrap: str | None = None
-    prlimit: str | None = None
     cgroups: bool = False
     """Whether runs get a cgroup (this process may create them and ``cgroups=True``)."""
 
@@ -119,20 +122,29 @@ class RunPaths:
 
 
 @frozen(kw_only=True)
+class SpareShape:
+    """bwrap mode: what a spare's sandbox was made for (its mounts and ``/dev/shm``); a run of
+    another shape cannot use it (see :func:`spare_shape`).
+    """
+
+    data: Path
+    private: tuple[Path, ...] = field(converter=_tuple_of_paths)
+    gpu: bool
+    shm_bytes: int
+
+
+@frozen(kw_only=True)
 class RunFacts:
     """What one run has opened or found before its plan is made."""
 
     marker: str
-    owner_pid: int
-    """The sandbox's process (the Landlock launcher dies with it)."""
     gpus: tuple[str, ...] = ()
     status_fd: int
     seccomp_fd: int | None = None
     """bwrap mode: an fd on the seccomp filter (``bwrap --seccomp``), or None for none."""
     cgroup_procs: tuple[str, ...] = ()
-    """The run's cgroup (its ``cgroup.procs`` files); empty without one."""
-    joined: bool = False
-    """The launch chain already runs in the cgroup (a spare, see :func:`spare_script`)."""
+    """The run's cgroup (its ``cgroup.procs`` files, which the spare launcher joined); empty
+    without one."""
     user_processes: int = 0
     """Processes this uid owns now (a relative ``RLIMIT_NPROC`` when there is no cgroup)."""
     rlimit_hard: Mapping[str, int] = field(factory=dict)
@@ -154,17 +166,17 @@ class LaunchPlan:
 
     mode: Mode
     argv: tuple[str, ...]
-    """What is spawned (the launch chain; the program is its last step)."""
+    """What the launcher ``exec``s: bubblewrap (which runs the program) or the program."""
     cwd: Path
     launch_env: Mapping[str, str]
-    """The launch chain's fixed environment (never anything from the job)."""
+    """The launcher's (and bubblewrap's) fixed environment (never anything from the job)."""
     program_env: Mapping[str, str]
     """The program's whole environment, applied inside the isolation."""
     pass_fds: tuple[int, ...]
     rlimits: tuple[tuple[str, int, int], ...]
     cgroup: CgroupLimits | None
-    launcher: Mapping[str, object] | None
-    """The launcher's config when a launcher runs (Landlock mode, or bwrap without prlimit)."""
+    launcher: Mapping[str, object]
+    """The run configuration the spare launcher reads (:func:`spare_input`)."""
     seccomp: Literal["bwrap", "launcher"] | None
     """Who loads the seccomp filter: bwrap (from ``RunFacts.seccomp_fd``) or the launcher."""
     shm_bytes: int
@@ -175,8 +187,6 @@ class LaunchPlan:
     """True where no quota tmpfs could be mounted: a watchdog polls the workspace instead."""
     timeout_s: float
     kill_grace_s: float
-    started_marker: bytes | None
-    """Besides ``ok``, what the status pipe must carry for a started program (bwrap's report)."""
 
 
 def job_problem(job: Job) -> str | None:
@@ -302,6 +312,153 @@ def cgroup_limits(job: Job, settings: PlanSettings) -> CgroupLimits:
     )
 
 
+def _rlimits(
+    job: Job, *, settings: PlanSettings, sandbox: SandboxFacts, run: RunFacts
+) -> tuple[tuple[str, int, int], ...]:
+    """The run's rlimits, clamped to the current hard limits (see :func:`launch_plan`)."""
+    memory = (job.resources.memory_mb or settings.memory_mb) * 1024 * 1024
+    wanted: list[tuple[str, int | None]] = [
+        ("RLIMIT_CPU", math.ceil(job.timeout_s * max(1, math.ceil(job.resources.cpus))) + 5),
+        ("RLIMIT_FSIZE", settings.max_file_mb * 1024 * 1024),
+        ("RLIMIT_CORE", 0),
+    ]
+    if not run.cgroup_procs:
+        if sandbox.euid != 0:
+            wanted.append(("RLIMIT_NPROC", run.user_processes + settings.max_processes))
+        # RLIMIT_DATA counts private writable memory, not address-space reservations (CUDA
+        # and allocators reserve far more than they use, which RLIMIT_AS counts).
+        wanted.append(("RLIMIT_DATA", memory))
+        if not run.gpus:
+            # RLIMIT_DATA misses shared mappings (mmap(-1, n) shared): bound the address
+            # space too, with room for reservations. With GPUs (CUDA reserves terabytes of
+            # address space) only a memory cgroup can do it.
+            wanted.append(("RLIMIT_AS", 2 * memory + (1 << 30)))
+    return clamp_to(wanted, run.rlimit_hard)
+
+
+def _bwrap_launch(
+    job: Job, *, settings: PlanSettings, sandbox: SandboxFacts, run: RunFacts
+) -> tuple[list[str], dict[str, str]]:
+    """Bwrap mode: the program's command line and environment inside the sandbox."""
+    env = program_env(
+        job,
+        info=sandbox.info,
+        data="/data",
+        workspace="/workspace",
+        tmp="/tmp",
+        gpus=run.gpus,
+        marker=run.marker,
+    )
+    return [sandbox.info.executable, "/program/main.py"], env
+
+
+def spare_shape(
+    job: Job,
+    *,
+    mode: Mode,
+    data: Path,
+    private: Sequence[Path],
+    settings: PlanSettings,
+    gpus: Sequence[str],
+) -> SpareShape | None:
+    """The :class:`SpareShape` a run of ``job`` needs (None in the Landlock mode, whose spares
+    fit every run).
+    """
+    if mode != "bwrap":
+        return None
+    return SpareShape(
+        data=data,
+        private=tuple(private),
+        gpu=bool(gpus),
+        shm_bytes=(job.resources.memory_mb or settings.memory_mb) * 1024 * 1024,
+    )
+
+
+def bwrap_spare(
+    *,
+    shape: SpareShape,
+    paths: RunPaths,
+    settings: PlanSettings,
+    sandbox: SandboxFacts,
+    marker: str,
+    status_fd: int,
+    seccomp_fd: int | None,
+) -> list[str]:
+    """Bwrap mode: the bubblewrap command line a spare launcher ``exec``s ahead of its run.
+
+    The sandbox (namespaces, mounts of ``shape.data`` and of the spare's own ``paths.box``,
+    the seccomp filter from ``seccomp_fd``) is made before any job comes; inside it a second
+    launcher (bound read-only) waits for the run's configuration on stdin and reports ``ok`` on
+    ``status_fd`` (passed through). bubblewrap and that launcher get the fixed launch
+    environment; the program's own comes with the run.
+    """
+    if sandbox.bwrap is None:
+        raise AssertionError("internal invariant broken: a bwrap-mode sandbox knows bwrap")
+    info = sandbox.info
+    inner = {"status_fd": status_fd, "procs": [], "parent": None}
+    return bwrap_argv(
+        bwrap=sandbox.bwrap,
+        info=info,
+        data_dir=shape.data,
+        workspace=paths.workspace,
+        program_dir=paths.program_dir,
+        tmp_bytes=settings.max_file_mb * 1024 * 1024,
+        private_paths=shape.private,
+        extra_ro=settings.extra_ro_paths,
+        gpu=shape.gpu,
+        info_fd=None,
+        seccomp_fd=seccomp_fd,
+        command=[info.executable, "-I", "-S", LAUNCHER_IN_SANDBOX, json.dumps(inner)],
+        launcher=LAUNCHER,
+        env=launch_env(marker),
+        shm_bytes=shape.shm_bytes,
+        tmp_dir=paths.tmp_dir if paths.tmp_mounted else None,
+        layout=sandbox.layout,
+    )
+
+
+def _landlock_launch(
+    job: Job, *, paths: RunPaths, settings: PlanSettings, sandbox: SandboxFacts, run: RunFacts
+) -> tuple[list[str], dict[str, str], dict[str, object]]:
+    """Landlock mode: the program's command line and environment, and the launcher's
+    ``landlock`` and ``seccomp`` settings.
+    """
+    info = sandbox.info
+    env = program_env(
+        job,
+        info=info,
+        data=str(paths.data),
+        workspace=str(paths.workspace),
+        tmp=str(paths.tmp_dir),
+        gpus=run.gpus,
+        marker=run.marker,
+    )
+    rules = landlock_rules(
+        info=info,
+        data_dir=paths.data,
+        program_dir=paths.program_dir,
+        workspace=paths.workspace,
+        tmp_dir=paths.tmp_dir,
+        extra_ro=settings.extra_ro_paths,
+        gpu=bool(run.gpus),
+        layout=sandbox.layout,
+    )
+    isolation: dict[str, object] = {
+        # A private /dev/shm of this size (or none): see the launcher.
+        "landlock": {
+            "rules": rules,
+            "shm": (job.resources.memory_mb or settings.memory_mb) * 1024 * 1024,
+            "shm_access": LL_ALL & ~LL_EXECUTE,
+        },
+        "seccomp": seccomp_program(
+            sandbox.machine,
+            sockets="tcp" if sandbox.landlock_abi >= 4 else "none",
+            noop_metadata=sandbox.euid == 0,
+        ),
+    }
+    return [info.executable, str(paths.program_dir / "main.py")], env, isolation
+
+
 def launch_plan(
     job: Job,
     *,
@@ -316,122 +473,24 @@ def launch_plan(
     cgroup, or per process (``RLIMIT_DATA``, and ``RLIMIT_AS`` without GPUs) where there is
     none; processes ``settings.max_processes`` (cgroup ``pids.max``, else a relative
     ``RLIMIT_NPROC``, which does not bind root); CPU time ``timeout_s * ceil(cpus) + 5``
-    seconds; file size ``settings.max_file_mb``; no core files.
+    seconds; file size ``settings.max_file_mb``; no core files. The launcher (started ahead,
+    see :func:`spare_argv`) sets the rlimits and ``exec``s ``argv``.
     """
-    info, bwrap = sandbox.info, sandbox.mode == "bwrap"
-    memory = (job.resources.memory_mb or settings.memory_mb) * 1024 * 1024
-    fsize = settings.max_file_mb * 1024 * 1024
-    cpu_s = math.ceil(job.timeout_s * max(1, math.ceil(job.resources.cpus))) + 5
-    has_cgroup = bool(run.cgroup_procs)
-    cgroup = cgroup_limits(job, settings) if has_cgroup else None
-    wanted: list[tuple[str, int | None]] = [
-        ("RLIMIT_CPU", cpu_s),
-        ("RLIMIT_FSIZE", fsize),
-        ("RLIMIT_CORE", 0),
-    ]
-    if not has_cgroup:
-        if sandbox.euid != 0:
-            wanted.append(("RLIMIT_NPROC", run.user_processes + settings.max_processes))
-        # RLIMIT_DATA counts private writable memory, not address-space reservations (CUDA
-        # and allocators reserve far more than they use, which RLIMIT_AS counts).
-        wanted.append(("RLIMIT_DATA", memory))
-        if not run.gpus:
-            # RLIMIT_DATA misses shared mappings (mmap(-1, n) shared): bound the address
-            # space too, with room for reservations. With GPUs (CUDA reserves terabytes of
-            # address space) only a memory cgroup can do it.
-            wanted.append(("RLIMIT_AS", 2 * memory + (1 << 30)))
-    rlimits = clamp_to(wanted, run.rlimit_hard)
-    procs = [] if run.joined else list(run.cgroup_procs)
+    bwrap = sandbox.mode == "bwrap"
+    rlimits = _rlimits(job, settings=settings, sandbox=sandbox, run=run)
     launcher: dict[str, object] = {
-        "status_fd": run.status_fd,
-        "procs": procs,
+        "cwd": "/workspace" if bwrap else str(paths.workspace),
         "rlimits": [list(r) for r in rlimits],
-        "landlock": None,
     }
-    seccomp: Literal["bwrap", "launcher"] | None
     if bwrap:
-        if sandbox.bwrap is None:
-            raise AssertionError("internal invariant broken: a bwrap-mode sandbox knows bwrap")
-        command = [info.executable, "/program/main.py"]
-        launcher["argv"] = command
-        env = program_env(
-            job,
-            info=info,
-            data="/data",
-            workspace="/workspace",
-            tmp="/tmp",
-            gpus=run.gpus,
-            marker=run.marker,
-        )
-        argv = bwrap_argv(
-            bwrap=sandbox.bwrap,
-            info=info,
-            data_dir=paths.data,
-            workspace=paths.workspace,
-            program_dir=paths.program_dir,
-            tmp_bytes=fsize,
-            private_paths=paths.private,
-            procs_files=procs,
-            extra_ro=settings.extra_ro_paths,
-            gpu=bool(run.gpus),
-            info_fd=run.status_fd if sandbox.prlimit else None,
-            seccomp_fd=run.seccomp_fd,
-            launcher_cfg=None if sandbox.prlimit else launcher,
-            command=command,
-            env=env,
-            shm_bytes=memory,
-            tmp_dir=paths.tmp_dir if paths.tmp_mounted else None,
-            layout=sandbox.layout,
-        )
-        if sandbox.prlimit:
-            argv = shell_chain(
-                procs_files=procs,
-                rlimits=rlimits,
-                status_fd=run.status_fd,
-                prlimit=sandbox.prlimit,
-                argv=argv,
-            )
-            plan_launcher: dict[str, object] | None = None
-        else:
-            plan_launcher = json.loads(argv[-1])
-        seccomp = "bwrap" if run.seccomp_fd is not None else None
+        argv, env = _bwrap_launch(job, settings=settings, sandbox=sandbox, run=run)
+        launcher.update(argv=argv, env=env)
     else:
-        launcher["argv"] = [info.executable, str(paths.program_dir / "main.py")]
-        launcher["seccomp"] = seccomp_program(
-            sandbox.machine,
-            sockets="tcp" if sandbox.landlock_abi >= 4 else "none",
-            noop_metadata=sandbox.euid == 0,
+        argv, env, isolation = _landlock_launch(
+            job, paths=paths, settings=settings, sandbox=sandbox, run=run
         )
-        launcher["landlock"] = {
-            "rules": landlock_rules(
-                info=info,
-                data_dir=paths.data,
-                program_dir=paths.program_dir,
-                workspace=paths.workspace,
-                tmp_dir=paths.tmp_dir,
-                extra_ro=settings.extra_ro_paths,
-                gpu=bool(run.gpus),
-                layout=sandbox.layout,
-            ),
-            # A private /dev/shm of this size (or none): see the launcher.
-            "shm": memory,
-            "shm_access": LL_ALL & ~LL_EXECUTE,
-        }
-        launcher["parent"] = run.owner_pid
-        env = program_env(
-            job,
-            info=info,
-            data=str(paths.data),
-            workspace=str(paths.workspace),
-            tmp=str(paths.tmp_dir),
-            gpus=run.gpus,
-            marker=run.marker,
-        )
-        launcher["env"] = env
-        # Through JSON, as the launcher reads it (tuples become lists).
-        plan_launcher = json.loads(json.dumps(launcher))
-        argv = [info.executable, "-I", "-S", LAUNCHER, json.dumps(launcher)]
-        seccomp = "launcher"
+        launcher.update(argv=argv, env=env, **isolation)
+    memory = (job.resources.memory_mb or settings.memory_mb) * 1024 * 1024
     fds = (run.status_fd,) if run.seccomp_fd is None else (run.status_fd, run.seccomp_fd)
     return LaunchPlan(
         mode=sandbox.mode,
@@ -441,23 +500,53 @@ def launch_plan(
         program_env=env,
         pass_fds=fds,
         rlimits=rlimits,
-        cgroup=cgroup,
-        launcher=plan_launcher,
-        seccomp=seccomp,
+        cgroup=cgroup_limits(job, settings) if run.cgroup_procs else None,
+        # Through JSON, as the launcher reads it (tuples become lists).
+        launcher=json.loads(json.dumps(launcher)),
+        seccomp=("bwrap" if run.seccomp_fd is not None else None) if bwrap else "launcher",
         shm_bytes=memory,
-        tmp_bytes=fsize,
+        tmp_bytes=settings.max_file_mb * 1024 * 1024,
         quota_bytes=settings.max_workspace_mb * 1024 * 1024,
         quota_files=settings.max_workspace_files,
         quota_watchdog=not paths.tmp_mounted,
         timeout_s=job.timeout_s,
         kill_grace_s=settings.kill_grace_s,
-        started_marker=b'"child-pid"' if bwrap and sandbox.prlimit else None,
     )
 
 
-def spare_script(plan: LaunchPlan) -> str:
-    """The script a spare launch chain (``_bwrap.spare_chain``) evaluates to run ``plan``."""
-    cd = f"cd -- {shlex.quote(str(plan.cwd))} || exit 125\n"
-    if plan.argv[:2] == ("/bin/sh", "-c"):
-        return cd + plan.argv[2]
-    return cd + "exec " + shlex.join(plan.argv)
+def spare_argv(
+    *,
+    python: str,
+    procs_files: Sequence[str],
+    status_fd: int,
+    owner_pid: int,
+    then: Sequence[str] | None = None,
+) -> list[str]:
+    """What is started ahead of a run (a *spare*): it joins the run's cgroups at once (one RCU
+    grace period, paid while no run waits).
+
+    Landlock mode: the launcher, which dies with ``owner_pid`` and then waits for its run's
+    :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`). bwrap mode:
+    ``then`` (:func:`bwrap_spare`, whose launcher waits inside the sandbox), ``exec``'d by a
+    ``/bin/sh`` that joins the cgroups (by itself where there are none).
+    """
+    if then is not None:
+        if not procs_files:
+            return list(then)
+        q = shlex.quote
+        status = f"/proc/self/fd/{status_fd}"  # dash redirects only fds 0-9 by number
+        lines = ["set -u"]
+        lines += [
+            f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
+            "exit 125; }"
+            for f in procs_files
+        ]
+        lines.append("exec " + shlex.join(then))
+        return ["/bin/sh", "-c", "\n".join(lines)]
+    start = {"status_fd": status_fd, "procs": list(procs_files), "parent": owner_pid}
+    return [python, "-I", "-S", LAUNCHER, json.dumps(start)]
+
+
+def spare_input(plan: LaunchPlan) -> bytes:
+    """What a spare launcher reads on stdin to run ``plan``."""
+    return json.dumps(plan.launcher).encode()

@@ -803,8 +803,8 @@ def run_package_prepare(config: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True}
 
 
-def _main(argv: Sequence[str]) -> int:
-    config = json.loads(Path(argv[1]).read_text())
+def _run_config(config: dict[str, Any]) -> int:
+    """Confine this process, run ``config``'s mode and write its JSON result."""
     confine(config)
     out = Path(config["result"])
     if config.get("mode") == "prepare":
@@ -843,6 +843,135 @@ def _main(argv: Sequence[str]) -> int:
         }
     out.write_text(json.dumps(result))
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The grading server: one interpreter start for many grades, each in a forked, confined child.
+
+SERVE_FLAG = "--serve"
+"""``argv[1]`` that starts the grading server instead of one grade."""
+_MAX_REQUEST_BYTES = 1 << 20
+
+
+class _Lines:
+    """Newline-delimited JSON requests read from a file descriptor (bounded)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = b""
+
+    def ready(self) -> bool:
+        """Whether a whole request is buffered already."""
+        return b"\n" in self.buf
+
+    def read(self) -> dict[str, Any] | None:
+        """The next request (blocking), or None at end of input."""
+        import os
+
+        while b"\n" not in self.buf:
+            chunk = os.read(self.fd, 65536)
+            if not chunk or len(self.buf) > _MAX_REQUEST_BYTES:
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        request = json.loads(line)
+        return request if isinstance(request, dict) else {}
+
+
+def _grade_child(request: dict[str, Any], server: int) -> None:
+    """In the forked child: its own session, no inherited output, the grade's home and working
+    directory, then :func:`_run_config` (which confines it first). Never returns.
+    """
+    import os
+
+    code = 70
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        config = json.loads(Path(request["config"]).read_text())
+        config["parent_pid"] = server  # confine(): die with the server
+        os.environ["HOME"] = os.environ["TMPDIR"] = str(request["home"])
+        os.chdir(str(request["cwd"]))
+        code = _run_config(config)
+    finally:
+        os._exit(code)
+
+
+def _kill_child(pid: int) -> None:
+    """SIGKILL an unreaped child's process group (or the child, before its ``setsid``)."""
+    import os
+    import signal
+
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except OSError:
+            continue
+
+
+def _send(message: dict[str, Any]) -> None:
+    import os
+
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(1, data) :]
+
+
+def _serve() -> int:
+    """Serve grades until stdin ends: for each ``{"config", "home", "cwd"}`` request, fork a
+    child that grades it (:func:`_grade_child`) and report ``{"pid"}``, then ``{"exit"}`` (its
+    exit status, ``-signal`` when killed) once it and its process group are gone. A
+    ``{"kill": true}`` while it runs kills its group; the end of stdin (the caller died) kills
+    it and ends the server. Only the standard library and this module are ever imported here:
+    task code runs in the children only.
+    """
+    import ctypes  # noqa: F401 - what confine() imports, loaded once here, not per grade
+    import os
+    import resource  # noqa: F401
+    import select
+
+    server = os.getpid()
+    lines = _Lines(0)
+    while True:
+        request = lines.read()
+        if request is None:
+            return 0
+        if "config" not in request:
+            continue  # a kill that came after its grade ended
+        pid = os.fork()
+        if pid == 0:
+            _grade_child(request, server)
+        pidfd = os.pidfd_open(pid)
+        _send({"pid": pid})
+        ended = False
+        while True:
+            if not lines.ready():
+                readable, _, _ = select.select([pidfd, 0], [], [])
+                if pidfd in readable:
+                    break
+            follow = lines.read()
+            if follow is None:
+                ended = True
+                break
+            if follow.get("kill"):
+                _kill_child(pid)
+        # The child has exited (or must die now) but is not reaped: its group id is still its.
+        _kill_child(pid)
+        _, status = os.waitpid(pid, 0)
+        os.close(pidfd)
+        if ended:
+            return 0
+        _send({"exit": os.waitstatus_to_exitcode(status)})
+
+
+def _main(argv: Sequence[str]) -> int:
+    if len(argv) > 1 and argv[1] == SERVE_FLAG:
+        return _serve()
+    return _run_config(json.loads(Path(argv[1]).read_text()))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The grading process: its limits (:class:`GradeLimits`), how it is started, bounded and
 killed, and how a sandbox waits for it without leaving it behind.
 
-A grade runs :mod:`openmle.gym._gradeproc` in a fresh ``python -I`` process that
+A grade runs :mod:`openmle.gym._gradeproc` in a confined process that
 
 - starts with a fixed, minimal environment (no variable of the caller's reaches it, so a
   task's ``utils/metric.py`` sees no secrets), in a new session of its own;
@@ -13,6 +13,16 @@ A grade runs :mod:`openmle.gym._gradeproc` in a fresh ``python -I`` process that
 - reads every CSV within ``max_bytes``, ``max_rows``, ``max_columns`` and ``max_line_bytes``,
   checked on the raw bytes before parsing.
 
+The grading process is a fresh fork of a *grading server*: a ``python -I`` process
+running the same module (``--serve``), started once and reused (kept idle between grades, at
+most :data:`MAX_IDLE_SERVERS`), which forks one child per grade and never runs task code
+itself. The child takes its own session, the grade's ``HOME``/``TMPDIR`` and working
+directory, and confines itself (limits, parent-death signal on the server) before any task
+code runs, exactly as a fresh process does; a grade then costs a ``fork`` instead of an
+interpreter start. The server ends (killing a running grade's group) when its stdin closes,
+so with this process. Programs run with ``module=`` or a fixed ``hash_seed`` (the
+per-process hash seed cannot change after a fork) still start a fresh interpreter.
+
 What is not bounded: processes that ``utils/metric.py`` starts and moves to another session
 outlive a parent killed with SIGKILL (the parent-death signal reaches the grading process
 only); a normal end, a timeout and a cancellation kill the whole process group.
@@ -20,6 +30,7 @@ only); a normal end, a timeout and a cancellation kill the whole process group.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
@@ -35,7 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, final
+from typing import IO, Any, Protocol, final
 
 from attrs import field, frozen
 
@@ -43,9 +54,11 @@ from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
 
 __all__ = [
+    "MAX_IDLE_SERVERS",
     "ChildRun",
     "GradeLimits",
     "GradeScope",
+    "close_grade_servers",
     "confine_child",
     "grade_in_thread",
     "run_child",
@@ -180,17 +193,19 @@ class GradeScope:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._procs: set[_Killable] = set()
         self._cancelled = False
 
-    def add(self, proc: subprocess.Popen[bytes]) -> None:
-        """Track ``proc``; kill it at once when the scope is already cancelled."""
+    def add(self, proc: _Killable) -> None:
+        """Track ``proc`` (a grading process); kill it at once when the scope is already
+        cancelled.
+        """
         with self._lock:
             self._procs.add(proc)
             if self._cancelled:
-                _kill_group(proc)
+                proc.kill_group()
 
-    def discard(self, proc: subprocess.Popen[bytes]) -> None:
+    def discard(self, proc: _Killable) -> None:
         """Stop tracking ``proc`` (it has been reaped)."""
         with self._lock:
             self._procs.discard(proc)
@@ -200,7 +215,22 @@ class GradeScope:
         with self._lock:
             self._cancelled = True
             for proc in self._procs:
-                _kill_group(proc)
+                proc.kill_group()
+
+
+class _Killable(Protocol):
+    def kill_group(self) -> None: ...
+
+
+@final
+class _FreshChild:
+    """A grading process started for one grade (a :class:`GradeScope` entry)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def kill_group(self) -> None:
+        _kill_group(self.proc)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -266,19 +296,21 @@ def run_child(
     module: str | None = None,
     hash_seed: int | None = None,
 ) -> ChildRun:
-    """Run a grading program in a fresh, confined ``python -I`` process.
+    """Run a grading program in a confined process of its own.
 
-    The program is gym's grading module, or ``module`` (a dotted module name run as
-    ``python -I -m module CONFIG``; it must call :func:`confine_child` on the configuration
-    before it runs any task code and write its JSON result to ``config["result"]``). Either
-    way the process starts with the fixed environment, in a session of its own, and it and
-    everything in its process group are killed when it ends, at ``limits.timeout_s``, and when
-    the calling thread's :class:`GradeScope` is cancelled.
+    The program is gym's grading module (in a child forked by a reused grading server, see the
+    module docstring), or ``module`` (a dotted module name run as
+    ``python -I -m module CONFIG`` in a fresh process; it must call :func:`confine_child` on
+    the configuration before it runs any task code and write its JSON result to
+    ``config["result"]``). Either way the process starts with the fixed environment, in a
+    session of its own, and it and everything in its process group are killed when it ends,
+    at ``limits.timeout_s``, and when the calling thread's :class:`GradeScope` is cancelled.
 
     Every process that runs a task's or a benchmark's code on the host (grading, metric
     inspection, NatureBench evaluators, MLE-bench graders, a package's ``utils/prepare.py``)
     starts here. ``config["max_file_mb"]`` sets ``RLIMIT_FSIZE``; ``hash_seed`` sets the
-    child's ``PYTHONHASHSEED`` (default: Python's random seed).
+    child's ``PYTHONHASHSEED`` (default: Python's random seed; a fixed seed starts a fresh
+    interpreter).
     """
     scope: GradeScope | None = getattr(_LOCAL, "scope", None)
     with tempfile.TemporaryDirectory(prefix="openmle-grade-") as tmp:
@@ -298,27 +330,20 @@ def run_child(
             )
         )
         start = time.monotonic()
-        program = ["-m", module] if module else ["-c", _grader_source()]
-        proc = subprocess.Popen(
-            [sys.executable, "-I", *program, str(cfg)],
-            cwd=cwd or home,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=_env(str(home))
-            | ({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {}),
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            if scope is not None:
-                scope.add(proc)
-            timed_out = not _wait_exit(proc, limits.timeout_s)
-        finally:
-            _kill_group(proc)  # the metric's own children go too
-            proc.wait()
-            if scope is not None:
-                scope.discard(proc)
+        ended: tuple[int | None, bool] | None = None
+        if module is None and hash_seed is None:
+            ended = _served(cfg, home=home, cwd=cwd or home, limits=limits, scope=scope)
+        if ended is None:  # a fresh interpreter (or no server could take the grade)
+            ended = _fresh(
+                cfg,
+                home=home,
+                cwd=cwd,
+                limits=limits,
+                scope=scope,
+                module=module,
+                hash_seed=hash_seed,
+            )
+        returncode, timed_out = ended
         elapsed = time.monotonic() - start
         out: dict[str, Any] | None = None
         if not timed_out:
@@ -327,13 +352,213 @@ def run_child(
         limit: str | None = None
         if timed_out:
             limit = "time"
-        elif proc.returncode == -signal.SIGXCPU and out is None:
+        elif returncode == -signal.SIGXCPU and out is None:
             limit = "cpu"
-        elif proc.returncode == -signal.SIGKILL and out is None:
+        elif returncode == -signal.SIGKILL and out is None:
             limit = "killed"
         elif out is not None and out.get("limit") == "memory":
             limit = "memory"
-        return ChildRun(result=out, elapsed_s=elapsed, limit=limit, returncode=proc.returncode)
+        return ChildRun(result=out, elapsed_s=elapsed, limit=limit, returncode=returncode)
+
+
+def _fresh(
+    cfg: Path,
+    *,
+    home: Path,
+    cwd: Path | None,
+    limits: GradeLimits,
+    scope: GradeScope | None,
+    module: str | None,
+    hash_seed: int | None,
+) -> tuple[int | None, bool]:
+    """Run the grade in a fresh ``python -I`` process: ``(returncode, timed_out)``."""
+    program = ["-m", module] if module else ["-c", _grader_source()]
+    proc = subprocess.Popen(
+        [sys.executable, "-I", *program, str(cfg)],
+        cwd=cwd or home,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(str(home)) | ({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {}),
+        start_new_session=True,
+    )
+    handle = _FreshChild(proc)
+    timed_out = False
+    try:
+        if scope is not None:
+            scope.add(handle)
+        timed_out = not _wait_exit(proc, limits.timeout_s)
+    finally:
+        _kill_group(proc)  # the metric's own children go too
+        proc.wait()
+        if scope is not None:
+            scope.discard(handle)
+    return proc.returncode, timed_out
+
+
+MAX_IDLE_SERVERS = 4
+"""Most grading servers kept idle between grades (each is one idle ``python -I`` process)."""
+_SERVER_REPLY_S = 30.0
+"""How long a server may take to start a grade's child or to report a killed one's end."""
+_idle: list[_GradeServer] = []
+_idle_lock = threading.Lock()
+
+
+@final
+class _GradeServer:
+    """One grading server process (``_gradeproc --serve``) and our ends of its pipes."""
+
+    def __init__(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="openmle-grade-server-")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _grader_source(), _gradeproc.SERVE_FLAG],
+            cwd=self.home,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_env(self.home),
+            start_new_session=True,
+        )
+        self._lock = threading.Lock()
+        self._buf = b""
+        self._active = False
+        self.broken = False
+
+    def _write(self, message: dict[str, Any], *, only_active: bool = False) -> None:
+        stdin = self.proc.stdin
+        if stdin is None:
+            raise AssertionError("internal invariant broken: a server has a stdin pipe")
+        with self._lock:
+            if only_active and not self._active:
+                return  # its grade has ended: never a later grade's
+            stdin.write((json.dumps(message) + "\n").encode())
+            stdin.flush()
+
+    def _read(self, deadline: float) -> dict[str, Any] | None:
+        """The server's next message, or None at ``deadline`` or when it ended (broken)."""
+        out: IO[bytes] | None = self.proc.stdout
+        if out is None:
+            raise AssertionError("internal invariant broken: a server has a stdout pipe")
+        fd = out.fileno()
+        while b"\n" not in self._buf:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                self.broken = True
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            found = json.loads(line)
+        except ValueError:
+            found = None
+        if not isinstance(found, dict):
+            self.broken = True
+            return None
+        return found
+
+    def kill_group(self) -> None:
+        """Kill the running grade's process group (nothing when no grade runs)."""
+        with contextlib.suppress(OSError):
+            self._write({"kill": True}, only_active=True)
+
+    def grade(
+        self, cfg: Path, *, home: Path, cwd: Path, timeout_s: float, scope: GradeScope | None
+    ) -> tuple[int | None, bool] | None:
+        """Run one grade: ``(returncode, timed_out)``, or None when no child was started."""
+        try:
+            self._write({"config": str(cfg), "home": str(home), "cwd": str(cwd)})
+        except OSError:
+            self.broken = True
+            return None
+        start = time.monotonic()
+        started = self._read(start + _SERVER_REPLY_S)
+        if started is None or "pid" not in started:
+            self.broken = True
+            return None
+        self._active = True
+        if scope is not None:
+            scope.add(self)
+        try:
+            ended = self._read(start + timeout_s)
+            timed_out = ended is None and not self.broken
+            if timed_out:
+                self.kill_group()
+                ended = self._read(time.monotonic() + _SERVER_REPLY_S)
+        finally:
+            with self._lock:
+                self._active = False
+            if scope is not None:
+                scope.discard(self)
+        if ended is None or "exit" not in ended:
+            self.broken = True
+            self.close()  # its child dies with it (parent-death signal)
+            return (None if timed_out else -signal.SIGKILL), timed_out
+        code = ended["exit"]
+        return (code if isinstance(code, int) else None), timed_out
+
+    def close(self) -> None:
+        """End the server (its stdin closes; killed when it lingers) and remove its home."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        _rmtree_quiet(self.home)
+
+
+def _rmtree_quiet(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _served(
+    cfg: Path, *, home: Path, cwd: Path, limits: GradeLimits, scope: GradeScope | None
+) -> tuple[int | None, bool] | None:
+    """Run the grade on an idle grading server (started when none is idle); None when no
+    server could start its child (the caller starts a fresh process then).
+    """
+    with _idle_lock:
+        server = _idle.pop() if _idle else None
+    if server is None or server.proc.poll() is not None:
+        if server is not None:
+            server.close()
+        try:
+            server = _GradeServer()
+        except OSError:
+            return None
+    ended = server.grade(cfg, home=home, cwd=cwd, timeout_s=limits.timeout_s, scope=scope)
+    if server.broken or ended is None:
+        server.close()
+        return ended
+    with _idle_lock:
+        keep = len(_idle) < MAX_IDLE_SERVERS
+        if keep:
+            _idle.append(server)
+    if not keep:
+        server.close()
+    return ended
+
+
+def close_grade_servers() -> None:
+    """End the idle grading servers (each ends by itself with this process, too)."""
+    with _idle_lock:
+        servers = list(_idle)
+        _idle.clear()
+    for server in servers:
+        server.close()
+
+
+atexit.register(close_grade_servers)
 
 
 async def grade_in_thread(

@@ -8,6 +8,7 @@ import shutil
 import sys
 import warnings
 from collections.abc import AsyncIterator
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Literal
 
@@ -206,6 +207,12 @@ async def test_cancellation_cleans_up(toy: ToyTask, tmp_path: Path) -> None:
     with anyio.fail_after(30), anyio.move_on_after(1.0):
         await sb.run(job)
     assert not live_pids_with_env("PROBE", "cancel")
+    # What is left is the next run's spare (made when this run took its own), nothing else.
+    await anyio.to_thread.run_sync(lambda: futures_wait(sb._making))
+    made = [f.result() for f in sb._making]
+    spares = {s.run_dir for s in [*sb._spares, *made] if s is not None}
+    assert set(work.iterdir()) <= spares
+    await sb.aclose()
     assert list(work.iterdir()) == []
 
 
@@ -510,7 +517,7 @@ async def test_loader_variables_never_run_outside_the_isolation(
 
 
 async def test_launch_chain_runs_with_a_fixed_environment(sandbox: LocalSandbox) -> None:
-    """job.env reaches the program's own process only, never /bin/sh, prlimit or bwrap."""
+    """job.env reaches the program's own process only, never the launcher or bwrap."""
     probe = f"probe-{os.getpid()}-{id(sandbox)}"
     code = "import time\nprint('ready', flush=True)\ntime.sleep(4)\n"
     carriers: list[str] = []
@@ -683,11 +690,12 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-async def test_bwrap_without_prlimit_runs_the_launcher_inside(
+async def test_bwrap_launcher_sets_the_limits_without_prlimit(
     toy: ToyTask, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No prlimit on the host: the launcher module, bound into bwrap, joins the cgroup and
-    sets the limits; the solution still scores and a fork bomb is still bounded."""
+    """No prlimit on the host is no matter: the spare launcher joined the cgroup and sets the
+    rlimits itself before it execs bwrap; the solution still scores and a fork bomb is still
+    bounded."""
     why = mode_available("bwrap")
     if why is not None:
         pytest.skip(f"bwrap unavailable: {why}")
@@ -734,7 +742,8 @@ async def test_consecutive_runs_get_their_own_cgroup_accounting(
         bomb = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
         small = Resources(memory_mb=256)
         assert (await sb.run(Job(code=bomb, task="toy", resources=small))).outcome is Outcome.OOM
-        assert len(sb._spares) == 1  # the next run's chain waits in its own cgroup
+        # the next run's launcher is made (then waits) in its own cgroup
+        assert len(sb._spares) + len(sb._making) == 1
         # 128 MiB fits the 256 MiB of this job (the OOM counter of the last run is not ours)
         fits = "b = b'x' * (128 << 20)\nprint('FITS')\n" + TOY_SOLUTION
         r = await sb.run(Job(code=fits, task="toy", resources=small))

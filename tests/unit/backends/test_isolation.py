@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import sys
@@ -60,7 +59,7 @@ def test_runtime_info_covers_this_interpreter() -> None:
 
 
 def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
-    """A private dir under a mounted runtime root gets a tmpfs over it; the launcher is last."""
+    """A private dir under a mounted runtime root gets a tmpfs over it; the command is last."""
     root = tmp_path / "rt"
     (root / "task" / "private").mkdir(parents=True)
     info = iso.RuntimeInfo(executable=sys.executable, roots=(str(root),), bin_dir="/x")
@@ -72,11 +71,10 @@ def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
         program_dir=tmp_path,
         tmp_bytes=1024,
         private_paths=[root / "task" / "private"],
-        procs_files=["/sys/fs/cgroup/pids/x/cgroup.procs"],
         extra_ro=[],
         gpu=False,
         info_fd=None,
-        launcher_cfg={"status_fd": 3, "procs": ["host"], "rlimits": [], "argv": ["p"]},
+        command=["p"],
     )
     private = str((root / "task" / "private").resolve())
     i = argv.index(private)
@@ -86,10 +84,7 @@ def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
     for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
-    cfg = json.loads(argv[-1])
-    assert cfg["procs"] == ["/run/openmle/cg0"]
-    assert argv[-2] == iso.LAUNCHER_IN_SANDBOX
-    assert argv[argv.index(iso.LAUNCHER) + 1] == iso.LAUNCHER_IN_SANDBOX
+    assert argv[-2:] == ["--", "p"]
 
 
 def test_descendants_and_env_scan() -> None:
@@ -109,8 +104,8 @@ def test_descendants_and_env_scan() -> None:
     assert iso.live_pids_with_env("OPENMLE_TEST_MARK", "m1") == set()
 
 
-def test_bwrap_argv_direct_command_and_shell_chain(tmp_path: Path) -> None:
-    """Without a launcher bwrap runs the program itself; the shell chain quotes every path."""
+def test_bwrap_argv_runs_the_command_itself(tmp_path: Path) -> None:
+    """bwrap runs the program itself, reporting on the info fd; cgroups are joined outside."""
     info = iso.RuntimeInfo(executable=sys.executable, roots=(), bin_dir="/x")
     argv = iso.bwrap_argv(
         bwrap="bwrap",
@@ -120,26 +115,14 @@ def test_bwrap_argv_direct_command_and_shell_chain(tmp_path: Path) -> None:
         program_dir=tmp_path,
         tmp_bytes=1024,
         private_paths=[],
-        procs_files=["/cg/procs"],
         extra_ro=[],
         gpu=False,
         info_fd=7,
         command=["python", "/program/main.py"],
     )
-    assert argv[-2:] == ["python", "/program/main.py"]
+    assert argv[-3:] == ["--", "python", "/program/main.py"]
     assert argv[argv.index("--info-fd") + 1] == "7"
-    assert "/cg/procs" not in argv  # joined outside the sandbox instead
-    chain = iso.shell_chain(
-        procs_files=["/cg/it's"],
-        rlimits=[("RLIMIT_CPU", 5, 5), ("RLIMIT_FSIZE", 10, 10)],
-        status_fd=7,
-        prlimit="/usr/bin/prlimit",
-        argv=["bwrap", "a b"],
-    )
-    assert chain[:2] == ["/bin/sh", "-c"]
-    script = chain[2]
-    assert "echo 0 > '/cg/it'\"'\"'s'" in script
-    assert "exec /usr/bin/prlimit --cpu=5:5 --fsize=10:10 -- bwrap 'a b'" in script
+    assert not any("cgroup.procs" in a for a in argv)  # joined outside the sandbox instead
 
 
 def test_landlock_rules_are_an_allow_list(tmp_path: Path) -> None:
@@ -263,3 +246,25 @@ def test_safe_rmtree_detaches_a_quota_mount_left_behind(tmp_path: Path) -> None:
     iso.safe_rmtree(run)
     assert not run.exists()
     assert iso.mounts_under(tmp_path) == []
+
+
+def test_cgroup_limits_are_raised_and_lowered_and_not_rewritten() -> None:
+    """A spare's cgroup is made with the defaults: a run may raise its memory limit (v1 keeps
+    memsw >= limit: memsw first) or lower it; an unchanged value is not written again."""
+    cg = iso.Cgroup.create(pids_max=16, memory_bytes=256 << 20, cpus=None)
+    if cg is None:
+        pytest.skip("no writable cgroups here")
+    try:
+        ctrl, name = ("memory", "memory.limit_in_bytes") if cg.version == 1 else ("", "memory.max")
+        limit = cg.dirs[ctrl] / name
+        for want in (1 << 30, 128 << 20, 2 << 30):
+            cg.set_limits(pids_max=16, memory_bytes=want, cpus=None)
+            assert int(limit.read_text()) == want
+        pids = cg.dirs["pids" if cg.version == 1 else ""] / "pids.max"
+        pids.write_text("20")  # behind its back: the same value is not written again
+        cg.set_limits(pids_max=16, memory_bytes=None, cpus=None)
+        assert pids.read_text().strip() == "20"
+        cg.set_limits(pids_max=17, memory_bytes=None, cpus=None)
+        assert pids.read_text().strip() == "17"
+    finally:
+        cg.remove()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -18,9 +17,14 @@ from openmle.backends._plan import (
     RunFacts,
     RunPaths,
     SandboxFacts,
+    SpareShape,
+    bwrap_spare,
     job_problem,
     launch_plan,
     paths_problem,
+    spare_argv,
+    spare_input,
+    spare_shape,
 )
 
 INFO = iso.RuntimeInfo(executable="/opt/py/bin/python3", roots=("/opt/py",), bin_dir="/opt/py/bin")
@@ -61,7 +65,6 @@ def _sandbox(mode: str = "bwrap", **kw: object) -> SandboxFacts:
         "machine": "x86_64",
         "euid": 0,
         "bwrap": "/usr/bin/bwrap",
-        "prlimit": "/usr/bin/prlimit",
         "cgroups": True,
     }
     args.update(kw)
@@ -71,7 +74,6 @@ def _sandbox(mode: str = "bwrap", **kw: object) -> SandboxFacts:
 def _run(**kw: object) -> RunFacts:
     args: dict[str, object] = {
         "marker": "m1",
-        "owner_pid": 4242,
         "status_fd": 7,
         "seccomp_fd": 9,
         "cgroup_procs": ("/cg/pids/r/cgroup.procs", "/cg/memory/r/cgroup.procs"),
@@ -124,31 +126,16 @@ def _setenv(env: dict[str, str]) -> list[str]:
     return out
 
 
-def test_bwrap_plan_with_cgroup_and_prlimit_is_exact() -> None:
-    """The default fast path: sh joins the cgroups, prlimit sets rlimits, bwrap runs python."""
+def test_bwrap_plan_with_cgroup_is_exact() -> None:
+    """The default path: the launcher waiting inside the sandbox made ahead sets the rlimits
+    and execs python with the program's environment; no shell, no prlimit."""
     plan = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=_sandbox(), run=_run())
-    inner = [
-        *_bwrap_prefix(["--bind", f"{BOX}/tmp", "/tmp"]),
-        *["--info-fd", "7", "--seccomp", "9"],
-        *_setenv(BWRAP_ENV),
-        *["--chdir", "/workspace", "--", "/opt/py/bin/python3", "/program/main.py"],
-    ]
-    script = "\n".join(
-        [
-            "set -u",
-            "echo 0 > /cg/pids/r/cgroup.procs || { printf %s 'err:cannot join cgroup "
-            "/cg/pids/r/cgroup.procs' > /proc/self/fd/7; exit 125; }",
-            "echo 0 > /cg/memory/r/cgroup.procs || { printf %s 'err:cannot join cgroup "
-            "/cg/memory/r/cgroup.procs' > /proc/self/fd/7; exit 125; }",
-            "printf ok > /proc/self/fd/7",
-            # CPU: 60 s x ceil(1.5) cores + 5; file size 8 MiB; no core files
-            "exec /usr/bin/prlimit --cpu=125:125 --fsize=8388608:8388608 --core=0:0 -- "
-            + shlex.join(inner),
-        ]
-    )
+    # CPU: 60 s x ceil(1.5) cores + 5; file size 8 MiB; no core files
+    rlimits = (("RLIMIT_CPU", 125, 125), ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB), ("RLIMIT_CORE", 0, 0))
+    argv = ["/opt/py/bin/python3", "/program/main.py"]
     assert plan == LaunchPlan(
         mode="bwrap",
-        argv=("/bin/sh", "-c", script),
+        argv=tuple(argv),
         cwd=BOX / "workspace",
         launch_env={
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -157,13 +144,14 @@ def test_bwrap_plan_with_cgroup_and_prlimit_is_exact() -> None:
         },
         program_env=BWRAP_ENV,
         pass_fds=(7, 9),
-        rlimits=(
-            ("RLIMIT_CPU", 125, 125),
-            ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB),
-            ("RLIMIT_CORE", 0, 0),
-        ),
+        rlimits=rlimits,
         cgroup=CgroupLimits(pids_max=64, memory_bytes=512 * MIB, cpus=None),
-        launcher=None,
+        launcher={
+            "cwd": "/workspace",
+            "rlimits": [list(r) for r in rlimits],
+            "argv": argv,
+            "env": BWRAP_ENV,
+        },
         seccomp="bwrap",
         shm_bytes=512 * MIB,
         tmp_bytes=8 * MIB,
@@ -172,12 +160,50 @@ def test_bwrap_plan_with_cgroup_and_prlimit_is_exact() -> None:
         quota_watchdog=False,
         timeout_s=60,
         kill_grace_s=2.0,
-        started_marker=b'"child-pid"',
     )
+    assert json.loads(spare_input(plan)) == plan.launcher
 
 
-def test_bwrap_plan_without_prlimit_runs_the_launcher_inside() -> None:
-    """No prlimit: bwrap binds the cgroup files and the launcher, which sets the limits."""
+def test_bwrap_spare_is_exact() -> None:
+    """The sandbox made ahead for a run's shape: namespaces, the shape's data and /dev/shm,
+    the spare's own box, seccomp; inside it the launcher waits, with the fixed environment."""
+    shape = spare_shape(
+        JOB,
+        mode="bwrap",
+        data=PATHS.data,
+        private=PATHS.private,
+        settings=SETTINGS,
+        gpus=(),
+    )
+    assert shape == SpareShape(
+        data=PATHS.data, private=PATHS.private, gpu=False, shm_bytes=512 * MIB
+    )
+    argv = bwrap_spare(
+        shape=shape,
+        paths=PATHS,
+        settings=SETTINGS,
+        sandbox=_sandbox(),
+        marker="m1",
+        status_fd=3,
+        seccomp_fd=4,
+    )
+    launch = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENMLE_RUN_ID": "m1"}
+    inner = {"status_fd": 3, "procs": [], "parent": None}
+    assert argv == [
+        *_bwrap_prefix(["--bind", f"{BOX}/tmp", "/tmp"]),
+        *["--seccomp", "4"],
+        *_setenv(launch),
+        *["--chdir", "/workspace", "--ro-bind", iso.LAUNCHER, "/run/openmle/launcher.py"],
+        *["--", "/opt/py/bin/python3", "-I", "-S", "/run/openmle/launcher.py", json.dumps(inner)],
+    ]
+    assert (
+        spare_shape(JOB, mode="landlock", data=PATHS.data, private=(), settings=SETTINGS, gpus=())
+        is None
+    )  # a Landlock spare fits every run
+
+
+def test_bwrap_plan_without_quota_tmpfs_or_seccomp() -> None:
+    """No quota tmpfs: a sized /tmp tmpfs and the watchdog; no seccomp fd: none passed."""
     settings = PlanSettings(max_processes=64, max_file_mb=8, cpu_quota=True)
     paths = RunPaths(
         box=BOX, public=PATHS.public, data=PATHS.data, private=PATHS.private, tmp_mounted=False
@@ -186,31 +212,49 @@ def test_bwrap_plan_without_prlimit_runs_the_launcher_inside() -> None:
         JOB,
         paths=paths,
         settings=settings,
-        sandbox=_sandbox(prlimit=None),
+        sandbox=_sandbox(),
         run=_run(seccomp_fd=None, cgroup_procs=("/cg/pids/r/cgroup.procs",)),
     )
-    launcher = {
-        "status_fd": 7,
-        "procs": ["/run/openmle/cg0"],
-        "rlimits": [
-            ["RLIMIT_CPU", 125, 125],
-            ["RLIMIT_FSIZE", 8 * MIB, 8 * MIB],
-            ["RLIMIT_CORE", 0, 0],
-        ],
-        "landlock": None,
-        "argv": ["/opt/py/bin/python3", "/program/main.py"],
-    }
-    assert plan.argv == (
-        *_bwrap_prefix(["--size", str(8 * MIB), "--tmpfs", "/tmp"]),
-        *["--bind", "/cg/pids/r/cgroup.procs", "/run/openmle/cg0"],
-        *_setenv(BWRAP_ENV),
-        *["--chdir", "/workspace", "--ro-bind", iso.LAUNCHER, "/run/openmle/launcher.py", "--"],
-        *["/opt/py/bin/python3", "-I", "-S", "/run/openmle/launcher.py", json.dumps(launcher)],
-    )
-    assert plan.launcher == launcher
     assert plan.cgroup == CgroupLimits(pids_max=64, memory_bytes=512 * MIB, cpus=1.5)
-    assert (plan.seccomp, plan.pass_fds, plan.started_marker) == (None, (7,), None)
+    assert (plan.seccomp, plan.pass_fds) == (None, (7,))
     assert plan.quota_watchdog  # no quota tmpfs: the watchdog polls the workspace
+    shape = spare_shape(
+        JOB, mode="bwrap", data=PATHS.data, private=PATHS.private, settings=settings, gpus=()
+    )
+    assert shape is not None
+    argv = bwrap_spare(
+        shape=shape,
+        paths=paths,
+        settings=settings,
+        sandbox=_sandbox(),
+        marker="m1",
+        status_fd=3,
+        seccomp_fd=None,
+    )
+    prefix = _bwrap_prefix(["--size", str(8 * MIB), "--tmpfs", "/tmp"])
+    assert argv[: len(prefix)] == prefix
+    assert "--seccomp" not in argv
+
+
+def test_spare_launcher_dies_with_its_owner_and_joins_first() -> None:
+    """The launcher started ahead: isolated Python without site, its start configuration."""
+    argv = spare_argv(
+        python="/opt/py/bin/python3", procs_files=["/cg/a", "/cg/b"], status_fd=3, owner_pid=42
+    )
+    assert argv[:4] == ["/opt/py/bin/python3", "-I", "-S", iso.LAUNCHER]
+    assert json.loads(argv[4]) == {"status_fd": 3, "procs": ["/cg/a", "/cg/b"], "parent": 42}
+    # bwrap mode: a shell joins the cgroups (quoted paths) and execs the spare's bubblewrap
+    then = ["/usr/bin/bwrap", "a b", "--", "py"]
+    sh = spare_argv(python="py", procs_files=["/cg/it's"], status_fd=3, owner_pid=42, then=then)
+    assert sh == [
+        "/bin/sh",
+        "-c",
+        "set -u\n"
+        "echo 0 > '/cg/it'\"'\"'s' || { printf %s 'err:cannot join cgroup /cg/it'\"'\"'s' "
+        "> /proc/self/fd/3; exit 125; }\n"
+        "exec /usr/bin/bwrap 'a b' -- py",
+    ]
+    assert spare_argv(python="py", procs_files=[], status_fd=3, owner_pid=42, then=then) == then
 
 
 def test_landlock_plan_without_cgroup_is_exact() -> None:
@@ -263,26 +307,18 @@ def test_landlock_plan_without_cgroup_is_exact() -> None:
     seccomp = iso.seccomp_program("x86_64", sockets="tcp", noop_metadata=False)
     assert seccomp is not None
     launcher = {
-        "status_fd": 7,
-        "procs": [],
+        "cwd": f"{BOX}/workspace",
         "rlimits": [list(r) for r in rlimits],
-        "landlock": {"rules": rules, "shm": 512 * MIB, "shm_access": iso.LL_ALL & ~iso.LL_EXECUTE},
         "argv": ["/opt/py/bin/python3", f"{BOX}/program/main.py"],
-        "seccomp": [list(i) for i in seccomp],
-        "parent": 4242,
         "env": env,
+        "landlock": {"rules": rules, "shm": 512 * MIB, "shm_access": iso.LL_ALL & ~iso.LL_EXECUTE},
+        "seccomp": [list(i) for i in seccomp],
     }
     assert plan.launcher == launcher
-    assert plan.argv[:4] == ("/opt/py/bin/python3", "-I", "-S", iso.LAUNCHER)
-    assert json.loads(plan.argv[4]) == launcher
+    assert plan.argv == ("/opt/py/bin/python3", f"{BOX}/program/main.py")
     assert plan.program_env == env
     assert plan.rlimits == rlimits
-    assert (plan.cgroup, plan.seccomp, plan.pass_fds, plan.started_marker) == (
-        None,
-        "launcher",
-        (7,),
-        None,
-    )
+    assert (plan.cgroup, plan.seccomp, plan.pass_fds) == (None, "launcher", (7,))
     assert iso.LAUNCHER.endswith("/openmle/backends/_launcher.py")
 
 
@@ -303,8 +339,22 @@ def test_gpu_runs_drop_the_address_space_limit_and_see_the_devices() -> None:
         "RLIMIT_DATA",
     ]
     assert plan.program_env["CUDA_VISIBLE_DEVICES"] == "3"
-    assert "--dev-bind /dev/nvidia0 /dev/nvidia0" in plan.argv[2]
-    assert "echo 0" not in plan.argv[2]  # no cgroup to join
+    assert plan.cgroup is None  # no cgroup to join
+    shape = spare_shape(
+        JOB, mode="bwrap", data=PATHS.data, private=(), settings=SETTINGS, gpus=("3",)
+    )
+    assert shape is not None and shape.gpu
+    argv = bwrap_spare(
+        shape=shape,
+        paths=PATHS,
+        settings=SETTINGS,
+        sandbox=_sandbox(layout=layout),
+        marker="m1",
+        status_fd=3,
+        seccomp_fd=None,
+    )
+    i = argv.index("/dev/nvidia0")
+    assert argv[i - 1 : i + 2] == ["--dev-bind", "/dev/nvidia0", "/dev/nvidia0"]
 
 
 def test_the_plan_is_a_pure_function() -> None:

@@ -334,3 +334,67 @@ def test_broken_grader_table(make_package: PackageBuilder) -> None:
         load_task(make_package("a", toml="[grader]\nfoo = 1\n"))
     with pytest.raises(TaskPackageError, match="memory_mb"):
         load_task(make_package("b", toml="[grader]\nmemory_mb = -1\n"))
+
+
+# ------------------------------------------------------------------------- grading server
+
+_PID_METRIC = """\
+import os
+class PidMetrics:
+    def __init__(self):
+        self.higher_is_better = False
+    def evaluate(self, y_true, y_pred):
+        with open({log!r}, "a") as f:
+            f.write(f"{{os.getpid()}} {{os.getppid()}} {{os.getpgid(0)}} {{os.getcwd()}}\\n")
+        return 0.0
+"""
+
+
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
+def test_grades_fork_from_one_reused_server(make_package: PackageBuilder, tmp_path: Path) -> None:
+    """Each grade is a fresh process of its own session, forked by one grading server that
+    outlives it (no interpreter start per grade); the server never is this process."""
+    from openmle.gym import _grader
+
+    log = tmp_path / "pids.txt"
+    root = _metric_package(make_package, _PID_METRIC.format(log=str(log)))
+    task = load_task(root)
+    _grader.close_grade_servers()
+    for _ in range(3):
+        report = task.grade(root / "data/public/sample_submission.csv")
+        assert report.valid and report.score == 0.0, report
+    rows = [line.split() for line in log.read_text().splitlines()]
+    assert len(rows) == 3
+    pids = {int(r[0]) for r in rows}
+    servers = {int(r[1]) for r in rows}
+    assert len(pids) == 3  # one process per grade
+    assert all(int(r[0]) == int(r[2]) for r in rows)  # each leads its own process group
+    assert len(servers) == 1 and os.getpid() not in servers  # one server, reused
+    server = servers.pop()
+    assert _alive(server)
+    assert all(not _alive(pid) for pid in pids)
+    assert all(Path(r[3]).name == "home" for r in rows)  # the grade's own home, as before
+    _grader.close_grade_servers()
+    assert _wait_for(lambda: not _alive(server), 10)
+
+
+def test_a_kill_after_the_grade_ended_spares_the_next_grade(
+    make_package: PackageBuilder,
+) -> None:
+    """A cancellation that comes after its grade ended (a late GradeScope.cancel) is not
+    delivered to the server, so the server's next grade is not killed by it."""
+    from openmle.gym import _grader
+
+    root = make_package()
+    task = load_task(root)
+    _grader.close_grade_servers()
+    scope = _grader.GradeScope()
+    _grader._LOCAL.scope = scope
+    try:
+        assert task.grade(root / "data/public/sample_submission.csv").valid
+    finally:
+        _grader._LOCAL.scope = None
+    scope.cancel()  # late: the grade is over, its server idle again
+    report = task.grade(root / "data/public/sample_submission.csv")
+    assert report.valid and report.score is not None, report
+    _grader.close_grade_servers()
