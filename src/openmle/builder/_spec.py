@@ -16,7 +16,7 @@ from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message
 from openmle.builder._conventions import Hints
-from openmle.builder._inventory import ColumnStats, FileInfo, Inventory
+from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, image_folders
 from openmle.errors import OpenMLEError
 from openmle.gym import MAX_MAP_K, SPLIT_KINDS
 from openmle.operators import ask_json
@@ -27,6 +27,8 @@ __all__ = [
     "PURPOSE_PREPARE",
     "PURPOSE_SPEC",
     "Attempt",
+    "Inputs",
+    "Join",
     "SpecError",
     "SpecResult",
     "SplitRule",
@@ -91,6 +93,70 @@ class SplitRule:
 
 
 @frozen(kw_only=True)
+class Join:
+    """A raw table joined onto the labelled rows by a key column both tables hold.
+
+    Args:
+        file: the raw table (never the labelled table, the sample submission, an unlabeled
+            test table or one holding the target).
+        key: the column both tables hold; a key repeated in ``file`` is aggregated (row count
+            and the mean of each numeric column per key), a unique one joins its columns.
+    """
+
+    file: str
+    key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"file": self.file, "key": self.key}
+
+
+def _joins(value: Sequence[Join]) -> tuple[Join, ...]:
+    return tuple(value)
+
+
+def _names(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@frozen(kw_only=True)
+class Inputs:
+    """What the labelled rows carry beyond their own columns (the task's kind).
+
+    Args:
+        images: a raw folder of images, one per labelled row: an image task. The package
+            ships each row's image as ``images/<id><suffix>`` with an ``image`` column.
+        image_column: the labelled table's column naming each row's image (a path under
+            ``images``); None: the image whose file stem is the row's id.
+        text_columns: free-text columns of the labelled table: a text task.
+        joins: raw tables joined onto the labelled rows by key: a multi-table task.
+    """
+
+    images: str | None = None
+    image_column: str | None = None
+    text_columns: tuple[str, ...] = field(default=(), converter=_names)
+    joins: tuple[Join, ...] = field(default=(), converter=_joins)
+
+    @property
+    def kind(self) -> str:
+        """``"image"``, ``"text"``, ``"joined"`` or ``"table"`` (none of them)."""
+        if self.images is not None:
+            return "image"
+        if self.text_columns:
+            return "text"
+        return "joined" if self.joins else "table"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "images": self.images,
+            "image_column": self.image_column,
+            "text_columns": list(self.text_columns),
+            "joins": [j.to_dict() for j in self.joins],
+        }
+
+
+@frozen(kw_only=True)
 class TaskSpec:
     """What task to make of the raw data.
 
@@ -109,6 +175,7 @@ class TaskSpec:
         answer_columns: the prediction columns after the id, in order, when a raw sample
             submission fixes them (one probability column per class for ``log_loss``);
             empty for the default (the target; the classes sorted).
+        inputs: images, free text or joined tables the rows carry (default: none).
     """
 
     title: str
@@ -123,6 +190,7 @@ class TaskSpec:
     metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
     split: SplitRule = SplitRule()
     answer_columns: tuple[str, ...] = field(default=(), converter=_columns)
+    inputs: Inputs = Inputs()
 
     @property
     def grader_metric(self) -> str:
@@ -157,6 +225,8 @@ class TaskSpec:
             "metric_params": dict(self.metric_params),
             "split": self.split.to_dict(),
             "answer_columns": list(self.answer_columns),
+            "inputs": self.inputs.to_dict(),
+            "kind": self.inputs.kind,
         }
 
 
@@ -200,7 +270,14 @@ SCHEMA_TEXT = f"""{{
            (optional, default random; stratified: classification, column null;
            group/time: a non-target, non-id column of data_file),
   "description": string (1-2000 chars: the goal, in plain words; optional when the raw
-                 data ships a description, which is used as it is)
+                 data ships a description, which is used as it is),
+  "inputs": {{"images": a folder of images, one per row, or null,
+             "image_column": a data_file column naming each row's image file (a path under
+                             images), or null (the image's file stem is the row's id),
+             "text_columns": [free-text columns of data_file],
+             "joins": [{{"file": another table, "key": a column of both tables}}]}}
+            (optional: what the rows carry beyond their columns; a joined table must not
+            hold the target, nor be the sample submission or an unlabeled test table)
 }}
 When the inventory lists conventions, follow them: the sample submission's id column, target
 and format (labels: accuracy or macro_f1; values: a regression metric; probability: auc;
@@ -224,7 +301,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if not isinstance(obj, dict):
         raise ValueError("the answer must be a JSON object")
     known = {a.name for a in TaskSpec.__attrs_attrs__}
-    unknown = sorted(set(obj) - known - {"higher_is_better"})
+    unknown = sorted(set(obj) - known - {"higher_is_better", "kind"})
     if unknown:
         raise ValueError(f"unknown field(s) {unknown}; use only {sorted(known)}")
     title = _text(obj, "title", 80)
@@ -246,6 +323,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         )
     split = _split_rule(obj.get("split"), table, target, id_column, task_type)
     hints = inv.hints
+    inputs = parse_inputs(obj.get("inputs"), inv, table, target, id_column)
     follows = hints.answer_format == "probabilities" and target == hints.target
     answer_columns = hints.answer_columns if follows and metric == "log_loss" else ()
     given = obj.get("answer_columns")
@@ -266,11 +344,98 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         metric_params=params,
         split=split,
         answer_columns=answer_columns,
+        inputs=inputs,
     )
     conflicts = hint_conflicts(spec, hints)
     if conflicts:
         raise ValueError(conflicts[0][1])
     return spec
+
+
+_INPUT_KEYS = ("images", "image_column", "text_columns", "joins")
+
+
+def parse_inputs(
+    value: Any, inv: Inventory, table: FileInfo, target: str, id_column: str | None
+) -> Inputs:
+    """The answer's ``inputs``, checked against the inventory.
+
+    Raises:
+        ValueError: the first problem, naming the field and the fix.
+    """
+    if value is None:
+        return Inputs()
+    if not isinstance(value, dict) or set(value) - set(_INPUT_KEYS):
+        raise ValueError(f"'inputs' must be an object with keys among {list(_INPUT_KEYS)}")
+    images, image_column = value.get("images"), value.get("image_column")
+    if images is not None:
+        folders = image_folders(inv.files)
+        if not isinstance(images, str) or images.strip("/") not in folders:
+            raise ValueError(
+                f"'inputs.images' {images!r} is not a raw folder of images; use one of "
+                f"{sorted(folders)[:10]}"
+            )
+        images = images.strip("/")
+    if image_column is not None:
+        if images is None:
+            raise ValueError("'inputs.image_column' needs 'inputs.images'; set both or neither")
+        if not isinstance(image_column, str) or table.column(image_column) is None:
+            raise ValueError(f"'inputs.image_column' must be a column of {table.path!r}")
+        if image_column == target:
+            raise ValueError("'inputs.image_column' is the target; name the image column")
+    texts = value.get("text_columns") or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("'inputs.text_columns' must be a list of column names")
+    for name in texts:
+        col = table.column(name)
+        if col is None or col.kind != "categorical" or name in (target, id_column):
+            raise ValueError(
+                f"'inputs.text_columns' {name!r} is not a non-target text column of {table.path!r}"
+            )
+    return Inputs(
+        images=images,
+        image_column=image_column,
+        text_columns=tuple(dict.fromkeys(texts)),
+        joins=_parse_joins(value.get("joins") or [], inv, table, target),
+    )
+
+
+def _parse_joins(value: Any, inv: Inventory, table: FileInfo, target: str) -> tuple[Join, ...]:
+    if not isinstance(value, list):
+        raise ValueError('\'inputs.joins\' must be a list of {"file": ..., "key": ...}')
+    hints = inv.hints
+    barred = {table.path, hints.sample_file, *hints.unlabeled_files}
+    out: list[Join] = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"file", "key"}:
+            raise ValueError('each of \'inputs.joins\' must be {"file": ..., "key": ...}')
+        file, key = item["file"], item["key"]
+        other = inv.file(file) if isinstance(file, str) else None
+        if other is None or other.rows is None:
+            raise ValueError(f"'inputs.joins' file {file!r} is not a readable raw table")
+        if file in barred:
+            raise ValueError(
+                f"'inputs.joins' file {file!r} is the labelled table, the sample submission "
+                "or an unlabeled test table; join another table"
+            )
+        if other.column(target) is not None:
+            raise ValueError(
+                f"'inputs.joins' file {file!r} holds the target {target!r}; joining it leaks "
+                "the label"
+            )
+        if {c.name for c in other.columns} <= {c.name for c in table.columns}:
+            raise ValueError(
+                f"'inputs.joins' file {file!r} adds no column to {table.path!r} (an unlabeled "
+                "copy of it?); join a table with other columns"
+            )
+        if not isinstance(key, str) or table.column(key) is None or other.column(key) is None:
+            raise ValueError(
+                f"'inputs.joins' key {key!r} must be a column of {table.path!r} and {file!r}"
+            )
+        if key == target:
+            raise ValueError("'inputs.joins' key is the target; join by another column")
+        out.append(Join(file=file, key=key))
+    return tuple(out)
 
 
 def _with_goal(description: str, hints: Hints) -> str:
