@@ -39,6 +39,7 @@ PUBLIC = {
     ],
     "openmle.builder": [
         "Baseline",
+        "CUSTOM_METRIC",
         "Blocklist",
         "BuildOptions",
         "BuildResult",
@@ -57,6 +58,7 @@ PUBLIC = {
         "JudgeResult",
         "JudgeThresholds",
         "METRIC_LIBRARY",
+        "MetricCheck",
         "PURPOSE_JUDGE",
         "PURPOSE_KEY",
         "PURPOSE_PREPARE",
@@ -74,6 +76,7 @@ PUBLIC = {
         "build_many",
         "build_task",
         "check_contamination",
+        "check_metric_code",
         "intake",
         "inventory",
         "load_blocklist",

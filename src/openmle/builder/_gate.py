@@ -46,6 +46,8 @@ FINDINGS: dict[str, str] = {
     "sample_scores_as_answers": "the sample submission scores as well as the answers",
     "package_invalid": "openmle task validate reports an error",
     "missing_asset": "a row's image is not in the package's public/images/",
+    "metric_rejected": "the model's utils/metric.py failed the metric check (not deterministic, "
+    "not finite, reaching outside, or not ordering the constant baseline below the answers)",
     "contradicts_sample_submission": "the task is not the one the raw sample submission asks "
     "(target, labelled table, id, answer columns or their format)",
     "contradicts_description": "the metric is not the one the raw description names",
@@ -391,7 +393,10 @@ def _check_scores(
         except (ValueError, CsvError) as exc:
             answers_score, why = None, str(exc)
     best = _best(spec.metric)
-    if answers_score is None or abs(answers_score - best) > 1e-6:
+    if spec.custom:  # no known best: the metric check ordered the answers above the sample
+        if answers_score is None:
+            add("answers_not_best", "private/test_answer.csv", f"no score: {why[:200]}")
+    elif answers_score is None or abs(answers_score - best) > 1e-6:
         add(
             "answers_not_best",
             "private/test_answer.csv",

@@ -19,11 +19,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio
 from attrs import field, frozen
 
+from openmle._protocols import OperatorModel
+from openmle._types import Message, ModelRequest
+from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, TaskSpec
 from openmle.gym import GradeLimits, run_child
 
-__all__ = ["METRIC_PROGRAM", "MetricCheck", "check_metric_code"]
+__all__ = [
+    "METRIC_CONTRACT",
+    "METRIC_PROGRAM",
+    "MetricCheck",
+    "check_metric_code",
+    "metric_stage",
+]
 
 METRIC_PROGRAM = "openmle.builder._metric_program"
 """The module the grading process runs (``python -I -m``)."""
@@ -166,3 +176,89 @@ def _judge(runs: list[dict[str, Any]], constant: str, better: str) -> MetricChec
             hib,
         )
     return MetricCheck(ok=True, reason="", higher_is_better=hib, scores=scores, runs=shown)
+
+
+METRIC_CONTRACT = """No vetted metric fits this task, so write its metric: a Python module
+`metric.py` with exactly one class whose name ends in `Metrics`, constructed with no
+arguments, with a class attribute `higher_is_better` (a bool) and a method
+`evaluate(self, y_true, y_pred) -> float`: y_true is the answers table (the id column and the
+target), y_pred a submission in the format of the sample submission, both pandas DataFrames.
+It must be deterministic and finite, use only its two arguments (no files, network or
+processes; numpy, pandas and the standard library), and score the answers better than a
+constant prediction. Answer with one ```python block."""
+
+
+def metric_messages(spec: TaskSpec, sample_header: list[str]) -> list[Message]:
+    """The metric prompt: the contract, the spec and the sample submission's columns."""
+    return [
+        Message(role="system", content=METRIC_CONTRACT),
+        Message(
+            role="user",
+            content="Task spec:\n"
+            + json.dumps(spec.to_dict(), indent=1)
+            + "\n\nSample submission columns: "
+            + json.dumps(sample_header[:50]),
+        ),
+    ]
+
+
+async def metric_stage(
+    model: OperatorModel, spec: TaskSpec, staged: Path, record: dict[str, Any]
+) -> tuple[str, str, str, tuple[str, ...]] | None:
+    """Ask ``model`` for ``utils/metric.py``, write it into the staged package and check it on
+    the package's constant sample submission and the perfect one (the answers); why the build
+    stops (a failed or rejected metric), or None. Records ``metric``.
+    """
+    from openmle.builder._gate import _perfect_submission
+    from openmle.builder._inventory import read_table
+    from openmle.builder._prepare import extract_code
+
+    data = staged / "data"
+    sample = data / "public" / "sample_submission.csv"
+    answers = data / "private" / "test_answer.csv"
+    try:
+        header = (await anyio.to_thread.run_sync(read_table, sample))[0]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return ("rejected", "metric", f"the sample submission is unreadable: {exc}", ())
+    request = ModelRequest(
+        messages=metric_messages(spec, header),
+        metadata={PURPOSE_KEY: PURPOSE_METRIC, "spec": spec.to_dict()},
+        temperature=0.0,
+    )
+    answer = (await model.complete(request)).text
+    source = extract_code(answer)
+    if source is None:
+        record["metric"] = {"ok": False, "reason": "no ```python block"}
+        return ("failed", "metric", "the model wrote no metric.py (no ```python block)", ())
+
+    def check() -> MetricCheck:
+        (staged / "utils").mkdir(exist_ok=True)
+        (staged / "utils" / "metric.py").write_text(source, encoding="utf-8")
+        with tempfile.TemporaryDirectory(prefix="openmle-metric-subs-") as tmp:
+            perfect = Path(tmp) / "answers.csv"
+            _perfect_submission(spec, answers, header, perfect)
+            return check_metric_code(
+                source,
+                answers,
+                {"constant": sample, "answers": perfect},
+                constant="constant",
+                better="answers",
+            )
+
+    try:
+        result = await anyio.to_thread.run_sync(check)
+    except (OSError, ValueError) as exc:
+        result = MetricCheck(ok=False, reason=f"the answers could not be read: {exc}")
+    if result.ok and result.higher_is_better != spec.higher_is_better:
+        result = MetricCheck(
+            ok=False,
+            reason=f"the metric class's higher_is_better ({result.higher_is_better}) "
+            f"contradicts the spec's ({spec.higher_is_better})",
+            higher_is_better=result.higher_is_better,
+            scores=result.scores,
+            runs=result.runs,
+        )
+    record["metric"] = result.to_dict()
+    if not result.ok:
+        return ("rejected", "metric", "utils/metric.py: " + result.reason, ("metric_rejected",))
+    return None

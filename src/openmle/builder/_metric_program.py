@@ -94,9 +94,9 @@ def arm_guard(denied: list[str]) -> None:
     sys.addaudithook(hook)
 
 
-def _metric_class(source: str) -> Any:
+def _metric_class(code: Any) -> Any:
     namespace: dict[str, Any] = {"__name__": "metric"}
-    exec(compile(source, "metric.py", "exec"), namespace)
+    exec(code, namespace)
     found = [
         v
         for k, v in namespace.items()
@@ -117,9 +117,13 @@ def evaluate(config: dict[str, Any], denied: list[str]) -> dict[str, Any]:
     source = Path(config["metric_source"]).read_text(encoding="utf-8")
     y_true = pd.read_csv(config["answers"])
     preds = {name: pd.read_csv(path) for name, path in sorted(config["submissions"].items())}
+    try:  # before the guard: a SyntaxError's report reads the source file by its name
+        code = compile(source, "metric.py", "exec")
+    except (SyntaxError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "denied": denied}
     arm_guard(denied)
     try:
-        metric = _metric_class(source)()
+        metric = _metric_class(code)()
         hib = getattr(metric, "higher_is_better", None)
         scores: dict[str, list[float | None]] = {}
         for name, y_pred in preds.items():

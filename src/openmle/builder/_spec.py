@@ -1,8 +1,10 @@
 """Specification: the model reads the inventory and answers a typed JSON task spec.
 
 The metric comes from a vetted library (the built-in metrics of :mod:`openmle.gym`): the model
-names one and fills parameters, it never writes metric code. An answer that is not valid JSON or
-breaks the schema is sent back with the validation error, a bounded number of times.
+names one and fills parameters. Only when none fits does it answer ``"custom"`` with the
+direction, and write ``utils/metric.py``, which :mod:`openmle.builder._metric` checks before
+use. An answer that is not valid JSON or breaks the schema is sent back with the validation
+error, a bounded number of times.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from openmle.gym import MAX_MAP_K, SPLIT_KINDS
 from openmle.operators import ask_json
 
 __all__ = [
+    "CUSTOM_METRIC",
     "METRIC_LIBRARY",
     "PURPOSE_KEY",
     "PURPOSE_PREPARE",
@@ -59,6 +62,15 @@ METRIC_LIBRARY: Mapping[str, tuple[bool, tuple[str, ...]]] = {
 
 ``map@k`` takes one parameter, ``metric_params = {"k": K}`` with ``K`` in ``[1, 100]``; the
 others take none."""
+
+
+CUSTOM_METRIC = "custom"
+"""The spec's ``metric`` when no vetted metric fits: the model then writes ``utils/metric.py``
+(a class whose name ends in ``Metrics``), which the builder checks before use (see
+:func:`openmle.builder._metric.check_metric_code`); the answer must then give
+``higher_is_better``."""
+PURPOSE_METRIC = "builder_metric"
+"""A request for ``utils/metric.py``; ``metadata["spec"]`` holds the spec as a dict."""
 
 
 class SpecError(OpenMLEError):
@@ -191,17 +203,31 @@ class TaskSpec:
     split: SplitRule = SplitRule()
     answer_columns: tuple[str, ...] = field(default=(), converter=_columns)
     inputs: Inputs = Inputs()
+    custom_higher_is_better: bool | None = None
 
     @property
-    def grader_metric(self) -> str:
-        """The metric's name in ``task.toml`` (``map@5`` for ``map@k`` with k 5)."""
+    def custom(self) -> bool:
+        """Whether the metric is the model's own ``utils/metric.py`` (:data:`CUSTOM_METRIC`)."""
+        return self.metric == CUSTOM_METRIC
+
+    @property
+    def grader_metric(self) -> str | None:
+        """The metric's name in ``task.toml`` (``map@5`` for ``map@k`` with k 5); None for
+        :data:`CUSTOM_METRIC` (the package's ``utils/metric.py`` grades).
+        """
+        if self.custom:
+            return None
         if self.metric == "map@k":
             return f"map@{self.metric_params['k']}"
         return self.metric
 
     @property
     def higher_is_better(self) -> bool:
-        """The metric's direction, from the library (never from the model)."""
+        """The metric's direction, from the library (never from the model), or for
+        :data:`CUSTOM_METRIC` the answer's (checked against the metric class).
+        """
+        if self.custom:
+            return bool(self.custom_higher_is_better)
         return METRIC_LIBRARY[self.metric][0]
 
     @property
@@ -225,6 +251,7 @@ class TaskSpec:
             "metric_params": dict(self.metric_params),
             "split": self.split.to_dict(),
             "answer_columns": list(self.answer_columns),
+            "custom_higher_is_better": self.custom_higher_is_better,
             "inputs": self.inputs.to_dict(),
             "kind": self.inputs.kind,
         }
@@ -263,6 +290,8 @@ SCHEMA_TEXT = f"""{{
   "metric": one of {sorted(METRIC_LIBRARY)}
             (binary/multiclass: accuracy, auc (binary only), log_loss, macro_f1,
             map@k (multiclass only); regression: rmse, rmsle (target >= 0), mae),
+            or "{CUSTOM_METRIC}" only when none of them fits: you then give
+            "higher_is_better" (true/false) and are asked for utils/metric.py,
   "metric_params": {{"k": integer in [1, {MAX_MAP_K}]}} for map@k, else omit or {{}},
   "test_fraction": number in [0.05, 0.5],
   "seed": integer >= 0,
@@ -310,13 +339,13 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if table.column(target) is None:
         raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
     id_column = _id_column(obj, table, target, data_file)
-    task_type, metric = _task_and_metric(obj)
+    task_type, metric, custom_hib = _task_and_metric(obj)
     target_col = table.column(target)
     if target_col is None:  # checked above; keeps the type narrow
         raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
     _check_target_fits(task_type, target_col, target)
     fraction, seed = _fraction_and_seed(obj)
-    params = _metric_params(obj.get("metric_params"), metric)
+    params = {} if metric == CUSTOM_METRIC else _metric_params(obj.get("metric_params"), metric)
     if metric == "rmsle" and target_col.minimum is not None and target_col.minimum < 0:
         raise ValueError(
             f"metric 'rmsle' needs a target >= 0 but {target!r} has negative values; use rmse"
@@ -345,6 +374,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         split=split,
         answer_columns=answer_columns,
         inputs=inputs,
+        custom_higher_is_better=custom_hib,
     )
     conflicts = hint_conflicts(spec, hints)
     if conflicts:
@@ -564,19 +594,28 @@ def _id_column(obj: Mapping[str, Any], table: FileInfo, target: str, data_file: 
     return id_column
 
 
-def _task_and_metric(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """The answer's ``task_type`` and ``metric``, checked against each other."""
+def _task_and_metric(obj: Mapping[str, Any]) -> tuple[str, str, bool | None]:
+    """The answer's ``task_type`` and ``metric``, checked against each other, and the
+    direction a custom metric's answer gives (None for a vetted metric).
+    """
     task_type = str(obj.get("task_type"))
     if task_type not in TASK_TYPES:
         raise ValueError(f"'task_type' must be one of {list(TASK_TYPES)}")
     metric = str(obj.get("metric"))
+    if metric == CUSTOM_METRIC:
+        hib = obj.get("higher_is_better")
+        if not isinstance(hib, bool):
+            raise ValueError(f"metric {CUSTOM_METRIC!r} needs 'higher_is_better': true or false")
+        if obj.get("metric_params"):
+            raise ValueError(f"metric {CUSTOM_METRIC!r} takes no 'metric_params'; omit them")
+        return task_type, metric, hib
     if metric not in METRIC_LIBRARY:
-        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)}")
+        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)} or {CUSTOM_METRIC!r}")
     if task_type not in METRIC_LIBRARY[metric][1]:
         raise ValueError(f"metric {metric!r} does not fit task_type {task_type!r}")
     if "higher_is_better" in obj and obj["higher_is_better"] is not METRIC_LIBRARY[metric][0]:
         raise ValueError(f"'higher_is_better' contradicts metric {metric!r}; omit it")
-    return task_type, metric
+    return task_type, metric, None
 
 
 def _check_target_fits(task_type: str, target_col: ColumnStats, target: str) -> None:

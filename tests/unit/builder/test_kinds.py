@@ -122,3 +122,17 @@ def test_bad_inputs_are_refused_naming_the_field(
     inv = inventory(intake(raw))
     with pytest.raises(ValueError, match=error):
         parse_spec(_spec(**inputs), inv)
+
+
+def test_a_custom_metric_needs_its_direction(tmp_path: Path) -> None:
+    raw = _labels_with_images(tmp_path / "raw")
+    inv = inventory(intake(raw))
+    spec = {**_spec(), "metric": "custom"}
+    del spec["inputs"]
+    with pytest.raises(ValueError, match="needs 'higher_is_better'"):
+        parse_spec(spec, inv)
+    with pytest.raises(ValueError, match="takes no 'metric_params'"):
+        parse_spec({**spec, "higher_is_better": True, "metric_params": {"k": 2}}, inv)
+    parsed = parse_spec({**spec, "higher_is_better": False}, inv)
+    assert parsed.custom and parsed.higher_is_better is False and parsed.grader_metric is None
+    assert parsed.to_dict()["custom_higher_is_better"] is False
