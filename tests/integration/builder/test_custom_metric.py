@@ -19,7 +19,7 @@ from openmle.backends import OfflineModel
 from openmle.builder import STAGES, BuildOptions, BuildResult, build_task
 from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, PURPOSE_SPEC
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.needs("pandas", "sklearn")]
 
 MEDIAN_ABS = """import numpy as np
 

@@ -25,7 +25,11 @@ from openmle.backends import LocalSandbox, OfflineModel
 from openmle.builder import BuildOptions, BuildResult, build_task
 from openmle.search import Budget, SearchSpec, run_search
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.needs("pandas", "sklearn"),  # the baselines and the search's programs
+]
 
 _WORDS = {
     "pos": ["great", "lovely", "excellent", "happy", "superb", "fine", "wonderful"],
@@ -44,8 +48,9 @@ def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
 def image_folder(root: Path, n: int = 160) -> Path:
     """images/<id>.png (12x12 RGB noise, brighter or darker) and labels.csv (id,label), with
     one label in seven flipped (so no model is perfect)."""
-    np = pytest.importorskip("numpy")
-    image = pytest.importorskip("PIL.Image", reason="needs Pillow: pip install 'openmle[data]'")
+    import numpy as np
+    from PIL import Image as image
+
     rng = np.random.default_rng(0)
     (root / "images").mkdir(parents=True)
     rows = []
@@ -146,6 +151,7 @@ def _header(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()[0].split(",")
 
 
+@pytest.mark.needs("PIL")
 def test_an_image_folder_with_a_labels_csv_builds_validates_and_searches(tmp_path: Path) -> None:
     raw = image_folder(tmp_path / "raw")
     pkg = tmp_path / "pkg"

@@ -15,7 +15,7 @@ import pytest
 from openmle.builder._metric import check_metric_code
 from openmle.gym import GradeLimits
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.needs("pandas")]
 
 _HEAD = """import numpy as np
 
