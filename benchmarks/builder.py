@@ -58,7 +58,7 @@ _NEG = ["bad", "poor", "awful", "sad", "dull"]
 _FILL = ["the", "item", "was", "really", "quite", "and", "it", "arrived"]
 
 
-def _texts(rng: random.Random, n: int) -> list[dict[str, object]]:
+def _texts(rng: random.Random, n: int) -> list[dict[str, str]]:
     out = []
     for k in range(n):
         label = rng.choice(["pos", "neg"])
@@ -71,7 +71,8 @@ def _texts(rng: random.Random, n: int) -> list[dict[str, object]]:
 
 
 def _joined(root: Path, rng: random.Random, n: int) -> None:
-    customers, orders = [], []
+    customers: list[list[object]] = []
+    orders: list[list[object]] = []
     for k in range(n):
         count = rng.randint(1, 6)
         for _ in range(count):

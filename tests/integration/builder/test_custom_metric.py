@@ -73,7 +73,7 @@ def _raw(root: Path, n: int = 150) -> Path:
 
 def _build(raw: Path, out: Path, model: CustomMetricModel) -> BuildResult:
     async def main() -> BuildResult:
-        return await build_task(raw, out, model, options=BuildOptions())  # type: ignore[arg-type]
+        return await build_task(raw, out, model, options=BuildOptions())
 
     return anyio.run(main)
 

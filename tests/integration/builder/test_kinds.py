@@ -98,7 +98,8 @@ def joined_tables(root: Path, n: int = 200) -> Path:
     churn follows the number and size of a customer's orders, held only in orders.csv."""
     rng = random.Random(5)
     root.mkdir(parents=True)
-    customers, orders = [], []
+    customers: list[list[Any]] = []
+    orders: list[list[Any]] = []
     for k in range(n):
         cid = f"c{k:04d}"
         count = rng.randint(1, 8)
