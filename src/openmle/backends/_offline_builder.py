@@ -68,7 +68,17 @@ def _choose(
         return str(hints["labelled_file"]), str(hints["target"])
     if not usable:
         return None
-    return max(usable, key=lambda pc: (files[pc[0]]["rows"], -usable.index(pc)))
+    # A column named like a label (churn, target, ...) before a table's last column, then
+    # the largest table: a side table of many rows must not win by its size alone.
+    return max(usable, key=lambda pc: (_named(pc[1]), files[pc[0]]["rows"], -usable.index(pc)))
+
+
+_LABEL_WORDS = ("target", "label", "class", "y", "outcome", "species", "churn", "price")
+
+
+def _named(column: str) -> bool:
+    low = column.strip().lower()
+    return low in _LABEL_WORDS or low.endswith(tuple("_" + w for w in _LABEL_WORDS))
 
 
 _TIME_NAMES = ("date", "time", "timestamp", "datetime", "year")
@@ -103,6 +113,66 @@ def _describe(target: str, stem: str, hints: Mapping[str, Any], follows_sample: 
             f"{hints.get('id_column')!r}, the answer given as {hints.get('answer_format')}."
         )
     return text[:2000]
+
+
+_IMAGES = ("png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff")
+_TEXT_WORDS = 5.0
+
+
+def _inputs(
+    inventory: Mapping[str, Any],
+    files: Mapping[str, Any],
+    hints: Mapping[str, Any],
+    path: str,
+    target: str,
+    id_column: str | None,
+) -> dict[str, Any]:
+    """What the rows carry: the folder holding every raw image (an image task), free-text
+    columns (a text task), other tables sharing a key column (a multi-table task).
+    """
+    table = files[path]
+    cols = {c["name"]: c for c in table["columns"]}
+    images = [f["path"] for f in inventory.get("files", []) if str(f.get("format")) in _IMAGES]
+    out: dict[str, Any] = {}
+    if images:
+        parts = [p.split("/")[:-1] for p in images]
+        common: list[str] = []
+        for level in zip(*parts, strict=False):
+            if len(set(level)) > 1:
+                break
+            common.append(level[0])
+        out["images"] = "/".join(common)
+        named = [
+            c["name"]
+            for c in table["columns"]
+            if c["name"] not in (target, id_column)
+            and c.get("top")
+            and all(str(t).lower().rsplit(".", 1)[-1] in _IMAGES for t in c["top"])
+        ]
+        out["image_column"] = named[0] if named else None
+    texts = [
+        n
+        for n, c in cols.items()
+        if n not in (target, id_column)
+        and c["kind"] == "categorical"
+        and (c.get("mean_words") or 0.0) >= _TEXT_WORDS
+    ]
+    if texts:
+        out["text_columns"] = texts
+    barred = {path, hints.get("sample_file"), *(hints.get("unlabeled_files") or [])}
+    joins = []
+    for other, info in sorted(files.items()):
+        names = {c["name"] for c in info["columns"]}
+        if other in barred or target in names or names <= set(cols):
+            continue  # the labelled table, the answer, or its unlabeled twin (no new column)
+        for c in info["columns"]:
+            mine = cols.get(c["name"])
+            if mine is not None and c["name"] != target and (c["all_unique"] or mine["all_unique"]):
+                joins.append({"file": other, "key": c["name"]})
+                break
+    if joins:
+        out["joins"] = joins
+    return out
 
 
 def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,7 +222,14 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
         metric = "rmse"
     stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     time_column = _time_column(table["columns"], target, id_column)
-    split = {"kind": "time", "column": time_column} if time_column else None
+    split: dict[str, Any] | None = {"kind": "time", "column": time_column} if time_column else None
+    inputs = _inputs(inventory, files, hints, path, target, id_column)
+    if split is None and inputs and task_type != "regression":
+        split = {"kind": "stratified", "column": None}
+    for join in inputs.get("joins", []):
+        key = next(c for c in table["columns"] if c["name"] == join["key"])
+        if split is None and not key["all_unique"] and key["name"] != id_column:
+            split = {"kind": "group", "column": key["name"]}  # no key on both sides
     return {
         "title": f"Predict {target} ({stem})"[:80],
         "data_file": path,
@@ -163,6 +240,7 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
         "test_fraction": 0.2,
         "seed": 0,
         **({"split": split} if split else {}),
+        **({"inputs": inputs} if inputs else {}),
         "description": hints.get("description") or _describe(target, stem, hints, follows_sample),
     }
 

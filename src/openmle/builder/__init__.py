@@ -3,10 +3,12 @@
 :func:`build_task` runs the stages, each a typed step with a recorded result: intake (raw files
 and provenance), decontamination (refuse evaluation data by hash and name), a deterministic
 inventory, a task spec from the model (typed JSON, a metric from a vetted library, retried with
-the validation error), ``prepare.py`` from the model run in a :class:`~openmle.Sandbox`
-(retried with the error text, run twice for determinism), a deterministic gate with named
-findings, solvability baselines through the sandbox (seeding a synthetic leaderboard) and the
-emitted package with the builder's full record in ``builder/record.json``.
+the validation error; when none fits, ``"custom"`` and the model's ``utils/metric.py``, checked
+by :func:`check_metric_code` before anything uses it), ``prepare.py`` from the model run in a
+:class:`~openmle.Sandbox` (retried with the error text, run twice for determinism), a
+deterministic gate with named findings, solvability baselines through the sandbox (seeding a
+synthetic leaderboard) and the emitted package with the builder's full record in
+``builder/record.json``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from openmle.builder._gate import FINDINGS, Finding, GateResult
 from openmle.builder._intake import Intake, RawFile, intake
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, inventory
 from openmle.builder._judge import DIMENSIONS, PURPOSE_JUDGE, JudgeResult, JudgeThresholds
+from openmle.builder._metric import MetricCheck, check_metric_code
 from openmle.builder._pipeline import (
     STAGES,
     BuildOptions,
@@ -29,10 +32,13 @@ from openmle.builder._pipeline import (
 from openmle.builder._prepare import PrepareResult, PrepareRun
 from openmle.builder._solvability import Baseline, Solvability
 from openmle.builder._spec import (
+    CUSTOM_METRIC,
     METRIC_LIBRARY,
     PURPOSE_KEY,
     PURPOSE_PREPARE,
     PURPOSE_SPEC,
+    Inputs,
+    Join,
     SpecError,
     SpecResult,
     SplitRule,
@@ -40,6 +46,7 @@ from openmle.builder._spec import (
 )
 
 __all__ = [
+    "CUSTOM_METRIC",
     "DIMENSIONS",
     "FINDINGS",
     "METRIC_LIBRARY",
@@ -58,10 +65,13 @@ __all__ = [
     "FileInfo",
     "Finding",
     "GateResult",
+    "Inputs",
     "Intake",
     "Inventory",
+    "Join",
     "JudgeResult",
     "JudgeThresholds",
+    "MetricCheck",
     "PrepareResult",
     "PrepareRun",
     "RawFile",
@@ -74,6 +84,7 @@ __all__ = [
     "build_many",
     "build_task",
     "check_contamination",
+    "check_metric_code",
     "intake",
     "inventory",
     "load_blocklist",

@@ -8,7 +8,9 @@ or mentioned as whole words, all compared normalised. A blocklist file holds one
 ``id:<text>``.
 
 openmle ships one (``openmle/gym/exclusions.txt``: the bundled tasks' data hashes and names,
-and all 75 MLE-bench competitions by id, name and MD5); users add their evaluation sets'
+all 75 MLE-bench competitions by id, name and MD5, and the 90 NatureBench release cases by
+case id and task name: their data are not public in one place, so their hashes come from a
+user's ``--blocklist``); users add their evaluation sets'
 hashes and names with ``--blocklist FILE`` (several allowed), so training tasks never leak
 evaluation tasks.
 """

@@ -6,6 +6,7 @@ Layout (what ``openmle task validate`` reads, plus the builder's files)::
     PKG/data/public/...           from prepare.py
     PKG/data/private/...          from prepare.py
     PKG/utils/prepare.py          the model's prepare.py (prepare(raw, public, private))
+    PKG/utils/metric.py           the model's metric, when no vetted metric fits (checked)
     PKG/raw/...                   the raw data prepare.py reads
     PKG/leaderboard.csv           synthetic (see the solvability stage), when there is one
     PKG/builder/record.json       intake/provenance, inventory, spec, prepare runs, gate
@@ -49,9 +50,10 @@ def stage_package(
 
 def write_toml(root: Path, spec: TaskSpec, name: str, *, leaderboard: bool) -> None:
     """Write ``task.toml`` with the spec's built-in metric and direction."""
+    metric = spec.grader_metric  # None: utils/metric.py grades (a checked custom metric)
     lines = [
         f"name = {_toml_str(name)}",
-        f"metric = {_toml_str(spec.grader_metric)}",
+        *([f"metric = {_toml_str(metric)}"] if metric is not None else []),
         f"higher_is_better = {'true' if spec.higher_is_better else 'false'}",
         f"id_column = {_toml_str(spec.submission_id)}",
         "time_limit_s = 600",

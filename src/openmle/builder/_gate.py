@@ -45,6 +45,9 @@ FINDINGS: dict[str, str] = {
     "answers_not_best": "the answers, submitted, do not get the best possible score",
     "sample_scores_as_answers": "the sample submission scores as well as the answers",
     "package_invalid": "openmle task validate reports an error",
+    "missing_asset": "a row's image is not in the package's public/images/",
+    "metric_rejected": "the model's utils/metric.py failed the metric check (not deterministic, "
+    "not finite, reaching outside, or not ordering the constant baseline below the answers)",
     "contradicts_sample_submission": "the task is not the one the raw sample submission asks "
     "(target, labelled table, id, answer columns or their format)",
     "contradicts_description": "the metric is not the one the raw description names",
@@ -192,6 +195,8 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
     if len(tables) < 4:
         return GateResult(findings=tuple(found), checksums=sums)
     _check_tables(spec, inv, tables, add)
+    if spec.inputs.images is not None:
+        _check_images(data / "public", tables, add)
     _check_hints(spec, inv, tables["public/sample_submission.csv"][0], add)
     if found:
         return GateResult(findings=tuple(found), checksums=sums)
@@ -271,6 +276,35 @@ def _check_tables(spec: TaskSpec, inv: Inventory, tables: dict[str, _Table], add
     _check_ids(spec.submission_id, tables, add)
     _check_row_counts(spec, inv, tables, add)
     _check_split_rule(spec, (train_h, train), (test_h, test), (ans_h, answers), add)
+
+
+def _check_images(public: Path, tables: dict[str, _Table], add: _Add) -> None:
+    """Every train and test row names its image (column ``image``), a file under
+    ``public/images/`` (a relative path, no ``..``); the tables' paths are checked as text.
+    """
+    for rel in ("public/train.csv", "public/test.csv"):
+        header, rows = tables[rel]
+        if "image" not in header:
+            add("missing_asset", rel, "has no column 'image' naming each row's image; add it")
+            continue
+        j = header.index("image")
+        bad = [r[j] for r in rows if not _image_path_ok(public, r[j])]
+        if bad:
+            add(
+                "missing_asset",
+                rel,
+                f"{len(bad)} row(s) name no image under images/ (first {bad[0][:80]!r}); "
+                "copy each row's image there",
+            )
+
+
+def _image_path_ok(public: Path, value: str) -> bool:
+    """``value`` is ``images/...`` (no empty, ``.`` or ``..`` part), a regular file there."""
+    parts = value.split("/")
+    if len(parts) < 2 or parts[0] != "images" or any(p in ("", ".", "..") for p in parts):
+        return False
+    path = public.joinpath(*parts)
+    return path.is_file() and not path.is_symlink()
 
 
 def _check_hints(spec: TaskSpec, inv: Inventory, sample_h: list[str], add: _Add) -> None:
@@ -359,7 +393,10 @@ def _check_scores(
         except (ValueError, CsvError) as exc:
             answers_score, why = None, str(exc)
     best = _best(spec.metric)
-    if answers_score is None or abs(answers_score - best) > 1e-6:
+    if spec.custom:  # no known best: the metric check ordered the answers above the sample
+        if answers_score is None:
+            add("answers_not_best", "private/test_answer.csv", f"no score: {why[:200]}")
+    elif answers_score is None or abs(answers_score - best) > 1e-6:
         add(
             "answers_not_best",
             "private/test_answer.csv",

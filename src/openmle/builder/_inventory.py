@@ -27,7 +27,11 @@ _MAX_UNIQUE = 1000
 _MAX_NAME = 60
 _ID_WORDS = ("id", "key", "index", "uuid")
 _TARGET_WORDS = ("target", "label", "class", "y", "outcome", "species", "churn", "price")
-_TABULAR = {".csv": "csv", ".tsv": "tsv"}
+_TABULAR = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl"}
+IMAGE_FORMATS = ("png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff")
+"""File formats (suffixes) the builder treats as images."""
+_GROUP_AT = 5
+"""More non-table files than this in one folder and format are one line of the text."""
 
 
 def _clip(text: str, n: int = _MAX_NAME) -> str:
@@ -57,6 +61,8 @@ class ColumnStats:
         top: up to five most frequent values (categorical or low-cardinality columns).
         all_unique: every cell filled and no value repeated (exact, beyond the ``unique``
             cap: what an id column needs).
+        mean_words: categorical columns: the mean number of whitespace-separated words per
+            filled cell (free text has many; a name or a code one to three).
     """
 
     name: str
@@ -69,6 +75,7 @@ class ColumnStats:
     mean: float | None = None
     top: tuple[str, ...] = ()
     all_unique: bool = False
+    mean_words: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -83,6 +90,7 @@ class ColumnStats:
             "mean": self.mean,
             "top": list(self.top),
             "all_unique": self.all_unique,
+            "mean_words": self.mean_words,
         }
 
 
@@ -153,7 +161,13 @@ class Inventory:
     def text(self, limit: int = MAX_TEXT_CHARS) -> str:
         """A compact text of the inventory, at most ``limit`` characters."""
         lines = [f"{len(self.files)} raw file(s)."]
+        groups = _file_groups(self.files)
         for f in self.files:
+            group = groups.get(f.path)
+            if group is not None:
+                if group:
+                    lines.append(group)
+                continue
             head = f"- {_clip(f.path)} ({f.format}, {f.size} bytes"
             head += f", {f.rows} rows)" if f.rows is not None else ")"
             lines.append(head + (f" unreadable: {_clip(f.error, 120)}" if f.error else ""))
@@ -165,6 +179,8 @@ class Inventory:
                     line += f", range [{c.minimum:.4g}, {c.maximum:.4g}], mean {c.mean:.4g}"
                 if c.top:
                     line += ", top " + ", ".join(_clip(t, 20) for t in c.top)
+                if c.mean_words is not None and c.mean_words >= TEXT_WORDS:
+                    line += f", free text ({c.mean_words:.1f} words per cell)"
                 lines.append(line)
         lines.append("id candidates: " + (", ".join(map(_clip, self.id_candidates)) or "none"))
         lines.append(
@@ -174,6 +190,47 @@ class Inventory:
             lines.insert(0, "conventions (follow them):\n" + self.hints.text())
         text = "\n".join(lines)
         return text if len(text) <= limit else text[: limit - 20] + "\n... (truncated)"
+
+
+TEXT_WORDS = 5.0
+"""A categorical column with at least this many words per cell on average is free text."""
+
+
+def image_folders(files: tuple[FileInfo, ...]) -> dict[str, int]:
+    """Folders (relative, ``""`` for the top) holding image files, with their image counts,
+    counting every image under the folder (so ``train/`` counts ``train/cat/1.png``).
+    """
+    out: dict[str, int] = {}
+    for f in files:
+        if f.format not in IMAGE_FORMATS:
+            continue
+        parts = f.path.split("/")[:-1]
+        for k in range(len(parts) + 1):
+            key = "/".join(parts[:k])
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _file_groups(files: tuple[FileInfo, ...]) -> dict[str, str]:
+    """Non-table files in a folder and format with more than :data:`_GROUP_AT` members: the
+    first file maps to one summary line, the others to ``""`` (the text lists none of them).
+    """
+    members: dict[tuple[str, str], list[FileInfo]] = {}
+    for f in files:
+        if f.rows is None and not f.error:
+            folder = f.path.rsplit("/", 1)[0] if "/" in f.path else ""
+            members.setdefault((folder, f.format), []).append(f)
+    out: dict[str, str] = {}
+    for (folder, fmt), group in members.items():
+        if len(group) <= _GROUP_AT:
+            continue
+        size = sum(f.size for f in group)
+        where = _clip(folder + "/", 80) if folder else "the top folder"
+        out[group[0].path] = (
+            f"- {where}: {len(group)} {fmt} files ({size} bytes), e.g. {_clip(group[0].path)}"
+        )
+        out.update({f.path: "" for f in group[1:]})
+    return out
 
 
 def _column_stats(name: str, cells: list[str]) -> ColumnStats:
@@ -214,6 +271,7 @@ def _column_stats(name: str, cells: list[str]) -> ColumnStats:
         unique_capped=capped,
         top=top,
         all_unique=all_unique,
+        mean_words=sum(len(v.split()) for v in values) / len(values) if values else None,
     )
 
 
@@ -236,6 +294,42 @@ def read_table(path: Path, delimiter: str = ",") -> tuple[list[str], list[list[s
     return header, rows
 
 
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
+def read_records(path: Path) -> tuple[list[str], list[list[str]]]:
+    """Read JSON records (a list of objects, or JSON Lines: one object a line) as a table:
+    the keys in order of first appearance, every value as text (missing or null: ``""``;
+    a number or boolean as JSON writes it; a nested value as compact JSON).
+
+    Raises:
+        ValueError: too large, not JSON, or not a non-empty list of objects.
+    """
+    import json
+
+    if path.stat().st_size > MAX_JSON_BYTES:
+        raise ValueError(f"larger than {MAX_JSON_BYTES} bytes")
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".jsonl":
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        records = json.loads(text)
+    if not isinstance(records, list) or not records:
+        raise ValueError("not a non-empty JSON list of records")
+    if not all(isinstance(r, dict) for r in records):
+        raise ValueError("every record must be a JSON object")
+    header = list(dict.fromkeys(str(k) for r in records for k in r))
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+    return header, [[cell(r.get(h)) for h in header] for r in records]
+
+
 def _looks_like(name: str, words: tuple[str, ...]) -> bool:
     low = name.strip().lower()
     return low in words or any(low.endswith(("_" + w, " " + w)) for w in words)
@@ -254,12 +348,15 @@ def inventory(record: Intake, *, goal: str = "", metric: str | None = None) -> I
     for raw in record.files:
         path = record.raw_dir / raw.path
         fmt = _TABULAR.get(path.suffix.lower(), path.suffix.lower().lstrip(".") or "unknown")
-        if fmt not in ("csv", "tsv"):
+        if fmt not in ("csv", "tsv", "json", "jsonl"):
             files.append(FileInfo(path=raw.path, format=fmt, size=raw.size))
             continue
         try:
-            header, rows = read_table(path, "\t" if fmt == "tsv" else ",")
-        except (OSError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+            if fmt in ("json", "jsonl"):
+                header, rows = read_records(path)
+            else:
+                header, rows = read_table(path, "\t" if fmt == "tsv" else ",")
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError, csv.Error) as exc:
             files.append(FileInfo(path=raw.path, format=fmt, size=raw.size, error=str(exc)))
             continue
         tables[raw.path] = (header, rows)

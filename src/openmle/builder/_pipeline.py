@@ -43,6 +43,7 @@ STAGES = (
     "inventory",
     "spec",
     "prepare",
+    "metric",
     "gate",
     "solvability",
     "judge",
@@ -275,6 +276,12 @@ async def _prepare_and_gate_stage(
     await anyio.to_thread.run_sync(
         lambda: stage_package(staged, spec, name, work / "run1", prepared.source, raw_dir)
     )
+    if spec.custom:  # no vetted metric fits: the model's utils/metric.py, checked first
+        from openmle.builder._metric import metric_stage
+
+        stopped = await metric_stage(model, spec, staged, record)
+        if stopped is not None:
+            return stopped
     gate = await anyio.to_thread.run_sync(
         lambda: run_gate(spec, inv, staged, work / "run2" if second.ok else None)
     )

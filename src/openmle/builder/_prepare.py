@@ -64,7 +64,12 @@ CONTRACT = """Write a Python module `prepare.py` with a function `prepare(raw, p
 - public/description.txt: the task, the metric and the submission format.
 - private/test_answer.csv: the id column and the target of every test row.
 Use only labelled rows; keep every labelled row in exactly one of train and test; no symbolic
-links; no file name that reveals the label. Standard library, numpy and pandas only.
+links; no file name that reveals the label. Standard library, numpy and pandas only
+(and Pillow to read images).
+When the spec's "inputs" name them: join each joined table's columns onto the rows by its key
+(aggregate a key that repeats there); keep free-text columns; copy each row's image to
+public/images/ under a name that does not reveal the label, with a column "image" holding its
+path relative to public/ ("images/..."), in train.csv and test.csv.
 Answer with one ```python block."""
 
 MAX_DEPTH = 8

@@ -49,7 +49,7 @@ for c in feats:
 X, Xt = both.loc["a"].to_numpy(float), both.loc["b"].to_numpy(float)
 y = train[target]
 out = pd.DataFrame({{idc: test[idc]}})
-if metric in ("rmse", "mae", "rmsle"):
+if metric in ("rmse", "mae", "rmsle") or SPEC["task_type"] == "regression":
     model = HistGradientBoostingRegressor(max_iter=100, random_state=0)
     pred = model.fit(X, y.astype(float)).predict(Xt)
     out[target] = np.clip(pred, 0.0, None) if metric == "rmsle" else pred
@@ -159,12 +159,15 @@ async def check_solvability(
         "target": spec.target,
         "metric": spec.metric,
         "k": spec.metric_params.get("k"),
+        "task_type": spec.task_type,
     }
     model = await _run(
         sandbox, "gradient-boosting", GBM.format(spec=json.dumps(info)), package, timeout_s
     )
     hib = spec.higher_is_better
-    best = 1.0 if spec.metric in ("accuracy", "auc", "macro_f1", "map@k") else 0.0
+    best: float | None = 1.0 if spec.metric in ("accuracy", "auc", "macro_f1", "map@k") else 0.0
+    if spec.custom:
+        best = None  # a custom metric's best is not known
     reason: str = ""
     board: tuple[float, ...] = ()
     if constant.score is None or model.score is None:
@@ -175,10 +178,14 @@ async def check_solvability(
             f"gradient boosting ({model.score:.6g}) does not beat the constant "
             f"({constant.score:.6g})"
         )
-    elif abs(model.score - best) <= 1e-12:
+    elif best is not None and abs(model.score - best) <= 1e-12:
         reason = f"gradient boosting is perfect ({model.score:.6g}); the task is too easy"
     else:
-        board = synthetic_leaderboard(constant.score, model.score, best)
+        board = synthetic_leaderboard(
+            constant.score,
+            model.score,
+            model.score + 0.25 * (model.score - constant.score) if best is None else best,
+        )
     return Solvability(
         constant=constant,
         model=model,

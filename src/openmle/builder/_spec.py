@@ -1,8 +1,10 @@
 """Specification: the model reads the inventory and answers a typed JSON task spec.
 
 The metric comes from a vetted library (the built-in metrics of :mod:`openmle.gym`): the model
-names one and fills parameters, it never writes metric code. An answer that is not valid JSON or
-breaks the schema is sent back with the validation error, a bounded number of times.
+names one and fills parameters. Only when none fits does it answer ``"custom"`` with the
+direction, and write ``utils/metric.py``, which :mod:`openmle.builder._metric` checks before
+use. An answer that is not valid JSON or breaks the schema is sent back with the validation
+error, a bounded number of times.
 """
 
 from __future__ import annotations
@@ -16,17 +18,20 @@ from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message
 from openmle.builder._conventions import Hints
-from openmle.builder._inventory import ColumnStats, FileInfo, Inventory
+from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, image_folders
 from openmle.errors import OpenMLEError
 from openmle.gym import MAX_MAP_K, SPLIT_KINDS
 from openmle.operators import ask_json
 
 __all__ = [
+    "CUSTOM_METRIC",
     "METRIC_LIBRARY",
     "PURPOSE_KEY",
     "PURPOSE_PREPARE",
     "PURPOSE_SPEC",
     "Attempt",
+    "Inputs",
+    "Join",
     "SpecError",
     "SpecResult",
     "SplitRule",
@@ -57,6 +62,15 @@ METRIC_LIBRARY: Mapping[str, tuple[bool, tuple[str, ...]]] = {
 
 ``map@k`` takes one parameter, ``metric_params = {"k": K}`` with ``K`` in ``[1, 100]``; the
 others take none."""
+
+
+CUSTOM_METRIC = "custom"
+"""The spec's ``metric`` when no vetted metric fits: the model then writes ``utils/metric.py``
+(a class whose name ends in ``Metrics``), which the builder checks before use (see
+:func:`openmle.builder._metric.check_metric_code`); the answer must then give
+``higher_is_better``."""
+PURPOSE_METRIC = "builder_metric"
+"""A request for ``utils/metric.py``; ``metadata["spec"]`` holds the spec as a dict."""
 
 
 class SpecError(OpenMLEError):
@@ -91,6 +105,70 @@ class SplitRule:
 
 
 @frozen(kw_only=True)
+class Join:
+    """A raw table joined onto the labelled rows by a key column both tables hold.
+
+    Args:
+        file: the raw table (never the labelled table, the sample submission, an unlabeled
+            test table or one holding the target).
+        key: the column both tables hold; a key repeated in ``file`` is aggregated (row count
+            and the mean of each numeric column per key), a unique one joins its columns.
+    """
+
+    file: str
+    key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"file": self.file, "key": self.key}
+
+
+def _joins(value: Sequence[Join]) -> tuple[Join, ...]:
+    return tuple(value)
+
+
+def _names(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@frozen(kw_only=True)
+class Inputs:
+    """What the labelled rows carry beyond their own columns (the task's kind).
+
+    Args:
+        images: a raw folder of images, one per labelled row: an image task. The package
+            ships each row's image as ``images/<id><suffix>`` with an ``image`` column.
+        image_column: the labelled table's column naming each row's image (a path under
+            ``images``); None: the image whose file stem is the row's id.
+        text_columns: free-text columns of the labelled table: a text task.
+        joins: raw tables joined onto the labelled rows by key: a multi-table task.
+    """
+
+    images: str | None = None
+    image_column: str | None = None
+    text_columns: tuple[str, ...] = field(default=(), converter=_names)
+    joins: tuple[Join, ...] = field(default=(), converter=_joins)
+
+    @property
+    def kind(self) -> str:
+        """``"image"``, ``"text"``, ``"joined"`` or ``"table"`` (none of them)."""
+        if self.images is not None:
+            return "image"
+        if self.text_columns:
+            return "text"
+        return "joined" if self.joins else "table"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "images": self.images,
+            "image_column": self.image_column,
+            "text_columns": list(self.text_columns),
+            "joins": [j.to_dict() for j in self.joins],
+        }
+
+
+@frozen(kw_only=True)
 class TaskSpec:
     """What task to make of the raw data.
 
@@ -109,6 +187,7 @@ class TaskSpec:
         answer_columns: the prediction columns after the id, in order, when a raw sample
             submission fixes them (one probability column per class for ``log_loss``);
             empty for the default (the target; the classes sorted).
+        inputs: images, free text or joined tables the rows carry (default: none).
     """
 
     title: str
@@ -123,17 +202,32 @@ class TaskSpec:
     metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
     split: SplitRule = SplitRule()
     answer_columns: tuple[str, ...] = field(default=(), converter=_columns)
+    inputs: Inputs = Inputs()
+    custom_higher_is_better: bool | None = None
 
     @property
-    def grader_metric(self) -> str:
-        """The metric's name in ``task.toml`` (``map@5`` for ``map@k`` with k 5)."""
+    def custom(self) -> bool:
+        """Whether the metric is the model's own ``utils/metric.py`` (:data:`CUSTOM_METRIC`)."""
+        return self.metric == CUSTOM_METRIC
+
+    @property
+    def grader_metric(self) -> str | None:
+        """The metric's name in ``task.toml`` (``map@5`` for ``map@k`` with k 5); None for
+        :data:`CUSTOM_METRIC` (the package's ``utils/metric.py`` grades).
+        """
+        if self.custom:
+            return None
         if self.metric == "map@k":
             return f"map@{self.metric_params['k']}"
         return self.metric
 
     @property
     def higher_is_better(self) -> bool:
-        """The metric's direction, from the library (never from the model)."""
+        """The metric's direction, from the library (never from the model), or for
+        :data:`CUSTOM_METRIC` the answer's (checked against the metric class).
+        """
+        if self.custom:
+            return bool(self.custom_higher_is_better)
         return METRIC_LIBRARY[self.metric][0]
 
     @property
@@ -157,6 +251,9 @@ class TaskSpec:
             "metric_params": dict(self.metric_params),
             "split": self.split.to_dict(),
             "answer_columns": list(self.answer_columns),
+            "custom_higher_is_better": self.custom_higher_is_better,
+            "inputs": self.inputs.to_dict(),
+            "kind": self.inputs.kind,
         }
 
 
@@ -193,6 +290,8 @@ SCHEMA_TEXT = f"""{{
   "metric": one of {sorted(METRIC_LIBRARY)}
             (binary/multiclass: accuracy, auc (binary only), log_loss, macro_f1,
             map@k (multiclass only); regression: rmse, rmsle (target >= 0), mae),
+            or "{CUSTOM_METRIC}" only when none of them fits: you then give
+            "higher_is_better" (true/false) and are asked for utils/metric.py,
   "metric_params": {{"k": integer in [1, {MAX_MAP_K}]}} for map@k, else omit or {{}},
   "test_fraction": number in [0.05, 0.5],
   "seed": integer >= 0,
@@ -200,7 +299,14 @@ SCHEMA_TEXT = f"""{{
            (optional, default random; stratified: classification, column null;
            group/time: a non-target, non-id column of data_file),
   "description": string (1-2000 chars: the goal, in plain words; optional when the raw
-                 data ships a description, which is used as it is)
+                 data ships a description, which is used as it is),
+  "inputs": {{"images": a folder of images, one per row, or null,
+             "image_column": a data_file column naming each row's image file (a path under
+                             images), or null (the image's file stem is the row's id),
+             "text_columns": [free-text columns of data_file],
+             "joins": [{{"file": another table, "key": a column of both tables}}]}}
+            (optional: what the rows carry beyond their columns; a joined table must not
+            hold the target, nor be the sample submission or an unlabeled test table)
 }}
 When the inventory lists conventions, follow them: the sample submission's id column, target
 and format (labels: accuracy or macro_f1; values: a regression metric; probability: auc;
@@ -224,7 +330,7 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if not isinstance(obj, dict):
         raise ValueError("the answer must be a JSON object")
     known = {a.name for a in TaskSpec.__attrs_attrs__}
-    unknown = sorted(set(obj) - known - {"higher_is_better"})
+    unknown = sorted(set(obj) - known - {"higher_is_better", "kind"})
     if unknown:
         raise ValueError(f"unknown field(s) {unknown}; use only {sorted(known)}")
     title = _text(obj, "title", 80)
@@ -233,19 +339,20 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     if table.column(target) is None:
         raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
     id_column = _id_column(obj, table, target, data_file)
-    task_type, metric = _task_and_metric(obj)
+    task_type, metric, custom_hib = _task_and_metric(obj)
     target_col = table.column(target)
     if target_col is None:  # checked above; keeps the type narrow
         raise ValueError(f"'target' {target!r} is not a column of {data_file!r}")
     _check_target_fits(task_type, target_col, target)
     fraction, seed = _fraction_and_seed(obj)
-    params = _metric_params(obj.get("metric_params"), metric)
+    params = {} if metric == CUSTOM_METRIC else _metric_params(obj.get("metric_params"), metric)
     if metric == "rmsle" and target_col.minimum is not None and target_col.minimum < 0:
         raise ValueError(
             f"metric 'rmsle' needs a target >= 0 but {target!r} has negative values; use rmse"
         )
     split = _split_rule(obj.get("split"), table, target, id_column, task_type)
     hints = inv.hints
+    inputs = parse_inputs(obj.get("inputs"), inv, table, target, id_column)
     follows = hints.answer_format == "probabilities" and target == hints.target
     answer_columns = hints.answer_columns if follows and metric == "log_loss" else ()
     given = obj.get("answer_columns")
@@ -266,11 +373,99 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
         metric_params=params,
         split=split,
         answer_columns=answer_columns,
+        inputs=inputs,
+        custom_higher_is_better=custom_hib,
     )
     conflicts = hint_conflicts(spec, hints)
     if conflicts:
         raise ValueError(conflicts[0][1])
     return spec
+
+
+_INPUT_KEYS = ("images", "image_column", "text_columns", "joins")
+
+
+def parse_inputs(
+    value: Any, inv: Inventory, table: FileInfo, target: str, id_column: str | None
+) -> Inputs:
+    """The answer's ``inputs``, checked against the inventory.
+
+    Raises:
+        ValueError: the first problem, naming the field and the fix.
+    """
+    if value is None:
+        return Inputs()
+    if not isinstance(value, dict) or set(value) - set(_INPUT_KEYS):
+        raise ValueError(f"'inputs' must be an object with keys among {list(_INPUT_KEYS)}")
+    images, image_column = value.get("images"), value.get("image_column")
+    if images is not None:
+        folders = image_folders(inv.files)
+        if not isinstance(images, str) or images.strip("/") not in folders:
+            raise ValueError(
+                f"'inputs.images' {images!r} is not a raw folder of images; use one of "
+                f"{sorted(folders)[:10]}"
+            )
+        images = images.strip("/")
+    if image_column is not None:
+        if images is None:
+            raise ValueError("'inputs.image_column' needs 'inputs.images'; set both or neither")
+        if not isinstance(image_column, str) or table.column(image_column) is None:
+            raise ValueError(f"'inputs.image_column' must be a column of {table.path!r}")
+        if image_column == target:
+            raise ValueError("'inputs.image_column' is the target; name the image column")
+    texts = value.get("text_columns") or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("'inputs.text_columns' must be a list of column names")
+    for name in texts:
+        col = table.column(name)
+        if col is None or col.kind != "categorical" or name in (target, id_column):
+            raise ValueError(
+                f"'inputs.text_columns' {name!r} is not a non-target text column of {table.path!r}"
+            )
+    return Inputs(
+        images=images,
+        image_column=image_column,
+        text_columns=tuple(dict.fromkeys(texts)),
+        joins=_parse_joins(value.get("joins") or [], inv, table, target),
+    )
+
+
+def _parse_joins(value: Any, inv: Inventory, table: FileInfo, target: str) -> tuple[Join, ...]:
+    if not isinstance(value, list):
+        raise ValueError('\'inputs.joins\' must be a list of {"file": ..., "key": ...}')
+    hints = inv.hints
+    barred = {table.path, hints.sample_file, *hints.unlabeled_files}
+    out: list[Join] = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"file", "key"}:
+            raise ValueError('each of \'inputs.joins\' must be {"file": ..., "key": ...}')
+        file, key = item["file"], item["key"]
+        other = inv.file(file) if isinstance(file, str) else None
+        if other is None or other.rows is None:
+            raise ValueError(f"'inputs.joins' file {file!r} is not a readable raw table")
+        if file in barred:
+            raise ValueError(
+                f"'inputs.joins' file {file!r} is the labelled table, the sample submission "
+                "or an unlabeled test table; join another table"
+            )
+        if other.column(target) is not None:
+            raise ValueError(
+                f"'inputs.joins' file {file!r} holds the target {target!r}; joining it leaks "
+                "the label"
+            )
+        if {c.name for c in other.columns} <= {c.name for c in table.columns}:
+            raise ValueError(
+                f"'inputs.joins' file {file!r} adds no column to {table.path!r} (an unlabeled "
+                "copy of it?); join a table with other columns"
+            )
+        if not isinstance(key, str) or table.column(key) is None or other.column(key) is None:
+            raise ValueError(
+                f"'inputs.joins' key {key!r} must be a column of {table.path!r} and {file!r}"
+            )
+        if key == target:
+            raise ValueError("'inputs.joins' key is the target; join by another column")
+        out.append(Join(file=file, key=key))
+    return tuple(out)
 
 
 def _with_goal(description: str, hints: Hints) -> str:
@@ -399,19 +594,28 @@ def _id_column(obj: Mapping[str, Any], table: FileInfo, target: str, data_file: 
     return id_column
 
 
-def _task_and_metric(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """The answer's ``task_type`` and ``metric``, checked against each other."""
+def _task_and_metric(obj: Mapping[str, Any]) -> tuple[str, str, bool | None]:
+    """The answer's ``task_type`` and ``metric``, checked against each other, and the
+    direction a custom metric's answer gives (None for a vetted metric).
+    """
     task_type = str(obj.get("task_type"))
     if task_type not in TASK_TYPES:
         raise ValueError(f"'task_type' must be one of {list(TASK_TYPES)}")
     metric = str(obj.get("metric"))
+    if metric == CUSTOM_METRIC:
+        hib = obj.get("higher_is_better")
+        if not isinstance(hib, bool):
+            raise ValueError(f"metric {CUSTOM_METRIC!r} needs 'higher_is_better': true or false")
+        if obj.get("metric_params"):
+            raise ValueError(f"metric {CUSTOM_METRIC!r} takes no 'metric_params'; omit them")
+        return task_type, metric, hib
     if metric not in METRIC_LIBRARY:
-        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)}")
+        raise ValueError(f"'metric' must be one of {sorted(METRIC_LIBRARY)} or {CUSTOM_METRIC!r}")
     if task_type not in METRIC_LIBRARY[metric][1]:
         raise ValueError(f"metric {metric!r} does not fit task_type {task_type!r}")
     if "higher_is_better" in obj and obj["higher_is_better"] is not METRIC_LIBRARY[metric][0]:
         raise ValueError(f"'higher_is_better' contradicts metric {metric!r}; omit it")
-    return task_type, metric
+    return task_type, metric, None
 
 
 def _check_target_fits(task_type: str, target_col: ColumnStats, target: str) -> None:

@@ -27,7 +27,8 @@ def test_shipped_list_holds_all_75_mlebench_competitions_and_the_bundled_tasks()
     """All 75 MLE-bench ids (low 22, medium 38, high 15) with their names and MD5s, the
     bundled tasks' names and their three SHA-256 data hashes."""
     shipped = load_exclusions()
-    assert {normalise_name(i) for i in LITE_IDS} <= shipped.ids and len(shipped.ids) == 75
+    assert {normalise_name(i) for i in LITE_IDS} <= shipped.ids
+    assert len(shipped.ids) == 75 + 90  # MLE-bench, NatureBench
     assert {"tabular-binary", "tabular-regression", "tabular-multiclass"} <= shipped.names
     assert "spooky-author-identification" in shipped.ids
     assert "aptos-2019-blindness-detection" in shipped.names  # config.yaml: APTOS 2019 ...
@@ -40,6 +41,17 @@ def test_shipped_list_holds_all_75_mlebench_competitions_and_the_bundled_tasks()
     assert ex.match(name="x", data_hashes=["md5:1124166BF7B8B1E337A32FE568732447"]) is not None
     assert ex.match(source_id="AI4Code") is not None  # a medium-split competition
     assert ex.match(name="tabular-binary") is None  # bundled runs may become priors
+
+
+def test_shipped_list_holds_the_90_naturebench_cases_by_id_and_name() -> None:
+    """NatureBench's release cases (task-set/all.txt): each id and task name is refused."""
+    shipped = load_exclusions()
+    nature = {i for i in shipped.ids if i.startswith(("s41", "s42", "s43"))}
+    assert len(nature) == 90
+    assert "s41467-025-63412-3" in shipped.ids
+    assert "lasso-peptide-property-prediction" in shipped.names
+    assert shipped.match(source_id="s41467-025-63412-3") is not None
+    assert shipped.match(name="lasso_peptide_property_prediction") is not None
 
 
 def test_md5_lines_are_a_format_extension(tmp_path: Path) -> None:

@@ -1,7 +1,15 @@
-"""Split one raw table into a task package (written by openmle's offline model)."""
+"""Split one raw table into a task package (written by openmle's offline model).
+
+The spec's inputs add to the rows: joined tables (their columns by key, or per-key counts
+and means), free text (counts of the training text's most frequent words) and images
+(copied as images/<n><suffix> with an image column and the image shrunk to 8x8 grey levels
+as 64 pixel columns; Pillow reads them).
+"""
 
 import csv
 import json
+import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -18,42 +26,123 @@ def _write(path, header, rows):
         w.writerows(rows)
 
 
-def prepare(raw, public, private):
-    raw, public, private = Path(raw), Path(public), Path(private)
-    with open(raw / SPEC["data_file"], newline="", encoding="utf-8-sig") as f:
-        records = [r for r in csv.reader(f) if r]
-    header, body = records[0], records[1:]
-    t = header.index(SPEC["target"])
-    body = [r for r in body if r[t].strip() != ""]
-    id_col = SPEC["id_column"]
-    if id_col is None:
-        id_col = "id"
-        header = ["id"] + header
-        body = [[str(k)] + r for k, r in enumerate(body)]
-        t += 1
-    i = header.index(id_col)
-    rule = SPEC.get("split") or {"kind": "random", "column": None}
-    col = rule["column"]
-    chosen = set(
-        split_indices(
-            len(body),
-            kind=rule["kind"],
-            fraction=SPEC["test_fraction"],
-            seed=SPEC["seed"],
-            labels=[r[t] for r in body],
-            keys=[r[header.index(col)] for r in body] if col else None,
-            column=col,
-        )
-    )
-    test = [r for k, r in enumerate(body) if k in chosen]
-    train = [r for k, r in enumerate(body) if k not in chosen]
-    keep = [j for j in range(len(header)) if j != t]
-    _write(public / "train.csv", header, train)
-    _write(public / "test.csv", [header[j] for j in keep], [[r[j] for j in keep] for r in test])
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _read(path):
+    """A raw table as a header and rows of text: CSV/TSV, a JSON list of records or JSON Lines."""
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        text = path.read_text(encoding="utf-8-sig")
+        if suffix == ".jsonl":
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            records = json.loads(text)
+        header = list(dict.fromkeys(str(k) for r in records for k in r))
+        return header, [[_cell(r.get(h)) for h in header] for r in records]
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = [r for r in csv.reader(f, delimiter="\t" if suffix == ".tsv" else ",") if r]
+    return rows[0], rows[1:]
+
+
+def _number(text):
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def _join(raw, header, body, join):
+    """Add a raw table's columns by key: its row for a unique key, else the per-key row count
+    and the mean of each numeric column."""
+    other_h, other = _read(raw / join["file"])
+    k, mine = other_h.index(join["key"]), header.index(join["key"])
+    stem = re.sub(r"[^A-Za-z0-9]+", "_", Path(join["file"]).stem)
+    groups = {}
+    for r in other:
+        groups.setdefault(r[k], []).append(r)
+    cols = [j for j in range(len(other_h)) if j != k]
+    if all(len(g) == 1 for g in groups.values()):
+        names = [f"{stem}_{other_h[j]}" for j in cols]
+        value = {key: [g[0][j] for j in cols] for key, g in groups.items()}
+        blank = [""] * len(cols)
+    else:
+        numeric = [j for j in cols if all(_number(r[j]) is not None for r in other if r[j])]
+        names = [f"{stem}_count"] + [f"{stem}_{other_h[j]}_mean" for j in numeric]
+        value = {}
+        for key, g in groups.items():
+            means = []
+            for j in numeric:
+                xs = [_number(r[j]) for r in g if r[j]]
+                means.append(f"{sum(xs) / len(xs):.6g}" if xs else "")
+            value[key] = [str(len(g))] + means
+        blank = ["0"] + [""] * len(numeric)
+    return header + names, [r + value.get(r[mine], blank) for r in body]
+
+
+def _words(text):
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _text_features(header, train, test, column, top=32):
+    """Counts of the training text's most frequent words (from train rows only)."""
+    j = header.index(column)
+    counts = Counter(w for r in train for w in _words(r[j]))
+    vocab = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+    names = [f"{column}_word_{w}" for w in vocab]
+
+    def add(rows):
+        out = []
+        for r in rows:
+            seen = Counter(_words(r[j]))
+            out.append(r + [str(seen[w]) for w in vocab])
+        return out
+
+    return header + names, add(train), add(test)
+
+
+def _images(raw, public, header, body, id_index):
+    """Copy each row's image to public/images/<n><suffix>; add the image column and 64 pixel
+    columns (8x8 grey levels). The raw image column (its path may name the label) is dropped."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise SystemExit("an image task needs Pillow: pip install 'openmle[data]'") from None
+    folder = raw / SPEC["inputs"]["images"] if SPEC["inputs"]["images"] else raw
+    column = SPEC["inputs"].get("image_column")
+    by_stem = {}
+    if column is None:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                by_stem.setdefault(p.stem, p)
+    (public / "images").mkdir(parents=True, exist_ok=True)
+    out = []
+    for n, r in enumerate(body):
+        src = folder / r[header.index(column)] if column else by_stem.get(r[id_index])
+        if src is None or not src.is_file():
+            raise SystemExit(f"no image for row {r[id_index]!r} under {folder}")
+        name = f"images/{n:06d}{src.suffix.lower()}"
+        shutil.copyfile(src, public / name)
+        with Image.open(src) as im:
+            pixels = list(im.convert("L").resize((8, 8), Image.BILINEAR).getdata())
+        out.append(r + [name] + [str(v) for v in pixels])
+    header = header + ["image"] + [f"px{k}" for k in range(64)]
+    if column:
+        j = header.index(column)
+        header = header[:j] + header[j + 1 :]
+        out = [r[:j] + r[j + 1 :] for r in out]
+    return header, out
+
+
+def _sample(metric, id_col, labels, body, t, i, test):
+    """The constant sample submission's columns and rows, and its format in words."""
     target = SPEC["target"]
-    _write(private / "test_answer.csv", [id_col, target], [[r[i], r[t]] for r in test])
-    metric = SPEC["metric"]
-    labels = [r[t] for r in train]
     if metric == "log_loss":
         classes = SPEC.get("answer_columns") or sorted({r[t] for r in body})
         cols = [id_col] + classes
@@ -76,10 +165,65 @@ def prepare(raw, public, private):
         top = sorted(Counter(labels).items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
         cols, rows = [id_col, target], [[r[i], top] for r in test]
         fmt = "the predicted label of " + target
+    return cols, rows, fmt
+
+
+def prepare(raw, public, private):
+    raw, public, private = Path(raw), Path(public), Path(private)
+    header, body = _read(raw / SPEC["data_file"])
+    inputs = SPEC.get("inputs") or {}
+    for join in inputs.get("joins") or []:
+        header, body = _join(raw, header, body, join)
+    t = header.index(SPEC["target"])
+    body = [r for r in body if r[t].strip() != ""]
+    id_col = SPEC["id_column"]
+    if id_col is None:
+        id_col = "id"
+        header = ["id"] + header
+        body = [[str(k)] + r for k, r in enumerate(body)]
+        t += 1
+    i = header.index(id_col)
+    if inputs.get("images") is not None:
+        header, body = _images(raw, public, header, body, i)
+        t, i = header.index(SPEC["target"]), header.index(id_col)
+    rule = SPEC.get("split") or {"kind": "random", "column": None}
+    col = rule["column"]
+    chosen = set(
+        split_indices(
+            len(body),
+            kind=rule["kind"],
+            fraction=SPEC["test_fraction"],
+            seed=SPEC["seed"],
+            labels=[r[t] for r in body],
+            keys=[r[header.index(col)] for r in body] if col else None,
+            column=col,
+        )
+    )
+    test = [r for k, r in enumerate(body) if k in chosen]
+    train = [r for k, r in enumerate(body) if k not in chosen]
+    for column in inputs.get("text_columns") or []:
+        header, train, test = _text_features(header, train, test, column)
+    keep = [j for j in range(len(header)) if j != t]
+    _write(public / "train.csv", header, train)
+    _write(public / "test.csv", [header[j] for j in keep], [[r[j] for j in keep] for r in test])
+    target = SPEC["target"]
+    _write(private / "test_answer.csv", [id_col, target], [[r[i], r[t]] for r in test])
+    metric = SPEC["metric"]
+    cols, rows, fmt = _sample(metric, id_col, [r[t] for r in train], body, t, i, test)
     _write(public / "sample_submission.csv", cols, rows)
     direction = "higher" if SPEC["higher_is_better"] else "lower"
+    notes = ""
+    if inputs.get("images") is not None:
+        notes += (
+            "Each row has an image: the column image names it (a path in this folder); px0 to "
+            "px63 are the image shrunk to 8x8 grey levels.\n"
+        )
+    for column in inputs.get("text_columns") or []:
+        notes += f"The column {column} is free text; {column}_word_* count its common words.\n"
+    for join in inputs.get("joins") or []:
+        notes += f"Columns from {join['file']} are joined by {join['key']}.\n"
     (public / "description.txt").write_text(
-        f"# {SPEC['title']}\n\n{SPEC['description']}\n\n"
+        f"# {SPEC['title']}\n\n{SPEC['description']}\n\n{notes}"
         f"Train on train.csv, predict every row of test.csv. Metric: {metric} ({direction} is "
         f"better). Submission: a CSV with the column {id_col} first, then {fmt}; see "
         "sample_submission.csv.\n",

@@ -1,0 +1,208 @@
+"""Non-tabular raw folders build end to end with the offline model through a LocalSandbox
+(gate, solvability, ``openmle task validate``), each with its split rule, answer format and a
+vetted metric, and a short offline search on the package beats its constant baseline:
+
+- an image folder with a labels CSV (tiny PNGs made here with numpy and Pillow, the ``data``
+  extra; skipped without it);
+- free text in a CSV, and the same text as JSON records;
+- a labelled table joined by a key to a table of several rows per key.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from openmle.backends import LocalSandbox, OfflineModel
+from openmle.builder import BuildOptions, BuildResult, build_task
+from openmle.search import Budget, SearchSpec, run_search
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.needs("pandas", "sklearn"),  # the baselines and the search's programs
+]
+
+_WORDS = {
+    "pos": ["great", "lovely", "excellent", "happy", "superb", "fine", "wonderful"],
+    "neg": ["awful", "terrible", "boring", "sad", "poor", "broken", "dreadful"],
+}
+_FILLER = ["the", "film", "was", "really", "quite", "and", "a", "story", "plot", "it"]
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def image_folder(root: Path, n: int = 160) -> Path:
+    """images/<id>.png (12x12 RGB noise, brighter or darker) and labels.csv (id,label), with
+    one label in seven flipped (so no model is perfect)."""
+    import numpy as np
+    from PIL import Image as image
+
+    rng = np.random.default_rng(0)
+    (root / "images").mkdir(parents=True)
+    rows = []
+    for k in range(n):
+        bright = bool(k % 2)
+        base = 150 if bright else 100
+        pixels = np.clip(rng.normal(base, 60, size=(12, 12, 3)), 0, 255).astype("uint8")
+        image.fromarray(pixels).save(root / "images" / f"img{k:04d}.png")
+        label = "bright" if bright != (k % 7 == 0) else "dark"
+        rows.append([f"img{k:04d}", label])
+    _write_csv(root / "labels.csv", ["id", "label"], rows)
+    return root
+
+
+def _review(rng: random.Random, label: str) -> str:
+    words = [rng.choice(_FILLER) for _ in range(8)]
+    for _ in range(2):
+        words.insert(rng.randrange(len(words)), rng.choice(_WORDS[label]))
+    if rng.random() < 0.1:  # some noise: a word of the other side
+        words.insert(0, rng.choice(_WORDS["neg" if label == "pos" else "pos"]))
+    return " ".join(words)
+
+
+def text_records(root: Path, *, as_json: bool, n: int = 200) -> Path:
+    """Reviews with a sentiment: reviews.csv (id,review,sentiment) or reviews.json records."""
+    rng = random.Random(3)
+    root.mkdir(parents=True)
+    rows = []
+    for k in range(n):
+        label = rng.choice(["pos", "neg"])
+        rows.append({"id": f"r{k}", "review": _review(rng, label), "sentiment": label})
+    if as_json:
+        (root / "reviews.json").write_text(json.dumps(rows), encoding="utf-8")
+    else:
+        _write_csv(
+            root / "reviews.csv",
+            ["id", "review", "sentiment"],
+            [[r["id"], r["review"], r["sentiment"]] for r in rows],
+        )
+    return root
+
+
+def joined_tables(root: Path, n: int = 200) -> Path:
+    """customers.csv (customer_id, region, churn) and orders.csv (several rows per customer):
+    churn follows the number and size of a customer's orders, held only in orders.csv."""
+    rng = random.Random(5)
+    root.mkdir(parents=True)
+    customers: list[list[Any]] = []
+    orders: list[list[Any]] = []
+    for k in range(n):
+        cid = f"c{k:04d}"
+        count = rng.randint(1, 8)
+        for _ in range(count):
+            orders.append([f"o{len(orders)}", cid, round(rng.uniform(5, 50), 2)])
+        churn = int(count <= 3) if rng.random() > 0.1 else int(count > 3)
+        customers.append([cid, rng.choice(["north", "south"]), churn])
+    _write_csv(root / "customers.csv", ["customer_id", "region", "churn"], customers)
+    _write_csv(root / "orders.csv", ["order_id", "customer_id", "amount"], orders)
+    return root
+
+
+def _build(raw: Path, out: Path) -> BuildResult:
+    async def main() -> BuildResult:
+        return await build_task(raw, out, OfflineModel(), options=BuildOptions())
+
+    return anyio.run(main)
+
+
+def _validate(pkg: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", "task", "validate", str(pkg), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+def _search_beats_constant(pkg: Path, result: BuildResult) -> None:
+    solv = result.record["solvability"]
+    constant, hib = solv["constant"]["score"], solv["higher_is_better"]
+    found = run_search(
+        SearchSpec(
+            task=str(pkg),
+            model=OfflineModel(),
+            sandbox=LocalSandbox(max_concurrency=1),
+            budget=Budget(steps=2),
+            workers=1,
+            final_test=False,
+        )
+    )
+    best = found.best_valid_score
+    assert best is not None, [n.outcome for n in found.nodes]
+    assert (best > constant) if hib else (best < constant), (best, constant)
+
+
+def _header(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()[0].split(",")
+
+
+@pytest.mark.needs("PIL")
+def test_an_image_folder_with_a_labels_csv_builds_validates_and_searches(tmp_path: Path) -> None:
+    raw = image_folder(tmp_path / "raw")
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    spec = result.record["spec"]["spec"]
+    assert spec["kind"] == "image"
+    assert spec["inputs"]["images"] == "images"
+    assert spec["split"]["kind"] == "stratified"
+    assert spec["metric"] == "auc"
+    public = pkg / "data" / "public"
+    train_h = _header(public / "train.csv")
+    assert "image" in train_h and "px63" in train_h
+    with open(public / "test.csv", newline="", encoding="utf-8") as f:
+        test_rows = list(csv.DictReader(f))
+    assert all((public / r["image"]).is_file() for r in test_rows)
+    # No image name reveals its label: they are numbered.
+    assert not any("bright" in p.name or "dark" in p.name for p in (public / "images").iterdir())
+    assert _header(public / "sample_submission.csv") == ["id", "label"]
+    _validate(pkg)
+    _search_beats_constant(pkg, result)
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["csv", "json"])
+def test_text_records_build_validate_and_search(tmp_path: Path, as_json: bool) -> None:
+    raw = text_records(tmp_path / "raw", as_json=as_json)
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    spec = result.record["spec"]["spec"]
+    assert spec["kind"] == "text"
+    assert spec["inputs"]["text_columns"] == ["review"]
+    assert spec["split"]["kind"] == "stratified"
+    train_h = _header(pkg / "data" / "public" / "train.csv")
+    assert "review" in train_h
+    assert any(h.startswith("review_word_") for h in train_h)
+    _validate(pkg)
+    _search_beats_constant(pkg, result)
+
+
+def test_tables_joined_by_a_key_build_validate_and_search(tmp_path: Path) -> None:
+    raw = joined_tables(tmp_path / "raw")
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    spec = result.record["spec"]["spec"]
+    assert spec["kind"] == "joined"
+    assert spec["data_file"] == "customers.csv"
+    assert spec["inputs"]["joins"] == [{"file": "orders.csv", "key": "customer_id"}]
+    train_h = _header(pkg / "data" / "public" / "train.csv")
+    assert "orders_count" in train_h and "orders_amount_mean" in train_h
+    _validate(pkg)
+    _search_beats_constant(pkg, result)
