@@ -209,6 +209,12 @@ PUBLIC = {
         "smoke_miniature",
         "write_naturebench_report",
         "write_report",
+        "LaunchStatus",
+        "LiveBoard",
+        "array_executor",
+        "bench_task_sandbox",
+        "launch_status",
+        "submit_array",
     ],
     "openmle.errors": [
         "BackendError",

@@ -17,6 +17,11 @@
   program sees ``problem/data``, the case's evaluator runs out of process and its result is
   scored as the gap ``g``); :func:`write_naturebench_report` writes NatureBench's leaderboard
   metrics, ``results.csv`` and ``submission.yaml`` from a bench directory.
+- Campaigns: ``--sandbox ray|service:URL|...`` through the one sandbox registry (a job
+  service runs a bench's jobs on :func:`bench_task_sandbox`); :func:`array_executor` /
+  :func:`submit_array` launch the runs as a job array (Slurm through submitit) and
+  :func:`launch_status` / :class:`LaunchStatus` say where each stands; :class:`LiveBoard` is
+  the live table of runs in flight on a terminal.
 - :func:`build_miniature` / :func:`smoke_miniature`: MLE-bench's 22 Lite competitions in
   miniature (MLE-bench's registry and prepared-data layout, tiny synthetic data, openmle's own
   graders), for tests and ``openmle bench run smoke`` (:data:`SMOKE_IDS`).
@@ -33,6 +38,8 @@ from openmle.bench._aggregate import (
     aggregate_seeds,
     build_seeds,
 )
+from openmle.bench._launchers import LaunchStatus, array_executor, launch_status, submit_array
+from openmle.bench._live import LiveBoard
 from openmle.bench._medals import (
     MLEBENCH_REPORT_FIELDS,
     CompetitionReport,
@@ -72,6 +79,7 @@ from openmle.bench._runner import (
     read_result,
     validation_protocol,
 )
+from openmle.bench._served import bench_task_sandbox
 from openmle.bench._suites import (
     KNOWN_ISSUES,
     LITE_IDS,
@@ -99,7 +107,9 @@ __all__ = [
     "Competition",
     "CompetitionReport",
     "DoctorLine",
+    "LaunchStatus",
     "Leaderboard",
+    "LiveBoard",
     "MLEBench",
     "MLEBenchTask",
     "Metric",
@@ -112,10 +122,12 @@ __all__ = [
     "SeedMetrics",
     "SuiteMetrics",
     "aggregate_seeds",
+    "array_executor",
     "arun_bench",
     "bench_report",
     "bench_sandbox",
     "bench_status",
+    "bench_task_sandbox",
     "build_miniature",
     "build_seeds",
     "case_gap",
@@ -124,6 +136,7 @@ __all__ = [
     "competition_exclusions",
     "competition_report",
     "doctor",
+    "launch_status",
     "modality_of",
     "parse_sota",
     "preset_deviations",
@@ -136,6 +149,7 @@ __all__ = [
     "read_result",
     "round_score",
     "smoke_miniature",
+    "submit_array",
     "validation_protocol",
     "write_naturebench_report",
     "write_report",
