@@ -57,6 +57,7 @@ def _env(url: str) -> dict[str, str]:
 def test_bench_on_the_job_service_killed_and_resumed_equals_local(
     campaign_mini: tuple[Path, Path], tmp_path: Path, campaign_local: Any
 ) -> None:
+    pytest.importorskip("uvicorn", reason="the 'service' extra is not installed")
     registry, data = campaign_mini
     roots = tmp_path / "benches"
     roots.mkdir()

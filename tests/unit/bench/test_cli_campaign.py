@@ -59,3 +59,25 @@ def test_bad_model_flags_name_the_flag(
     assert "Expected --sandbox to be one of" in capsys.readouterr().err
     assert main(["bench", "status", str(tmp_path)]) == 2
     assert "not a bench directory" in capsys.readouterr().err
+
+
+def test_a_terminal_gets_the_live_table(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("rich", reason="the 'live' extra is not installed")
+    import sys
+
+    registry, data = mini
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "120")
+    args = ["bench", "run", "mini-tabular", "--data", str(data), "--registry", str(registry),
+            "--seeds", "1", "--budget", "steps=1", "--time-limit", "60"]  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "live")]) == 0
+    shown = capsys.readouterr().out
+    assert "runs in flight" in shown and "runs done 1/1" in shown
+    assert main([*args, "--out", str(tmp_path / "plain"), "--plain"]) == 0
+    shown = capsys.readouterr().out
+    assert "runs in flight" not in shown and "[1/1 runs" in shown
