@@ -135,7 +135,7 @@ def _option_value(text: str) -> Any:
         return text
 
 
-def _launcher_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+def _launcher_options(args: argparse.Namespace, config: Any, launcher: str) -> dict[str, Any]:
     """Submitit parameters: per task the CPUs and GPUs of one run, a time limit from the
     budget's ``wall_s`` (plus an hour; none: a day), the array's parallelism from
     ``--concurrency``; then each ``--launcher-option KEY=VALUE`` (JSON values, else text).
@@ -150,7 +150,7 @@ def _launcher_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
     }
     if res.gpus:
         params["gpus_per_node"] = res.gpus * workers
-    if config.concurrency:
+    if config.concurrency and launcher == "slurm":
         params["slurm_array_parallelism"] = config.concurrency
     for item in getattr(args, "launcher_option", None) or []:
         key, sep, value = str(item).partition("=")
@@ -193,7 +193,7 @@ def submit(
     run = BenchRun.open(out)
     bench_models(model, summary)  # a bad spec fails here, not in every task
     ex = array_executor(
-        launcher, run.path / "launch" / "submitit", _launcher_options(args, run.config)
+        launcher, run.path / "launch" / "submitit", _launcher_options(args, run.config, launcher)
     )
     ids = submit_array(
         run.path,

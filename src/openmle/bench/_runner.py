@@ -1074,7 +1074,7 @@ async def arun_bench(
         f"{len(cfg.seeds)} seeds{f' x {len(arms)} arms' if arms else ''}), {len(todo)} to do, "
         f"writing {run.path}"
     )
-    runs_at_once = cfg.concurrency or await _slots(box)
+    runs_at_once = cfg.concurrency or (await _slots(box) if todo else 1)
     gate = anyio.Semaphore(runs_at_once)
     most = max([cfg.workers, *(a.workers for a in cfg.arms)])
     limiter = anyio.CapacityLimiter(runs_at_once * most)
