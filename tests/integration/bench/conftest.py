@@ -38,7 +38,7 @@ def _config(mini: tuple[Path, Path], sandbox: str) -> BenchConfig:
         budget={"steps": STEPS},
         data_dir=str(data),
         registry=str(registry),
-        time_limit_s=120.0,
+        time_limit_s=600.0,
     )
 
 

@@ -36,7 +36,13 @@ def test_bench_on_ray_equals_local(
     ray_cluster: Any,
 ) -> None:
     out = tmp_path / "ray"
-    assert bench_here(campaign_mini, out, "ray") == campaign_local
+    got = bench_here(campaign_mini, out, "ray")
+    outcomes = {
+        rd.parent.name: [(r["node"]["outcome"], r["node"].get("score")) for r in read_journal(rd)
+                         if r["event"] == "node"]
+        for rd in out.glob("runs/*/seed-0")
+    }  # fmt: skip
+    assert got == campaign_local, outcomes
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["sandbox"] == "ray"
     # every graded test submission was kept in the bench directory by the workers
@@ -69,7 +75,7 @@ def test_bench_on_the_job_service_killed_and_resumed_equals_local(
         cmd = [
             sys.executable, "-m", "openmle", "bench", "run", ",".join(IDS), "--data", str(data),
             "--registry", str(registry), "--model", "offline", "--seeds", "1",
-            "--budget", f"steps={STEPS}", "--out", str(out), "--time-limit", "120",
+            "--budget", f"steps={STEPS}", "--out", str(out), "--time-limit", "600",
             "--sandbox", url, "--quiet",
         ]  # fmt: skip
         proc = subprocess.Popen(

@@ -72,7 +72,7 @@ def _submit(mini: tuple[Path, Path], out: Path, launcher: str, *opts: str) -> li
     return [
         "run", ",".join(IDS), "--data", str(data), "--registry", str(registry),
         "--model", "offline", "--seeds", "1", "--budget", f"steps={STEPS}", "--out", str(out),
-        "--time-limit", "120", "--launcher", launcher, "--json", *opts,
+        "--time-limit", "600", "--launcher", launcher, "--json", *opts,
     ]  # fmt: skip
 
 
