@@ -252,6 +252,12 @@ PUBLIC = {
         "track_bench",
         "write_naturebench_report",
         "write_report",
+        "LaunchStatus",
+        "LiveBoard",
+        "array_executor",
+        "bench_task_sandbox",
+        "launch_status",
+        "submit_array",
     ],
     "openmle.errors": [
         "BackendError",

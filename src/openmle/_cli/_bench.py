@@ -11,6 +11,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from openmle._cli._bench_campaign import (
+    SANDBOX_HELP,
+    _add_launch_flags,
+    _add_status,
+    _go,
+    _summary_spec,
+    bench_models,
+)
 from openmle._cli._track import add_track_flag, closing_on_error, open_track, track_bench_dir
 from openmle.errors import InvalidArgument
 
@@ -38,6 +46,8 @@ _TOML_KEYS = {
     "arms",
     "validation",
     "preset",
+    "summary_model",
+    "launcher",
 }
 
 
@@ -165,11 +175,11 @@ def _preset_fields(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import anyio
+    import attrs
 
     from openmle import Resources
-    from openmle._cli._search import build_model, parse_budget
-    from openmle.bench import BenchConfig, MLEBench, arun_bench, priors_ablation, write_report
+    from openmle._cli._search import parse_budget
+    from openmle.bench import BenchConfig, MLEBench, arun_bench, priors_ablation
 
     explicit_gpus = "gpus" in _settings_given(args)
     s = _settings(args)
@@ -228,14 +238,17 @@ def _run(args: argparse.Namespace) -> int:
         from openmle.search import Preset
 
         config = preset_deviations(Preset.named(str(s["preset"])), config)
-    model = build_model(config.model)
-    emit = _emitter(args)
+    config = attrs.evolve(config, summary_model=_summary_spec(s))
+    if s.get("launcher"):
+        from openmle._cli._bench_campaign import launch
+
+        return launch(args, Path(s["out"]), config, str(s["launcher"]))
+    model, summary = bench_models(config.model, config.summary_model)
     tracker = open_track(args, Path(s["out"]).name, "openmle-bench")
     with closing_on_error(tracker):
-        reports = anyio.run(
-            lambda: arun_bench(Path(s["out"]), config=config, model=model, emit=emit)
-        )
-    return _done(args, Path(s["out"]), reports, write_report, tracker)
+        return _go(args, Path(s["out"]), lambda **kw: arun_bench(
+            Path(s["out"]), config=config, model=model, summary_model=summary, **kw
+        ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
 
 
 def _emitter(args: argparse.Namespace) -> Any:
@@ -281,22 +294,29 @@ def _done(
 
 
 def _resume(args: argparse.Namespace) -> int:
-    import anyio
-
     from openmle._cli._common import recorded_spec
-    from openmle._cli._search import build_model
-    from openmle.bench import BenchRun, arun_bench, write_report
+    from openmle._cli._search import _checked_recorded
+    from openmle.bench import BenchRun, arun_bench, bench_sandbox
 
     run = BenchRun.open(args.bench_dir)
-    model = build_model(
-        args.model
-        or recorded_spec(run.config.model, flag="--model", where=f"{args.bench_dir}/manifest.json")
+    where = f"{args.bench_dir}/manifest.json"
+    spec = args.model or _checked_recorded(run.config.model, "--model", where) or "offline"
+    summary = args.summary_model or _checked_recorded(
+        run.config.summary_model, "--summary-model", where
     )
-    emit = _emitter(args)
+    # A sandbox that talks to a server is taken from the manifest only when named again.
+    box = args.sandbox or recorded_spec(run.config.sandbox, flag="--sandbox", where=where)
+    if getattr(args, "launcher", None):
+        from openmle._cli._bench_campaign import submit
+
+        return submit(args, run.path, args.launcher, spec, summary, box)
+    model, summary_model = bench_models(spec, summary)
+    factory = None if box == run.config.sandbox and not args.sandbox else bench_sandbox(box)
     tracker = open_track(args, run.path.name, "openmle-bench")
     with closing_on_error(tracker):
-        reports = anyio.run(lambda: arun_bench(run.path, model=model, emit=emit))
-    return _done(args, run.path, reports, write_report, tracker)
+        return _go(args, run.path, lambda **kw: arun_bench(
+            run.path, model=model, summary_model=summary_model, sandbox=factory, **kw
+        ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -382,6 +402,7 @@ def register(subparsers: Any) -> None:
     _add_resume(sub)
     _add_report(sub)
     _add_doctor(sub)
+    _add_status(sub)
 
     def _help(args: argparse.Namespace) -> int:
         p.print_help()
@@ -412,8 +433,17 @@ def _add_run(sub: Any) -> None:
         "--registry is the harness checkout holding task-set/ (default: the same folder)",
     )
     run.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
-    run.add_argument("--model", help="operator model (default: offline)")
-    run.add_argument("--sandbox", help="local (default) or docker")
+    run.add_argument(
+        "--model",
+        help="operator model (default: offline); per operator: draft=SPEC,improve=SPEC,"
+        "default=SPEC (as openmle search)",
+    )
+    run.add_argument(
+        "--summary-model",
+        dest="summary_model",
+        help="a (cheaper) model writing node summaries shown to every run's operators",
+    )
+    run.add_argument("--sandbox", help=SANDBOX_HELP)
     run.add_argument("--seeds", type=int, help="runs per competition, seeds 0..N-1 (default: 3)")
     run.add_argument("--budget", help="per run, e.g. steps=30,wall_s=43200 (default: steps=20)")
     run.add_argument("--out", metavar="BENCH_DIR", help="the bench directory to create")
@@ -458,9 +488,11 @@ def _add_run(sub: Any) -> None:
         help="run the ablation: priors off/on x 1 worker / --workers N at the same budget "
         "(needs --priors, --workers N >= 2 and a sandbox_s cap in --budget)",
     )
+    _add_launch_flags(run)
     run.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     add_track_flag(run)
+    run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     run.set_defaults(handler=_run)
 
 
@@ -469,9 +501,21 @@ def _add_resume(sub: Any) -> None:
     resume = sub.add_parser("resume", help="finish every run of a bench directory exactly once")
     resume.add_argument("bench_dir", metavar="BENCH_DIR")
     resume.add_argument("--model", help="override the model spec from the manifest")
+    resume.add_argument(
+        "--summary-model", dest="summary_model", help="override the summary model spec"
+    )
+    resume.add_argument(
+        "--sandbox",
+        help="the sandbox (default: the manifest's; one that talks to a server, service:URL, "
+        "is used only when named here again)",
+    )
+    _add_launch_flags(resume)
     resume.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     resume.add_argument("--quiet", action="store_true", help="no progress lines")
     add_track_flag(resume)
+    resume.add_argument(
+        "--plain", action="store_true", help="plain progress lines even on a terminal"
+    )
     resume.set_defaults(handler=_resume)
 
 

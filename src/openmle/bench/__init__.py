@@ -22,6 +22,12 @@
 - :class:`Benchmark` / :class:`BenchTask`: what the runner and the report ask of a benchmark;
   each benchmark folder registers a :class:`BenchmarkKind` (:func:`register_benchmark`), named
   by ``BenchConfig.benchmark`` (:func:`benchmark_kind`, :func:`benchmark_names`).
+  metrics, ``results.csv`` and ``submission.yaml`` from a bench directory.
+- Campaigns: ``--sandbox ray|service:URL|...`` through the one sandbox registry (a job
+  service runs a bench's jobs on :func:`bench_task_sandbox`); :func:`array_executor` /
+  :func:`submit_array` launch the runs as a job array (Slurm through submitit) and
+  :func:`launch_status` / :class:`LaunchStatus` say where each stands; :class:`LiveBoard` is
+  the live table of runs in flight on a terminal.
 - :func:`build_miniature` / :func:`smoke_miniature`: MLE-bench's 22 Lite competitions in
   miniature (MLE-bench's registry and prepared-data layout, tiny synthetic data, openmle's own
   graders), for tests and ``openmle bench run smoke`` (:data:`SMOKE_IDS`).
@@ -46,6 +52,8 @@ from openmle.bench._benchmarks import (
     benchmark_names,
     register_benchmark,
 )
+from openmle.bench._launchers import LaunchStatus, array_executor, launch_status, submit_array
+from openmle.bench._live import LiveBoard
 from openmle.bench._medals import (
     MLEBENCH_REPORT_FIELDS,
     CompetitionReport,
@@ -76,6 +84,7 @@ from openmle.bench._runner import (
     read_result,
     validation_protocol,
 )
+from openmle.bench._served import bench_task_sandbox
 from openmle.bench._suites import (
     KNOWN_ISSUES,
     LITE_IDS,
@@ -118,7 +127,9 @@ __all__ = [
     "Competition",
     "CompetitionReport",
     "DoctorLine",
+    "LaunchStatus",
     "Leaderboard",
+    "LiveBoard",
     "MLEBench",
     "MLEBenchTask",
     "Metric",
@@ -131,10 +142,12 @@ __all__ = [
     "SeedMetrics",
     "SuiteMetrics",
     "aggregate_seeds",
+    "array_executor",
     "arun_bench",
     "bench_report",
     "bench_sandbox",
     "bench_status",
+    "bench_task_sandbox",
     "benchmark_kind",
     "benchmark_names",
     "build_miniature",
@@ -145,6 +158,7 @@ __all__ = [
     "competition_exclusions",
     "competition_report",
     "doctor",
+    "launch_status",
     "modality_of",
     "parse_sota",
     "preset_deviations",
@@ -158,6 +172,7 @@ __all__ = [
     "register_benchmark",
     "round_score",
     "smoke_miniature",
+    "submit_array",
     "track_bench",
     "validation_protocol",
     "write_naturebench_report",

@@ -297,6 +297,9 @@ class BenchConfig:
             from (``--preset``), or None.
         deviations: every preset field the bench does not hold at the preset's value:
             ``{field: {"preset": ..., "used": ...}}`` (:meth:`Preset.deviations`).
+        summary_model: the ``--summary-model`` spec: node summaries written by this model
+            are shown to every run's operators (None: no summaries). ``model`` may be routed
+            (``draft=SPEC,improve=SPEC,default=SPEC``).
     """
 
     suite: str
@@ -321,6 +324,7 @@ class BenchConfig:
     search: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)
     preset: Mapping[str, Any] | None = field(default=None, hash=False)
     deviations: Mapping[str, Any] = field(factory=dict, converter=dict, hash=False)
+    summary_model: str | None = None
 
     def __attrs_post_init__(self) -> None:
         unknown = sorted(set(self.search) - set(SEARCH_KEYS))
@@ -389,6 +393,7 @@ class BenchConfig:
                 if self.preset is not None
                 else {}
             )
+            | ({"summary_model": self.summary_model} if self.summary_model else {})
         )
 
     @classmethod
@@ -633,6 +638,12 @@ class _Resolver:
     bench: Benchmark
     run: BenchRun
 
+    @classmethod
+    def open(cls, path: Path) -> _Resolver:
+        """The resolver of the bench directory at ``path`` (where a worker runs its jobs)."""
+        run = BenchRun.open(path)
+        return cls(bench=_bench_of(run.config, run.path), run=run)
+
     def __call__(self, ref: str) -> _KeepingTask:
         cid, sep, seed = ref.rpartition("@seed-")
         if not sep or not seed.isdigit():
@@ -665,9 +676,18 @@ class _Live:
     t0: float = field(factory=time.monotonic)
     finished_here: int = 0
     _last: dict[str, tuple[float, int]] = field(factory=dict)
+    board: Any = None
 
-    def run_line(self, cid: str, seed: int, p: Progress, steps: int | None) -> None:
-        """A line when the run commits a step (and a heartbeat every 30 s otherwise)."""
+    def run_line(
+        self, cid: str, seed: int, p: Any, steps: int | None, arm: Arm | None = None
+    ) -> None:
+        """A line when the run commits a step (and a heartbeat every 30 s otherwise); with a
+        board, the board is told instead.
+        """
+        if self.board is not None:
+            self.board.progress(cid, seed, p, steps, "" if arm is None else arm.name)
+            return
+        cid = cid if arm is None else f"{cid} [{arm.name}]"
         key = f"{cid}:{seed}"
         now = time.monotonic()
         last_t, last_step = self._last.get(key, (-math.inf, -1))
@@ -682,7 +702,9 @@ class _Live:
             f"{now - self.t0:.0f}s elapsed{', ' + left if left else ''}"
         )
 
-    def finished(self, report: CompetitionReport) -> None:
+    def finished(self, report: CompetitionReport, arm: Arm | None = None) -> None:
+        if self.board is not None:
+            self.board.finished(report, "" if arm is None else arm.name)
         self.done += 1
         self.finished_here += 1
         self.medals += int(report.any_medal)
@@ -715,6 +737,7 @@ async def _one(
     live: _Live,
     arm: Arm | None = None,
     priors: PriorLibrary | None = None,
+    summary_model: OperatorModel | None = None,
 ) -> CompetitionReport:
     """One (competition, seed[, arm]) run: search (or resume), grade, keep, report."""
     name = "" if arm is None else arm.name
@@ -724,7 +747,7 @@ async def _one(
     steps = run.config.budget.get("steps")
 
     def progress(p: Progress) -> None:
-        live.run_line(cid if arm is None else f"{cid} [{arm.name}]", seed, p, steps)
+        live.run_line(cid, seed, p, steps, arm)
 
     result = await _search(
         run,
@@ -738,11 +761,12 @@ async def _one(
         progress=progress,
         arm=arm,
         priors=priors if (arm is None or arm.priors) else None,
+        summary_model=summary_model,
     )
     kept = run.submission_path(cid, seed, name)
     report = _report_of(result, cid, seed, leaderboard, kept=kept, root=run.path)
     _write_result(rd / RESULT, report, result)
-    live.finished(report)
+    live.finished(report, arm)
     return report
 
 
@@ -759,6 +783,7 @@ async def _search(
     progress: Callable[[Progress], None],
     arm: Arm | None,
     priors: PriorLibrary | None,
+    summary_model: OperatorModel | None = None,
 ) -> SearchResult:
     """The run's search: resumed when its directory holds a manifest, else started (a
     directory without one was killed while being made: nothing was journalled).
@@ -767,6 +792,10 @@ async def _search(
 
     hib = task.higher_is_better
     selector, prompts = await anyio.to_thread.run_sync(_search_parts, run.config, task, hib)
+    if summary_model is not None:
+        from openmle.search import SummaryStore
+
+        prompts = attrs.evolve(prompts, summaries=SummaryStore(model=summary_model))
     if await anyio.to_thread.run_sync(_started, rd):
         resume = ResumeSpec(
             model=model,
@@ -997,9 +1026,10 @@ def preset_lines(config: BenchConfig) -> list[str]:
     return out
 
 
-def _slots(sandbox: Any) -> int:
-    n = getattr(sandbox, "max_concurrency", None)
-    return int(n) if isinstance(n, int) and n > 0 else 1
+async def _slots(sandbox: Any) -> int:
+    from openmle.bench._engines import engine_slots
+
+    return await engine_slots(sandbox)
 
 
 SandboxFactory = Callable[[Callable[[str], Any]], Any]
@@ -1008,23 +1038,19 @@ SandboxFactory = Callable[[Callable[[str], Any]], Any]
 
 def bench_sandbox(spec: str) -> SandboxFactory:
     """The sandbox factory for a ``--sandbox`` spec, through the one sandbox registry
-    (:func:`openmle.backends.make_sandbox`): ``local``, ``docker``, or any spec whose factory
-    takes a ``resolver`` keyword (``module:callable``, an ``openmle.sandboxes`` entry point).
+    (:func:`openmle.backends.make_sandbox`, the grammar of ``openmle search --sandbox``):
+    ``local``, ``docker``, ``ray`` (each job a Ray task with its resources; the workers open
+    the bench directory at the same path), ``service:URL`` (a job service started with
+    ``--sandbox openmle.bench:bench_task_sandbox``), or a ``module:callable`` /
+    ``openmle.sandboxes`` entry point whose factory takes a ``resolver`` keyword.
 
     Raises:
-        InvalidArgument: the spec names no sandbox, or one whose factory takes no
-            ``resolver`` (such as ``service:URL``): the bench grades through its own task
-            resolver, which such a sandbox cannot use.
+        InvalidArgument: the spec names no sandbox, or one that can neither take the bench's
+            task resolver nor run on a job service.
     """
-    from openmle.backends import build_sandbox, sandbox_takes
+    from openmle.bench._engines import sandbox_factory
 
-    if not sandbox_takes(spec, "resolver"):
-        raise InvalidArgument(
-            f"Expected --sandbox local, docker or a sandbox factory taking resolver= for a "
-            f"bench but got {spec!r}: the bench grades with MLE-bench's graders through its "
-            "own task resolver"
-        )
-    return lambda resolver: build_sandbox(spec, {"resolver": resolver}, {})
+    return sandbox_factory(spec)
 
 
 async def arun_bench(
@@ -1035,6 +1061,9 @@ async def arun_bench(
     sandbox: SandboxFactory | None = None,
     bench: Benchmark | None = None,
     emit: ProgressFn | None = None,
+    board: Any = None,
+    only: Iterable[tuple[str, int, str]] | None = None,
+    summary_model: Any = None,
 ) -> list[CompetitionReport]:
     """Run a new bench (``config`` given) or finish the one at ``path``: every run, once.
 
@@ -1050,6 +1079,12 @@ async def arun_bench(
         bench: the registry and data (default: from the config; validation views under
             ``BENCH_DIR/valid``).
         emit: receives progress lines (default: none).
+        board: a live display (:class:`openmle.bench.LiveBoard`) told of every run's start,
+            steps and end; the per-step lines then go to it instead of ``emit``.
+        only: run just these ``(competition, seed, arm)`` (arm "" without arms); the others
+            are left as they are (a job array's task runs one). None: every unfinished run.
+        summary_model: the operator model writing node summaries (``config.summary_model``;
+            the CLI builds it from the spec). None with a ``summary_model`` spec: ``model``.
 
     Returns:
         Every run's report, competitions in order, then seeds (runs that did not finish are
@@ -1078,21 +1113,36 @@ async def arun_bench(
         done=sum(s.state == "done" for s in states),
         medals=sum(bool(s.report and s.report.any_medal) for s in states),
         emit=emit or (lambda _line: None),
+        board=board,
     )
-    todo = [s for s in states if s.state != "done"]
+    if board is not None:
+        board.start(
+            total=live.total,
+            done=live.done,
+            valid=sum(bool(s.report and s.report.valid_submission) for s in states),
+            medals=live.medals,
+        )
+    picked = None if only is None else {(c, int(k), a) for c, k, a in only}
+    todo = [
+        s
+        for s in states
+        if s.state != "done" and (picked is None or (s.competition_id, s.seed, s.arm) in picked)
+    ]
     arms = {a.name: a for a in cfg.arms}
     live.emit(
         f"openmle bench: {len(states)} runs ({len(cfg.competitions)} competitions x "
         f"{len(cfg.seeds)} seeds{f' x {len(arms)} arms' if arms else ''}), {len(todo)} to do, "
         f"writing {run.path}"
     )
-    runs_at_once = cfg.concurrency or _slots(box)
+    runs_at_once = cfg.concurrency or (await _slots(box) if todo else 1)
     gate = anyio.Semaphore(runs_at_once)
     most = max([cfg.workers, *(a.workers for a in cfg.arms)])
     limiter = anyio.CapacityLimiter(runs_at_once * most)
 
     async def one(s: RunStatus) -> None:
         async with gate:
+            if board is not None:
+                board.started(s.competition_id, s.seed, s.arm)
             try:
                 await _one(
                     run,
@@ -1105,9 +1155,12 @@ async def arun_bench(
                     live=live,
                     arm=arms.get(s.arm),
                     priors=library,
+                    summary_model=summary_model or (model if cfg.summary_model else None),
                 )
             except OpenMLEError as exc:  # a broken competition fails its runs, not the bench
                 live.emit(f"  {s.competition_id} seed {s.seed}: not finished: {exc}")
+                if board is not None:
+                    board.failed(s.competition_id, s.seed, str(exc), s.arm)
 
     try:
         async with anyio.create_task_group() as tg:
