@@ -41,6 +41,9 @@ vs 26.2 s (0.617x); ``--no-chunk`` in the same conditions 18.3 s vs 31.4 s (0.58
 costs one extra output-layer matmul.
 ``--long``: TRL's step rose 4,459 MiB above its 534 MiB baseline (peak 4,994 MiB), ours 406 MiB
 (peak 940 MiB): 0.091x the step's rise, 0.19x the peak; the same loss on both sides.
+Rerun for issue 30 (same conditions, load average about 15): ``--batch 8 --completion 96
+--repeats 3`` 8.05 s vs 10.63 s (0.758x); ``--long`` TRL's step rose 4,442 MiB, ours 417 MiB
+(0.094x the rise; peaks 4,980 vs 953 MiB, 0.19x); the same loss on both sides.
 
 Usage: ``python benchmarks/gspo_step.py [--vocab 8192 --batch 16 --prompt 64 --completion 192]``
 """

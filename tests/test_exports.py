@@ -113,6 +113,7 @@ PUBLIC = {
         "GSPOLossOutput",
         "GSPOTrainer",
         "HFTokenizer",
+        "LoRAConfig",
         "LocalPolicy",
         "ModelPolicy",
         "OpenMLEGRPOTrainer",
@@ -131,9 +132,11 @@ PUBLIC = {
         "TinyCausalLM",
         "TinyLMConfig",
         "Tokenizer",
+        "apply_lora",
         "encode_chat",
         "gspo_loss",
         "prompt_dataset",
+        "quantization_config",
         "rollout_batch",
         "sample_completions",
         "sft_dataset",
@@ -591,11 +594,14 @@ def test_public_objects_report_public_module(module: str) -> None:
 
 # Names that moved on purpose, with their deprecated alias (kept for one release).
 NEW_IN_TRAIN = {
+    "LoRAConfig",
     "OpenMLEGRPOTrainer",
     "OptimConfig",
     "SandboxReward",
     "StepTracker",
+    "apply_lora",
     "prompt_dataset",
+    "quantization_config",
     "sft_dataset",
 }
 MOVED = {

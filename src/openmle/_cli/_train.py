@@ -1,6 +1,6 @@
-"""``openmle train sft CONFIG.toml``: supervised fine-tuning from a TOML file, resumable.
+"""``openmle train sft|gspo CONFIG.toml``: the SFT and GSPO recipes from a TOML file, resumable.
 
-The TOML file (read with :mod:`tomllib`; relative paths are relative to the file)::
+``sft``: the TOML file (read with :mod:`tomllib`; relative paths are relative to the file)::
 
     model = "tiny"               # the tiny CPU model, or a Hugging Face id/path (extra hf)
     data = "sft.jsonl"           # an SFT export (openmle.search.export_sft)
@@ -8,7 +8,9 @@ The TOML file (read with :mod:`tomllib`; relative paths are relative to the file
     batch_size = 8               # records per optimiser step, in file order
     checkpoint_every = 100       # optimiser steps between checkpoints (and one at the end)
     max_steps = 1000             # optional: stop after this many steps in all
+    device = "auto"              # optional: "auto" (CUDA when available), "cpu", "cuda[:N]"
     [tiny]                       # optional TinyLMConfig fields (model = "tiny" only)
+    [lora]                       # optional LoRAConfig fields: LoRA/QLoRA adapters (extra peft)
     dim = 32
     [config]                     # SFTConfig fields (over --preset paper's when given)
     lr = 1e-5
@@ -18,6 +20,35 @@ run with the same ``output_dir`` loads ``output_dir/checkpoint`` (model, optimis
 and continues from its step; the learning-rate schedule's ``total_steps`` is
 ``epochs * ceil(records / batch_size)`` in both runs, so the resumed steps equal an
 uninterrupted run's. Exit codes: 0 trained, 1 a training or checkpoint error, 2 a bad file.
+
+``gspo``: rollouts from the policy on the tasks, run in a :class:`~openmle.backends.LocalSandbox`,
+rewarded by a reward profile, trained with :class:`~openmle.train.GSPOTrainer`
+(``engine = "openmle"``, :func:`~openmle.train.train_on_policy`) or TRL's ``GRPOTrainer`` with
+the profile's advantages (``engine = "trl"``, :class:`~openmle.train.OpenMLEGRPOTrainer`)::
+
+    model = "tiny"               # "tiny", or a Hugging Face id/path (extra hf; trl needs one)
+    output_dir = "out"           # checkpoint/ and metrics.jsonl (openmle); TRL's checkpoints (trl)
+    steps = 100                  # rollout batches in all (one GSPOTrainer.step each)
+    groups_per_step = 4          # groups per rollout batch (16 with --preset paper)
+    checkpoint_every = 10        # rollout batches between checkpoints (and one at the end)
+    engine = "openmle"           # or "trl"
+    [[tasks]]                    # one table per task: a bundled name or a task package path
+    name = "tabular-binary"
+    timeout_s = 600.0
+    [tiny]                       # TinyLMConfig fields (model = "tiny" only)
+    [lora]                       # LoRAConfig fields (extra peft); TRL's peft_config under trl
+    [policy]                     # LocalPolicy fields: max_new_tokens, temperature
+    [rollout]                    # RolloutProducer fields: group_size, seed, max_pool, [rollout.mix]
+    [profile]                    # RewardProfile.default() overrides: advantage, map_scores, ...
+    [sandbox]                    # LocalSandbox fields: max_concurrency, isolation, memory_mb, ...
+    [config]                     # GSPOConfig fields (over GSPOConfig.paper()'s with --preset paper)
+    [trl]                        # trl.GRPOConfig fields (engine = "trl")
+
+A second run with the same ``output_dir`` resumes: the trainer's checkpoint (model, optimiser,
+RNG, step) plus the producer's state (``rollout.json``: its generator, score history and program
+pools), so the resumed batches are the uninterrupted run's. Under ``engine = "trl"`` TRL's own
+``resume_from_checkpoint`` is used (the reward function's score history is not in TRL's
+checkpoint: adaptive bounds restart from the resumed batch).
 """
 
 from __future__ import annotations
@@ -45,15 +76,20 @@ from openmle.errors import InvalidArgument
 __all__ = ["register"]
 
 EXIT_OK = 0
-_TOP = ("model", "data", "output_dir", "batch_size", "checkpoint_every", "max_steps")
-_TABLES = ("tiny", "config")
+_TOP = ("model", "data", "output_dir", "batch_size", "checkpoint_every", "max_steps", "device")
+_TABLES = ("tiny", "config", "lora")
+_GSPO_TOP = (
+    "model", "output_dir", "steps", "groups_per_step", "checkpoint_every", "engine", "device",
+)  # fmt: skip
+_GSPO_TABLES = ("tiny", "config", "lora", "policy", "rollout", "profile", "sandbox", "trl")
+_PAPER_GROUPS_PER_STEP = 16
 
 
 def register(subparsers: Any) -> None:
     """Add ``train sft`` to the ``openmle`` parser."""
     train = subparsers.add_parser(
         "train",
-        help="train the operator model from a TOML file (SFT)",
+        help="train the operator model from a TOML file (SFT or GSPO)",
         description="Train the operator model from a TOML file; a second run with the same "
         "output_dir resumes from its checkpoint. Exit codes: 0 ok, 1 training failed, "
         "2 a bad file or key. Needs the torch extra.",
@@ -64,7 +100,8 @@ def register(subparsers: Any) -> None:
         "sft",
         help="supervised fine-tuning on an SFT export (openmle.train.SFTTrainer)",
         description="Fine-tune on the records of an SFT export; keys: model, data, output_dir, "
-        "batch_size, checkpoint_every, max_steps, [tiny], [config] (SFTConfig fields).",
+        "batch_size, checkpoint_every, max_steps, device, [tiny], [lora], [config] (SFTConfig "
+        "fields).",
     )
     s.add_argument("config", metavar="CONFIG.toml", help="the run's TOML file")
     s.add_argument(
@@ -75,6 +112,24 @@ def register(subparsers: Any) -> None:
     )
     add_track_flag(s)
     s.set_defaults(handler=_sft)
+    g = sub.add_parser(
+        "gspo",
+        help="GSPO on sandbox rollouts (openmle.train.GSPOTrainer, or TRL with engine = 'trl')",
+        description="Sample groups from the policy on the tasks, run the programs in a "
+        "LocalSandbox, reward them with the profile and train with GSPO; keys: model, "
+        "output_dir, steps, groups_per_step, checkpoint_every, engine, device, [[tasks]], "
+        "[tiny], [lora], [policy], [rollout], [profile], [sandbox], [config] (GSPOConfig "
+        "fields), [trl] (trl.GRPOConfig fields).",
+    )
+    g.add_argument("config", metavar="CONFIG.toml", help="the run's TOML file")
+    g.add_argument(
+        "--preset",
+        choices=("paper",),
+        default=None,
+        help="the paper's recipe: GSPOConfig.paper(), RolloutProducer.paper() (groups of 16), "
+        "LocalPolicy.paper() and 16 groups per step (the file's keys override them)",
+    )
+    g.set_defaults(handler=_gspo)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -102,17 +157,25 @@ def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], file: Pa
     return v
 
 
-def _read(file: Path) -> dict[str, Any]:
+def _read(
+    file: Path,
+    top: tuple[str, ...] = _TOP,
+    tables: tuple[str, ...] = _TABLES,
+    arrays: tuple[str, ...] = (),
+) -> dict[str, Any]:
     try:
         doc = tomllib.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InvalidArgument(f"cannot read {file}: {exc}; pass an existing TOML file") from exc
     except tomllib.TOMLDecodeError as exc:
         raise InvalidArgument(f"{file} is not valid TOML: {exc}") from exc
-    _unknown(str(file), set(doc), [*_TOP, *_TABLES])
-    for t in _TABLES:
+    _unknown(str(file), set(doc), [*top, *tables, *arrays])
+    for t in tables:
         if t in doc and not isinstance(doc[t], dict):
             raise InvalidArgument(f"{file}: {t!r} must be a table ([{t}])")
+    for a in arrays:
+        if a in doc and not (isinstance(doc[a], list) and all(isinstance(x, dict) for x in doc[a])):
+            raise InvalidArgument(f"{file}: {a!r} must be an array of tables ([[{a}]])")
     return doc
 
 
@@ -120,7 +183,7 @@ def _sft(args: argparse.Namespace) -> int:
     file = Path(args.config)
     doc = _read(file)
     base = file.parent
-    model_name = _need(doc, "model", str, file)
+    model_name = _model_ref(_need(doc, "model", str, file), file)
     data = base / _need(doc, "data", str, file)
     out = base / _need(doc, "output_dir", str, file)
     batch_size = _need(doc, "batch_size", int, file)
@@ -148,7 +211,8 @@ def _sft(args: argparse.Namespace) -> int:
     probe = preset(**cfg_keys)  # validates the fields (InvalidArgument names a bad one)
     config = attrs.evolve(probe, total_steps=probe.total_steps or probe.epochs * n_batches)
 
-    model, tokenizer = _model(model_name, doc.get("tiny"), file)
+    model, tokenizer = _model(model_name, doc.get("tiny"), file, doc.get("lora"))
+    model = _place(model, doc, file)
     batches = [
         SFTBatch.from_messages(tokenizer, [r.messages for r in records[i : i + batch_size]])
         for i in range(0, len(records), batch_size)
@@ -180,14 +244,14 @@ def _sft(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _trim_metrics(path: Path, step: int) -> None:
+def _trim_metrics(path: Path, step: int, *, key: str = "step") -> None:
     """Drop the metrics of steps after ``step`` (run after the last checkpoint, then lost)."""
     if not path.is_file():
         return
     keep = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            done = json.loads(line).get("step", 0) <= step
+            done = json.loads(line).get(key, 0) <= step
         except (ValueError, AttributeError):
             done = False  # a line cut short by the crash
         if done:
@@ -195,11 +259,15 @@ def _trim_metrics(path: Path, step: int) -> None:
     path.write_text("".join(keep), encoding="utf-8")
 
 
-def _save(trainer: Any, ckpt: Path) -> None:
-    """Write the checkpoint next to the old one, then swap, so a crash leaves one whole."""
+def _save(trainer: Any, ckpt: Path, *, extra: dict[str, str] | None = None) -> None:
+    """Write the checkpoint (and the ``extra`` files) next to the old one, then swap, so a crash
+    leaves one whole.
+    """
     tmp, old = ckpt.with_name("checkpoint.tmp"), ckpt.with_name("checkpoint.old")
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save(tmp)
+    for name, text in (extra or {}).items():
+        (tmp / name).write_text(text, encoding="utf-8")
     shutil.rmtree(old, ignore_errors=True)
     if ckpt.exists():
         ckpt.rename(old)
@@ -207,19 +275,375 @@ def _save(trainer: Any, ckpt: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _model(name: str, tiny: dict[str, Any] | None, file: Path) -> tuple[Any, Any]:
-    """``(model, tokenizer)``: the tiny CPU model with the byte tokenizer, or a HF model."""
-    from openmle.train import ByteTokenizer, HFTokenizer, TinyCausalLM, TinyLMConfig
+def _place(model: Any, doc: dict[str, Any], file: Path) -> Any:
+    """``device``: "auto" (default: CUDA when available), "cpu", "cuda" or "cuda:N"."""
+    import torch
 
+    device = doc.get("device", "auto")
+    if not isinstance(device, str) or not (
+        device in ("auto", "cpu", "cuda") or device.startswith("cuda:")
+    ):
+        raise InvalidArgument(f"{file}: device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if getattr(model, "is_loaded_in_4bit", False) or getattr(model, "hf_device_map", None):
+        return model  # placed by from_pretrained (QLoRA)
+    return model.to(device)
+
+
+def _model_ref(name: str, file: Path) -> str:
+    """``model``: "tiny", a directory relative to the file, or a Hugging Face id as given."""
+    local = file.parent / name
+    return str(local.resolve()) if name != "tiny" and local.is_dir() else name
+
+
+def _lora(table: dict[str, Any] | None, file: Path) -> Any:
+    """``[lora]`` as a LoRAConfig (None without the table)."""
+    if table is None:
+        return None
+    from openmle.train import LoRAConfig
+
+    _unknown(f"{file} [lora]", set(table), [a.name for a in attrs.fields(LoRAConfig)])
+    return LoRAConfig(**table)
+
+
+def _model(
+    name: str, tiny: dict[str, Any] | None, file: Path, lora: dict[str, Any] | None = None
+) -> tuple[Any, Any]:
+    """``(model, tokenizer)``: the tiny CPU model with the byte tokenizer, or a HF model; with
+    ``[lora]``, LoRA adapters on it (QLoRA: 4-bit weights, HF models on CUDA only).
+    """
+    from openmle.train import ByteTokenizer, HFTokenizer, TinyCausalLM, TinyLMConfig, apply_lora
+
+    adapters = _lora(lora, file)
     if name == "tiny":
         kw = dict(tiny or {})
         _unknown(f"{file} [tiny]", set(kw), [a.name for a in attrs.fields(TinyLMConfig)])
-        return TinyCausalLM(TinyLMConfig(**kw)), ByteTokenizer()
+        if adapters is not None and adapters.quantize is not None:
+            raise InvalidArgument(f"{file}: [lora] quantize is for Hugging Face models only")
+        model: Any = TinyCausalLM(TinyLMConfig(**kw))
+        return (model if adapters is None else apply_lora(model, adapters)), ByteTokenizer()
     if tiny is not None:
         raise InvalidArgument(f"{file}: [tiny] is for model = 'tiny' only; remove it")
     from openmle._compat import require
 
     transformers: Any = require("transformers", "hf")
-
-    model = transformers.AutoModelForCausalLM.from_pretrained(name)
+    model = _hf_model(transformers, name, adapters)
+    if adapters is not None:
+        model = apply_lora(model, adapters)
     return model, HFTokenizer(transformers.AutoTokenizer.from_pretrained(name))
+
+
+def _hf_model(transformers: Any, name: str, adapters: Any) -> Any:
+    """A transformers causal LM; in 4 bits on the GPU for QLoRA."""
+    if adapters is None or adapters.quantize is None:
+        return transformers.AutoModelForCausalLM.from_pretrained(name)
+    from openmle.train import quantization_config
+
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        name, quantization_config=quantization_config(adapters.quantize), device_map={"": 0}
+    )
+
+
+_ROLLOUT_KEYS = ("group_size", "seed", "max_pool", "mix")
+_POLICY_KEYS = ("max_new_tokens", "temperature")
+_TASK_KEYS = ("name", "description", "timeout_s")
+_SANDBOX_KEYS = ("max_concurrency", "isolation", "memory_mb", "max_processes", "keep_workspaces")
+_MAX_STATE_BYTES = 256 * 2**20  # rollout.json: pools of programs and their logs
+
+
+def _table(doc: dict[str, Any], name: str, allowed: tuple[str, ...] | list[str], file: Path) -> Any:
+    kw: dict[str, Any] = dict(doc.get(name, {}))
+    _unknown(f"{file} [{name}]", set(kw), allowed)
+    return kw
+
+
+def _tasks(doc: dict[str, Any], file: Path) -> list[Any]:
+    """``[[tasks]]`` as RolloutTasks: each a bundled name or a package path (file-relative)."""
+    from openmle.gym import resolve_task
+    from openmle.train import RolloutTask
+
+    rows = doc.get("tasks")
+    if not rows:
+        raise InvalidArgument(
+            f"{file}: no [[tasks]]; add one table per task, e.g. [[tasks]] name = "
+            "'tabular-binary' (a bundled name or a task package path)"
+        )
+    out = []
+    for i, row in enumerate(rows):
+        _unknown(f"{file} [[tasks]] #{i + 1}", set(row), _TASK_KEYS)
+        name = row.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"{file}: [[tasks]] #{i + 1} needs name = 'a task or a path'")
+        local = file.parent / name
+        ref = str(local.resolve()) if local.is_dir() else name
+        task = resolve_task(ref)  # InvalidArgument names the bundled tasks
+        timeout = row.get("timeout_s", min(600.0, task.time_limit_s))
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise InvalidArgument(f"{file}: [[tasks]] #{i + 1} timeout_s must be a number > 0")
+        description = row.get("description", task.description)
+        if not isinstance(description, str):
+            raise InvalidArgument(f"{file}: [[tasks]] #{i + 1} description must be a string")
+        out.append(
+            RolloutTask(
+                name=ref,
+                description=description,
+                meta=task.meta,
+                timeout_s=float(timeout),
+                resources=task.resources,
+            )
+        )
+    return out
+
+
+def _gspo(args: argparse.Namespace) -> int:
+    file = Path(args.config)
+    doc = _read(file, _GSPO_TOP, _GSPO_TABLES, ("tasks",))
+    paper = args.preset == "paper"
+    model_name = _model_ref(_need(doc, "model", str, file), file)
+    out = file.parent / _need(doc, "output_dir", str, file)
+    steps = _need(doc, "steps", int, file)
+    every = _need(doc, "checkpoint_every", int, file)
+    if "groups_per_step" in doc or not paper:
+        per_step = _need(doc, "groups_per_step", int, file)
+    else:
+        per_step = _PAPER_GROUPS_PER_STEP
+    engine = doc.get("engine", "openmle")
+    if engine not in ("openmle", "trl"):
+        raise InvalidArgument(f"{file}: engine must be 'openmle' or 'trl', got {engine!r}")
+    tasks = _tasks(doc, file)
+    rollout, policy_kw, sandbox_kw, profile = _rollout_tables(doc, file)
+    group_size = rollout.get("group_size", 16 if paper else 8)
+    if engine == "trl":
+        return _gspo_trl(
+            doc, file, out, model_name, tasks, profile, policy_kw, sandbox_kw,
+            steps=steps, every=every, per_step=per_step, group_size=group_size,
+            seed=rollout.get("seed", 0), paper=paper,
+        )  # fmt: skip
+    if "trl" in doc:
+        raise InvalidArgument(f"{file}: [trl] is for engine = 'trl' only; remove it")
+
+    from openmle.train import GSPOTrainer, LocalPolicy, RolloutProducer
+
+    config = _gspo_config(doc, file, paper=paper, group_size=group_size, per_step=per_step)
+    model, tokenizer = _model(model_name, doc.get("tiny"), file, doc.get("lora"))
+    model = _place(model, doc, file)
+    policy = (LocalPolicy.paper if paper else LocalPolicy)(model, tokenizer, **policy_kw)
+    trainer = GSPOTrainer(model, config)
+    ckpt = out / "checkpoint"
+    resume = (ckpt / "trainer.json").is_file()
+    if resume:
+        trainer.load(ckpt)
+    from openmle.backends import LocalSandbox
+
+    sandbox = LocalSandbox(**sandbox_kw)
+    make = RolloutProducer.paper if paper else RolloutProducer
+    done = 0
+    try:
+        producer = make(policy=policy, sandbox=sandbox, tasks=tasks, profile=profile, **rollout)
+        if resume:
+            done = _load_rollout_state(producer, ckpt / "rollout.json")
+            print(f"resumed from {ckpt} at rollout batch {done}", file=sys.stderr)
+            _trim_metrics(out / "metrics.jsonl", done, key="batch")
+    except BaseException:
+        import anyio
+
+        anyio.run(sandbox.aclose)
+        raise
+    out.mkdir(parents=True, exist_ok=True)
+    pad = tokenizer.pad_token_id
+    return _run_gspo(producer, trainer, sandbox, out, ckpt, done, steps, every, per_step, pad)
+
+
+def _rollout_tables(doc: dict[str, Any], file: Path) -> tuple[Any, Any, Any, Any]:
+    """``[rollout]`` (with ``[rollout.mix]`` as an OperatorMix), ``[policy]``, ``[sandbox]``
+    and ``[profile]`` (as ``RewardProfile.default(**profile)``).
+    """
+    from openmle.rewards import RewardProfile
+    from openmle.search import OperatorMix
+
+    rollout = _table(doc, "rollout", _ROLLOUT_KEYS, file)
+    policy_kw = _table(doc, "policy", _POLICY_KEYS, file)
+    sandbox_kw = _table(doc, "sandbox", _SANDBOX_KEYS, file)
+    profile_kw = _table(doc, "profile", [a.name for a in attrs.fields(RewardProfile)], file)
+    if "mix" in rollout:
+        if not isinstance(rollout["mix"], dict):
+            raise InvalidArgument(f"{file}: [rollout] mix must be a table ([rollout.mix])")
+        _unknown(f"{file} [rollout.mix]", set(rollout["mix"]), _MIX_KEYS)
+        rollout["mix"] = OperatorMix(**rollout["mix"])
+    return rollout, policy_kw, sandbox_kw, RewardProfile.default(**profile_kw)
+
+
+def _gspo_config(
+    doc: dict[str, Any], file: Path, *, paper: bool, group_size: int, per_step: int
+) -> Any:
+    """``[config]`` as a GSPOConfig, its checked shape matching the rollouts'."""
+    from openmle.train import GSPOConfig
+
+    cfg_keys = _table(doc, "config", [a.name for a in attrs.fields(GSPOConfig)], file)
+    if isinstance(cfg_keys.get("betas"), list):
+        cfg_keys["betas"] = tuple(cfg_keys["betas"])
+    config = (GSPOConfig.paper if paper else GSPOConfig)(**cfg_keys)
+    shape = (config.group_size, config.rollout_batch_size)
+    if None not in shape and shape != (group_size, per_step):
+        raise InvalidArgument(
+            f"{file}: [config] checks group_size={config.group_size} x rollout_batch_size="
+            f"{config.rollout_batch_size} but the rollouts make [rollout] group_size="
+            f"{group_size} x groups_per_step={per_step}; make them match or set [config] "
+            "group_size and rollout_batch_size to the rollouts' shape"
+        )
+    return config
+
+
+_MIX_KEYS = ("draft", "improve", "debug", "crossover")
+
+
+def _load_rollout_state(producer: Any, path: Path) -> int:
+    """Restore the producer from ``rollout.json``; the rollout batches done."""
+    from openmle._readback import read_back_json
+    from openmle.errors import TrainerError
+
+    try:
+        state = read_back_json(path, max_bytes=_MAX_STATE_BYTES)
+    except (OSError, ValueError) as exc:
+        raise TrainerError(f"cannot read {path}: {exc}; remove the checkpoint to restart") from exc
+    if not isinstance(state, dict) or not isinstance(state.get("batches"), int):
+        raise TrainerError(f"{path} is not a rollout state; remove the checkpoint to restart")
+    try:
+        producer.load_state_dict(state.get("producer"))
+    except InvalidArgument as exc:
+        raise TrainerError(f"{path}: {exc}; remove the checkpoint to restart") from exc
+    return int(state["batches"])
+
+
+def _run_gspo(
+    producer: Any,
+    trainer: Any,
+    sandbox: Any,
+    out: Path,
+    ckpt: Path,
+    done: int,
+    steps: int,
+    every: int,
+    per_step: int,
+    pad: int,
+) -> int:
+    import anyio
+
+    from openmle.train import train_on_policy
+
+    log = (out / "metrics.jsonl").open("a", encoding="utf-8")
+    count = [done]
+
+    def on_step(report: Any) -> None:  # the place a tracker would hook in
+        count[0] += 1
+        r = report.mean_reward
+        row = {"batch": count[0], "mean_reward": r if math.isfinite(r) else None,
+               **report.metrics}  # fmt: skip
+        log.write(json.dumps(row, sort_keys=True) + "\n")
+        log.flush()
+
+    def save(batches: int) -> None:
+        state = {"batches": batches, "producer": producer.state_dict()}
+        _save(trainer, ckpt, extra={"rollout.json": json.dumps(state)})
+
+    async def main() -> None:
+        try:
+            while count[0] < steps:
+                n = min(every - count[0] % every, steps - count[0])
+                await train_on_policy(
+                    producer, trainer, steps=n, groups_per_step=per_step, pad_token_id=pad,
+                    on_step=on_step,
+                )  # fmt: skip
+                await anyio.to_thread.run_sync(save, count[0])
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sandbox.aclose()
+
+    try:
+        anyio.run(main)
+    finally:
+        log.close()
+    print(json.dumps({"batch": count[0], "step": trainer.step_count, "checkpoint": str(ckpt)}))
+    return EXIT_OK
+
+
+def _gspo_trl(
+    doc: dict[str, Any],
+    file: Path,
+    out: Path,
+    model_name: str,
+    tasks: list[Any],
+    profile: Any,
+    policy_kw: dict[str, Any],
+    sandbox_kw: dict[str, Any],
+    *,
+    steps: int,
+    every: int,
+    per_step: int,
+    group_size: int,
+    seed: Any,
+    paper: bool,
+) -> int:
+    """``engine = "trl"``: OpenMLEGRPOTrainer (sequence-level IS) with the profile's advantages."""
+    import dataclasses
+
+    from openmle._compat import require
+
+    for t in ("tiny", "config"):
+        if t in doc:
+            raise InvalidArgument(
+                f"{file}: [{t}] is for engine = 'openmle'; under 'trl' put trl.GRPOConfig fields "
+                "in [trl]"
+            )
+    if model_name == "tiny":
+        raise InvalidArgument(
+            f"{file}: engine = 'trl' needs a Hugging Face model id or path in model, not 'tiny'"
+        )
+    trl: Any = require("trl", "trl")
+    transformers: Any = require("transformers", "hf")
+    from openmle.backends import LocalSandbox
+    from openmle.train import OpenMLEGRPOTrainer, SandboxReward, prompt_dataset
+
+    names = {f.name for f in dataclasses.fields(trl.GRPOConfig) if f.init}
+    user = _table(doc, "trl", sorted(names), file)
+    kw: dict[str, Any] = {
+        "output_dir": str(out), "importance_sampling_level": "sequence",
+        "num_generations": group_size, "per_device_train_batch_size": group_size * per_step,
+        "max_steps": steps, "save_steps": every, "save_strategy": "steps",
+        "logging_steps": 1, "report_to": "none", "seed": seed,
+    }  # fmt: skip
+    if paper:  # GSPOConfig.paper() in TRL's names
+        kw.update(
+            learning_rate=1e-6, lr_scheduler_type="constant", weight_decay=0.1, adam_beta1=0.9,
+            adam_beta2=0.98, max_grad_norm=1.0, epsilon=3.5e-4, epsilon_high=3.5e-4, beta=0.0,
+            temperature=1.0, max_completion_length=24_576, steps_per_generation=2,
+        )  # fmt: skip
+    if "max_new_tokens" in policy_kw:
+        kw["max_completion_length"] = policy_kw["max_new_tokens"]
+    if "temperature" in policy_kw:
+        kw["temperature"] = policy_kw["temperature"]
+    kw.update(user)
+    args = trl.GRPOConfig(**kw)
+    sandbox = LocalSandbox(**sandbox_kw)
+    reward = SandboxReward(sandbox, tasks, num_generations=args.num_generations, profile=profile)
+    rows = args.per_device_train_batch_size * max(1, args.max_steps) // args.num_generations
+    dataset = prompt_dataset(tasks, repeat=max(1, rows // len(tasks) + 1))
+    tok = transformers.AutoTokenizer.from_pretrained(model_name)
+    adapters = _lora(doc.get("lora"), file)
+    model: Any = model_name
+    if adapters is not None and adapters.quantize is not None:  # QLoRA: load in 4 bits first
+        model = _hf_model(transformers, model_name, adapters)
+    trainer = OpenMLEGRPOTrainer(
+        model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
+        processing_class=tok, peft_config=None if adapters is None else adapters.peft(),
+    )  # fmt: skip
+    resume = any(p.name.startswith("checkpoint-") for p in out.glob("checkpoint-*"))
+    try:
+        trainer.train(resume_from_checkpoint=True if resume else None)
+    finally:
+        import anyio
+
+        anyio.run(sandbox.aclose)
+    print(json.dumps({"step": trainer.state.global_step, "output_dir": str(out)}))
+    return EXIT_OK

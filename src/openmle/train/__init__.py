@@ -12,6 +12,7 @@ copied and changed. Names load lazily; using one needs the ``torch`` extra
 - :mod:`openmle.train._model`, :mod:`openmle.train._tokenizer`: a tiny causal LM, tokenisers.
 - :mod:`openmle.train._tracking`: :class:`StepTracker`, trainer steps to an experiment tracker
   (:mod:`openmle.tracking`) as ``on_step``.
+- :mod:`openmle.train._lora`: LoRA/QLoRA adapters through PEFT (extra ``peft``).
 - :mod:`openmle.train._trl`: TRL as the engine for scale (extra ``trl``): operator prompt
   datasets, sandbox reward functions, ``OpenMLEGRPOTrainer`` with the profile's advantages.
 """
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from openmle.train._engine import OptimConfig as OptimConfig
     from openmle.train._gspo import GSPOConfig as GSPOConfig
     from openmle.train._gspo import GSPOTrainer as GSPOTrainer
+    from openmle.train._lora import LoRAConfig as LoRAConfig
+    from openmle.train._lora import apply_lora as apply_lora
+    from openmle.train._lora import quantization_config as quantization_config
     from openmle.train._loss import GSPOLossOutput as GSPOLossOutput
     from openmle.train._loss import gspo_loss as gspo_loss
     from openmle.train._loss import sft_loss as sft_loss
@@ -68,6 +72,7 @@ _LAZY: dict[str, str] = {
     "GSPOLossOutput": "openmle.train._loss",
     "GSPOTrainer": "openmle.train._gspo",
     "HFTokenizer": "openmle.train._tokenizer",
+    "LoRAConfig": "openmle.train._lora",
     "LocalPolicy": "openmle.train._rollout",
     "ModelPolicy": "openmle.train._rollout",
     "OpenMLEGRPOTrainer": "openmle.train._trl",
@@ -87,9 +92,11 @@ _LAZY: dict[str, str] = {
     "TinyCausalLM": "openmle.train._model",
     "TinyLMConfig": "openmle.train._model",
     "Tokenizer": "openmle.train._tokenizer",
+    "apply_lora": "openmle.train._lora",
     "encode_chat": "openmle.train._tokenizer",
     "gspo_loss": "openmle.train._loss",
     "prompt_dataset": "openmle.train._trl",
+    "quantization_config": "openmle.train._lora",
     "rollout_batch": "openmle.train._rollout",
     "sample_completions": "openmle.train._model",
     "sft_dataset": "openmle.train._trl",

@@ -275,14 +275,33 @@ class Engine:
     # -- checkpoints -------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str], meta: Mapping[str, Any]) -> None:
-        """Write ``model.pt``, ``optimizer.pt``, ``trainer.json`` (rank 0) and ``rng-<rank>.pt``."""
+        """Write ``model.pt``, ``optimizer.pt``, ``trainer.json`` (rank 0) and ``rng-<rank>.pt``.
+
+        Under FSDP2 every rank must call it: the parameters and the optimiser state are gathered
+        into full (unsharded) tensors first, and the optimiser state is keyed by parameter name
+        (``trainer.json`` says ``"optimizer_keys": "fqn"``), so the checkpoint loads into any
+        number of processes, one included.
+        """
         p = Path(path)
+        sharded = _is_fsdp(self.model)
+        if sharded:  # collective: every rank takes part, rank 0 gets the full tensors
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                get_model_state_dict,
+                get_optimizer_state_dict,
+            )
+
+            opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+            model_sd = get_model_state_dict(self.model, options=opts)
+            optim_sd = get_optimizer_state_dict(self.model, self.optimizer, options=opts)
         try:
             p.mkdir(parents=True, exist_ok=True)
             if D.rank() == 0:
-                torch.save(self.model.state_dict(), p / "model.pt")
-                torch.save(self.optimizer.state_dict(), p / "optimizer.pt")
-                info = {"step": self.step_count, **meta}
+                torch.save(model_sd if sharded else self.model.state_dict(), p / "model.pt")
+                torch.save(optim_sd if sharded else self.optimizer.state_dict(),
+                           p / "optimizer.pt")  # fmt: skip
+                info = {"step": self.step_count, "optimizer_keys": "fqn" if sharded else "index",
+                        **meta}  # fmt: skip
                 (p / "trainer.json").write_text(json.dumps(info, indent=2, sort_keys=True))
             torch.save(_rng_state(), p / f"rng-{D.rank()}.pt")
         except OSError as exc:
@@ -290,7 +309,11 @@ class Engine:
         D.barrier()
 
     def load(self, path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
-        """Restore model, optimiser, RNG and step written by :meth:`save`; returns the meta."""
+        """Restore model, optimiser, RNG and step written by :meth:`save`; returns the meta.
+
+        A checkpoint written under FSDP2 loads into a plain model and the other way round
+        (the full tensors are sharded again for an FSDP2 model; every rank must call it then).
+        """
         p = Path(path)
         try:
             info = json.loads((p / "trainer.json").read_text())
@@ -302,11 +325,39 @@ class Engine:
             raise TrainerError(f"cannot read checkpoint {p}: {exc}") from exc
         if info.get("kind") != kind:
             raise TrainerError(f"{p} holds a {info.get('kind')!r} checkpoint, not a {kind!r} one")
-        self.model.load_state_dict(model)
-        self.optimizer.load_state_dict(optim)
+        by_name = info.get("optimizer_keys") == "fqn"
+        if by_name or _is_fsdp(self.model):
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                set_model_state_dict,
+                set_optimizer_state_dict,
+            )
+
+            opts = StateDictOptions(full_state_dict=True)
+            set_model_state_dict(self.model, model, options=opts)
+            set_optimizer_state_dict(
+                self.model, self.optimizer, optim if by_name else self._by_name(optim),
+                options=opts,
+            )  # fmt: skip
+        else:
+            self.model.load_state_dict(model)
+            self.optimizer.load_state_dict(optim)
         _set_rng_state(rng)
         self.step_count = int(info["step"])
         return dict(info)
+
+    def _by_name(self, optim: Mapping[str, Any]) -> dict[str, Any]:
+        """An index-keyed optimiser state (:meth:`torch.optim.Optimizer.state_dict` of an
+        unsharded run) keyed by parameter name instead, for an FSDP2 model.
+        """
+        names = {id(q): n for n, q in self.model.named_parameters()}
+        order = [names[id(q)] for g in self.optimizer.param_groups for q in g["params"]]
+        return {
+            "state": {order[int(i)]: st for i, st in optim["state"].items()},
+            "param_groups": [
+                {**g, "params": [order[int(i)] for i in g["params"]]} for g in optim["param_groups"]
+            ],
+        }
 
 
 class EngineOwner:

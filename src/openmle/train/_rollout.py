@@ -68,6 +68,7 @@ from openmle._types import (
     TaskMeta,
 )
 from openmle._validation import check_positive, check_type, fail
+from openmle.errors import InvalidArgument
 from openmle.operators import ParentView, TaskBrief, build_request, parse_response, same_program
 from openmle.rewards import (
     GroupMember,
@@ -475,6 +476,59 @@ class RolloutProducer:
             self._pools[t.name] = {}
             self.history[t.name] = []
 
+    def state_dict(self) -> dict[str, Any]:
+        """The producer's state as JSON-ready data: its random generator, policy version, score
+        history, program pools and id counter (what :meth:`load_state_dict` restores, so that a
+        resumed run draws the tasks, operators, parents and sampler seeds an uninterrupted run
+        draws). The policy, sandbox, tasks and settings are not included: rebuild them the same
+        way.
+        """
+        return {
+            "rng": self._rng.bit_generator.state,
+            "policy_version": self.policy_version,
+            "history": {k: list(v) for k, v in self.history.items()},
+            "count": self._count,
+            "pools": {
+                task: [_program_dict(pid, p) for pid, p in pool.items()]
+                for task, pool in self._pools.items()
+            },
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (e.g. read back from a checkpoint).
+
+        Raises:
+            InvalidArgument: the state is malformed or names a task this producer does not have
+                (the message names the field).
+        """
+        try:
+            pools: dict[str, dict[str, _Program]] = {t.name: {} for t in self.tasks}
+            for task, rows in dict(state["pools"]).items():
+                if task not in pools:
+                    raise fail(f"one of {sorted(pools)}", "state['pools']", task)
+                for r in rows:
+                    pools[task][str(r["id"])] = _Program(
+                        code=str(r["code"]), result=RunResult.from_dict(r["result"]),
+                        reward=float(r["reward"]),
+                        parent_ids=tuple(str(x) for x in r["parent_ids"]),
+                        children_rewards=[float(x) for x in r["children_rewards"]],
+                    )  # fmt: skip
+            history: dict[str, list[float]] = {t.name: [] for t in self.tasks}
+            for task, scores in dict(state["history"]).items():
+                if task not in history:
+                    raise fail(f"one of {sorted(history)}", "state['history']", task)
+                history[task] = [float(x) for x in scores]
+            rng = np.random.default_rng()
+            rng.bit_generator.state = dict(state["rng"])
+            version, count = int(state["policy_version"]), int(state["count"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, InvalidArgument):
+                raise
+            raise fail("a RolloutProducer.state_dict()", "state", type(state).__name__,
+                       f"{type(exc).__name__}: {exc}") from exc  # fmt: skip
+        self._pools, self.history, self._rng = pools, history, rng
+        self.policy_version, self._count = version, count
+
     def candidates(self, task: str) -> list[Candidate]:
         """The task's pool as RL candidates (base reward, children's rewards, visits)."""
         return [
@@ -605,6 +659,17 @@ class RolloutProducer:
         while len(pool) > self.max_pool:
             del pool[next(iter(pool))]
         return tuple(ids)
+
+
+def _program_dict(pid: str, p: _Program) -> dict[str, Any]:
+    return {
+        "id": pid,
+        "code": p.code,
+        "result": p.result.to_dict(),
+        "reward": p.reward,
+        "parent_ids": list(p.parent_ids),
+        "children_rewards": list(p.children_rewards),
+    }
 
 
 @frozen(kw_only=True)

@@ -100,7 +100,11 @@ def test_the_how_to_toml_runs(tmp_path: Path) -> None:
     import re
 
     doc = Path(__file__).parents[3] / "docs" / "how-to" / "train-operators.md"
-    (block,) = re.findall(r"```toml\n(.*?)```", doc.read_text(), flags=re.S)
+    (block,) = [
+        b
+        for b in re.findall(r"```toml\n(.*?)```", doc.read_text(), flags=re.S)
+        if 'data = "sft.jsonl"' in b
+    ]
     _export(tmp_path / "sft.jsonl")
     f = tmp_path / "sft.toml"
     f.write_text(block)

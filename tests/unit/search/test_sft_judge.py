@@ -15,6 +15,7 @@ from openmle.search import (
     SFTRecord,
     ajudge_sft_records,
     evolutionary_records,
+    export_sft,
     judge_sft_records,
 )
 from openmle.testing import ScriptedModel
@@ -35,7 +36,7 @@ def test_the_judge_sees_each_step_and_its_verdicts_filter(tmp_path: Path) -> Non
     assert [r.node_id for r in recs] == ["d1", "g1", "d2"]
 
     def verdict(request: ModelRequest) -> str:
-        keep = "plan g1" not in request.messages[-1].content
+        keep = request.metadata["node_id"] != "g1"
         body = json.dumps({"keep": keep, "reason": "ok" if keep else "no"})
         return f"```json\n{body}\n```" if keep else body
 
@@ -113,3 +114,71 @@ async def test_async_entry_point(tmp_path: Path) -> None:
     recs = _records(tmp_path)
     out = await ajudge_sft_records(recs, ScriptedModel(lambda r: '{"keep": false}'))
     assert out.kept == () and len(out.verdicts) == 3 and out.errors == ()
+
+
+def test_the_judge_sees_the_whole_segment_up_to_its_endpoint(tmp_path: Path) -> None:
+    """The failed Draft d1 is judged inside its segment d1 -> g1: the request shows both steps'
+    answers in order, their scores (failed, then 0.4), the endpoint's score, which step is under
+    review, and the paper's criteria (inherited and contributing; cosmetic edits, blind
+    retries, scale-shrinking dodges and failed environment steps dropped). The one-step Draft
+    d2 is its own segment."""
+    recs = _records(tmp_path)
+    judge = ScriptedModel(lambda r: '{"keep": true, "reason": "inherited"}')
+    out = judge_sft_records(recs, judge)
+    by_node = {r.metadata["node_id"]: r for r in judge.requests}
+    system = by_node["d1"].messages[0].content
+    for phrase in ("inherited by the later steps", "contributes to the endpoint",
+                   "cosmetic edits", "blind retries", "scale-shrinking dodges",
+                   "failed environment steps"):  # fmt: skip
+        assert phrase in system
+    d1 = by_node["d1"].messages[-1].content
+    assert "Segment: 2 step(s), ending with validation score 0.4" in d1
+    assert "Step under review: step 1 (draft)" in d1
+    assert d1.index("plan d1") < d1.index("plan g1")  # the later step is shown, in order
+    assert "### Step 1: draft, failed (no validation score)  <- the step under review" in d1
+    assert "### Step 2: debug, validation score 0.4\n" in d1
+    g1 = by_node["g1"].messages[-1].content
+    assert "Step under review: step 2 (debug)" in g1 and "plan d1" in g1
+    d2 = by_node["d2"].messages[-1].content
+    assert "Segment: 1 step(s)" in d2 and "plan d1" not in d2
+    assert [v.segment_steps for v in out.verdicts] == [2, 2, 1]
+    assert out.verdicts[0].to_dict()["segment_id"] == recs[0].segment_id
+
+
+def test_a_filtered_record_still_sees_its_segment_through_context(tmp_path: Path) -> None:
+    """Judging only g1 with every record as context still shows d1's step before it."""
+    recs = _records(tmp_path)
+    judge = ScriptedModel(lambda r: '{"keep": false, "reason": "blind retry"}')
+    out = judge_sft_records(recs[1:2], judge, context=recs)
+    (req,) = judge.requests
+    assert "plan d1" in req.messages[-1].content and out.verdicts[0].segment_steps == 2
+    alone = ScriptedModel(lambda r: '{"keep": false, "reason": "x"}')
+    judge_sft_records(recs[1:2], alone)
+    assert "plan d1" not in alone.requests[0].messages[-1].content
+
+
+def test_the_export_records_the_verdicts_and_errors_in_its_summary(tmp_path: Path) -> None:
+    """export_sft(judge=...) writes the kept records only and counts judged, dropped and errors,
+    with every verdict in the summary."""
+    recs = _records(tmp_path)  # writes the run directory tmp_path / "r"
+
+    def verdict(request: ModelRequest) -> str:
+        node = request.metadata["node_id"]
+        if node == "d2":
+            return "not json"
+        return json.dumps({"keep": node == "g1", "reason": f"r-{node}"})
+
+    out = export_sft([tmp_path / "r"], tmp_path / "sft.jsonl", path="evolutionary",
+                     judge=ScriptedModel(verdict))  # fmt: skip
+    s = out.summary
+    assert [r.node_id for r in out] == ["g1"]
+    assert (s.judged, s.judge_dropped, s.judge_errors, s.written) == (3, 2, 1, 1)
+    assert [(v.record.node_id, v.keep, v.reason) for v in s.verdicts] == [
+        ("d1", False, "r-d1"), ("g1", True, "r-g1"), ("d2", False, ""),
+    ]  # fmt: skip
+    assert s.verdicts[2].error is not None and "malformed" in s.verdicts[2].error
+    lines = (tmp_path / "sft.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["node_id"] == "g1"
+    plain = export_sft([tmp_path / "r"], tmp_path / "all.jsonl", path="evolutionary")
+    assert plain.summary.judged == 0 and plain.summary.verdicts == () and len(plain) == 3
+    assert len(recs) == 3

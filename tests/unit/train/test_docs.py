@@ -15,9 +15,17 @@ DOC = Path(__file__).parents[3] / "docs" / "how-to" / "train-operators.md"
 
 
 def test_laptop_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first Python block trains SFT then GSPO and writes both checkpoints."""
-    block = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)[0]
+    """The first two Python blocks train SFT then GSPO, write both checkpoints, and the GSPO
+    loop learns: its last ten steps' mean reward is above its first ten's (the page says 0.006
+    then 0.21)."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)[:2]
     monkeypatch.chdir(tmp_path)
-    exec(compile(block, str(DOC), "exec"), {"__name__": "docs_example"})
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    for block in blocks:
+        exec(compile(block, str(DOC), "exec"), namespace)
     for name in ("sft", "gspo"):
         assert (tmp_path / "checkpoints" / name / "trainer.json").is_file()
+    curve = namespace["curve"]
+    assert isinstance(curve, list) and len(curve) == 60
+    first, last = sum(curve[:10]) / 10, sum(curve[-10:]) / 10
+    assert last > first + 0.1, (first, last)

@@ -52,17 +52,21 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 from attrs import field, frozen
 
 from openmle._compat import require
 from openmle._leaderboard import MedalThresholds, medal_of, medal_thresholds
+from openmle._protocols import OperatorModel
 from openmle._types import Message, Operator
 from openmle._validation import check_choice, fail
 from openmle.search._loop import Node, Proposal
 from openmle.search._prompts import OperatorPrompts, PromptBuilder, TaskInfo
 from openmle.search._rundir import RunDir
+
+if TYPE_CHECKING:
+    from openmle.search._runs.sft_judge import StepVerdict
 
 __all__ = [
     "SFTExport",
@@ -418,6 +422,12 @@ class SFTExportSummary:
         over_limit: records dropped because they had more than ``max_tokens`` tokens.
         max_tokens: the limit applied (None: no limit).
         longest: the token count of the longest written record (0 when none was written).
+        judged: records the step judge was asked about (0 without ``judge=``).
+        judge_dropped: records the judge dropped (its "keep": false, or an error under
+            ``judge_on_error="drop"``).
+        judge_errors: verdicts that could not be read (malformed answer or failed call).
+        verdicts: every verdict of the judge, in record order
+            (:class:`~openmle.search.StepVerdict`: keep, reason, error, the segment's size).
     """
 
     selected: int
@@ -426,6 +436,10 @@ class SFTExportSummary:
     over_limit: int
     max_tokens: int | None
     longest: int
+    judged: int = 0
+    judge_dropped: int = 0
+    judge_errors: int = 0
+    verdicts: tuple[StepVerdict, ...] = ()
 
 
 @final
@@ -478,6 +492,9 @@ def export_sft(
     leaderboards: Mapping[str, Sequence[float]] | None = None,
     max_tokens: int | None = None,
     count_tokens: Callable[[Sequence[Message]], int] = estimate_tokens,
+    judge: OperatorModel | None = None,
+    judge_concurrency: int = 4,
+    judge_on_error: Literal["drop", "keep"] = "drop",
 ) -> SFTExport:
     """Write SFT records from run directories to ``out`` (parquet or JSONL).
 
@@ -491,7 +508,12 @@ def export_sft(
        with ``max_tokens``, a record whose ``count_tokens(record.messages)`` exceeds it is not
        written. The paper trains with a 32,768-token context (``SFTConfig.paper().max_length``).
 
-    Both counts are in the returned :attr:`SFTExport.summary`.
+    3. **The step judge** (optional, ``judge=``): each remaining record is judged by
+       :func:`~openmle.search.judge_sft_records`, seeing its whole segment up to the endpoint
+       (built from every selected record); records it drops are not written.
+
+    The counts, and the judge's verdicts and errors, are in the returned
+    :attr:`SFTExport.summary`.
 
     Args:
         run_dirs: run directories.
@@ -504,6 +526,11 @@ def export_sft(
         max_tokens: drop records with more tokens than this (None: keep every length).
         count_tokens: a record's token count (prompt and answer); default
             :func:`estimate_tokens` (characters / 4, rounded up, per message).
+        judge: an operator model that judges each step (None: no judge). The export then
+            runs an event loop: call it from synchronous code (or a worker thread).
+        judge_concurrency: judge calls in flight at once.
+        judge_on_error: a record whose verdict could not be read is dropped (``"drop"``,
+            default) or kept (``"keep"``); the error is in the summary either way.
 
     Returns:
         The records written, parallel ones first: a ``list`` of :class:`SFTRecord` with a
@@ -546,6 +573,17 @@ def export_sft(
             continue
         longest = max(longest, n)
         records.append(rec)
+    verdicts: tuple[StepVerdict, ...] = ()
+    if judge is not None:
+        from openmle.search._runs.sft_judge import judge_sft_records
+
+        judged = judge_sft_records(
+            records, judge, concurrency=judge_concurrency, on_error=judge_on_error,
+            context=selected,
+        )  # fmt: skip
+        verdicts = judged.verdicts
+        records = list(judged.kept)
+        longest = max((count_tokens(r.messages) for r in records), default=0)
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
@@ -557,6 +595,8 @@ def export_sft(
     summary = SFTExportSummary(
         selected=len(selected), written=len(records), duplicates=duplicates,
         over_limit=over_limit, max_tokens=max_tokens, longest=longest,
+        judged=len(verdicts), judge_dropped=sum(not v.keep for v in verdicts),
+        judge_errors=sum(v.error is not None for v in verdicts), verdicts=verdicts,
     )  # fmt: skip
     return SFTExport(records, summary)
 
