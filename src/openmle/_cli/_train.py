@@ -56,9 +56,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,7 @@ def register(subparsers: Any) -> None:
         help="the paper's recipe: GSPOConfig.paper(), RolloutProducer.paper() (groups of 16), "
         "LocalPolicy.paper() and 16 groups per step (the file's keys override them)",
     )
+    add_track_flag(g)
     g.set_defaults(handler=_gspo)
 
 
@@ -230,18 +233,36 @@ def _sft(args: argparse.Namespace) -> int:
     )
     out.mkdir(parents=True, exist_ok=True)
     tracker = open_track(args, out.name, "openmle-train")
-    on_step = track_steps(tracker)
-    with closing_on_error(tracker), (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
+    with closing_on_error(tracker):
+        _sft_steps(
+            trainer, batches, out, ckpt, last=last, every=every, on_step=track_steps(tracker)
+        )
+    close_track(tracker)
+    print(json.dumps({"step": trainer.step_count, "checkpoint": str(ckpt)}))
+    return EXIT_OK
+
+
+def _sft_steps(
+    trainer: Any,
+    batches: list[Any],
+    out: Path,
+    ckpt: Path,
+    *,
+    last: int,
+    every: int,
+    on_step: Callable[[Any], None],
+) -> None:
+    """Step ``trainer`` up to step ``last`` over ``batches`` (cycled), each step's metrics to
+    ``metrics.jsonl`` and ``on_step``, a checkpoint every ``every`` steps and at the end.
+    """
+    with (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
         while trainer.step_count < last:
-            m = trainer.step(batches[trainer.step_count % n_batches])
+            m = trainer.step(batches[trainer.step_count % len(batches)])
             log.write(json.dumps(m, sort_keys=True) + "\n")
             log.flush()
             on_step(m)
             if trainer.step_count % every == 0 or trainer.step_count == last:
                 _save(trainer, ckpt)
-    close_track(tracker)
-    print(json.dumps({"step": trainer.step_count, "checkpoint": str(ckpt)}))
-    return EXIT_OK
 
 
 def _trim_metrics(path: Path, step: int, *, key: str = "step") -> None:
@@ -418,7 +439,7 @@ def _gspo(args: argparse.Namespace) -> int:
         return _gspo_trl(
             doc, file, out, model_name, tasks, profile, policy_kw, sandbox_kw,
             steps=steps, every=every, per_step=per_step, group_size=group_size,
-            seed=rollout.get("seed", 0), paper=paper,
+            seed=rollout.get("seed", 0), paper=paper, track=getattr(args, "track", None),
         )  # fmt: skip
     if "trl" in doc:
         raise InvalidArgument(f"{file}: [trl] is for engine = 'trl' only; remove it")
@@ -452,7 +473,14 @@ def _gspo(args: argparse.Namespace) -> int:
         raise
     out.mkdir(parents=True, exist_ok=True)
     pad = tokenizer.pad_token_id
-    return _run_gspo(producer, trainer, sandbox, out, ckpt, done, steps, every, per_step, pad)
+    tracker = open_track(args, out.name, "openmle-train")
+    with closing_on_error(tracker):
+        rc = _run_gspo(
+            producer, trainer, sandbox, out, ckpt, done, steps, every, per_step, pad,
+            track_steps(tracker),
+        )  # fmt: skip
+    close_track(tracker)
+    return rc
 
 
 def _rollout_tables(doc: dict[str, Any], file: Path) -> tuple[Any, Any, Any, Any]:
@@ -527,6 +555,7 @@ def _run_gspo(
     every: int,
     per_step: int,
     pad: int,
+    tracked: Callable[[Any], None],
 ) -> int:
     import anyio
 
@@ -535,13 +564,14 @@ def _run_gspo(
     log = (out / "metrics.jsonl").open("a", encoding="utf-8")
     count = [done]
 
-    def on_step(report: Any) -> None:  # the place a tracker would hook in
+    def on_step(report: Any) -> None:
         count[0] += 1
         r = report.mean_reward
         row = {"batch": count[0], "mean_reward": r if math.isfinite(r) else None,
                **report.metrics}  # fmt: skip
         log.write(json.dumps(row, sort_keys=True) + "\n")
         log.flush()
+        tracked(report)
 
     def save(batches: int) -> None:
         state = {"batches": batches, "producer": producer.state_dict()}
@@ -584,6 +614,7 @@ def _gspo_trl(
     group_size: int,
     seed: Any,
     paper: bool,
+    track: str | None = None,
 ) -> int:
     """``engine = "trl"``: OpenMLEGRPOTrainer (sequence-level IS) with the profile's advantages."""
     import dataclasses
@@ -623,6 +654,12 @@ def _gspo_trl(
         kw["max_completion_length"] = policy_kw["max_new_tokens"]
     if "temperature" in policy_kw:
         kw["temperature"] = policy_kw["temperature"]
+    if track:  # --track: TRL's own integrations write to the same local tracker
+        from openmle.tracking import TrackSpec
+
+        spec = TrackSpec.parse(track)
+        kw.update(spec.trl_args())
+        os.environ.update(spec.trl_env())
     kw.update(user)
     args = trl.GRPOConfig(**kw)
     sandbox = LocalSandbox(**sandbox_kw)

@@ -9,15 +9,18 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from openmle.bench import BenchConfig, BenchRun, launch_status
+from openmle.bench import BenchConfig, Benchmark, BenchRun, launch_status
 from openmle.bench._launchers import LOST_AFTER_S, _write
 
 
 class _Bench:
-    def manifest(self) -> dict[str, str]:
+    """Just what ``BenchRun.create`` asks of a benchmark (the launch states never open it)."""
+
+    def manifest_entries(self, competitions: object) -> dict[str, str]:
         return {}
 
 
@@ -30,7 +33,7 @@ def _bench(tmp_path: Path) -> BenchRun:
         data_dir=str(tmp_path),
         benchmark="naturebench",
     )
-    return BenchRun.create(tmp_path / "bench", config, _Bench())
+    return BenchRun.create(tmp_path / "bench", config, cast(Benchmark, _Bench()))
 
 
 def _dead_pid() -> int:

@@ -172,3 +172,17 @@ def test_the_how_to_gspo_toml_runs(tmp_path: Path) -> None:
     assert main(["train", "gspo", str(f)]) == 0
     (row,) = _metrics(tmp_path / "gspo-run")
     assert row["batch"] == 1 and row["sequences"] == 8
+
+
+def test_track_jsonl_logs_every_rollout_batch(tmp_path: Path) -> None:
+    """``--track jsonl:DIR``: each batch's trainer metrics (and the mean reward when finite) in
+    the tracker's file, one record per step, the same numbers as ``metrics.jsonl``."""
+    track = tmp_path / "track"
+    config = _toml(tmp_path, out="run", steps=2, every=2)
+    assert main(["train", "gspo", str(config), "--track", f"jsonl:{track}"]) == 0
+    recs = [json.loads(x) for x in (track / "run" / "tracking.jsonl").read_text().splitlines()]
+    steps = [r for r in recs if r["kind"] == "metrics"]
+    assert len(steps) == 2 and recs[-1]["kind"] == "close"
+    rows = _metrics(tmp_path / "run")
+    for got, row in zip(steps, rows, strict=True):
+        assert got["metrics"]["train/loss"] == pytest.approx(row["loss"])
