@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,8 +74,32 @@ def missing_reason(module: str) -> str | None:
     return f"needs {module}: pip install 'openmle[{extra}]'"
 
 
+def _torch_threads_per_worker() -> int | None:
+    """In a parallel worker: this worker's share of the CPUs (the workers run side by side);
+    None in a serial run."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 2:
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cpus or 1) // workers)
+
+
+_TORCH_THREADS = _torch_threads_per_worker()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a test marked ``needs(...)`` whose modules are not installed, naming the extra."""
+    """Skip a test marked ``needs(...)`` whose modules are not installed, naming the extra.
+
+    In a parallel worker, torch (once a test module imported it) uses the worker's share of the
+    CPUs: by default each worker's torch would spin one thread per core beside the other
+    worker's (tiny models gain nothing from them; see :func:`one_torch_thread`)."""
+    torch = sys.modules.get("torch")
+    if (
+        _TORCH_THREADS is not None
+        and torch is not None
+        and torch.get_num_threads() > _TORCH_THREADS
+    ):
+        torch.set_num_threads(_TORCH_THREADS)
     for mark in item.iter_markers("needs"):
         for module in mark.args:
             reason = missing_reason(module)
