@@ -46,14 +46,22 @@ if [ "$ml" = 1 ]; then
     echo "build-sandbox-image: the ML stack into /opt/ml (several GB from PyPI)"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
     cp "$here/sandbox-ml-requirements.txt" "$root/tmp/requirements.txt"
+    # Behind a TLS-inspecting proxy the host's CA bundle (PIP_CERT or SSL_CERT_FILE) is needed
+    # to reach the index; it is used for the build only and not left in the image.
+    ca="${PIP_CERT:-${SSL_CERT_FILE:-}}"
+    cert=()
+    if [ -n "$ca" ] && [ -f "$ca" ]; then
+        cp "$ca" "$root/tmp/host-ca.pem"
+        cert=(PIP_CERT=/tmp/host-ca.pem)
+    fi
     chroot "$root" /usr/bin/python3 -m venv /opt/ml
-    chroot "$root" /usr/bin/env -i PATH="$path" HOME=/root \
+    chroot "$root" /usr/bin/env -i PATH="$path" HOME=/root "${cert[@]}" \
         PIP_EXTRA_INDEX_URL="${PIP_EXTRA_INDEX_URL:-}" \
         /opt/ml/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
         -r /tmp/requirements.txt >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
     chroot "$root" /opt/ml/bin/python -c "import torch, sklearn, lightgbm, xgboost, catboost, timm, transformers, pandas, librosa, albumentations" \
         || { echo "build-sandbox-image: the ML stack does not import" >&2; exit 1; }
-    rm -f "$root/tmp/requirements.txt" "$root/etc/resolv.conf"
+    rm -f "$root/tmp/requirements.txt" "$root/tmp/host-ca.pem" "$root/etc/resolv.conf"
     path="/opt/ml/bin:$path"
 fi
 # Smaller image: package caches and docs are not needed to run programs.

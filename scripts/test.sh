@@ -2,6 +2,8 @@
 # Install everything the test suite needs on a fresh Debian machine, then run all checks:
 # ruff, mypy --strict, every pytest suite (slow, integration, docker and ray included) with
 # coverage printed, and then the fast core suite again in a core-only install (no extras).
+# Both pytest runs use two parallel workers (pytest-xdist, `--dist loadgroup`: the tests of one
+# Docker engine or Ray cluster stay on one worker, see tests/conftest.py); `-n 0` runs serially.
 # Usage: scripts/test.sh [extra pytest args]   (passed to both pytest runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +26,7 @@ fi
 
 # Every suite, with line coverage of the pytest process (report only, no threshold).
 echo "== full install: every suite, with coverage"
-"$VENV/bin/python" -m pytest --cov --cov-report=term "$@"
+"$VENV/bin/python" -m pytest -n 2 --dist loadgroup --cov --cov-report=term "$@"
 
 # The core install (`pip install openmle` without extras): the fast suites must pass there,
 # and every test that needs an extra reports why it skipped. The property tests run at 10
@@ -34,6 +36,7 @@ if [ ! -x "$CORE_VENV/bin/python" ]; then
     python3 -m venv "$CORE_VENV"
 fi
 "$CORE_VENV/bin/python" -m pip install -q -c constraints.txt -e . \
-    'pytest>=8.2' 'pytest-timeout>=2.3' 'hypothesis>=6.100'
+    'pytest>=8.2' 'pytest-timeout>=2.3' 'pytest-xdist>=3.6' 'hypothesis>=6.100'
 OPENMLE_HYPOTHESIS_MAX_EXAMPLES="${OPENMLE_HYPOTHESIS_MAX_EXAMPLES:-10}" \
-    exec "$CORE_VENV/bin/python" -m pytest -m "not slow and not integration" "$@"
+    exec "$CORE_VENV/bin/python" -m pytest -n 2 --dist loadgroup \
+    -m "not slow and not integration" "$@"

@@ -12,13 +12,23 @@ has already tried every property at its own count with the same code.
 Property tests have no per-example deadline and no "too slow" health check (the ``openmle``
 hypothesis profile, loaded here): both measure the machine's speed (hypothesis's default
 allows 200 ms per example), and a test never depends on wall-clock speed.
+
+The suite runs in parallel workers (``pytest -n 2 --dist loadgroup``, pytest-xdist; see
+``scripts/test.sh``); every worker is its own pytest session. Nothing a test writes is shared
+between workers: temp dirs come from ``tmp_path``/``tmp_path_factory`` (per worker), and
+``$OPENMLE_CACHE`` (bundled tasks, validation views, image builds) points at a per-worker
+directory for the whole session (:func:`openmle_cache`), never at the user's
+``~/.cache/openmle``. Tests that share one engine or cluster per session run in one serial
+group (:data:`SERIAL_GROUPS`): all of them on the same worker, one at a time.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -64,8 +74,32 @@ def missing_reason(module: str) -> str | None:
     return f"needs {module}: pip install 'openmle[{extra}]'"
 
 
+def _torch_threads_per_worker() -> int | None:
+    """In a parallel worker: this worker's share of the CPUs (the workers run side by side);
+    None in a serial run."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 2:
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cpus or 1) // workers)
+
+
+_TORCH_THREADS = _torch_threads_per_worker()
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a test marked ``needs(...)`` whose modules are not installed, naming the extra."""
+    """Skip a test marked ``needs(...)`` whose modules are not installed, naming the extra.
+
+    In a parallel worker, torch (once a test module imported it) uses the worker's share of the
+    CPUs: by default each worker's torch would spin one thread per core beside the other
+    worker's (tiny models gain nothing from them; see :func:`one_torch_thread`)."""
+    torch = sys.modules.get("torch")
+    if (
+        _TORCH_THREADS is not None
+        and torch is not None
+        and torch.get_num_threads() > _TORCH_THREADS
+    ):
+        torch.set_num_threads(_TORCH_THREADS)
     for mark in item.iter_markers("needs"):
         for module in mark.args:
             reason = missing_reason(module)
@@ -73,8 +107,34 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(reason)
 
 
+#: Session fixture -> the xdist group of every test that uses it. A Docker Engine API (one
+#: ``podman system service`` per session, whose end-of-session check lists the containers
+#: DockerSandbox left) and a local Ray cluster are started once per worker session: their
+#: tests run on one worker, in order, so one engine and one cluster serve them all and no
+#: other worker's containers are in flight when the engine checks what was left behind.
+SERIAL_GROUPS = {
+    "docker_engine": "engines",
+    "managed_containers": "engines",
+    "ray_cluster": "engines",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Cap hypothesis tests at ``OPENMLE_HYPOTHESIS_MAX_EXAMPLES`` examples when it is set."""
+    """Put the tests of a shared engine or cluster in their serial group (:data:`SERIAL_GROUPS`);
+    cap hypothesis tests at ``OPENMLE_HYPOTHESIS_MAX_EXAMPLES`` examples when it is set."""
+    for item in items:
+        groups = {SERIAL_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in SERIAL_GROUPS}
+        if len(groups) > 1:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses fixtures of the serial groups {sorted(groups)}: a test runs "
+                "in one group, so map those fixtures to one group in SERIAL_GROUPS"
+            )
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+    _cap_hypothesis(items)
+
+
+def _cap_hypothesis(items: list[pytest.Item]) -> None:
     cap = os.environ.get("OPENMLE_HYPOTHESIS_MAX_EXAMPLES", "")
     if not cap:
         return
@@ -91,6 +151,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         current = getattr(test, "_hypothesis_internal_use_settings", None)
         if isinstance(current, settings) and current.max_examples > int(cap):
             test._hypothesis_internal_use_settings = settings(current, max_examples=int(cap))  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def openmle_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point ``$OPENMLE_CACHE`` at a directory of this worker's session (and of every process
+    its tests start): generated bundled tasks, validation views and image builds are made
+    once per worker, never shared with another worker or the user's ``~/.cache/openmle``."""
+    root = tmp_path_factory.mktemp("openmle-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENMLE_CACHE", str(root))
+        yield root
 
 
 @pytest.fixture

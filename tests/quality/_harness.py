@@ -1,4 +1,5 @@
-"""Shared harness of the search-quality tests: equal-budget searches across seeds and selectors.
+"""Shared harness of the search-quality guard and benchmark: equal-budget searches across seeds
+and selectors (``tests/quality/test_selection_quality.py``, ``benchmarks/selection_quality.py``).
 
 Programs are deterministic (fixed seeds, one thread), so a run's result depends only on its
 code and split; :class:`CachedSandbox` runs each distinct program once and replays its result,
@@ -75,11 +76,18 @@ async def compare(
     hib: dict[str, bool],
     drafts_only: bool = False,
     parallel: int = 6,
+    sandbox: CachedSandbox | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """Best validation score per (task, arm), one entry per seed. The arms are the selectors
     and, with ``drafts_only``, :data:`DRAFTS_ONLY` (``steps`` drafts, no other operator).
-    ``parallel`` searches run at once; the result is the same for any value."""
-    sandbox = CachedSandbox(LocalSandbox())
+    ``parallel`` searches run at once; the result is the same for any value. The programs run
+    in ``sandbox`` (left open for the caller to reuse its recorded results) or, by default, in
+    a fresh :class:`CachedSandbox` over a :class:`~openmle.backends.LocalSandbox` closed at
+    the end."""
+    own = sandbox is None
+    if sandbox is None:
+        sandbox = CachedSandbox(LocalSandbox())
+    box = sandbox
     arms = [*SELECTORS, *([DRAFTS_ONLY] if drafts_only else [])]
     scores: dict[tuple[str, int, str], float] = {}
     limiter = anyio.CapacityLimiter(parallel)
@@ -92,7 +100,7 @@ async def compare(
                 SearchSpec(
                     task=task,
                     model=OfflineModel(sklearn=False),
-                    sandbox=sandbox,
+                    sandbox=box,
                     budget=Budget(steps=steps),
                     selector=make(hib[task]),
                     config=SearchConfig(initial_drafts=drafts, seed=seed, timeout_s=300),
@@ -113,7 +121,8 @@ async def compare(
                     for name in arms:
                         tg.start_soon(one, task, seed, name)
     finally:
-        await sandbox.aclose()
+        if own:
+            await box.aclose()
     return {t: {a: [scores[t, s, a] for s in seeds] for a in arms} for t in tasks}
 
 

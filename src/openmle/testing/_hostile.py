@@ -680,8 +680,9 @@ HOSTILE_PROGRAMS += (
         body=(
             "import os\n"
             "block = b'\\1' * (32 << 20)\n"
+            f"tag = os.environ.get('{MARKER_ENV}', '')\n"
             "for i in range(64):\n"
-            "    with open(f'/dev/shm/openmle-hostile-fill-{os.getpid()}-{i}', 'wb') as f:\n"
+            "    with open(f'/dev/shm/openmle-hostile-fill-{tag}-{i}', 'wb') as f:\n"
             "        f.write(block)\n"
             "print('FILLED-SHM-2GiB')\n"
         ),
@@ -782,15 +783,18 @@ def _result_problems(result: RunResult) -> list[str]:
     return []
 
 
-def _shm_leftovers(secret: str) -> list[str]:
-    """Files a program left in the host's /dev/shm (the host's own probe file excepted)."""
+def _shm_leftovers(marker: str) -> list[str]:
+    """Files the run marked ``marker`` left in the host's /dev/shm (removed here). Only names
+    carrying the run's marker count: another battery running beside this one (a parallel test
+    worker, another user's run) keeps its own probe file there, which is not this run's.
+    """
     try:
         names = os.listdir("/dev/shm")
     except OSError:
         return []
     found = []
     for name in names:
-        if name.startswith("openmle-hostile-") and secret not in name:
+        if name.startswith("openmle-hostile-") and marker in name:
             path = os.path.join("/dev/shm", name)
             found.append(path)
             with contextlib.suppress(OSError):
@@ -916,7 +920,7 @@ async def _run_program(
     if len(connections) != n_conn:
         problems.append("the program reached a host service (TCP loopback or Unix)")
     problems += _output_problems(program, result)
-    shm_left = await anyio.to_thread.run_sync(_shm_leftovers, host.secret)
+    shm_left = await anyio.to_thread.run_sync(_shm_leftovers, marker)
     if shm_left:
         problems.append(
             f"the program left {len(shm_left)} files in the host's /dev/shm: {shm_left[:3]}"

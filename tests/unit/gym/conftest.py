@@ -1,23 +1,15 @@
-"""Fixtures for the gym tests: a private cache and a small task-package builder."""
+"""Fixtures for the gym tests: a small task-package builder (the private cache is the
+session's, from ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 PackageBuilder = Callable[..., Path]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def gym_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Point ``$OPENMLE_CACHE`` at a per-session directory (bundled tasks, validation views)."""
-    root = tmp_path_factory.mktemp("openmle-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OPENMLE_CACHE", str(root))
-        yield root
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
