@@ -64,7 +64,7 @@ def _join(raw, header, body, join):
     other_h, other = _read(raw / join["file"])
     k, mine = other_h.index(join["key"]), header.index(join["key"])
     stem = re.sub(r"[^A-Za-z0-9]+", "_", Path(join["file"]).stem)
-    groups = {}
+    groups: dict[str, list[list[str]]] = {}
     for r in other:
         groups.setdefault(r[k], []).append(r)
     cols = [j for j in range(len(other_h)) if j != k]
@@ -116,7 +116,7 @@ def _images(raw, public, header, body, id_index):
         raise SystemExit("an image task needs Pillow: pip install 'openmle[data]'") from None
     folder = raw / SPEC["inputs"]["images"] if SPEC["inputs"]["images"] else raw
     column = SPEC["inputs"].get("image_column")
-    by_stem = {}
+    by_stem: dict[str, Path] = {}
     if column is None:
         for p in sorted(folder.rglob("*")):
             if p.is_file():
@@ -130,7 +130,7 @@ def _images(raw, public, header, body, id_index):
         name = f"images/{n:06d}{src.suffix.lower()}"
         shutil.copyfile(src, public / name)
         with Image.open(src) as im:
-            pixels = list(im.convert("L").resize((8, 8), Image.BILINEAR).getdata())
+            pixels = list(im.convert("L").resize((8, 8), Image.Resampling.BILINEAR).getdata())
         out.append(r + [name] + [str(v) for v in pixels])
     header = header + ["image"] + [f"px{k}" for k in range(64)]
     if column:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Literal, final
+from typing import TYPE_CHECKING, Literal, final
 
 import anyio
 from attrs import frozen
@@ -35,7 +35,9 @@ from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
 from openmle._validation import check_choice, check_positive, check_type, fail
 from openmle.errors import ModelError
-from openmle.search._runs.sft_export import SFTRecord
+
+if TYPE_CHECKING:  # annotations only: sft_export calls the judge (no import cycle)
+    from openmle.search._runs.sft_export import SFTRecord
 
 __all__ = ["JudgedRecords", "StepVerdict", "ajudge_sft_records", "judge_sft_records"]
 

@@ -143,7 +143,11 @@ class ToyBench:
 
 
 def _open(config: BenchConfig, path: Path) -> ToyBench:
-    return ToyBench(Path(config.data_dir), limit_s=config.time_limit_s, cpus=config.resources.cpus)
+    return ToyBench(
+        Path(config.data_dir),
+        limit_s=config.time_limit_s,
+        cpus=max(1, round(config.resources.cpus)),
+    )
 
 
 KIND = BenchmarkKind(name="toy", title="ToyBench", open=_open, leaderboards=True)
