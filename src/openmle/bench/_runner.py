@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
@@ -1053,6 +1053,49 @@ def bench_sandbox(spec: str) -> SandboxFactory:
     return sandbox_factory(spec)
 
 
+async def _open_bench(
+    path: str | os.PathLike[str],
+    config: BenchConfig | None,
+    bench: Benchmark | None,
+    *,
+    check_gpus: bool,
+) -> tuple[BenchRun, Benchmark, PriorLibrary | None]:
+    """The bench directory (made from ``config``, or opened to resume), its benchmark and its
+    prior library, after the preflight (a problem stops the bench before its first step).
+    """
+    if config is not None:
+        bench = bench or _bench_of(config, Path(path))
+        library = await anyio.to_thread.run_sync(_library, config, bench)
+        if library is not None and config.priors_sha256 is None:
+            config = attrs.evolve(config, priors_sha256=library.content_hash)
+        await anyio.to_thread.run_sync(preflight, config, bench, check_gpus)
+        return BenchRun.create(path, config, bench), bench, library
+    run = BenchRun.open(path)
+    bench = bench or _bench_of(run.config, run.path)
+    library = await anyio.to_thread.run_sync(_library, run.config, bench)
+    await anyio.to_thread.run_sync(preflight, run.config, bench, check_gpus)
+    return run, bench, library
+
+
+def _live_for(states: Sequence[RunStatus], emit: ProgressFn | None, board: Any) -> _Live:
+    """The progress of a bench whose runs stand at ``states`` (the board, if any, started)."""
+    live = _Live(
+        total=len(states),
+        done=sum(s.state == "done" for s in states),
+        medals=sum(bool(s.report and s.report.any_medal) for s in states),
+        emit=emit or (lambda _line: None),
+        board=board,
+    )
+    if board is not None:
+        board.start(
+            total=live.total,
+            done=live.done,
+            valid=sum(bool(s.report and s.report.valid_submission) for s in states),
+            medals=live.medals,
+        )
+    return live
+
+
 async def arun_bench(
     path: str | os.PathLike[str],
     *,
@@ -1093,35 +1136,11 @@ async def arun_bench(
     Raises:
         InvalidArgument: a bad config, a non-empty new directory, or not a bench directory.
     """
-    if config is not None:
-        bench = bench or _bench_of(config, Path(path))
-        library = await anyio.to_thread.run_sync(_library, config, bench)
-        if library is not None and config.priors_sha256 is None:
-            config = attrs.evolve(config, priors_sha256=library.content_hash)
-        await anyio.to_thread.run_sync(preflight, config, bench, sandbox is None)
-        run = BenchRun.create(path, config, bench)
-    else:
-        run = BenchRun.open(path)
-        bench = bench or _bench_of(run.config, run.path)
-        library = await anyio.to_thread.run_sync(_library, run.config, bench)
-        await anyio.to_thread.run_sync(preflight, run.config, bench, sandbox is None)
+    run, bench, library = await _open_bench(path, config, bench, check_gpus=sandbox is None)
     cfg = run.config
     box = (sandbox or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
     states = run.status()
-    live = _Live(
-        total=len(states),
-        done=sum(s.state == "done" for s in states),
-        medals=sum(bool(s.report and s.report.any_medal) for s in states),
-        emit=emit or (lambda _line: None),
-        board=board,
-    )
-    if board is not None:
-        board.start(
-            total=live.total,
-            done=live.done,
-            valid=sum(bool(s.report and s.report.valid_submission) for s in states),
-            medals=live.medals,
-        )
+    live = _live_for(states, emit, board)
     picked = None if only is None else {(c, int(k), a) for c, k, a in only}
     todo = [
         s

@@ -556,6 +556,36 @@ def export_sft(
         selected += evolutionary_records(
             dirs, task=task, prompts=prompts, leaderboards=leaderboards
         )
+    records, duplicates, over_limit, longest = _unique_within(selected, max_tokens, count_tokens)
+    verdicts: tuple[StepVerdict, ...] = ()
+    if judge is not None:
+        from openmle.search._runs.sft_judge import judge_sft_records
+
+        judged = judge_sft_records(
+            records, judge, concurrency=judge_concurrency, on_error=judge_on_error,
+            context=selected,
+        )  # fmt: skip
+        verdicts = judged.verdicts
+        records = list(judged.kept)
+        longest = max((count_tokens(r.messages) for r in records), default=0)
+    _write_records(records, Path(out), fmt)
+    summary = SFTExportSummary(
+        selected=len(selected), written=len(records), duplicates=duplicates,
+        over_limit=over_limit, max_tokens=max_tokens, longest=longest,
+        judged=len(verdicts), judge_dropped=sum(not v.keep for v in verdicts),
+        judge_errors=sum(v.error is not None for v in verdicts), verdicts=verdicts,
+    )  # fmt: skip
+    return SFTExport(records, summary)
+
+
+def _unique_within(
+    selected: Sequence[SFTRecord],
+    max_tokens: int | None,
+    count_tokens: Callable[[Sequence[Message]], int],
+) -> tuple[list[SFTRecord], int, int, int]:
+    """``selected`` without repeated nodes (the first kept) and without records over
+    ``max_tokens``: the records, the duplicates and over-long ones left out, the longest kept.
+    """
     seen: set[tuple[str, str, tuple[Message, ...]]] = set()
     records: list[SFTRecord] = []
     duplicates = over_limit = longest = 0
@@ -573,32 +603,18 @@ def export_sft(
             continue
         longest = max(longest, n)
         records.append(rec)
-    verdicts: tuple[StepVerdict, ...] = ()
-    if judge is not None:
-        from openmle.search._runs.sft_judge import judge_sft_records
+    return records, duplicates, over_limit, longest
 
-        judged = judge_sft_records(
-            records, judge, concurrency=judge_concurrency, on_error=judge_on_error,
-            context=selected,
-        )  # fmt: skip
-        verdicts = judged.verdicts
-        records = list(judged.kept)
-        longest = max((count_tokens(r.messages) for r in records), default=0)
-    dest = Path(out)
+
+def _write_records(records: Sequence[SFTRecord], dest: Path, fmt: str) -> None:
+    """``records`` to ``dest`` as parquet or JSONL (the parent directory made)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
         _write_parquet(records, dest)
-    else:
-        with dest.open("w") as f:
-            for r in records:
-                f.write(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n")
-    summary = SFTExportSummary(
-        selected=len(selected), written=len(records), duplicates=duplicates,
-        over_limit=over_limit, max_tokens=max_tokens, longest=longest,
-        judged=len(verdicts), judge_dropped=sum(not v.keep for v in verdicts),
-        judge_errors=sum(v.error is not None for v in verdicts), verdicts=verdicts,
-    )  # fmt: skip
-    return SFTExport(records, summary)
+        return
+    with dest.open("w") as f:
+        for r in records:
+            f.write(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n")
 
 
 def read_sft_jsonl(path: str | Path) -> list[SFTRecord]:
