@@ -42,6 +42,7 @@ echo "build-sandbox-image: debootstrap into $root (about a minute)"
 debootstrap --variant=minbase --include="$include" bookworm "$root" "$mirror" \
     >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+extra=()
 if [ "$ml" = 1 ]; then
     echo "build-sandbox-image: the ML stack into /opt/ml (several GB from PyPI)"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
@@ -59,16 +60,19 @@ if [ "$ml" = 1 ]; then
         PIP_EXTRA_INDEX_URL="${PIP_EXTRA_INDEX_URL:-}" \
         /opt/ml/bin/pip install --no-cache-dir --disable-pip-version-check --only-binary=:all: \
         -r /tmp/requirements.txt >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
-    chroot "$root" /opt/ml/bin/python -c "import torch, sklearn, lightgbm, xgboost, catboost, timm, transformers, pandas, librosa, albumentations" \
+    chroot "$root" /usr/bin/env -i PATH="$path" NO_ALBUMENTATIONS_UPDATE=1 /opt/ml/bin/python \
+        -c "import torch, sklearn, lightgbm, xgboost, catboost, timm, transformers, pandas, librosa, albumentations" \
         || { echo "build-sandbox-image: the ML stack does not import" >&2; exit 1; }
     rm -f "$root/tmp/requirements.txt" "$root/tmp/host-ca.pem" "$root/etc/resolv.conf"
     path="/opt/ml/bin:$path"
+    # albumentations asks the network for its latest version at import unless told not to
+    extra=(--change 'ENV NO_ALBUMENTATIONS_UPDATE=1')
 fi
 # Smaller image: package caches and docs are not needed to run programs.
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/usr/share/doc \
     "$root"/usr/share/man "$root"/usr/share/locale
 quiet=(); [ "$engine" = podman ] && quiet=(--quiet)
 tar -C "$root" -c . | "$engine" import "${quiet[@]}" \
-    --change 'CMD ["python3"]' --change 'ENV PYTHONUNBUFFERED=1' --change "ENV PATH=$path" \
+    --change 'CMD ["python3"]' --change 'ENV PYTHONUNBUFFERED=1' --change "ENV PATH=$path" "${extra[@]}" \
     - "$image" >/dev/null
 echo "build-sandbox-image: imported $image into $engine"
