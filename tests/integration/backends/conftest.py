@@ -190,9 +190,14 @@ def ray_cluster() -> Iterator[Any]:
     """A real local Ray cluster (2 CPUs, no dashboard, small object store) for the session.
 
     Workers get ``src/`` on ``PYTHONPATH`` so they import this checkout of ``openmle``, and the
-    test helper module is pickled by value (it is not importable on workers).
+    test helper module is pickled by value (it is not importable on workers). Another folder's
+    conftest that imports this fixture gets its own instance in the same session: that one
+    finds the cluster up and shares it (its owner shuts it down).
     """
     ray = pytest.importorskip("ray", reason="the 'ray' extra is not installed")
+    if ray.is_initialized():
+        yield ray
+        return
     import openmle
 
     from . import _ray_helpers

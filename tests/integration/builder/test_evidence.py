@@ -9,59 +9,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
+from tests.integration.builder._steps import build as _build
+from tests.integration.builder._steps import search_beats_constant
+from tests.integration.builder._steps import validate as _validate
 
-from openmle.backends import LocalSandbox, OfflineModel
-from openmle.builder import BuildOptions, BuildResult, build_task, load_blocklist
+from openmle.builder import BuildResult, load_blocklist
 from openmle.gym import bundled_names, bundled_raw
-from openmle.search import Budget, SearchSpec, run_search
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 _CLEAN = load_blocklist(shipped=False)
 """The bundled tasks are evaluation data, on the shipped blocklist: these checks opt out."""
-
-
-def _build(raw: Path, out: Path, **opts: Any) -> BuildResult:
-    async def main() -> BuildResult:
-        return await build_task(raw, out, OfflineModel(), options=BuildOptions(**opts))
-
-    return anyio.run(main)
-
-
-def _validate(pkg: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "openmle", "task", "validate", str(pkg), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["ok"] is True
-
-
-def _search_beats_constant(pkg: Path, result: BuildResult) -> None:
-    solv = result.record["solvability"]
-    constant, hib = solv["constant"]["score"], solv["higher_is_better"]
-    found = run_search(
-        SearchSpec(
-            task=str(pkg),
-            model=OfflineModel(),
-            sandbox=LocalSandbox(max_concurrency=1),
-            budget=Budget(steps=3),
-            workers=1,
-            final_test=False,
-        )
-    )
-    best = found.best_valid_score
-    assert best is not None, [n.outcome for n in found.nodes]
-    # The same validation split as the solvability stage's constant baseline.
-    assert (best > constant) if hib else (best < constant), (best, constant)
-    first = found.nodes[0].score
-    assert first is None or ((best >= first) if hib else (best <= first))
 
 
 @pytest.mark.parametrize("name", bundled_names())
@@ -78,7 +38,7 @@ def test_bundled_raw_data_builds_a_valid_package(tmp_path: Path, name: str) -> N
     assert result.status == "built", result.reason
     _validate(pkg)
     if name == "tabular-binary":
-        _search_beats_constant(pkg, result)
+        _beats(pkg, result)
 
 
 @pytest.mark.parametrize("name", ["iris", "wine", "diabetes"])
@@ -92,7 +52,7 @@ def test_search_improves_on_a_built_sklearn_package(tmp_path: Path, name: str) -
     pkg = tmp_path / "pkg"
     result = _build(raw, pkg, source=f"sklearn.datasets.load_{name}")
     assert result.status == "built", result.reason
-    _search_beats_constant(pkg, result)
+    _beats(pkg, result)
 
 
 def test_bundled_raw_refuses_an_existing_directory_and_unknown_names(tmp_path: Path) -> None:
@@ -129,3 +89,7 @@ def test_cli_raw_then_build(tmp_path: Path) -> None:
     built = cli(*build, "--out", str(tmp_path / "b"), "--no-shipped-blocklist")
     assert built.returncode == 0, built.stdout + built.stderr
     _validate(tmp_path / "b")
+
+
+def _beats(pkg: Path, result: BuildResult) -> None:
+    search_beats_constant(pkg, result, steps=3)

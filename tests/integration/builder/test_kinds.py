@@ -13,17 +13,15 @@ from __future__ import annotations
 import csv
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from tests.integration.builder._steps import build as _build
+from tests.integration.builder._steps import search_beats_constant
+from tests.integration.builder._steps import validate as _validate
 
-from openmle.backends import LocalSandbox, OfflineModel
-from openmle.builder import BuildOptions, BuildResult, build_task
-from openmle.search import Budget, SearchSpec, run_search
+from openmle.builder import BuildResult
 
 pytestmark = [
     pytest.mark.integration,
@@ -112,42 +110,6 @@ def joined_tables(root: Path, n: int = 200) -> Path:
     return root
 
 
-def _build(raw: Path, out: Path) -> BuildResult:
-    async def main() -> BuildResult:
-        return await build_task(raw, out, OfflineModel(), options=BuildOptions())
-
-    return anyio.run(main)
-
-
-def _validate(pkg: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "openmle", "task", "validate", str(pkg), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["ok"] is True
-
-
-def _search_beats_constant(pkg: Path, result: BuildResult) -> None:
-    solv = result.record["solvability"]
-    constant, hib = solv["constant"]["score"], solv["higher_is_better"]
-    found = run_search(
-        SearchSpec(
-            task=str(pkg),
-            model=OfflineModel(),
-            sandbox=LocalSandbox(max_concurrency=1),
-            budget=Budget(steps=2),
-            workers=1,
-            final_test=False,
-        )
-    )
-    best = found.best_valid_score
-    assert best is not None, [n.outcome for n in found.nodes]
-    assert (best > constant) if hib else (best < constant), (best, constant)
-
-
 def _header(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()[0].split(",")
 
@@ -173,7 +135,7 @@ def test_an_image_folder_with_a_labels_csv_builds_validates_and_searches(tmp_pat
     assert not any("bright" in p.name or "dark" in p.name for p in (public / "images").iterdir())
     assert _header(public / "sample_submission.csv") == ["id", "label"]
     _validate(pkg)
-    _search_beats_constant(pkg, result)
+    _beats(pkg, result)
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["csv", "json"])
@@ -190,7 +152,7 @@ def test_text_records_build_validate_and_search(tmp_path: Path, as_json: bool) -
     assert "review" in train_h
     assert any(h.startswith("review_word_") for h in train_h)
     _validate(pkg)
-    _search_beats_constant(pkg, result)
+    _beats(pkg, result)
 
 
 def test_tables_joined_by_a_key_build_validate_and_search(tmp_path: Path) -> None:
@@ -205,4 +167,8 @@ def test_tables_joined_by_a_key_build_validate_and_search(tmp_path: Path) -> Non
     train_h = _header(pkg / "data" / "public" / "train.csv")
     assert "orders_count" in train_h and "orders_amount_mean" in train_h
     _validate(pkg)
-    _search_beats_constant(pkg, result)
+    _beats(pkg, result)
+
+
+def _beats(pkg: Path, result: BuildResult) -> None:
+    search_beats_constant(pkg, result, steps=2)

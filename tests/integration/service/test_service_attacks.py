@@ -377,22 +377,28 @@ def test_a_database_with_damaged_pages_is_refused(tmp_path: Path) -> None:
     assert "Traceback" not in log, log
 
 
-def _program_pids(workdir: Path) -> set[int]:
-    """Live processes of programs run from ``workdir`` (their cwd lies inside it)."""
+def _program_pids(owner: int) -> set[int]:
+    """Live processes of the runs of the sandbox in process ``owner``: their run marker
+    (``OPENMLE_RUN_ID=PID.START.token``) names it. That covers the launch chains made ahead
+    (whose working directory is the service's, not the run's) and the programs themselves."""
     out = set()
-    root = os.path.realpath(workdir)
+    needle = f"\0OPENMLE_RUN_ID={owner}.".encode()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            env = Path(f"/proc/{entry.name}/environ").read_bytes()
-            cwd = os.readlink(f"/proc/{entry.name}/cwd")
+            env = b"\0" + Path(f"/proc/{entry.name}/environ").read_bytes()
             state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"OPENMLE_RUN_ID=" in env and cwd.startswith(root) and state != "Z":
+        if needle in env and state != "Z":
             out.add(int(entry.name))
     return out
+
+
+def _running(workdir: Path) -> bool:
+    """Whether a run directory of the service exists (its job has been handed a run)."""
+    return any(n.startswith("openmle-run-") for n in _entries(workdir))
 
 
 def _cgroups_of(pid: int) -> list[Path]:
@@ -421,26 +427,27 @@ async def test_kill_9_leaves_nothing_behind_after_the_restart(tmp_path: Path, sa
             h = {"X-API-Key": KEY}
             r = await http.post("/api/v1/jobs", json=_body(code=STUBBORN, timeout=300), headers=h)
             job_id = r.json()["job_id"]
-            with anyio.fail_after(60):
-                while not _program_pids(workdir):  # noqa: ASYNC110 - waiting for a process
-                    await anyio.sleep(0.1)
             assert srv.proc is not None
             old_pid = srv.proc.pid
+            with anyio.fail_after(60):
+                while not (_running(workdir) and _program_pids(old_pid)):  # noqa: ASYNC110
+                    await anyio.sleep(0.1)
+            await _until_running(http, job_id, h)
             left = _entries(workdir)
             assert any(n.startswith("openmle-run-") for n in left), left
-            programs = _program_pids(workdir)
+            programs = _program_pids(old_pid)
             cgroups = _cgroups_of(old_pid)
             srv.kill9()
             await anyio.sleep(1.0)
             assert all((workdir / n).exists() for n in left)  # what a kill -9 leaves
-            still = programs & _program_pids(workdir)
+            still = programs & _program_pids(old_pid)
             print(
                 f"after kill -9: {len(still)} of {len(programs)} program processes alive, "
                 f"{len(cgroups)} cgroups, {len(left)} entries: {left}"
             )
             await anyio.to_thread.run_sync(srv.start)
             swept = (await http.get("/health")).json()["swept"]
-            assert programs & _program_pids(workdir) == set(), "a killed service's program runs"
+            assert programs & _program_pids(old_pid) == set(), "a killed service's program runs"
             assert [n for n in left if (workdir / n).exists()] == []
             assert [c for c in cgroups if c.exists()] == []
             assert swept["dirs"] >= 1 and swept["cgroups"] == len({c.name for c in cgroups})
@@ -449,5 +456,5 @@ async def test_kill_9_leaves_nothing_behind_after_the_restart(tmp_path: Path, sa
             await http.delete(f"/api/v1/jobs/{job_id}", headers=h)
     finally:
         srv.stop()
-        for p in programs & _program_pids(workdir):  # only if the sweep failed
+        for p in programs & (_program_pids(old_pid) if programs else set()):  # sweep failed
             os.kill(p, signal.SIGKILL)

@@ -1,0 +1,60 @@
+"""The end-to-end steps the builder's integration tests share: build with the offline model,
+``openmle task validate``, and a short offline search that must beat the constant baseline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from openmle.backends import LocalSandbox, OfflineModel
+from openmle.builder import BuildOptions, BuildResult, build_task
+from openmle.search import Budget, SearchSpec, run_search
+
+
+def build(raw: Path, out: Path, **opts: Any) -> BuildResult:
+    """``build_task`` of ``raw`` into ``out``: the offline model, ``BuildOptions(**opts)``."""
+
+    async def main() -> BuildResult:
+        return await build_task(raw, out, OfflineModel(), options=BuildOptions(**opts))
+
+    return anyio.run(main)
+
+
+def validate(pkg: Path) -> None:
+    """``openmle task validate PKG --json`` exits 0 and says ok."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", "task", "validate", str(pkg), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+def search_beats_constant(pkg: Path, result: BuildResult, *, steps: int) -> None:
+    """A ``steps``-step offline search of ``pkg`` scores better on validation than the constant
+    baseline of the solvability stage (the same validation split), and never worse than its
+    first node."""
+    solv = result.record["solvability"]
+    constant, hib = solv["constant"]["score"], solv["higher_is_better"]
+    found = run_search(
+        SearchSpec(
+            task=str(pkg),
+            model=OfflineModel(),
+            sandbox=LocalSandbox(max_concurrency=1),
+            budget=Budget(steps=steps),
+            workers=1,
+            final_test=False,
+        )
+    )
+    best = found.best_valid_score
+    assert best is not None, [n.outcome for n in found.nodes]
+    assert (best > constant) if hib else (best < constant), (best, constant)
+    first = found.nodes[0].score
+    assert first is None or ((best >= first) if hib else (best <= first))
