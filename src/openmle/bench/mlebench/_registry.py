@@ -266,7 +266,7 @@ class MLEBench:
     def _valid_root(self) -> Path:
         if self.valid_dir is not None:
             return Path(self.valid_dir).resolve()
-        return cache_root() / "mlebench-valid"
+        return cache_root() / VIEW_CACHE
 
     # ------------------------------------------------------------------ suites
 
@@ -623,7 +623,7 @@ class MLEBenchTask:
         competition, same key: same public listing, rule and engine) instead of building it
         again: hard links (a copy across file systems) into ``path``. False when there is none.
         """
-        cached = cache_root() / "mlebench-valid" / self.competition.id / path.name
+        cached = cache_root() / VIEW_CACHE / self.competition.id / path.name
         if cached == path or not (cached / "view.json").is_file():
             return False
         if not ((cached / "public").is_dir() and (cached / "private").is_dir()):
@@ -806,6 +806,11 @@ class MLEBenchTask:
             higher_is_better=hib,
             submission_path=str(path),
         )
+
+
+VIEW_CACHE = "mlebench-valid"
+"""The folder under the openmle cache where validation views are built by default (and where
+``bench doctor`` leaves them for a run to take)."""
 
 
 def _link_or_copy(src: str, dst: str) -> None:
