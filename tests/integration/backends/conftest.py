@@ -181,8 +181,17 @@ def _managed_containers(base_url: str) -> list[str]:
 
 @pytest.fixture
 def managed_containers(docker_engine: Engine) -> Any:
-    """A function listing the ids of containers that carry DockerSandbox's label."""
-    return lambda: _managed_containers(docker_engine.base_url)
+    """A function listing the ids of the containers carrying DockerSandbox's label that this
+    test made: those present when the test started are left out.
+
+    An earlier test's container can outlive that test for a while by design (one whose driver
+    was SIGKILLed goes at its deadline, removed by its watchdog or by the next sandbox's sweep);
+    counting it here made a later test fail for a container it never made. The engine tests run
+    one at a time on one worker (the ``engines`` group), so no other test makes containers
+    meanwhile; the session's end still checks that nothing made during the session is left.
+    """
+    before = set(_managed_containers(docker_engine.base_url))
+    return lambda: [c for c in _managed_containers(docker_engine.base_url) if c not in before]
 
 
 @pytest.fixture(scope="session")
