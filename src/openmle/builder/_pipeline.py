@@ -306,7 +306,7 @@ async def _decontam_stage(
     blocklist = opts.blocklist
     if blocklist is None:
         blocklist = await anyio.to_thread.run_sync(load_blocklist)
-    contamination = check_contamination(rec, blocklist)
+    contamination = await anyio.to_thread.run_sync(check_contamination, rec, blocklist)
     record["decontam"] = contamination.to_dict()
     if not contamination.clean:
         return (
