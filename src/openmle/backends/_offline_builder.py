@@ -198,7 +198,7 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
     if given is not None and given["all_unique"] and given["name"] != target:
         id_column = given["name"]
     classes = col["unique"]
-    if (
+    if table.get("format") == _CLASS_FOLDERS or (  # a folder per class: always classes
         col["kind"] in ("categorical", "integer")
         and not col["unique_capped"]
         and classes <= _MAX_CLASSES

@@ -200,6 +200,11 @@ def test_a_per_class_image_folder_is_a_table_the_offline_spec_uses(tmp_path: Pat
         parse_spec({**spec, "inputs": None}, inv)
     two = inventory(intake(_per_class(tmp_path / "two")))
     assert offline_spec(two.to_dict())["metric"] == "auc"
+    # Many classes, named by numbers, are still classes (never a regression target).
+    many = inventory(intake(_per_class(tmp_path / "many", classes=tuple(map(str, range(25))))))
+    spec = offline_spec(many.to_dict())
+    assert (spec["task_type"], spec["metric"]) == ("multiclass", "log_loss")
+    assert parse_spec(spec, many).task_type == "multiclass"
 
 
 def test_the_top_folder_can_be_the_class_root(tmp_path: Path) -> None:
