@@ -2,11 +2,13 @@
 
 Generates ``--sources`` small raw folders (default 200) of every kind the builder reads: a
 classification table, a regression table, free text, JSON records, two tables joined by a key,
-and a few that must not build (a name on the shipped decontamination list, a folder with no
-table, a target with one value). Then runs ``openmle task build-many`` on them with the offline
-model and the local sandbox (``--workers``, default 2: the two cores the figure is quoted for),
-and prints sources per minute, the status counts, every rejected or failed source with its
-reason, and a final JSON line.
+image folders per class (grey PNGs written with zlib; building them needs Pillow, the ``data``
+extra), a table with a date column (a time split), and a few that must not build (a name on
+the shipped decontamination list, a folder with no table, a target with one value). Then runs
+``openmle task build-many`` on them with the offline model and the local sandbox
+(``--workers``, default 2: the two cores the figure is quoted for), and prints sources per
+minute, the status counts, every rejected or failed source with its reason, and a final JSON
+line.
 
 Run: ``python benchmarks/builder.py`` (the full 200 sources take tens of minutes on two
 cores); ``--sources 20 --no-solvability`` for a quick check.
@@ -18,17 +20,19 @@ import argparse
 import json
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import emit
 
-KINDS = ("binary", "regression", "text", "json", "joined")
+KINDS = ("binary", "regression", "text", "json", "joined", "images", "time")
 BAD_EVERY = 25
 """One source in this many is one that must not build (in turn: contaminated, no table,
 one-valued target)."""
@@ -63,9 +67,10 @@ def _texts(rng: random.Random, n: int) -> list[dict[str, str]]:
     for k in range(n):
         label = rng.choice(["pos", "neg"])
         words = [rng.choice(_FILL) for _ in range(7)]
-        words.insert(rng.randrange(7), rng.choice(_POS if label == "pos" else _NEG))
-        if rng.random() < 0.15:
-            words.insert(0, rng.choice(_NEG if label == "pos" else _POS))
+        for _ in range(3):
+            words.insert(rng.randrange(len(words)), rng.choice(_POS if label == "pos" else _NEG))
+        if rng.random() < 0.12:  # a wrong label: no model is perfect
+            label = "neg" if label == "pos" else "pos"
         out.append({"id": f"t{k}", "review": " ".join(words), "label": label})
     return out
 
@@ -81,6 +86,55 @@ def _joined(root: Path, rng: random.Random, n: int) -> None:
         customers.append([f"c{k}", rng.choice(["n", "s"]), churn])
     _csv(root / "customers.csv", ["customer_id", "region", "churn"], customers)
     _csv(root / "orders.csv", ["order_id", "customer_id", "amount"], orders)
+
+
+def _png(path: Path, pixels: list[list[int]]) -> None:
+    """An 8-bit grey PNG of ``pixels`` (rows of 0..255), written with zlib and struct."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    height, width = len(pixels), len(pixels[0])
+    raw = b"".join(b"\x00" + bytes(row) for row in pixels)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _image_folders(root: Path, rng: random.Random, n: int) -> None:
+    """train/<class>/*.png (12x12 grey noise, the top or the left half brighter; one image in
+    ten of the other shape) and an unlabelled test/*.png: image folders per class without a
+    labels table."""
+    for k in range(n):
+        label = rng.choice(["top", "left"])
+        shape = label if rng.random() > 0.1 else {"top": "left", "left": "top"}[label]
+        pixels = []
+        for y in range(12):
+            row = []
+            for x in range(12):
+                lift = 25 if (y < 6 if shape == "top" else x < 6) else 0
+                row.append(max(0, min(255, int(rng.gauss(100 + lift, 60)))))
+            pixels.append(row)
+        folder = root / "train" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        _png(folder / f"{k:04d}.png", pixels)
+    (root / "test").mkdir()
+    for k in range(5):
+        _png(root / "test" / f"u{k}.png", [[rng.randrange(256)] * 12 for _ in range(12)])
+
+
+def _timed(root: Path, rng: random.Random, n: int) -> None:
+    """A table with an ISO date column (a time split: the latest rows are the test set)."""
+    rows = []
+    for k in range(n):
+        a, b = rng.gauss(0, 1), rng.gauss(0, 1)
+        day = f"2024-{1 + k * 12 // n:02d}-{1 + k % 28:02d}"
+        rows.append([k, day, round(a, 4), round(b, 4), round(2 * a - b + rng.gauss(0, 0.5), 4)])
+    _csv(root / "sales.csv", ["id", "date", "a", "b", "target"], rows)
 
 
 def make_sources(root: Path, count: int, seed: int = 0) -> None:
@@ -108,6 +162,10 @@ def make_sources(root: Path, count: int, seed: int = 0) -> None:
             _csv(d / "reviews.csv", ["id", "review", "label"], [list(r.values()) for r in recs])
         elif kind == "json":
             (d / "reviews.json").write_text(json.dumps(_texts(rng, n)), encoding="utf-8")
+        elif kind == "images":
+            _image_folders(d, rng, n)
+        elif kind == "time":
+            _timed(d, rng, n)
         else:
             _joined(d, rng, n)
 
@@ -138,11 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         status = Counter(r["status"] for r in records.values())
         kinds: Counter[str] = Counter()
+        splits: Counter[str] = Counter()
         for name in records:
             record = corpus / "tasks" / name / "builder" / "record.json"
             if record.is_file():
                 spec = json.loads(record.read_text(encoding="utf-8"))["spec"]["spec"]
                 kinds[spec.get("kind", "table")] += 1
+                splits[(spec.get("split") or {}).get("kind", "random")] += 1
         rate = len(records) / (elapsed / 60.0) if elapsed > 0 else 0.0
         print(
             f"build-many exit {proc.returncode}; {len(records)} of {args.sources} sources in "
@@ -150,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"built {status['built']}, rejected {status['rejected']}, failed "
-            f"{status['failed']}; built kinds {dict(sorted(kinds.items()))}"
+            f"{status['failed']}; built kinds {dict(sorted(kinds.items()))}, splits "
+            f"{dict(sorted(splits.items()))}"
         )
         not_built = {k: r for k, r in records.items() if r["status"] != "built"}
         for name, r in sorted(not_built.items()):
@@ -170,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rejected": status["rejected"],
                 "failed": status["failed"],
                 "built_kinds": dict(sorted(kinds.items())),
+                "built_splits": dict(sorted(splits.items())),
                 "not_built": {
                     k: f"{r['status']}: {r['stage']}: {r['reason'][:200]}"
                     for k, r in sorted(not_built.items())

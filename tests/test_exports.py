@@ -77,10 +77,12 @@ PUBLIC = {
         "build_task",
         "check_contamination",
         "check_metric_code",
+        "fingerprint_lines",
         "intake",
         "inventory",
         "load_blocklist",
         "sandbox_factory",
+        "table_fingerprint",
     ],
     "openmle.backends": [
         "DockerSandbox",

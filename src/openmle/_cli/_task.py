@@ -20,7 +20,9 @@ __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
-    """Add ``task validate``, ``task grade`` and ``task list`` to the ``openmle`` parser."""
+    """Add ``task validate``, ``grade``, ``list``, ``raw``, ``blocklist``, ``build`` and
+    ``build-many`` to the ``openmle`` parser.
+    """
     task = subparsers.add_parser(
         "task",
         help="validate task packages and grade submissions",
@@ -68,7 +70,38 @@ def register(subparsers: Any) -> None:
     r.add_argument("--out", required=True, metavar="RAW_DIR", help="the new raw directory")
     r.set_defaults(handler=_raw)
 
+    bl = sub.add_parser(
+        "blocklist",
+        help="print blocklist lines (file and table fingerprints) of evaluation data you hold",
+        description="Print a blocklist line for every file under PATH: sha256:<hex> (the "
+        "bytes: refuses a renamed copy) and, for a CSV/TSV/JSON table, table:<hex> (its "
+        "content: refuses a renamed and re-saved copy). With --to FILE the lines are appended "
+        "to FILE, for openmle task build --blocklist FILE.",
+    )
+    bl.add_argument("paths", nargs="+", metavar="PATH", help="data files or folders")
+    bl.add_argument("--to", default=None, metavar="FILE", help="append the lines to FILE")
+    bl.add_argument("--name", default="", help="also refuse this dataset name (a name: line)")
+    bl.set_defaults(handler=_blocklist)
+
     _register_build(sub)
+
+
+def _blocklist(args: argparse.Namespace) -> int:
+    from openmle.builder import fingerprint_lines
+
+    lines = fingerprint_lines(args.paths, name=args.name)
+    text = "".join(line + "\n" for line in lines)
+    if args.to is None:
+        print(text, end="")
+        return EXIT_OK
+    try:
+        with open(Path(args.to).expanduser(), "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        print(f"openmle: error: --to {args.to!r}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"appended {len(lines)} line(s) to {args.to}")
+    return EXIT_OK
 
 
 def _raw(args: argparse.Namespace) -> int:
@@ -206,8 +239,9 @@ def _build_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="more evaluation data to refuse (sha256:<hex> / md5:<hex> / name:<text> / "
-        "id:<text> lines); repeatable, added to the shipped list",
+        help="more evaluation data to refuse (sha256:<hex> / md5:<hex> / table:<hex> / "
+        "name:<text> / id:<text> lines, e.g. from openmle task blocklist); repeatable, added "
+        "to the shipped list",
     )
     p.add_argument(
         "--no-shipped-blocklist",

@@ -115,6 +115,7 @@ def _describe(target: str, stem: str, hints: Mapping[str, Any], follows_sample: 
     return text[:2000]
 
 
+_CLASS_FOLDERS = "image_folders"  # openmle.builder._inventory.CLASS_FOLDERS
 _IMAGES = ("png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff")
 _TEXT_WORDS = 5.0
 
@@ -131,6 +132,8 @@ def _inputs(
     columns (a text task), other tables sharing a key column (a multi-table task).
     """
     table = files[path]
+    if table.get("format") == _CLASS_FOLDERS:  # a per-class image folder: its images are rows
+        return {"images": "" if path == "./" else path.rstrip("/"), "image_column": "file"}
     cols = {c["name"]: c for c in table["columns"]}
     images = [f["path"] for f in inventory.get("files", []) if str(f.get("format")) in _IMAGES]
     out: dict[str, Any] = {}
@@ -195,7 +198,7 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
     if given is not None and given["all_unique"] and given["name"] != target:
         id_column = given["name"]
     classes = col["unique"]
-    if (
+    if table.get("format") == _CLASS_FOLDERS or (  # a folder per class: always classes
         col["kind"] in ("categorical", "integer")
         and not col["unique_capped"]
         and classes <= _MAX_CLASSES
@@ -220,7 +223,7 @@ def offline_spec(inventory: Mapping[str, Any]) -> dict[str, Any]:
             break
     if metric == "rmsle" and (col.get("minimum") or 0.0) < 0:
         metric = "rmse"
-    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    stem = path.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[0] or "images"
     time_column = _time_column(table["columns"], target, id_column)
     split: dict[str, Any] | None = {"kind": "time", "column": time_column} if time_column else None
     inputs = _inputs(inventory, files, hints, path, target, id_column)

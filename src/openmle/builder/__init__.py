@@ -16,6 +16,7 @@ from __future__ import annotations
 from openmle._exports import publish
 from openmle.builder._corpus import CorpusSummary, build_many
 from openmle.builder._decontam import Blocklist, DecontamResult, check_contamination, load_blocklist
+from openmle.builder._fingerprint import fingerprint_lines, table_fingerprint
 from openmle.builder._gate import FINDINGS, Finding, GateResult
 from openmle.builder._intake import Intake, RawFile, intake
 from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, inventory
@@ -85,10 +86,12 @@ __all__ = [
     "build_task",
     "check_contamination",
     "check_metric_code",
+    "fingerprint_lines",
     "intake",
     "inventory",
     "load_blocklist",
     "sandbox_factory",
+    "table_fingerprint",
 ]
 
 publish(globals())

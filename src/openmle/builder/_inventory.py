@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from attrs import field, frozen
 from openmle.builder._conventions import Hints, read_hints
 from openmle.builder._intake import Intake
 
-__all__ = ["ColumnStats", "FileInfo", "Inventory", "inventory"]
+__all__ = ["CLASS_FOLDERS", "ColumnStats", "FileInfo", "Inventory", "class_folders", "inventory"]
 
 MAX_TEXT_CHARS = 6000
 """The inventory text's length bound."""
@@ -211,6 +212,108 @@ def image_folders(files: tuple[FileInfo, ...]) -> dict[str, int]:
     return out
 
 
+CLASS_FOLDERS = "image_folders"
+"""The format of a per-class image folder read as a table (see :func:`class_folders`)."""
+
+
+def class_folders(paths: list[str] | tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
+    """Per-class image folders among the raw files' relative ``paths``.
+
+    A folder is a class root when at least two of its direct subfolders (their names not
+    starting with ``.``, none named like a split or a file kind: ``train``, ``test_images``,
+    ``masks``...) hold image files directly (``train/cat/1.png``, ``train/dog/2.png``):
+    each such image is a labelled row whose label is its subfolder's name. Images directly in
+    the root, deeper than one level below it, or elsewhere (an unlabeled ``test/*.png``) are
+    not rows. Returns each root (``""`` for the top folder) with its rows, ``(path under the
+    root, label)``, sorted by path; the offline prepare.py reads the same rows.
+    """
+    by_root: dict[str, dict[str, list[str]]] = {}
+    for path in paths:
+        parts = path.split("/")
+        if len(parts) < 2 or parts[-1].rsplit(".", 1)[-1].lower() not in IMAGE_FORMATS:
+            continue
+        if "." not in parts[-1] or parts[-2].startswith("."):
+            continue
+        root = "/".join(parts[:-2])
+        by_root.setdefault(root, {}).setdefault(parts[-2], []).append(parts[-1])
+    return {
+        root: sorted(
+            (f"{label}/{name}", label) for label, names in classes.items() for name in names
+        )
+        for root, classes in sorted(by_root.items())
+        if len(classes) >= 2 and not any(_not_a_class(c) for c in classes)
+    }
+
+
+_NOT_CLASSES = frozenset(
+    [
+        "train",
+        "training",
+        "test",
+        "testing",
+        "val",
+        "valid",
+        "validation",
+        "dev",
+        "eval",
+        "evaluation",
+        "holdout",
+        "unlabeled",
+        "unlabelled",
+        "images",
+        "image",
+        "imgs",
+        "img",
+        "masks",
+        "mask",
+        "labels",
+    ]
+)
+"""Words that name a split or a kind of file, not a class: a folder holding ``train/`` and
+``test/`` (or ``train_images/``, ``masks/``) is not a per-class image folder."""
+
+
+def _not_a_class(name: str) -> bool:
+    return any(w in _NOT_CLASSES for w in re.split(r"[^a-z0-9]+", name.lower()))
+
+
+def class_table_path(root: str) -> str:
+    """The inventory path of the per-class image folder ``root``: ``root/`` (``./`` for the
+    top folder); a spec's ``data_file`` names it.
+    """
+    return f"{root}/" if root else "./"
+
+
+def class_table_root(path: str) -> str:
+    """The folder of the per-class image table ``path`` (the inverse of
+    :func:`class_table_path`).
+    """
+    return "" if path == "./" else path.rstrip("/")
+
+
+def _class_tables(record: Intake) -> list[FileInfo]:
+    """A table for each per-class image folder: columns ``file`` (the image's path under the
+    folder; its first part is the label, so it is never a feature) and ``label``.
+    """
+    sizes = {f.path: f.size for f in record.files}
+    out = []
+    for root, rows in class_folders(tuple(sizes)).items():
+        prefix = f"{root}/" if root else ""
+        out.append(
+            FileInfo(
+                path=class_table_path(root),
+                format=CLASS_FOLDERS,
+                size=sum(sizes[prefix + p] for p, _ in rows),
+                rows=len(rows),
+                columns=(
+                    _column_stats("file", [p for p, _ in rows]),
+                    _column_stats("label", [c for _, c in rows]),
+                ),
+            )
+        )
+    return out
+
+
 def _file_groups(files: tuple[FileInfo, ...]) -> dict[str, str]:
     """Non-table files in a folder and format with more than :data:`_GROUP_AT` members: the
     first file maps to one summary line, the others to ``""`` (the text lists none of them).
@@ -374,6 +477,11 @@ def inventory(record: Intake, *, goal: str = "", metric: str | None = None) -> I
         named = [c for c in columns if _looks_like(c.name, _TARGET_WORDS)]
         last = [columns[-1]] if columns and not _looks_like(columns[-1].name, _ID_WORDS) else []
         targets.extend(f"{raw.path}:{c.name}" for c in named + [c for c in last if c not in named])
+    for table in _class_tables(record):  # listed just before the folder's files
+        prefix = "" if table.path == "./" else table.path
+        at = next(k for k, f in enumerate(files) if f.path.startswith(prefix))
+        files.insert(at, table)
+        targets.append(f"{table.path}:label")
     hints = read_hints(record, tables, goal=goal, metric=metric)
     del tables
     first = [f"{hints.labelled_file}:{hints.target}"] if hints.target else []

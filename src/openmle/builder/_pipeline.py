@@ -137,7 +137,8 @@ class BuildResult:
             no result: no valid spec, prepare.py never ran).
         stage: the last stage reached (``"emit"`` when built).
         reason: why it was not built (empty when built).
-        findings: the gate's finding codes (or ``"contaminated"``).
+        findings: the gate's finding codes (or ``"contaminated"``, or ``"no_table"`` when
+            the raw data holds nothing the inventory reads as a table).
         record: the builder's full record (also in the package's builder/record.json).
     """
 
@@ -202,6 +203,14 @@ async def build_task(
         return stop(*stopped)
     inv = await anyio.to_thread.run_sync(lambda: inventory(rec, goal=opts.goal, metric=opts.metric))
     record["inventory"] = inv.to_dict()
+    if not inv.tables:  # nothing to label: no model can answer a spec
+        return stop(
+            "rejected",
+            "inventory",
+            "no readable table (CSV, TSV, JSON records or JSON Lines) and no per-class image "
+            "folder in the raw data; nothing holds labels",
+            ("no_table",),
+        )
     try:
         spec_result = await request_spec(model, inv, max_attempts=opts.max_spec_attempts)
     except SpecError as exc:
@@ -306,7 +315,7 @@ async def _decontam_stage(
     blocklist = opts.blocklist
     if blocklist is None:
         blocklist = await anyio.to_thread.run_sync(load_blocklist)
-    contamination = check_contamination(rec, blocklist)
+    contamination = await anyio.to_thread.run_sync(check_contamination, rec, blocklist)
     record["decontam"] = contamination.to_dict()
     if not contamination.clean:
         return (

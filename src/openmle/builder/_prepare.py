@@ -70,6 +70,9 @@ When the spec's "inputs" name them: join each joined table's columns onto the ro
 (aggregate a key that repeats there); keep free-text columns; copy each row's image to
 public/images/ under a name that does not reveal the label, with a column "image" holding its
 path relative to public/ ("images/..."), in train.csv and test.csv.
+A data_file ending in "/" is a folder of one subfolder per class: each image directly in a
+subfolder is a labelled row (its label the subfolder's name); order the rows by something
+that does not reveal the label (the SHA-256 of the image's bytes) and never use the raw path.
 Answer with one ```python block."""
 
 MAX_DEPTH = 8

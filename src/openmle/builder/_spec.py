@@ -18,7 +18,14 @@ from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
 from openmle._types import Message
 from openmle.builder._conventions import Hints
-from openmle.builder._inventory import ColumnStats, FileInfo, Inventory, image_folders
+from openmle.builder._inventory import (
+    CLASS_FOLDERS,
+    ColumnStats,
+    FileInfo,
+    Inventory,
+    class_table_root,
+    image_folders,
+)
 from openmle.errors import OpenMLEError
 from openmle.gym import MAX_MAP_K, SPLIT_KINDS
 from openmle.operators import ask_json
@@ -283,7 +290,9 @@ class SpecResult:
 
 SCHEMA_TEXT = f"""{{
   "title": string (1-80 chars),
-  "data_file": string (a table path from the inventory),
+  "data_file": string (a table path from the inventory; a path ending in "/" is a folder
+               of images in one subfolder per class: its rows are the images, with columns
+               "file" (the image's path under it, never a feature) and "label" (the class)),
   "target": string (a column of data_file),
   "id_column": string (a column of unique values) or null (rows get an "id" column),
   "task_type": "binary" | "multiclass" | "regression",
@@ -305,7 +314,9 @@ SCHEMA_TEXT = f"""{{
                              images), or null (the image's file stem is the row's id),
              "text_columns": [free-text columns of data_file],
              "joins": [{{"file": another table, "key": a column of both tables}}]}}
-            (optional: what the rows carry beyond their columns; a joined table must not
+            (a per-class image folder's data_file needs {{"images": that folder without the
+            "/" ("" for "./"), "image_column": "file"}};
+            optional otherwise: what the rows carry beyond their columns; a joined table must not
             hold the target, nor be the sample submission or an unlabeled test table)
 }}
 When the inventory lists conventions, follow them: the sample submission's id column, target
@@ -353,6 +364,13 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     split = _split_rule(obj.get("split"), table, target, id_column, task_type)
     hints = inv.hints
     inputs = parse_inputs(obj.get("inputs"), inv, table, target, id_column)
+    if table.format == CLASS_FOLDERS:
+        root = class_table_root(data_file)
+        if (inputs.images, inputs.image_column) != (root, "file"):
+            raise ValueError(
+                f"'data_file' {data_file!r} is a per-class image folder: set 'inputs' to "
+                f'{{"images": {root!r}, "image_column": "file"}} (each row is one of its images)'
+            )
     follows = hints.answer_format == "probabilities" and target == hints.target
     answer_columns = hints.answer_columns if follows and metric == "log_loss" else ()
     given = obj.get("answer_columns")

@@ -19,7 +19,9 @@ and names and all 75 MLE-bench competitions (low, medium and high splits): each 
 ``config.yaml`` name and the MD5s of its ``checksums.yaml`` (source commit in the file). A
 user's exclusion list is a text file in the same format, one entry a line (``#`` starts a
 comment): ``sha256:<64 hex>``, ``md5:<32 hex>`` (kept as ``md5:<hex>`` among the data hashes, so
-an MD5 never equals a SHA-256), ``name:<text>`` or ``id:<text>`` (:func:`load_exclusions`), or
+an MD5 never equals a SHA-256), ``table:<64 hex>`` (a table's content fingerprint, kept as
+``table:<hex>``: :func:`openmle.builder.table_fingerprint`), ``name:<text>`` or ``id:<text>``
+(:func:`load_exclusions`), or
 :class:`Exclusions` values combined with ``|``.
 
 Public faces: :class:`openmle.builder.Blocklist` / :func:`openmle.builder.load_blocklist` /
@@ -145,8 +147,8 @@ def load_exclusions(
             ``"user"`` when ``paths`` are given).
 
     Raises:
-        InvalidArgument: a line that is not ``sha256:<hex>``, ``md5:<hex>``, ``name:<text>``
-            or ``id:<text>`` (names the file and line).
+        InvalidArgument: a line that is not ``sha256:<hex>``, ``md5:<hex>``, ``table:<hex>``,
+            ``name:<text>`` or ``id:<text>`` (names the file and line).
     """
     user = [Path(p) for p in paths]
     files = ([SHIPPED] if shipped else []) + user
@@ -164,12 +166,14 @@ def load_exclusions(
                 hashes.add(value.lower())
             elif kind == "md5" and _MD5.match(value.lower()):
                 hashes.add(f"md5:{value.lower()}")
+            elif kind == "table" and _HEX.match(value.lower()):
+                hashes.add(f"table:{value.lower()}")
             elif kind in ("name", "id") and normalise_name(value):
                 (names if kind == "name" else ids).add(value)
             else:
                 raise InvalidArgument(
                     f"{path}:{n}: expected 'sha256:<64 hex digits>', 'md5:<32 hex digits>', "
-                    "'name:<text>' or 'id:<text>'; fix the line"
+                    "'table:<64 hex digits>', 'name:<text>' or 'id:<text>'; fix the line"
                 )
     if suite is None:
         suite = "+".join((["openmle"] if shipped else []) + (["user"] if user else [])) or "none"

@@ -37,7 +37,7 @@ def _make_sources(root: Path) -> None:
             json.dumps({"source": f"test/{k}", "licence": "CC0"})
         )
     # One source the builder must refuse (its name is on the shipped benchmark list), one with
-    # no table (no spec can be made).
+    # no table (rejected at the inventory: nothing holds labels).
     (root / "src05").rename(root / "spooky-author-identification")
     (root / "src07" / "data.csv").rename(root / "src07" / "notes.bin")
 
@@ -109,12 +109,12 @@ def test_build_many_resumes_after_kill_9(tmp_path: Path) -> None:
     assert summary["built"] == len(tasks) == N_SOURCES - 2
     assert entries["spooky-author-identification"]["status"] == "rejected"
     assert entries["spooky-author-identification"]["findings"] == ["contaminated"]
-    assert entries["src07"]["status"] == "failed" and entries["src07"]["stage"] == "spec"
-    assert summary["rejected"] == 1 and summary["failed"] == 1
+    assert entries["src07"]["status"] == "rejected" and entries["src07"]["stage"] == "inventory"
+    assert summary["rejected"] == 2 and summary["failed"] == 0
     assert summary["stages"]["intake"] == {"reached": N_SOURCES, "passed": N_SOURCES}
     assert summary["stages"]["decontam"] == {"reached": N_SOURCES, "passed": N_SOURCES - 1}
     assert summary["stages"]["emit"] == {"reached": N_SOURCES - 2, "passed": N_SOURCES - 2}
-    assert summary["reasons"] == {"contaminated": 1, "spec failed": 1}
+    assert summary["reasons"] == {"contaminated": 1, "no_table": 1}
     index = (corpus / "index.txt").read_text().split()
     assert index == [str(corpus / "tasks" / n) for n in built]
     rec = json.loads((corpus / "tasks" / "src03" / "builder" / "record.json").read_text())

@@ -2,8 +2,8 @@
 (gate, solvability, ``openmle task validate``), each with its split rule, answer format and a
 vetted metric, and a short offline search on the package beats its constant baseline:
 
-- an image folder with a labels CSV (tiny PNGs made here with numpy and Pillow, the ``data``
-  extra; skipped without it);
+- an image folder with a labels CSV, and image folders per class without one (tiny PNGs made
+  here with numpy and Pillow, the ``data`` extra; skipped without it);
 - free text in a CSV, and the same text as JSON records;
 - a labelled table joined by a key to a table of several rows per key.
 """
@@ -60,6 +60,33 @@ def image_folder(root: Path, n: int = 160) -> Path:
         label = "bright" if bright != (k % 7 == 0) else "dark"
         rows.append([f"img{k:04d}", label])
     _write_csv(root / "labels.csv", ["id", "label"], rows)
+    return root
+
+
+def per_class_folders(root: Path, n: int = 150) -> Path:
+    """train/<class>/<k>.png for three classes (12x12 RGB noise, the top half brighter, the
+    left half brighter, or neither; no label is wrong: the noise keeps a model's log loss above
+    0, and a confidently wrong label would sink a small boosted model's), and an unlabelled
+    test/*.png that must not become labelled rows."""
+    import numpy as np
+    from PIL import Image as image
+
+    rng = np.random.default_rng(1)
+    classes = ("top", "left", "flat")
+    for k in range(n):
+        c = k % 3
+        pixels = rng.normal(100, 40, size=(12, 12, 3))
+        if c == 0:
+            pixels[:6] += 60
+        elif c == 1:
+            pixels[:, :6] += 60
+        folder = root / "train" / classes[c]
+        folder.mkdir(parents=True, exist_ok=True)
+        image.fromarray(np.clip(pixels, 0, 255).astype("uint8")).save(folder / f"{k:04d}.png")
+    (root / "test").mkdir()
+    for k in range(10):
+        noise = rng.integers(0, 255, size=(12, 12, 3)).astype("uint8")
+        image.fromarray(noise).save(root / "test" / f"u{k}.png")
     return root
 
 
@@ -134,6 +161,34 @@ def test_an_image_folder_with_a_labels_csv_builds_validates_and_searches(tmp_pat
     # No image name reveals its label: they are numbered.
     assert not any("bright" in p.name or "dark" in p.name for p in (public / "images").iterdir())
     assert _header(public / "sample_submission.csv") == ["id", "label"]
+    _validate(pkg)
+    _beats(pkg, result)
+
+
+@pytest.mark.needs("PIL")
+def test_image_folders_per_class_build_validate_and_search(tmp_path: Path) -> None:
+    raw = per_class_folders(tmp_path / "raw")
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    spec = result.record["spec"]["spec"]
+    assert (spec["kind"], spec["data_file"], spec["target"]) == ("image", "train/", "label")
+    assert spec["inputs"]["images"] == "train" and spec["inputs"]["image_column"] == "file"
+    assert (spec["metric"], spec["split"]["kind"]) == ("log_loss", "stratified")
+    public = pkg / "data" / "public"
+    # Per-class probabilities, in the classes' order; the raw path (it names the class) is gone.
+    assert _header(public / "sample_submission.csv") == ["id", "flat", "left", "top"]
+    assert "file" not in _header(public / "train.csv")
+    with open(public / "train.csv", newline="", encoding="utf-8") as f:
+        train = list(csv.DictReader(f))
+    with open(pkg / "data" / "private" / "test_answer.csv", newline="", encoding="utf-8") as f:
+        answers = list(csv.DictReader(f))
+    assert len(train) + len(answers) == 150  # every labelled image, none of test/*.png
+    assert {r["label"] for r in answers} == {"top", "left", "flat"}
+    # Rows are numbered in the order of the images' hashes: a number does not give the class.
+    by_id = sorted(train + answers, key=lambda r: int(r["id"]))
+    assert len({r["label"] for r in by_id[:20]}) == 3
+    assert not any(p.stem in ("top", "left", "flat") for p in (public / "images").iterdir())
     _validate(pkg)
     _beats(pkg, result)
 

@@ -12,7 +12,7 @@ import pytest
 
 from openmle.backends._offline_builder import offline_spec
 from openmle.builder import intake, inventory
-from openmle.builder._inventory import read_records
+from openmle.builder._inventory import CLASS_FOLDERS, class_folders, read_records
 from openmle.builder._spec import parse_spec
 
 
@@ -136,3 +136,83 @@ def test_a_custom_metric_needs_its_direction(tmp_path: Path) -> None:
     parsed = parse_spec({**spec, "higher_is_better": False}, inv)
     assert parsed.custom and parsed.higher_is_better is False and parsed.grader_metric is None
     assert parsed.to_dict()["custom_higher_is_better"] is False
+
+
+def _per_class(root: Path, classes: tuple[str, ...] = ("cat", "dog"), n: int = 6) -> Path:
+    """root/train/<class>/<k>.png (bytes only: the inventory never decodes an image), an
+    unlabelled root/test/*.png and a stray image in train/ itself."""
+    for c in classes:
+        for k in range(n):
+            _write_bytes(root / "train" / c / f"{k}.png", f"{c}{k}".encode())
+    for k in range(3):
+        _write_bytes(root / "test" / f"u{k}.png", f"u{k}".encode())
+    _write_bytes(root / "train" / "stray.png", b"s")
+    _write_bytes(root / "train" / ".cache" / "x.png", b"x")  # hidden: not a class
+    return root
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_class_folders_are_found_only_with_two_classes_of_direct_images() -> None:
+    paths = (
+        "train/cat/1.png",
+        "train/dog/2.JPG",
+        "train/dog/notes.txt",
+        "train/x.png",
+        "test/3.png",
+        "other/only/4.png",
+        "deep/a/b/5.png",
+        "deep/a/c/6.png",
+        "kaggle/train_images/1.png",
+        "kaggle/test_images/2.png",
+    )
+    found = class_folders(paths)
+    assert found == {
+        "deep/a": [("b/5.png", "b"), ("c/6.png", "c")],
+        "train": [("cat/1.png", "cat"), ("dog/2.JPG", "dog")],
+    }
+    assert class_folders(("cat/1.png", "dog/2.png")) == {
+        "": [("cat/1.png", "cat"), ("dog/2.png", "dog")]
+    }
+    assert class_folders(("images/1.png", "images/2.png", "labels.csv")) == {}
+
+
+def test_a_per_class_image_folder_is_a_table_the_offline_spec_uses(tmp_path: Path) -> None:
+    inv = inventory(intake(_per_class(tmp_path / "raw", classes=("cat", "dog", "fox"))))
+    table = inv.file("train/")
+    assert table is not None and table.format == CLASS_FOLDERS and table.rows == 18
+    label = table.column("label")
+    assert label is not None and label.unique == 3 and label.top == ("cat", "dog", "fox")
+    assert inv.target_candidates == ("train/:label",)
+    assert "train/ (image_folders" in inv.text()
+    spec = offline_spec(inv.to_dict())
+    assert spec["data_file"] == "train/" and spec["target"] == "label"
+    assert spec["inputs"] == {"images": "train", "image_column": "file"}
+    assert (spec["task_type"], spec["metric"]) == ("multiclass", "log_loss")
+    assert spec["split"] == {"kind": "stratified", "column": None}
+    parsed = parse_spec(spec, inv)
+    assert parsed.inputs.kind == "image" and parsed.id_column is None
+    # A spec that reads the folder without its images is sent back, naming the fix.
+    with pytest.raises(ValueError, match='"image_column": "file"'):
+        parse_spec({**spec, "inputs": None}, inv)
+    two = inventory(intake(_per_class(tmp_path / "two")))
+    assert offline_spec(two.to_dict())["metric"] == "auc"
+    # Many classes, named by numbers, are still classes (never a regression target).
+    many = inventory(intake(_per_class(tmp_path / "many", classes=tuple(map(str, range(25))))))
+    spec = offline_spec(many.to_dict())
+    assert (spec["task_type"], spec["metric"]) == ("multiclass", "log_loss")
+    assert parse_spec(spec, many).task_type == "multiclass"
+
+
+def test_the_top_folder_can_be_the_class_root(tmp_path: Path) -> None:
+    for c in ("a", "b"):
+        for k in range(4):
+            _write_bytes(tmp_path / "raw" / c / f"{k}.png", f"{c}{k}".encode())
+    inv = inventory(intake(tmp_path / "raw"))
+    assert inv.files[0].path == "./" and inv.files[0].rows == 8
+    spec = offline_spec(inv.to_dict())
+    assert spec["inputs"] == {"images": "", "image_column": "file"}
+    assert parse_spec(spec, inv).data_file == "./"

@@ -13,7 +13,9 @@ from openmle.backends import OfflineModel
 from openmle.builder import (
     PURPOSE_KEY,
     PURPOSE_SPEC,
+    BuildOptions,
     SpecError,
+    build_task,
     check_contamination,
     intake,
     inventory,
@@ -173,3 +175,28 @@ def test_intake_refuses_symlinks_and_empty_dirs(tmp_path: Path) -> None:
     (raw / "link.csv").symlink_to("/etc/passwd")
     with pytest.raises(InvalidArgument, match="symbolic link"):
         intake(raw)
+
+
+def test_raw_data_without_a_table_is_rejected_at_the_inventory(tmp_path: Path) -> None:
+    """No table and no per-class image folder: nothing holds labels, so the build stops
+    (rejected, ``no_table``) before any model is asked or any sandbox runs."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "notes.bin").write_bytes(bytes(range(256)))
+    (raw / "pics").mkdir()
+    (raw / "pics" / "a.png").write_bytes(b"not a class folder: one folder only")
+
+    model = _Scripted([])  # asked once, it would fail: no answer is scripted
+
+    result = anyio.run(
+        lambda: build_task(
+            raw, tmp_path / "pkg", model, options=BuildOptions(blocklist=load_blocklist())
+        )
+    )
+    assert (result.status, result.stage, result.findings) == (
+        "rejected",
+        "inventory",
+        ("no_table",),
+    )
+    assert "no readable table" in result.reason and not (tmp_path / "pkg").exists()
+    assert model.requests == []

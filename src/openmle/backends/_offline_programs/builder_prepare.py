@@ -1,5 +1,6 @@
 """Split one raw table into a task package (written by openmle's offline model).
 
+The labelled rows are a table, or the images of a per-class image folder (``<class>/<image>``).
 The spec's inputs add to the rows: joined tables (their columns by key, or per-key counts
 and means), free text (counts of the training text's most frequent words) and images
 (copied as images/<n><suffix> with an image column and the image shrunk to 8x8 grey levels
@@ -7,6 +8,7 @@ as 64 pixel columns; Pillow reads them).
 """
 
 import csv
+import hashlib
 import json
 import re
 import shutil
@@ -34,8 +36,27 @@ def _cell(value):
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+_IMAGES = ("png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff")
+
+
+def _class_folders(root):
+    """A per-class image folder as a table: each image in a subfolder is a row (columns file,
+    its path under the folder, and label, the subfolder's name), the rows ordered by the
+    SHA-256 of the image's bytes, so neither a row's number nor its image's reveals the label."""
+    rows = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for f in sorted(folder.iterdir()):
+            if f.is_file() and "." in f.name and f.suffix.lower().lstrip(".") in _IMAGES:
+                digest = hashlib.sha256(f.read_bytes()).hexdigest()
+                rows.append((digest, f"{folder.name}/{f.name}", folder.name))
+    return ["file", "label"], [[p, c] for _, p, c in sorted(rows)]
+
+
 def _read(path):
-    """A raw table as a header and rows of text: CSV/TSV, a JSON list of records or JSON Lines."""
+    """A raw table as a header and rows of text: CSV/TSV, a JSON list of records or JSON Lines,
+    or a per-class image folder (a directory)."""
+    if path.is_dir():
+        return _class_folders(path)
     suffix = path.suffix.lower()
     if suffix in (".json", ".jsonl"):
         text = path.read_text(encoding="utf-8-sig")
