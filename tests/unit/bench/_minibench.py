@@ -27,28 +27,41 @@ class InvalidSubmissionError(Exception):
     """A submission that cannot be graded."""
 '''
 
-TABULAR_PREPARE = """
+# The CSV reading and writing every preparer below shares (prepended to each ``prepare.py``).
+CSV_IO = """
 import csv
+
+
+def read_rows(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def write(path, header, rs):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for r in rs:
+            w.writerow([r[h] for h in header])
+"""
+
+TABULAR_PREPARE = (
+    CSV_IO
+    + """
 from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    with open(raw / "train.csv") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(raw / "train.csv")
     test = [r for i, r in enumerate(rows) if i % 5 == 0]
     train = [r for i, r in enumerate(rows) if i % 5 != 0]
-    def write(path, header, rs):
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            for r in rs:
-                w.writerow([r[h] for h in header])
     write(public / "train.csv", ["id", "x1", "x2", "label"], train)
     write(public / "test.csv", ["id", "x1", "x2"], test)
     sample = [dict(id=r["id"], label=0) for r in test]
     write(public / "sample_submission.csv", ["id", "label"], sample)
     write(private / "test.csv", ["id", "label"], test)
 """
+)
 
 ACCURACY_GRADE = """
 from mlebench.grade_helpers import InvalidSubmissionError
@@ -65,15 +78,15 @@ def grade(submission, answers):
     return float((merged["label"].astype(str) == merged["label_pred"].astype(str)).mean())
 """
 
-IMAGES_PREPARE = """
-import csv
+IMAGES_PREPARE = (
+    CSV_IO
+    + """
 import shutil
 from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    with open(raw / "train.csv") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(raw / "train.csv")
     (public / "train").mkdir()
     (public / "test").mkdir()
     test = [r for i, r in enumerate(rows) if i % 4 == 0]
@@ -82,17 +95,12 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "train" / (r["id"] + ".png"))
     for r in test:
         shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "test" / (r["id"] + ".png"))
-    def write(path, header, rs):
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            for r in rs:
-                w.writerow([r[h] for h in header])
     write(public / "train.csv", ["id", "bright"], train)
     sample = [dict(id=r["id"], bright=0.5) for r in test]
     write(public / "sample_submission.csv", ["id", "bright"], sample)
     write(private / "test.csv", ["id", "bright"], test)
 """
+)
 
 MAE_GRADE = """
 from mlebench.grade_helpers import InvalidSubmissionError
@@ -107,23 +115,17 @@ def grade(submission, answers):
     return float((merged["bright"] - merged["bright_pred"].astype(float)).abs().mean())
 """
 
-JSONL_PREPARE = """
-import csv
+JSONL_PREPARE = (
+    CSV_IO
+    + """
 import json
 from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    with open(raw / "train.csv") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(raw / "train.csv")
     test = [r for i, r in enumerate(rows) if i % 5 == 1]
     train = [r for i, r in enumerate(rows) if i % 5 != 1]
-    def write(path, header, rs):
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            for r in rs:
-                w.writerow([r[h] for h in header])
     write(public / "train.csv", ["id", "text", "label"], train)
     write(public / "test.csv", ["id", "text"], test)
     sample = [dict(id=r["id"], label="a") for r in test]
@@ -132,6 +134,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         for r in test:
             fh.write(json.dumps({"id": int(r["id"]), "label": r["label"]}) + "\\n")
 """
+)
 
 JSONL_GRADE = """
 from mlebench.grade_helpers import InvalidSubmissionError
