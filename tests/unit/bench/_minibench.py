@@ -18,7 +18,11 @@ import random
 import struct
 import textwrap
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from openmle.bench import BenchConfig
 
 IDS = ("mini-images", "mini-jsonl", "mini-tabular")
 
@@ -207,6 +211,29 @@ def _run_prepare(registry: Path, cid: str, raw: Path, out: Path) -> None:
     (out / "public").mkdir(parents=True)
     (out / "private").mkdir(parents=True)
     mod.prepare(raw, out / "public", out / "private")
+
+
+def mini_config(mini: tuple[Path, Path], **fields: Any) -> BenchConfig:
+    """A bench of the prepared registry ``mini`` (registry, data: what :func:`build` returns);
+    the suite is ``custom``, one seed (0) and the offline model unless ``fields`` say otherwise,
+    every other field as ``fields`` give it or BenchConfig's default."""
+    registry, data = mini
+    fields = {"suite": "custom", "seeds": (0,), "model": "offline", **fields}
+    return BenchConfig(data_dir=str(data), registry=str(registry), **fields)
+
+
+def sample_agent_config(mini: tuple[Path, Path], competitions: Sequence[str]) -> BenchConfig:
+    """One step of a model that copies the sample submission, on each of ``competitions`` of
+    the MLE-bench Lite suite (``mini`` prepared as :func:`mini_config` takes it)."""
+    return mini_config(
+        mini,
+        suite="mle-bench-lite",
+        competitions=competitions,
+        model="sample",
+        budget={"steps": 1},
+        time_limit_s=120.0,
+        concurrency=2,
+    )
 
 
 def build(root: Path) -> tuple[Path, Path]:

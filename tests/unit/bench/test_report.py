@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._minibench import IDS, build
+from tests.unit.bench._minibench import IDS, build, mini_config
 
 from openmle._cli import main
 from openmle.bench import (
-    BenchConfig,
     BenchRun,
     MLEBench,
     bench_report,
@@ -36,14 +35,8 @@ def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def _bench(mini: tuple[Path, Path], out: Path, seeds: int = 1) -> BenchRun:
     registry, data = mini
-    config = BenchConfig(
-        suite="mle-bench-lite",
-        competitions=IDS,
-        seeds=list(range(seeds)),
-        model="offline",
-        budget={"steps": 2},
-        data_dir=str(data),
-        registry=str(registry),
+    config = mini_config(
+        mini, suite="mle-bench-lite", competitions=IDS, seeds=range(seeds), budget={"steps": 2}
     )
     return BenchRun.create(out, config, MLEBench.locate(registry, data, valid_dir=out / "valid"))
 
