@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import json
 import socket
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -17,6 +16,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
+from tests._serve import served_in_thread
 
 pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
 uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
@@ -205,24 +205,9 @@ def _pieces(text: str, n: int = 4) -> list[str]:
 @pytest.fixture(scope="module")
 def _server() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    server = uvicorn.Server(
-        uvicorn.Config(fake.app, log_level="critical", lifespan="off", access_log=False)
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "test server did not start"
-        time.sleep(0.01)
-    yield fake
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with served_in_thread(fake.app, lifespan="off") as url:
+        fake.base_url = f"{url}/v1"
+        yield fake
 
 
 @pytest.fixture
