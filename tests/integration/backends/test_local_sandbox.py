@@ -15,11 +15,12 @@ from typing import Literal
 import anyio
 import attrs
 import pytest
+from tests._files import alive
+from tests._sandboxes import mode_available, prepared_local
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import (
-    bwrap_problem,
     landlock_abi,
     live_pids_with_env,
     mounts_under,
@@ -35,13 +36,6 @@ pytestmark = [
 ]
 
 
-def mode_available(mode: str) -> str | None:
-    """Why isolation ``mode`` cannot run here, or None."""
-    if mode == "bwrap":
-        return bwrap_problem(shutil.which("bwrap"), sys.executable)
-    return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
-
-
 @pytest.fixture
 def toy(tmp_path: Path) -> ToyTask:
     """A fresh toy task under the test's temp dir."""
@@ -51,24 +45,15 @@ def toy(tmp_path: Path) -> ToyTask:
 @pytest.fixture(params=["bwrap", "landlock"])
 async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator[LocalSandbox]:
     """A LocalSandbox in each isolation mode (skipped where the mode is unavailable)."""
-    mode = request.param
-    why = mode_available(mode)
-    if why is not None:
-        pytest.skip(f"{mode} unavailable: {why}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        sb = LocalSandbox(
-            ToyTask.resolver({"toy": toy}),
-            isolation=mode,
-            max_file_mb=64,
-            memory_mb=1024,
-            kill_grace_s=1.0,
-        )
-        assert await sb.prepare() == mode
-    try:
+    async with prepared_local(
+        toy,
+        request.param,
+        warnings_are_errors=True,
+        max_file_mb=64,
+        memory_mb=1024,
+        kill_grace_s=1.0,
+    ) as sb:
         yield sb
-    finally:
-        await sb.aclose()
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
@@ -324,7 +309,6 @@ async def test_auto_falls_back_to_landlock_with_one_warning(
 ) -> None:
     """Without bubblewrap, "auto" warns once and runs in Landlock mode; "bwrap" refuses."""
     from openmle.backends import _local
-    from openmle.backends._isolation import landlock_abi
 
     if landlock_abi() == 0:
         pytest.skip("Landlock is not supported by this kernel")
@@ -659,7 +643,7 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
             owner.kill()
             await owner.wait()
             for _ in range(100):
-                if not await anyio.to_thread.run_sync(_alive, pid):
+                if not await anyio.to_thread.run_sync(alive, pid):
                     break
                 await anyio.sleep(0.1)
             else:
@@ -679,15 +663,6 @@ def _runs_main(pid: int) -> bool:
     except OSError:
         return False
     return len(argv) > 1 and argv[1].endswith(b"main.py")
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def test_bwrap_launcher_sets_the_limits_without_prlimit(
@@ -901,7 +876,7 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
             owner.kill()
             await owner.wait()
             for _ in range(100):  # the program itself dies with its owner
-                if sum([await anyio.to_thread.run_sync(_alive, p) for p in pids]) <= 1:
+                if sum([await anyio.to_thread.run_sync(alive, p) for p in pids]) <= 1:
                     break
                 await anyio.sleep(0.1)
             with warnings.catch_warnings():
@@ -910,7 +885,7 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
                 await sb.prepare()
                 await sb.aclose()
             for _ in range(200):
-                if not any([await anyio.to_thread.run_sync(_alive, p) for p in pids]):
+                if not any([await anyio.to_thread.run_sync(alive, p) for p in pids]):
                     break
                 await anyio.sleep(0.1)
             else:
