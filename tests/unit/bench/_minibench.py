@@ -34,6 +34,7 @@ class InvalidSubmissionError(Exception):
 # The CSV reading and writing every preparer below shares (prepended to each ``prepare.py``).
 CSV_IO = """
 import csv
+from pathlib import Path
 
 
 def read_rows(path):
@@ -47,18 +48,23 @@ def write(path, header, rs):
         w.writerow(header)
         for r in rs:
             w.writerow([r[h] for h in header])
+
+
+def split(rows, every, at):
+    \"\"\"(train, test): every ``every``-th row from the ``at``-th is a test row.\"\"\"
+    test = [r for i, r in enumerate(rows) if i % every == at]
+    train = [r for i, r in enumerate(rows) if i % every != at]
+    return train, test
 """
 
 TABULAR_PREPARE = (
     CSV_IO
     + """
-from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     rows = read_rows(raw / "train.csv")
-    test = [r for i, r in enumerate(rows) if i % 5 == 0]
-    train = [r for i, r in enumerate(rows) if i % 5 != 0]
+    train, test = split(rows, 5, 0)
     write(public / "train.csv", ["id", "x1", "x2", "label"], train)
     write(public / "test.csv", ["id", "x1", "x2"], test)
     sample = [dict(id=r["id"], label=0) for r in test]
@@ -86,15 +92,13 @@ IMAGES_PREPARE = (
     CSV_IO
     + """
 import shutil
-from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     rows = read_rows(raw / "train.csv")
     (public / "train").mkdir()
     (public / "test").mkdir()
-    test = [r for i, r in enumerate(rows) if i % 4 == 0]
-    train = [r for i, r in enumerate(rows) if i % 4 != 0]
+    train, test = split(rows, 4, 0)
     for r in train:
         shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "train" / (r["id"] + ".png"))
     for r in test:
@@ -123,13 +127,11 @@ JSONL_PREPARE = (
     CSV_IO
     + """
 import json
-from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
     rows = read_rows(raw / "train.csv")
-    test = [r for i, r in enumerate(rows) if i % 5 == 1]
-    train = [r for i, r in enumerate(rows) if i % 5 != 1]
+    train, test = split(rows, 5, 1)
     write(public / "train.csv", ["id", "text", "label"], train)
     write(public / "test.csv", ["id", "text"], test)
     sample = [dict(id=r["id"], label="a") for r in test]
