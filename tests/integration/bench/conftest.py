@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 from tests.integration.backends.conftest import ray_cluster  # noqa: F401 - a fixture here too
-from tests.unit.bench._minibench import build, mini_config
+from tests.unit.bench._minibench import build, mini, mini_config
 
 from openmle.backends import make_model
 from openmle.bench import BenchConfig, arun_bench, write_report
 
-__all__ = ["IDS", "STEPS", "bench_here", "comparable"]
+__all__ = ["IDS", "STEPS", "bench_here", "comparable", "mini"]
 
 IDS = ("mini-tabular", "mini-jsonl")
 STEPS = 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import attrs
 import pytest
-from tests.unit.bench._minibench import build, mini_config
+from tests.unit.bench._minibench import mini_config
 
 from openmle.bench import (
     BenchConfig,
@@ -38,11 +38,6 @@ import os, shutil
 shutil.copyfile(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"), "submission.csv")
 print("copied")
 ```"""
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def _config(mini: tuple[Path, Path], lib: Path) -> BenchConfig:

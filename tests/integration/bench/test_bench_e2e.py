@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.unit.bench._minibench import IDS, build, sample_agent_config
+from tests.unit.bench._minibench import IDS, sample_agent_config
 
 from openmle.bench import MLEBench, arun_bench, bench_report, write_report
 from openmle.search import read_journal
@@ -33,11 +33,6 @@ pytest.importorskip("pandas")
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STEPS = 2
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def _env() -> dict[str, str]:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openmle.bench import BenchConfig
 
 IDS = ("mini-images", "mini-jsonl", "mini-tabular")
@@ -323,3 +325,10 @@ def build(root: Path) -> tuple[Path, Path]:
         data / "mini-jsonl" / "prepared" / "valid",
     )
     return registry, data
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The miniature MLE-bench of :func:`build` (registry, data), made once per test module;
+    a conftest (or test module) imports it to offer it."""
+    return build(tmp_path_factory.mktemp("minibench"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._minibench import IDS, build, mini_config
+from tests.unit.bench._minibench import IDS, mini_config
 
 from openmle._cli import main
 from openmle.bench import (
@@ -26,11 +26,6 @@ from openmle.errors import InvalidArgument
 pytest.importorskip("yaml")
 
 HOSTILE = '<img src=x onerror="alert(1)"> | **bold** [link](http://evil) `code`\n# heading'
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def _bench(mini: tuple[Path, Path], out: Path, seeds: int = 1) -> BenchRun:
