@@ -4,18 +4,17 @@ same ``g`` as the local grading process gives."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._mininb import add_multi_output_case, build
+from tests._files import open_up
+from tests.unit.bench._mininb import add_multi_output_case, bench_run, build
 
 from openmle import Split
 from openmle.backends import DockerSandbox
 from openmle.backends._docker_grade import ContainerGrader
-from openmle.bench import BenchConfig, BenchRun, NatureBench
-from openmle.bench._runner import _Resolver
+from openmle.bench import BenchRun, NatureBench
 from openmle.gym import GradeLimits
 
 from .conftest import Engine
@@ -36,21 +35,12 @@ def _bench_sandbox(
     """A one-case NatureBench run (offline model, seed 0) in ``tmp_path/bench`` and a
     DockerSandbox that resolves its tasks through the bench's task wrapper; everything under
     ``tmp_path`` is made readable to the container's user first."""
-    for dirpath, dirs, files in os.walk(tmp_path):
-        for d in dirs:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(dirpath, f), 0o644)
-    nb = NatureBench(root)
-    cfg = BenchConfig(
-        suite="x", competitions=[cid], seeds=[0], model="offline",
-        data_dir=str(root), benchmark="naturebench",
-    )  # fmt: skip
-    run = BenchRun.create(tmp_path / "bench", cfg, nb)
+    open_up(tmp_path)
+    run, resolver = bench_run(NatureBench(root), tmp_path / "bench", [cid])
     box = DockerSandbox(
         image=engine.image,
         base_url=engine.base_url,
-        resolver=_Resolver(bench=nb, run=run),
+        resolver=resolver,
         gpus=None,
         stop_grace_s=1.0,
         memory_mb=512,
