@@ -445,38 +445,38 @@ async def test_unreachable_server_raises_model_error() -> None:
     await model.aclose()
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("status", [401, 403])
-async def test_bad_key_names_the_fix_without_retrying(server: FakeOpenAI, status: int) -> None:
-    """401/403 raise ``ModelAuthError`` at once, naming the key variable."""
-    server.replies.append(Reply(status=status, message="Invalid API key"))
-    model = _model(server, api_key_env="VLLM_KEY")
-    with pytest.raises(ModelAuthError, match=r"\$VLLM_KEY") as info:
-        await model.complete(_request())
-    await model.aclose()
-    assert "Invalid API key" in str(info.value) and len(server.requests) == 1
+_AUTH = ("Invalid API key", {"api_key_env": "VLLM_KEY"}, ModelAuthError, r"\$VLLM_KEY")
 
 
 @pytest.mark.anyio
-async def test_unknown_model_lists_served_models(server: FakeOpenAI) -> None:
-    """404 raises ``ModelNotFoundError`` naming the model and the ones the server serves."""
-    server.replies.append(Reply(status=404, message="The model `nope` does not exist."))
-    model = _model(server)
-    with pytest.raises(ModelNotFoundError, match="served/model-a") as info:
+@pytest.mark.parametrize(
+    ("status", "message", "options", "error", "match", "named"),
+    [
+        (401, *_AUTH, "Invalid API key"),
+        (403, *_AUTH, "Invalid API key"),
+        (404, "The model `nope` does not exist.", {}, ModelNotFoundError, "served/model-a",
+         "'served/model-a'"),
+        (400, "max_tokens too large", {}, ModelError, "max_tokens too large", ""),
+    ],
+)  # fmt: skip
+async def test_client_errors_are_named_and_not_retried(
+    server: FakeOpenAI,
+    status: int,
+    message: str,
+    options: dict[str, Any],
+    error: type[ModelError],
+    match: str,
+    named: str,
+) -> None:
+    """Raised at once, without retries: 401/403 ``ModelAuthError`` naming the key variable (and
+    the server's message), 404 ``ModelNotFoundError`` naming the model and the ones the server
+    serves, other 4xx ``ModelError`` with the server's message."""
+    server.replies.append(Reply(status=status, message=message))
+    model = _model(server, **options)
+    with pytest.raises(error, match=match) as info:
         await model.complete(_request())
     await model.aclose()
-    assert "'served/model-a'" in str(info.value) and len(server.requests) == 1
-
-
-@pytest.mark.anyio
-async def test_400_is_not_retried(server: FakeOpenAI) -> None:
-    """Other 4xx answers raise ``ModelError`` with the server's message, without retries."""
-    server.replies.append(Reply(status=400, message="max_tokens too large"))
-    model = _model(server)
-    with pytest.raises(ModelError, match="max_tokens too large"):
-        await model.complete(_request())
-    await model.aclose()
-    assert len(server.requests) == 1
+    assert named in str(info.value) and len(server.requests) == 1
 
 
 @pytest.mark.anyio
