@@ -28,7 +28,11 @@ def mode_available(mode: str) -> str | None:
 
 @contextlib.asynccontextmanager
 async def prepared_local(
-    toy: ToyTask, mode: Literal["bwrap", "landlock"], *, warnings_are_errors: bool = False, **options: Any
+    toy: ToyTask,
+    mode: Literal["bwrap", "landlock"],
+    *,
+    warnings_are_errors: bool = False,
+    **options: Any,
 ) -> AsyncIterator[LocalSandbox]:
     """A LocalSandbox of ``toy`` (task name ``toy``) in isolation ``mode`` with ``options``,
     prepared (its mode checked) and closed on exit; the test is skipped where ``mode`` cannot
