@@ -597,16 +597,16 @@ async def test_kept_workspace_is_copied_out_and_no_mount_is_left(
     assert str(work) not in await anyio.Path("/proc/self/mountinfo").read_text()
 
 
-async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path) -> None:
-    """kill -9 of the process running the sandbox kills the program (parent-death signal)."""
-    if mode_available("landlock") is not None:
-        pytest.skip("Landlock unavailable")
+def _owner_driver(
+    toy: ToyTask, work: Path, code: str, probe: str, token: str, *, cgroups: bool = True
+) -> str:
+    """A Python program (for ``python -c``) that runs ``code`` in a Landlock LocalSandbox of
+    ``toy`` (workdir ``work``, cgroups as ``cgroups`` says) with ``probe=token`` in the job's
+    environment: the sandbox's owner process, for the kill -9 tests."""
     import textwrap
 
-    token = f"pdeath-{os.getpid()}-{id(tmp_path)}"
-    work = tmp_path / "work"
-    work.mkdir()
-    driver = textwrap.dedent(
+    cgroups_arg = "" if cgroups else "cgroups=False, "
+    return textwrap.dedent(
         f"""
         import anyio, warnings
         from pathlib import Path
@@ -617,13 +617,23 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
         toy = ToyTask(root=Path({str(toy.root)!r}), name="toy")
         async def main():
             sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock",
-                              workdir=Path({str(work)!r}))
-            env = {{"OPENMLE_PDEATH_PROBE": {token!r}}}
-            await sb.run(Job(code="import time; time.sleep(300)", task="toy", timeout_s=300,
-                             env=env))
+                              {cgroups_arg}workdir=Path({str(work)!r}))
+            await sb.run(Job(code={code!r}, task="toy", timeout_s=300,
+                             env={{{probe!r}: {token!r}}}))
         anyio.run(main)
         """
     )
+
+
+async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path) -> None:
+    """kill -9 of the process running the sandbox kills the program (parent-death signal)."""
+    if mode_available("landlock") is not None:
+        pytest.skip("Landlock unavailable")
+
+    token = f"pdeath-{os.getpid()}-{id(tmp_path)}"
+    work = tmp_path / "work"
+    work.mkdir()
+    driver = _owner_driver(toy, work, "import time; time.sleep(300)", "OPENMLE_PDEATH_PROBE", token)
     owner = await anyio.open_process([sys.executable, "-c", driver], env=os.environ.copy())
     async with owner:
         try:
@@ -833,7 +843,6 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
     """
     if mode_available("landlock") is not None:
         pytest.skip("Landlock unavailable")
-    import textwrap
 
     token = f"orphan-{os.getpid()}-{id(tmp_path)}"
     work = tmp_path / "work"
@@ -841,23 +850,7 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
     program = (
         "import os, time\nif os.fork() == 0:\n    time.sleep(300)\nelse:\n    time.sleep(300)\n"
     )
-    driver = textwrap.dedent(
-        f"""
-        import anyio, warnings
-        from pathlib import Path
-        from openmle import Job
-        from openmle.backends import LocalSandbox
-        from openmle.testing import ToyTask
-        warnings.simplefilter("ignore")
-        toy = ToyTask(root=Path({str(toy.root)!r}), name="toy")
-        async def main():
-            sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock",
-                              cgroups=False, workdir=Path({str(work)!r}))
-            await sb.run(Job(code={program!r}, task="toy", timeout_s=300,
-                             env={{"OPENMLE_ORPHAN_PROBE": {token!r}}}))
-        anyio.run(main)
-        """
-    )
+    driver = _owner_driver(toy, work, program, "OPENMLE_ORPHAN_PROBE", token, cgroups=False)
     owner = await anyio.open_process([sys.executable, "-c", driver], env=os.environ.copy())
     pids: set[int] = set()
     async with owner:

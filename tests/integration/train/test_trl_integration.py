@@ -18,6 +18,12 @@ tokenizers = pytest.importorskip("tokenizers")
 datasets = pytest.importorskip("datasets")
 trl = pytest.importorskip("trl")
 
+from tests.integration.train._tiny_hf import (  # noqa: E402
+    WORDS,
+    digit_tokenizer,
+    save_tiny_llama,
+)
+
 from openmle import Job, Outcome, RunResult, Split, TaskMeta  # noqa: E402
 from openmle.backends import LocalSandbox  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
@@ -37,8 +43,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
 ]
 
-WORDS = [str(d) for d in range(10)]
-VOCAB = ["<pad>", "<eos>", "<unk>", *WORDS]
 G = 4
 CUDA = os.environ.get("OPENMLE_TEST_DEVICE") == "cuda"  # scripts/gpu-check.sh sets it
 
@@ -103,30 +107,11 @@ def _program(text: str) -> str | None:
 
 
 def _tokenizer() -> Any:
-    raw = tokenizers.Tokenizer(
-        tokenizers.models.WordLevel(vocab={w: i for i, w in enumerate(VOCAB)}, unk_token="<unk>")
-    )
-    raw.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    # a short template: the operator prompt's words are all <unk> for this vocabulary
-    tok.chat_template = (
-        "{% for m in messages %}{{ m['role'] }} {% endfor %}"
-        "{% if add_generation_prompt %}1 2 3 {% endif %}"
-    )
-    return tok
+    return digit_tokenizer()
 
 
 def _tiny_llama(path: Path) -> Any:
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-        pad_token_id=0, eos_token_id=1, bos_token_id=1,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
-    return transformers.LlamaForCausalLM.from_pretrained(path)
+    return transformers.LlamaForCausalLM.from_pretrained(save_tiny_llama(path, layers=2))
 
 
 class Recording(OpenMLEGRPOTrainer):  # type: ignore[misc]
