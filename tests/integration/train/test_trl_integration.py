@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attrs import frozen
+from tests._examples import load_example
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -24,7 +24,7 @@ from tests.integration.train._tiny_hf import (  # noqa: E402
     save_tiny_llama,
 )
 
-from openmle import Job, Outcome, RunResult, Split, TaskMeta  # noqa: E402
+from openmle import Job, Outcome, RunResult, TaskMeta  # noqa: E402
 from openmle.backends import LocalSandbox  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
 from openmle.rewards import RewardProfile  # noqa: E402
@@ -47,40 +47,9 @@ G = 4
 CUDA = os.environ.get("OPENMLE_TEST_DEVICE") == "cuda"  # scripts/gpu-check.sh sets it
 
 
-@frozen
-class _Grade:
-    score: float | None
-    valid: bool
-    reason: str
-
-
-@frozen
-class DigitTask:
-    """Write one digit; the answer 7 is private; score ``1 - |d - 7| / 9``."""
-
-    root: Path
-    name: str = "digit"
-
-    @classmethod
-    def create(cls, root: Path) -> DigitTask:
-        for split in ("valid", "data"):
-            (root / split / "public").mkdir(parents=True, exist_ok=True)
-            (root / split / "private").mkdir(parents=True, exist_ok=True)
-            (root / split / "private" / "answer.txt").write_text("7\n")
-        return cls(root)
-
-    @property
-    def private_paths(self) -> tuple[Path, ...]:
-        return (self.root / "valid" / "private", self.root / "data" / "private")
-
-    def public_dir(self, split: Split) -> Path:
-        return self.root / ("valid" if split is Split.VALID else "data") / "public"
-
-    def grade(self, submission: Path, split: Split) -> _Grade:
-        text = submission.read_text()[:8].strip()
-        if len(text) != 1 or not text.isdigit():
-            return _Grade(None, False, "not one digit")
-        return _Grade(1.0 - abs(int(text) - 7) / 9.0, True, "")
+# The digit task (write one digit; the answer 7 is private; score ``1 - |d - 7| / 9``) is the
+# example's (one definition).
+DigitTask = load_example("meta_evolution").DigitTask
 
 
 class FlakyNode:
