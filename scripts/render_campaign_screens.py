@@ -28,19 +28,16 @@ OUT = REPO / "docs" / "img"
 def _live(mini: tuple[Path, Path], out: Path) -> Any:
     import anyio
     from rich.console import Console
+    from tests.unit.bench._minibench import mini_config
 
     from openmle.backends import make_model
-    from openmle.bench import BenchConfig, LiveBoard, arun_bench
+    from openmle.bench import LiveBoard, arun_bench
 
-    registry, data = mini
-    config = BenchConfig(
-        suite="custom",
+    config = mini_config(
+        mini,
         competitions=("mini-tabular", "mini-jsonl", "mini-images"),
         seeds=(0, 1),
-        model="offline",
         budget={"steps": 3},
-        data_dir=str(data),
-        registry=str(registry),
         time_limit_s=120.0,
         concurrency=3,
     )

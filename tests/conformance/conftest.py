@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from tests._sandboxes import prepared_local
 
 from openmle.backends import LocalSandbox
-from openmle.backends._isolation import bwrap_problem, landlock_abi
 from openmle.testing import ToyTask
 
 
@@ -25,26 +23,14 @@ async def local_sandbox(
     request: pytest.FixtureRequest, toy: ToyTask
 ) -> AsyncIterator[LocalSandbox]:
     """A LocalSandbox in each isolation mode (skipped where the mode is unavailable here)."""
-    mode = request.param
-    why = (
-        bwrap_problem(shutil.which("bwrap"), sys.executable)
-        if mode == "bwrap"
-        else (None if landlock_abi() > 0 else "Landlock is not supported by this kernel")
-    )
-    if why is not None:
-        pytest.skip(f"{mode} unavailable: {why}")
-    sb = LocalSandbox(
-        ToyTask.resolver({"toy": toy}),
-        isolation=mode,
+    async with prepared_local(
+        toy,
+        request.param,
         max_file_mb=64,
         max_workspace_mb=512,
         max_workspace_files=20_000,
         memory_mb=1024,
         max_processes=128,
         kill_grace_s=1.0,
-    )
-    assert await sb.prepare() == mode
-    try:
+    ) as sb:
         yield sb
-    finally:
-        await sb.aclose()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from tests._examples import load_example
 
 pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
@@ -16,16 +16,12 @@ pytestmark = [
     pytest.mark.usefixtures("one_torch_thread"),  # tiny model beside the programs
 ]
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "meta_evolution.py"
-
 
 def test_meta_evolution_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Search, export, SFT + GSPO, search again: both searches ran their budget and printed."""
-    spec = importlib.util.spec_from_file_location("meta_evolution", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    report = module.main(["--steps", "6", "--gspo-steps", "2", "--workdir", str(tmp_path)])
+    report = load_example("meta_evolution").main(
+        ["--steps", "6", "--gspo-steps", "2", "--workdir", str(tmp_path)]
+    )
     out = capsys.readouterr().out
     assert "search before training:" in out and "search after training:" in out
     for key in ("before", "after"):

@@ -36,7 +36,6 @@ Needs torch (the callers skip without it).
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +44,7 @@ import anyio
 import numpy as np
 import torch
 from attrs import frozen
+from tests._examples import load_example
 from tests.quality._harness import CachedSandbox
 
 from openmle import Message, ModelRequest, Operator
@@ -67,12 +67,7 @@ from openmle.train import (
 )
 
 # The digit task, its grader and the answer shape are the example's (one definition).
-_spec = importlib.util.spec_from_file_location(
-    "meta_evolution", Path(__file__).parents[2] / "examples" / "meta_evolution.py"
-)
-assert _spec is not None and _spec.loader is not None
-_example = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_example)
+_example = load_example("meta_evolution")
 PROMPT: str = _example.PROMPT
 DigitTask = _example.DigitTask
 warm_start = _example.warm_start

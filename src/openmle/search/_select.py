@@ -279,6 +279,17 @@ def _check_k(k: object) -> int:
     return k
 
 
+def _checked(
+    candidates: Sequence[Candidate], k: object, selector: str
+) -> tuple[list[Candidate], int]:
+    """A selector's arguments checked: the candidates as a non-empty list, and ``k``."""
+    k = _check_k(k)
+    cands = list(candidates)
+    if not cands:
+        raise InvalidArgument(f"{selector}.select needs at least one candidate")
+    return cands, k
+
+
 @final
 @frozen(kw_only=True)
 class ThreeFactorSelector(Selector):
@@ -372,10 +383,7 @@ class ThreeFactorSelector(Selector):
         self, candidates: Sequence[Candidate], rng: np.random.Generator, *, k: int = 1
     ) -> Selection:
         """Choose ``k`` distinct parents (see the class docstring)."""
-        k = _check_k(k)
-        cands = list(candidates)
-        if not cands:
-            raise InvalidArgument("ThreeFactorSelector.select needs at least one candidate")
+        cands, k = _checked(candidates, k, "ThreeFactorSelector")
         s, d, nov, util, prob = self._arrays(cands)
         chosen = draw_without_replacement(prob, rng, k)
         components: tuple[dict[str, float], ...] = ()
@@ -426,10 +434,7 @@ class GreedySelector(Selector):
         self, candidates: Sequence[Candidate], rng: np.random.Generator, *, k: int = 1
     ) -> Selection:
         """Choose the ``k`` best candidates."""
-        k = _check_k(k)
-        cands = list(candidates)
-        if not cands:
-            raise InvalidArgument("GreedySelector.select needs at least one candidate")
+        cands, k = _checked(candidates, k, "GreedySelector")
         sign = 1.0 if self.higher_is_better else -1.0
 
         def key(i: int) -> tuple[int, float, int]:
@@ -456,10 +461,7 @@ class UniformSelector(Selector):
         self, candidates: Sequence[Candidate], rng: np.random.Generator, *, k: int = 1
     ) -> Selection:
         """Choose ``k`` distinct candidates uniformly."""
-        k = _check_k(k)
-        cands = list(candidates)
-        if not cands:
-            raise InvalidArgument("UniformSelector.select needs at least one candidate")
+        cands, k = _checked(candidates, k, "UniformSelector")
         probs = [1.0 / len(cands)] * len(cands)
         chosen = draw_without_replacement(probs, rng, k)
         return Selection(

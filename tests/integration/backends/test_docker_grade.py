@@ -5,13 +5,16 @@ same ``g`` as the local grading process gives."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from tests.unit.bench._mininb import add_multi_output_case, build
+from tests._files import open_up
+from tests.unit.bench._mininb import add_multi_output_case, bench_run, build
 
 from openmle import Split
+from openmle.backends import DockerSandbox
 from openmle.backends._docker_grade import ContainerGrader
-from openmle.bench import NatureBench
+from openmle.bench import BenchRun, NatureBench
 from openmle.gym import GradeLimits
 
 from .conftest import Engine
@@ -24,6 +27,26 @@ def _perfect(nb: NatureBench, cid: str, tmp: Path) -> Path:
     sub = tmp / "submission.csv"
     sub.write_text(answers.read_text())
     return sub
+
+
+def _bench_sandbox(
+    engine: Engine, tmp_path: Path, root: Path, cid: str, **options: Any
+) -> tuple[BenchRun, DockerSandbox]:
+    """A one-case NatureBench run (offline model, seed 0) in ``tmp_path/bench`` and a
+    DockerSandbox that resolves its tasks through the bench's task wrapper; everything under
+    ``tmp_path`` is made readable to the container's user first."""
+    open_up(tmp_path)
+    run, resolver = bench_run(NatureBench(root), tmp_path / "bench", [cid])
+    box = DockerSandbox(
+        image=engine.image,
+        base_url=engine.base_url,
+        resolver=resolver,
+        gpus=None,
+        stop_grace_s=1.0,
+        memory_mb=512,
+        **options,
+    )
+    return run, box
 
 
 def test_container_grade_matches_local_and_answers_stay_read_only(
@@ -107,15 +130,11 @@ async def test_case_dockerfile_is_built_and_its_program_graded(
     """Through the bench's task wrapper, DockerSandbox builds the case's Dockerfile.v3, runs the
     program in it with problem/data only, and the case's evaluator scores g (ErrorRate 0
     against SOTA 0.05, lower is better: g = 1)."""
-    import os
     import uuid
 
     import docker
 
     from openmle import Job, Outcome
-    from openmle.backends import DockerSandbox
-    from openmle.bench import BenchConfig, BenchRun
-    from openmle.bench._runner import _Resolver
 
     root = build(tmp_path / "nb")
     env = root / "tasks" / "nb-cpu-bio" / "environment" / "Dockerfile.v3"
@@ -123,24 +142,11 @@ async def test_case_dockerfile_is_built_and_its_program_graded(
         f'FROM {docker_engine.image}\nLABEL nonce="{uuid.uuid4().hex}"\n'
         "RUN echo 42 > /opt/nb_env.txt\n"
     )
-    for dirpath, dirs, files in os.walk(tmp_path):
-        for d in dirs:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(dirpath, f), 0o644)
-    nb = NatureBench(root)
-    cfg = BenchConfig(
-        suite="cpu", competitions=["nb-cpu-bio"], seeds=[0], model="offline",
-        data_dir=str(root), benchmark="naturebench",
-    )  # fmt: skip
-    run = BenchRun.create(tmp_path / "bench", cfg, nb)
-    box = DockerSandbox(
-        image=docker_engine.image,
-        base_url=docker_engine.base_url,
-        resolver=_Resolver(bench=nb, run=run),
-        gpus=None,
-        stop_grace_s=1.0,
-        memory_mb=512,
+    run, box = _bench_sandbox(
+        docker_engine,
+        tmp_path,
+        root,
+        "nb-cpu-bio",
         build_log_dir=tmp_path / "builds",
         build_network_check=docker_engine.kind != "podman",
     )
@@ -184,34 +190,12 @@ async def test_docker_sandbox_grades_an_output_directory(
 ) -> None:
     """Through the bench's task wrapper, DockerSandbox hands ./output/ of a case to its
     evaluator (both instances right: g = (1 - 0.8) / 0.8); a link inside it is refused."""
-    import os
 
     from openmle import Job, Outcome
-    from openmle.backends import DockerSandbox
-    from openmle.bench import BenchConfig, BenchRun
-    from openmle.bench._runner import _Resolver
 
     root = build(tmp_path / "nb")
     cid = add_multi_output_case(root)
-    for dirpath, dirs, files in os.walk(tmp_path):
-        for d in dirs:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(dirpath, f), 0o644)
-    nb = NatureBench(root)
-    cfg = BenchConfig(
-        suite="x", competitions=[cid], seeds=[0], model="offline",
-        data_dir=str(root), benchmark="naturebench",
-    )  # fmt: skip
-    run = BenchRun.create(tmp_path / "bench", cfg, nb)
-    box = DockerSandbox(
-        image=docker_engine.image,
-        base_url=docker_engine.base_url,
-        resolver=_Resolver(bench=nb, run=run),
-        gpus=None,
-        stop_grace_s=1.0,
-        memory_mb=512,
-    )
+    run, box = _bench_sandbox(docker_engine, tmp_path, root, cid)
     ref = f"{cid}@seed-0"
     async with box:
         ok = await box.run(Job(code=WRITES_OUTPUTS, task=ref, split=Split.TEST, timeout_s=120.0))

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests._files import open_up
 
 import openmle
 from openmle import Job, Outcome
@@ -99,10 +100,7 @@ def _flooded(workspaces: Path) -> bool:
 
 def _toy(tmp_path: Path) -> ToyTask:
     task = ToyTask.create(tmp_path / "toy")
-    for root, dirs, files in os.walk(tmp_path):
-        for name in dirs + files:
-            os.chmod(os.path.join(root, name), 0o755)
-    os.chmod(tmp_path, 0o755)
+    open_up(tmp_path)
     return task
 
 

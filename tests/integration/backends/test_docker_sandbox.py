@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests._files import open_up
 
 from openmle import Job, Outcome, Resources, Split
 from openmle.backends import DockerSandbox
@@ -25,12 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker]
 def toy(tmp_path: Path) -> ToyTask:
     """A toy task whose directories any container user can read."""
     task = ToyTask.create(tmp_path / "toy")
-    for root, dirs, files in os.walk(tmp_path):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
-    os.chmod(tmp_path, 0o755)
+    open_up(tmp_path)
     return task
 
 

@@ -7,12 +7,12 @@ expected and leave nothing behind (no list of tolerated gaps: a gap is a failing
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._files import open_up
 
 from openmle.testing import HostileReport, ToyTask, check_sandbox, run_hostile_battery
 
@@ -31,10 +31,7 @@ def _assert_clean(reports: list[HostileReport]) -> None:
 def toy(tmp_path: Path) -> ToyTask:
     """A toy task readable by any container user."""
     task = ToyTask.create(tmp_path / "toy")
-    for root, dirs, files in os.walk(tmp_path):
-        for name in dirs + files:
-            os.chmod(os.path.join(root, name), 0o755)
-    os.chmod(tmp_path, 0o755)
+    open_up(tmp_path)
     return task
 
 

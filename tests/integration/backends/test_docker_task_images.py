@@ -8,7 +8,6 @@ is new and the first build really builds. The images are removed at the end of e
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from attrs import frozen
+from tests._files import open_up
 
 from openmle import Job, Outcome, Split
 from openmle.backends import DockerSandbox
@@ -51,15 +51,6 @@ class EnvToy:
         return self.toy.grade(submission, split)
 
 
-def _open_up(root: Path) -> None:
-    for dirpath, dirs, files in os.walk(root):
-        for d in dirs:
-            os.chmod(os.path.join(dirpath, d), 0o755)
-        for f in files:
-            os.chmod(os.path.join(dirpath, f), 0o644)
-    os.chmod(root, 0o755)
-
-
 @pytest.fixture
 def images(docker_engine: Engine) -> Iterator[list[str]]:
     """Tags to remove from the engine after the test."""
@@ -83,7 +74,7 @@ def _task(tmp_path: Path, dockerfile: str, files: dict[str, str] | None = None) 
     (env / "Dockerfile").write_text(dockerfile)
     for name, text in (files or {}).items():
         (env / name).write_text(text)
-    _open_up(tmp_path)
+    open_up(tmp_path)
     return EnvToy(toy, env / "Dockerfile")
 
 

@@ -15,11 +15,12 @@ from typing import Literal
 import anyio
 import attrs
 import pytest
+from tests._files import alive
+from tests._sandboxes import mode_available, prepared_local
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import (
-    bwrap_problem,
     landlock_abi,
     live_pids_with_env,
     mounts_under,
@@ -35,13 +36,6 @@ pytestmark = [
 ]
 
 
-def mode_available(mode: str) -> str | None:
-    """Why isolation ``mode`` cannot run here, or None."""
-    if mode == "bwrap":
-        return bwrap_problem(shutil.which("bwrap"), sys.executable)
-    return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
-
-
 @pytest.fixture
 def toy(tmp_path: Path) -> ToyTask:
     """A fresh toy task under the test's temp dir."""
@@ -51,24 +45,15 @@ def toy(tmp_path: Path) -> ToyTask:
 @pytest.fixture(params=["bwrap", "landlock"])
 async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator[LocalSandbox]:
     """A LocalSandbox in each isolation mode (skipped where the mode is unavailable)."""
-    mode = request.param
-    why = mode_available(mode)
-    if why is not None:
-        pytest.skip(f"{mode} unavailable: {why}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        sb = LocalSandbox(
-            ToyTask.resolver({"toy": toy}),
-            isolation=mode,
-            max_file_mb=64,
-            memory_mb=1024,
-            kill_grace_s=1.0,
-        )
-        assert await sb.prepare() == mode
-    try:
+    async with prepared_local(
+        toy,
+        request.param,
+        warnings_are_errors=True,
+        max_file_mb=64,
+        memory_mb=1024,
+        kill_grace_s=1.0,
+    ) as sb:
         yield sb
-    finally:
-        await sb.aclose()
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
@@ -324,7 +309,6 @@ async def test_auto_falls_back_to_landlock_with_one_warning(
 ) -> None:
     """Without bubblewrap, "auto" warns once and runs in Landlock mode; "bwrap" refuses."""
     from openmle.backends import _local
-    from openmle.backends._isolation import landlock_abi
 
     if landlock_abi() == 0:
         pytest.skip("Landlock is not supported by this kernel")
@@ -613,16 +597,16 @@ async def test_kept_workspace_is_copied_out_and_no_mount_is_left(
     assert str(work) not in await anyio.Path("/proc/self/mountinfo").read_text()
 
 
-async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path) -> None:
-    """kill -9 of the process running the sandbox kills the program (parent-death signal)."""
-    if mode_available("landlock") is not None:
-        pytest.skip("Landlock unavailable")
+def _owner_driver(
+    toy: ToyTask, work: Path, code: str, probe: str, token: str, *, cgroups: bool = True
+) -> str:
+    """A Python program (for ``python -c``) that runs ``code`` in a Landlock LocalSandbox of
+    ``toy`` (workdir ``work``, cgroups as ``cgroups`` says) with ``probe=token`` in the job's
+    environment: the sandbox's owner process, for the kill -9 tests."""
     import textwrap
 
-    token = f"pdeath-{os.getpid()}-{id(tmp_path)}"
-    work = tmp_path / "work"
-    work.mkdir()
-    driver = textwrap.dedent(
+    cgroups_arg = "" if cgroups else "cgroups=False, "
+    return textwrap.dedent(
         f"""
         import anyio, warnings
         from pathlib import Path
@@ -633,13 +617,23 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
         toy = ToyTask(root=Path({str(toy.root)!r}), name="toy")
         async def main():
             sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock",
-                              workdir=Path({str(work)!r}))
-            env = {{"OPENMLE_PDEATH_PROBE": {token!r}}}
-            await sb.run(Job(code="import time; time.sleep(300)", task="toy", timeout_s=300,
-                             env=env))
+                              {cgroups_arg}workdir=Path({str(work)!r}))
+            await sb.run(Job(code={code!r}, task="toy", timeout_s=300,
+                             env={{{probe!r}: {token!r}}}))
         anyio.run(main)
         """
     )
+
+
+async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path) -> None:
+    """kill -9 of the process running the sandbox kills the program (parent-death signal)."""
+    if mode_available("landlock") is not None:
+        pytest.skip("Landlock unavailable")
+
+    token = f"pdeath-{os.getpid()}-{id(tmp_path)}"
+    work = tmp_path / "work"
+    work.mkdir()
+    driver = _owner_driver(toy, work, "import time; time.sleep(300)", "OPENMLE_PDEATH_PROBE", token)
     owner = await anyio.open_process([sys.executable, "-c", driver], env=os.environ.copy())
     async with owner:
         try:
@@ -659,7 +653,7 @@ async def test_landlock_program_dies_with_its_owner(toy: ToyTask, tmp_path: Path
             owner.kill()
             await owner.wait()
             for _ in range(100):
-                if not await anyio.to_thread.run_sync(_alive, pid):
+                if not await anyio.to_thread.run_sync(alive, pid):
                     break
                 await anyio.sleep(0.1)
             else:
@@ -679,15 +673,6 @@ def _runs_main(pid: int) -> bool:
     except OSError:
         return False
     return len(argv) > 1 and argv[1].endswith(b"main.py")
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def test_bwrap_launcher_sets_the_limits_without_prlimit(
@@ -858,7 +843,6 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
     """
     if mode_available("landlock") is not None:
         pytest.skip("Landlock unavailable")
-    import textwrap
 
     token = f"orphan-{os.getpid()}-{id(tmp_path)}"
     work = tmp_path / "work"
@@ -866,23 +850,7 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
     program = (
         "import os, time\nif os.fork() == 0:\n    time.sleep(300)\nelse:\n    time.sleep(300)\n"
     )
-    driver = textwrap.dedent(
-        f"""
-        import anyio, warnings
-        from pathlib import Path
-        from openmle import Job
-        from openmle.backends import LocalSandbox
-        from openmle.testing import ToyTask
-        warnings.simplefilter("ignore")
-        toy = ToyTask(root=Path({str(toy.root)!r}), name="toy")
-        async def main():
-            sb = LocalSandbox(ToyTask.resolver({{"toy": toy}}), isolation="landlock",
-                              cgroups=False, workdir=Path({str(work)!r}))
-            await sb.run(Job(code={program!r}, task="toy", timeout_s=300,
-                             env={{"OPENMLE_ORPHAN_PROBE": {token!r}}}))
-        anyio.run(main)
-        """
-    )
+    driver = _owner_driver(toy, work, program, "OPENMLE_ORPHAN_PROBE", token, cgroups=False)
     owner = await anyio.open_process([sys.executable, "-c", driver], env=os.environ.copy())
     pids: set[int] = set()
     async with owner:
@@ -901,7 +869,7 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
             owner.kill()
             await owner.wait()
             for _ in range(100):  # the program itself dies with its owner
-                if sum([await anyio.to_thread.run_sync(_alive, p) for p in pids]) <= 1:
+                if sum([await anyio.to_thread.run_sync(alive, p) for p in pids]) <= 1:
                     break
                 await anyio.sleep(0.1)
             with warnings.catch_warnings():
@@ -910,7 +878,7 @@ async def test_landlock_grandchildren_of_a_killed_owner_are_swept(
                 await sb.prepare()
                 await sb.aclose()
             for _ in range(200):
-                if not any([await anyio.to_thread.run_sync(_alive, p) for p in pids]):
+                if not any([await anyio.to_thread.run_sync(alive, p) for p in pids]):
                     break
                 await anyio.sleep(0.1)
             else:

@@ -12,8 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
+from tests._files import open_up
 
-from openmle import Job, Outcome, Resources
+from openmle import Job, Outcome, Resources, RunResult
 from openmle.backends import RaySandbox
 from openmle.errors import InvalidArgument, SandboxError
 from openmle.testing import TOY_SOLUTION, ToyTask
@@ -107,6 +108,23 @@ async def test_stuck_worker_hits_the_ray_deadline(ray_cluster: Any, toy: ToyTask
     assert "did not finish" in result.detail
 
 
+async def _worker_killed_midjob(
+    toy: ToyTask, code: str, pidfile: Path, *, max_retries: int
+) -> RunResult:
+    """The result of ``code`` (which writes its worker's pid to ``pidfile``) in a RaySandbox
+    with ``max_retries``, its worker killed (SIGKILL) once the pid is there."""
+    async with _sandbox(toy, max_retries=max_retries) as sandbox, anyio.create_task_group() as tg:
+        out: list[RunResult] = []
+
+        async def job() -> None:
+            out.append(await sandbox.run(Job(code=code, task="toy", timeout_s=60)))
+
+        tg.start_soon(job)
+        worker = int(await _wait_for_file(pidfile))
+        os.kill(worker, signal.SIGKILL)
+    return out[0]
+
+
 @pytest.mark.anyio
 async def test_killed_worker_is_infra_error_without_retries(
     ray_cluster: Any, toy: ToyTask, tmp_path: Path
@@ -116,17 +134,9 @@ async def test_killed_worker_is_infra_error_without_retries(
     code = (
         f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getppid()))\ntime.sleep(60)\n"
     )
-    async with _sandbox(toy, max_retries=0) as sandbox, anyio.create_task_group() as tg:
-        out: list[Any] = []
-
-        async def job() -> None:
-            out.append(await sandbox.run(Job(code=code, task="toy", timeout_s=60)))
-
-        tg.start_soon(job)
-        worker = int(await _wait_for_file(pidfile))
-        os.kill(worker, signal.SIGKILL)
-    assert out[0].outcome is Outcome.INFRA_ERROR
-    assert "lost" in out[0].detail
+    result = await _worker_killed_midjob(toy, code, pidfile, max_retries=0)
+    assert result.outcome is Outcome.INFRA_ERROR
+    assert "lost" in result.detail
 
 
 @pytest.mark.anyio
@@ -140,16 +150,8 @@ async def test_killed_worker_is_retried(ray_cluster: Any, toy: ToyTask, tmp_path
         "    open(p, 'w').write(str(os.getppid()))\n"
         "    time.sleep(60)\n"
     ) + TOY_SOLUTION
-    async with _sandbox(toy, max_retries=1) as sandbox, anyio.create_task_group() as tg:
-        out: list[Any] = []
-
-        async def job() -> None:
-            out.append(await sandbox.run(Job(code=code, task="toy", timeout_s=60)))
-
-        tg.start_soon(job)
-        worker = int(await _wait_for_file(pidfile))
-        os.kill(worker, signal.SIGKILL)
-    assert out[0].outcome is Outcome.SUCCESS, out[0]
+    result = await _worker_killed_midjob(toy, code, pidfile, max_retries=1)
+    assert result.outcome is Outcome.SUCCESS, result
 
 
 @pytest.mark.anyio
@@ -185,9 +187,7 @@ async def test_docker_inner_sandbox_on_a_worker(
     ray_cluster: Any, docker_engine: Engine, toy: ToyTask
 ) -> None:
     """``inner="docker"`` runs the job in a container on the worker and grades it there."""
-    for root, dirs, files in os.walk(toy.root.parent):
-        for name in dirs + files:
-            os.chmod(os.path.join(root, name), 0o755)
+    open_up(toy.root.parent)
     async with RaySandbox(
         inner="docker",
         inner_options={"base_url": docker_engine.base_url, "image": docker_engine.image},

@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 import pytest
 from tests.integration.backends.conftest import ray_cluster  # noqa: F401 - a fixture here too
-from tests.unit.bench._minibench import build
+from tests.unit.bench._minibench import build, mini, mini_config
 
 from openmle.backends import make_model
 from openmle.bench import BenchConfig, arun_bench, write_report
 
-__all__ = ["IDS", "STEPS", "bench_here", "comparable"]
+__all__ = ["IDS", "STEPS", "bench_here", "comparable", "mini"]
 
 IDS = ("mini-tabular", "mini-jsonl")
 STEPS = 2
@@ -28,17 +28,8 @@ def campaign_mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
 
 
 def _config(mini: tuple[Path, Path], sandbox: str) -> BenchConfig:
-    registry, data = mini
-    return BenchConfig(
-        suite="custom",
-        competitions=IDS,
-        seeds=(0,),
-        model="offline",
-        sandbox=sandbox,
-        budget={"steps": STEPS},
-        data_dir=str(data),
-        registry=str(registry),
-        time_limit_s=600.0,
+    return mini_config(
+        mini, competitions=IDS, sandbox=sandbox, budget={"steps": STEPS}, time_limit_s=600.0
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import attrs
 import pytest
-from tests.unit.bench._minibench import build
+from tests.unit.bench._minibench import mini_config
 
 from openmle.bench import (
     BenchConfig,
@@ -40,21 +40,13 @@ print("copied")
 ```"""
 
 
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
-
-
 def _config(mini: tuple[Path, Path], lib: Path) -> BenchConfig:
-    registry, data = mini
-    return BenchConfig(
-        suite="custom",
+    return mini_config(
+        mini,
         competitions=["mini-tabular"],
         seeds=(0, 1),
         model="scripted",
         budget={"sandbox_s": 0.5},
-        data_dir=str(data),
-        registry=str(registry),
         time_limit_s=60.0,
         concurrency=2,
         priors=str(lib),

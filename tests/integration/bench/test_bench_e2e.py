@@ -21,9 +21,9 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.unit.bench._minibench import IDS, build
+from tests.unit.bench._minibench import IDS, sample_agent_config
 
-from openmle.bench import BenchConfig, MLEBench, arun_bench, bench_report, write_report
+from openmle.bench import MLEBench, arun_bench, bench_report, write_report
 from openmle.search import read_journal
 from openmle.testing import ScriptedModel
 
@@ -33,11 +33,6 @@ pytest.importorskip("pandas")
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 STEPS = 2
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def _env() -> dict[str, str]:
@@ -174,17 +169,7 @@ def test_sample_submission_agent_gets_valid_kept_submissions(
 ) -> None:
     registry, data = mini
     out = tmp_path / "bench"
-    config = BenchConfig(
-        suite="mle-bench-lite",
-        competitions=IDS,
-        seeds=(0,),
-        model="sample",
-        budget={"steps": 1},
-        data_dir=str(data),
-        registry=str(registry),
-        time_limit_s=120.0,
-        concurrency=2,
-    )
+    config = sample_agent_config(mini, IDS)
     lines: list[str] = []
     reports = anyio.run(
         lambda: arun_bench(

@@ -26,10 +26,11 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.unit.bench._minibench import sample_agent_config
 
 from openmle import Job, Outcome
 from openmle.backends import LocalSandbox
-from openmle.bench import LITE_IDS, SMOKE_IDS, BenchConfig, MLEBench, arun_bench, build_miniature
+from openmle.bench import LITE_IDS, SMOKE_IDS, MLEBench, arun_bench, build_miniature
 from openmle.bench._miniyaml import load as load_yaml
 from openmle.testing import ScriptedModel
 
@@ -150,19 +151,8 @@ def test_bench_runner_gets_a_valid_submission_on_every_lite_competition(
     lite: tuple[Path, Path], tmp_path: Path
 ) -> None:
     pytest.importorskip("pandas")
-    registry, data = lite
     out = tmp_path / "bench"
-    config = BenchConfig(
-        suite="mle-bench-lite",
-        competitions=LITE_IDS,
-        seeds=(0,),
-        model="sample",
-        budget={"steps": 1},
-        data_dir=str(data),
-        registry=str(registry),
-        time_limit_s=120.0,
-        concurrency=2,
-    )
+    config = sample_agent_config(lite, LITE_IDS)
     program = "plan: copy the sample submission\n```python\n" + SAMPLE_CODE + "```"
     reports = anyio.run(
         lambda: arun_bench(out, config=config, model=ScriptedModel(lambda _req: program))

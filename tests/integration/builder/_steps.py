@@ -16,13 +16,24 @@ from openmle.builder import BuildOptions, BuildResult, build_task
 from openmle.search import Budget, SearchSpec, run_search
 
 
-def build(raw: Path, out: Path, **opts: Any) -> BuildResult:
-    """``build_task`` of ``raw`` into ``out``: the offline model, ``BuildOptions(**opts)``."""
+def build(raw: Path, out: Path, model: Any = None, **opts: Any) -> BuildResult:
+    """``build_task`` of ``raw`` into ``out`` with ``model`` (the offline model by default) and
+    ``BuildOptions(**opts)``."""
 
     async def main() -> BuildResult:
-        return await build_task(raw, out, OfflineModel(), options=BuildOptions(**opts))
+        chosen = OfflineModel() if model is None else model
+        return await build_task(raw, out, chosen, options=BuildOptions(**opts))
 
     return anyio.run(main)
+
+
+def write_sklearn(name: str, raw: Path) -> None:
+    """scikit-learn's on-disk dataset ``load_<name>`` as ``raw/<name>.csv`` (a new folder)."""
+    from sklearn import datasets
+
+    frame = getattr(datasets, f"load_{name}")(as_frame=True).frame
+    raw.mkdir(parents=True)
+    frame.to_csv(raw / f"{name}.csv", index=False)
 
 
 def validate(pkg: Path) -> None:

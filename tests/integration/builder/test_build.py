@@ -11,39 +11,23 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import pytest
+from tests.integration.builder._steps import build, validate, write_sklearn
 
 from openmle import ModelRequest, ModelResponse
 from openmle.backends import OfflineModel
-from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE, BuildOptions, BuildResult, build_task
+from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE
 from openmle.builder._intake import sha256_file
 from openmle.gym import load_task
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _write_sklearn(name: str, raw: Path) -> None:
-    from sklearn import datasets
-
-    loader = getattr(datasets, f"load_{name}")
-    frame = loader(as_frame=True).frame
-    raw.mkdir(parents=True)
-    frame.to_csv(raw / f"{name}.csv", index=False)
-
-
-def _build(raw: Path, out: Path, model: object, **opts: object) -> BuildResult:
-    async def main() -> BuildResult:
-        return await build_task(raw, out, model, options=BuildOptions(**opts))  # type: ignore[arg-type]
-
-    return anyio.run(main)
-
-
 @pytest.mark.parametrize("name", ["iris", "wine", "breast_cancer", "diabetes", "digits"])
 def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> None:
     raw, out = tmp_path / name, tmp_path / "out" / name
-    _write_sklearn(name, raw)
-    result = _build(
+    write_sklearn(name, raw)
+    result = build(
         raw,
         out,
         OfflineModel(),
@@ -53,14 +37,7 @@ def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> No
     )
     assert result.status == "built", result.reason
     assert result.package == out
-    proc = subprocess.run(
-        [sys.executable, "-m", "openmle", "task", "validate", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["ok"] is True
+    validate(out)
     record = json.loads((out / "builder" / "record.json").read_text())
     for key in (
         "intake",
@@ -147,8 +124,8 @@ MUTATIONS: dict[str, tuple[Callable[[str], str], str]] = {
 def test_mutated_prepare_fails_with_its_finding(tmp_path: Path, mutation: str) -> None:
     mutate, code = MUTATIONS[mutation]
     raw, out = tmp_path / "iris", tmp_path / "out"
-    _write_sklearn("iris", raw)
-    result = _build(raw, out, _Mutant(mutate), solvability=False)
+    write_sklearn("iris", raw)
+    result = build(raw, out, _Mutant(mutate), solvability=False)
     assert result.status == "rejected", result
     assert result.stage == "gate"
     assert code in result.findings, result.findings
@@ -173,8 +150,8 @@ def test_prepare_opening_a_socket_is_refused_and_reported(tmp_path: Path) -> Non
         _replace("    raw, public, private = Path(raw), Path(public), Path(private)", connect)
     )
     raw, out = tmp_path / "iris", tmp_path / "out"
-    _write_sklearn("iris", raw)
-    result = _build(raw, out, model, solvability=False, max_prepare_attempts=2)
+    write_sklearn("iris", raw)
+    result = build(raw, out, model, solvability=False, max_prepare_attempts=2)
     assert result.status == "failed" and result.stage == "prepare"
     assert "runtime_error" in result.reason
     # Inside the sandbox's own network namespace the port is closed (refused) or there is no
@@ -192,12 +169,12 @@ def test_prepare_opening_a_socket_is_refused_and_reported(tmp_path: Path) -> Non
 
 def test_raw_data_matching_a_benchmark_hash_is_refused(tmp_path: Path) -> None:
     raw, out = tmp_path / "some-data", tmp_path / "out"
-    _write_sklearn("iris", raw)
+    write_sklearn("iris", raw)
     blocklist = tmp_path / "eval.txt"
     blocklist.write_text(f"# my evaluation set\nsha256:{sha256_file(raw / 'iris.csv')}\n")
     from openmle.builder import load_blocklist
 
-    result = _build(raw, out, OfflineModel(), blocklist=load_blocklist([blocklist]))
+    result = build(raw, out, OfflineModel(), blocklist=load_blocklist([blocklist]))
     assert result.status == "rejected" and result.stage == "decontam"
     assert result.findings == ("contaminated",)
     assert "sha256 of iris.csv" in result.reason
@@ -206,7 +183,7 @@ def test_raw_data_matching_a_benchmark_hash_is_refused(tmp_path: Path) -> None:
 
 def test_cli_build_exit_codes(tmp_path: Path) -> None:
     raw, out = tmp_path / "wine", tmp_path / "pkg"
-    _write_sklearn("wine", raw)
+    write_sklearn("wine", raw)
     cmd = [sys.executable, "-m", "openmle", "task", "build", str(raw), "--out", str(out)]
     first = subprocess.run([*cmd, "--no-solvability"], capture_output=True, text=True, check=False)
     assert first.returncode == 0, first.stdout + first.stderr

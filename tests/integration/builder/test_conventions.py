@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from tests._kaggle_raw import (
     probabilities_like,
@@ -16,18 +15,9 @@ from tests._kaggle_raw import (
     time_ordered_like,
     titanic_like,
 )
-
-from openmle.backends import OfflineModel
-from openmle.builder import BuildOptions, BuildResult, build_task
+from tests.integration.builder._steps import build, validate
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _build(raw: Path, out: Path, **opts: object) -> BuildResult:
-    async def main() -> BuildResult:
-        return await build_task(raw, out, OfflineModel(), options=BuildOptions(**opts))  # type: ignore[arg-type]
-
-    return anyio.run(main)
 
 
 @pytest.mark.parametrize(
@@ -49,7 +39,7 @@ def test_kaggle_shaped_folder_builds_the_sample_submissions_task(
     else:
         regression_like(raw, "the root mean squared logarithmic error")
     out = tmp_path / "pkg"
-    result = _build(raw, out)
+    result = build(raw, out)
     assert result.status == "built", result.reason
     public = out / "data" / "public"
     assert (public / "sample_submission.csv").read_text().splitlines()[0] == (
@@ -63,20 +53,13 @@ def test_kaggle_shaped_folder_builds_the_sample_submissions_task(
     if kind == "regression":
         assert (public / "description.txt").read_text().startswith("# ")
         assert "Predict the sales price" in (public / "description.txt").read_text()
-    proc = subprocess.run(
-        [sys.executable, "-m", "openmle", "task", "validate", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["ok"] is True
+    validate(out)
 
 
-def test_goal_and_metric_steer_the_build(tmp_path: Path) -> None:
+def test_goal_and_metric_steer_thebuild(tmp_path: Path) -> None:
     raw = titanic_like(tmp_path / "raw")
     (raw / "gender_submission.csv").unlink()
-    result = _build(raw, tmp_path / "pkg", goal="predict Survived", metric="macro_f1")
+    result = build(raw, tmp_path / "pkg", goal="predict Survived", metric="macro_f1")
     assert result.status == "built", result.reason
     spec = result.record["spec"]["spec"]
     assert (spec["target"], spec["metric"]) == ("Survived", "macro_f1")
@@ -122,7 +105,7 @@ def test_search_data_builds_into_the_run_directory_and_searches(tmp_path: Path) 
 def test_a_time_ordered_table_builds_split_by_time_and_validates(tmp_path: Path) -> None:
     raw = time_ordered_like(tmp_path / "raw")
     out = tmp_path / "pkg"
-    result = _build(raw, out)
+    result = build(raw, out)
     assert result.status == "built", result.reason
     record = result.record
     assert record["spec"]["spec"]["split"] == {"kind": "time", "column": "date"}
@@ -139,10 +122,4 @@ def test_a_time_ordered_table_builds_split_by_time_and_validates(tmp_path: Path)
 
     train_dates, test_dates = dates("train.csv"), dates("test.csv")
     assert max(train_dates) <= min(test_dates)
-    proc = subprocess.run(
-        [sys.executable, "-m", "openmle", "task", "validate", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    validate(out)

@@ -6,17 +6,15 @@ or hostile one rejects the build at the ``metric`` stage with the reason."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from attrs import evolve
+from tests.integration.builder._steps import build, validate
 
 from openmle import ModelRequest, ModelResponse
 from openmle.backends import OfflineModel
-from openmle.builder import STAGES, BuildOptions, BuildResult, build_task
+from openmle.builder import STAGES
 from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, PURPOSE_SPEC
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.needs("pandas", "sklearn")]
@@ -71,17 +69,10 @@ def _raw(root: Path, n: int = 150) -> Path:
     return root
 
 
-def _build(raw: Path, out: Path, model: CustomMetricModel) -> BuildResult:
-    async def main() -> BuildResult:
-        return await build_task(raw, out, model, options=BuildOptions())
-
-    return anyio.run(main)
-
-
 def test_a_sound_custom_metric_builds_a_package_it_grades(tmp_path: Path) -> None:
     model = CustomMetricModel(MEDIAN_ABS)
     pkg = tmp_path / "pkg"
-    result = _build(_raw(tmp_path / "raw"), pkg, model)
+    result = build(_raw(tmp_path / "raw"), pkg, model)
     assert result.status == "built", result.reason
     assert PURPOSE_METRIC in model.asked
     assert "metric" in STAGES and result.record["metric"]["ok"] is True
@@ -90,13 +81,7 @@ def test_a_sound_custom_metric_builds_a_package_it_grades(tmp_path: Path) -> Non
     assert (pkg / "utils" / "metric.py").read_text() == MEDIAN_ABS
     solv = result.record["solvability"]
     assert solv["model"]["score"] < solv["constant"]["score"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "openmle", "task", "validate", str(pkg), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    validate(pkg)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +109,7 @@ def test_an_unsound_custom_metric_rejects_the_build_with_the_reason(
     tmp_path: Path, source: str, reason: str
 ) -> None:
     pkg = tmp_path / "pkg"
-    result = _build(_raw(tmp_path / "raw"), pkg, CustomMetricModel(source))
+    result = build(_raw(tmp_path / "raw"), pkg, CustomMetricModel(source))
     assert (result.status, result.stage) == ("rejected", "metric"), result.reason
     assert reason in result.reason and result.findings == ("metric_rejected",)
     assert not pkg.exists()

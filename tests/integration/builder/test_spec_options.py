@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from tests.integration.builder._steps import build, write_sklearn
 
 from openmle import ModelRequest, ModelResponse
 from openmle.backends import OfflineModel
-from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE, PURPOSE_SPEC, BuildOptions, build_task
+from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE, PURPOSE_SPEC
 from openmle.gym import load_task
 from openmle.operators import extract_json
 
@@ -44,21 +44,6 @@ class _Respec:
         return answer
 
 
-def _sklearn(name: str, raw: Path) -> None:
-    from sklearn import datasets
-
-    frame = getattr(datasets, f"load_{name}")(as_frame=True).frame
-    raw.mkdir(parents=True)
-    frame.to_csv(raw / f"{name}.csv", index=False)
-
-
-def _build(raw: Path, out: Path, model: object, **opts: Any) -> Any:
-    async def main() -> Any:
-        return await build_task(raw, out, model, options=BuildOptions(**opts))  # type: ignore[arg-type]
-
-    return anyio.run(main)
-
-
 def _column(path: Path, name: str) -> list[str]:
     with path.open(newline="") as f:
         return [r[name] for r in csv.DictReader(f)]
@@ -67,14 +52,14 @@ def _column(path: Path, name: str) -> list[str]:
 def test_wine_with_map_at_2_and_a_stratified_split(tmp_path: Path) -> None:
     """map@k with k 2 is written as map@2; each class's test share is within a row of 0.2."""
     raw, out = tmp_path / "wine", tmp_path / "out"
-    _sklearn("wine", raw)
+    write_sklearn("wine", raw)
     model = _Respec({"metric": "map@k", "metric_params": {"k": 2}, "split": {"kind": "stratified"}})
-    result = _build(raw, out, model)
+    result = build(raw, out, model)
     # Gradient boosting ranks wine's 3 classes perfectly at k = 2 (the task is too easy), yet
     # its map@2 submission is valid and graded: the whole path works.
     assert result.status == "rejected" and result.stage == "solvability", result
     assert result.record["solvability"]["model"]["score"] == 1.0
-    result = _build(raw, out, model, solvability=False)
+    result = build(raw, out, model, solvability=False)
     assert result.status == "built", result.reason
     task = load_task(out)
     assert task.meta.higher_is_better is True
@@ -91,9 +76,9 @@ def test_wine_with_map_at_2_and_a_stratified_split(tmp_path: Path) -> None:
 def test_diabetes_with_rmsle_and_a_time_split(tmp_path: Path) -> None:
     """A time split on bmi: every test row's bmi is at least every training row's."""
     raw, out = tmp_path / "diabetes", tmp_path / "out"
-    _sklearn("diabetes", raw)
+    write_sklearn("diabetes", raw)
     model = _Respec({"metric": "rmsle", "split": {"kind": "time", "column": "bmi"}})
-    result = _build(raw, out, model)
+    result = build(raw, out, model)
     assert result.status == "built", result.reason
     assert 'metric = "rmsle"' in (out / "task.toml").read_text()
     train = [float(v) for v in _column(out / "data/public/train.csv", "bmi")]
@@ -106,11 +91,11 @@ def test_diabetes_with_rmsle_and_a_time_split(tmp_path: Path) -> None:
 def test_iris_with_macro_f1_and_a_group_split(tmp_path: Path) -> None:
     """A group split on petal width: no value on both sides."""
     raw, out = tmp_path / "iris", tmp_path / "out"
-    _sklearn("iris", raw)
+    write_sklearn("iris", raw)
     model = _Respec(
         {"metric": "macro_f1", "split": {"kind": "group", "column": "petal width (cm)"}}
     )
-    result = _build(raw, out, model, solvability=False)
+    result = build(raw, out, model, solvability=False)
     assert result.status == "built", result.reason
     train = set(_column(out / "data/public/train.csv", "petal width (cm)"))
     test = set(_column(out / "data/public/test.csv", "petal width (cm)"))
@@ -120,12 +105,12 @@ def test_iris_with_macro_f1_and_a_group_split(tmp_path: Path) -> None:
 def test_prepare_ignoring_its_group_rule_fails_the_gate(tmp_path: Path) -> None:
     """prepare.py that splits at random although the spec says group: split_rule_violated."""
     raw, out = tmp_path / "iris", tmp_path / "out"
-    _sklearn("iris", raw)
+    write_sklearn("iris", raw)
     model = _Respec(
         {"split": {"kind": "group", "column": "petal width (cm)"}},
         prepare_edit=('kind=rule["kind"]', 'kind="random"'),
     )
-    result = _build(raw, out, model, solvability=False)
+    result = build(raw, out, model, solvability=False)
     assert result.status == "rejected" and result.stage == "gate", result
     assert "split_rule_violated" in result.findings
     assert "group(s) of 'petal width (cm)' are in both train and test" in result.reason

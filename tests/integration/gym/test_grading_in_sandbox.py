@@ -3,7 +3,6 @@ cancelled run (issue 12, item 3: "a 5 s job took 38 s"; the grading child outliv
 
 from __future__ import annotations
 
-import csv
 import shutil
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Literal
 
 import anyio
 import pytest
+from tests._files import alive, write_csv
 
 from openmle import Job
 from openmle.backends import LocalSandbox
@@ -32,21 +32,13 @@ _PROGRAM = (
 )
 
 
-def _write(path: Path, header: list[str], rows: list[list[object]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(header)
-        w.writerows(rows)
-
-
 def _sleepy_task(root: Path, pid_file: Path) -> Task:
     rows: list[list[object]] = [[i, i * 0.5, 2.0 * i + 1] for i in range(30)]
     pub, priv = root / "data/public", root / "data/private"
-    _write(pub / "train.csv", ["id", "x", "y"], rows[:20])
-    _write(pub / "test.csv", ["id", "x"], [r[:2] for r in rows[20:]])
-    _write(pub / "sample_submission.csv", ["id", "y"], [[r[0], 0.0] for r in rows[20:]])
-    _write(priv / "test_answer.csv", ["id", "y"], [[r[0], r[2]] for r in rows[20:]])
+    write_csv(pub / "train.csv", ["id", "x", "y"], rows[:20])
+    write_csv(pub / "test.csv", ["id", "x"], [r[:2] for r in rows[20:]])
+    write_csv(pub / "sample_submission.csv", ["id", "y"], [[r[0], 0.0] for r in rows[20:]])
+    write_csv(priv / "test_answer.csv", ["id", "y"], [[r[0], r[2]] for r in rows[20:]])
     (pub / "description.txt").write_text("Predict y.\n")
     (root / "task.toml").write_text('name = "sleepy"\nhigher_is_better = false\n')
     (root / "utils").mkdir()
@@ -61,14 +53,6 @@ def _sleepy_task(root: Path, pid_file: Path) -> Task:
         "        return 0.0\n"
     )
     return load_task(root)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.fixture
@@ -101,7 +85,7 @@ async def test_job_timeout_bounds_grading(setup: tuple[LocalSandbox, Path]) -> N
     assert elapsed < 4 * timeout_s + 60, elapsed
     assert result.score is None
     assert f"longer than {timeout_s} s" in result.detail, result
-    assert pid_file.exists() and not _alive(int(pid_file.read_text()))
+    assert pid_file.exists() and not alive(int(pid_file.read_text()))
 
 
 async def test_cancelled_run_kills_its_grader(setup: tuple[LocalSandbox, Path]) -> None:
@@ -116,6 +100,6 @@ async def test_cancelled_run_kills_its_grader(setup: tuple[LocalSandbox, Path]) 
     assert pid_file.exists(), "the metric never ran"
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
+    while alive(pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - no event to wait on
         await anyio.sleep(0.1)
-    assert not _alive(pid), "the grading process outlived the cancelled run"
+    assert not alive(pid), "the grading process outlived the cancelled run"

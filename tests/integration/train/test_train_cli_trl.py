@@ -18,6 +18,8 @@ pytest.importorskip("datasets")
 pytest.importorskip("trl", reason="needs trl: pip install 'openmle[trl]'")
 pytest.importorskip("peft", reason="needs peft: pip install 'openmle[peft]'")
 
+from tests.integration.train._tiny_hf import digit_tokenizer, save_tiny_llama  # noqa: E402
+
 from openmle._cli import main  # noqa: E402
 
 pytestmark = [
@@ -27,29 +29,10 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
 ]
 
-VOCAB = ["<pad>", "<eos>", "<unk>", *[str(d) for d in range(10)]]
-
 
 def _model_dir(path: Path) -> Path:
-    raw = tokenizers.Tokenizer(
-        tokenizers.models.WordLevel(vocab={w: i for i, w in enumerate(VOCAB)}, unk_token="<unk>")
-    )
-    raw.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    tok.chat_template = (
-        "{% for m in messages %}{{ m['role'] }} {% endfor %}"
-        "{% if add_generation_prompt %}1 2 3 {% endif %}"
-    )
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-        pad_token_id=0, eos_token_id=1, bos_token_id=1,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
+    save_tiny_llama(path, layers=1)
+    digit_tokenizer().save_pretrained(path)
     return path
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attrs import frozen
+from tests._examples import load_example
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -18,7 +18,13 @@ tokenizers = pytest.importorskip("tokenizers")
 datasets = pytest.importorskip("datasets")
 trl = pytest.importorskip("trl")
 
-from openmle import Job, Outcome, RunResult, Split, TaskMeta  # noqa: E402
+from tests.integration.train._tiny_hf import (  # noqa: E402
+    WORDS,
+    digit_tokenizer,
+    save_tiny_llama,
+)
+
+from openmle import Job, Outcome, RunResult, TaskMeta  # noqa: E402
 from openmle.backends import LocalSandbox  # noqa: E402
 from openmle.errors import InvalidArgument  # noqa: E402
 from openmle.rewards import RewardProfile  # noqa: E402
@@ -37,46 +43,13 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
 ]
 
-WORDS = [str(d) for d in range(10)]
-VOCAB = ["<pad>", "<eos>", "<unk>", *WORDS]
 G = 4
 CUDA = os.environ.get("OPENMLE_TEST_DEVICE") == "cuda"  # scripts/gpu-check.sh sets it
 
 
-@frozen
-class _Grade:
-    score: float | None
-    valid: bool
-    reason: str
-
-
-@frozen
-class DigitTask:
-    """Write one digit; the answer 7 is private; score ``1 - |d - 7| / 9``."""
-
-    root: Path
-    name: str = "digit"
-
-    @classmethod
-    def create(cls, root: Path) -> DigitTask:
-        for split in ("valid", "data"):
-            (root / split / "public").mkdir(parents=True, exist_ok=True)
-            (root / split / "private").mkdir(parents=True, exist_ok=True)
-            (root / split / "private" / "answer.txt").write_text("7\n")
-        return cls(root)
-
-    @property
-    def private_paths(self) -> tuple[Path, ...]:
-        return (self.root / "valid" / "private", self.root / "data" / "private")
-
-    def public_dir(self, split: Split) -> Path:
-        return self.root / ("valid" if split is Split.VALID else "data") / "public"
-
-    def grade(self, submission: Path, split: Split) -> _Grade:
-        text = submission.read_text()[:8].strip()
-        if len(text) != 1 or not text.isdigit():
-            return _Grade(None, False, "not one digit")
-        return _Grade(1.0 - abs(int(text) - 7) / 9.0, True, "")
+# The digit task (write one digit; the answer 7 is private; score ``1 - |d - 7| / 9``) is the
+# example's (one definition).
+DigitTask = load_example("meta_evolution").DigitTask
 
 
 class FlakyNode:
@@ -103,30 +76,11 @@ def _program(text: str) -> str | None:
 
 
 def _tokenizer() -> Any:
-    raw = tokenizers.Tokenizer(
-        tokenizers.models.WordLevel(vocab={w: i for i, w in enumerate(VOCAB)}, unk_token="<unk>")
-    )
-    raw.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    # a short template: the operator prompt's words are all <unk> for this vocabulary
-    tok.chat_template = (
-        "{% for m in messages %}{{ m['role'] }} {% endfor %}"
-        "{% if add_generation_prompt %}1 2 3 {% endif %}"
-    )
-    return tok
+    return digit_tokenizer()
 
 
 def _tiny_llama(path: Path) -> Any:
-    cfg = transformers.LlamaConfig(
-        vocab_size=len(VOCAB), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-        pad_token_id=0, eos_token_id=1, bos_token_id=1,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
-    return transformers.LlamaForCausalLM.from_pretrained(path)
+    return transformers.LlamaForCausalLM.from_pretrained(save_tiny_llama(path, layers=2))
 
 
 class Recording(OpenMLEGRPOTrainer):  # type: ignore[misc]

@@ -58,24 +58,37 @@ def test_runtime_info_covers_this_interpreter() -> None:
     assert os.path.exists(info.executable)
 
 
-def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
-    """A private dir under a mounted runtime root gets a tmpfs over it; the command is last."""
-    root = tmp_path / "rt"
-    (root / "task" / "private").mkdir(parents=True)
-    info = iso.RuntimeInfo(executable=sys.executable, roots=(str(root),), bin_dir="/x")
-    argv = iso.bwrap_argv(
+def _bwrap_argv(
+    tmp_path: Path,
+    info: iso.RuntimeInfo,
+    private_paths: list[Path],
+    *,
+    info_fd: int | None,
+    command: list[str],
+) -> list[str]:
+    """``bwrap_argv`` with data, workspace and program all in ``tmp_path``, a 1 KiB /tmp, no
+    extra read-only paths and no GPU."""
+    return iso.bwrap_argv(
         bwrap="bwrap",
         info=info,
         data_dir=tmp_path,
         workspace=tmp_path,
         program_dir=tmp_path,
         tmp_bytes=1024,
-        private_paths=[root / "task" / "private"],
+        private_paths=private_paths,
         extra_ro=[],
         gpu=False,
-        info_fd=None,
-        command=["p"],
+        info_fd=info_fd,
+        command=command,
     )
+
+
+def test_bwrap_argv_hides_private_paths_inside_mounts(tmp_path: Path) -> None:
+    """A private dir under a mounted runtime root gets a tmpfs over it; the command is last."""
+    root = tmp_path / "rt"
+    (root / "task" / "private").mkdir(parents=True)
+    info = iso.RuntimeInfo(executable=sys.executable, roots=(str(root),), bin_dir="/x")
+    argv = _bwrap_argv(tmp_path, info, [root / "task" / "private"], info_fd=None, command=["p"])
     private = str((root / "task" / "private").resolve())
     i = argv.index(private)
     assert argv[i - 1] == "--tmpfs"
@@ -107,19 +120,7 @@ def test_descendants_and_env_scan() -> None:
 def test_bwrap_argv_runs_the_command_itself(tmp_path: Path) -> None:
     """bwrap runs the program itself, reporting on the info fd; cgroups are joined outside."""
     info = iso.RuntimeInfo(executable=sys.executable, roots=(), bin_dir="/x")
-    argv = iso.bwrap_argv(
-        bwrap="bwrap",
-        info=info,
-        data_dir=tmp_path,
-        workspace=tmp_path,
-        program_dir=tmp_path,
-        tmp_bytes=1024,
-        private_paths=[],
-        extra_ro=[],
-        gpu=False,
-        info_fd=7,
-        command=["python", "/program/main.py"],
-    )
+    argv = _bwrap_argv(tmp_path, info, [], info_fd=7, command=["python", "/program/main.py"])
     assert argv[-3:] == ["--", "python", "/program/main.py"]
     assert argv[argv.index("--info-fd") + 1] == "7"
     assert not any("cgroup.procs" in a for a in argv)  # joined outside the sandbox instead

@@ -16,6 +16,7 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
+from tests._serve import serving
 
 pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
 uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
@@ -32,25 +33,6 @@ from openmle.service import ServiceConfig, create_app  # noqa: E402
 from openmle.testing import FunctionSandbox, ToyTask  # noqa: E402
 
 KEY = "client-key-0123456789"
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", access_log=False))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(30):
-            while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-    sock.close()
 
 
 def _handler(job: Job) -> RunResult:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import json
 import socket
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -17,6 +16,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
+from tests._serve import served_in_thread
 
 pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
 uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
@@ -205,24 +205,9 @@ def _pieces(text: str, n: int = 4) -> list[str]:
 @pytest.fixture(scope="module")
 def _server() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    server = uvicorn.Server(
-        uvicorn.Config(fake.app, log_level="critical", lifespan="off", access_log=False)
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "test server did not start"
-        time.sleep(0.01)
-    yield fake
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with served_in_thread(fake.app, lifespan="off") as url:
+        fake.base_url = f"{url}/v1"
+        yield fake
 
 
 @pytest.fixture
@@ -460,38 +445,38 @@ async def test_unreachable_server_raises_model_error() -> None:
     await model.aclose()
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("status", [401, 403])
-async def test_bad_key_names_the_fix_without_retrying(server: FakeOpenAI, status: int) -> None:
-    """401/403 raise ``ModelAuthError`` at once, naming the key variable."""
-    server.replies.append(Reply(status=status, message="Invalid API key"))
-    model = _model(server, api_key_env="VLLM_KEY")
-    with pytest.raises(ModelAuthError, match=r"\$VLLM_KEY") as info:
-        await model.complete(_request())
-    await model.aclose()
-    assert "Invalid API key" in str(info.value) and len(server.requests) == 1
+_AUTH = ("Invalid API key", {"api_key_env": "VLLM_KEY"}, ModelAuthError, r"\$VLLM_KEY")
 
 
 @pytest.mark.anyio
-async def test_unknown_model_lists_served_models(server: FakeOpenAI) -> None:
-    """404 raises ``ModelNotFoundError`` naming the model and the ones the server serves."""
-    server.replies.append(Reply(status=404, message="The model `nope` does not exist."))
-    model = _model(server)
-    with pytest.raises(ModelNotFoundError, match="served/model-a") as info:
+@pytest.mark.parametrize(
+    ("status", "message", "options", "error", "match", "named"),
+    [
+        (401, *_AUTH, "Invalid API key"),
+        (403, *_AUTH, "Invalid API key"),
+        (404, "The model `nope` does not exist.", {}, ModelNotFoundError, "served/model-a",
+         "'served/model-a'"),
+        (400, "max_tokens too large", {}, ModelError, "max_tokens too large", ""),
+    ],
+)  # fmt: skip
+async def test_client_errors_are_named_and_not_retried(
+    server: FakeOpenAI,
+    status: int,
+    message: str,
+    options: dict[str, Any],
+    error: type[ModelError],
+    match: str,
+    named: str,
+) -> None:
+    """Raised at once, without retries: 401/403 ``ModelAuthError`` naming the key variable (and
+    the server's message), 404 ``ModelNotFoundError`` naming the model and the ones the server
+    serves, other 4xx ``ModelError`` with the server's message."""
+    server.replies.append(Reply(status=status, message=message))
+    model = _model(server, **options)
+    with pytest.raises(error, match=match) as info:
         await model.complete(_request())
     await model.aclose()
-    assert "'served/model-a'" in str(info.value) and len(server.requests) == 1
-
-
-@pytest.mark.anyio
-async def test_400_is_not_retried(server: FakeOpenAI) -> None:
-    """Other 4xx answers raise ``ModelError`` with the server's message, without retries."""
-    server.replies.append(Reply(status=400, message="max_tokens too large"))
-    model = _model(server)
-    with pytest.raises(ModelError, match="max_tokens too large"):
-        await model.complete(_request())
-    await model.aclose()
-    assert len(server.requests) == 1
+    assert named in str(info.value) and len(server.requests) == 1
 
 
 @pytest.mark.anyio

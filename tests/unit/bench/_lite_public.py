@@ -17,20 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from openmle.bench.mlebench._miniature.graders.ranzcr_clip_catheter_line_classification import (
+    CLASSES as RANZCR_SCORED,
+)
+
 DOGS = [f"breed_{i}" for i in range(5)]
 LEAVES = [f"Species_{i}" for i in range(4)]
 JIGSAW = ["toxic", "severe_toxic", "obscene", "threat", "insult", "identity_hate"]
-RANZCR = [
-    "ETT - Abnormal",
-    "ETT - Borderline",
-    "ETT - Normal",
-    "NGT - Abnormal",
-    "NGT - Borderline",
-    "NGT - Incompletely Imaged",
-    "NGT - Normal",
-    "CVC - Abnormal",
-    "CVC - Borderline",
-]
+RANZCR = list(RANZCR_SCORED)  # the nine labels MLE-bench scores (and its sample submission has)
 RANZCR_TRAIN = [*RANZCR, "CVC - Normal", "Swan Ganz Catheter Present"]
 NOMAD = [
     "id",

@@ -18,7 +18,13 @@ import random
 import struct
 import textwrap
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openmle.bench import BenchConfig
 
 IDS = ("mini-images", "mini-jsonl", "mini-tabular")
 
@@ -27,28 +33,47 @@ class InvalidSubmissionError(Exception):
     """A submission that cannot be graded."""
 '''
 
-TABULAR_PREPARE = """
+# The CSV reading and writing every preparer below shares (prepended to each ``prepare.py``).
+CSV_IO = """
 import csv
 from pathlib import Path
 
 
+def read_rows(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def write(path, header, rs):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for r in rs:
+            w.writerow([r[h] for h in header])
+
+
+def split(rows, every, at):
+    \"\"\"(train, test): every ``every``-th row from the ``at``-th is a test row.\"\"\"
+    test = [r for i, r in enumerate(rows) if i % every == at]
+    train = [r for i, r in enumerate(rows) if i % every != at]
+    return train, test
+"""
+
+TABULAR_PREPARE = (
+    CSV_IO
+    + """
+
+
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    with open(raw / "train.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    test = [r for i, r in enumerate(rows) if i % 5 == 0]
-    train = [r for i, r in enumerate(rows) if i % 5 != 0]
-    def write(path, header, rs):
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            for r in rs:
-                w.writerow([r[h] for h in header])
+    rows = read_rows(raw / "train.csv")
+    train, test = split(rows, 5, 0)
     write(public / "train.csv", ["id", "x1", "x2", "label"], train)
     write(public / "test.csv", ["id", "x1", "x2"], test)
     sample = [dict(id=r["id"], label=0) for r in test]
     write(public / "sample_submission.csv", ["id", "label"], sample)
     write(private / "test.csv", ["id", "label"], test)
 """
+)
 
 ACCURACY_GRADE = """
 from mlebench.grade_helpers import InvalidSubmissionError
@@ -65,34 +90,27 @@ def grade(submission, answers):
     return float((merged["label"].astype(str) == merged["label_pred"].astype(str)).mean())
 """
 
-IMAGES_PREPARE = """
-import csv
+IMAGES_PREPARE = (
+    CSV_IO
+    + """
 import shutil
-from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    with open(raw / "train.csv") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_rows(raw / "train.csv")
     (public / "train").mkdir()
     (public / "test").mkdir()
-    test = [r for i, r in enumerate(rows) if i % 4 == 0]
-    train = [r for i, r in enumerate(rows) if i % 4 != 0]
+    train, test = split(rows, 4, 0)
     for r in train:
         shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "train" / (r["id"] + ".png"))
     for r in test:
         shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "test" / (r["id"] + ".png"))
-    def write(path, header, rs):
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            for r in rs:
-                w.writerow([r[h] for h in header])
     write(public / "train.csv", ["id", "bright"], train)
     sample = [dict(id=r["id"], bright=0.5) for r in test]
     write(public / "sample_submission.csv", ["id", "bright"], sample)
     write(private / "test.csv", ["id", "bright"], test)
 """
+)
 
 MAE_GRADE = """
 from mlebench.grade_helpers import InvalidSubmissionError
@@ -107,23 +125,15 @@ def grade(submission, answers):
     return float((merged["bright"] - merged["bright_pred"].astype(float)).abs().mean())
 """
 
-JSONL_PREPARE = """
-import csv
+JSONL_PREPARE = (
+    CSV_IO
+    + """
 import json
-from pathlib import Path
 
 
 def prepare(raw: Path, public: Path, private: Path) -> None:
-    with open(raw / "train.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    test = [r for i, r in enumerate(rows) if i % 5 == 1]
-    train = [r for i, r in enumerate(rows) if i % 5 != 1]
-    def write(path, header, rs):
-        with open(path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            for r in rs:
-                w.writerow([r[h] for h in header])
+    rows = read_rows(raw / "train.csv")
+    train, test = split(rows, 5, 1)
     write(public / "train.csv", ["id", "text", "label"], train)
     write(public / "test.csv", ["id", "text"], test)
     sample = [dict(id=r["id"], label="a") for r in test]
@@ -132,6 +142,7 @@ def prepare(raw: Path, public: Path, private: Path) -> None:
         for r in test:
             fh.write(json.dumps({"id": int(r["id"]), "label": r["label"]}) + "\\n")
 """
+)
 
 JSONL_GRADE = """
 from mlebench.grade_helpers import InvalidSubmissionError
@@ -204,6 +215,29 @@ def _run_prepare(registry: Path, cid: str, raw: Path, out: Path) -> None:
     (out / "public").mkdir(parents=True)
     (out / "private").mkdir(parents=True)
     mod.prepare(raw, out / "public", out / "private")
+
+
+def mini_config(mini: tuple[Path, Path], **fields: Any) -> BenchConfig:
+    """A bench of the prepared registry ``mini`` (registry, data: what :func:`build` returns);
+    the suite is ``custom``, one seed (0) and the offline model unless ``fields`` say otherwise,
+    every other field as ``fields`` give it or BenchConfig's default."""
+    registry, data = mini
+    fields = {"suite": "custom", "seeds": (0,), "model": "offline", **fields}
+    return BenchConfig(data_dir=str(data), registry=str(registry), **fields)
+
+
+def sample_agent_config(mini: tuple[Path, Path], competitions: Sequence[str]) -> BenchConfig:
+    """One step of a model that copies the sample submission, on each of ``competitions`` of
+    the MLE-bench Lite suite (``mini`` prepared as :func:`mini_config` takes it)."""
+    return mini_config(
+        mini,
+        suite="mle-bench-lite",
+        competitions=competitions,
+        model="sample",
+        budget={"steps": 1},
+        time_limit_s=120.0,
+        concurrency=2,
+    )
 
 
 def build(root: Path) -> tuple[Path, Path]:
@@ -291,3 +325,10 @@ def build(root: Path) -> tuple[Path, Path]:
         data / "mini-jsonl" / "prepared" / "valid",
     )
     return registry, data
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The miniature MLE-bench of :func:`build` (registry, data), made once per test module;
+    a conftest (or test module) imports it to offer it."""
+    return build(tmp_path_factory.mktemp("minibench"))

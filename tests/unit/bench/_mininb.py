@@ -22,7 +22,13 @@ from __future__ import annotations
 import json
 import random
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openmle.bench import BenchRun, NatureBench
+    from openmle.bench._runner import _Resolver
 
 CASES = {
     "nb-cpu-bio": ("Biology", "cpu"),
@@ -212,3 +218,19 @@ def add_multi_output_case(root: Path, *, rows: int = 20) -> str:
     entries = [_entry(inst, "Accuracy", "higher_is_better", "0.8") for inst in ("inst1", "inst2")]
     (case / "metadata.json").write_text(json.dumps(_metadata("Physics", entries, "none")))
     return MULTI_CASE
+
+
+def bench_run(
+    nb: NatureBench, out: Path, competitions: Sequence[str], *, suite: str = "x"
+) -> tuple[BenchRun, _Resolver]:
+    """A NatureBench run of ``competitions`` (seed 0, the offline model) created in ``out``, and
+    the bench's task resolver for it (``"<case>@seed-0"`` -> the case's task wrapper)."""
+    from openmle.bench import BenchConfig, BenchRun
+    from openmle.bench._runner import _Resolver
+
+    cfg = BenchConfig(
+        suite=suite, competitions=competitions, seeds=[0], model="offline",
+        data_dir=str(nb.root), benchmark="naturebench",
+    )  # fmt: skip
+    run = BenchRun.create(out, cfg, nb)
+    return run, _Resolver(bench=nb, run=run)

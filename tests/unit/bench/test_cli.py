@@ -7,16 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.unit.bench._minibench import build
 
 from openmle._cli import main
 
 pytest.importorskip("yaml")
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def test_doctor_table_and_exit_code(

@@ -7,17 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.unit.bench._minibench import build
 
 from openmle._cli import main
 from openmle.search import read_journal
 
 pytest.importorskip("yaml")
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def test_routed_models_and_summary_model_are_recorded(

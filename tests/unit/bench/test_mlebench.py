@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._minibench import IDS, build
+from tests.unit.bench._minibench import IDS
 
 from openmle import Split
 from openmle.bench import LITE_IDS, MLEBench, competition_report, doctor
@@ -18,11 +18,6 @@ from openmle.gym import GradeReport
 
 pytest.importorskip("yaml")
 pytest.importorskip("pandas")
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 @pytest.fixture

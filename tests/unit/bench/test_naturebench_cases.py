@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._mininb import MULTI_CASE, add_multi_output_case, build
+from tests.unit.bench._mininb import MULTI_CASE, add_multi_output_case, bench_run, build
 
 from openmle import Resources, Split
 from openmle.bench import NatureBench, PrimaryMetric, case_gap, parse_sota, primary_metrics
@@ -251,15 +251,9 @@ def test_case_environment_reaches_the_sandbox_through_the_bench(
     """The bench's task wrapper passes a case's Dockerfile.v3 on (DockerSandbox builds it); an
     MLE-bench task has none, so its jobs keep the sandbox's image."""
     from openmle._task_protocol import TaskEnvironment
-    from openmle.bench import BenchConfig, BenchRun
-    from openmle.bench._runner import _Resolver
 
-    cfg = BenchConfig(
-        suite="all", competitions=nb.suite("all"), seeds=[0], model="offline",
-        data_dir=str(nb.root), benchmark="naturebench",
-    )  # fmt: skip
-    run = BenchRun.create(tmp_path / "bench", cfg, nb)
-    task = _Resolver(bench=nb, run=run)("nb-cpu-bio@seed-0")
+    _, resolve = bench_run(nb, tmp_path / "bench", nb.suite("all"), suite="all")
+    task = resolve("nb-cpu-bio@seed-0")
     assert isinstance(task, TaskEnvironment)
     assert task.dockerfile == nb.tasks_dir / "nb-cpu-bio" / "environment" / "Dockerfile.v3"
     assert not task.dockerfile.parent.is_relative_to(task.private_paths[0])
@@ -300,16 +294,9 @@ def test_an_output_directory_reaches_the_evaluator(nb: NatureBench, tmp_path: Pa
 
 def test_the_bench_keeps_the_graded_output_directory(nb: NatureBench, tmp_path: Path) -> None:
     """A bench run keeps the output directory it graded (and its record) under submissions/."""
-    from openmle.bench import BenchConfig, BenchRun
-    from openmle.bench._runner import _Resolver
-
     cid = add_multi_output_case(nb.root)
-    cfg = BenchConfig(
-        suite="x", competitions=[cid], seeds=[0], model="offline",
-        data_dir=str(nb.root), benchmark="naturebench",
-    )  # fmt: skip
-    run = BenchRun.create(tmp_path / "bench", cfg, nb)
-    task = _Resolver(bench=nb, run=run)(f"{cid}@seed-0")
+    run, resolve = bench_run(nb, tmp_path / "bench", [cid])
+    task = resolve(f"{cid}@seed-0")
     assert task.outputs == "output"
     out = _multi_outputs(nb, tmp_path / "g" / "output")
     (out / "submission.csv").write_text("id,label\n")
@@ -334,16 +321,9 @@ def test_gpus_override_replaces_each_cases_demand(nb: NatureBench) -> None:
 def test_the_bench_keeps_one_copy_of_the_output_directory(nb: NatureBench, tmp_path: Path) -> None:
     """The sandbox's vetted copy becomes the kept copy (moved, same inode), and the evaluator
     reads it in place: no second copy of a large output (issue 25, item 3)."""
-    from openmle.bench import BenchConfig, BenchRun
-    from openmle.bench._runner import _Resolver
-
     cid = add_multi_output_case(nb.root)
-    cfg = BenchConfig(
-        suite="x", competitions=[cid], seeds=[0], model="offline",
-        data_dir=str(nb.root), benchmark="naturebench",
-    )  # fmt: skip
-    run = BenchRun.create(tmp_path / "bench", cfg, nb)
-    task = _Resolver(bench=nb, run=run)(f"{cid}@seed-0")
+    run, resolve = bench_run(nb, tmp_path / "bench", [cid])
+    task = resolve(f"{cid}@seed-0")
     out = _multi_outputs(nb, tmp_path / "g" / "output")
     inode = (out / "inst1" / "pred.csv").stat().st_ino
     rep = task.grade(out, Split.TEST)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import attrs
 import pytest
-from tests.unit.bench._minibench import build
 
 from openmle._cli import main
 from openmle.bench import BenchConfig, preset_deviations
@@ -19,11 +18,6 @@ from openmle.search import PAPER
 
 pytest.importorskip("yaml")
 pytest.importorskip("pandas")
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def test_paper_preset_run_reports_the_preset_and_every_deviation(

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.unit.bench._minibench import IDS, build
+from tests.unit.bench._minibench import IDS, mini_config
 
 from openmle._cli import main
 from openmle.bench import (
-    BenchConfig,
     BenchRun,
     MLEBench,
     bench_report,
@@ -29,21 +28,10 @@ pytest.importorskip("yaml")
 HOSTILE = '<img src=x onerror="alert(1)"> | **bold** [link](http://evil) `code`\n# heading'
 
 
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build(tmp_path_factory.mktemp("minibench"))
-
-
 def _bench(mini: tuple[Path, Path], out: Path, seeds: int = 1) -> BenchRun:
     registry, data = mini
-    config = BenchConfig(
-        suite="mle-bench-lite",
-        competitions=IDS,
-        seeds=list(range(seeds)),
-        model="offline",
-        budget={"steps": 2},
-        data_dir=str(data),
-        registry=str(registry),
+    config = mini_config(
+        mini, suite="mle-bench-lite", competitions=IDS, seeds=range(seeds), budget={"steps": 2}
     )
     return BenchRun.create(out, config, MLEBench.locate(registry, data, valid_dir=out / "valid"))
 

@@ -246,12 +246,21 @@ def test_api_key_file_is_sent(tmp_path: Path) -> None:
     assert "no node succeeded" in proc.stderr  # it ran: the server's answers hold no code
 
 
-def test_wrong_model_id_lists_the_served_models(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("suffix", "code", "named"),
+    [
+        ("/v1#gpt-17", 1, "'gpt-17'"),  # a wrong model id
+        ("/v1", 2, "#MODEL"),  # no model name, several served
+    ],
+)
+def test_an_unsettled_model_lists_the_served_models(
+    tmp_path: Path, suffix: str, code: int, named: str
+) -> None:
     with fake_openai(models=["served/a", "served/b"]) as server:
-        proc = _search_with(f"openai:{server.base_url}/v1#gpt-17", tmp_path)
-    assert proc.returncode == 1
+        proc = _search_with(f"openai:{server.base_url}{suffix}", tmp_path)
+    assert proc.returncode == code
     line = _one_error_line(proc)
-    assert "'gpt-17'" in line and "served/a" in line and "served/b" in line
+    assert named in line and "served/a" in line and "served/b" in line
 
 
 def test_base_url_without_v1_says_so(tmp_path: Path) -> None:
@@ -269,14 +278,6 @@ def test_no_model_name_uses_the_only_served_model(tmp_path: Path) -> None:
         used = {b.get("model") for m, _, b in server.requests if m == "POST"}
     assert used == {"only/one"}
     assert "(model only/one)" in proc.stdout
-
-
-def test_no_model_name_with_several_served_lists_them(tmp_path: Path) -> None:
-    with fake_openai(models=["m/a", "m/b"]) as server:
-        proc = _search_with(f"openai:{server.base_url}/v1", tmp_path)
-    assert proc.returncode == 2
-    line = _one_error_line(proc)
-    assert "#MODEL" in line and "m/a" in line and "m/b" in line
 
 
 def test_a_run_where_nothing_succeeded_exits_1_and_says_so(tmp_path: Path) -> None:

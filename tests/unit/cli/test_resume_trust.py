@@ -61,6 +61,31 @@ def listener() -> Iterator[tuple[str, _Recorder]]:
         server.server_close()
 
 
+def _edit_cli(out: Path, key: str, value: str) -> None:
+    """Set the recorded command-line ``key`` of the run ``out`` (as a received directory's
+    manifest could be edited)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["extra"]["cli"][key] = value
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _refused(
+    argv: list[str],
+    seen: _Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> str:
+    """``openmle ARGV --quiet`` with an API key set exits 2 without a request reaching the
+    listener; returns its stderr."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    capsys.readouterr()
+    code = main([*argv, "--quiet"])
+    err = capsys.readouterr().err
+    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
+    assert code == 2, err
+    return err
+
+
 def test_resume_refuses_a_server_model_from_an_edited_manifest(
     tmp_path: Path,
     listener: tuple[str, _Recorder],
@@ -72,15 +97,10 @@ def test_resume_refuses_a_server_model_from_an_edited_manifest(
     argv = ["search", "--task", "tabular-regression", "--model", "offline-numpy"]
     argv += ["--steps", "1", "--workers", "1", "--out", str(out), "--quiet", "--no-report"]
     assert main(argv) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["extra"]["cli"]["model"] = f"openai:{url}#m"  # the received directory's edit
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    capsys.readouterr()
-    code = main(["resume", str(out), "--budget", "steps=2", "--quiet", "--no-report"])
-    err = capsys.readouterr().err
-    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
-    assert code == 2, err
+    _edit_cli(out, "model", f"openai:{url}#m")  # the received directory's edit
+    err = _refused(
+        ["resume", str(out), "--budget", "steps=2", "--no-report"], seen, monkeypatch, capsys
+    )
     assert url in err and "--model" in err
     # Named again on the command line, the same server is the user's choice.
     again = ["resume", str(out), "--model", f"openai:{url}#m", "--budget", "steps=1"]
@@ -103,17 +123,12 @@ def test_resume_refuses_a_server_inside_a_recorded_routing(
     argv = ["search", "--task", "tabular-regression", "--model", "draft=offline,default=offline"]
     argv += ["--summaries", "--steps", "1", "--workers", "1", "--out", str(out), "--quiet"]
     assert main([*argv, "--no-report"]) == 0
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["extra"]["cli"][key] = (
-        f"draft=offline,default=openai:{url}#m" if key == "model" else f"openai:{url}#m"
+    _edit_cli(
+        out, key, f"draft=offline,default=openai:{url}#m" if key == "model" else f"openai:{url}#m"
     )
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    capsys.readouterr()
-    code = main(["resume", str(out), "--budget", "steps=2", "--quiet", "--no-report"])
-    err = capsys.readouterr().err
-    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
-    assert code == 2, err
+    err = _refused(
+        ["resume", str(out), "--budget", "steps=2", "--no-report"], seen, monkeypatch, capsys
+    )
     flag = "--model" if key == "model" else "--summary-model"
     assert url in err and flag in err
 
@@ -141,9 +156,5 @@ def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     )
     bench = tmp_path / "bench"
     BenchRun.create(bench, config, NatureBench(root))
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    code = main(["bench", "resume", str(bench), "--quiet"])
-    err = capsys.readouterr().err
-    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
-    assert code == 2, err
+    err = _refused(["bench", "resume", str(bench)], seen, monkeypatch, capsys)
     assert url in err and "--model" in err

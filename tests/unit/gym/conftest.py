@@ -3,22 +3,15 @@ session's, from ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests._files import write_csv
+
+__all__ = ["PackageBuilder", "make_package", "write_csv"]
 
 PackageBuilder = Callable[..., Path]
-
-
-def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """Write a CSV with a header."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(header)
-        w.writerows(rows)
 
 
 @pytest.fixture

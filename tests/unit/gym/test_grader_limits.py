@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._files import alive
 
 from openmle.errors import InvalidArgument
 from openmle.gym import GradeLimits, GradeReport, load_task
@@ -43,15 +44,6 @@ def _metric_package(make_package: PackageBuilder, source: str, toml: str = "") -
     (root / "utils").mkdir()
     (root / "utils/metric.py").write_text(source)
     return root
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie counts as dead)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _pid_written(pid_file: Path) -> bool:
@@ -188,7 +180,7 @@ def test_slow_metric_is_killed_at_the_job_timeout(
     assert not report.valid and f"longer than {timeout_s} s" in report.reason, report.reason
     assert report.grade_s is not None and timeout_s - 1 < report.grade_s < 120
     assert _pid_written(pid_file), "the metric never ran"
-    assert not _alive(int(pid_file.read_text()))
+    assert not alive(int(pid_file.read_text()))
 
 
 @pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
@@ -233,7 +225,7 @@ def test_cancelled_grade_kills_the_grading_process(
 
     anyio.run(main)
     pid = int(pid_file.read_text())
-    assert _wait_for(lambda: not _alive(pid), 10), "the grading process outlived its caller"
+    assert _wait_for(lambda: not alive(pid), 10), "the grading process outlived its caller"
 
 
 # ------------------------------------------------------------------------- parent death
@@ -266,10 +258,10 @@ def test_grading_process_dies_with_its_parent(
     try:
         assert _wait_for(lambda: _pid_written(pid_file), 60), "the metric never started"
         child = int(pid_file.read_text())
-        assert _alive(child)
+        assert alive(child)
         parent.send_signal(how)
         parent.wait(timeout=30)
-        assert _wait_for(lambda: not _alive(child), 10), "the grading process was orphaned"
+        assert _wait_for(lambda: not alive(child), 10), "the grading process was orphaned"
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -371,11 +363,11 @@ def test_grades_fork_from_one_reused_server(make_package: PackageBuilder, tmp_pa
     assert all(int(r[0]) == int(r[2]) for r in rows)  # each leads its own process group
     assert len(servers) == 1 and os.getpid() not in servers  # one server, reused
     server = servers.pop()
-    assert _alive(server)
-    assert all(not _alive(pid) for pid in pids)
+    assert alive(server)
+    assert all(not alive(pid) for pid in pids)
     assert all(Path(r[3]).name == "home" for r in rows)  # the grade's own home, as before
     _grader.close_grade_servers()
-    assert _wait_for(lambda: not _alive(server), 10)
+    assert _wait_for(lambda: not alive(server), 10)
 
 
 def test_a_kill_after_the_grade_ended_spares_the_next_grade(

@@ -78,19 +78,25 @@ def test_same_program_ignores_layout_comments_docstrings() -> None:
     assert same_program("def f(:\n  pass", "def  f(:\n pass")
 
 
-def test_oversized_block_is_not_analysed(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The length of each source ``ast.parse`` is given during the test."""
+    seen: list[int] = []
+    real = ast.parse
+
+    def counting(source: str, *a: Any, **kw: Any) -> Any:
+        seen.append(len(source))
+        return real(source, *a, **kw)
+
+    monkeypatch.setattr(ast, "parse", counting)
+    return seen
+
+
+def test_oversized_block_is_not_analysed(calls: list[int]) -> None:
     """A block over ``max_code_chars`` never reaches ``ast.parse``: MISSING_CODE with a reason.
 
     (A 20 MB block drove ``ast.parse`` into an 8 GB memory limit and aborted the search.)
     """
-    calls: list[int] = []
-    real = ast.parse
-
-    def counting(source: str, *a: Any, **kw: Any) -> Any:
-        calls.append(len(source))
-        return real(source, *a, **kw)
-
-    monkeypatch.setattr(ast, "parse", counting)
     huge = "x = 1\n" * 50_000  # 300,000 characters, over the 256 Ki default
     p = parse_response(f"Plan.\n```python\n{huge}```\n")
     assert p.code is None and p.outcome is Outcome.MISSING_CODE and p.n_blocks == 1
@@ -101,16 +107,8 @@ def test_oversized_block_is_not_analysed(monkeypatch: pytest.MonkeyPatch) -> Non
     assert p.code == PROGRAM and calls == [len(PROGRAM.rstrip("\n"))]
 
 
-def test_many_blocks_bound_the_parsing_work(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_many_blocks_bound_the_parsing_work(calls: list[int]) -> None:
     """Many broken blocks under the limit: at most 4 * max_code_chars characters are parsed."""
-    calls: list[int] = []
-    real = ast.parse
-
-    def counting(source: str, *a: Any, **kw: Any) -> Any:
-        calls.append(len(source))
-        return real(source, *a, **kw)
-
-    monkeypatch.setattr(ast, "parse", counting)
     broken = "def f(:\n" + "    pass\n" * 100  # 908 characters, does not parse
     p = parse_response("".join(f"```python\n{broken}```\n" for _ in range(50)), max_code_chars=1000)
     assert p.code == broken and sum(calls) <= 4000 and len(calls) == 4

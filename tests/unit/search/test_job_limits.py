@@ -24,24 +24,30 @@ def gpu_task(tmp_path: Path) -> Path:
     return root
 
 
+def _spec(
+    task: str, sandbox: FunctionSandbox, *, steps: int, timeout_s: float, **fields: Any
+) -> SearchSpec:
+    """A one-worker search of ``task`` by the step-scored scripted model (2 drafts, seed 1)."""
+    return SearchSpec(
+        task=task,
+        model=ScriptedModel(model_by_step),
+        sandbox=sandbox,
+        selector=selector(),
+        budget=Budget(steps=steps),
+        config=SearchConfig(initial_drafts=2, seed=1, timeout_s=timeout_s),
+        workers=1,
+        higher_is_better=True,
+        description="d",
+        **fields,
+    )
+
+
 def test_task_resources_reach_every_job(tmp_path: Path) -> None:
     """A task with Resources(gpus=1) gives every job (valid and the final test) the GPU, the
     CPUs, the memory, and its time limit as a cap on the configured timeout."""
     task = gpu_task(tmp_path)
     sandbox = FunctionSandbox(grade)
-    result = run_search(
-        SearchSpec(
-            task=str(task),
-            model=ScriptedModel(model_by_step),
-            sandbox=sandbox,
-            selector=selector(),
-            budget=Budget(steps=3),
-            config=SearchConfig(initial_drafts=2, seed=1, timeout_s=600.0),
-            workers=1,
-            higher_is_better=True,
-            description="d",
-        )
-    )
+    result = run_search(_spec(str(task), sandbox, steps=3, timeout_s=600.0))
     assert result.test_result is not None
     assert {j.split for j in sandbox.jobs} == {Split.VALID, Split.TEST}
     for job in sandbox.jobs:
@@ -55,16 +61,11 @@ def test_explicit_resources_win_and_survive_resume(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     sandbox = FunctionSandbox(grade)
     run_search(
-        SearchSpec(
-            task="toy-not-a-package",
-            model=ScriptedModel(model_by_step),
-            sandbox=sandbox,
-            selector=selector(),
-            budget=Budget(steps=2),
-            config=SearchConfig(initial_drafts=2, seed=1, timeout_s=50.0),
-            workers=1,
-            higher_is_better=True,
-            description="d",
+        _spec(
+            "toy-not-a-package",
+            sandbox,
+            steps=2,
+            timeout_s=50.0,
             resources=Resources(gpus=1, cpus=2),
             time_limit_s=20.0,
             final_test=False,

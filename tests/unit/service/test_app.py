@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from tests import _serve
 
 pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
 uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
@@ -25,25 +25,9 @@ KEY = "test-key-0123456789"
 H = {"X-API-Key": KEY}
 
 
-@contextlib.asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="critical", access_log=False, lifespan="on")
-    )
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(30):
-            while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-    sock.close()
+def serving(app: Any) -> contextlib.AbstractAsyncContextManager[str]:
+    """Serve ``app`` (its lifespan on) on a free loopback port; yield its base URL."""
+    return _serve.serving(app, lifespan="on")
 
 
 class Gates:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
 import pytest
+from tests._serve import served_in_thread
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("starlette")
@@ -77,20 +75,8 @@ class Script:
 def _server() -> Iterator[tuple[Script, str]]:
     script = Script()
     app = Starlette(routes=[Route("/v1/chat/completions", script.chat, methods=["POST"])])
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "test server did not start"
-        time.sleep(0.01)
-    yield script, url
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with served_in_thread(app, lifespan="off") as url:
+        yield script, f"{url}/v1"
 
 
 @pytest.fixture

@@ -26,6 +26,10 @@ from typing import Literal, final
 
 from attrs import field, frozen
 
+from openmle.bench.mlebench._miniature.graders.ranzcr_clip_catheter_line_classification import (
+    CLASSES as RANZCR_SCORED,
+)
+
 __all__ = ["LITE_RULES", "Media", "RuleKind", "SplitRule", "lite_rule"]
 
 RuleKind = Literal["rows", "paired_images", "json_records", "labelled_files", "time_days", "birds"]
@@ -354,19 +358,7 @@ _RULES: tuple[SplitRule, ...] = (
         competition="ranzcr-clip-catheter-line-classification",
         pool="train.csv",
         id_column="StudyInstanceUID",
-        targets=(
-            "ETT - Abnormal",
-            "ETT - Borderline",
-            "ETT - Normal",
-            "NGT - Abnormal",
-            "NGT - Borderline",
-            "NGT - Incompletely Imaged",
-            "NGT - Normal",
-            "CVC - Abnormal",
-            "CVC - Borderline",
-            "CVC - Normal",
-            "Swan Ganz Catheter Present",
-        ),
+        targets=(*RANZCR_SCORED, "CVC - Normal", "Swan Ganz Catheter Present"),
         group="PatientID",
         test_file=None,
         answer_columns=("*",),

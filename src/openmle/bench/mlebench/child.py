@@ -20,6 +20,7 @@ import importlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,9 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
         import pandas as pd
     except ImportError:
         return _grade_without_pandas(config, sub_path)
-    spec = str(config["grade_fn"])
-    mod, _, name = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(mod), name)
-    except MemoryError:
-        raise
-    except Exception as exc:
-        return {"error": f"cannot import the grader {spec}: {type(exc).__name__}: {exc}"[:500]}
+    fn, why = _import_grader(config)
+    if fn is None:
+        return {"error": why}
     try:
         sub = pd.read_csv(sub_path, float_precision="round_trip")
     except pd.errors.EmptyDataError:
@@ -69,10 +65,7 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
     except MemoryError:
         raise
     except Exception as exc:
-        return {
-            "score": None,
-            "reason": f"the submission is not a readable CSV ({type(exc).__name__})",
-        }
+        return _unreadable(exc)
     ans = str(config["answers"])
     if ans.endswith(".csv"):
         answers: Any = pd.read_csv(ans, float_precision="round_trip")
@@ -81,6 +74,44 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
             answers = [json.loads(line) for line in fh if line.strip()]
     else:
         return {"error": f"unsupported answers format: {Path(ans).name}"}
+    return _graded(
+        fn,
+        sub,
+        answers,
+        lambda exc: {
+            "score": None,
+            "reason": f"the grader raised {type(exc).__name__} on this submission",
+        },
+    )
+
+
+def _import_grader(config: dict[str, Any]) -> tuple[Callable[[Any, Any], Any] | None, str]:
+    """The competition's grade function (``grade_fn``, ``module:name``) and "", or None and why
+    it cannot be imported.
+    """
+    spec = str(config["grade_fn"])
+    mod, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(mod), name), ""
+    except MemoryError:
+        raise
+    except Exception as exc:
+        return None, f"cannot import the grader {spec}: {type(exc).__name__}: {exc}"[:500]
+
+
+def _unreadable(exc: BaseException) -> dict[str, Any]:
+    return {"score": None, "reason": f"the submission is not a readable CSV ({type(exc).__name__})"}
+
+
+def _graded(
+    fn: Callable[[Any, Any], Any],
+    sub: Any,
+    answers: Any,
+    otherwise: Callable[[Exception], dict[str, Any]],
+) -> dict[str, Any]:
+    """The grader's score of ``sub``; an ``InvalidSubmissionError`` (by name, as MLE-bench's
+    harness looks for it) makes an invalid submission, any other exception ``otherwise(exc)``.
+    """
     try:
         score = fn(sub, answers)
     except MemoryError:
@@ -88,10 +119,7 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         if type(exc).__name__ == "InvalidSubmissionError":
             return {"score": None, "reason": f"invalid submission: {str(exc)[:500]}"}
-        return {
-            "score": None,
-            "reason": f"the grader raised {type(exc).__name__} on this submission",
-        }
+        return otherwise(exc)
     return _scored(score)
 
 
@@ -110,13 +138,8 @@ def _grade_without_pandas(config: dict[str, Any], sub_path: Path) -> dict[str, A
     miniature's, accept them); a grader that needs pandas gives the install hint.
     """
     need = {"error": "pandas is needed to grade MLE-bench competitions: pip install pandas"}
-    spec = str(config["grade_fn"])
-    mod, _, name = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(mod), name)
-    except MemoryError:
-        raise
-    except Exception:
+    fn, _why = _import_grader(config)
+    if fn is None:
         return need
     ans = Path(str(config["answers"]))
     if ans.suffix != ".csv":
@@ -124,19 +147,9 @@ def _grade_without_pandas(config: dict[str, Any], sub_path: Path) -> dict[str, A
     try:
         sub = _csv_table(sub_path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return {
-            "score": None,
-            "reason": f"the submission is not a readable CSV ({type(exc).__name__})",
-        }
-    try:
-        score = fn(sub, _csv_table(ans))
-    except MemoryError:
-        raise
-    except Exception as exc:
-        if type(exc).__name__ == "InvalidSubmissionError":
-            return {"score": None, "reason": f"invalid submission: {str(exc)[:500]}"}
-        return need
-    return _scored(score)
+        return _unreadable(exc)
+    # the answers are read inside the grader's try, as a grader's failure
+    return _graded(lambda s, a: fn(s, _csv_table(a)), sub, ans, lambda _exc: need)
 
 
 def _ids(path: Path, max_bytes: int | None) -> tuple[list[str], int, set[str]]:

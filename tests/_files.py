@@ -1,0 +1,40 @@
+"""Small file and process helpers the tests share: a CSV writer, a /proc liveness check and a
+tree made readable to a container's user."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["alive", "open_up", "write_csv"]
+
+
+def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Write a CSV with a header (``\\n`` line ends), making the parent folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def open_up(root: Path) -> None:
+    """Make ``root`` and everything below it readable by any user (folders 0o755, files
+    0o644): what a container's unprivileged user needs to read a task made by the tests."""
+    for dirpath, dirs, files in os.walk(root):
+        for d in dirs:
+            os.chmod(os.path.join(dirpath, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+    os.chmod(root, 0o755)
