@@ -604,8 +604,9 @@ class LocalSandbox(Sandbox):
         bubblewrap's parent-death signals follow the thread that started them).
 
         The launcher joins the cgroup at once (``Cgroup.procs_files``: on cgroup v2 the move
-        waits for an RCU grace period, while no run waits for it); in bwrap mode it then starts bubblewrap for ``shape``
-        (:func:`_plan.bwrap_spare`), in whose sandbox a launcher waits for the run.
+        waits for an RCU grace period, while no run waits for it); in bwrap mode it then
+        starts bubblewrap for ``shape`` (:func:`_plan.bwrap_spare`), in whose sandbox a
+        launcher waits for the run.
 
         Raises:
             OSError: it could not be made.
@@ -861,8 +862,14 @@ class LocalSandbox(Sandbox):
             iso.kill_pids(pids, signal.SIGTERM)
             with anyio.move_on_after(self.kill_grace_s):
                 await proc.wait()
-        if bwrap and proc.returncode is not None and cgroup is None:
-            return  # bwrap exited: its PID namespace, and everything in it, is gone.
+        if bwrap and proc.returncode is not None:
+            # bwrap exited: its PID namespace, and everything in it, is gone (the namespace's
+            # init exits only once every process in it has been reaped). What its cgroup may
+            # still list is exiting: killed without waiting for it to leave (the cgroup's
+            # removal, on a thread, waits for that).
+            if cgroup is not None:
+                cgroup.kill()
+            return
         pause = 0.0005  # the namespace's last processes exit within a millisecond or two
         for _ in range(200):
             alive = proc.returncode is None
