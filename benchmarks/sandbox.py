@@ -5,20 +5,20 @@ hits both alike; the figures are medians. The programs write no submission, so n
 grades: grading is a separate, task-specific cost (the toy task's grader is a child Python
 process), reported on its own line as ``grade_ms``.
 
-What the sandbox adds per job, on its path: writing the program into a run directory made
-ahead (a quota tmpfs as root), setting the limits of a cgroup made ahead, the launch plan,
-handing the plan to the launcher waiting for it (bwrap mode: inside a sandbox whose namespaces,
-mounts and seccomp filter were made ahead for the run's shape; Landlock mode: it applies
-Landlock and seccomp), which sets the rlimits and ``exec``s the program; then output capture,
-the leftover-process sweep, classifying. Off its path (threads, started as the run ends): the
+What the sandbox adds per job, on its path: writing the program into a run directory made ahead
+(a quota tmpfs as root), setting the limits of a cgroup made ahead, the launch plan, handing
+the plan to the launcher waiting for it (bwrap mode: inside a sandbox whose namespaces, mounts
+and seccomp filter were made ahead for the run's shape; Landlock mode: it applies Landlock and
+seccomp), which sets the rlimits and ``exec``s the program; then output capture, the
+leftover-process sweep, classifying. Off its path (threads, started as the run ends): the
 cgroup and run directory removal, and the next runs' spares. That background work gets its own
 time, as it has a search step's model call: after each sandbox run the benchmark waits until
-the sandbox is idle (``_settle``) before the next bare run, so it slows neither side, and
-reports how long that took (``background_ms``, wall time from the run's return). The
-``b2b`` figures run the trivial program back to back with no gap (sandbox runs in a row, then
-bare runs in a row), where the background work competes with the next run. The bare side gets
-the same environment variables. The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what
-the cgroups still cost.
+the sandbox is idle (``_settle``: cleanups done, spares made and their launchers blocked on
+their stdin) before the next bare run, so it slows neither side, and reports how long that took
+(``background_ms``, wall time from the run's return). The ``b2b`` figures run the trivial
+program back to back with no gap (sandbox runs in a row, then bare runs in a row), where the
+background work competes with the next run. The bare side gets the same environment variables.
+The ``bwrap-nocg`` rows run with ``cgroups=False`` to show what the cgroups still cost.
 
 The absolute milliseconds move with the host's load (print ``uptime`` with them); the ratios
 and overheads of the same interleaved run are what compare.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 import statistics
 import subprocess
@@ -47,7 +48,7 @@ import anyio
 
 from openmle import Job, Outcome, Split
 from openmle.backends import LocalSandbox
-from openmle.backends._isolation import bwrap_problem, landlock_abi
+from openmle.backends._isolation import bwrap_problem, descendants, landlock_abi
 from openmle.testing import TOY_SOLUTION, ToyTask
 
 # ``benchmarks/`` is on sys.path when this runs as a script; mypy does not know that.
@@ -124,8 +125,29 @@ measures); the end-of-run sweep and output drain; classifying (and grading) and 
 kill; queueing the run directory's and the cgroup's removal (both run on threads)."""
 
 
+_READ_NR = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+"""The ``read`` syscall's number, as ``/proc/PID/syscall`` shows it."""
+
+
+def _waiting(pid: int) -> bool:
+    """Whether the launch chain ``pid`` is ready: its launcher (``pid`` or, in bwrap mode, one
+    of its descendants) is blocked reading its run from stdin; or the chain has exited.
+    """
+    if not Path(f"/proc/{pid}").exists():
+        return True
+    for p in (pid, *descendants(pid)):
+        try:
+            fields = Path(f"/proc/{p}/syscall").read_text().split()
+        except OSError:
+            continue
+        if fields[:2] == [_READ_NR, "0x0"]:
+            return True
+    return False
+
+
 async def _settle(sb: LocalSandbox) -> float:
-    """Wait until ``sb`` has no spare being made and no run being removed; the seconds waited.
+    """Wait until ``sb`` is idle: no run being removed, no spare being made, and every spare's
+    launcher started and blocked on its stdin (its interpreter start done); the seconds waited.
 
     (The benchmark reaches into the sandbox, as it reads ``_phases``: an idle sandbox is a
     measuring condition, not an API.)
@@ -134,7 +156,18 @@ async def _settle(sb: LocalSandbox) -> float:
     pending: list[Future[Any]] = [*sb._making, *sb._cleanups]
     if pending:
         await anyio.to_thread.run_sync(futures_wait, pending)
+    made = [f.result() for f in sb._making if f.exception() is None]
+    pids = [s.proc.pid for s in [*sb._spares, *made] if s is not None]
+    if _READ_NR is not None:
+        await anyio.to_thread.run_sync(_poll_waiting, pids)
     return time.perf_counter() - t0
+
+
+def _poll_waiting(pids: list[int]) -> None:
+    """Block until every chain of ``pids`` is :func:`_waiting` (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while not all(_waiting(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 async def _back_to_back(sb: LocalSandbox, code: str, data_dir: Path, n: int) -> tuple[float, float]:
