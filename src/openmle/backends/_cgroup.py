@@ -153,8 +153,18 @@ class Cgroup:
 
     @property
     def procs_files(self) -> list[str]:
-        """The ``cgroup.procs`` files a process writes ``0`` to, to join this cgroup."""
-        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+        """The files a *single-threaded* process writes ``0`` to, to join this cgroup.
+
+        v1: each controller's ``tasks`` file, which moves the writing thread only: for a
+        thread that moves itself the kernel (Linux >= 6.0) skips the global
+        ``cgroup_threadgroup_rwsem`` write lock, whose RCU grace period (8-25 ms measured)
+        ``cgroup.procs`` pays and during which every fork and exit on the host waits on the
+        slow path. The joiners (the spare's ``/bin/sh`` or the launcher, before any thread)
+        have one thread, so the whole process moves and every child it forks later is born
+        inside. v2: ``cgroup.procs`` (``cgroup.threads`` needs a threaded cgroup).
+        """
+        name = "tasks" if self.version == 1 else "cgroup.procs"
+        return [str(d / name) for d in self.dirs.values()]
 
     def pids(self) -> set[int]:
         """Every process currently in the cgroup."""

@@ -6,8 +6,9 @@ path and the Landlock mode runs it under the program's own rules.
 
 The sandbox starts it ahead of its run (a *spare*, see ``LocalSandbox``): it sets a
 parent-death signal (and exits at once when the sandbox is already gone), joins the run's
-cgroups (``cgroup.procs`` files: the cgroup move waits for an RCU grace period, paid while no
-run waits), then blocks reading its run's configuration from stdin. In bwrap mode the
+cgroups (cgroup v1: the ``tasks`` files, which move the one thread it has without the RCU
+grace period of a ``cgroup.procs`` move; v2: ``cgroup.procs``, paid while no run waits), then
+blocks reading its run's configuration from stdin. In bwrap mode the
 sandbox is made ahead too (bubblewrap, started by a ``/bin/sh`` that joined the cgroups), and
 the launcher, bound read-only into it, waits for the run there (stdin and the status fd pass
 through bubblewrap).

@@ -153,8 +153,9 @@ class LocalSandbox(Sandbox):
         extra_ro_paths: more host directories programs may read (e.g. model weights).
         cgroups: give each run its own cgroup where this process may create one (limits
             memory and processes across the whole tree, detects OOM kills). The next run's
-            launcher joins its cgroup ahead, off the job's path (joining waits for an RCU
-            grace period, 10-15 ms). False falls back to per-process
+            launcher joins its cgroup ahead, off the job's path (made once the previous
+            run ended; on cgroup v1 the join skips the RCU grace period of a
+            ``cgroup.procs`` move). False falls back to per-process
             ``RLIMIT_DATA`` and ``RLIMIT_NPROC`` (which does not bind root).
         cpu_quota: also cap each run's CPU use at ``resources.cpus`` cores with a cgroup
             quota (cgroup v1 costs one more cgroup move, a few ms, per run). Without it,
@@ -511,7 +512,7 @@ class LocalSandbox(Sandbox):
                 f"could not start the program: {exc}", split=job.split, queue_s=queue_s
             )
         phases["spare"] = time.perf_counter()
-        ended = False
+        ended = handed = False
         try:
             (spare.box / "program" / "main.py").write_bytes(source)
             paths = RunPaths(
@@ -527,10 +528,8 @@ class LocalSandbox(Sandbox):
             phases["plan"] = time.perf_counter()
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await _hand_over(spare.proc, spare_input(plan))
+            handed = True
             phases["handed"] = time.perf_counter()
-            # The next run's spare is made while this one runs (not before the hand-over: the
-            # spawner thread would hold the GIL on this run's path).
-            self._refill(shape)
             result = await self._wait(
                 job, task, plan, spare.proc, spare.cgroup, spare.marker, queue_s
             )
@@ -539,6 +538,12 @@ class LocalSandbox(Sandbox):
         finally:
             with anyio.CancelScope(shield=True):
                 await self._end_run(spare, facts.mode, later=ended)
+            if handed:
+                # The next runs' spares are made once this run is over, not while its program
+                # runs: making one (bubblewrap's namespaces and mounts, the launcher's
+                # interpreter start) takes CPU, and on a busy host it slowed the program it
+                # ran beside by more than its own start (``benchmarks/sandbox.py``).
+                self._refill(shape)
 
     async def _end_run(self, spare: _Spare, mode: Mode, *, later: bool) -> None:
         """Kill what is left of the run; remove its cgroup and directory.
@@ -571,13 +576,18 @@ class LocalSandbox(Sandbox):
             self._spares_finalizer = True
 
     def _refill(self, shape: SpareShape | None) -> None:
-        """Start making a spare of ``shape`` on the spawner thread, unless closed or
-        ``max_concurrency`` spares wait or are being made.
+        """Start making spares of ``shape`` on the spawner thread (none once closed) until
+        one more than the runs now going (this one included) wait or are being made, at most
+        ``max_concurrency``: from two slots, a caller that starts its next run at once takes a
+        spare that waited while the spare after it is made (with one slot, the next run waits
+        for the spare started as this one ended).
         """
-        if self._closed or len(self._spares) + len(self._making) >= self.max_concurrency:
+        if self._closed:
             return
         self._keep_finalizer()
-        self._making.append(_SPAWNER.submit(self._spare_or_none, shape))
+        want = min(self._running + 1, self.max_concurrency)
+        while len(self._spares) + len(self._making) < want:
+            self._making.append(_SPAWNER.submit(self._spare_or_none, shape))
 
     def _spare_or_none(self, shape: SpareShape | None) -> _Spare | None:
         """Spawner thread: a spare of ``shape``, or None when closed or none can be made."""
@@ -593,9 +603,10 @@ class LocalSandbox(Sandbox):
         the spawner thread only, which lives as long as the process: the launcher's and
         bubblewrap's parent-death signals follow the thread that started them).
 
-        The launcher joins the cgroup at once (the cgroup move, one RCU grace period, happens
-        while no run waits for it); in bwrap mode it then starts bubblewrap for ``shape``
-        (:func:`_plan.bwrap_spare`), in whose sandbox a launcher waits for the run.
+        The launcher joins the cgroup at once (``Cgroup.procs_files``: on cgroup v2 the move
+        waits for an RCU grace period, while no run waits for it); in bwrap mode it then
+        starts bubblewrap for ``shape`` (:func:`_plan.bwrap_spare`), in whose sandbox a
+        launcher waits for the run.
 
         Raises:
             OSError: it could not be made.
@@ -851,8 +862,14 @@ class LocalSandbox(Sandbox):
             iso.kill_pids(pids, signal.SIGTERM)
             with anyio.move_on_after(self.kill_grace_s):
                 await proc.wait()
-        if bwrap and proc.returncode is not None and cgroup is None:
-            return  # bwrap exited: its PID namespace, and everything in it, is gone.
+        if bwrap and proc.returncode is not None:
+            # bwrap exited: its PID namespace, and everything in it, is gone (the namespace's
+            # init exits only once every process in it has been reaped). What its cgroup may
+            # still list is exiting: killed without waiting for it to leave (the cgroup's
+            # removal, on a thread, waits for that).
+            if cgroup is not None:
+                cgroup.kill()
+            return
         pause = 0.0005  # the namespace's last processes exit within a millisecond or two
         for _ in range(200):
             alive = proc.returncode is None

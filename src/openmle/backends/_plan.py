@@ -143,8 +143,8 @@ class RunFacts:
     seccomp_fd: int | None = None
     """bwrap mode: an fd on the seccomp filter (``bwrap --seccomp``), or None for none."""
     cgroup_procs: tuple[str, ...] = ()
-    """The run's cgroup (its ``cgroup.procs`` files, which the spare launcher joined); empty
-    without one."""
+    """The run's cgroup (the files the spare launcher wrote ``0`` to when it joined:
+    ``Cgroup.procs_files``); empty without one."""
     user_processes: int = 0
     """Processes this uid owns now (a relative ``RLIMIT_NPROC`` when there is no cgroup)."""
     rlimit_hard: Mapping[str, int] = field(factory=dict)
@@ -522,8 +522,8 @@ def spare_argv(
     owner_pid: int,
     then: Sequence[str] | None = None,
 ) -> list[str]:
-    """What is started ahead of a run (a *spare*): it joins the run's cgroups at once (one RCU
-    grace period, paid while no run waits).
+    """What is started ahead of a run (a *spare*): it joins the run's cgroups at once (v2: one RCU
+    grace period, paid while no run waits; v1 moves its one thread without one).
 
     Landlock mode: the launcher, which dies with ``owner_pid`` and then waits for its run's
     :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`). bwrap mode:

@@ -192,7 +192,7 @@ async def test_cancellation_cleans_up(toy: ToyTask, tmp_path: Path) -> None:
     with anyio.fail_after(30), anyio.move_on_after(1.0):
         await sb.run(job)
     assert not live_pids_with_env("PROBE", "cancel")
-    # What is left is the next run's spare (made when this run took its own), nothing else.
+    # What is left is the next runs' spares (made when this run ended), nothing else.
     await anyio.to_thread.run_sync(lambda: futures_wait(sb._making))
     made = [f.result() for f in sb._making]
     spares = {s.run_dir for s in [*sb._spares, *made] if s is not None}
@@ -509,10 +509,11 @@ async def test_launch_chain_runs_with_a_fixed_environment(sandbox: LocalSandbox)
 
     def scan() -> None:
         for pid in live_pids_with_env("OPENMLE_PROBE_LAUNCH", probe):
-            try:
-                carriers.append(os.path.realpath(f"/proc/{pid}/exe"))
+            try:  # readlink fails once the process is gone (realpath would return the link)
+                exe = os.readlink(f"/proc/{pid}/exe")
             except OSError:
                 continue
+            carriers.append(os.path.realpath(exe))
 
     async def watch() -> None:  # the whole run long, however slowly the machine starts it
         while not finished.is_set():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import subprocess
 import sys
 from pathlib import Path
 from typing import Literal
@@ -267,5 +268,42 @@ def test_cgroup_limits_are_raised_and_lowered_and_not_rewritten() -> None:
         assert pids.read_text().strip() == "20"
         cg.set_limits(pids_max=17, memory_bytes=None, cpus=None)
         assert pids.read_text().strip() == "17"
+    finally:
+        cg.remove()
+
+
+def test_cgroup_join_files_by_version() -> None:
+    """v1 joins through each controller's ``tasks`` (the writing thread moves, without the
+    global lock's RCU grace period); v2 through ``cgroup.procs``."""
+    v1 = iso.Cgroup(dirs={"pids": Path("/cg/pids/r"), "memory": Path("/cg/memory/r")}, version=1)
+    assert v1.procs_files == ["/cg/pids/r/tasks", "/cg/memory/r/tasks"]
+    v2 = iso.Cgroup(dirs={"": Path("/cg/r")}, version=2)
+    assert v2.procs_files == ["/cg/r/cgroup.procs"]
+
+
+def test_a_single_threaded_joiner_and_its_children_are_in_the_cgroup() -> None:
+    """What the spare's ``/bin/sh`` does: write ``0`` to every join file, then fork; the shell
+    and its child are members of the cgroup in every controller (its process count and
+    memory are the run's)."""
+    cg = iso.Cgroup.create(pids_max=16, memory_bytes=256 << 20, cpus=None)
+    if cg is None:
+        pytest.skip("no writable cgroups here")
+    try:
+        joins = "; ".join(f"echo 0 > {f}" for f in cg.procs_files)
+        with subprocess.Popen(
+            ["/bin/sh", "-c", f"{joins} || exit 3; sleep 30 & echo $$ $!; wait"],
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            try:
+                assert proc.stdout is not None
+                shell, child = map(int, proc.stdout.readline().split())
+                for d in cg.dirs.values():
+                    members = {int(p) for p in (d / "cgroup.procs").read_text().split()}
+                    assert {shell, child} <= members, d
+                assert {shell, child} <= cg.pids()
+            finally:
+                cg.kill()
+                proc.wait(timeout=30)
     finally:
         cg.remove()
