@@ -216,7 +216,6 @@ PUBLIC = {
         "Benchmark",
         "BenchmarkKind",
         "Competition",
-        "CompetitionReport",
         "DoctorLine",
         "Leaderboard",
         "MLEBench",
