@@ -97,6 +97,7 @@ PUBLIC = {
         "classify_run",
         "make_model",
         "make_sandbox",
+        "pid_alive",
         "register_model",
         "register_sandbox",
         "build_sandbox",
