@@ -100,7 +100,10 @@ def _help(action: argparse.Action, prog: str) -> str:
     if "%" in text:
         params = {**vars(action), "prog": prog}
         text = text % params
-    if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
+    registry = getattr(action.choices, "reference", None)  # grows at run time: named, not listed
+    if isinstance(registry, str):
+        text += f" (one of: {registry})"
+    elif action.choices is not None and not isinstance(action, argparse._SubParsersAction):
         text += f" (one of: {', '.join(f'`{c}`' for c in action.choices)})"
     if isinstance(action, argparse._AppendAction) and "repeatable" not in text:
         text += " (repeatable)"

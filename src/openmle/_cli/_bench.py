@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,32 @@ from openmle._cli._track import add_track_flag, closing_on_error, open_track, tr
 from openmle.errors import InvalidArgument
 
 __all__ = ["register"]
+
+
+class _Benchmarks:
+    """``--benchmark``'s choices: the benchmark registry's names
+    (:func:`openmle.bench.benchmark_names`), read when argparse first checks or shows them, so
+    building the parser does not import the bench, and a benchmark a package registered
+    (:func:`openmle.bench.register_benchmark`) is a choice too.
+    """
+
+    reference = "the names registered with `openmle.bench.register_benchmark`"
+    """How the generated CLI reference names the choices (the registry grows at run time)."""
+
+    def _names(self) -> tuple[str, ...]:
+        from openmle.bench import benchmark_names
+
+        return benchmark_names()
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
 
 _TOML_KEYS = {
     "suite",
@@ -179,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from openmle import Resources
     from openmle._cli._search import parse_budget
-    from openmle.bench import BenchConfig, MLEBench, arun_bench, priors_ablation
+    from openmle.bench import BenchConfig, arun_bench, benchmark_kind, priors_ablation
 
     explicit_gpus = "gpus" in _settings_given(args)
     s = _settings(args)
@@ -194,25 +221,15 @@ def _run(args: argparse.Namespace) -> int:
         arms = priors_ablation(int(s["workers"]))
     suite = s["suite"]
     benchmark = s.get("benchmark") or "mle-bench"
-    bench: Any
-    if benchmark == "naturebench":
-        from openmle.bench import NatureBench
-
-        bench = NatureBench(s["data"], harness=s.get("registry"))
-    else:
-        bench = MLEBench.locate(
-            s.get("registry"), s["data"], validation=str(s.get("validation") or "auto")
-        )
     # smoke: the miniature registry's own split file lists its competitions
     spec = "mle-bench-lite" if suite == SMOKE and benchmark == "mle-bench" else suite
-    ids = bench.suite(spec if isinstance(spec, str) else list(spec))
     seeds = s["seeds"]
     seed_list = list(range(int(seeds))) if isinstance(seeds, int) else [int(x) for x in seeds]
     budget = parse_budget(_budget_spec(str(s["budget"])))
     preset = _preset_fields(s)
     config = BenchConfig(
         suite=suite if isinstance(suite, str) and not suite.count(",") else "custom",
-        competitions=ids,
+        competitions=["(the suite's, below)"],
         seeds=seed_list,
         model=s["model"],
         sandbox=s["sandbox"],
@@ -232,6 +249,11 @@ def _run(args: argparse.Namespace) -> int:
         validation=str(s.get("validation") or "auto"),
         gpus_override=int(s["gpus"]) if explicit_gpus else None,
         **preset,
+    )
+    # the registered benchmark, opened as the bench will open it, names the suite's ids
+    bench = benchmark_kind(benchmark).open(config, Path(s["out"]))
+    config = attrs.evolve(
+        config, competitions=bench.suite(spec if isinstance(spec, str) else list(spec))
     )
     if preset:
         from openmle.bench import preset_deviations
@@ -423,8 +445,9 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--data", help="the data directory `mlebench prepare` wrote")
     run.add_argument(
         "--benchmark",
-        choices=("mle-bench", "naturebench"),
-        help="mle-bench (default) or naturebench (SUITE: all, cpu, gpu_low, gpu_high, lite, ids)",
+        choices=_Benchmarks(),
+        help="mle-bench (default), naturebench (SUITE: all, cpu, gpu_low, gpu_high, lite, ids) "
+        "or another registered benchmark",
     )
     run.add_argument(
         "--tasks-dir",

@@ -21,8 +21,9 @@ The kit for the packages built on the backends (the job service, the task builde
 the CLI): the sandbox factory by spec, :func:`build_sandbox` (a spec and options, plus optional
 keywords passed only where the factory takes them), :func:`sandbox_takes` and
 :func:`check_sandbox_spec` (nothing built); the stale-run sweep, :func:`remove_stale_cgroups`
-(the cgroups a killed process's sandboxes left) and :func:`safe_rmtree` (remove a run
-directory a program may have made hostile).
+(the cgroups a killed process's sandboxes left), :func:`safe_rmtree` (remove a run
+directory a program may have made hostile) and :func:`pid_alive` (whether a process of this
+host still runs, a zombie counting as ended).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from openmle.backends._replay import ReplayModel as ReplayModel
     from openmle.backends._stale import remove_stale_cgroups as remove_stale_cgroups
     from openmle.backends._stale import safe_rmtree as safe_rmtree
+    from openmle.backends._watchdog import pid_alive as pid_alive
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
@@ -73,6 +75,7 @@ _LAZY: dict[str, str] = {
     "classify_run": "openmle._runlog",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",
+    "pid_alive": "openmle.backends._watchdog",
     "register_model": "openmle.backends._registry",
     "register_sandbox": "openmle.backends._registry",
     "remove_stale_cgroups": "openmle.backends._stale",

@@ -27,13 +27,25 @@ from pathlib import Path
 from typing import Any
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: object) -> bool:
+    """Whether process ``pid`` of this host still runs (a zombie counts as ended).
+
+    Alive: signal 0 reaches it (or it belongs to another user) and ``/proc/PID/stat`` does not
+    say ``Z`` (a zombie has ended; only its exit status is left). False for anything but an
+    int above 1 (no ``bool``, never ``init`` or a process group). Standard library only:
+    this module runs as a program of its own; :mod:`openmle.backends` exports it as the one
+    liveness check (the bench's launch status uses it).
+    """
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, IndexError):  # a zombie has ended
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     return True
 
 
@@ -65,7 +77,7 @@ def watch(base_url: str, container: str, seconds: float, owner: int) -> str:
                     break
                 time.sleep(0.2)
                 continue
-            if not _alive(owner):
+            if not pid_alive(owner):
                 with contextlib.suppress(Exception):
                     api.remove_container(container, force=True, v=True)
             return "exited"

@@ -2,7 +2,8 @@
 
 - :func:`competition_report` / :func:`rank_score` / :class:`Leaderboard`: MLE-bench's medal
   rule, above-median rule and grading-report fields, exactly as MLE-bench computes them
-  (:class:`CompetitionReport`).
+  (the report is gym's :class:`openmle.gym.GradeReport`, the one report value;
+  ``CompetitionReport`` is its deprecated alias, removed in openmle 0.2.0).
 - :func:`build_seeds` / :func:`aggregate_seeds`: suite metrics over seeds by MLE-bench's
   aggregation rules (mean, SEM with ddof 1) plus the population sd the paper reports.
 - :class:`MLEBench`: an MLE-bench registry and prepared data; each competition is an
@@ -35,7 +36,7 @@
 
 from __future__ import annotations
 
-from openmle._exports import publish
+from openmle._exports import deprecated_aliases, publish
 from openmle.bench._aggregate import (
     METRICS,
     Metric,
@@ -56,7 +57,6 @@ from openmle.bench._launchers import LaunchStatus, array_executor, launch_status
 from openmle.bench._live import LiveBoard
 from openmle.bench._medals import (
     MLEBENCH_REPORT_FIELDS,
-    CompetitionReport,
     Leaderboard,
     RankInfo,
     competition_report,
@@ -125,7 +125,6 @@ __all__ = [
     "Benchmark",
     "BenchmarkKind",
     "Competition",
-    "CompetitionReport",
     "DoctorLine",
     "LaunchStatus",
     "Leaderboard",
@@ -180,3 +179,14 @@ __all__ = [
 ]
 
 publish(globals(), private=("openmle.bench.mlebench._miniature",))
+
+# Renamed in this release (CHANGELOG): served for one release, with a DeprecationWarning.
+__getattr__ = deprecated_aliases(
+    __name__,
+    {"CompetitionReport": ("openmle.gym", "GradeReport")},
+    reason=(
+        "it is {module}.{attr}, the one report value (MLE-bench's names: "
+        "task=competition_id, valid=valid_submission, higher_is_better=not is_lower_better; "
+        ".to_mlebench() exports them)"
+    ),
+)

@@ -24,9 +24,8 @@ from typing import Any, final
 
 from attrs import frozen
 
-from openmle.bench._medals import CompetitionReport
 from openmle.errors import InvalidArgument
-from openmle.gym import Aggregate
+from openmle.gym import Aggregate, GradeReport
 
 __all__ = ["METRICS", "Metric", "SeedMetrics", "SuiteMetrics", "aggregate_seeds", "build_seeds"]
 
@@ -44,12 +43,12 @@ METRICS: tuple[str, ...] = (
 
 
 def build_seeds(
-    reports: Sequence[CompetitionReport],
+    reports: Sequence[GradeReport],
     competition_ids: Sequence[str],
     *,
     requested: int = -1,
     pad_missing: bool = False,
-) -> list[list[CompetitionReport]]:
+) -> list[list[GradeReport]]:
     """Group ``reports`` into seeds of one report per competition (see the module doc).
 
     Raises:
@@ -61,7 +60,7 @@ def build_seeds(
         raise InvalidArgument("Expected at least one competition id but got none")
     if requested == 0 or requested < -1:
         raise InvalidArgument(f"Expected requested=-1 (all) or >= 1 but got {requested}")
-    by_id: dict[str, list[CompetitionReport]] = defaultdict(list)
+    by_id: dict[str, list[GradeReport]] = defaultdict(list)
     for r in reports:
         by_id[r.competition_id].append(r)
     missing = [c for c in ids if not by_id[c]]
@@ -77,7 +76,7 @@ def build_seeds(
     n = available if requested == -1 else min(requested, available)
     return [
         [
-            by_id[c][i] if i < len(by_id[c]) else CompetitionReport.missing(c, reason="missing")
+            by_id[c][i] if i < len(by_id[c]) else GradeReport.missing(c, reason="missing")
             for c in ids
         ]
         for i in range(n)
@@ -100,7 +99,7 @@ class SeedMetrics:
     human_rank: float
 
     @classmethod
-    def of(cls, reports: Sequence[CompetitionReport]) -> SeedMetrics:
+    def of(cls, reports: Sequence[GradeReport]) -> SeedMetrics:
         """Metrics of one seed's reports.
 
         Raises:
@@ -126,7 +125,7 @@ class SeedMetrics:
             )
             / n
             * 100,
-            human_rank=math.fsum(r.human_rank if r.valid_submission else 0.0 for r in reports) / n,
+            human_rank=math.fsum((r.human_rank or 0.0) if r.valid else 0.0 for r in reports) / n,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,7 +160,7 @@ class SuiteMetrics:
         }
 
 
-def aggregate_seeds(seeds: Sequence[Sequence[CompetitionReport]]) -> SuiteMetrics:
+def aggregate_seeds(seeds: Sequence[Sequence[GradeReport]]) -> SuiteMetrics:
     """Per-seed metrics and their mean, SEM and sd over ``seeds`` (see :func:`build_seeds`).
 
     Raises:

@@ -21,7 +21,6 @@ heartbeat stopped and the run has no result: resume it), ``queued`` (submitted, 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
@@ -40,6 +39,7 @@ from attrs import frozen
 
 from openmle._compat import require
 from openmle._readback import read_back_json
+from openmle.backends import pid_alive
 from openmle.errors import InvalidArgument
 
 __all__ = ["LaunchStatus", "array_executor", "launch_status", "run_array_task", "submit_array"]
@@ -261,20 +261,6 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _pid_alive(pid: object) -> bool:
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):  # a zombie has ended
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    return True
-
-
 def _slurm_queue(ids: Iterable[str]) -> set[str] | None:
     """The job ids of ``ids`` Slurm still has (pending or running), None when ``squeue``
     does not answer.
@@ -342,7 +328,7 @@ def launch_status(path: str | os.PathLike[str], *, now: float | None = None) -> 
         if s.state == "done":
             state = "finished"
         elif st.get("state") == "running" and isinstance(beat, int | float):
-            gone = (host == here and not _pid_alive(st.get("pid"))) or (
+            gone = (host == here and not pid_alive(st.get("pid"))) or (
                 queue is not None and job not in queue
             )
             state = "lost" if gone or t - float(beat) > LOST_AFTER_S else "running"
@@ -353,7 +339,7 @@ def launch_status(path: str | os.PathLike[str], *, now: float | None = None) -> 
                 launcher == "local"
                 and launch.get("host") == here
                 and job.isdigit()
-                and not _pid_alive(int(job))
+                and not pid_alive(int(job))
             )
             state = "stopped" if gone else "queued"
         else:

@@ -129,7 +129,7 @@ class LiveBoard:
         self._refresh()
 
     def finished(self, report: Any, arm: str = "") -> None:
-        """A run ended with ``report`` (a :class:`openmle.bench.CompetitionReport`)."""
+        """A run ended with ``report`` (a :class:`openmle.gym.GradeReport`)."""
         row = self._row(report.competition_id, int(report.seed or 0), arm)
         row.state = "done"
         self._n += 1

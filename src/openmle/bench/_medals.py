@@ -29,7 +29,9 @@ The leaderboard reading, the thresholds, the medal and the above-median rules ar
 (:func:`openmle._leaderboard.read_leaderboard`, :func:`~openmle._leaderboard.medal_thresholds`,
 :func:`~openmle._leaderboard.medal_of`, :func:`~openmle._leaderboard.above_median_of`) with
 ``rule="mlebench"``; the gym's task packages use the same functions with the task's direction
-(``rule="metadata"``). This module adds MLE-bench's rounding and report value.
+(``rule="metadata"``). This module adds MLE-bench's rounding; the report value is the one of
+every grade, :class:`openmle.gym.GradeReport` (``CompetitionReport`` is its deprecated alias),
+stored by the bench as :func:`bench_dict`.
 
 One departure: a grader that returns a non-finite number (NaN, inf) gives ``score=None`` here
 (MLE-bench keeps the NaN and calls the submission valid); a NaN cannot earn anything either way.
@@ -44,7 +46,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, final
 
 from attrs import field, frozen
@@ -57,36 +59,32 @@ from openmle._leaderboard import (
     read_leaderboard,
 )
 from openmle.errors import InvalidArgument
+from openmle.gym import GradeReport
 
 __all__ = [
+    "BENCH_REPORT_FIELDS",
     "MLEBENCH_REPORT_FIELDS",
-    "CompetitionReport",
     "Leaderboard",
     "RankInfo",
+    "bench_dict",
     "competition_report",
     "rank_score",
     "round_score",
 ]
 
-MLEBENCH_REPORT_FIELDS: tuple[str, ...] = (
-    "competition_id",
-    "score",
-    "gold_threshold",
-    "silver_threshold",
-    "bronze_threshold",
-    "median_threshold",
-    "any_medal",
-    "gold_medal",
-    "silver_medal",
-    "bronze_medal",
-    "above_median",
-    "submission_exists",
-    "valid_submission",
-    "is_lower_better",
-    "created_at",
-    "submission_path",
+MLEBENCH_REPORT_FIELDS: tuple[str, ...] = GradeReport.MLEBENCH_FIELDS
+"""The keys of one competition report in MLE-bench's grading report, in its order
+(:meth:`openmle.gym.GradeReport.to_mlebench`'s keys)."""
+
+BENCH_REPORT_FIELDS: tuple[str, ...] = (
+    *MLEBENCH_REPORT_FIELDS,
+    "human_rank",
+    "seed",
+    "reason",
+    "leaderboard_size",
 )
-"""The keys of one competition report in MLE-bench's grading report, in its order."""
+"""The keys of a run's report in the bench's files (``bench_result.json``, ``report.json``):
+MLE-bench's, then the human rank, the seed, the reason and the leaderboard's size."""
 
 
 def round_score(score: float | None) -> float | None:
@@ -205,95 +203,19 @@ def rank_score(score: float | None, leaderboard: Leaderboard | Sequence[float]) 
     )
 
 
-def _opt_float(v: object) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    if not isinstance(v, int | float):
-        raise InvalidArgument(f"Expected a number or None but got {v!r}")
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
-@final
-@frozen(kw_only=True)
-class CompetitionReport:
-    """One competition's grading report: MLE-bench's fields plus human rank and our context.
-
-    ``to_mlebench_dict`` gives exactly MLE-bench's keys (:data:`MLEBENCH_REPORT_FIELDS`);
-    ``to_dict`` adds ``human_rank``, ``seed``, ``reason`` and ``leaderboard_size``.
+def bench_dict(report: GradeReport) -> dict[str, Any]:
+    """``report`` as the bench stores it (:data:`BENCH_REPORT_FIELDS`): MLE-bench's keys
+    (:meth:`~openmle.gym.GradeReport.to_mlebench`) plus ``human_rank`` (0.0 without one),
+    ``seed``, ``reason`` and ``leaderboard_size``. :meth:`~openmle.gym.GradeReport.from_dict`
+    reads it back.
     """
-
-    competition_id: str
-    score: float | None = field(default=None, converter=_opt_float)
-    gold_threshold: float | None = None
-    silver_threshold: float | None = None
-    bronze_threshold: float | None = None
-    median_threshold: float | None = None
-    any_medal: bool = False
-    gold_medal: bool = False
-    silver_medal: bool = False
-    bronze_medal: bool = False
-    above_median: bool = False
-    submission_exists: bool = False
-    valid_submission: bool = False
-    is_lower_better: bool = False
-    created_at: str = ""
-    submission_path: str = ""
-    human_rank: float = 0.0
-    seed: int | None = None
-    reason: str = ""
-    leaderboard_size: int = 0
-
-    @classmethod
-    def missing(
-        cls, competition_id: str, *, seed: int | None = None, reason: str = ""
-    ) -> CompetitionReport:
-        """A run that produced nothing (counted as a failure, never dropped)."""
-        return cls(competition_id=competition_id, seed=seed, reason=reason or "no result")
-
-    @property
-    def medal(self) -> str | None:
-        """``"gold"``, ``"silver"``, ``"bronze"`` or None."""
-        for name in ("gold", "silver", "bronze"):
-            if getattr(self, f"{name}_medal"):
-                return name
-        return None
-
-    def to_mlebench_dict(self) -> dict[str, Any]:
-        """MLE-bench's ``CompetitionReport.to_dict`` keys and types."""
-        d = self.to_dict()
-        return {k: d[k] for k in MLEBENCH_REPORT_FIELDS}
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "competition_id": self.competition_id,
-            "score": self.score,
-            "gold_threshold": self.gold_threshold,
-            "silver_threshold": self.silver_threshold,
-            "bronze_threshold": self.bronze_threshold,
-            "median_threshold": self.median_threshold,
-            "any_medal": self.any_medal,
-            "gold_medal": self.gold_medal,
-            "silver_medal": self.silver_medal,
-            "bronze_medal": self.bronze_medal,
-            "above_median": self.above_median,
-            "submission_exists": self.submission_exists,
-            "valid_submission": self.valid_submission,
-            "is_lower_better": self.is_lower_better,
-            "created_at": self.created_at,
-            "submission_path": self.submission_path,
-            "human_rank": self.human_rank,
-            "seed": self.seed,
-            "reason": self.reason,
-            "leaderboard_size": self.leaderboard_size,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CompetitionReport:
-        """Inverse of :meth:`to_dict` (MLE-bench's own dicts load too)."""
-        names = {a.name for a in cls.__attrs_attrs__}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    return {
+        **report.to_mlebench(),
+        "human_rank": report.human_rank or 0.0,
+        "seed": report.seed,
+        "reason": report.reason,
+        "leaderboard_size": report.leaderboard_size,
+    }
 
 
 def competition_report(
@@ -306,7 +228,7 @@ def competition_report(
     seed: int | None = None,
     reason: str = "",
     created_at: _dt.datetime | None = None,
-) -> CompetitionReport:
+) -> GradeReport:
     """The grading report of one submission, as MLE-bench's ``grade_csv`` builds it.
 
     Args:
@@ -320,9 +242,12 @@ def competition_report(
     s = round_score(score)
     info = rank_score(s, board)
     when = created_at or _dt.datetime.now(_dt.UTC)
-    return CompetitionReport(
-        competition_id=competition_id,
+    return GradeReport(
+        task=competition_id,
         score=s,
+        valid=s is not None,
+        reason=reason,
+        higher_is_better=not info.is_lower_better,
         gold_threshold=info.gold_threshold,
         silver_threshold=info.silver_threshold,
         bronze_threshold=info.bronze_threshold,
@@ -333,12 +258,9 @@ def competition_report(
         bronze_medal=info.bronze_medal,
         above_median=info.above_median,
         submission_exists=submission_exists,
-        valid_submission=s is not None,
-        is_lower_better=info.is_lower_better,
         created_at=when.isoformat(),
         submission_path=submission_path,
         human_rank=human_rank_of(s, board.finite, higher_is_better=not info.is_lower_better),
         seed=seed,
-        reason=reason,
         leaderboard_size=board.n,
     )

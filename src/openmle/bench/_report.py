@@ -31,12 +31,12 @@ from typing import Any
 
 from openmle.bench._aggregate import METRICS, Metric, SuiteMetrics, aggregate_seeds
 from openmle.bench._benchmarks import benchmark_kind
-from openmle.bench._medals import CompetitionReport, competition_report
+from openmle.bench._medals import bench_dict, competition_report
 from openmle.bench._runner import RESULT, BenchRun, RunStatus, preset_lines, read_result
 from openmle.bench._suites import KNOWN_ISSUES, MODALITY_LABELS, modality_of
 from openmle.bench.mlebench._registry import protocol_lines
 from openmle.errors import InvalidArgument
-from openmle.gym import AGGREGATION
+from openmle.gym import AGGREGATION, GradeReport
 
 __all__ = ["BenchReport", "bench_report", "write_report"]
 
@@ -68,9 +68,9 @@ class BenchReport:
         self._bench: Any = None
         by_key = {(s.arm, s.competition_id, s.seed): s for s in run.status()}
         names = [a.name for a in run.config.arms] or [""]
-        self.arm_seeds: dict[str, list[list[CompetitionReport]]] = {}
+        self.arm_seeds: dict[str, list[list[GradeReport]]] = {}
         for arm in names:
-            rows: list[list[CompetitionReport]] = []
+            rows: list[list[GradeReport]] = []
             for seed in run.config.seeds:
                 row = []
                 for cid in run.config.competitions:
@@ -78,7 +78,7 @@ class BenchReport:
                     row.append(self._verified(s, arm))
                 rows.append(row)
             self.arm_seeds[arm] = rows
-        self.seeds: list[list[CompetitionReport]] = self.arm_seeds[names[0]]
+        self.seeds: list[list[GradeReport]] = self.arm_seeds[names[0]]
         self.metrics: SuiteMetrics = aggregate_seeds(self.seeds)
         self.arm_metrics: dict[str, SuiteMetrics] = {
             a: aggregate_seeds(rows) for a, rows in self.arm_seeds.items() if a
@@ -98,7 +98,7 @@ class BenchReport:
             self._boards[cid] = board
         return self._boards[cid]
 
-    def _verified(self, s: RunStatus, arm: str) -> CompetitionReport:
+    def _verified(self, s: RunStatus, arm: str) -> GradeReport:
         """The run's report rebuilt from its stored score (see the class doc)."""
         cid, seed = s.competition_id, s.seed
         claimed = s.report
@@ -138,11 +138,11 @@ class BenchReport:
             )
         if benchmark_kind(self.run.config.benchmark).leaderboards and score is not None:
             reason = "medals not verified: the competition's leaderboard is not at hand"
-        return CompetitionReport(
-            competition_id=cid,
+        return GradeReport(
+            task=cid,
             score=score,
+            valid=score is not None,
             submission_exists=exists,
-            valid_submission=score is not None,
             created_at=claimed.created_at if claimed is not None else "",
             submission_path=rel,
             seed=seed,
@@ -150,7 +150,7 @@ class BenchReport:
         )
 
     @property
-    def reports(self) -> list[CompetitionReport]:
+    def reports(self) -> list[GradeReport]:
         """Every run's report, seed-major (of the first arm, in an ablation)."""
         return [r for row in self.seeds for r in row]
 
@@ -478,7 +478,7 @@ _TICKS = {
 """Tick colour and dash of each threshold: four distinct colours, the median dashed."""
 
 
-def _plot(runs: Sequence[CompetitionReport]) -> str:
+def _plot(runs: Sequence[GradeReport]) -> str:
     """An inline SVG: thresholds as ticks, scores as dots, better to the right, both axis
     ends labelled with their score.
     """
@@ -525,8 +525,8 @@ def _plot(runs: Sequence[CompetitionReport]) -> str:
     return "".join(parts)
 
 
-def _stable(r: CompetitionReport) -> dict[str, Any]:
-    d = r.to_dict()
+def _stable(r: GradeReport) -> dict[str, Any]:
+    d = bench_dict(r)
     d.pop("created_at", None)
     return d
 
@@ -593,8 +593,8 @@ def _budget_text(budget: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "uncapped"
 
 
-def _mlebench_dict(r: CompetitionReport, root: Path) -> dict[str, Any]:
-    d = r.to_mlebench_dict()
+def _mlebench_dict(r: GradeReport, root: Path) -> dict[str, Any]:
+    d = r.to_mlebench()
     if d["submission_path"]:
         d["submission_path"] = str((root / d["submission_path"]).resolve())
     return d
@@ -605,9 +605,7 @@ def bench_report(path: str | os.PathLike[str]) -> BenchReport:
     return BenchReport(BenchRun.open(path))
 
 
-def _mlebench_files(
-    reports: Sequence[CompetitionReport], root: Path, jsonl: Path, grading: Path
-) -> None:
+def _mlebench_files(reports: Sequence[GradeReport], root: Path, jsonl: Path, grading: Path) -> None:
     """MLE-bench's input files for ``reports``: ``submission.jsonl`` and the grading report."""
     lines = [
         json.dumps(

@@ -49,9 +49,9 @@ from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle.bench._benchmarks import Benchmark, BenchTask, benchmark_kind
-from openmle.bench._medals import CompetitionReport, Leaderboard, competition_report
+from openmle.bench._medals import Leaderboard, bench_dict, competition_report
 from openmle.errors import InvalidArgument, OpenMLEError
-from openmle.gym import Exclusions
+from openmle.gym import Exclusions, GradeReport
 
 if TYPE_CHECKING:
     from openmle.priors import PriorLibrary
@@ -439,7 +439,7 @@ class RunStatus:
     competition_id: str
     seed: int
     state: str  # "done", "interrupted" or "pending"
-    report: CompetitionReport | None = None
+    report: GradeReport | None = None
     arm: str = ""
 
 
@@ -539,7 +539,7 @@ class BenchRun:
                     rd = self.run_dir(cid, seed, arm)
                     data = read_result(rd / RESULT)
                     if data is not None:
-                        report = CompetitionReport.from_dict(data["report"])
+                        report = GradeReport.from_dict(data["report"])
                         out.append(
                             RunStatus(
                                 competition_id=cid, seed=seed, state="done", report=report, arm=arm
@@ -702,7 +702,7 @@ class _Live:
             f"{now - self.t0:.0f}s elapsed{', ' + left if left else ''}"
         )
 
-    def finished(self, report: CompetitionReport, arm: Arm | None = None) -> None:
+    def finished(self, report: GradeReport, arm: Arm | None = None) -> None:
         if self.board is not None:
             self.board.finished(report, "" if arm is None else arm.name)
         self.done += 1
@@ -738,7 +738,7 @@ async def _one(
     arm: Arm | None = None,
     priors: PriorLibrary | None = None,
     summary_model: OperatorModel | None = None,
-) -> CompetitionReport:
+) -> GradeReport:
     """One (competition, seed[, arm]) run: search (or resume), grade, keep, report."""
     name = "" if arm is None else arm.name
     rd = run.run_dir(cid, seed, name)
@@ -856,7 +856,7 @@ def _report_of(
     *,
     kept: Path,
     root: Path,
-) -> CompetitionReport:
+) -> GradeReport:
     """The run's report: MLE-bench's fields against ``leaderboard``, or (none) the score as
     is without medals; ``kept`` is the graded test submission the bench kept.
     """
@@ -880,11 +880,11 @@ def _report_of(
             seed=seed,
             reason=reason,
         )
-    return CompetitionReport(
-        competition_id=cid,
+    return GradeReport(
+        task=cid,
         score=score,
+        valid=score is not None,
         submission_exists=exists,
-        valid_submission=score is not None,
         created_at=_dt.datetime.now(_dt.UTC).isoformat(),
         submission_path=kept_rel,
         seed=seed,
@@ -892,10 +892,10 @@ def _report_of(
     )
 
 
-def _write_result(path: Path, report: CompetitionReport, result: SearchResult) -> None:
+def _write_result(path: Path, report: GradeReport, result: SearchResult) -> None:
     """``bench_result.json``: the report and what the search spent (written once, atomically)."""
     data = {
-        "report": report.to_dict(),
+        "report": bench_dict(report),
         "best_node": None if result.best is None else result.best.node_id,
         "best_valid_score": result.best_valid_score,
         "nodes": len(result.nodes),
@@ -1107,7 +1107,7 @@ async def arun_bench(
     board: Any = None,
     only: Iterable[tuple[str, int, str]] | None = None,
     summary_model: Any = None,
-) -> list[CompetitionReport]:
+) -> list[GradeReport]:
     """Run a new bench (``config`` given) or finish the one at ``path``: every run, once.
 
     With ``config`` a new bench directory is made at ``path``; without, the bench at ``path``
@@ -1189,7 +1189,7 @@ async def arun_bench(
         with anyio.CancelScope(shield=True):
             await box.aclose()
     return [
-        s.report or CompetitionReport.missing(s.competition_id, seed=s.seed, reason=s.state)
+        s.report or GradeReport.missing(s.competition_id, seed=s.seed, reason=s.state)
         for s in run.status()
     ]
 

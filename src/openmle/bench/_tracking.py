@@ -7,16 +7,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from openmle.bench._medals import CompetitionReport
 from openmle.bench._report import bench_report
 from openmle.bench._runner import RESULT, read_result
 from openmle.errors import InvalidArgument
+from openmle.gym import GradeReport
 from openmle.tracking import Tracker, flatten_params
 
 __all__ = ["track_bench"]
 
 
-def _report_metrics(r: CompetitionReport) -> dict[str, float]:
+def _report_metrics(r: GradeReport) -> dict[str, float]:
     m = {
         "valid_submission": float(r.valid_submission),
         "any_medal": float(r.any_medal),
@@ -24,7 +24,7 @@ def _report_metrics(r: CompetitionReport) -> dict[str, float]:
         "silver_medal": float(r.silver_medal),
         "bronze_medal": float(r.bronze_medal),
         "above_median": float(r.above_median),
-        "human_rank": float(r.human_rank),
+        "human_rank": float(r.human_rank or 0.0),
     }
     if r.score is not None:
         m["score"] = float(r.score)
@@ -76,7 +76,7 @@ def track_bench(
     tracker.log_params(flatten_params(run.manifest))
     for arm, rows in rep.arm_seeds.items():
         pre = f"{arm}/" if arm else ""
-        by_cid: dict[str, list[CompetitionReport]] = {}
+        by_cid: dict[str, list[GradeReport]] = {}
         for row in rows:
             for r in row:
                 seed = 0 if r.seed is None else r.seed

@@ -1,6 +1,7 @@
 """Solvability: a constant baseline and a quick real model, run through the sandbox.
 
-Both run as ordinary :class:`~openmle.Job` programs on the staged package's ``valid`` split
+Both run as ordinary :class:`~openmle.Job` programs (real modules in
+:mod:`openmle.builder._baselines`, read as text) on the staged package's ``valid`` split
 (a hold-out of the public training data), so they see exactly what a candidate program sees and
 are graded by the task's own grader. The task is solvable when both submissions are valid, the
 real model (scikit-learn histogram gradient boosting) beats the constant one, and it is not
@@ -17,6 +18,7 @@ from typing import Any
 
 from attrs import frozen
 
+from openmle._embedded import fill, source
 from openmle._protocols import Sandbox
 from openmle._types import Job, Split
 from openmle.builder._prepare import StageResolver
@@ -26,58 +28,24 @@ __all__ = ["Baseline", "Solvability", "check_solvability", "synthetic_leaderboar
 
 LEADERBOARD_SIZE = 50
 
-CONSTANT = """import os, shutil
-shutil.copyfile(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"), "submission.csv")
-"""
+BASELINES = "openmle.builder._baselines"
+"""The package holding the baseline programs (real modules, read as text)."""
 
-GBM = """import json, os
-import numpy as np
-import pandas as pd
-from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-SPEC = json.loads({spec!r})
-d = os.environ["DATA_DIR"]
-idc, target, metric = SPEC["id"], SPEC["target"], SPEC["metric"]
-train = pd.read_csv(os.path.join(d, "train.csv"), dtype={{idc: str, target: str}})
-test = pd.read_csv(os.path.join(d, "test.csv"), dtype={{idc: str}})
-sample = pd.read_csv(os.path.join(d, "sample_submission.csv"), dtype={{idc: str}}, nrows=1)
-feats = [c for c in test.columns if c != idc and c in train.columns]
-both = pd.concat([train[feats], test[feats]], keys=["a", "b"])
-for c in feats:
-    if not pd.api.types.is_numeric_dtype(both[c]):
-        both[c] = both[c].astype("category").cat.codes
-X, Xt = both.loc["a"].to_numpy(float), both.loc["b"].to_numpy(float)
-y = train[target]
-out = pd.DataFrame({{idc: test[idc]}})
-if metric in ("rmse", "mae", "rmsle") or SPEC["task_type"] == "regression":
-    model = HistGradientBoostingRegressor(max_iter=100, random_state=0)
-    pred = model.fit(X, y.astype(float)).predict(Xt)
-    out[target] = np.clip(pred, 0.0, None) if metric == "rmsle" else pred
-else:
-    model = HistGradientBoostingClassifier(max_iter=100, random_state=0).fit(X, y)
-    classes = [str(c) for c in model.classes_]
-    proba = model.predict_proba(Xt)
-    if metric == "auc":
-        low = [c.strip().lower() for c in classes]
-        truthy = {{"1", "1.0", "true", "yes", "y", "t"}}
-        if any(c in truthy for c in low):
-            pos = next(i for i, c in enumerate(low) if c in truthy)
-        else:
-            try:
-                pos = int(np.argmax([float(c) for c in low]))
-            except ValueError:
-                pos = int(np.argmax([c == sorted(low)[-1] for c in low]))
-        out[target] = proba[:, pos]
-    elif metric == "log_loss":
-        for col in sample.columns[1:]:
-            out[col] = proba[:, classes.index(col)] if col in classes else 0.0
-    elif metric == "map@k":
-        top = np.argsort(-proba, axis=1, kind="stable")[:, : SPEC["k"]]
-        out[target] = [" ".join(classes[j] for j in row) for row in top]
-    else:
-        out[target] = model.predict(Xt)
-out.to_csv("submission.csv", index=False)
-"""
+def baseline_program(kind: str, facts: dict[str, Any] | None = None) -> str:
+    """The program text of the baseline ``kind`` (``"constant"`` or ``"gradient_boosting"``):
+    its module's source (:mod:`openmle.builder._baselines`), with the gradient-boosting
+    module's call slot filled with ``facts`` as a JSON literal.
+
+    Raises:
+        ValueError: an unknown kind, or ``facts`` missing for gradient boosting.
+    """
+    if kind == "constant":
+        return source(BASELINES, "constant.py")
+    if kind == "gradient_boosting" and facts is not None:
+        call = f"main(json.loads({json.dumps(facts)!r}))\n"
+        return fill(source(BASELINES, "gradient_boosting.py"), {"call": call})
+    raise ValueError(f"no baseline program {kind!r} (with facts: {facts is not None})")
 
 
 @frozen(kw_only=True)
@@ -153,7 +121,7 @@ async def check_solvability(
 ) -> Solvability:
     """Run both baselines on ``package``'s valid split and judge the gap."""
     del resolver  # the package path resolves through openmle.gym
-    constant = await _run(sandbox, "constant", CONSTANT, package, timeout_s)
+    constant = await _run(sandbox, "constant", baseline_program("constant"), package, timeout_s)
     info = {
         "id": spec.submission_id,
         "target": spec.target,
@@ -162,7 +130,11 @@ async def check_solvability(
         "task_type": spec.task_type,
     }
     model = await _run(
-        sandbox, "gradient-boosting", GBM.format(spec=json.dumps(info)), package, timeout_s
+        sandbox,
+        "gradient-boosting",
+        baseline_program("gradient_boosting", info),
+        package,
+        timeout_s,
     )
     hib = spec.higher_is_better
     best: float | None = 1.0 if spec.metric in ("accuracy", "auc", "macro_f1", "map@k") else 0.0

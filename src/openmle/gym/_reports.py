@@ -1,10 +1,15 @@
 """What grading and validation return: :class:`GradeReport` and :class:`ValidationReport`.
 
-``GradeReport`` carries MLE-bench's grading-report fields (medal thresholds and flags,
-above-median, lower-is-better) plus the split the score came from and the human rank
-(``1 - entries strictly better / (N - 1)``, the paper's definition). Leaderboard fields are
-filled only for the ``test`` split of a task with a leaderboard: a validation score is measured
-on different rows, so placing it on the test leaderboard would mislead.
+``GradeReport`` is the one report value of a graded submission, for task packages and for
+every benchmark (``openmle.bench.CompetitionReport`` is its deprecated alias). It carries
+MLE-bench's grading-report fields (medal thresholds and flags, above-median, lower-is-better)
+plus the split the score came from, the human rank (``1 - entries strictly better / (N - 1)``,
+the paper's definition) and a bench run's seed. :meth:`GradeReport.to_mlebench` exports
+exactly MLE-bench's ``CompetitionReport.to_dict`` keys (``competition_id``,
+``valid_submission``, ``is_lower_better``, ...), and :meth:`GradeReport.from_dict` reads
+those too. Leaderboard fields are filled only for the ``test`` split of a task with a
+leaderboard: a validation score is measured on different rows, so placing it on the test
+leaderboard would mislead.
 """
 
 from __future__ import annotations
@@ -12,14 +17,46 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from attrs import field, frozen
 
-from openmle._leaderboard import MedalThresholds, above_median_of, human_rank_of, medal_of
+from openmle._exports import warn_deprecated
+from openmle._leaderboard import (
+    MedalThresholds,
+    above_median_of,
+    human_rank_of,
+    medal_of,
+    medal_thresholds,
+)
 from openmle._types import Split, check_split
+from openmle.errors import InvalidArgument
 
 __all__ = ["GradeReport", "Problem", "Severity", "ValidationReport"]
+
+MLEBENCH_REPORT_FIELDS: tuple[str, ...] = (
+    "competition_id",
+    "score",
+    "gold_threshold",
+    "silver_threshold",
+    "bronze_threshold",
+    "median_threshold",
+    "any_medal",
+    "gold_medal",
+    "silver_medal",
+    "bronze_medal",
+    "above_median",
+    "submission_exists",
+    "valid_submission",
+    "is_lower_better",
+    "created_at",
+    "submission_path",
+)
+"""The keys of one competition report in MLE-bench's grading report, in its order
+(MLE-bench's ``CompetitionReport.to_dict``): :meth:`GradeReport.to_mlebench`'s keys."""
+
+_MLEBENCH_NAMES = {"competition_id": "task", "valid_submission": "valid"}
+"""MLE-bench's field name -> the report's (``is_lower_better`` is ``not higher_is_better``)."""
 
 
 MAX_REASON_CHARS = 1000
@@ -34,6 +71,10 @@ def _clip(value: object) -> str:
     return f"{text[:keep]}... [{len(text) - keep} more characters]"
 
 
+def _path_text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
 def _finite_or_none(value: object) -> float | None:
     if value is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -44,17 +85,24 @@ def _finite_or_none(value: object) -> float | None:
 @final
 @frozen(kw_only=True)
 class GradeReport:
-    """The grade of one submission on one split of one task.
+    """The grade of one submission on one split of one task: the one report value.
+
+    Task packages and every benchmark return it. MLE-bench's names are :meth:`to_mlebench`'s
+    keys and read-only properties (``competition_id``, ``valid_submission``,
+    ``is_lower_better``); :meth:`from_dict` reads them.
 
     Args:
-        task: the task name.
-        split: the split whose answers the score was computed against.
+        task: the task name (MLE-bench's ``competition_id``).
+        split: the split whose answers the score was computed against (default ``test``,
+            the split a benchmark grades).
         score: the metric value (finite) when ``valid``, else None.
-        valid: whether the submission had the task's format and graded to a finite number.
+        valid: whether the submission had the task's format and graded to a finite number
+            (MLE-bench's ``valid_submission``).
         reason: why it is invalid, naming the problem and the fix (empty when valid). Never
             holds answer values; at most 1,000 characters (longer ones are cut, marked).
         higher_is_better: the metric's direction.
-        submission_path: the graded file.
+        submission_path: the graded file (a bench: relative to its directory); ``""`` when
+            none was kept (None, as older reports wrote it, reads as ``""``).
         submission_exists: whether that file existed.
         gold_threshold, silver_threshold, bronze_threshold, median_threshold: leaderboard
             thresholds in score units (None without a leaderboard or on the valid split).
@@ -67,15 +115,19 @@ class GradeReport:
         leaderboard_size: entries on the leaderboard (0 without one).
         leaderboard_best: the best leaderboard score (the SOTA default for relative gaps).
         grade_s: wall-clock seconds of the grading process (None when no process ran).
+        seed: the bench run's seed (None outside a bench).
+        created_at: when the report was made, ISO 8601 (``""`` when not recorded).
     """
 
+    MLEBENCH_FIELDS: ClassVar[tuple[str, ...]] = MLEBENCH_REPORT_FIELDS
+
     task: str
-    split: Split = field(converter=check_split)
+    split: Split = field(default=Split.TEST, converter=check_split)
     score: float | None = field(default=None, converter=_finite_or_none)
     valid: bool = False
     reason: str = field(default="", converter=_clip)
     higher_is_better: bool = True
-    submission_path: str | None = None
+    submission_path: str = field(default="", converter=_path_text)
     submission_exists: bool = True
     gold_threshold: float | None = None
     silver_threshold: float | None = None
@@ -90,12 +142,31 @@ class GradeReport:
     leaderboard_size: int = 0
     leaderboard_best: float | None = None
     grade_s: float | None = field(default=None, converter=_finite_or_none)
+    seed: int | None = None
+    created_at: str = ""
 
     def __attrs_post_init__(self) -> None:
         if self.valid and self.score is None:
             object.__setattr__(self, "valid", False)
             if not self.reason:
                 object.__setattr__(self, "reason", "the metric gave no finite score")
+
+    @classmethod
+    def missing(cls, task: str, *, seed: int | None = None, reason: str = "") -> GradeReport:
+        """A run that produced nothing (counted as a failure, never dropped): no submission,
+        no score, on the test split.
+        """
+        return cls(task=task, seed=seed, reason=reason or "no result", submission_exists=False)
+
+    @property
+    def competition_id(self) -> str:
+        """MLE-bench's name for ``task``."""
+        return self.task
+
+    @property
+    def valid_submission(self) -> bool:
+        """MLE-bench's name for ``valid``."""
+        return self.valid
 
     @property
     def is_lower_better(self) -> bool:
@@ -112,8 +183,6 @@ class GradeReport:
 
     def with_leaderboard(self, scores_best_first: tuple[float, ...]) -> GradeReport:
         """This report with the leaderboard fields filled from ``scores_best_first``."""
-        from openmle._leaderboard import medal_thresholds
-
         th: MedalThresholds = medal_thresholds(
             scores_best_first, higher_is_better=self.higher_is_better
         )
@@ -166,12 +235,52 @@ class GradeReport:
             "leaderboard_size": self.leaderboard_size,
             "leaderboard_best": self.leaderboard_best,
             "grade_s": self.grade_s,
+            "seed": self.seed,
+            "created_at": self.created_at,
         }
+
+    def to_mlebench(self) -> dict[str, Any]:
+        """Exactly MLE-bench's ``CompetitionReport.to_dict`` keys
+        (:data:`MLEBENCH_REPORT_FIELDS`, in its order): ``competition_id`` is ``task``,
+        ``valid_submission`` is ``valid``, ``is_lower_better`` is ``not higher_is_better``.
+        """
+        d = self.to_dict()
+        d.update(
+            competition_id=self.task,
+            valid_submission=self.valid,
+            is_lower_better=self.is_lower_better,
+        )
+        return {k: d[k] for k in MLEBENCH_REPORT_FIELDS}
+
+    def to_mlebench_dict(self) -> dict[str, Any]:
+        """Deprecated (removed in openmle 0.2.0): :meth:`to_mlebench`."""
+        warn_deprecated("GradeReport.to_mlebench_dict()", "call .to_mlebench()")
+        return self.to_mlebench()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GradeReport:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**dict(data))
+        """Inverse of :meth:`to_dict`; MLE-bench's dicts (:meth:`to_mlebench`'s keys, with
+        or without the extra fields of this report) load too.
+
+        Raises:
+            InvalidArgument: an unknown key, or a field named both ways.
+        """
+        names = {a.name for a in cls.__attrs_attrs__}
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "is_lower_better":
+                name, value = "higher_is_better", not value
+            else:
+                name = _MLEBENCH_NAMES.get(key, key)
+            if name not in names:
+                raise InvalidArgument(
+                    f"Expected a grade report's fields but got unknown key {key!r}; "
+                    f"the fields are {sorted(names)} (or MLE-bench's names)"
+                )
+            if name in out:
+                raise InvalidArgument(f"Expected one of {key!r} and {name!r} but got both")
+            out[name] = value
+        return cls(**out)
 
 
 class Severity(enum.StrEnum):

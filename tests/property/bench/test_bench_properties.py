@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from openmle.bench import (
-    CompetitionReport,
     Leaderboard,
     aggregate_seeds,
     build_seeds,
     competition_report,
 )
+from openmle.gym import GradeReport
 
 score = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False).map(lambda x: round(x, 5))
 
@@ -41,8 +41,10 @@ def test_a_better_score_never_earns_less(board: list[float], a: float, b: float)
     rw = competition_report("c", worse, board, submission_exists=True)
     assert RANK[rb.medal] >= RANK[rw.medal]
     assert rb.above_median >= rw.above_median
+    assert rb.human_rank is not None and rw.human_rank is not None  # a board: a rank
     assert rb.human_rank >= rw.human_rank
     for r in (rb, rw):
+        assert r.human_rank is not None
         assert r.gold_medal + r.silver_medal + r.bronze_medal <= 1
         assert r.any_medal == (r.gold_medal or r.silver_medal or r.bronze_medal)
         assert 0.0 <= r.human_rank <= 1.0
@@ -50,13 +52,13 @@ def test_a_better_score_never_earns_less(board: list[float], a: float, b: float)
     assert competition_report("c", board[0], board, submission_exists=True).gold_medal
 
 
-def _report(cid: str, medal: bool, valid: bool) -> CompetitionReport:
-    return CompetitionReport(
-        competition_id=cid,
+def _report(cid: str, medal: bool, valid: bool) -> GradeReport:
+    return GradeReport(
+        task=cid,
         score=1.0 if valid else None,
         gold_medal=medal and valid,
         any_medal=medal and valid,
-        valid_submission=valid,
+        valid=valid,
         submission_exists=valid,
         human_rank=0.5 if valid else 0.0,
     )

@@ -405,3 +405,24 @@ def test_docker_pool_reads_cuda_visible_devices_as_cuda_does(
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert DockerSandbox().gpus is None
     assert os.environ.get("CUDA_VISIBLE_DEVICES") is None
+
+
+def test_pid_alive_is_the_one_liveness_check() -> None:
+    """``openmle.backends.pid_alive`` (the container watchdog's own check, standard library
+    only): a running process is alive; a zombie, a reaped pid and anything that is not a
+    process id above 1 are not."""
+    import subprocess
+    import sys
+    import time
+
+    from openmle.backends import pid_alive
+
+    assert pid_alive(os.getpid())
+    assert not any(pid_alive(p) for p in (True, 0, 1, -5, "123", None, 2.0))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while pid_alive(child.pid) and time.monotonic() < deadline:  # exited, not reaped: a zombie
+        time.sleep(0.05)
+    assert not pid_alive(child.pid)
+    child.wait()
+    assert not pid_alive(child.pid)

@@ -8,15 +8,16 @@ import statistics
 import pytest
 from scipy import stats
 
-from openmle.bench import CompetitionReport, aggregate_seeds, build_seeds
+from openmle.bench import aggregate_seeds, build_seeds
 from openmle.errors import InvalidArgument
+from openmle.gym import GradeReport
 
 
 def rep(
     cid: str, *, medal: str | None = None, valid: bool = True, above: bool = False
-) -> CompetitionReport:
-    return CompetitionReport(
-        competition_id=cid,
+) -> GradeReport:
+    return GradeReport(
+        task=cid,
         score=1.0 if valid else None,
         gold_medal=medal == "gold",
         silver_medal=medal == "silver",
@@ -24,7 +25,7 @@ def rep(
         any_medal=medal is not None,
         above_median=above,
         submission_exists=True,
-        valid_submission=valid,
+        valid=valid,
         human_rank=0.5 if valid else 0.0,
     )
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from openmle.bench import CompetitionReport
+from openmle.gym import GradeReport
 
 rich_console = pytest.importorskip("rich.console", reason="the 'live' extra is not installed")
 
@@ -26,13 +26,13 @@ def _progress(step: int, best: float | None, used: float) -> SimpleNamespace:
     return SimpleNamespace(steps_done=step, best_score=best, fractions={"steps": used})
 
 
-def _report(cid: str, seed: int, score: float, medal: bool) -> CompetitionReport:
-    return CompetitionReport(
-        competition_id=cid,
+def _report(cid: str, seed: int, score: float, medal: bool) -> GradeReport:
+    return GradeReport(
+        task=cid,
         score=score,
         seed=seed,
         submission_exists=True,
-        valid_submission=True,
+        valid=True,
         gold_medal=medal,
         any_medal=medal,
     )

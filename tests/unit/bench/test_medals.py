@@ -17,13 +17,14 @@ import pytest
 
 from openmle.bench import (
     MLEBENCH_REPORT_FIELDS,
-    CompetitionReport,
     Leaderboard,
     competition_report,
     rank_score,
     round_score,
 )
+from openmle.bench._medals import bench_dict
 from openmle.errors import InvalidArgument
+from openmle.gym import GradeReport
 
 pd = pytest.importorskip("pandas")
 
@@ -151,16 +152,49 @@ def test_nan_rows_count_in_n_and_are_skipped_by_median() -> None:
 
 
 def test_report_fields_and_round_trip(tmp_path: Path) -> None:
-    """to_mlebench_dict has exactly MLE-bench's keys; to_dict/from_dict round-trip; JSON-ready."""
+    """to_mlebench has exactly MLE-bench's keys and values; to_dict/from_dict round-trip
+    (MLE-bench's own dict and the bench's stored dict load too); JSON-ready."""
     r = competition_report(
         "comp", 0.7, [0.9, 0.8, 0.7, 0.6], submission_exists=True, submission_path="s.csv", seed=2
     )
-    assert tuple(r.to_mlebench_dict()) == MLEBENCH_REPORT_FIELDS
-    assert CompetitionReport.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    assert isinstance(r, GradeReport)
+    ml = r.to_mlebench()
+    assert tuple(ml) == MLEBENCH_REPORT_FIELDS
+    assert ml["competition_id"] == "comp" and ml["valid_submission"] is True
+    assert ml["is_lower_better"] is False and ml["submission_path"] == "s.csv"
+    assert (r.competition_id, r.valid_submission, r.is_lower_better) == ("comp", True, False)
+    assert GradeReport.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+    assert GradeReport.from_dict(json.loads(json.dumps(bench_dict(r)))) == r
+    # MLE-bench's dict alone: every field it has, the rest at their defaults
+    back = GradeReport.from_dict(json.loads(json.dumps(ml)))
+    assert back.to_mlebench() == ml and back.seed is None
+    lower = GradeReport.from_dict({**ml, "is_lower_better": True})
+    assert not lower.higher_is_better
+    with pytest.raises(InvalidArgument, match="unknown key 'bogus'"):
+        GradeReport.from_dict({**ml, "bogus": 1})
+    with pytest.raises(InvalidArgument, match="both"):
+        GradeReport.from_dict({**ml, "task": "other"})
     # Human Rank: entries strictly worse / N = 1/4 (0.7 ties itself: not surpassed)
     assert r.human_rank == pytest.approx(1 / 4)
-    missing = CompetitionReport.missing("comp", seed=1)
+    missing = GradeReport.missing("comp", seed=1)
     assert not missing.submission_exists and not missing.valid_submission
+    assert (
+        bench_dict(missing)["human_rank"] == 0.0 and missing.to_mlebench()["submission_path"] == ""
+    )
+
+
+def test_competition_report_is_a_deprecated_alias_of_grade_report() -> None:
+    """openmle.bench.CompetitionReport (one report value now: gym's GradeReport) still works
+    for one release, warning with the removal version; so does to_mlebench_dict()."""
+    import openmle.bench
+
+    assert "CompetitionReport" not in openmle.bench.__all__
+    with pytest.warns(DeprecationWarning, match=r"removed in openmle 0\.2\.0.*GradeReport"):
+        old: object = openmle.bench.CompetitionReport
+    assert old is GradeReport
+    r = GradeReport.missing("comp")
+    with pytest.warns(DeprecationWarning, match=r"to_mlebench\(\)"):
+        assert r.to_mlebench_dict() == r.to_mlebench()
 
 
 def test_leaderboard_csv_and_lfs_pointer(tmp_path: Path) -> None:

@@ -52,17 +52,14 @@ def test_aggregate_hand_values() -> None:
 def test_one_convention_with_the_bench() -> None:
     """Medals 13, 17 and 17 of 22 over three seeds: mean 71.21 %, population sd 8.57 (the
     paper's), SEM 6.06 (ddof 1); gym's summary and the bench's suite metrics agree."""
-    from openmle.bench import CompetitionReport, aggregate_seeds
+    from openmle.bench import aggregate_seeds
 
     per_seed = [13, 17, 17]
     gym_runs = [[_report(f"t{i}", 100.0 if i < k else 1.0) for i in range(22)] for k in per_seed]
     g = summarize(gym_runs).any_medal_rate
     assert g is not None
     seeds = [
-        [
-            CompetitionReport(competition_id=f"t{i}", gold_medal=i < k, any_medal=i < k)
-            for i in range(22)
-        ]
+        [GradeReport(task=f"t{i}", gold_medal=i < k, any_medal=i < k) for i in range(22)]
         for k in per_seed
     ]
     b = aggregate_seeds(seeds).metrics["any_medal_percentage"]
