@@ -18,8 +18,9 @@ The suite runs in parallel workers (``pytest -n 2 --dist loadgroup``, pytest-xdi
 between workers: temp dirs come from ``tmp_path``/``tmp_path_factory`` (per worker), and
 ``$OPENMLE_CACHE`` (bundled tasks, validation views, image builds) points at a per-worker
 directory for the whole session (:func:`openmle_cache`), never at the user's
-``~/.cache/openmle``. Tests that share one engine or cluster per session run in one serial
-group (:data:`SERIAL_GROUPS`): all of them on the same worker, one at a time.
+``~/.cache/openmle``. Tests that share one engine or cluster per session run in its serial
+group (:data:`SERIAL_GROUPS`): all of them on the same worker, one at a time; the Docker group
+and the Ray group run side by side.
 """
 
 from __future__ import annotations
@@ -108,30 +109,61 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 #: Session fixture -> the xdist group of every test that uses it. A Docker Engine API (one
-#: ``podman system service`` per session, whose end-of-session check lists the containers
-#: DockerSandbox left) and a local Ray cluster are started once per worker session: their
-#: tests run on one worker, in order, so one engine and one cluster serve them all and no
-#: other worker's containers are in flight when the engine checks what was left behind.
+#: ``podman system service`` per worker session, whose end-of-session check lists the containers
+#: DockerSandbox left) and a local Ray cluster (``ray.init`` starts one per worker session) are
+#: started once per worker: the tests of each run on one worker, in order, so one engine serves
+#: them all and no other worker's containers are in flight when the engine checks what was left
+#: behind. The two groups are independent (a Ray cluster makes no container; each worker's Ray
+#: cluster is its own), so they run side by side on two workers.
 SERIAL_GROUPS = {
-    "docker_engine": "engines",
-    "managed_containers": "engines",
-    "ray_cluster": "engines",
+    "docker_engine": "docker",
+    "managed_containers": "docker",
+    "ray_cluster": "ray",
 }
 
+#: A test that uses fixtures of several groups runs in the first of them listed here (a test of
+#: RaySandbox with DockerSandbox inside needs the engine's group; its Ray cluster is then the
+#: docker worker's own).
+GROUP_ORDER = ("docker", "ray")
 
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the tests of a shared engine or cluster in their serial group (:data:`SERIAL_GROUPS`);
-    cap hypothesis tests at ``OPENMLE_HYPOTHESIS_MAX_EXAMPLES`` examples when it is set."""
+    cap hypothesis tests at ``OPENMLE_HYPOTHESIS_MAX_EXAMPLES`` examples when it is set.
+
+    It runs first: pytest-xdist's own hook (in each worker) reads the ``xdist_group`` marks
+    added here to send a group's tests to one worker."""
     for item in items:
         groups = {SERIAL_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in SERIAL_GROUPS}
-        if len(groups) > 1:
+        unknown = groups - set(GROUP_ORDER)
+        if unknown:
             raise pytest.UsageError(
-                f"{item.nodeid} uses fixtures of the serial groups {sorted(groups)}: a test runs "
-                "in one group, so map those fixtures to one group in SERIAL_GROUPS"
+                f"{item.nodeid} uses fixtures of the serial groups {sorted(unknown)} that "
+                "GROUP_ORDER does not list: add them there"
             )
         if groups:
-            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+            group = next(g for g in GROUP_ORDER if g in groups)
+            item.add_marker(pytest.mark.xdist_group(group))
     _cap_hypothesis(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a ``--dist loadgroup`` worker: fail unless pytest-xdist took every serial group (it
+    marks a grouped test by suffixing its node id with ``@GROUP``; a pytest whose node ids
+    xdist cannot change would silently spread a group over the workers)."""
+    if not getattr(session.config.option, "loadgroup", False):  # set in xdist's workers only
+        return
+    for item in session.items:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None and not item.nodeid.endswith(f"@{mark.args[0]}"):
+            why = (
+                f"pytest-xdist did not put {item.nodeid} in its serial group {mark.args[0]!r} "
+                f"(pytest {pytest.__version__}): install the versions of constraints.txt"
+            )
+            print(f"\nERROR: {why}", file=sys.__stderr__, flush=True)  # a worker's errors
+            raise pytest.UsageError(why)  # reach the terminal as "no active workers" only
 
 
 def _cap_hypothesis(items: list[pytest.Item]) -> None:
