@@ -292,7 +292,10 @@ SCHEMA_TEXT = f"""{{
   "title": string (1-80 chars),
   "data_file": string (a table path from the inventory; a path ending in "/" is a folder
                of images in one subfolder per class: its rows are the images, with columns
-               "file" (the image's path under it, never a feature) and "label" (the class)),
+               "file" (the image's path under it, never a feature; as "id_column" each row's
+               id is its image's neutral file name in the package, such as "000012.png") and
+               "label" (the class; named as the sample submission's answer column when that
+               names the classes)),
   "target": string (a column of data_file),
   "id_column": string (a column of unique values) or null (rows get an "id" column),
   "task_type": "binary" | "multiclass" | "regression",

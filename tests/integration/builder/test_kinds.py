@@ -3,7 +3,8 @@
 vetted metric, and a short offline search on the package beats its constant baseline:
 
 - an image folder with a labels CSV, and image folders per class without one (tiny PNGs made
-  here with numpy and Pillow, the ``data`` extra; skipped without it);
+  here with numpy and Pillow, the ``data`` extra; skipped without it), also in MLE-bench's
+  plant-seedlings layout with a sample submission (``file,species``) the task follows;
 - free text in a CSV, and the same text as JSON records;
 - a labelled table joined by a key to a table of several rows per key.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._kaggle_raw import SEEDLING_SPECIES, plant_seedlings_like
 from tests.integration.builder._steps import build as _build
 from tests.integration.builder._steps import search_beats_constant
 from tests.integration.builder._steps import validate as _validate
@@ -189,6 +191,51 @@ def test_image_folders_per_class_build_validate_and_search(tmp_path: Path) -> No
     by_id = sorted(train + answers, key=lambda r: int(r["id"]))
     assert len({r["label"] for r in by_id[:20]}) == 3
     assert not any(p.stem in ("top", "left", "flat") for p in (public / "images").iterdir())
+    _validate(pkg)
+    _beats(pkg, result)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.needs("PIL")
+@pytest.mark.parametrize("probabilities", [False, True], ids=["labels", "probabilities"])
+def test_plant_seedlings_layout_follows_its_sample_submission(
+    tmp_path: Path, probabilities: bool
+) -> None:
+    """train/<species>/*.png, an unlabeled test/*.png and sample_submission.csv (file,species
+    as MLE-bench prepares plant-seedlings-classification, or file,<species>...): the package
+    answers in the sample's columns, its ids are the copied images' neutral file names."""
+    raw = plant_seedlings_like(tmp_path / "raw", probabilities=probabilities)
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    assert result.record["gate"]["findings"] == []
+    spec = result.record["spec"]["spec"]
+    assert (spec["data_file"], spec["id_column"], spec["kind"]) == ("train/", "file", "image")
+    public, private = pkg / "data" / "public", pkg / "data" / "private"
+    sample_h = _header(raw / "sample_submission.csv")
+    assert _header(public / "sample_submission.csv") == sample_h
+    target = "label" if probabilities else "species"
+    assert spec["target"] == target
+    assert spec["metric"] == ("log_loss" if probabilities else "accuracy")
+    assert _header(private / "test_answer.csv") == ["file", target]
+    train, test = _rows(public / "train.csv"), _rows(public / "test.csv")
+    answers = _rows(private / "test_answer.csv")
+    assert len(train) + len(answers) == 150  # the labelled images only, none of raw test/
+    assert {r[target] for r in answers} == set(SEEDLING_SPECIES)  # class names, as the sample
+    # Ids are file names like the sample's, of the copies (no class, no raw name in them).
+    raw_names = {p.name for p in (raw / "train").rglob("*.png")}
+    for r in train + test:
+        assert r["file"].endswith(".png") and r["file"] not in raw_names
+        assert r["image"] == f"images/{r['file']}" and (public / r["image"]).is_file()
+        assert not any(s.lower() in r["file"].lower() for s in SEEDLING_SPECIES)
+    assert {r["file"] for r in test} == {r["file"] for r in answers}
+    # Ids follow the images' hashes: the first ids hold every class.
+    by_id = sorted(train + answers, key=lambda r: r["file"])
+    assert len({r[target] for r in by_id[:20]}) == 3
     _validate(pkg)
     _beats(pkg, result)
 
