@@ -117,11 +117,13 @@ def plant_seedlings_like(
     *,
     probabilities: bool = False,
     real_images: bool = True,
+    id_column: str = "file",
 ) -> Path:
     """MLE-bench's prepared plant-seedlings-classification layout: ``train/<species>/<name>.png``
     (names nine hex digits, as Kaggle's), an unlabeled ``test/<name>.png`` and
     ``sample_submission.csv`` with ``file,species`` (the test images' names, one constant
-    species), or with ``probabilities`` ``file,<species>...`` (in an unsorted order).
+    species), or with ``probabilities`` ``file,<species>...`` (in an unsorted order);
+    ``id_column`` renames ``file``.
 
     ``real_images``: 12x12 RGB PNGs (numpy and Pillow, the ``data`` extra) whose classes differ
     in brightness by region, else a few distinct bytes (the inventory does not open images).
@@ -154,11 +156,10 @@ def plant_seedlings_like(
         species = [SEEDLING_SPECIES[2], SEEDLING_SPECIES[0], SEEDLING_SPECIES[1]]
         _write(
             root / "sample_submission.csv",
-            ["file", *species],
+            [id_column, *species],
             [[name, "0.333", "0.333", "0.334"] for name in names],
         )
     else:
-        _write(
-            root / "sample_submission.csv", ["file", "species"], [[m, "Sugar beet"] for m in names]
-        )
+        sample = [[m, "Sugar beet"] for m in names]
+        _write(root / "sample_submission.csv", [id_column, "species"], sample)
     return root

@@ -301,7 +301,7 @@ def _class_sample_hints(
     for sample_file in named:
         header, _ = sample = tables[sample_file]
         idc, answers = header[0], tuple(header[1:])
-        if len(set(header)) != len(header) or CLASS_FILE_COLUMN in answers:
+        if len(set(header)) != len(header) or not idc.strip():
             continue
         for root, rows in sorted(class_rows.items()):
             classes = {label for _, label in rows}

@@ -300,17 +300,20 @@ def _class_tables(
     record: Intake, folders: dict[str, list[tuple[str, str]]], hints: Hints
 ) -> list[FileInfo]:
     """A table for each per-class image folder: columns ``file`` (the image's path under the
-    folder; its first part is the label, so it is never a feature) and ``label``, or the
-    column a raw sample submission answers with (its ``species``) when it names the folder's
-    classes (``hints.labelled_file`` is the folder, with ``"labels"``).
+    folder; its first part is the label, so it is never a feature) and ``label``. When a raw
+    sample submission answers for the folder (``hints.labelled_file``), the first is named as
+    its id column, and the label as its answer column (its ``species``) when that holds the
+    classes (``"labels"``).
     """
     sizes = {f.path: f.size for f in record.files}
     out = []
     for root, rows in folders.items():
         prefix = f"{root}/" if root else ""
-        label = CLASS_LABEL_COLUMN
-        if hints.labelled_file == class_table_path(root) and hints.answer_format == "labels":
-            label = hints.target or label
+        file, label = CLASS_FILE_COLUMN, CLASS_LABEL_COLUMN
+        if hints.labelled_file == class_table_path(root):
+            file = hints.id_column or file
+            if hints.answer_format == "labels":
+                label = hints.target or label
         out.append(
             FileInfo(
                 path=class_table_path(root),
@@ -318,7 +321,7 @@ def _class_tables(
                 size=sum(sizes[prefix + p] for p, _ in rows),
                 rows=len(rows),
                 columns=(
-                    _column_stats(CLASS_FILE_COLUMN, [p for p, _ in rows]),
+                    _column_stats(file, [p for p, _ in rows]),
                     _column_stats(label, [c for _, c in rows]),
                 ),
             )

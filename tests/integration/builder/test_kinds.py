@@ -201,27 +201,30 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.needs("PIL")
-@pytest.mark.parametrize("probabilities", [False, True], ids=["labels", "probabilities"])
+@pytest.mark.parametrize(
+    ("probabilities", "idc"), [(False, "file"), (True, "image_name")], ids=["labels", "probs"]
+)
 def test_plant_seedlings_layout_follows_its_sample_submission(
-    tmp_path: Path, probabilities: bool
+    tmp_path: Path, probabilities: bool, idc: str
 ) -> None:
     """train/<species>/*.png, an unlabeled test/*.png and sample_submission.csv (file,species
-    as MLE-bench prepares plant-seedlings-classification, or file,<species>...): the package
-    answers in the sample's columns, its ids are the copied images' neutral file names."""
-    raw = plant_seedlings_like(tmp_path / "raw", probabilities=probabilities)
+    as MLE-bench prepares plant-seedlings-classification, or image_name,<species>...): the
+    package answers in the sample's columns, its ids are the copied images' neutral names."""
+    raw = plant_seedlings_like(tmp_path / "raw", probabilities=probabilities, id_column=idc)
     pkg = tmp_path / "pkg"
     result = _build(raw, pkg)
     assert result.status == "built", result.reason
     assert result.record["gate"]["findings"] == []
     spec = result.record["spec"]["spec"]
-    assert (spec["data_file"], spec["id_column"], spec["kind"]) == ("train/", "file", "image")
+    assert (spec["data_file"], spec["id_column"], spec["kind"]) == ("train/", idc, "image")
+    assert spec["inputs"]["image_column"] == idc
     public, private = pkg / "data" / "public", pkg / "data" / "private"
     sample_h = _header(raw / "sample_submission.csv")
     assert _header(public / "sample_submission.csv") == sample_h
     target = "label" if probabilities else "species"
     assert spec["target"] == target
     assert spec["metric"] == ("log_loss" if probabilities else "accuracy")
-    assert _header(private / "test_answer.csv") == ["file", target]
+    assert _header(private / "test_answer.csv") == [idc, target]
     train, test = _rows(public / "train.csv"), _rows(public / "test.csv")
     answers = _rows(private / "test_answer.csv")
     assert len(train) + len(answers) == 150  # the labelled images only, none of raw test/
@@ -229,12 +232,12 @@ def test_plant_seedlings_layout_follows_its_sample_submission(
     # Ids are file names like the sample's, of the copies (no class, no raw name in them).
     raw_names = {p.name for p in (raw / "train").rglob("*.png")}
     for r in train + test:
-        assert r["file"].endswith(".png") and r["file"] not in raw_names
-        assert r["image"] == f"images/{r['file']}" and (public / r["image"]).is_file()
-        assert not any(s.lower() in r["file"].lower() for s in SEEDLING_SPECIES)
-    assert {r["file"] for r in test} == {r["file"] for r in answers}
+        assert r[idc].endswith(".png") and r[idc] not in raw_names
+        assert r["image"] == f"images/{r[idc]}" and (public / r["image"]).is_file()
+        assert not any(s.lower() in r[idc].lower() for s in SEEDLING_SPECIES)
+    assert {r[idc] for r in test} == {r[idc] for r in answers}
     # Ids follow the images' hashes: the first ids hold every class.
-    by_id = sorted(train + answers, key=lambda r: r["file"])
+    by_id = sorted(train + answers, key=lambda r: r[idc])
     assert len({r[target] for r in by_id[:20]}) == 3
     _validate(pkg)
     _beats(pkg, result)

@@ -261,14 +261,25 @@ def test_a_class_folder_with_a_sample_submission_follows_it(tmp_path: Path) -> N
         parse_spec(dict(good, target="label"), inv)
 
 
-def test_a_class_folder_with_per_class_probabilities_keeps_their_order(tmp_path: Path) -> None:
-    raw = plant_seedlings_like(tmp_path / "seedlings", probabilities=True, real_images=False)
+@pytest.mark.parametrize("idc", ["file", "image", "id"])
+def test_a_class_folder_with_per_class_probabilities_keeps_their_order(
+    tmp_path: Path, idc: str
+) -> None:
+    raw = plant_seedlings_like(
+        tmp_path / "seedlings", probabilities=True, real_images=False, id_column=idc
+    )
     inv = inventory(intake(raw))
     order = (SEEDLING_SPECIES[2], SEEDLING_SPECIES[0], SEEDLING_SPECIES[1])
     assert (inv.hints.answer_format, inv.hints.answer_columns) == ("probabilities", order)
     assert inv.hints.target == "label"
+    # The folder's image column is named as the sample's id column.
+    table = inv.file("train/")
+    assert table is not None and [c.name for c in table.columns] == [idc, "label"]
     spec = parse_spec(offline_spec(inv.to_dict()), inv)
-    assert (spec.metric, spec.answer_columns, spec.id_column) == ("log_loss", order, "file")
+    assert (spec.metric, spec.answer_columns, spec.id_column) == ("log_loss", order, idc)
+    assert spec.inputs.image_column == idc
+    with pytest.raises(ValueError, match=f'"image_column": "{idc}"'):
+        parse_spec(dict(offline_spec(inv.to_dict()), inputs={"images": "train"}), inv)
 
 
 def test_a_sample_naming_no_class_of_the_folder_is_no_hint(tmp_path: Path) -> None:

@@ -40,16 +40,17 @@ _IMAGES = ("png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff")
 
 
 def _class_folders(root):
-    """A per-class image folder as a table: each image in a subfolder is a row (columns file,
-    its path under the folder, and the target, the subfolder's name), the rows ordered by the
-    SHA-256 of the image's bytes, so neither a row's number nor its image's reveals the label."""
+    """A per-class image folder as a table: each image in a subfolder is a row (columns the
+    image column, its path under the folder, and the target, the subfolder's name), the rows
+    ordered by the SHA-256 of the image's bytes, so neither a row's number nor its image's
+    reveals the label."""
     rows = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         for f in sorted(folder.iterdir()):
             if f.is_file() and "." in f.name and f.suffix.lower().lstrip(".") in _IMAGES:
                 digest = hashlib.sha256(f.read_bytes()).hexdigest()
                 rows.append((digest, f"{folder.name}/{f.name}", folder.name))
-    return ["file", SPEC["target"]], [[p, c] for _, p, c in sorted(rows)]
+    return [SPEC["inputs"]["image_column"], SPEC["target"]], [[p, c] for _, p, c in sorted(rows)]
 
 
 def _read(path):
