@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from tests._kaggle_raw import SEEDLING_SPECIES, plant_seedlings_like
+from tests.integration.builder._steps import Mutant, replace, search_beats_constant
 from tests.integration.builder._steps import build as _build
-from tests.integration.builder._steps import search_beats_constant
 from tests.integration.builder._steps import validate as _validate
 
 from openmle.builder import BuildResult
@@ -202,7 +202,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.needs("PIL")
 @pytest.mark.parametrize(
-    ("probabilities", "idc"), [(False, "file"), (True, "image_name")], ids=["labels", "probs"]
+    ("probabilities", "idc"),
+    [(False, "file"), (True, "image_name"), (False, "image")],
+    ids=["labels", "probs", "id-image"],
 )
 def test_plant_seedlings_layout_follows_its_sample_submission(
     tmp_path: Path, probabilities: bool, idc: str
@@ -233,7 +235,8 @@ def test_plant_seedlings_layout_follows_its_sample_submission(
     raw_names = {p.name for p in (raw / "train").rglob("*.png")}
     for r in train + test:
         assert r[idc].endswith(".png") and r[idc] not in raw_names
-        assert r["image"] == f"images/{r[idc]}" and (public / r["image"]).is_file()
+        assert r["image"].rsplit("/", 1)[-1] == r[idc].rsplit("/", 1)[-1]
+        assert (public / r["image"]).is_file()
         assert not any(s.lower() in r[idc].lower() for s in SEEDLING_SPECIES)
     assert {r[idc] for r in test} == {r[idc] for r in answers}
     # Ids follow the images' hashes: the first ids hold every class.
@@ -241,6 +244,20 @@ def test_plant_seedlings_layout_follows_its_sample_submission(
     assert len({r[target] for r in by_id[:20]}) == 3
     _validate(pkg)
     _beats(pkg, result)
+
+
+@pytest.mark.needs("PIL")
+def test_ids_that_keep_the_raw_path_are_a_gate_finding(tmp_path: Path) -> None:
+    """A prepare.py naming rows by their raw path (``Black-grass/0a1b2c3d4.png``: the class)
+    is rejected by the gate with label_leaking_id."""
+    raw = plant_seedlings_like(tmp_path / "raw", n=60, n_test=3)
+    keep_raw = replace(
+        'neutral = name if in_place else name.split("/")[-1]', "neutral = r[id_index]"
+    )
+    result = _build(raw, tmp_path / "pkg", Mutant(keep_raw), solvability=False)
+    assert (result.status, result.stage) == ("rejected", "gate"), result.reason
+    assert "label_leaking_id" in result.findings, result.findings
+    assert not (tmp_path / "pkg").exists()
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["csv", "json"])

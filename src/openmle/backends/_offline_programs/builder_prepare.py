@@ -133,7 +133,8 @@ def _images(raw, public, header, body, id_index):
     """Copy each row's image to public/images/<n><suffix>; add the image column and 64 pixel
     columns (8x8 grey levels). The raw image column (its path may name the label) is dropped,
     unless it is the id column (a per-class folder whose sample submission names rows by
-    file): its values become the copies' neutral names (<n><suffix>)."""
+    file): its values become the copies' neutral names (<n><suffix>), or their paths when
+    the id column is named image (then it is the image column too)."""
     try:
         from PIL import Image
     except ImportError:
@@ -146,6 +147,8 @@ def _images(raw, public, header, body, id_index):
             if p.is_file():
                 by_stem.setdefault(p.stem, p)
     (public / "images").mkdir(parents=True, exist_ok=True)
+    named_by_image = column is not None and column == SPEC["id_column"]
+    in_place = named_by_image and column == "image"  # the id column is the image column
     out = []
     for n, r in enumerate(body):
         src = folder / r[header.index(column)] if column else by_stem.get(r[id_index])
@@ -155,10 +158,11 @@ def _images(raw, public, header, body, id_index):
         shutil.copyfile(src, public / name)
         with Image.open(src) as im:
             pixels = list(im.convert("L").resize((8, 8), Image.Resampling.BILINEAR).getdata())
-        if column and column == SPEC["id_column"]:
-            r = r[:id_index] + [name.split("/")[-1]] + r[id_index + 1 :]
-        out.append(r + [name] + [str(v) for v in pixels])
-    header = header + ["image"] + [f"px{k}" for k in range(64)]
+        if named_by_image:  # the id names the copy (its path, if the id column is "image")
+            neutral = name if in_place else name.split("/")[-1]
+            r = r[:id_index] + [neutral] + r[id_index + 1 :]
+        out.append(r + ([] if in_place else [name]) + [str(v) for v in pixels])
+    header = header + ([] if in_place else ["image"]) + [f"px{k}" for k in range(64)]
     if column and column != SPEC["id_column"]:
         j = header.index(column)
         header = header[:j] + header[j + 1 :]
