@@ -259,6 +259,16 @@ def test_a_class_folder_with_a_sample_submission_follows_it(tmp_path: Path) -> N
         parse_spec(dict(good, metric="log_loss"), inv)
     with pytest.raises(ValueError, match="'label' is not a column"):
         parse_spec(dict(good, target="label"), inv)
+    # Its description's metric (micro-averaged F1 of one label: accuracy) agrees, macro F1 not.
+    (raw / "description.md").write_text(
+        "Tell a weed from a crop seedling.\n\nScored by MeanFScore, a micro-averaged F1-score.\n"
+    )
+    inv = inventory(intake(raw))
+    assert inv.hints.description_metric == "accuracy"
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert spec.metric == "accuracy" and spec.description.startswith("Tell a weed")
+    with pytest.raises(ValueError, match="description names metric 'accuracy'"):
+        parse_spec(dict(good, metric="macro_f1"), inv)
 
 
 @pytest.mark.parametrize("idc", ["file", "image", "id"])
