@@ -104,3 +104,62 @@ def time_ordered_like(root: Path, n: int = 200) -> Path:
     rng.shuffle(rows)
     _write(root / "sales.csv", ["date", "store", "promo", "sales"], rows)
     return root
+
+
+SEEDLING_SPECIES = ("Black-grass", "Common wheat", "Sugar beet")
+"""Three of plant-seedlings-classification's twelve species, spelt as its folders are."""
+
+
+def plant_seedlings_like(
+    root: Path,
+    n: int = 150,
+    n_test: int = 12,
+    *,
+    probabilities: bool = False,
+    real_images: bool = True,
+    id_column: str = "file",
+) -> Path:
+    """MLE-bench's prepared plant-seedlings-classification layout: ``train/<species>/<name>.png``
+    (names nine hex digits, as Kaggle's), an unlabeled ``test/<name>.png`` and
+    ``sample_submission.csv`` with ``file,species`` (the test images' names, one constant
+    species), or with ``probabilities`` ``file,<species>...`` (in an unsorted order);
+    ``id_column`` renames ``file``.
+
+    ``real_images``: 12x12 RGB PNGs (numpy and Pillow, the ``data`` extra) whose classes differ
+    in brightness by region, else a few distinct bytes (the inventory does not open images).
+    """
+    rng = random.Random(7)
+    (root / "test").mkdir(parents=True)
+
+    def image(path: Path, c: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not real_images:
+            path.write_bytes(b"\x89PNG\r\n\x1a\n" + path.name.encode())
+            return
+        import numpy as np
+        from PIL import Image
+
+        pixels = np.random.default_rng(rng.randrange(2**32)).normal(100, 40, size=(12, 12, 3))
+        if c == 0:
+            pixels[:6] += 60
+        elif c == 1:
+            pixels[:, :6] += 60
+        Image.fromarray(np.clip(pixels, 0, 255).astype("uint8")).save(path)
+
+    for k in range(n):
+        c = k % len(SEEDLING_SPECIES)
+        image(root / "train" / SEEDLING_SPECIES[c] / f"{rng.getrandbits(36):09x}.png", c)
+    names = [f"{rng.getrandbits(36):09x}.png" for _ in range(n_test)]
+    for k, name in enumerate(names):
+        image(root / "test" / name, k % 3)
+    if probabilities:
+        species = [SEEDLING_SPECIES[2], SEEDLING_SPECIES[0], SEEDLING_SPECIES[1]]
+        _write(
+            root / "sample_submission.csv",
+            [id_column, *species],
+            [[name, "0.333", "0.333", "0.334"] for name in names],
+        )
+    else:
+        sample = [[m, "Sugar beet"] for m in names]
+        _write(root / "sample_submission.csv", [id_column, "species"], sample)
+    return root

@@ -133,7 +133,8 @@ def _inputs(
     """
     table = files[path]
     if table.get("format") == _CLASS_FOLDERS:  # a per-class image folder: its images are rows
-        return {"images": "" if path == "./" else path.rstrip("/"), "image_column": "file"}
+        file = table["columns"][0]["name"]  # "file", or the sample submission's id column
+        return {"images": "" if path == "./" else path.rstrip("/"), "image_column": file}
     cols = {c["name"]: c for c in table["columns"]}
     images = [f["path"] for f in inventory.get("files", []) if str(f.get("format")) in _IMAGES]
     out: dict[str, Any] = {}

@@ -17,7 +17,7 @@ Files are read as CSV text with the inventory's bounds; names and text are clipp
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,10 @@ MAX_GOAL_CHARS = 500
 DESCRIPTION_NAMES = ("description.txt", "description.md")
 """Raw file names read as the task's description (case-insensitive, top level)."""
 _MAX_CLASSES = 100
+CLASS_FILE_COLUMN = "file"
+"""A per-class image folder's column of image paths under it (their first part the class)."""
+CLASS_LABEL_COLUMN = "label"
+"""A per-class image folder's label column, unless its sample submission names it."""
 
 # Metric names as a description writes them -> the vetted library's name. Earliest match wins;
 # "RMSE ... logarithm" is RMSLE (House Prices' wording).
@@ -47,6 +51,8 @@ _METRIC_PATTERNS: tuple[tuple[str, str], ...] = (
     ("mae", r"\bmae\b|mean[- ]absolute[- ]error"),
     ("log_loss", r"\blog[- ]?loss\b|logarithmic loss|cross[- ]entropy"),
     ("auc", r"\b(roc[- ]?)?auc\b|area under the (roc )?curve"),
+    # Micro-averaged F1 of one label per row is accuracy (plant-seedlings' "MeanFScore").
+    ("accuracy", r"\bmicro[- ]?(averaged[- ])?f1\b|\bf1[- _]?micro\b"),
     ("macro_f1", r"\bmacro[- ]?(averaged )?f1\b|\bf1[- ]score\b|\bmean f1\b"),
     ("map@k", r"\bmap@\d+\b|mean average precision"),
     ("accuracy", r"\baccuracy\b|\bpercentage of .{0,40}correctly\b"),
@@ -155,6 +161,13 @@ class Hints:
             lines.append(
                 f"labelled table: {_clip(self.labelled_file)}, target {_clip(self.target or '')}"
             )
+            if self.labelled_file.endswith("/"):
+                lines.append(
+                    "a per-class image folder: its images are the labelled rows (images "
+                    "elsewhere, such as an unlabeled test/ folder, are not); with 'id_column' "
+                    f"{_clip(self.id_column or '')!r} the ids are the copied images' neutral "
+                    "file names"
+                )
         if self.unlabeled_files:
             lines.append(
                 "unlabeled test table(s), not labelled data: "
@@ -274,6 +287,37 @@ def _sample_hints(tables: dict[str, _Table]) -> dict[str, Any]:
     return found
 
 
+def _class_sample_hints(
+    tables: dict[str, _Table], class_rows: Mapping[str, Sequence[tuple[str, str]]]
+) -> dict[str, Any]:
+    """The hints of a sample submission beside a per-class image folder (plant-seedlings
+    style: ``train/<class>/*.png``, an unlabeled ``test/*.png``, ``sample_submission.csv``
+    with ``file,species``), which no table holds: its one answer column of class names is
+    the folder's label (``"labels"``), or its answer columns are the classes
+    (``"probabilities"``, the label column keeps its name ``label``).
+    """
+    named = [p for p in tables if "submission" in Path(p).name.lower() and len(tables[p][0]) >= 2]
+    named.sort(key=lambda p: ("sample" not in Path(p).name.lower(), p.count("/"), p))
+    for sample_file in named:
+        header, _ = sample = tables[sample_file]
+        idc, answers = header[0], tuple(header[1:])
+        if len(set(header)) != len(header) or not idc.strip():
+            continue
+        for root, rows in sorted(class_rows.items()):
+            classes = {label for _, label in rows}
+            found: dict[str, Any] = {
+                "sample_file": sample_file,
+                "id_column": idc,
+                "answer_columns": answers,
+                "labelled_file": f"{root}/" if root else "./",
+            }
+            if set(answers) == classes and idc != CLASS_LABEL_COLUMN:
+                return {**found, "target": CLASS_LABEL_COLUMN, "answer_format": "probabilities"}
+            if len(answers) == 1 and set(_values(sample, answers[0])) <= classes:
+                return {**found, "target": answers[0], "answer_format": "labels"}
+    return {}
+
+
 def _description(record: Intake) -> tuple[str | None, str]:
     for raw in record.files:
         if raw.path.lower() in DESCRIPTION_NAMES:
@@ -319,12 +363,17 @@ def read_hints(
     *,
     goal: str = "",
     metric: str | None = None,
+    class_rows: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> Hints:
-    """The hints of a raw folder (``tables``: its readable tables by path) and a user's goal.
+    """The hints of a raw folder (``tables``: its readable tables by path; ``class_rows``:
+    its per-class image folders, see :func:`openmle.builder._inventory.class_folders`) and a
+    user's goal.
 
     ``metric`` (already checked against the vetted library) wins over one the goal names.
     """
     found = _sample_hints(tables)
+    if not found.get("labelled_file") and class_rows:
+        found = _class_sample_hints(tables, class_rows) or found
     description_file, description = _description(record)
     goal = clean_description(goal, MAX_GOAL_CHARS).replace("\n", " ")
     return Hints(

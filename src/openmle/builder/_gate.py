@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -18,7 +19,13 @@ from attrs import field, frozen
 
 from openmle._types import Split
 from openmle.builder._intake import sha256_file
-from openmle.builder._inventory import Inventory, read_table
+from openmle.builder._inventory import (
+    CLASS_FOLDERS,
+    Inventory,
+    class_folders,
+    class_table_root,
+    read_table,
+)
 from openmle.builder._spec import TaskSpec, hint_conflicts
 from openmle.gym import CsvError, check_split, positive_labels
 
@@ -32,6 +39,8 @@ FINDINGS: dict[str, str] = {
     "symlink": "a symbolic link in the output",
     "unreadable_csv": "a CSV that does not parse",
     "label_leaking_file_name": "a public file whose name reveals the label",
+    "label_leaking_id": "a test id of a per-class image folder's task names a class or a raw "
+    "path (name rows by the copied images' neutral names)",
     "duplicate_ids": "an id repeated in test data, the sample submission or the answers",
     "id_mismatch": "test, sample submission and answers do not hold the same ids",
     "target_in_public_test": "the target column is in public test data",
@@ -197,6 +206,7 @@ def run_gate(spec: TaskSpec, inv: Inventory, package: Path, second_run: Path | N
     _check_tables(spec, inv, tables, add)
     if spec.inputs.images is not None:
         _check_images(data / "public", tables, add)
+    _check_class_ids(spec, inv, tables["public/test.csv"], add)
     _check_hints(spec, inv, tables["public/sample_submission.csv"][0], add)
     if found:
         return GateResult(findings=tuple(found), checksums=sums)
@@ -305,6 +315,35 @@ def _image_path_ok(public: Path, value: str) -> bool:
         return False
     path = public.joinpath(*parts)
     return path.is_file() and not path.is_symlink()
+
+
+def _words(text: str) -> str:
+    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+
+
+def _check_class_ids(spec: TaskSpec, inv: Inventory, test: _Table, add: _Add) -> None:
+    """A per-class image folder's task: no test id holds a class name (as whole words) or a
+    raw image path (whose folder is the class), so an id cannot give the answer.
+    """
+    table = inv.file(spec.data_file)
+    if table is None or table.format != CLASS_FOLDERS:
+        return
+    header, rows = test
+    if spec.submission_id not in header:
+        return  # missing_file already says so
+    raw = class_folders(tuple(f.path for f in inv.files)).get(class_table_root(spec.data_file))
+    pairs = raw or []
+    classes = {_words(label) for _, label in pairs} - {"  "}
+    paths = {path for path, _ in pairs}
+    j = header.index(spec.submission_id)
+    bad = [r[j] for r in rows if r[j] in paths or any(c in _words(r[j]) for c in classes)]
+    if bad:
+        add(
+            "label_leaking_id",
+            "public/test.csv",
+            f"{len(bad)} test id(s) name a class or a raw path (first {bad[0][:80]!r}); name "
+            "each row by its copied image's neutral name or a number",
+        )
 
 
 def _check_hints(spec: TaskSpec, inv: Inventory, sample_h: list[str], add: _Add) -> None:

@@ -16,7 +16,12 @@ from typing import Any
 
 from attrs import field, frozen
 
-from openmle.builder._conventions import Hints, read_hints
+from openmle.builder._conventions import (
+    CLASS_FILE_COLUMN,
+    CLASS_LABEL_COLUMN,
+    Hints,
+    read_hints,
+)
 from openmle.builder._intake import Intake
 
 __all__ = ["CLASS_FOLDERS", "ColumnStats", "FileInfo", "Inventory", "class_folders", "inventory"]
@@ -291,14 +296,24 @@ def class_table_root(path: str) -> str:
     return "" if path == "./" else path.rstrip("/")
 
 
-def _class_tables(record: Intake) -> list[FileInfo]:
+def _class_tables(
+    record: Intake, folders: dict[str, list[tuple[str, str]]], hints: Hints
+) -> list[FileInfo]:
     """A table for each per-class image folder: columns ``file`` (the image's path under the
-    folder; its first part is the label, so it is never a feature) and ``label``.
+    folder; its first part is the label, so it is never a feature) and ``label``. When a raw
+    sample submission answers for the folder (``hints.labelled_file``), the first is named as
+    its id column, and the label as its answer column (its ``species``) when that holds the
+    classes (``"labels"``).
     """
     sizes = {f.path: f.size for f in record.files}
     out = []
-    for root, rows in class_folders(tuple(sizes)).items():
+    for root, rows in folders.items():
         prefix = f"{root}/" if root else ""
+        file, label = CLASS_FILE_COLUMN, CLASS_LABEL_COLUMN
+        if hints.labelled_file == class_table_path(root):
+            file = hints.id_column or file
+            if hints.answer_format == "labels":
+                label = hints.target or label
         out.append(
             FileInfo(
                 path=class_table_path(root),
@@ -306,8 +321,8 @@ def _class_tables(record: Intake) -> list[FileInfo]:
                 size=sum(sizes[prefix + p] for p, _ in rows),
                 rows=len(rows),
                 columns=(
-                    _column_stats("file", [p for p, _ in rows]),
-                    _column_stats("label", [c for _, c in rows]),
+                    _column_stats(file, [p for p, _ in rows]),
+                    _column_stats(label, [c for _, c in rows]),
                 ),
             )
         )
@@ -477,13 +492,14 @@ def inventory(record: Intake, *, goal: str = "", metric: str | None = None) -> I
         named = [c for c in columns if _looks_like(c.name, _TARGET_WORDS)]
         last = [columns[-1]] if columns and not _looks_like(columns[-1].name, _ID_WORDS) else []
         targets.extend(f"{raw.path}:{c.name}" for c in named + [c for c in last if c not in named])
-    for table in _class_tables(record):  # listed just before the folder's files
+    folders = class_folders(tuple(f.path for f in record.files))
+    hints = read_hints(record, tables, goal=goal, metric=metric, class_rows=folders)
+    del tables
+    for table in _class_tables(record, folders, hints):  # listed just before the folder's files
         prefix = "" if table.path == "./" else table.path
         at = next(k for k, f in enumerate(files) if f.path.startswith(prefix))
         files.insert(at, table)
-        targets.append(f"{table.path}:label")
-    hints = read_hints(record, tables, goal=goal, metric=metric)
-    del tables
+        targets.append(f"{table.path}:{table.columns[1].name}")
     first = [f"{hints.labelled_file}:{hints.target}"] if hints.target else []
     if hints.goal_target is not None:
         holding = [f for f in files if f.column(hints.goal_target) is not None and f.rows]

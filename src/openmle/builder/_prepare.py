@@ -72,7 +72,10 @@ public/images/ under a name that does not reveal the label, with a column "image
 path relative to public/ ("images/..."), in train.csv and test.csv.
 A data_file ending in "/" is a folder of one subfolder per class: each image directly in a
 subfolder is a labelled row (its label the subfolder's name); order the rows by something
-that does not reveal the label (the SHA-256 of the image's bytes) and never use the raw path.
+that does not reveal the label (the SHA-256 of the image's bytes) and never use the raw path;
+its columns are the spec's inputs.image_column (the path under the folder) and target; when
+the id_column is that image column, each row's id is the neutral file name of its copied
+image (images/000012.png: "000012.png").
 Answer with one ```python block."""
 
 MAX_DEPTH = 8

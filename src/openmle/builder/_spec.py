@@ -292,7 +292,11 @@ SCHEMA_TEXT = f"""{{
   "title": string (1-80 chars),
   "data_file": string (a table path from the inventory; a path ending in "/" is a folder
                of images in one subfolder per class: its rows are the images, with columns
-               "file" (the image's path under it, never a feature) and "label" (the class)),
+               "file" (the image's path under it, never a feature; named as the sample
+               submission's id column when one answers for the folder; as "id_column" each
+               row's id is its image's neutral file name in the package, "000012.png") and
+               "label" (the class; named as the sample submission's answer column when that
+               holds the classes)),
   "target": string (a column of data_file),
   "id_column": string (a column of unique values) or null (rows get an "id" column),
   "task_type": "binary" | "multiclass" | "regression",
@@ -315,7 +319,7 @@ SCHEMA_TEXT = f"""{{
              "text_columns": [free-text columns of data_file],
              "joins": [{{"file": another table, "key": a column of both tables}}]}}
             (a per-class image folder's data_file needs {{"images": that folder without the
-            "/" ("" for "./"), "image_column": "file"}};
+            "/" ("" for "./"), "image_column": its first column, "file"}};
             optional otherwise: what the rows carry beyond their columns; a joined table must not
             hold the target, nor be the sample submission or an unlabeled test table)
 }}
@@ -366,10 +370,12 @@ def parse_spec(obj: Any, inv: Inventory) -> TaskSpec:
     inputs = parse_inputs(obj.get("inputs"), inv, table, target, id_column)
     if table.format == CLASS_FOLDERS:
         root = class_table_root(data_file)
-        if (inputs.images, inputs.image_column) != (root, "file"):
+        file = table.columns[0].name
+        if (inputs.images, inputs.image_column) != (root, file):
             raise ValueError(
                 f"'data_file' {data_file!r} is a per-class image folder: set 'inputs' to "
-                f'{{"images": {root!r}, "image_column": "file"}} (each row is one of its images)'
+                f'{{"images": {root!r}, "image_column": "{file}"}} (each row is one of its '
+                "images)"
             )
     follows = hints.answer_format == "probabilities" and target == hints.target
     answer_columns = hints.answer_columns if follows and metric == "log_loss" else ()

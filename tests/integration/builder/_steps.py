@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from openmle import ModelRequest, ModelResponse
 from openmle.backends import LocalSandbox, OfflineModel
-from openmle.builder import BuildOptions, BuildResult, build_task
+from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE, BuildOptions, BuildResult, build_task
 from openmle.search import Budget, SearchSpec, run_search
 
 
@@ -25,6 +27,27 @@ def build(raw: Path, out: Path, model: Any = None, **opts: Any) -> BuildResult:
         return await build_task(raw, out, chosen, options=BuildOptions(**opts))
 
     return anyio.run(main)
+
+
+class Mutant:
+    """The offline model with its prepare.py rewritten by ``mutate`` (which must change it)."""
+
+    def __init__(self, mutate: Callable[[str], str]) -> None:
+        self.inner = OfflineModel()
+        self.mutate = mutate
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        answer = await self.inner.complete(request)
+        if request.metadata.get(PURPOSE_KEY) == PURPOSE_PREPARE:
+            mutated = self.mutate(answer.text)
+            assert mutated != answer.text, "the mutation did not apply"
+            return ModelResponse(text=mutated)
+        return answer
+
+
+def replace(old: str, new: str) -> Callable[[str], str]:
+    """A mutation: ``old`` replaced by ``new`` in prepare.py's text."""
+    return lambda text: text.replace(old, new)
 
 
 def write_sklearn(name: str, raw: Path) -> None:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.integration.builder._steps import Mutant as _Mutant
 from tests.integration.builder._steps import build, validate, write_sklearn
+from tests.integration.builder._steps import replace as _replace
 
-from openmle import ModelRequest, ModelResponse
 from openmle.backends import OfflineModel
-from openmle.builder import PURPOSE_KEY, PURPOSE_PREPARE
 from openmle.builder._intake import sha256_file
 from openmle.gym import load_task
 
@@ -64,26 +64,6 @@ def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> No
     assert task.leaderboard is not None and len(task.leaderboard) == 50
     # No leftovers next to the package.
     assert sorted(p.name for p in out.parent.iterdir()) == [name]
-
-
-class _Mutant:
-    """The offline model with its prepare.py rewritten by ``mutate``."""
-
-    def __init__(self, mutate: Callable[[str], str]) -> None:
-        self.inner = OfflineModel()
-        self.mutate = mutate
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        answer = await self.inner.complete(request)
-        if request.metadata.get(PURPOSE_KEY) == PURPOSE_PREPARE:
-            mutated = self.mutate(answer.text)
-            assert mutated != answer.text, "the mutation did not apply"
-            return ModelResponse(text=mutated)
-        return answer
-
-
-def _replace(old: str, new: str) -> Callable[[str], str]:
-    return lambda text: text.replace(old, new)
 
 
 MUTATIONS: dict[str, tuple[Callable[[str], str], str]] = {

@@ -3,7 +3,8 @@
 vetted metric, and a short offline search on the package beats its constant baseline:
 
 - an image folder with a labels CSV, and image folders per class without one (tiny PNGs made
-  here with numpy and Pillow, the ``data`` extra; skipped without it);
+  here with numpy and Pillow, the ``data`` extra; skipped without it), also in MLE-bench's
+  plant-seedlings layout with a sample submission (``file,species``) the task follows;
 - free text in a CSV, and the same text as JSON records;
 - a labelled table joined by a key to a table of several rows per key.
 """
@@ -17,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._kaggle_raw import SEEDLING_SPECIES, plant_seedlings_like
+from tests.integration.builder._steps import Mutant, replace, search_beats_constant
 from tests.integration.builder._steps import build as _build
-from tests.integration.builder._steps import search_beats_constant
 from tests.integration.builder._steps import validate as _validate
 
 from openmle.builder import BuildResult
@@ -191,6 +193,71 @@ def test_image_folders_per_class_build_validate_and_search(tmp_path: Path) -> No
     assert not any(p.stem in ("top", "left", "flat") for p in (public / "images").iterdir())
     _validate(pkg)
     _beats(pkg, result)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.needs("PIL")
+@pytest.mark.parametrize(
+    ("probabilities", "idc"),
+    [(False, "file"), (True, "image_name"), (False, "image")],
+    ids=["labels", "probs", "id-image"],
+)
+def test_plant_seedlings_layout_follows_its_sample_submission(
+    tmp_path: Path, probabilities: bool, idc: str
+) -> None:
+    """train/<species>/*.png, an unlabeled test/*.png and sample_submission.csv (file,species
+    as MLE-bench prepares plant-seedlings-classification, or image_name,<species>...): the
+    package answers in the sample's columns, its ids are the copied images' neutral names."""
+    raw = plant_seedlings_like(tmp_path / "raw", probabilities=probabilities, id_column=idc)
+    pkg = tmp_path / "pkg"
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    assert result.record["gate"]["findings"] == []
+    spec = result.record["spec"]["spec"]
+    assert (spec["data_file"], spec["id_column"], spec["kind"]) == ("train/", idc, "image")
+    assert spec["inputs"]["image_column"] == idc
+    public, private = pkg / "data" / "public", pkg / "data" / "private"
+    sample_h = _header(raw / "sample_submission.csv")
+    assert _header(public / "sample_submission.csv") == sample_h
+    target = "label" if probabilities else "species"
+    assert spec["target"] == target
+    assert spec["metric"] == ("log_loss" if probabilities else "accuracy")
+    assert _header(private / "test_answer.csv") == [idc, target]
+    train, test = _rows(public / "train.csv"), _rows(public / "test.csv")
+    answers = _rows(private / "test_answer.csv")
+    assert len(train) + len(answers) == 150  # the labelled images only, none of raw test/
+    assert {r[target] for r in answers} == set(SEEDLING_SPECIES)  # class names, as the sample
+    # Ids are file names like the sample's, of the copies (no class, no raw name in them).
+    raw_names = {p.name for p in (raw / "train").rglob("*.png")}
+    for r in train + test:
+        assert r[idc].endswith(".png") and r[idc] not in raw_names
+        assert r["image"].rsplit("/", 1)[-1] == r[idc].rsplit("/", 1)[-1]
+        assert (public / r["image"]).is_file()
+        assert not any(s.lower() in r[idc].lower() for s in SEEDLING_SPECIES)
+    assert {r[idc] for r in test} == {r[idc] for r in answers}
+    # Ids follow the images' hashes: the first ids hold every class.
+    by_id = sorted(train + answers, key=lambda r: r[idc])
+    assert len({r[target] for r in by_id[:20]}) == 3
+    _validate(pkg)
+    _beats(pkg, result)
+
+
+@pytest.mark.needs("PIL")
+def test_ids_that_keep_the_raw_path_are_a_gate_finding(tmp_path: Path) -> None:
+    """A prepare.py naming rows by their raw path (``Black-grass/0a1b2c3d4.png``: the class)
+    is rejected by the gate with label_leaking_id."""
+    raw = plant_seedlings_like(tmp_path / "raw", n=60, n_test=3)
+    keep_raw = replace(
+        'neutral = name if in_place else name.split("/")[-1]', "neutral = r[id_index]"
+    )
+    result = _build(raw, tmp_path / "pkg", Mutant(keep_raw), solvability=False)
+    assert (result.status, result.stage) == ("rejected", "gate"), result.reason
+    assert "label_leaking_id" in result.findings, result.findings
+    assert not (tmp_path / "pkg").exists()
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["csv", "json"])

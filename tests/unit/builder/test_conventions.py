@@ -14,6 +14,8 @@ import anyio
 import attrs
 import pytest
 from tests._kaggle_raw import (
+    SEEDLING_SPECIES,
+    plant_seedlings_like,
     probabilities_like,
     regression_like,
     time_ordered_like,
@@ -24,7 +26,7 @@ from openmle import ModelRequest, ModelResponse
 from openmle.backends._offline_builder import offline_spec
 from openmle.builder import intake, inventory
 from openmle.builder._conventions import clean_description, metric_named
-from openmle.builder._gate import FINDINGS, _check_hints
+from openmle.builder._gate import FINDINGS, _check_class_ids, _check_hints
 from openmle.builder._spec import hint_conflicts, parse_spec, request_spec
 
 
@@ -175,6 +177,9 @@ def test_metric_names_and_cleaning_are_exact() -> None:
     assert metric_named("multi-class logarithmic loss") == "log_loss"
     assert metric_named("MAP@5") == "map@k"
     assert metric_named("nothing here") is None
+    # plant-seedlings' wording: micro-averaged F1 of one label per row is accuracy.
+    assert metric_named("MeanFScore, which is actually a micro-averaged F1-score") == "accuracy"
+    assert metric_named("the F1-score") == "macro_f1"
     long = "line\n" * 1000
     cleaned = clean_description(long, 100)
     assert len(cleaned) <= 100 and cleaned.endswith("...")
@@ -216,3 +221,125 @@ def test_several_targets_are_refused_unless_the_goal_names_one(tmp_path: Path) -
     inv = inventory(intake(raw), goal="predict obscene")
     spec = parse_spec(offline_spec(inv.to_dict()), inv)
     assert spec.target == "obscene"
+
+
+def test_a_class_folder_with_a_sample_submission_follows_it(tmp_path: Path) -> None:
+    """plant-seedlings (MLE-bench's layout): train/<species>/*.png, an unlabeled test/*.png
+    and sample_submission.csv ``file,species``; no table holds the answers."""
+    raw = plant_seedlings_like(tmp_path / "seedlings", real_images=False)
+    inv = inventory(intake(raw))
+    hints = inv.hints
+    assert hints.sample_file == "sample_submission.csv"
+    assert (hints.id_column, hints.answer_columns) == ("file", ("species",))
+    assert (hints.labelled_file, hints.target, hints.answer_format) == (
+        "train/",
+        "species",
+        "labels",
+    )
+    # The folder's label column is named as the sample answers; test/ is no labelled data.
+    table = inv.file("train/")
+    assert table is not None and [c.name for c in table.columns] == ["file", "species"]
+    assert table.rows == 150
+    assert inv.target_candidates[0] == "train/:species"
+    assert "per-class image folder" in inv.text() and "neutral file names" in inv.text()
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert (spec.data_file, spec.target, spec.id_column) == ("train/", "species", "file")
+    assert (spec.metric, spec.task_type, spec.split.kind) == (
+        "accuracy",
+        "multiclass",
+        "stratified",
+    )
+    assert (spec.inputs.images, spec.inputs.image_column) == ("train", "file")
+    assert hint_conflicts(spec, hints) == []
+    # A spec answer numbering the rows (id) or asking log loss is sent back naming the fix.
+    good = offline_spec(inv.to_dict())
+    with pytest.raises(ValueError, match="id column is 'file'"):
+        parse_spec(dict(good, id_column=None), inv)
+    with pytest.raises(ValueError, match=r"labels.*accuracy"):
+        parse_spec(dict(good, metric="log_loss"), inv)
+    with pytest.raises(ValueError, match="'label' is not a column"):
+        parse_spec(dict(good, target="label"), inv)
+    # Its description's metric (micro-averaged F1 of one label: accuracy) agrees, macro F1 not.
+    (raw / "description.md").write_text(
+        "Tell a weed from a crop seedling.\n\nScored by MeanFScore, a micro-averaged F1-score.\n"
+    )
+    inv = inventory(intake(raw))
+    assert inv.hints.description_metric == "accuracy"
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert spec.metric == "accuracy" and spec.description.startswith("Tell a weed")
+    with pytest.raises(ValueError, match="description names metric 'accuracy'"):
+        parse_spec(dict(good, metric="macro_f1"), inv)
+
+
+@pytest.mark.parametrize("idc", ["file", "image", "id"])
+def test_a_class_folder_with_per_class_probabilities_keeps_their_order(
+    tmp_path: Path, idc: str
+) -> None:
+    raw = plant_seedlings_like(
+        tmp_path / "seedlings", probabilities=True, real_images=False, id_column=idc
+    )
+    inv = inventory(intake(raw))
+    order = (SEEDLING_SPECIES[2], SEEDLING_SPECIES[0], SEEDLING_SPECIES[1])
+    assert (inv.hints.answer_format, inv.hints.answer_columns) == ("probabilities", order)
+    assert inv.hints.target == "label"
+    # The folder's image column is named as the sample's id column.
+    table = inv.file("train/")
+    assert table is not None and [c.name for c in table.columns] == [idc, "label"]
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert (spec.metric, spec.answer_columns, spec.id_column) == ("log_loss", order, idc)
+    assert spec.inputs.image_column == idc
+    with pytest.raises(ValueError, match=f'"image_column": "{idc}"'):
+        parse_spec(dict(offline_spec(inv.to_dict()), inputs={"images": "train"}), inv)
+
+
+def test_a_sample_naming_no_class_of_the_folder_is_no_hint(tmp_path: Path) -> None:
+    raw = plant_seedlings_like(tmp_path / "seedlings", real_images=False)
+    rows = (raw / "sample_submission.csv").read_text().replace("Sugar beet", "Oak tree")
+    (raw / "sample_submission.csv").write_text(rows)
+    inv = inventory(intake(raw))
+    assert inv.hints.labelled_file is None and inv.hints.target is None
+    table = inv.file("train/")
+    assert table is not None and [c.name for c in table.columns] == ["file", "label"]
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    assert (spec.target, spec.id_column) == ("label", None)
+
+
+def test_the_gate_finds_a_class_folder_task_against_its_sample(tmp_path: Path) -> None:
+    inv = inventory(intake(plant_seedlings_like(tmp_path / "s", real_images=False)))
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    found: list[tuple[str, str, str]] = []
+    _check_hints(spec, inv, ["file", "species"], lambda *f: found.append(f))
+    assert found == []
+    # The builder's old answer, id,label numbered rows, is a finding; so is another order.
+    for header in (["id", "species"], ["species", "file"], ["file", *SEEDLING_SPECIES]):
+        found.clear()
+        _check_hints(spec, inv, header, lambda *f: found.append(f))
+        assert [f[0] for f in found] == ["contradicts_sample_submission"], header
+    escaped = attrs.evolve(spec, id_column=None)
+    found.clear()
+    _check_hints(escaped, inv, ["id", "species"], lambda *f: found.append(f))
+    assert {f[0] for f in found} == {"contradicts_sample_submission"}
+    assert "'file'" in found[0][2]
+
+
+@pytest.mark.parametrize(
+    ("ids", "leaks"),
+    [
+        (["000000.png", "000001.png"], False),
+        (["0", "1"], False),
+        (["Sugar beet/abc.png", "000001.png"], True),  # a raw path: its folder is the class
+        (["black_grass_0001.png", "000001.png"], True),  # a class name in other spelling
+        (["COMMON-WHEAT.png", "000001.png"], True),
+    ],
+)
+def test_the_gate_finds_ids_that_name_the_class(
+    tmp_path: Path, ids: list[str], leaks: bool
+) -> None:
+    inv = inventory(intake(plant_seedlings_like(tmp_path / "s", real_images=False)))
+    spec = parse_spec(offline_spec(inv.to_dict()), inv)
+    found: list[tuple[str, str, str]] = []
+    _check_class_ids(
+        spec, inv, (["file", "image"], [[i, "x"] for i in ids]), lambda *f: found.append(f)
+    )
+    assert [f[0] for f in found] == (["label_leaking_id"] if leaks else [])
+    assert "label_leaking_id" in FINDINGS

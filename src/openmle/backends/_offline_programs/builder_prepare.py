@@ -40,16 +40,17 @@ _IMAGES = ("png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff")
 
 
 def _class_folders(root):
-    """A per-class image folder as a table: each image in a subfolder is a row (columns file,
-    its path under the folder, and label, the subfolder's name), the rows ordered by the
-    SHA-256 of the image's bytes, so neither a row's number nor its image's reveals the label."""
+    """A per-class image folder as a table: each image in a subfolder is a row (columns the
+    image column, its path under the folder, and the target, the subfolder's name), the rows
+    ordered by the SHA-256 of the image's bytes, so neither a row's number nor its image's
+    reveals the label."""
     rows = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         for f in sorted(folder.iterdir()):
             if f.is_file() and "." in f.name and f.suffix.lower().lstrip(".") in _IMAGES:
                 digest = hashlib.sha256(f.read_bytes()).hexdigest()
                 rows.append((digest, f"{folder.name}/{f.name}", folder.name))
-    return ["file", "label"], [[p, c] for _, p, c in sorted(rows)]
+    return [SPEC["inputs"]["image_column"], SPEC["target"]], [[p, c] for _, p, c in sorted(rows)]
 
 
 def _read(path):
@@ -130,7 +131,10 @@ def _text_features(header, train, test, column, top=32):
 
 def _images(raw, public, header, body, id_index):
     """Copy each row's image to public/images/<n><suffix>; add the image column and 64 pixel
-    columns (8x8 grey levels). The raw image column (its path may name the label) is dropped."""
+    columns (8x8 grey levels). The raw image column (its path may name the label) is dropped,
+    unless it is the id column (a per-class folder whose sample submission names rows by
+    file): its values become the copies' neutral names (<n><suffix>), or their paths when
+    the id column is named image (then it is the image column too)."""
     try:
         from PIL import Image
     except ImportError:
@@ -143,6 +147,8 @@ def _images(raw, public, header, body, id_index):
             if p.is_file():
                 by_stem.setdefault(p.stem, p)
     (public / "images").mkdir(parents=True, exist_ok=True)
+    named_by_image = column is not None and column == SPEC["id_column"]
+    in_place = named_by_image and column == "image"  # the id column is the image column
     out = []
     for n, r in enumerate(body):
         src = folder / r[header.index(column)] if column else by_stem.get(r[id_index])
@@ -152,9 +158,12 @@ def _images(raw, public, header, body, id_index):
         shutil.copyfile(src, public / name)
         with Image.open(src) as im:
             pixels = list(im.convert("L").resize((8, 8), Image.Resampling.BILINEAR).getdata())
-        out.append(r + [name] + [str(v) for v in pixels])
-    header = header + ["image"] + [f"px{k}" for k in range(64)]
-    if column:
+        if named_by_image:  # the id names the copy (its path, if the id column is "image")
+            neutral = name if in_place else name.split("/")[-1]
+            r = r[:id_index] + [neutral] + r[id_index + 1 :]
+        out.append(r + ([] if in_place else [name]) + [str(v) for v in pixels])
+    header = header + ([] if in_place else ["image"]) + [f"px{k}" for k in range(64)]
+    if column and column != SPEC["id_column"]:
         j = header.index(column)
         header = header[:j] + header[j + 1 :]
         out = [r[:j] + r[j + 1 :] for r in out]
