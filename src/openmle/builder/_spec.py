@@ -88,7 +88,8 @@ def _params(value: Mapping[str, int]) -> dict[str, int]:
     return dict(value)
 
 
-def _columns(value: Sequence[str]) -> tuple[str, ...]:
+def _strings(value: Sequence[str]) -> tuple[str, ...]:
+    """The converter of every tuple-of-names field (a JSON list becomes a tuple)."""
     return tuple(value)
 
 
@@ -134,10 +135,6 @@ def _joins(value: Sequence[Join]) -> tuple[Join, ...]:
     return tuple(value)
 
 
-def _names(value: Sequence[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
 @frozen(kw_only=True)
 class Inputs:
     """What the labelled rows carry beyond their own columns (the task's kind).
@@ -153,7 +150,7 @@ class Inputs:
 
     images: str | None = None
     image_column: str | None = None
-    text_columns: tuple[str, ...] = field(default=(), converter=_names)
+    text_columns: tuple[str, ...] = field(default=(), converter=_strings)
     joins: tuple[Join, ...] = field(default=(), converter=_joins)
 
     @property
@@ -208,7 +205,7 @@ class TaskSpec:
     description: str
     metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
     split: SplitRule = SplitRule()
-    answer_columns: tuple[str, ...] = field(default=(), converter=_columns)
+    answer_columns: tuple[str, ...] = field(default=(), converter=_strings)
     inputs: Inputs = Inputs()
     custom_higher_is_better: bool | None = None
 
