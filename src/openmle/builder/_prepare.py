@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from attrs import define, field, frozen
+from attrs import asdict, define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
 from openmle._task_protocol import TaskHandle, TaskResolver
@@ -244,13 +244,8 @@ class PrepareRun:
         return f"{first}\n...\n{self.logs_tail[-keep:]}" if keep else first
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "outcome": self.outcome,
-            "detail": self.detail,
-            "logs_tail": self.logs_tail,
-            "runtime_s": self.runtime_s,
-        }
+        """A JSON-ready dict: every field, in declaration order."""
+        return asdict(self)
 
 
 @frozen(kw_only=True)
