@@ -37,7 +37,7 @@ from openmle._task_protocol import TaskHandle, TaskResolver
 from openmle._types import Job, Message, ModelRequest, Outcome, Split
 from openmle.builder import _prepare_program
 from openmle.builder._inventory import Inventory
-from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, TaskSpec
+from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, TaskSpec, task_messages
 
 __all__ = [
     "PrepareResult",
@@ -304,18 +304,7 @@ def extract_code(text: str) -> str | None:
 
 def prepare_messages(spec: TaskSpec, inv: Inventory) -> list[Message]:
     """The prepare prompt: the contract, the spec and the inventory."""
-    import json
-
-    return [
-        Message(role="system", content=CONTRACT),
-        Message(
-            role="user",
-            content="Task spec:\n"
-            + json.dumps(spec.to_dict(), indent=1)
-            + "\n\nInventory:\n"
-            + inv.text(),
-        ),
-    ]
+    return task_messages(CONTRACT, spec, "\n\nInventory:\n" + inv.text())
 
 
 async def request_prepare(

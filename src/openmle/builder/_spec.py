@@ -725,6 +725,21 @@ def spec_messages(inv: Inventory) -> list[Message]:
     ]
 
 
+def task_messages(contract: str, spec: TaskSpec, context: str) -> list[Message]:
+    """A prompt about a decided task: ``contract`` as the system message, then the spec (as
+    indented JSON) followed by ``context`` (its own heading included) as the user message.
+    """
+    import json
+
+    return [
+        Message(role="system", content=contract),
+        Message(
+            role="user",
+            content="Task spec:\n" + json.dumps(spec.to_dict(), indent=1) + context,
+        ),
+    ]
+
+
 async def request_spec(
     model: OperatorModel, inv: Inventory, *, max_attempts: int = 3
 ) -> SpecResult:
