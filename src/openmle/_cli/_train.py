@@ -98,41 +98,46 @@ def register(subparsers: Any) -> None:
     )
     sub = train.add_subparsers(dest="train_command", metavar="SUBCOMMAND")
     train.set_defaults(handler=lambda args: _usage(train))
-    s = sub.add_parser(
+    _run_parser(
+        sub,
         "sft",
+        _sft,
         help="supervised fine-tuning on an SFT export (openmle.train.SFTTrainer)",
         description="Fine-tune on the records of an SFT export; keys: model, data, output_dir, "
         "batch_size, checkpoint_every, max_steps, device, [tiny], [lora], [config] (SFTConfig "
         "fields).",
+        preset="start [config] from SFTConfig.paper() (the file's [config] keys override it)",
     )
-    s.add_argument("config", metavar="CONFIG.toml", help="the run's TOML file")
-    s.add_argument(
-        "--preset",
-        choices=("paper",),
-        default=None,
-        help="start [config] from SFTConfig.paper() (the file's [config] keys override it)",
-    )
-    add_track_flag(s)
-    s.set_defaults(handler=_sft)
-    g = sub.add_parser(
+    _run_parser(
+        sub,
         "gspo",
+        _gspo,
         help="GSPO on sandbox rollouts (openmle.train.GSPOTrainer, or TRL with engine = 'trl')",
         description="Sample groups from the policy on the tasks, run the programs in a "
         "LocalSandbox, reward them with the profile and train with GSPO; keys: model, "
         "output_dir, steps, groups_per_step, checkpoint_every, engine, device, [[tasks]], "
         "[tiny], [lora], [policy], [rollout], [profile], [sandbox], [config] (GSPOConfig "
         "fields), [trl] (trl.GRPOConfig fields).",
-    )
-    g.add_argument("config", metavar="CONFIG.toml", help="the run's TOML file")
-    g.add_argument(
-        "--preset",
-        choices=("paper",),
-        default=None,
-        help="the paper's recipe: GSPOConfig.paper(), RolloutProducer.paper() (groups of 16), "
+        preset="the paper's recipe: GSPOConfig.paper(), RolloutProducer.paper() (groups of 16), "
         "LocalPolicy.paper() and 16 groups per step (the file's keys override them)",
     )
-    add_track_flag(g)
-    g.set_defaults(handler=_gspo)
+
+
+def _run_parser(
+    sub: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+    preset: str,
+) -> None:
+    """Add ``train NAME``: a CONFIG.toml, ``--preset paper`` (described by ``preset``), --track."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("config", metavar="CONFIG.toml", help="the run's TOML file")
+    p.add_argument("--preset", choices=("paper",), default=None, help=preset)
+    add_track_flag(p)
+    p.set_defaults(handler=handler)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

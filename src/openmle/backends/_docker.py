@@ -724,8 +724,19 @@ class DockerSandbox(Sandbox):
             exit_code, timed_out, oom, detail = await self._read_exit(
                 api, state, job, timed_out, runtime_s, quota_hit
             )
-            return await self._classify(
-                job, task, workspace, exit_code, timed_out, oom, cap, runtime_s, queue_s, detail
+            return await grade_outside(  # graded beside the workspace, removed with it
+                job=job,
+                task=task,
+                workspace=workspace,
+                grading_dir=workspace.parent / "graded",
+                exit_code=exit_code,
+                timed_out=timed_out,
+                oom=oom,
+                cap=cap,
+                runtime_s=runtime_s,
+                queue_s=queue_s,
+                shell_base=False,  # already -N (signal_exit_code)
+                detail=detail,
             )
         finally:
             with anyio.CancelScope(shield=True):
@@ -907,39 +918,6 @@ class DockerSandbox(Sandbox):
                 with contextlib.suppress(*_engine_errors()):
                     await anyio.to_thread.run_sync(lambda: api.kill(cid))
                 return
-
-    async def _classify(
-        self,
-        job: Job,
-        task: TaskHandle,
-        workspace: Path,
-        exit_code: int | None,
-        timed_out: bool,
-        oom: bool,
-        cap: LogCap,
-        runtime_s: float,
-        queue_s: float,
-        detail: str,
-    ) -> RunResult:
-        grading = Path(tempfile.mkdtemp(prefix="openmle-grade-", dir=self.workspace_root))
-        try:
-            return await grade_outside(
-                job=job,
-                task=task,
-                workspace=workspace,
-                grading_dir=grading,
-                exit_code=exit_code,
-                timed_out=timed_out,
-                oom=oom,
-                cap=cap,
-                runtime_s=runtime_s,
-                queue_s=queue_s,
-                shell_base=False,  # already -N (signal_exit_code)
-                detail=detail,
-            )
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(remove_tree, grading)
 
     async def aclose(self) -> None:
         """Close the engine connection (idempotent); later ``run`` calls raise.

@@ -769,19 +769,19 @@ class LocalSandbox(Sandbox):
                 queue_s=queue_s,
                 logs=cap.text(),
             )
-        return await self._classify(
+        return await grade_outside(
             job=job,
             task=task,
-            run_dir=box.parent,
             workspace=plan.cwd,
+            grading_dir=box.parent / "graded",
             exit_code=exit_code,
             timed_out=timed_out,
             oom=cgroup.oom_killed() if cgroup is not None else False,
             cap=cap,
             runtime_s=runtime_s,
             queue_s=queue_s,
-            bwrap=bwrap,
-            quota=quota_hit[0] if quota_hit else None,
+            shell_base=bwrap,
+            detail=quota_hit[0] if quota_hit else "",
         )
 
     async def _quota_watchdog(self, proc: _Chain, box: Path, hit: list[str]) -> None:
@@ -799,37 +799,6 @@ class LocalSandbox(Sandbox):
                 iso.kill_group(proc.pid, signal.SIGKILL)
                 iso.kill_pids([proc.pid], signal.SIGKILL)
                 return
-
-    async def _classify(
-        self,
-        *,
-        job: Job,
-        task: TaskHandle,
-        run_dir: Path,
-        workspace: Path,
-        exit_code: int | None,
-        timed_out: bool,
-        oom: bool,
-        cap: LogCap,
-        runtime_s: float,
-        queue_s: float,
-        bwrap: bool,
-        quota: str | None = None,
-    ) -> RunResult:
-        return await grade_outside(
-            job=job,
-            task=task,
-            workspace=workspace,
-            grading_dir=run_dir / "graded",
-            exit_code=exit_code,
-            timed_out=timed_out,
-            oom=oom,
-            cap=cap,
-            runtime_s=runtime_s,
-            queue_s=queue_s,
-            shell_base=bwrap,
-            detail=quota or "",
-        )
 
     async def _kill_tree(
         self,

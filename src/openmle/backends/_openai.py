@@ -37,6 +37,7 @@ Where we depart from the released system and from peers:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -44,7 +45,7 @@ import os
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, final
 
@@ -532,7 +533,7 @@ class OpenAIModel(OperatorModel):
         """
         client = self._get_client()
         url = f"{self._root()}/models"
-        try:
+        with self._reaching("did not list its models in time", "could not be asked for its models"):
             with anyio.fail_after(min(30.0, self.timeout_s)):
                 async with client.stream("GET", url) as resp:
                     if resp.status_code != 200:
@@ -550,13 +551,6 @@ class OpenAIModel(OperatorModel):
                             f"{exc.message})"
                         )
                     page = _json_object(await _read_capped(resp, 1024 * 1024), "the model list")
-        except (TimeoutError, httpx.TimeoutException):
-            raise ModelTimeout(f"{self._where()} did not list its models in time") from None
-        except (httpx.HTTPError, _TooLarge, _Malformed) as exc:
-            raise ModelError(
-                f"{self._where()} could not be asked for its models ({type(exc).__name__}: "
-                f"{_one_line(str(exc))}); check the base URL and that the server is running"
-            ) from None
         data = page.get("data")
         if not isinstance(data, list):
             raise ModelError(f"{self._where()} answered {url} without a 'data' list of models")
@@ -597,21 +591,34 @@ class OpenAIModel(OperatorModel):
         }
         body.update(self.extra_body)
         payload = json.dumps(body, allow_nan=False).encode()
-        try:
-            with anyio.fail_after(min(60.0, self.timeout_s)):
-                await self._attempt(self._get_client(), payload)
-        except _Status as exc:
-            raise await self._status_error(exc) from None
-        except (TimeoutError, httpx.TimeoutException):
-            raise ModelTimeout(f"{self._where()} did not answer a one-token request") from None
-        except (httpx.HTTPError, _TooLarge, _Malformed) as exc:
-            raise ModelError(
-                f"{self._where()} could not be reached ({type(exc).__name__}: "
-                f"{_one_line(str(exc))}); check the base URL and that the server is running"
-            ) from None
+        with self._reaching("did not answer a one-token request", "could not be reached"):
+            try:
+                with anyio.fail_after(min(60.0, self.timeout_s)):
+                    await self._attempt(self._get_client(), payload)
+            except _Status as exc:
+                raise await self._status_error(exc) from None
 
     def _where(self) -> str:
         return f"the model service at {self._root()}"
+
+    @contextlib.contextmanager
+    def _reaching(self, late: str, failed: str) -> Iterator[None]:
+        """A one-off request's transport failures as model errors (no retries).
+
+        Raises:
+            ModelTimeout: it timed out ("the model service at URL ``late``").
+            ModelError: the connection failed or the answer was too large or malformed
+                ("... ``failed`` (ExcType: message); check the base URL ...").
+        """
+        try:
+            yield
+        except (TimeoutError, httpx.TimeoutException):
+            raise ModelTimeout(f"{self._where()} {late}") from None
+        except (httpx.HTTPError, _TooLarge, _Malformed) as exc:
+            raise ModelError(
+                f"{self._where()} {failed} ({type(exc).__name__}: "
+                f"{_one_line(str(exc))}); check the base URL and that the server is running"
+            ) from None
 
     async def _status_error(self, exc: _Status) -> ModelError:
         status, said = exc.status, exc.message

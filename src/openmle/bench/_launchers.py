@@ -253,9 +253,10 @@ class LaunchStatus:
         }
 
 
-def _read_state(path: Path) -> dict[str, Any] | None:
+def _read_state(path: Path, max_bytes: int = _STATE_MAX_BYTES) -> dict[str, Any] | None:
+    """The JSON object at ``path`` (at most ``max_bytes``), or None when missing or not one."""
     try:
-        data = read_back_json(path, max_bytes=_STATE_MAX_BYTES)
+        data = read_back_json(path, max_bytes=max_bytes)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -304,7 +305,7 @@ def launch_status(path: str | os.PathLike[str], *, now: float | None = None) -> 
 
     run = BenchRun.open(path)
     jobs: dict[str, Any] = {}
-    launch = _read_state_file(run.path / LAUNCH / "launch.json") or {}
+    launch = _read_state(run.path / LAUNCH / "launch.json", _LAUNCH_MAX_BYTES) or {}
     if isinstance(launch.get("jobs"), dict):
         jobs = launch["jobs"]
     launcher = launch.get("launcher")
@@ -355,14 +356,6 @@ def launch_status(path: str | os.PathLike[str], *, now: float | None = None) -> 
             )
         )
     return out
-
-
-def _read_state_file(path: Path) -> dict[str, Any] | None:
-    try:
-        data = read_back_json(path, max_bytes=_LAUNCH_MAX_BYTES)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def counts(rows: Iterable[LaunchStatus]) -> dict[str, int]:

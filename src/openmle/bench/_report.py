@@ -225,20 +225,23 @@ class BenchReport:
                 cells.append(f"{_fmt(mt.mean)} ± {_fmt(mt.sd)}")
             out.append(f"| {_LABELS[key]} | " + " | ".join(cells) + " |")
         out.append("")
-        if len({a.priors for a in arms}) > 1:
-            out += [
+        notes = (  # a note for each setting the arms differ in
+            (
+                {a.priors for a in arms},
                 f"Arms with priors on saw the library sha256 {sha}; arms with priors off "
                 "saw none. These runs differ in priors on purpose (the difference is the "
                 "priors' effect); compare them with other benches only at the same library.",
-                "",
-            ]
-        if len({a.workers for a in arms}) > 1:
-            out += [
+            ),
+            (
+                {a.workers for a in arms},
                 f"Every arm had the same budget ({_md(_budget_text(cfg.budget))}): more workers "
                 "spend the same sandbox compute in parallel, so the workers' effect is not "
                 "bought with more compute.",
-                "",
-            ]
+            ),
+        )
+        for values, note in notes:
+            if len(values) > 1:
+                out += [note, ""]
         return out
 
     # ------------------------------------------------------------------ breakdowns

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from attrs import field, frozen
+from attrs import asdict, field, frozen
 
 from openmle import _summary_contract as _contract
 from openmle._protocols import OperatorModel
@@ -69,13 +69,8 @@ class JudgeThresholds:
         return "rejected"
 
     def to_dict(self) -> dict[str, float]:
-        """A JSON-ready dict."""
-        return {
-            "recommended_mean": self.recommended_mean,
-            "recommended_min": self.recommended_min,
-            "conditional_mean": self.conditional_mean,
-            "conditional_min": self.conditional_min,
-        }
+        """A JSON-ready dict: every field, in declaration order."""
+        return asdict(self)
 
 
 @frozen(kw_only=True)

@@ -24,7 +24,7 @@ from attrs import field, frozen
 
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
-from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, TaskSpec
+from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, TaskSpec, task_messages
 from openmle.gym import GradeLimits, run_child
 
 __all__ = [
@@ -190,16 +190,8 @@ constant prediction. Answer with one ```python block."""
 
 def metric_messages(spec: TaskSpec, sample_header: list[str]) -> list[Message]:
     """The metric prompt: the contract, the spec and the sample submission's columns."""
-    return [
-        Message(role="system", content=METRIC_CONTRACT),
-        Message(
-            role="user",
-            content="Task spec:\n"
-            + json.dumps(spec.to_dict(), indent=1)
-            + "\n\nSample submission columns: "
-            + json.dumps(sample_header[:50]),
-        ),
-    ]
+    columns = json.dumps(sample_header[:50])
+    return task_messages(METRIC_CONTRACT, spec, "\n\nSample submission columns: " + columns)
 
 
 async def metric_stage(

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from attrs import define, field, frozen
+from attrs import asdict, define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
 from openmle._task_protocol import TaskHandle, TaskResolver
 from openmle._types import Job, Message, ModelRequest, Outcome, Split
 from openmle.builder import _prepare_program
 from openmle.builder._inventory import Inventory
-from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, TaskSpec
+from openmle.builder._spec import PURPOSE_KEY, PURPOSE_PREPARE, TaskSpec, task_messages
 
 __all__ = [
     "PrepareResult",
@@ -244,13 +244,8 @@ class PrepareRun:
         return f"{first}\n...\n{self.logs_tail[-keep:]}" if keep else first
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "outcome": self.outcome,
-            "detail": self.detail,
-            "logs_tail": self.logs_tail,
-            "runtime_s": self.runtime_s,
-        }
+        """A JSON-ready dict: every field, in declaration order."""
+        return asdict(self)
 
 
 @frozen(kw_only=True)
@@ -309,18 +304,7 @@ def extract_code(text: str) -> str | None:
 
 def prepare_messages(spec: TaskSpec, inv: Inventory) -> list[Message]:
     """The prepare prompt: the contract, the spec and the inventory."""
-    import json
-
-    return [
-        Message(role="system", content=CONTRACT),
-        Message(
-            role="user",
-            content="Task spec:\n"
-            + json.dumps(spec.to_dict(), indent=1)
-            + "\n\nInventory:\n"
-            + inv.text(),
-        ),
-    ]
+    return task_messages(CONTRACT, spec, "\n\nInventory:\n" + inv.text())
 
 
 async def request_prepare(

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from attrs import frozen
+from attrs import asdict, frozen
 
 from openmle._embedded import fill, source
 from openmle._protocols import Sandbox
@@ -58,13 +58,8 @@ class Baseline:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {
-            "name": self.name,
-            "outcome": self.outcome,
-            "score": self.score,
-            "detail": self.detail,
-        }
+        """A JSON-ready dict: every field, in declaration order."""
+        return asdict(self)
 
 
 @frozen(kw_only=True)

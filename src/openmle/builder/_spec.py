@@ -88,7 +88,8 @@ def _params(value: Mapping[str, int]) -> dict[str, int]:
     return dict(value)
 
 
-def _columns(value: Sequence[str]) -> tuple[str, ...]:
+def _strings(value: Sequence[str]) -> tuple[str, ...]:
+    """The converter of every tuple-of-names field (a JSON list becomes a tuple)."""
     return tuple(value)
 
 
@@ -134,10 +135,6 @@ def _joins(value: Sequence[Join]) -> tuple[Join, ...]:
     return tuple(value)
 
 
-def _names(value: Sequence[str]) -> tuple[str, ...]:
-    return tuple(value)
-
-
 @frozen(kw_only=True)
 class Inputs:
     """What the labelled rows carry beyond their own columns (the task's kind).
@@ -153,7 +150,7 @@ class Inputs:
 
     images: str | None = None
     image_column: str | None = None
-    text_columns: tuple[str, ...] = field(default=(), converter=_names)
+    text_columns: tuple[str, ...] = field(default=(), converter=_strings)
     joins: tuple[Join, ...] = field(default=(), converter=_joins)
 
     @property
@@ -208,7 +205,7 @@ class TaskSpec:
     description: str
     metric_params: Mapping[str, int] = field(factory=dict, converter=_params, hash=False)
     split: SplitRule = SplitRule()
-    answer_columns: tuple[str, ...] = field(default=(), converter=_columns)
+    answer_columns: tuple[str, ...] = field(default=(), converter=_strings)
     inputs: Inputs = Inputs()
     custom_higher_is_better: bool | None = None
 
@@ -725,6 +722,21 @@ def spec_messages(inv: Inventory) -> list[Message]:
             "with one JSON object only, in this schema:\n" + SCHEMA_TEXT,
         ),
         Message(role="user", content="Inventory of the raw data:\n" + inv.text()),
+    ]
+
+
+def task_messages(contract: str, spec: TaskSpec, context: str) -> list[Message]:
+    """A prompt about a decided task: ``contract`` as the system message, then the spec (as
+    indented JSON) followed by ``context`` (its own heading included) as the user message.
+    """
+    import json
+
+    return [
+        Message(role="system", content=contract),
+        Message(
+            role="user",
+            content="Task spec:\n" + json.dumps(spec.to_dict(), indent=1) + context,
+        ),
     ]
 
 

@@ -30,6 +30,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 Rows = list[list[str]]
@@ -603,18 +604,29 @@ def builtin_score(name: str, answers: Table, sub: Table, id_column: str | None) 
 # Metric classes written for the released system.
 
 
+def _import_file(name: str, path: Path) -> ModuleType | None:
+    """Import the source file ``path`` as module ``name``, its folder first on ``sys.path`` (it
+    may import its neighbours); None when it cannot be loaded as a module. What the module
+    raises while it runs propagates.
+    """
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load_metric_class(metric_py: Path) -> Any:
     """Import ``metric_py`` and return its one class whose name ends in ``Metrics``.
 
     Raises:
         CsvError: no such class, or more than one.
     """
-    sys.path.insert(0, str(metric_py.parent))
-    spec = importlib.util.spec_from_file_location("_openmle_task_metric", metric_py)
-    if spec is None or spec.loader is None:
+    module = _import_file("_openmle_task_metric", metric_py)
+    if module is None:
         raise CsvError(f"{metric_py.name} cannot be imported; make it a Python module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     found = [
         v
         for k, v in vars(module).items()
@@ -784,13 +796,10 @@ def run_package_prepare(config: dict[str, Any]) -> dict[str, Any]:
     except ImportError:
         pass
     prepare_py = Path(config["prepare_py"])
-    sys.path.insert(0, str(prepare_py.parent))
     try:
-        spec = importlib.util.spec_from_file_location("_openmle_task_prepare", prepare_py)
-        if spec is None or spec.loader is None:
+        module = _import_file("_openmle_task_prepare", prepare_py)
+        if module is None:
             return {"error": "utils/prepare.py cannot be loaded; make it a Python module"}
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
         fn = getattr(module, "prepare", None)
         if not callable(fn):
             return {"error": "utils/prepare.py defines no function prepare(raw, public, private)"}
