@@ -147,6 +147,19 @@ class SearchConfig:
         return cls(**dict(data))
 
 
+def _lineage_dict(step: Proposal | Node) -> dict[str, Any]:
+    """The JSON-ready lineage fields a :class:`Proposal` and its :class:`Node` share
+    (operator, parents, generation, debug depth, reason), in their ``to_dict`` order.
+    """
+    return {
+        "operator": step.operator.value,
+        "parent_ids": list(step.parent_ids),
+        "generation": step.generation,
+        "debug_depth": step.debug_depth,
+        "reason": step.reason,
+    }
+
+
 @final
 @frozen(kw_only=True)
 class Proposal:
@@ -177,17 +190,14 @@ class Proposal:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {
-            "step": self.step,
-            "node_id": self.node_id,
-            "operator": self.operator.value,
-            "parent_ids": list(self.parent_ids),
-            "generation": self.generation,
-            "debug_depth": self.debug_depth,
-            "reason": self.reason,
-            "seed": self.seed,
-            "selection": None if self.selection is None else self.selection.to_dict(),
-        }
+        return (
+            {"step": self.step, "node_id": self.node_id}
+            | _lineage_dict(self)
+            | {
+                "seed": self.seed,
+                "selection": None if self.selection is None else self.selection.to_dict(),
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
@@ -330,32 +340,28 @@ class Node:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {
-            "node_id": self.node_id,
-            "step": self.step,
-            "operator": self.operator.value,
-            "parent_ids": list(self.parent_ids),
-            "generation": self.generation,
-            "debug_depth": self.debug_depth,
-            "reason": self.reason,
-            "code": self.code,
-            "plan": self.plan,
-            "outcome": self.outcome.value,
-            "score": self.score,
-            "valid_score": self.valid_score,
-            "printed_score": self.printed_score,
-            "error_signature": self.error_signature,
-            "detail": self.detail,
-            "exit_code": self.exit_code,
-            "feedback": self.feedback,
-            "family": self.family,
-            "model": self.model,
-            "used": self.used.to_dict(),
-            "selection": None if self.selection is None else self.selection.to_dict(),
-            "elapsed_s": self.elapsed_s,
-            "card": None if self.card is None else self.card.to_dict(),
-        } | (
-            ({"warnings": list(self.warnings)} if self.warnings else {})
+        return (
+            {"node_id": self.node_id, "step": self.step}
+            | _lineage_dict(self)
+            | {
+                "code": self.code,
+                "plan": self.plan,
+                "outcome": self.outcome.value,
+                "score": self.score,
+                "valid_score": self.valid_score,
+                "printed_score": self.printed_score,
+                "error_signature": self.error_signature,
+                "detail": self.detail,
+                "exit_code": self.exit_code,
+                "feedback": self.feedback,
+                "family": self.family,
+                "model": self.model,
+                "used": self.used.to_dict(),
+                "selection": None if self.selection is None else self.selection.to_dict(),
+                "elapsed_s": self.elapsed_s,
+                "card": None if self.card is None else self.card.to_dict(),
+            }
+            | ({"warnings": list(self.warnings)} if self.warnings else {})
             | ({"island": self.island} if self.island is not None else {})
             | ({"priors_shown": list(self.priors_shown)} if self.priors_shown else {})
         )
