@@ -228,16 +228,13 @@ async def preflight_sandbox(sandbox: object) -> None:
         await answer
 
 
-def _check_parts(
-    *,
-    model: object,
-    sandbox: object,
-    prompts: object | None,
-    selector: object | None,
-    budget: object | None,
-    config: object | None = None,
-) -> None:
-    """Type-check the parts of a search before anything is written."""
+def _check_parts(spec: SearchSpec | ResumeSpec) -> None:
+    """Type-check the parts of a search or resume spec before anything is written (a
+    :class:`ResumeSpec` has no ``config``).
+    """
+    model, sandbox, prompts = spec.model, spec.sandbox, spec.prompts
+    selector, budget = spec.selector, spec.budget
+    config = spec.config if isinstance(spec, SearchSpec) else None
     checks: tuple[tuple[str, object, type, str], ...] = (
         ("sandbox", sandbox, Sandbox, "an openmle.Sandbox (async run(job) and aclose())"),
         ("model", model, OperatorModel, "an openmle.OperatorModel (async complete(request))"),
@@ -353,14 +350,7 @@ class SearchSpec:
     manifest_extra: Mapping[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
-        _check_parts(
-            model=self.model,
-            sandbox=self.sandbox,
-            prompts=self.prompts,
-            selector=self.selector,
-            budget=self.budget,
-            config=self.config,
-        )
+        _check_parts(self)
         _check_workers(self.workers)
         _check_priors(self.priors)
 
@@ -400,13 +390,7 @@ class ResumeSpec:
     priors_sha256: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        _check_parts(
-            model=self.model,
-            sandbox=self.sandbox,
-            prompts=self.prompts,
-            selector=self.selector,
-            budget=self.budget,
-        )
+        _check_parts(self)
 
 
 def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call: str) -> _SpecT:
