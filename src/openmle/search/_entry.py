@@ -30,7 +30,7 @@ import inspect
 import logging
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, final
@@ -545,26 +545,44 @@ async def arun_search(
         )
     path = None if rd is None else rd.path
     params = rd.manifest if rd is not None else _spec_params(s, info)
+
+    async def drive(recorder: Recorder) -> SearchResult:
+        return await _drive(
+            core,
+            model=s.model,
+            sandbox=s.sandbox,
+            task=info,
+            prompts=_with_summary_cache(s.prompts or OperatorPrompts(), path),
+            recorder=recorder,
+            workers=s.workers,
+            ordered=s.ordered,
+            limiter=limiter,
+            on_progress=_progress_of(on_progress, quiet, s.budget.steps),
+            final_test=s.final_test,
+            run_dir=path,
+            limits=limits,
+        )
+
+    return await _drive_recorded(drive, rd, track, params, info.higher_is_better)
+
+
+async def _drive_recorded(
+    drive: Callable[[Recorder], Awaitable[SearchResult]],
+    rd: RunDir | None,
+    track: Tracker | None,
+    params: Mapping[str, Any],
+    higher_is_better: bool,
+) -> SearchResult:
+    """``drive(recorder)`` with the run directory (if any) journalling and ``track`` (if
+    any) reporting: the session's end is journalled and the summary logged; the run directory
+    is closed whatever happens, and an exception group leaves as its one error.
+    """
     try:
         async with _writing(rd), tracking(track, params) as guard:
             recorder: Recorder = _NullRecorder() if rd is None else rd
             if guard is not None:
-                recorder = TrackingRecorder(recorder, guard, info.higher_is_better)
-            result = await _drive(
-                core,
-                model=s.model,
-                sandbox=s.sandbox,
-                task=info,
-                prompts=_with_summary_cache(s.prompts or OperatorPrompts(), path),
-                recorder=recorder,
-                workers=s.workers,
-                ordered=s.ordered,
-                limiter=limiter,
-                on_progress=_progress_of(on_progress, quiet, s.budget.steps),
-                final_test=s.final_test,
-                run_dir=path,
-                limits=limits,
-            )
+                recorder = TrackingRecorder(recorder, guard, higher_is_better)
+            result = await drive(recorder)
             if rd is not None:
                 rd.session("end", stop_reason=result.stop_reason)
             log_summary(guard, result)
@@ -710,32 +728,27 @@ async def aresume_search(
     if done is not None and not requeue and core.exhausted() is not None:
         final_done = (core.nodes[done[0]], done[1])
     rd.session("resume", requeued=[p.step for p in pending])
-    try:
-        async with rd.writing(), tracking(track, m) as guard:
-            result = await _drive(
-                core,
-                model=s.model,
-                sandbox=s.sandbox,
-                task=info,
-                prompts=prompts,
-                recorder=rd if guard is None else TrackingRecorder(rd, guard, hib),
-                workers=int(m["workers"]),
-                ordered=bool(m["ordered"]),
-                limiter=limiter,
-                on_progress=_progress_of(on_progress, quiet, bud.steps),
-                final_test=s.final_test,
-                requeue=requeue,
-                final_done=final_done,
-                run_dir=rd.path,
-                limits=limits,
-            )
-            rd.session("end", stop_reason=result.stop_reason)
-            log_summary(guard, result)
-        return result
-    except BaseExceptionGroup as group:
-        _raise_one(group)
-    finally:
-        rd.close()
+
+    async def drive(recorder: Recorder) -> SearchResult:
+        return await _drive(
+            core,
+            model=s.model,
+            sandbox=s.sandbox,
+            task=info,
+            prompts=prompts,
+            recorder=recorder,
+            workers=int(m["workers"]),
+            ordered=bool(m["ordered"]),
+            limiter=limiter,
+            on_progress=_progress_of(on_progress, quiet, bud.steps),
+            final_test=s.final_test,
+            requeue=requeue,
+            final_done=final_done,
+            run_dir=rd.path,
+            limits=limits,
+        )
+
+    return await _drive_recorded(drive, rd, track, m, hib)
 
 
 def _resumed_task_info(rd: RunDir, s: ResumeSpec) -> tuple[TaskInfo, JobLimits]:
