@@ -30,6 +30,7 @@ import hashlib
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, final
 
 import attrs
@@ -541,40 +542,26 @@ class SearchCore:
 
     def _choose(self, step: int, node_id: str, seed: int) -> Proposal:
         cfg = self.config
+        make = partial(Proposal, step=step, node_id=node_id, seed=seed)
         if step < cfg.initial_drafts:
-            return Proposal(
-                step=step, node_id=node_id, operator=Operator.DRAFT, reason="initial", seed=seed
-            )
+            return make(operator=Operator.DRAFT, reason="initial")
         if self._debug_queue:
             target = self.nodes[self._debug_queue.popleft()]
-            return Proposal(
-                step=step,
-                node_id=node_id,
+            return make(
                 operator=Operator.DEBUG,
                 parent_ids=(target.node_id,),
                 generation=target.generation + 1,
                 debug_depth=target.debug_depth + 1,
                 reason="debug",
-                seed=seed,
             )
         if self._forced_drafts:
             self._forced_drafts -= 1
-            return Proposal(
-                step=step,
-                node_id=node_id,
-                operator=Operator.DRAFT,
-                reason="forced_draft",
-                seed=seed,
-            )
+            return make(operator=Operator.DRAFT, reason="forced_draft")
         n_ok = self._n_ok
         if not n_ok:
-            return Proposal(
-                step=step, node_id=node_id, operator=Operator.DRAFT, reason="no_parent", seed=seed
-            )
+            return make(operator=Operator.DRAFT, reason="no_parent")
         if cfg.fresh_draft_prob > 0 and self.rng.random() < cfg.fresh_draft_prob:
-            return Proposal(
-                step=step, node_id=node_id, operator=Operator.DRAFT, reason="fresh_draft", seed=seed
-            )
+            return make(operator=Operator.DRAFT, reason="fresh_draft")
         crossover = (
             n_ok >= cfg.crossover_after
             and cfg.crossover_prob > 0
@@ -598,14 +585,11 @@ class SearchCore:
             )
         parents = tuple(selection.chosen)
         generation = 1 + max(self.nodes[p].generation for p in parents)
-        return Proposal(
-            step=step,
-            node_id=node_id,
+        return make(
             operator=op,
             parent_ids=parents,
             generation=generation,
             reason="selector",
-            seed=seed,
             selection=selection,
         )
 
