@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from openmle._validation import check_choice, check_positive, fail, str_tuple
+from openmle._validation import check_choice, check_positive, fail, optional_finite, str_tuple
 from openmle.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = [
@@ -418,12 +418,7 @@ def _components(value: Iterable[Mapping[str, float]]) -> tuple[Mapping[str, floa
 
 
 def _opt_finite_score(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise fail("a number or None", "RunResult.score", value)
-    v = float(value)
-    return v if math.isfinite(v) else None
+    return optional_finite(value, "RunResult.score")
 
 
 @frozen(kw_only=True)

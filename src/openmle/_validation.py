@@ -97,6 +97,19 @@ def str_tuple(value: Iterable[object]) -> tuple[str, ...]:
     return tuple(map(str, value))
 
 
+def optional_finite(value: object, name: str) -> float | None:
+    """``value`` for an attrs converter: None stays None, an ``int`` or ``float`` (never a bool)
+    becomes a float, None when it is NaN or an infinity; anything else raises
+    :class:`InvalidArgument` naming ``name`` (e.g. ``"RunResult.score"``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail("a number or None", name, value)
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
 def finite_or_none(value: object) -> float | None:
     """An attrs converter: ``value`` as a float when it is a finite real number (``int``,
     ``float``, numpy scalars: any :class:`numbers.Real` but a bool); None for anything else

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from attrs import frozen
+
 from openmle.errors import InvalidArgument
 from openmle.priors._library import PriorLibrary
 from openmle.priors._record import Prior
@@ -82,11 +84,12 @@ def priors_from_run(
         "licence": "own",
         **labels,
     }
-    out = _change_priors(gains, task_name, run_tag, min_n, common)
+    run = _RunContext(task_name=task_name, run_tag=run_tag, min_n=min_n, common=common)
+    out = _change_priors(gains, run)
     best = _best_program(nodes, task_name, run_tag, source_ids, labels)
     if best is not None:
         out.append(best)
-    return out + _failure_priors(tries, task_name, run_tag, min_n, common)
+    return out + _failure_priors(tries, run)
 
 
 def _family_stats(
@@ -111,35 +114,49 @@ def _family_stats(
     return gains, tries
 
 
+@frozen(kw_only=True)
+class _RunContext:
+    """What the priors drawn from one run share.
+
+    Attributes:
+        task_name: the run's task (quoted in each prior's text).
+        run_tag: a short hash naming the run in prior ids.
+        min_n: fewest observations a prior needs.
+        common: the fields every prior of the run carries (source, provenance, labels).
+    """
+
+    task_name: str
+    run_tag: str
+    min_n: int
+    common: Mapping[str, Any]
+
+
 def _change_priors(
     gains: Mapping[tuple[str, str], list[float]],
-    task_name: str,
-    run_tag: str,
-    min_n: int,
-    common: Mapping[str, Any],
+    run: _RunContext,
 ) -> list[Prior]:
     """One ``method`` (mean gain > 0) or ``pitfall`` per family change seen ``min_n`` times."""
     out: list[Prior] = []
     for (src, dst), values in sorted(gains.items()):
-        if len(values) < min_n:
+        if len(values) < run.min_n:
             continue
         mean = sum(values) / len(values)
         helped = mean > 0
         change = f"refining a {dst} program" if src == dst else f"moving from {src} to {dst}"
         text = (
-            f"On task {task_name!r}, {change} "
+            f"On task {run.task_name!r}, {change} "
             + ("raised" if helped else "did not raise")
             + f" the validation score (mean change {mean:+.4g} over {len(values)} node(s))."
         )
         out.append(
             Prior(
-                prior_id=f"run-{run_tag}-{src}-to-{dst}",
+                prior_id=f"run-{run.run_tag}-{src}-to-{dst}",
                 kind="method" if helped else "pitfall",
                 text=text,
                 family=dst,
                 effect=mean,
                 n=len(values),
-                **common,
+                **run.common,
             )
         )
     return out
@@ -147,28 +164,25 @@ def _change_priors(
 
 def _failure_priors(
     tries: Mapping[str, list[bool]],
-    task_name: str,
-    run_tag: str,
-    min_n: int,
-    common: Mapping[str, Any],
+    run: _RunContext,
 ) -> list[Prior]:
     """A ``pitfall`` per family whose nodes failed at least half the time."""
     out: list[Prior] = []
     for fam, oks in sorted(tries.items()):
         failures = oks.count(False)
-        if len(oks) >= max(min_n, 2) and failures * 2 >= len(oks):
+        if len(oks) >= max(run.min_n, 2) and failures * 2 >= len(oks):
             out.append(
                 Prior(
-                    prior_id=f"run-{run_tag}-{fam}-fails",
+                    prior_id=f"run-{run.run_tag}-{fam}-fails",
                     kind="pitfall",
                     text=(
-                        f"On task {task_name!r}, {failures} of {len(oks)} {fam} programs "
+                        f"On task {run.task_name!r}, {failures} of {len(oks)} {fam} programs "
                         "failed to produce a validation score; keep them simple and check "
                         "them before scaling up."
                     ),
                     family=fam,
                     n=len(oks),
-                    **common,
+                    **run.common,
                 )
             )
     return out

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 import numpy as np
 
@@ -47,13 +47,7 @@ Bounds: TypeAlias = tuple[float | None, float | None]
 BoundMode: TypeAlias = Literal[
     "top1_top8", "top1_top16", "top1_all_mean", "top1_all_median", "theoretical"
 ]
-BOUND_MODES: tuple[str, ...] = (
-    "top1_top8",
-    "top1_top16",
-    "top1_all_mean",
-    "top1_all_median",
-    "theoretical",
-)
+BOUND_MODES: tuple[str, ...] = get_args(BoundMode)
 
 MAX_RANGE = 1e6
 """Widest span (best - worst) a bound pair may have before it is narrowed."""

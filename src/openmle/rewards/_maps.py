@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, TypeAlias, overload
+from typing import Literal, TypeAlias, get_args, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -39,13 +39,7 @@ __all__ = [
 MappingMode: TypeAlias = Literal[
     "power_clip", "margin_tanh", "logistic", "linear_sign", "power_sigmoid"
 ]
-MAPPING_MODES: tuple[str, ...] = (
-    "power_clip",
-    "margin_tanh",
-    "logistic",
-    "linear_sign",
-    "power_sigmoid",
-)
+MAPPING_MODES: tuple[str, ...] = get_args(MappingMode)
 FloatArray: TypeAlias = npt.NDArray[np.float64]
 
 

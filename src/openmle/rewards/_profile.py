@@ -288,6 +288,21 @@ class RewardProfile:
             out.append(f)
         return out
 
+    def _adaptive_bounds(self, hist: list[float], grp: list[float], meta: TaskMeta) -> Bounds:
+        """The adaptive ``(best, worst)`` pair with this profile's bound settings: as released
+        (:func:`released_adaptive_bounds`) under ``compat="openrsi"``, else
+        :func:`adaptive_bounds`.
+        """
+        bounds = released_adaptive_bounds if self.compat == "openrsi" else adaptive_bounds
+        return bounds(
+            hist,
+            grp,
+            meta=meta,
+            mode=self.bound_mode,
+            lower_shift_ratio=self.lower_shift_ratio,
+            min_span=self.min_span,
+        )
+
     def member_reward(
         self,
         score: float | None,
@@ -320,14 +335,7 @@ class RewardProfile:
                 return MemberReward(
                     reward=1.0, best=signed, worst=signed, enabled=True, single_finite_applied=True
                 )
-            best, worst = released_adaptive_bounds(
-                hist,
-                grp,
-                meta=m,
-                mode=self.bound_mode,
-                lower_shift_ratio=self.lower_shift_ratio,
-                min_span=self.min_span,
-            )
+            best, worst = self._adaptive_bounds(hist, grp, m)
             reward = score_to_reward_from_meta(
                 s, m, mode=self.mapping, alpha=self.alpha, dynamic=(best, worst)
             )
@@ -341,14 +349,7 @@ class RewardProfile:
             r = score_to_reward(signed, best=sb, worst=sw, mode=self.mapping, alpha=self.alpha)
             return MemberReward(reward=r, best=sb, worst=sw, enabled=True)
         bare = TaskMeta(higher_is_better=m.higher_is_better)
-        best, worst = adaptive_bounds(
-            hist,
-            grp,
-            meta=bare,
-            mode=self.bound_mode,
-            lower_shift_ratio=self.lower_shift_ratio,
-            min_span=self.min_span,
-        )
+        best, worst = self._adaptive_bounds(hist, grp, bare)
         if not (best is not None and worst is not None):
             raise AssertionError(
                 "internal invariant broken: best is not None and worst is not None"

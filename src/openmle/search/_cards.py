@@ -28,7 +28,7 @@ from attrs import field, frozen
 
 from openmle._exports import warn_deprecated
 from openmle._types import Operator, Outcome, RunResult, Split, TaskMeta, Usage, check_operator
-from openmle._validation import check_type, fail, str_tuple
+from openmle._validation import check_type, fail, optional_finite, str_tuple
 from openmle.errors import InvalidArgument
 from openmle.search._families import UNKNOWN_FAMILY, analyse
 
@@ -44,12 +44,7 @@ def novelty_of(family_count: int) -> float:
 
 
 def _opt_float(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise fail("a number or None", "ExperienceCard field", value)
-    v = float(value)
-    return v if math.isfinite(v) else None
+    return optional_finite(value, "ExperienceCard field")
 
 
 def _operator(value: object) -> Operator:

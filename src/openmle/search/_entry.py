@@ -30,7 +30,7 @@ import inspect
 import logging
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, final
@@ -228,16 +228,13 @@ async def preflight_sandbox(sandbox: object) -> None:
         await answer
 
 
-def _check_parts(
-    *,
-    model: object,
-    sandbox: object,
-    prompts: object | None,
-    selector: object | None,
-    budget: object | None,
-    config: object | None = None,
-) -> None:
-    """Type-check the parts of a search before anything is written."""
+def _check_parts(spec: SearchSpec | ResumeSpec) -> None:
+    """Type-check the parts of a search or resume spec before anything is written (a
+    :class:`ResumeSpec` has no ``config``).
+    """
+    model, sandbox, prompts = spec.model, spec.sandbox, spec.prompts
+    selector, budget = spec.selector, spec.budget
+    config = spec.config if isinstance(spec, SearchSpec) else None
     checks: tuple[tuple[str, object, type, str], ...] = (
         ("sandbox", sandbox, Sandbox, "an openmle.Sandbox (async run(job) and aclose())"),
         ("model", model, OperatorModel, "an openmle.OperatorModel (async complete(request))"),
@@ -353,14 +350,7 @@ class SearchSpec:
     manifest_extra: Mapping[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
-        _check_parts(
-            model=self.model,
-            sandbox=self.sandbox,
-            prompts=self.prompts,
-            selector=self.selector,
-            budget=self.budget,
-            config=self.config,
-        )
+        _check_parts(self)
         _check_workers(self.workers)
         _check_priors(self.priors)
 
@@ -400,13 +390,7 @@ class ResumeSpec:
     priors_sha256: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        _check_parts(
-            model=self.model,
-            sandbox=self.sandbox,
-            prompts=self.prompts,
-            selector=self.selector,
-            budget=self.budget,
-        )
+        _check_parts(self)
 
 
 def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call: str) -> _SpecT:
@@ -561,26 +545,44 @@ async def arun_search(
         )
     path = None if rd is None else rd.path
     params = rd.manifest if rd is not None else _spec_params(s, info)
+
+    async def drive(recorder: Recorder) -> SearchResult:
+        return await _drive(
+            core,
+            model=s.model,
+            sandbox=s.sandbox,
+            task=info,
+            prompts=_with_summary_cache(s.prompts or OperatorPrompts(), path),
+            recorder=recorder,
+            workers=s.workers,
+            ordered=s.ordered,
+            limiter=limiter,
+            on_progress=_progress_of(on_progress, quiet, s.budget.steps),
+            final_test=s.final_test,
+            run_dir=path,
+            limits=limits,
+        )
+
+    return await _drive_recorded(drive, rd, track, params, info.higher_is_better)
+
+
+async def _drive_recorded(
+    drive: Callable[[Recorder], Awaitable[SearchResult]],
+    rd: RunDir | None,
+    track: Tracker | None,
+    params: Mapping[str, Any],
+    higher_is_better: bool,
+) -> SearchResult:
+    """``drive(recorder)`` with the run directory (if any) journalling and ``track`` (if
+    any) reporting: the session's end is journalled and the summary logged; the run directory
+    is closed whatever happens, and an exception group leaves as its one error.
+    """
     try:
         async with _writing(rd), tracking(track, params) as guard:
             recorder: Recorder = _NullRecorder() if rd is None else rd
             if guard is not None:
-                recorder = TrackingRecorder(recorder, guard, info.higher_is_better)
-            result = await _drive(
-                core,
-                model=s.model,
-                sandbox=s.sandbox,
-                task=info,
-                prompts=_with_summary_cache(s.prompts or OperatorPrompts(), path),
-                recorder=recorder,
-                workers=s.workers,
-                ordered=s.ordered,
-                limiter=limiter,
-                on_progress=_progress_of(on_progress, quiet, s.budget.steps),
-                final_test=s.final_test,
-                run_dir=path,
-                limits=limits,
-            )
+                recorder = TrackingRecorder(recorder, guard, higher_is_better)
+            result = await drive(recorder)
             if rd is not None:
                 rd.session("end", stop_reason=result.stop_reason)
             log_summary(guard, result)
@@ -726,32 +728,27 @@ async def aresume_search(
     if done is not None and not requeue and core.exhausted() is not None:
         final_done = (core.nodes[done[0]], done[1])
     rd.session("resume", requeued=[p.step for p in pending])
-    try:
-        async with rd.writing(), tracking(track, m) as guard:
-            result = await _drive(
-                core,
-                model=s.model,
-                sandbox=s.sandbox,
-                task=info,
-                prompts=prompts,
-                recorder=rd if guard is None else TrackingRecorder(rd, guard, hib),
-                workers=int(m["workers"]),
-                ordered=bool(m["ordered"]),
-                limiter=limiter,
-                on_progress=_progress_of(on_progress, quiet, bud.steps),
-                final_test=s.final_test,
-                requeue=requeue,
-                final_done=final_done,
-                run_dir=rd.path,
-                limits=limits,
-            )
-            rd.session("end", stop_reason=result.stop_reason)
-            log_summary(guard, result)
-        return result
-    except BaseExceptionGroup as group:
-        _raise_one(group)
-    finally:
-        rd.close()
+
+    async def drive(recorder: Recorder) -> SearchResult:
+        return await _drive(
+            core,
+            model=s.model,
+            sandbox=s.sandbox,
+            task=info,
+            prompts=prompts,
+            recorder=recorder,
+            workers=int(m["workers"]),
+            ordered=bool(m["ordered"]),
+            limiter=limiter,
+            on_progress=_progress_of(on_progress, quiet, bud.steps),
+            final_test=s.final_test,
+            requeue=requeue,
+            final_done=final_done,
+            run_dir=rd.path,
+            limits=limits,
+        )
+
+    return await _drive_recorded(drive, rd, track, m, hib)
 
 
 def _resumed_task_info(rd: RunDir, s: ResumeSpec) -> tuple[TaskInfo, JobLimits]:

@@ -30,6 +30,7 @@ import hashlib
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, final
 
 import attrs
@@ -147,6 +148,19 @@ class SearchConfig:
         return cls(**dict(data))
 
 
+def _lineage_dict(step: Proposal | Node) -> dict[str, Any]:
+    """The JSON-ready lineage fields a :class:`Proposal` and its :class:`Node` share
+    (operator, parents, generation, debug depth, reason), in their ``to_dict`` order.
+    """
+    return {
+        "operator": step.operator.value,
+        "parent_ids": list(step.parent_ids),
+        "generation": step.generation,
+        "debug_depth": step.debug_depth,
+        "reason": step.reason,
+    }
+
+
 @final
 @frozen(kw_only=True)
 class Proposal:
@@ -177,17 +191,14 @@ class Proposal:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {
-            "step": self.step,
-            "node_id": self.node_id,
-            "operator": self.operator.value,
-            "parent_ids": list(self.parent_ids),
-            "generation": self.generation,
-            "debug_depth": self.debug_depth,
-            "reason": self.reason,
-            "seed": self.seed,
-            "selection": None if self.selection is None else self.selection.to_dict(),
-        }
+        return (
+            {"step": self.step, "node_id": self.node_id}
+            | _lineage_dict(self)
+            | {
+                "seed": self.seed,
+                "selection": None if self.selection is None else self.selection.to_dict(),
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
@@ -330,32 +341,28 @@ class Node:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {
-            "node_id": self.node_id,
-            "step": self.step,
-            "operator": self.operator.value,
-            "parent_ids": list(self.parent_ids),
-            "generation": self.generation,
-            "debug_depth": self.debug_depth,
-            "reason": self.reason,
-            "code": self.code,
-            "plan": self.plan,
-            "outcome": self.outcome.value,
-            "score": self.score,
-            "valid_score": self.valid_score,
-            "printed_score": self.printed_score,
-            "error_signature": self.error_signature,
-            "detail": self.detail,
-            "exit_code": self.exit_code,
-            "feedback": self.feedback,
-            "family": self.family,
-            "model": self.model,
-            "used": self.used.to_dict(),
-            "selection": None if self.selection is None else self.selection.to_dict(),
-            "elapsed_s": self.elapsed_s,
-            "card": None if self.card is None else self.card.to_dict(),
-        } | (
-            ({"warnings": list(self.warnings)} if self.warnings else {})
+        return (
+            {"node_id": self.node_id, "step": self.step}
+            | _lineage_dict(self)
+            | {
+                "code": self.code,
+                "plan": self.plan,
+                "outcome": self.outcome.value,
+                "score": self.score,
+                "valid_score": self.valid_score,
+                "printed_score": self.printed_score,
+                "error_signature": self.error_signature,
+                "detail": self.detail,
+                "exit_code": self.exit_code,
+                "feedback": self.feedback,
+                "family": self.family,
+                "model": self.model,
+                "used": self.used.to_dict(),
+                "selection": None if self.selection is None else self.selection.to_dict(),
+                "elapsed_s": self.elapsed_s,
+                "card": None if self.card is None else self.card.to_dict(),
+            }
+            | ({"warnings": list(self.warnings)} if self.warnings else {})
             | ({"island": self.island} if self.island is not None else {})
             | ({"priors_shown": list(self.priors_shown)} if self.priors_shown else {})
         )
@@ -535,40 +542,26 @@ class SearchCore:
 
     def _choose(self, step: int, node_id: str, seed: int) -> Proposal:
         cfg = self.config
+        make = partial(Proposal, step=step, node_id=node_id, seed=seed)
         if step < cfg.initial_drafts:
-            return Proposal(
-                step=step, node_id=node_id, operator=Operator.DRAFT, reason="initial", seed=seed
-            )
+            return make(operator=Operator.DRAFT, reason="initial")
         if self._debug_queue:
             target = self.nodes[self._debug_queue.popleft()]
-            return Proposal(
-                step=step,
-                node_id=node_id,
+            return make(
                 operator=Operator.DEBUG,
                 parent_ids=(target.node_id,),
                 generation=target.generation + 1,
                 debug_depth=target.debug_depth + 1,
                 reason="debug",
-                seed=seed,
             )
         if self._forced_drafts:
             self._forced_drafts -= 1
-            return Proposal(
-                step=step,
-                node_id=node_id,
-                operator=Operator.DRAFT,
-                reason="forced_draft",
-                seed=seed,
-            )
+            return make(operator=Operator.DRAFT, reason="forced_draft")
         n_ok = self._n_ok
         if not n_ok:
-            return Proposal(
-                step=step, node_id=node_id, operator=Operator.DRAFT, reason="no_parent", seed=seed
-            )
+            return make(operator=Operator.DRAFT, reason="no_parent")
         if cfg.fresh_draft_prob > 0 and self.rng.random() < cfg.fresh_draft_prob:
-            return Proposal(
-                step=step, node_id=node_id, operator=Operator.DRAFT, reason="fresh_draft", seed=seed
-            )
+            return make(operator=Operator.DRAFT, reason="fresh_draft")
         crossover = (
             n_ok >= cfg.crossover_after
             and cfg.crossover_prob > 0
@@ -592,14 +585,11 @@ class SearchCore:
             )
         parents = tuple(selection.chosen)
         generation = 1 + max(self.nodes[p].generation for p in parents)
-        return Proposal(
-            step=step,
-            node_id=node_id,
+        return make(
             operator=op,
             parent_ids=parents,
             generation=generation,
             reason="selector",
-            seed=seed,
             selection=selection,
         )
 

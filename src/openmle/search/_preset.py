@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, final
 
+import attrs
 from attrs import field, frozen
 
 from openmle.errors import InvalidArgument
@@ -75,21 +76,9 @@ class Preset:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
-        return {
-            "name": self.name,
-            "steps": self.steps,
-            "sandbox_s": self.sandbox_s,
-            "wall_s": self.wall_s,
-            "time_limit_s": self.time_limit_s,
-            "seeds": self.seeds,
-            "max_debug_depth": self.max_debug_depth,
-            "selector": self.selector,
-            "prompt_chars": dict(self.prompt_chars),
-            "budget_line": self.budget_line,
-            "data_preview": self.data_preview,
-            "validation": self.validation,
-            "gpu_memory_gb": self.gpu_memory_gb,
-        }
+        d = attrs.asdict(self, recurse=False)
+        d["prompt_chars"] = dict(self.prompt_chars)
+        return d
 
     def deviations(self, used: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Every field whose value in ``used`` differs from the preset's:

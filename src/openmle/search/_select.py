@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any, Final, final
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 from attrs import field, frozen
@@ -250,14 +251,10 @@ class UtilityRow:
     probability: float
 
     def as_mapping(self) -> dict[str, float]:
-        """``{"score", "delta", "novelty", "utility", "probability"}``."""
-        return {
-            "score": self.score,
-            "delta": self.delta,
-            "novelty": self.novelty,
-            "utility": self.utility,
-            "probability": self.probability,
-        }
+        """``{"score", "delta", "novelty", "utility", "probability"}``: every field but
+        ``node_id``, in field order.
+        """
+        return attrs.asdict(self, recurse=False, filter=lambda a, _: a.name != "node_id")
 
 
 def _normalization(value: object) -> Normalization:
