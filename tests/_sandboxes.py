@@ -7,7 +7,7 @@ import contextlib
 import shutil
 import sys
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 
 import pytest
@@ -16,7 +16,7 @@ from openmle.backends import LocalSandbox
 from openmle.backends._isolation import bwrap_problem, landlock_abi
 from openmle.testing import ToyTask
 
-__all__ = ["mode_available", "prepared_local"]
+__all__ = ["local_in_each_mode", "mode_available", "prepared_local"]
 
 
 def mode_available(mode: str) -> str | None:
@@ -24,6 +24,15 @@ def mode_available(mode: str) -> str | None:
     if mode == "bwrap":
         return bwrap_problem(shutil.which("bwrap"), sys.executable)
     return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
+
+
+def local_in_each_mode(toy: ToyTask, **options: Any) -> Iterator[tuple[str, LocalSandbox]]:
+    """A LocalSandbox of ``toy`` (task name ``toy``) with ``options``, and its mode, for each
+    isolation mode that runs here (bwrap, then landlock; none where neither runs). Each is
+    made when reached; the caller closes it."""
+    for mode in ("bwrap", "landlock"):
+        if mode_available(mode) is None:
+            yield mode, LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, **options)
 
 
 @contextlib.asynccontextmanager
