@@ -12,7 +12,7 @@ from openmle import Job, ModelRequest, OperatorModel, RunResult, Sandbox, Select
 from openmle.search import Budget, SearchConfig, SearchSpec, run_search
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
-__all__ = ["four_step_run", "score_proportional", "toy_spec"]
+__all__ = ["four_step_run", "score_proportional", "toy_run", "toy_spec"]
 
 
 def score_proportional() -> FunctionSelector:
@@ -46,6 +46,18 @@ def toy_spec(
     )
 
 
+def toy_run(
+    path: Path,
+    model: Callable[[ModelRequest], str],
+    grade: Callable[[Job], RunResult],
+    **spec: Any,
+) -> Path:
+    """``path``, holding a finished toy search of the scripted ``model`` graded by ``grade``
+    (``spec``: the other arguments of :func:`toy_spec`, ``budget`` among them)."""
+    run_search(toy_spec(ScriptedModel(model), FunctionSandbox(grade), **spec), run_dir=path)
+    return path
+
+
 def four_step_run(
     path: Path,
     model: Callable[[ModelRequest], str],
@@ -55,15 +67,12 @@ def four_step_run(
     """``path``, holding a finished four-step toy search (two drafts, seed 1, every parent
     equally likely) of the scripted ``model`` graded by ``grade`` (``more``: any other field
     of the spec)."""
-    run_search(
-        toy_spec(
-            ScriptedModel(model),
-            FunctionSandbox(grade),
-            selector=FunctionSelector(lambda c: 1.0),
-            config=SearchConfig(initial_drafts=2, seed=1),
-            budget=Budget(steps=4),
-            **more,
-        ),
-        run_dir=path,
+    return toy_run(
+        path,
+        model,
+        grade,
+        selector=FunctionSelector(lambda c: 1.0),
+        config=SearchConfig(initial_drafts=2, seed=1),
+        budget=Budget(steps=4),
+        **more,
     )
-    return path
