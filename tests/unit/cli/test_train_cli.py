@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.unit.cli._train_resume import crash_and_resume
 
 pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
@@ -60,13 +61,14 @@ def test_config_file_runs_n_steps_and_checkpoints(tmp_path: Path) -> None:
 
 
 def test_resume_continues_with_the_uninterrupted_losses(tmp_path: Path) -> None:
-    assert main(["train", "sft", str(_toml(tmp_path, out="whole", max_steps=4))]) == 0
     half = _toml(tmp_path, out="split", max_steps=2)
-    assert main(["train", "sft", str(half)]) == 0
-    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:  # a step lost in a crash
-        f.write('{"loss": 9.0, "step": 3.0}\n{"loss": 9')
-    half.write_text(half.read_text().replace("max_steps = 2", "max_steps = 4"))
-    assert main(["train", "sft", str(half)]) == 0
+    crash_and_resume(
+        "sft",
+        _toml(tmp_path, out="whole", max_steps=4),
+        half,
+        lost='{"loss": 9.0, "step": 3.0}\n{"loss": 9',  # a step lost in a crash
+        steps=("max_steps = 2", "max_steps = 4"),
+    )
     whole, split = _losses(tmp_path / "whole"), _losses(tmp_path / "split")
     assert len(split) == 4
     assert split == pytest.approx(whole, rel=1e-6, abs=1e-9)
