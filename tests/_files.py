@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["alive", "locked_tree", "open_up", "write_csv"]
+__all__ = ["alive", "locked_tree", "open_up", "public_private", "write_csv"]
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -56,3 +56,14 @@ def locked_tree(tmp: Path) -> tuple[Path, Path]:
     os.chmod(root / "a" / "b", 0)
     os.chmod(root / "a", 0o500)
     return root, outside
+
+
+def public_private(view: Path, sample: str, answer_file: str, answers: str) -> tuple[Path, Path]:
+    """``(view/public, view/private)``, made (with their parents), holding the text
+    ``sample`` as ``public/sample_submission.csv`` and ``answers`` as ``private/answer_file``."""
+    pub, priv = view / "public", view / "private"
+    pub.mkdir(parents=True)
+    priv.mkdir(parents=True)
+    (pub / "sample_submission.csv").write_text(sample)
+    (priv / answer_file).write_text(answers)
+    return pub, priv
