@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -69,28 +69,32 @@ def _edit_cli(out: Path, key: str, value: str) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest))
 
 
-def _refused(
-    argv: list[str],
-    seen: _Recorder,
+@pytest.fixture
+def refused(
+    listener: tuple[str, _Recorder],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> str:
-    """``openmle ARGV --quiet`` with an API key set exits 2 without a request reaching the
-    listener; returns its stderr."""
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    capsys.readouterr()
-    code = main([*argv, "--quiet"])
-    err = capsys.readouterr().err
-    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
-    assert code == 2, err
-    return err
+) -> Callable[[list[str]], str]:
+    """``refused(argv)``: ``openmle ARGV --quiet`` with an API key set exits 2 without a
+    request reaching the listener; returns its stderr."""
+    _, seen = listener
+
+    def run(argv: list[str]) -> str:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        capsys.readouterr()
+        code = main([*argv, "--quiet"])
+        err = capsys.readouterr().err
+        assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
+        assert code == 2, err
+        return err
+
+    return run
 
 
 def test_resume_refuses_a_server_model_from_an_edited_manifest(
     tmp_path: Path,
     listener: tuple[str, _Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    refused: Callable[[list[str]], str],
 ) -> None:
     url, seen = listener
     out = tmp_path / "run"
@@ -98,9 +102,7 @@ def test_resume_refuses_a_server_model_from_an_edited_manifest(
     argv += ["--steps", "1", "--workers", "1", "--out", str(out), "--quiet", "--no-report"]
     assert main(argv) == 0
     _edit_cli(out, "model", f"openai:{url}#m")  # the received directory's edit
-    err = _refused(
-        ["resume", str(out), "--budget", "steps=2", "--no-report"], seen, monkeypatch, capsys
-    )
+    err = refused(["resume", str(out), "--budget", "steps=2", "--no-report"])
     assert url in err and "--model" in err
     # Named again on the command line, the same server is the user's choice.
     again = ["resume", str(out), "--model", f"openai:{url}#m", "--budget", "steps=1"]
@@ -112,13 +114,12 @@ def test_resume_refuses_a_server_model_from_an_edited_manifest(
 def test_resume_refuses_a_server_inside_a_recorded_routing(
     tmp_path: Path,
     listener: tuple[str, _Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    refused: Callable[[list[str]], str],
     key: str,
 ) -> None:
     """A server hidden in one route of ``--model draft=...,default=...`` (or in the recorded
     ``--summary-model``) is refused like a plain one: each part is checked."""
-    url, seen = listener
+    url, _ = listener
     out = tmp_path / "run"
     argv = ["search", "--task", "tabular-regression", "--model", "draft=offline,default=offline"]
     argv += ["--summaries", "--steps", "1", "--workers", "1", "--out", str(out), "--quiet"]
@@ -126,9 +127,7 @@ def test_resume_refuses_a_server_inside_a_recorded_routing(
     _edit_cli(
         out, key, f"draft=offline,default=openai:{url}#m" if key == "model" else f"openai:{url}#m"
     )
-    err = _refused(
-        ["resume", str(out), "--budget", "steps=2", "--no-report"], seen, monkeypatch, capsys
-    )
+    err = refused(["resume", str(out), "--budget", "steps=2", "--no-report"])
     flag = "--model" if key == "model" else "--summary-model"
     assert url in err and flag in err
 
@@ -136,14 +135,13 @@ def test_resume_refuses_a_server_inside_a_recorded_routing(
 def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     tmp_path: Path,
     listener: tuple[str, _Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    refused: Callable[[list[str]], str],
 ) -> None:
     from tests.unit.bench._mininb import build
 
     from openmle.bench import BenchConfig, BenchRun, NatureBench
 
-    url, seen = listener
+    url, _ = listener
     root = build(tmp_path / "nb")
     config = BenchConfig(
         suite="x",
@@ -156,5 +154,5 @@ def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     )
     bench = tmp_path / "bench"
     BenchRun.create(bench, config, NatureBench(root))
-    err = _refused(["bench", "resume", str(bench)], seen, monkeypatch, capsys)
+    err = refused(["bench", "resume", str(bench)])
     assert url in err and "--model" in err
