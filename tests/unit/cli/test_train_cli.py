@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -61,14 +62,8 @@ def test_config_file_runs_n_steps_and_checkpoints(tmp_path: Path) -> None:
 
 
 def test_resume_continues_with_the_uninterrupted_losses(tmp_path: Path) -> None:
-    half = _toml(tmp_path, out="split", max_steps=2)
-    crash_and_resume(
-        "sft",
-        _toml(tmp_path, out="whole", max_steps=4),
-        half,
-        lost='{"loss": 9.0, "step": 3.0}\n{"loss": 9',  # a step lost in a crash
-        steps=("max_steps = 2", "max_steps = 4"),
-    )
+    lost = '{"loss": 9.0, "step": 3.0}\n{"loss": 9'  # a step lost in a crash
+    half = crash_and_resume("sft", partial(_toml, tmp_path), "max_steps", (2, 4), lost)
     whole, split = _losses(tmp_path / "whole"), _losses(tmp_path / "split")
     assert len(split) == 4
     assert split == pytest.approx(whole, rel=1e-6, abs=1e-9)
