@@ -130,20 +130,27 @@ def test_metric_runs_in_another_process(tmp_path: Path) -> None:
     assert "_openmle_task_metric" not in __import__("sys").modules
 
 
+def _graded_with_metric(make_package: PackageBuilder, source: str) -> GradeReport:
+    """The grade of the sample submission of a package whose ``utils/metric.py`` is
+    ``source`` (and whose task.toml is empty)."""
+    root = make_package(toml="")
+    (root / "utils").mkdir()
+    (root / "utils/metric.py").write_text(source)
+    return load_task(root).grade(root / "data/public/sample_submission.csv")
+
+
 @pytest.mark.needs("pandas")
 def test_broken_metric_is_reported_not_raised(make_package: PackageBuilder) -> None:
     """A metric class that raises gives an invalid report naming the exception type."""
-    root = make_package(toml="")
-    (root / "utils").mkdir()
-    (root / "utils/metric.py").write_text(
+    report = _graded_with_metric(
+        make_package,
         "class BadMetrics:\n"
         "    higher_is_better = False\n"
         "    def __init__(self):\n"
         "        self.higher_is_better = False\n"
         "    def evaluate(self, y_true, y_pred):\n"
-        "        raise KeyError('secret')\n"
+        "        raise KeyError('secret')\n",
     )
-    report = load_task(root).grade(root / "data/public/sample_submission.csv")
     assert not report.valid and "KeyError" in report.reason and "secret" not in report.reason
 
 
@@ -185,18 +192,16 @@ def test_symlink_to_answers_is_refused(make_package: PackageBuilder, tmp_path: P
 @pytest.mark.needs("pandas")
 def test_metric_messages_mask_numbers(make_package: PackageBuilder) -> None:
     """A task's validate_submission message reaches the reason with its numbers masked."""
-    root = make_package(toml="")
-    (root / "utils").mkdir()
-    (root / "utils/metric.py").write_text(
+    report = _graded_with_metric(
+        make_package,
         "class LeakyMetrics:\n"
         "    def __init__(self):\n"
         "        self.higher_is_better = False\n"
         "    def validate_submission(self, submission, ground_truth):\n"
         "        raise ValueError(f'expected {ground_truth.y.tolist()[:3]} here')\n"
         "    def evaluate(self, y_true, y_pred):\n"
-        "        return 0.0\n"
+        "        return 0.0\n",
     )
-    report = load_task(root).grade(root / "data/public/sample_submission.csv")
     assert not report.valid and "ValueError" in report.reason
     assert "<n>" in report.reason and "81" not in report.reason
 
