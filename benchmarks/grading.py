@@ -25,16 +25,18 @@ Run: ``python benchmarks/grading.py [--repeats 30]``.
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the CSV writer of the tests
+from tests._files import write_csv
 
 from openmle import Split
 from openmle.gym import _gradeproc as gradeproc
@@ -49,27 +51,19 @@ N_ROWS = 200
 GOAL_MS = 25.0
 
 
-def _write(path: Path, header: list[str], rows: Sequence[Sequence[object]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(header)
-        w.writerows(rows)
-
-
 def _package(root: Path) -> tuple[Path, Path]:
     """A regression package with its validation split shipped; (root, a submission)."""
     rows = [[i, round(i * 0.5, 2), round(2.0 * i + 1.0, 3)] for i in range(4 * N_ROWS)]
     for view, test in (("data", rows[-N_ROWS:]), ("data/valid", rows[-2 * N_ROWS : -N_ROWS])):
         pub, priv = root / view / "public", root / view / "private"
-        _write(pub / "train.csv", ["id", "x", "y"], [r for r in rows if r not in test])
-        _write(pub / "test.csv", ["id", "x"], [r[:2] for r in test])
-        _write(pub / "sample_submission.csv", ["id", "y"], [[r[0], 0.0] for r in test])
-        _write(priv / "test_answer.csv", ["id", "y"], [[r[0], r[2]] for r in test])
+        write_csv(pub / "train.csv", ["id", "x", "y"], [r for r in rows if r not in test])
+        write_csv(pub / "test.csv", ["id", "x"], [r[:2] for r in test])
+        write_csv(pub / "sample_submission.csv", ["id", "y"], [[r[0], 0.0] for r in test])
+        write_csv(priv / "test_answer.csv", ["id", "y"], [[r[0], r[2]] for r in test])
         (pub / "description.txt").write_text("Predict y. RMSE. Columns id,y.\n")
     (root / "task.toml").write_text('name = "bench"\nmetric = "rmse"\n')
     sub = root.parent / "submission.csv"
-    _write(sub, ["id", "y"], [[r[0], r[2] + 0.1] for r in rows[-2 * N_ROWS : -N_ROWS]])
+    write_csv(sub, ["id", "y"], [[r[0], r[2] + 0.1] for r in rows[-2 * N_ROWS : -N_ROWS]])
     return root, sub
 
 

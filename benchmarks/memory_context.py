@@ -95,49 +95,52 @@ oof = np.zeros(len(train))
 preds = np.zeros(len(test))
 """
 
+
+def _boosted(preamble: str, make: str, fit: str, fill: str = "") -> str:
+    """A tree family's template: ``preamble``, then per fold ``model = make``,
+    ``model.fit(fit)``, its out-of-fold and test probabilities (the features through
+    ``fill``) and the fold's accuracy."""
+    return (
+        preamble
+        + "folds = StratifiedKFold({folds}, shuffle=True, random_state={seed})\n"
+        + "for fold, (tr, va) in enumerate(folds.split(train, y)):\n"
+        + f"    model = {make}\n"
+        + f"    model.fit({fit})\n"
+        + f"    oof[va] = model.predict_proba(train.iloc[va][features]{fill})[:, 1]\n"
+        + f"    preds += model.predict_proba(test[features]{fill})[:, 1] / {{folds}}\n"
+        + '    print(f"fold {{fold}} accuracy {{accuracy_score(y[va], oof[va] > 0.5):.4f}}")\n'
+    )
+
+
 _MODELS = {
-    "lightgbm": """import lightgbm as lgb
+    "lightgbm": _boosted(
+        """import lightgbm as lgb
 params = dict(n_estimators={n}, learning_rate={lr}, num_leaves={leaves}, subsample=0.8,
               colsample_bytree={col}, reg_lambda={reg}, random_state={seed})
-folds = StratifiedKFold({folds}, shuffle=True, random_state={seed})
-for fold, (tr, va) in enumerate(folds.split(train, y)):
-    model = lgb.LGBMClassifier(**params)
-    model.fit(train.iloc[tr][features], y[tr], eval_set=[(train.iloc[va][features], y[va])])
-    oof[va] = model.predict_proba(train.iloc[va][features])[:, 1]
-    preds += model.predict_proba(test[features])[:, 1] / {folds}
-    print(f"fold {{fold}} accuracy {{accuracy_score(y[va], oof[va] > 0.5):.4f}}")
 """,
-    "xgboost": """import xgboost as xgb
-folds = StratifiedKFold({folds}, shuffle=True, random_state={seed})
-for fold, (tr, va) in enumerate(folds.split(train, y)):
-    model = xgb.XGBClassifier(n_estimators={n}, max_depth={depth}, learning_rate={lr},
+        "lgb.LGBMClassifier(**params)",
+        "train.iloc[tr][features], y[tr], eval_set=[(train.iloc[va][features], y[va])]",
+    ),
+    "xgboost": _boosted(
+        "import xgboost as xgb\n",
+        """xgb.XGBClassifier(n_estimators={n}, max_depth={depth}, learning_rate={lr},
                               subsample=0.9, colsample_bytree={col}, reg_lambda={reg},
-                              tree_method="hist", random_state={seed})
-    model.fit(train.iloc[tr][features], y[tr], verbose=False)
-    oof[va] = model.predict_proba(train.iloc[va][features])[:, 1]
-    preds += model.predict_proba(test[features])[:, 1] / {folds}
-    print(f"fold {{fold}} accuracy {{accuracy_score(y[va], oof[va] > 0.5):.4f}}")
-""",
-    "catboost": """from catboost import CatBoostClassifier
-folds = StratifiedKFold({folds}, shuffle=True, random_state={seed})
-for fold, (tr, va) in enumerate(folds.split(train, y)):
-    model = CatBoostClassifier(iterations={n}, depth={depth}, learning_rate={lr},
-                               l2_leaf_reg={reg}, verbose=0, random_seed={seed})
-    model.fit(train.iloc[tr][features], y[tr])
-    oof[va] = model.predict_proba(train.iloc[va][features])[:, 1]
-    preds += model.predict_proba(test[features])[:, 1] / {folds}
-    print(f"fold {{fold}} accuracy {{accuracy_score(y[va], oof[va] > 0.5):.4f}}")
-""",
-    "sklearn": """from sklearn.ensemble import HistGradientBoostingClassifier
-folds = StratifiedKFold({folds}, shuffle=True, random_state={seed})
-for fold, (tr, va) in enumerate(folds.split(train, y)):
-    model = HistGradientBoostingClassifier(max_iter={n}, learning_rate={lr}, max_depth={depth},
-                                           l2_regularization={reg}, random_state={seed})
-    model.fit(train.iloc[tr][features].fillna(-1), y[tr])
-    oof[va] = model.predict_proba(train.iloc[va][features].fillna(-1))[:, 1]
-    preds += model.predict_proba(test[features].fillna(-1))[:, 1] / {folds}
-    print(f"fold {{fold}} accuracy {{accuracy_score(y[va], oof[va] > 0.5):.4f}}")
-""",
+                              tree_method="hist", random_state={seed})""",
+        "train.iloc[tr][features], y[tr], verbose=False",
+    ),
+    "catboost": _boosted(
+        "from catboost import CatBoostClassifier\n",
+        """CatBoostClassifier(iterations={n}, depth={depth}, learning_rate={lr},
+                               l2_leaf_reg={reg}, verbose=0, random_seed={seed})""",
+        "train.iloc[tr][features], y[tr]",
+    ),
+    "sklearn": _boosted(
+        "from sklearn.ensemble import HistGradientBoostingClassifier\n",
+        """HistGradientBoostingClassifier(max_iter={n}, learning_rate={lr}, max_depth={depth},
+                                           l2_regularization={reg}, random_state={seed})""",
+        "train.iloc[tr][features].fillna(-1), y[tr]",
+        ".fillna(-1)",
+    ),
     "neural_net": """import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset

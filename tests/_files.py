@@ -1,5 +1,5 @@
-"""Small file and process helpers the tests share: a CSV writer, a /proc liveness check and a
-tree made readable to a container's user."""
+"""Small file and process helpers the tests share: a CSV writer, a /proc liveness check, a
+tree made readable to a container's user and a locked tree with outward links to remove."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["alive", "open_up", "write_csv"]
+__all__ = ["alive", "locked_tree", "open_up", "public_private", "write_csv"]
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -38,3 +38,32 @@ def open_up(root: Path) -> None:
         for f in files:
             os.chmod(os.path.join(dirpath, f), 0o644)
     os.chmod(root, 0o755)
+
+
+def locked_tree(tmp: Path) -> tuple[Path, Path]:
+    """``(root, outside)``: a tree ``tmp/run`` a remover must delete without following it:
+    ``a/b/f`` with ``f`` unreadable, ``a/b`` unsearchable and ``a`` read-only, and symlinks
+    ``link`` (to ``outside``, ``tmp/outside.txt`` holding ``keep``) and ``dirlink`` (to
+    ``tmp``). ``root`` itself stays writable."""
+    outside = tmp / "outside.txt"
+    outside.write_text("keep")
+    root = tmp / "run"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "link").symlink_to(outside)
+    (root / "dirlink").symlink_to(tmp)
+    os.chmod(root / "a" / "b" / "f", 0)
+    os.chmod(root / "a" / "b", 0)
+    os.chmod(root / "a", 0o500)
+    return root, outside
+
+
+def public_private(view: Path, sample: str, answer_file: str, answers: str) -> tuple[Path, Path]:
+    """``(view/public, view/private)``, made (with their parents), holding the text
+    ``sample`` as ``public/sample_submission.csv`` and ``answers`` as ``private/answer_file``."""
+    pub, priv = view / "public", view / "private"
+    pub.mkdir(parents=True)
+    priv.mkdir(parents=True)
+    (pub / "sample_submission.csv").write_text(sample)
+    (priv / answer_file).write_text(answers)
+    return pub, priv

@@ -7,16 +7,22 @@ import contextlib
 import shutil
 import sys
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 import pytest
 
+from openmle import backends
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import bwrap_problem, landlock_abi
 from openmle.testing import ToyTask
 
-__all__ = ["mode_available", "prepared_local"]
+__all__ = [
+    "assert_builds_shipped_sandboxes",
+    "local_in_each_mode",
+    "mode_available",
+    "prepared_local",
+]
 
 
 def mode_available(mode: str) -> str | None:
@@ -24,6 +30,26 @@ def mode_available(mode: str) -> str | None:
     if mode == "bwrap":
         return bwrap_problem(shutil.which("bwrap"), sys.executable)
     return None if landlock_abi() > 0 else "Landlock is not supported by this kernel"
+
+
+def assert_builds_shipped_sandboxes(build: Callable[[str], object]) -> None:
+    """``build`` (a spec string to a sandbox) makes every shipped sandbox from its name:
+    local, docker, ray and service:URL (its URL kept)."""
+    assert isinstance(build("local"), backends.LocalSandbox)
+    assert isinstance(build("docker"), backends.DockerSandbox)
+    assert isinstance(build("ray"), backends.RaySandbox)
+    service = build("service:http://127.0.0.1:8765")
+    assert isinstance(service, backends.JobServiceSandbox)
+    assert service.base_url == "http://127.0.0.1:8765"
+
+
+def local_in_each_mode(toy: ToyTask, **options: Any) -> Iterator[tuple[str, LocalSandbox]]:
+    """A LocalSandbox of ``toy`` (task name ``toy``) with ``options``, and its mode, for each
+    isolation mode that runs here (bwrap, then landlock; none where neither runs). Each is
+    made when reached; the caller closes it."""
+    for mode in ("bwrap", "landlock"):
+        if mode_available(mode) is None:
+            yield mode, LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, **options)
 
 
 @contextlib.asynccontextmanager

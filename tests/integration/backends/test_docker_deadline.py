@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,33 @@ def _driver(script: str, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
+@contextlib.contextmanager
+def _driving(
+    engine: Engine, label: str, script: str, *args: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A driver running ``script`` with ``args``; on exit it is killed if still running and
+    the containers labelled ``label`` are removed."""
+    driver = _driver(script, *args)
+    try:
+        yield driver
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        _cleanup(engine, label)
+
+
+def _kill_outlived(
+    engine: Engine, driver: subprocess.Popen[bytes], label: str, within_s: float, why: str
+) -> None:
+    """SIGKILL ``driver``'s process group after a second of running; the containers labelled
+    ``label`` must be gone within ``within_s`` (else fail with ``why``)."""
+    time.sleep(1.0)  # running now
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver dies; nothing stops its container
+    driver.wait()
+    assert _wait_for(engine, label, present=False, within_s=within_s), why
+
+
 GRADE = """
 import sys
 from pathlib import Path
@@ -100,24 +129,15 @@ def test_a_grading_container_is_labelled_and_removed_after_its_grader_is_killed(
     evaluator.write_text("def run_evaluation():\n    while True:\n        pass\n")
     sub = tmp_path / "submission.csv"
     sub.write_text("id,label\n")
-    driver = _driver(GRADE, str(root), docker_engine.image, docker_engine.base_url, str(sub))
-    try:
+    args = (str(root), docker_engine.image, docker_engine.base_url, str(sub))
+    with _driving(docker_engine, "openmle.grader", GRADE, *args) as driver:
         assert _wait_for(docker_engine, "openmle.grader", present=True, within_s=120)
         (found,) = _find(docker_engine, "openmle.grader")
         labels = found.get("Labels") or {}
         assert labels.get("openmle.managed") == "1" and labels.get("openmle.owner")
-        time.sleep(1.0)  # running now
-        os.killpg(driver.pid, signal.SIGKILL)  # the grading process dies; nothing stops it
-        driver.wait()
         # Removed by the watchdog at 6 s + 10 s slack (it kept running before).
-        assert _wait_for(docker_engine, "openmle.grader", present=False, within_s=60), (
-            "the grading container outlived its killed grader"
-        )
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-        _cleanup(docker_engine, "openmle.grader")
+        why = "the grading container outlived its killed grader"
+        _kill_outlived(docker_engine, driver, "openmle.grader", 60, why)
 
 
 def test_container_grader_honours_docker_host(
@@ -171,18 +191,9 @@ def test_a_fake_timeout_in_the_image_does_not_disable_the_deadline(
     docker_engine: Engine, tmp_path: Path
 ) -> None:
     image = _fake_timeout_image(docker_engine)
-    driver = _driver(RUN, image, docker_engine.base_url, str(tmp_path / "toy"))
-    try:
+    args = (image, docker_engine.base_url, str(tmp_path / "toy"))
+    with _driving(docker_engine, "openmle.managed", RUN, *args) as driver:
         assert _wait_for(docker_engine, "openmle.managed", present=True, within_s=120)
-        time.sleep(1.0)
-        os.killpg(driver.pid, signal.SIGKILL)  # the driver dies with the container running
-        driver.wait()
         # Deadline: 3 s + 1 s grace + 10 s slack, enforced from the host.
-        assert _wait_for(docker_engine, "openmle.managed", present=False, within_s=60), (
-            "the container outlived its driver: the image's fake timeout disabled the deadline"
-        )
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-        _cleanup(docker_engine, "openmle.managed")
+        why = "the container outlived its driver: the image's fake timeout disabled the deadline"
+        _kill_outlived(docker_engine, driver, "openmle.managed", 60, why)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 from tests._files import open_up
+from tests._net import unreached_listener
 
 from openmle import Job, Outcome, Resources, Split
 from openmle.backends import DockerSandbox
@@ -136,27 +136,19 @@ async def test_symlinked_submission_cannot_point_the_grader_at_the_answers(
 async def test_network_is_refused(docker_engine: Engine, toy: ToyTask) -> None:
     """With the network off only loopback exists and a listener on the host's loopback (started
     here; probes never target an outside address) cannot be reached."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    port = listener.getsockname()[1]
-    code = (
-        "import socket\n"
-        "ifaces = sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:])\n"
-        "print('IFACES', ifaces)\n"
-        "try:\n"
-        f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-        "    print('NETWORK_OPEN')\n"
-        "except OSError as exc:\n"
-        "    print('NETWORK_BLOCKED', type(exc).__name__)\n"
-    )
-    try:
+    with unreached_listener() as port:
+        code = (
+            "import socket\n"
+            "lines = open('/proc/net/dev').readlines()[2:]\n"
+            "ifaces = sorted(l.split(':')[0].strip() for l in lines)\n"
+            "print('IFACES', ifaces)\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+            "    print('NETWORK_OPEN')\n"
+            "except OSError as exc:\n"
+            "    print('NETWORK_BLOCKED', type(exc).__name__)\n"
+        )
         result = await _run(docker_engine, toy, code)
-        listener.settimeout(0.1)
-        with pytest.raises(TimeoutError):
-            listener.accept()  # nothing reached the host's listener
-    finally:
-        listener.close()
     assert result.outcome is Outcome.MISSING_SUBMISSION, result.logs
     assert "IFACES ['lo']" in result.logs
     assert "NETWORK_BLOCKED" in result.logs and "NETWORK_OPEN" not in result.logs

@@ -16,7 +16,7 @@ import anyio
 import attrs
 import pytest
 from tests._files import alive
-from tests._sandboxes import mode_available, prepared_local
+from tests._sandboxes import local_in_each_mode, mode_available, prepared_local
 
 from openmle import Job, Outcome, Resources, RunResult, Split
 from openmle.backends import LocalSandbox
@@ -456,10 +456,7 @@ async def test_runs_leave_no_cgroups_or_directories(toy: ToyTask, tmp_path: Path
         return {path for pattern in patterns for path in glob.glob(pattern)}
 
     before = ours()
-    for mode in ("bwrap", "landlock"):
-        if mode_available(mode) is not None:
-            continue
-        sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, workdir=work)
+    for _mode, sb in local_in_each_mode(toy, workdir=work):
         for code in (TOY_SOLUTION, "import time; time.sleep(60)", "raise SystemExit(3)"):
             await sb.run(Job(code=code, task="toy", timeout_s=1.0))
         await sb.aclose()
@@ -548,15 +545,7 @@ async def test_quota_watchdog_kills_where_no_tmpfs_can_be_mounted(
     from openmle.backends import _isolation
 
     monkeypatch.setattr(_isolation, "mount_quota_tmpfs", lambda *a, **k: False)
-    for mode in ("bwrap", "landlock"):
-        if mode_available(mode) is not None:
-            continue
-        sb = LocalSandbox(
-            ToyTask.resolver({"toy": toy}),
-            isolation=mode,
-            max_workspace_mb=64,
-            max_workspace_files=500,
-        )
+    for mode, sb in local_in_each_mode(toy, max_workspace_mb=64, max_workspace_files=500):
         code = (
             "import os, time\n"
             "for i in range(5000):\n"
@@ -579,15 +568,7 @@ async def test_kept_workspace_is_copied_out_and_no_mount_is_left(
     """keep_workspaces keeps workspace/ and program/; no quota tmpfs stays mounted."""
     work = tmp_path / "work"
     work.mkdir()
-    for mode in ("bwrap", "landlock"):
-        if mode_available(mode) is not None:
-            continue
-        sb = LocalSandbox(
-            ToyTask.resolver({"toy": toy}),
-            isolation=mode,
-            workdir=work,
-            keep_workspaces=True,
-        )
+    for _mode, sb in local_in_each_mode(toy, workdir=work, keep_workspaces=True):
         r = await sb.run(Job(code="open('kept.txt', 'w').write('k')", task="toy"))
         assert r.artifacts == ("kept.txt",)
         await sb.aclose()

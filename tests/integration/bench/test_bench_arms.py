@@ -54,6 +54,21 @@ def _config(mini: tuple[Path, Path], lib: Path) -> BenchConfig:
     )
 
 
+def _refused(mini: tuple[Path, Path], tmp_path: Path, leak: Prior, match: str) -> None:
+    """A bench whose library holds ``leak`` is refused (an InvalidArgument matching ``match``)
+    before its folder is made."""
+    lib = tmp_path / "lib.jsonl"
+    save_library(PriorLibrary([leak]), lib)
+    out = tmp_path / "bench"
+    with pytest.raises(InvalidArgument, match=match):
+        anyio.run(
+            lambda: arun_bench(
+                out, config=_config(mini, lib), model=ScriptedModel(lambda _r: PROGRAM)
+            )
+        )
+    assert not out.exists()
+
+
 def test_two_by_two_arms_run_and_report_side_by_side(
     mini: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -131,29 +146,14 @@ def test_two_by_two_arms_run_and_report_side_by_side(
 def test_a_library_made_from_a_bench_competition_is_refused(
     mini: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    lib = tmp_path / "lib.jsonl"
-    save_library(
-        PriorLibrary(
-            [
-                Prior(
-                    prior_id="leak",
-                    kind="method",
-                    text="t",
-                    source="openmle run mini-tabular@seed-0",
-                    source_ids=["mini-tabular@seed-0"],
-                )
-            ]
-        ),
-        lib,
+    leak = Prior(
+        prior_id="leak",
+        kind="method",
+        text="t",
+        source="openmle run mini-tabular@seed-0",
+        source_ids=["mini-tabular@seed-0"],
     )
-    out = tmp_path / "bench"
-    with pytest.raises(InvalidArgument, match=r"'mini-tabular'.*openmle run mini-tabular"):
-        anyio.run(
-            lambda: arun_bench(
-                out, config=_config(mini, lib), model=ScriptedModel(lambda _r: PROGRAM)
-            )
-        )
-    assert not out.exists()
+    _refused(mini, tmp_path, leak, r"'mini-tabular'.*openmle run mini-tabular")
 
 
 def test_a_library_citing_a_competitions_data_hash_is_refused(
@@ -169,16 +169,7 @@ def test_a_library_citing_a_competitions_data_hash_is_refused(
     assert digest in excl.data_hashes and "mini-tabular" in excl.names
     md5 = hashlib.md5(train.read_bytes(), usedforsecurity=False).hexdigest()
     assert f"md5:{md5}" in excl.data_hashes  # as MLE-bench's checksums.yaml records it
-    lib = tmp_path / "lib.jsonl"
     leak = Prior(prior_id="leak", kind="method", text="t", source="a write-up", source_ids=[digest])
-    save_library(PriorLibrary([leak]), lib)
-    out = tmp_path / "bench"
-    with pytest.raises(InvalidArgument, match=r"'mini-tabular'.*'leak'.*data hash"):
-        anyio.run(
-            lambda: arun_bench(
-                out, config=_config(mini, lib), model=ScriptedModel(lambda _r: PROGRAM)
-            )
-        )
-    assert not out.exists()
+    _refused(mini, tmp_path, leak, r"'mini-tabular'.*'leak'.*data hash")
     clean = attrs.evolve(leak, source_ids=[hashlib.sha256(b"other data").hexdigest()])
     check_priors_clean(PriorLibrary([clean]), ["mini-tabular"], known={"mini-tabular": excl})

@@ -5,13 +5,13 @@ with its own named finding."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests._net import unreached_listener
 from tests.integration.builder._steps import Mutant as _Mutant
 from tests.integration.builder._steps import build, validate, write_sklearn
 from tests.integration.builder._steps import replace as _replace
@@ -117,21 +117,18 @@ def test_mutated_prepare_fails_with_its_finding(tmp_path: Path, mutation: str) -
 def test_prepare_opening_a_socket_is_refused_and_reported(tmp_path: Path) -> None:
     # The target is a listener this test starts on the host's loopback: the sandbox has no
     # network, so the connection fails inside it (never a packet to an outside address).
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    port = listener.getsockname()[1]
-    connect = (
-        "    import socket\n"
-        f'    socket.create_connection(("127.0.0.1", {port}), timeout=5).close()\n'
-        "    raw, public, private = Path(raw), Path(public), Path(private)"
-    )
-    model = _Mutant(
-        _replace("    raw, public, private = Path(raw), Path(public), Path(private)", connect)
-    )
-    raw, out = tmp_path / "iris", tmp_path / "out"
-    write_sklearn("iris", raw)
-    result = build(raw, out, model, solvability=False, max_prepare_attempts=2)
+    with unreached_listener() as port:
+        connect = (
+            "    import socket\n"
+            f'    socket.create_connection(("127.0.0.1", {port}), timeout=5).close()\n'
+            "    raw, public, private = Path(raw), Path(public), Path(private)"
+        )
+        model = _Mutant(
+            _replace("    raw, public, private = Path(raw), Path(public), Path(private)", connect)
+        )
+        raw, out = tmp_path / "iris", tmp_path / "out"
+        write_sklearn("iris", raw)
+        result = build(raw, out, model, solvability=False, max_prepare_attempts=2)
     assert result.status == "failed" and result.stage == "prepare"
     assert "runtime_error" in result.reason
     # Inside the sandbox's own network namespace the port is closed (refused) or there is no
@@ -141,10 +138,6 @@ def test_prepare_opening_a_socket_is_refused_and_reported(tmp_path: Path) -> Non
     runs = result.record["prepare"]["attempts"]
     assert len(runs) == 2 and all(r["outcome"] == "runtime_error" for r in runs)
     assert not out.exists()
-    listener.settimeout(0.1)
-    with pytest.raises(TimeoutError):
-        listener.accept()  # nothing reached the host's listener
-    listener.close()
 
 
 def test_raw_data_matching_a_benchmark_hash_is_refused(tmp_path: Path) -> None:

@@ -139,6 +139,14 @@ def joined_tables(root: Path, n: int = 200) -> Path:
     return root
 
 
+def _built(raw: Path, pkg: Path) -> tuple[BuildResult, dict[str, Any]]:
+    """Build ``raw`` into ``pkg``, which must succeed; the result and the package's spec."""
+    result = _build(raw, pkg)
+    assert result.status == "built", result.reason
+    spec: dict[str, Any] = result.record["spec"]["spec"]
+    return result, spec
+
+
 def _header(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()[0].split(",")
 
@@ -147,9 +155,7 @@ def _header(path: Path) -> list[str]:
 def test_an_image_folder_with_a_labels_csv_builds_validates_and_searches(tmp_path: Path) -> None:
     raw = image_folder(tmp_path / "raw")
     pkg = tmp_path / "pkg"
-    result = _build(raw, pkg)
-    assert result.status == "built", result.reason
-    spec = result.record["spec"]["spec"]
+    result, spec = _built(raw, pkg)
     assert spec["kind"] == "image"
     assert spec["inputs"]["images"] == "images"
     assert spec["split"]["kind"] == "stratified"
@@ -171,9 +177,7 @@ def test_an_image_folder_with_a_labels_csv_builds_validates_and_searches(tmp_pat
 def test_image_folders_per_class_build_validate_and_search(tmp_path: Path) -> None:
     raw = per_class_folders(tmp_path / "raw")
     pkg = tmp_path / "pkg"
-    result = _build(raw, pkg)
-    assert result.status == "built", result.reason
-    spec = result.record["spec"]["spec"]
+    result, spec = _built(raw, pkg)
     assert (spec["kind"], spec["data_file"], spec["target"]) == ("image", "train/", "label")
     assert spec["inputs"]["images"] == "train" and spec["inputs"]["image_column"] == "file"
     assert (spec["metric"], spec["split"]["kind"]) == ("log_loss", "stratified")
@@ -214,10 +218,8 @@ def test_plant_seedlings_layout_follows_its_sample_submission(
     package answers in the sample's columns, its ids are the copied images' neutral names."""
     raw = plant_seedlings_like(tmp_path / "raw", probabilities=probabilities, id_column=idc)
     pkg = tmp_path / "pkg"
-    result = _build(raw, pkg)
-    assert result.status == "built", result.reason
+    result, spec = _built(raw, pkg)
     assert result.record["gate"]["findings"] == []
-    spec = result.record["spec"]["spec"]
     assert (spec["data_file"], spec["id_column"], spec["kind"]) == ("train/", idc, "image")
     assert spec["inputs"]["image_column"] == idc
     public, private = pkg / "data" / "public", pkg / "data" / "private"
@@ -264,9 +266,7 @@ def test_ids_that_keep_the_raw_path_are_a_gate_finding(tmp_path: Path) -> None:
 def test_text_records_build_validate_and_search(tmp_path: Path, as_json: bool) -> None:
     raw = text_records(tmp_path / "raw", as_json=as_json)
     pkg = tmp_path / "pkg"
-    result = _build(raw, pkg)
-    assert result.status == "built", result.reason
-    spec = result.record["spec"]["spec"]
+    result, spec = _built(raw, pkg)
     assert spec["kind"] == "text"
     assert spec["inputs"]["text_columns"] == ["review"]
     assert spec["split"]["kind"] == "stratified"
@@ -280,9 +280,7 @@ def test_text_records_build_validate_and_search(tmp_path: Path, as_json: bool) -
 def test_tables_joined_by_a_key_build_validate_and_search(tmp_path: Path) -> None:
     raw = joined_tables(tmp_path / "raw")
     pkg = tmp_path / "pkg"
-    result = _build(raw, pkg)
-    assert result.status == "built", result.reason
-    spec = result.record["spec"]["spec"]
+    result, spec = _built(raw, pkg)
     assert spec["kind"] == "joined"
     assert spec["data_file"] == "customers.csv"
     assert spec["inputs"]["joins"] == [{"file": "orders.csv", "key": "customer_id"}]

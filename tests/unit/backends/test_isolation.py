@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+from tests._files import locked_tree
 
 from openmle.backends import _isolation as iso
 
@@ -218,16 +219,7 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
 
 def test_safe_rmtree_removes_locked_trees(tmp_path: Path) -> None:
     """Read-only files, unsearchable dirs and outward symlinks are removed, never followed."""
-    outside = tmp_path / "outside.txt"
-    outside.write_text("keep")
-    root = tmp_path / "run"
-    (root / "a" / "b").mkdir(parents=True)
-    (root / "a" / "b" / "f").write_text("x")
-    (root / "link").symlink_to(outside)
-    (root / "dirlink").symlink_to(tmp_path)
-    os.chmod(root / "a" / "b" / "f", 0)
-    os.chmod(root / "a" / "b", 0)
-    os.chmod(root / "a", 0o500)
+    root, outside = locked_tree(tmp_path)
     iso.safe_rmtree(root)
     assert not root.exists()
     assert outside.read_text() == "keep"

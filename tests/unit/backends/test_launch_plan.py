@@ -71,6 +71,38 @@ def _sandbox(mode: str = "bwrap", **kw: object) -> SandboxFacts:
     return SandboxFacts(**args)  # type: ignore[arg-type]
 
 
+def _spare(
+    seccomp_fd: int | None,
+    *,
+    paths: RunPaths = PATHS,
+    settings: PlanSettings = SETTINGS,
+    private: tuple[Path, ...] | None = None,
+    gpus: tuple[str, ...] = (),
+    sandbox: SandboxFacts | None = None,
+) -> tuple[SpareShape, list[str]]:
+    """The bwrap spare of ``JOB`` over ``paths``' data (and ``private``, else the paths'
+    own), run ``m1`` with status fd 3: its shape (never None in bwrap) and its argv."""
+    shape = spare_shape(
+        JOB,
+        mode="bwrap",
+        data=paths.data,
+        private=paths.private if private is None else private,
+        settings=settings,
+        gpus=gpus,
+    )
+    assert shape is not None
+    argv = bwrap_spare(
+        shape=shape,
+        paths=paths,
+        settings=settings,
+        sandbox=sandbox or _sandbox(),
+        marker="m1",
+        status_fd=3,
+        seccomp_fd=seccomp_fd,
+    )
+    return shape, argv
+
+
 def _run(**kw: object) -> RunFacts:
     args: dict[str, object] = {
         "marker": "m1",
@@ -167,25 +199,9 @@ def test_bwrap_plan_with_cgroup_is_exact() -> None:
 def test_bwrap_spare_is_exact() -> None:
     """The sandbox made ahead for a run's shape: namespaces, the shape's data and /dev/shm,
     the spare's own box, seccomp; inside it the launcher waits, with the fixed environment."""
-    shape = spare_shape(
-        JOB,
-        mode="bwrap",
-        data=PATHS.data,
-        private=PATHS.private,
-        settings=SETTINGS,
-        gpus=(),
-    )
+    shape, argv = _spare(4)
     assert shape == SpareShape(
         data=PATHS.data, private=PATHS.private, gpu=False, shm_bytes=512 * MIB
-    )
-    argv = bwrap_spare(
-        shape=shape,
-        paths=PATHS,
-        settings=SETTINGS,
-        sandbox=_sandbox(),
-        marker="m1",
-        status_fd=3,
-        seccomp_fd=4,
     )
     launch = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENMLE_RUN_ID": "m1"}
     inner = {"status_fd": 3, "procs": [], "parent": None}
@@ -218,19 +234,7 @@ def test_bwrap_plan_without_quota_tmpfs_or_seccomp() -> None:
     assert plan.cgroup == CgroupLimits(pids_max=64, memory_bytes=512 * MIB, cpus=1.5)
     assert (plan.seccomp, plan.pass_fds) == (None, (7,))
     assert plan.quota_watchdog  # no quota tmpfs: the watchdog polls the workspace
-    shape = spare_shape(
-        JOB, mode="bwrap", data=PATHS.data, private=PATHS.private, settings=settings, gpus=()
-    )
-    assert shape is not None
-    argv = bwrap_spare(
-        shape=shape,
-        paths=paths,
-        settings=settings,
-        sandbox=_sandbox(),
-        marker="m1",
-        status_fd=3,
-        seccomp_fd=None,
-    )
+    _, argv = _spare(None, paths=paths, settings=settings)
     prefix = _bwrap_prefix(["--size", str(8 * MIB), "--tmpfs", "/tmp"])
     assert argv[: len(prefix)] == prefix
     assert "--seccomp" not in argv
@@ -340,19 +344,8 @@ def test_gpu_runs_drop_the_address_space_limit_and_see_the_devices() -> None:
     ]
     assert plan.program_env["CUDA_VISIBLE_DEVICES"] == "3"
     assert plan.cgroup is None  # no cgroup to join
-    shape = spare_shape(
-        JOB, mode="bwrap", data=PATHS.data, private=(), settings=SETTINGS, gpus=("3",)
-    )
-    assert shape is not None and shape.gpu
-    argv = bwrap_spare(
-        shape=shape,
-        paths=PATHS,
-        settings=SETTINGS,
-        sandbox=_sandbox(layout=layout),
-        marker="m1",
-        status_fd=3,
-        seccomp_fd=None,
-    )
+    shape, argv = _spare(None, private=(), gpus=("3",), sandbox=_sandbox(layout=layout))
+    assert shape.gpu
     i = argv.index("/dev/nvidia0")
     assert argv[i - 1 : i + 2] == ["--dev-bind", "/dev/nvidia0", "/dev/nvidia0"]
 

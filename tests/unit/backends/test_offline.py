@@ -230,33 +230,22 @@ async def test_offline_model_writes_node_summaries_for_the_summary_store() -> No
         )
     )
     code = draft.text.split("```python\n")[1].split("```")[0]
+    rows = [  # node, operator, parents, outcome, score, plan
+        ("a", Operator.DRAFT, (), Outcome.SUCCESS, 0.5, "p"),
+        ("b", Operator.IMPROVE, ("a",), Outcome.SUCCESS, 0.6, "q"),
+        ("c", Operator.IMPROVE, ("a",), Outcome.RUNTIME_ERROR, None, "r"),
+    ]
     cards = [
         ExperienceCard(
-            node_id="a",
-            step=0,
-            operator=Operator.DRAFT,
-            outcome=Outcome.SUCCESS,
-            score=0.5,
-            plan="p",
-        ),
-        ExperienceCard(
-            node_id="b",
-            step=1,
-            operator=Operator.IMPROVE,
-            parent_ids=("a",),
-            outcome=Outcome.SUCCESS,
-            score=0.6,
-            plan="q",
-        ),
-        ExperienceCard(
-            node_id="c",
-            step=2,
-            operator=Operator.IMPROVE,
-            parent_ids=("a",),
-            score=None,
-            outcome=Outcome.RUNTIME_ERROR,
-            plan="r",
-        ),
+            node_id=node,
+            step=step,
+            operator=op,
+            parent_ids=parents,
+            outcome=outcome,
+            score=score,
+            plan=plan,
+        )
+        for step, (node, op, parents, outcome, score, plan) in enumerate(rows)
     ]
     board = Board.from_cards(cards)
     store = SummaryStore(model=model)

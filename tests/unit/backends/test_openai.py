@@ -26,7 +26,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import JSONResponse, Response, StreamingResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from openmle import Message, ModelRequest, Operator  # noqa: E402
+from openmle import Message, ModelRequest, ModelResponse, Operator  # noqa: E402
 from openmle.backends._openai import (  # noqa: E402
     OpenAIModel,
     split_reasoning,
@@ -231,6 +231,15 @@ def _model(server: FakeOpenAI, **kw: Any) -> OpenAIModel:
     return OpenAIModel(model="served/model-a", base_url=server.base_url, **kw)
 
 
+async def _answer(server: FakeOpenAI, **kw: Any) -> ModelResponse:
+    """The answer to one :func:`_request` of a :func:`_model` with ``kw``, closed after."""
+    model = _model(server, **kw)
+    try:
+        return await model.complete(_request())
+    finally:
+        await model.aclose()
+
+
 @pytest.mark.anyio
 async def test_plain_completion_usage_and_request_body(server: FakeOpenAI) -> None:
     """A non-streamed answer comes back with usage; settings and extra_body reach the server."""
@@ -292,9 +301,7 @@ async def test_streamed_answer_keeps_reasoning_apart(server: FakeOpenAI, key: st
     server.replies.append(
         Reply(content="import os\nprint(os.sep)", reasoning="think hard", reasoning_key=key)
     )
-    model = _model(server, stream=True)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server, stream=True)
     assert resp.text == "import os\nprint(os.sep)"
     assert resp.reasoning == "think hard"
     assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (11, 7)
@@ -309,9 +316,7 @@ async def test_think_block_in_content_is_moved_to_reasoning(
 ) -> None:
     """A leading ``<think>`` block (no reasoning parser on the server) is not in the text."""
     server.replies.append(Reply(content="<think>plan it</think>\n\nprint(1)"))
-    model = _model(server, stream=stream)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server, stream=stream)
     assert resp.text == "print(1)" and resp.reasoning == "plan it"
 
 
@@ -346,9 +351,7 @@ async def test_retry_after_is_capped_by_max_backoff(server: FakeOpenAI) -> None:
 async def test_5xx_is_retried(server: FakeOpenAI, status: int) -> None:
     """Transient 5xx answers are retried until one succeeds."""
     server.replies.extend([Reply(status=status), Reply(status=status), Reply(content="ok")])
-    model = _model(server, max_retries=3)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server, max_retries=3)
     assert resp.text == "ok" and len(server.requests) == 3
 
 
@@ -403,9 +406,7 @@ async def test_stalled_stream_times_out(server: FakeOpenAI) -> None:
 async def test_slow_answer_within_timeout_succeeds(server: FakeOpenAI) -> None:
     """A slow answer that arrives within ``timeout_s`` is not retried."""
     server.replies.append(Reply(delay_s=0.3, content="slow"))
-    model = _model(server, timeout_s=30)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server, timeout_s=30)
     assert resp.text == "slow" and len(server.requests) == 1
 
 
@@ -415,9 +416,7 @@ async def test_disconnect_mid_stream_is_retried(server: FakeOpenAI) -> None:
     server.replies.extend(
         [Reply(content="abcdefghijkl", drop_after_chunks=2), Reply(content="whole")]
     )
-    model = _model(server, stream=True)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server, stream=True)
     assert resp.text == "whole" and len(server.requests) == 2
 
 
@@ -631,9 +630,7 @@ async def test_malformed_answers_raise_model_error(
 async def test_malformed_answer_then_good_one_is_retried(server: FakeOpenAI) -> None:
     """A malformed answer is retried like a transient fault."""
     server.replies.extend([Reply(raw=b"<html>502</html>", media_type="text/html"), Reply()])
-    model = _model(server)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server)
     assert resp.text == "print(1)" and len(server.requests) == 2
 
 
@@ -676,9 +673,7 @@ async def test_lone_surrogates_are_replaced(server: FakeOpenAI, stream: bool) ->
     else:
         reply = Reply(raw=b'{"choices": [{"message": {"content": "print(\'\\udc80\')"}}]}')
     server.replies.append(reply)
-    model = _model(server, stream=stream)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server, stream=stream)
     assert resp.text == "print('\ufffd')" and resp.text.encode()
 
 
@@ -726,9 +721,7 @@ async def test_odd_model_id_and_finish_reason_are_sanitised(server: FakeOpenAI) 
         }
     )
     server.replies.append(Reply(raw=raw))
-    model = _model(server)
-    resp = await model.complete(_request())
-    await model.aclose()
+    resp = await _answer(server)
     assert resp.model == "served/model-a" and resp.finish_reason is None
 
 

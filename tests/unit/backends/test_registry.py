@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 from tests._plugin_pkg import write_plugin_package
+from tests._sandboxes import assert_builds_shipped_sandboxes
 
 from openmle import Job, Outcome, RunResult, Split, backends
 from openmle.backends import _registry, make_model, make_sandbox, register_sandbox
@@ -26,12 +27,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_builtin_sandbox_names() -> None:
     """local, docker, ray and service:URL build the shipped sandboxes; options pass through."""
-    assert isinstance(make_sandbox("local"), backends.LocalSandbox)
-    assert isinstance(make_sandbox("docker"), backends.DockerSandbox)
-    assert isinstance(make_sandbox("ray"), backends.RaySandbox)
-    service = make_sandbox("service:http://127.0.0.1:8765")
-    assert isinstance(service, backends.JobServiceSandbox)
-    assert service.base_url == "http://127.0.0.1:8765"
+    assert_builds_shipped_sandboxes(make_sandbox)
     local = make_sandbox("local", keep_workspaces=True)
     assert isinstance(local, backends.LocalSandbox) and local.keep_workspaces is True
     assert _registry.spec_of(local) == "local"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests._files import locked_tree
 
 from openmle.backends._workspace import ArtifactLimits, list_artifacts, over_quota, remove_tree
 
@@ -40,18 +41,10 @@ def test_deeper_than_recursion_limit_and_path_max_is_listed_and_removed(tmp_path
 
 def test_odd_names_locked_dirs_and_links_are_removed_never_followed(tmp_path: Path) -> None:
     """Non-UTF-8 names, unsearchable directories and outward symlinks: gone, target kept."""
-    outside = tmp_path / "outside.txt"
-    outside.write_text("keep")
-    root = tmp_path / "run"
-    (root / "a" / "b").mkdir(parents=True)
-    (root / "a" / "b" / "f").write_text("x")
+    root, outside = locked_tree(tmp_path)
     with open(os.path.join(os.fsencode(root), b"bad-\xff\xfe"), "w") as f:
         f.write("x")
     (root / "-rf").write_text("x")
-    (root / "link").symlink_to(outside)
-    (root / "dirlink").symlink_to(tmp_path)
-    os.chmod(root / "a" / "b", 0)
-    os.chmod(root / "a", 0o500)
     listed = list_artifacts(root)
     assert "bad-\\xff\\xfe" in listed  # printable, storable as UTF-8
     assert {"-rf", "link", "dirlink"} <= set(listed)

@@ -106,6 +106,21 @@ def blob(path: Path, text: str = "x") -> None:
     path.write_bytes(text.encode())
 
 
+def _images(
+    pub: Path,
+    ids: Sequence[str],
+    ext: str,
+    *,
+    train: str = "train",
+    test: str = "test",
+    test_id: str = "t0",
+) -> None:
+    """A placeholder image ``pub/<train>/<id>.<ext>`` per id and ``pub/<test>/<test_id>.<ext>``."""
+    for i in ids:
+        blob(pub / train / f"{i}.{ext}")
+    blob(pub / test / f"{test_id}.{ext}")
+
+
 def zip_dir(path: Path, files: dict[str, bytes], *, folder: str | None = None) -> None:
     """A zip as ``compress`` (members at the root) or ``make_archive`` (under ``folder/``)."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -147,9 +162,7 @@ def _aerial(pub: Path, rng: random.Random) -> None:
 def _aptos(pub: Path, rng: random.Random) -> None:
     ids = [f"{rng.getrandbits(48):012x}" for _ in range(N)]
     write_csv(pub / "train.csv", ["id_code", "diagnosis"], [(i, k % 5) for k, i in enumerate(ids)])
-    for i in ids:
-        blob(pub / "train_images" / f"{i}.png")
-    blob(pub / "test_images" / "t0.png")
+    _images(pub, ids, "png", train="train_images", test="test_images")
     write_csv(pub / "test.csv", ["id_code"], [("t0",)])
     write_csv(pub / "sample_submission.csv", ["id_code", "diagnosis"], [("t0", 0)])
 
@@ -190,9 +203,7 @@ def _insults(pub: Path, rng: random.Random) -> None:
 def _dog_breed(pub: Path, rng: random.Random) -> None:
     ids = [f"{rng.getrandbits(64):016x}" for _ in range(N)]
     write_csv(pub / "labels.csv", ["id", "breed"], [(i, DOGS[k % 5]) for k, i in enumerate(ids)])
-    for i in ids:
-        blob(pub / "train" / f"{i}.jpg")
-    blob(pub / "test" / "t0.jpg")
+    _images(pub, ids, "jpg")
     write_csv(pub / "sample_submission.csv", ["id", *DOGS], [("t0", *[1 / 5] * 5)])
 
 
@@ -206,9 +217,7 @@ def _dogs_vs_cats(pub: Path, rng: random.Random) -> None:
 def _histo(pub: Path, rng: random.Random) -> None:
     ids = [f"{rng.getrandbits(80):020x}" for _ in range(N)]
     write_csv(pub / "train_labels.csv", ["id", "label"], [(i, k % 2) for k, i in enumerate(ids)])
-    for i in ids:
-        blob(pub / "train" / f"{i}.tif")
-    blob(pub / "test" / "t0.tif")
+    _images(pub, ids, "tif")
     write_csv(pub / "sample_submission.csv", ["id", "label"], [("t0", 0)])
 
 
@@ -334,9 +343,8 @@ def _plant(pub: Path, rng: random.Random) -> None:
     rows = [(f"Train_{k}", *[int(k % 4 == j) for j in range(4)]) for k in range(N)]
     write_csv(pub / "train.csv", ["image_id", "healthy", "multiple_diseases", "rust", "scab"], rows)
     write_csv(pub / "test.csv", ["image_id"], [("Test_0",)])
-    for k in range(N):
-        blob(pub / "images" / f"Train_{k}.jpg")
-    blob(pub / "images" / "Test_0.jpg")
+    train = [f"Train_{k}" for k in range(N)]
+    _images(pub, train, "jpg", train="images", test="images", test_id="Test_0")
     write_csv(
         pub / "sample_submission.csv",
         ["image_id", "healthy", "multiple_diseases", "rust", "scab"],
@@ -377,9 +385,7 @@ def _ranzcr(pub: Path, rng: random.Random) -> None:
         ["StudyInstanceUID", "label", "data"],
         [(u, "CVC - Normal", "[[1, 2]]") for u in uids[::2]],
     )
-    for u in uids:
-        blob(pub / "train" / f"{u}.jpg")
-    blob(pub / "test" / "1.2.3.jpg")
+    _images(pub, uids, "jpg", test_id="1.2.3")
     write_csv(pub / "sample_submission.csv", ["StudyInstanceUID", *RANZCR], [("1.2.3", *[0] * 9)])
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests._files import public_private
 
 from openmle import Split
 from openmle.bench import MLEBench
@@ -50,11 +51,8 @@ def make(tmp: Path, grade_py: str) -> MLEBench:
     (comp / "description.md").write_text("# Toy\n")
     (comp / "grade.py").write_text(textwrap.dedent(grade_py))
     (comp / "leaderboard.csv").write_text("teamId,score\n1,0.9\n2,0.5\n")
-    pub, priv = data / "toy" / "prepared" / "public", data / "toy" / "prepared" / "private"
-    pub.mkdir(parents=True)
-    priv.mkdir(parents=True)
-    (pub / "sample_submission.csv").write_text("id,label\n1,0\n2,0\n")
-    (priv / "test.csv").write_text("id,label\n1,1\n2,0\n")
+    prepared = data / "toy" / "prepared"
+    public_private(prepared, "id,label\n1,0\n2,0\n", "test.csv", "id,label\n1,1\n2,0\n")
     return MLEBench.locate(reg, data, valid_dir=tmp / "valid")
 
 

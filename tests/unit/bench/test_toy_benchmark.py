@@ -13,9 +13,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests.unit.bench._toy_sandbox import number_sandbox
 from tests.unit.bench.toy_benchmark import KIND, ToyBench, make_toy
 
-from openmle import Job, Outcome, RunResult
 from openmle.bench import (
     BenchConfig,
     Benchmark,
@@ -28,34 +28,13 @@ from openmle.bench import (
     write_report,
 )
 from openmle.errors import InvalidArgument
-from openmle.testing import FunctionSandbox, ScriptedModel
+from openmle.testing import ScriptedModel
 
 ANSWERS = {"toy-a": 0.75, "toy-b": 0.25}
 
 
 def _program(x: float) -> str:
     return f"plan: write {x}\n```python\nopen('submission.csv', 'w').write('{x}')\n```"
-
-
-def _sandbox(resolver):  # type: ignore[no-untyped-def]
-    """Runs a program by reading the number it writes, grading through the bench's resolver
-    (so the bench keeps the test submission and the toy's grader scores it)."""
-
-    def handle(job: Job) -> RunResult:
-        m = re.search(r"write\('([-0-9.]+)'\)", job.code)
-        task = resolver(job.task)
-        out = Path(job.task.replace("@", "_")).with_suffix("")
-        tmp = Path(str(out) + f"-{job.split.value}.csv")
-        tmp.write_text(m.group(1) if m else "nothing", encoding="utf-8")
-        grade = task.grade(tmp, job.split)
-        tmp.unlink(missing_ok=True)
-        if not grade.valid:
-            return RunResult(
-                outcome=Outcome.INVALID_SUBMISSION, split=job.split, detail=grade.reason
-            )
-        return RunResult(outcome=Outcome.SUCCESS, score=grade.score, split=job.split)
-
-    return FunctionSandbox(handle)
 
 
 def test_toy_adapter_satisfies_the_protocols(tmp_path: Path) -> None:
@@ -91,7 +70,9 @@ def test_toy_benchmark_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.Monke
     out = tmp_path / "bench"
     lines: list[str] = []
     reports = anyio.run(
-        lambda: arun_bench(out, config=config, model=model, sandbox=_sandbox, emit=lines.append)
+        lambda: arun_bench(
+            out, config=config, model=model, sandbox=number_sandbox, emit=lines.append
+        )
     )
     assert [(r.competition_id, r.seed) for r in reports] == [
         ("toy-a", 0), ("toy-a", 1), ("toy-b", 0), ("toy-b", 1)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.bench._toy_sandbox import number_sandbox
 from tests.unit.bench.toy_benchmark import make_toy
 
-from openmle import Job, Outcome, RunResult
 from openmle._cli import build_parser, main
 from openmle.bench import benchmark_names
 from openmle.testing import FunctionSandbox, ScriptedModel
@@ -31,21 +30,7 @@ def toy_sandbox(resolver: Any, **_options: Any) -> FunctionSandbox:
     """Runs a program by the number it writes, graded by the toy's grader through the
     bench's resolver (so the bench keeps the test submission)."""
 
-    def handle(job: Job) -> RunResult:
-        m = re.search(r"write\('([-0-9.]+)'\)", job.code)
-        task = resolver(job.task)
-        tmp = Path(job.task.replace("@", "_")).with_suffix("")
-        tmp = tmp.with_name(tmp.name + f"-{job.split.value}.csv")
-        tmp.write_text(m.group(1) if m else "nothing", encoding="utf-8")
-        grade = task.grade(tmp, job.split)
-        tmp.unlink(missing_ok=True)
-        if not grade.valid:
-            return RunResult(
-                outcome=Outcome.INVALID_SUBMISSION, split=job.split, detail=grade.reason
-            )
-        return RunResult(outcome=Outcome.SUCCESS, score=grade.score, split=job.split)
-
-    return FunctionSandbox(handle)
+    return number_sandbox(resolver)
 
 
 def _sub(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

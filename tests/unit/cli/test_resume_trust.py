@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from attrs import frozen
 
 from openmle._cli import main
 
@@ -69,38 +70,49 @@ def _edit_cli(out: Path, key: str, value: str) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest))
 
 
-def _refused(
-    argv: list[str],
-    seen: _Recorder,
+@frozen
+class _Guard:
+    """The test's listener (``url``, and ``seen``: what reached it) and the refusal check."""
+
+    url: str
+    seen: _Recorder
+    monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str]
+
+    def refused(self, argv: list[str]) -> str:
+        """``openmle ARGV --quiet`` with an API key set exits 2 without a request reaching
+        the listener; returns its stderr."""
+        self.monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        self.capsys.readouterr()
+        code = main([*argv, "--quiet"])
+        err = self.capsys.readouterr().err
+        seen = self.seen
+        assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
+        assert code == 2, err
+        return err
+
+
+@pytest.fixture
+def guard(
+    listener: tuple[str, _Recorder],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> str:
-    """``openmle ARGV --quiet`` with an API key set exits 2 without a request reaching the
-    listener; returns its stderr."""
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    capsys.readouterr()
-    code = main([*argv, "--quiet"])
-    err = capsys.readouterr().err
-    assert seen.authorization == [] and seen.paths == [], seen.authorization  # nothing sent
-    assert code == 2, err
-    return err
+) -> _Guard:
+    """The listener of this test with its refusal check."""
+    return _Guard(*listener, monkeypatch, capsys)
 
 
 def test_resume_refuses_a_server_model_from_an_edited_manifest(
     tmp_path: Path,
-    listener: tuple[str, _Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    guard: _Guard,
 ) -> None:
-    url, seen = listener
+    url, seen = guard.url, guard.seen
     out = tmp_path / "run"
     argv = ["search", "--task", "tabular-regression", "--model", "offline-numpy"]
     argv += ["--steps", "1", "--workers", "1", "--out", str(out), "--quiet", "--no-report"]
     assert main(argv) == 0
     _edit_cli(out, "model", f"openai:{url}#m")  # the received directory's edit
-    err = _refused(
-        ["resume", str(out), "--budget", "steps=2", "--no-report"], seen, monkeypatch, capsys
-    )
+    err = guard.refused(["resume", str(out), "--budget", "steps=2", "--no-report"])
     assert url in err and "--model" in err
     # Named again on the command line, the same server is the user's choice.
     again = ["resume", str(out), "--model", f"openai:{url}#m", "--budget", "steps=1"]
@@ -111,14 +123,12 @@ def test_resume_refuses_a_server_model_from_an_edited_manifest(
 @pytest.mark.parametrize("key", ["model", "summary_model"])
 def test_resume_refuses_a_server_inside_a_recorded_routing(
     tmp_path: Path,
-    listener: tuple[str, _Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    guard: _Guard,
     key: str,
 ) -> None:
     """A server hidden in one route of ``--model draft=...,default=...`` (or in the recorded
     ``--summary-model``) is refused like a plain one: each part is checked."""
-    url, seen = listener
+    url = guard.url
     out = tmp_path / "run"
     argv = ["search", "--task", "tabular-regression", "--model", "draft=offline,default=offline"]
     argv += ["--summaries", "--steps", "1", "--workers", "1", "--out", str(out), "--quiet"]
@@ -126,24 +136,20 @@ def test_resume_refuses_a_server_inside_a_recorded_routing(
     _edit_cli(
         out, key, f"draft=offline,default=openai:{url}#m" if key == "model" else f"openai:{url}#m"
     )
-    err = _refused(
-        ["resume", str(out), "--budget", "steps=2", "--no-report"], seen, monkeypatch, capsys
-    )
+    err = guard.refused(["resume", str(out), "--budget", "steps=2", "--no-report"])
     flag = "--model" if key == "model" else "--summary-model"
     assert url in err and flag in err
 
 
 def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     tmp_path: Path,
-    listener: tuple[str, _Recorder],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    guard: _Guard,
 ) -> None:
     from tests.unit.bench._mininb import build
 
     from openmle.bench import BenchConfig, BenchRun, NatureBench
 
-    url, seen = listener
+    url = guard.url
     root = build(tmp_path / "nb")
     config = BenchConfig(
         suite="x",
@@ -156,5 +162,5 @@ def test_bench_resume_refuses_a_server_model_from_an_edited_manifest(
     )
     bench = tmp_path / "bench"
     BenchRun.create(bench, config, NatureBench(root))
-    err = _refused(["bench", "resume", str(bench)], seen, monkeypatch, capsys)
+    err = guard.refused(["bench", "resume", str(bench)])
     assert url in err and "--model" in err

@@ -19,16 +19,12 @@ from openmle.search import SearchSpec
 
 def test_sandbox_specs_build_every_backend() -> None:
     """--sandbox names every shipped sandbox; a bad spec names the choices."""
-    from openmle import backends
+    from tests._sandboxes import assert_builds_shipped_sandboxes
+
     from openmle._cli._search import build_sandbox
     from openmle.errors import InvalidArgument
 
-    assert isinstance(build_sandbox("local"), backends.LocalSandbox)
-    assert isinstance(build_sandbox("docker"), backends.DockerSandbox)
-    assert isinstance(build_sandbox("ray"), backends.RaySandbox)
-    service = build_sandbox("service:http://127.0.0.1:8765")
-    assert isinstance(service, backends.JobServiceSandbox)
-    assert service.base_url == "http://127.0.0.1:8765"
+    assert_builds_shipped_sandboxes(build_sandbox)
     with pytest.raises(
         InvalidArgument, match="docker, local, ray, service:URL, or module:callable"
     ):

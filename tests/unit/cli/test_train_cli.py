@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
+from tests.unit.cli._train_resume import crash_and_resume
 
 pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
@@ -60,13 +62,8 @@ def test_config_file_runs_n_steps_and_checkpoints(tmp_path: Path) -> None:
 
 
 def test_resume_continues_with_the_uninterrupted_losses(tmp_path: Path) -> None:
-    assert main(["train", "sft", str(_toml(tmp_path, out="whole", max_steps=4))]) == 0
-    half = _toml(tmp_path, out="split", max_steps=2)
-    assert main(["train", "sft", str(half)]) == 0
-    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:  # a step lost in a crash
-        f.write('{"loss": 9.0, "step": 3.0}\n{"loss": 9')
-    half.write_text(half.read_text().replace("max_steps = 2", "max_steps = 4"))
-    assert main(["train", "sft", str(half)]) == 0
+    lost = '{"loss": 9.0, "step": 3.0}\n{"loss": 9'  # a step lost in a crash
+    half = crash_and_resume("sft", partial(_toml, tmp_path), "max_steps", (2, 4), lost)
     whole, split = _losses(tmp_path / "whole"), _losses(tmp_path / "split")
     assert len(split) == 4
     assert split == pytest.approx(whole, rel=1e-6, abs=1e-9)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import pytest
+from tests.unit.cli._train_resume import crash_and_resume
 
 torch = pytest.importorskip("torch", reason="needs torch: pip install 'openmle[torch]'")
 
@@ -76,13 +78,8 @@ def test_config_file_runs_and_checkpoints_trainer_and_rollouts(tmp_path: Path) -
 def test_resume_continues_as_the_uninterrupted_run(tmp_path: Path) -> None:
     """3 batches in one run equal 2 + (crash) + 1 resumed: the same metrics, the same weights and
     the same producer state (generator, history, pools)."""
-    assert main(["train", "gspo", str(_toml(tmp_path, out="whole", steps=3))]) == 0
-    half = _toml(tmp_path, out="split", steps=2)
-    assert main(["train", "gspo", str(half)]) == 0
-    with (tmp_path / "split" / "metrics.jsonl").open("a") as f:  # a batch lost in a crash
-        f.write('{"batch": 3, "loss": 9.0}\n{"batch": 4, "lo')
-    half.write_text(half.read_text().replace("steps = 2", "steps = 3"))
-    assert main(["train", "gspo", str(half)]) == 0
+    lost = '{"batch": 3, "loss": 9.0}\n{"batch": 4, "lo'  # a batch lost in a crash
+    half = crash_and_resume("gspo", partial(_toml, tmp_path), "steps", (2, 3), lost)
     whole, split = _metrics(tmp_path / "whole"), _metrics(tmp_path / "split")
     assert len(split) == 3
     for a, b in zip(whole, split, strict=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests._files import public_private
 from tests.unit.bench._minibench import png
 
 from openmle.errors import TaskPackageError
@@ -85,22 +86,19 @@ def test_files_layout_checks_sample_against_answers(tmp_path: Path) -> None:
 
 def test_tabular_package_may_ship_its_validation_split(tmp_path: Path) -> None:
     root = tmp_path / "tab"
-    pub, priv = root / "data" / "public", root / "data" / "private"
-    pub.mkdir(parents=True)
-    priv.mkdir(parents=True)
+    data = root / "data"
+    pub, _ = public_private(
+        data, "id,label\n10,0\n11,0\n", "test_answer.csv", "id,label\n10,0\n11,1\n"
+    )
     (root / "task.toml").write_text('metric = "accuracy"\n')
     (pub / "description.txt").write_text("x\n")
     (pub / "train.csv").write_text(
         "id,x,label\n" + "".join(f"{i},{i},{i % 2}\n" for i in range(10))
     )
     (pub / "test.csv").write_text("id,x\n10,10\n11,11\n")
-    (pub / "sample_submission.csv").write_text("id,label\n10,0\n11,0\n")
-    (priv / "test_answer.csv").write_text("id,label\n10,0\n11,1\n")
-    vpub, vpriv = root / "data" / "valid" / "public", root / "data" / "valid" / "private"
-    vpub.mkdir(parents=True)
-    vpriv.mkdir(parents=True)
-    (vpub / "sample_submission.csv").write_text("id,label\n8,0\n9,0\n")
-    (vpriv / "test_answer.csv").write_text("id,label\n8,0\n9,1\n")
+    vpub, _ = public_private(
+        data / "valid", "id,label\n8,0\n9,0\n", "test_answer.csv", "id,label\n8,0\n9,1\n"
+    )
     task = load_task(root)
     assert task.public_dir("valid") == vpub
     assert validate_path(root).ok

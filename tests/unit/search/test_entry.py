@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.search._det import det_grade
 
-from openmle import Job, ModelRequest, Outcome, RunResult, Split, TaskMeta
+from openmle import Job, ModelRequest, RunResult, Split, TaskMeta
 from openmle.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -47,15 +48,10 @@ def by_step(request: ModelRequest) -> str:
     return f"```python\nscore = {0.1 * (step + 1):.3f}\n```"
 
 
-def grade(job: Job) -> RunResult:
-    value = float(job.code.split("score = ")[1].split()[0])
-    return RunResult(outcome=Outcome.SUCCESS, score=value, split=job.split, runtime_s=1.0)
-
-
 def parts() -> dict[str, Any]:
     return {
         "model": ScriptedModel(by_step),
-        "sandbox": FunctionSandbox(grade),
+        "sandbox": FunctionSandbox(det_grade),
         "selector": FunctionSelector(lambda c: 1.0),
         "config": SearchConfig(initial_drafts=4, seed=1),
         "budget": Budget(steps=4),
@@ -109,7 +105,7 @@ async def test_async_entry_points_raise_one_error_too(tmp_path: Path) -> None:
             out,
             ResumeSpec(
                 model=ScriptedModel(by_step),
-                sandbox=FunctionSandbox(grade),
+                sandbox=FunctionSandbox(det_grade),
                 prompts=_FailingPrompts(),
             ),
         )
@@ -125,7 +121,7 @@ def test_resume_search_raises_one_error(tmp_path: Path) -> None:
             out,
             ResumeSpec(
                 model=ScriptedModel(by_step),
-                sandbox=FunctionSandbox(grade),
+                sandbox=FunctionSandbox(det_grade),
                 prompts=_FailingPrompts(),
                 budget=Budget(steps=4),
             ),
@@ -229,7 +225,7 @@ def test_a_run_dir_without_a_committed_step_can_be_resumed(
     _uncommitted_run(out)
     with caplog.at_level(logging.WARNING, logger="openmle.search"):
         result = resume_search(
-            out, ResumeSpec(model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade))
+            out, ResumeSpec(model=ScriptedModel(by_step), sandbox=FunctionSandbox(det_grade))
         )
     assert "holds no committed step" in caplog.text
     assert len(result.nodes) == 1
@@ -253,7 +249,7 @@ class _RemoteSandbox:
     """A sandbox that knows its tasks (as a job service does) and says so via task_meta."""
 
     def __init__(self, meta: TaskMeta | None) -> None:
-        self.inner = FunctionSandbox(grade)
+        self.inner = FunctionSandbox(det_grade)
         self.jobs = self.inner.jobs
         self.meta = meta
         self.asked: list[str] = []
@@ -290,7 +286,7 @@ def test_no_direction_anywhere_refuses_to_start(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match=r"pass higher_is_better=True or False"):
         run_search(SearchSpec(task="remote-rmse", **kw), run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
-    kw["sandbox"] = FunctionSandbox(grade)
+    kw["sandbox"] = FunctionSandbox(det_grade)
     with pytest.raises(InvalidArgument, match=r"no task_meta\(task\) method"):
         run_search(SearchSpec(task="remote-rmse", **kw))
 
@@ -344,7 +340,9 @@ def test_the_old_keyword_form_works_with_one_deprecation_warning(tmp_path: Path)
         run_search("toy", higher_is_better=True, run_dir=old, quiet=True, **parts())
     assert journal_fingerprint(old) == journal_fingerprint(new)
     with pytest.warns(DeprecationWarning, match=r"resume_search\(<run_dir>.*ResumeSpec"):
-        resume_search(old, model=ScriptedModel(by_step), sandbox=FunctionSandbox(grade), quiet=True)
+        resume_search(
+            old, model=ScriptedModel(by_step), sandbox=FunctionSandbox(det_grade), quiet=True
+        )
     with pytest.raises(TypeError, match="unexpected keyword argument 'modle'"):
         run_search("toy", modle=ScriptedModel(by_step))
     with pytest.raises(InvalidArgumentType, match="move budget into the SearchSpec"):

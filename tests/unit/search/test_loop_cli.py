@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.unit.search._toy import toy_spec
+from tests.unit.search._toy import toy_run
 
 from openmle import Job, ModelRequest, Outcome, RunResult, Split
 from openmle._cli import main
@@ -17,10 +17,8 @@ from openmle.search import (
     GreedySelector,
     SearchConfig,
     ThreeFactorSelector,
-    run_search,
 )
 from openmle.search._runs.export import COLUMNS, export_run, node_rows
-from openmle.testing import FunctionSandbox, ScriptedModel
 
 
 def test_parse_budget() -> None:
@@ -69,18 +67,14 @@ def _grade(job: Job) -> RunResult:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     """A finished run written with the fakes."""
-    out = tmp_path / "run"
-    run_search(
-        toy_spec(
-            ScriptedModel(_program),
-            FunctionSandbox(_grade),
-            budget=Budget(steps=8, sandbox_s=100.0),
-            config=SearchConfig(initial_drafts=3),
-            workers=2,
-        ),
-        run_dir=out,
+    return toy_run(
+        tmp_path / "run",
+        _program,
+        _grade,
+        budget=Budget(steps=8, sandbox_s=100.0),
+        config=SearchConfig(initial_drafts=3),
+        workers=2,
     )
-    return out
 
 
 def test_export_rows_keep_test_score_on_the_chosen_row_only(run_dir: Path) -> None:

@@ -7,21 +7,17 @@ from html import escape
 from pathlib import Path
 
 import pytest
-from tests.unit.search._toy import toy_spec
+from tests.unit.search._toy import four_step_run
 
 from openmle import Job, ModelRequest, Outcome, RunResult
 from openmle._cli import main
 from openmle.search import (
     REPLAY_CHARS,
-    Budget,
     RunDir,
-    SearchConfig,
     compare_runs,
-    run_search,
     write_comparison,
     write_report,
 )
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 _HOSTILE = "<script>alert('owned')</script>"
 
@@ -42,18 +38,7 @@ def _run(path: Path, *, boom_at: int | None = None, description: str = "toy task
         body = "boom = 1" if calls == boom_at else "score = 0.5"
         return f"Plan {calls}: {_HOSTILE}\n```python\n{body}\n```"
 
-    run_search(
-        toy_spec(
-            ScriptedModel(model),
-            FunctionSandbox(_grade),
-            selector=FunctionSelector(lambda c: 1.0),
-            config=SearchConfig(initial_drafts=2, seed=1),
-            budget=Budget(steps=4),
-            description=description,
-        ),
-        run_dir=path,
-    )
-    return path
+    return four_step_run(path, model, _grade, description=description)
 
 
 def test_replay_shows_each_request_and_answer_collapsed_and_escaped(tmp_path: Path) -> None:

@@ -5,12 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.unit.search._toy import toy_spec
+from tests.unit.search._toy import four_step_run
 
 from openmle import Job, ModelRequest, Outcome, RunResult
-from openmle.search import Budget, SearchConfig, run_search
 from openmle.search._runs.report import write_report
-from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel
 
 _FONT_PX = 10  # the report's .axis font size
 _CHAR_W = 0.65 * _FONT_PX  # generous width of one character of the label
@@ -27,16 +25,7 @@ def _grade(job: Job) -> RunResult:
 def test_generation_labels_clear_the_nodes_and_rings(tmp_path: Path) -> None:
     """The first node (and its best-path ring) sat on top of "gen 0"; no label box meets any
     circle's box now."""
-    run_search(
-        toy_spec(
-            ScriptedModel(_model),
-            FunctionSandbox(_grade),
-            selector=FunctionSelector(lambda c: 1.0),
-            config=SearchConfig(initial_drafts=2, seed=1),
-            budget=Budget(steps=4),
-        ),
-        run_dir=tmp_path / "run",
-    )
+    four_step_run(tmp_path / "run", _model, _grade)
     html = write_report(tmp_path / "run").read_text()
     tree = html[html.index('class="tree"') :]
     tree = tree[: tree.index("</svg>")]

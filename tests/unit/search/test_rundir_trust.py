@@ -153,11 +153,15 @@ def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
         RunDir.open(out)
 
 
-def test_a_keyed_chain_refuses_a_recomputed_forgery(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def keyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run written with journal key ``KEY``, which stays set."""
     monkeypatch.setenv("OPENMLE_JOURNAL_KEY", KEY)
-    out = _run(tmp_path)
+    return _run(tmp_path)
+
+
+def test_a_keyed_chain_refuses_a_recomputed_forgery(keyed: Path) -> None:
+    out = keyed
     rd = RunDir.open(out)
     assert rd.integrity == "keyed" and rd.manifest["schema_version"] == 3
     honest = [n.score for n in rd.nodes()]
@@ -173,10 +177,9 @@ def test_a_keyed_chain_refuses_a_recomputed_forgery(
 
 
 def test_a_keyed_run_needs_its_key_and_covers_the_manifest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    keyed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OPENMLE_JOURNAL_KEY", KEY)
-    out = _run(tmp_path)
+    out = keyed
     key_file = tmp_path / "key"
     key_file.write_text(KEY + "\n")
     monkeypatch.delenv("OPENMLE_JOURNAL_KEY")

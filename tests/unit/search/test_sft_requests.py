@@ -16,7 +16,7 @@ import pytest
 from attrs import field, frozen
 from tests.unit.search._det import det_grade, det_model, ordered_run
 from tests.unit.search._nodes import IM, D, node, write_run
-from tests.unit.search._toy import toy_spec
+from tests.unit.search._toy import toy_run
 
 from openmle import Message, ModelRequest, Operator
 from openmle.errors import RunDirError
@@ -137,15 +137,7 @@ class _SamePrompt:
 def test_identical_requests_are_stored_once(tmp_path: Path) -> None:
     """Every node names the same request hash, and requests/ holds one blob."""
     run = tmp_path / "run"
-    run_search(
-        toy_spec(
-            ScriptedModel(det_model),
-            FunctionSandbox(det_grade),
-            prompts=_SamePrompt(),
-            budget=Budget(steps=5),
-        ),
-        run_dir=run,
-    )
+    toy_run(run, det_model, det_grade, prompts=_SamePrompt(), budget=Budget(steps=5))
     hashes = [r["request"] for r in read_journal(run) if r["event"] == "node"]
     assert len(hashes) == 5 and len(set(hashes)) == 1
     assert [p.name for p in _blobs(run)] == [f"{hashes[0]}.json.gz"]
