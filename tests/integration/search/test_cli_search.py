@@ -68,8 +68,8 @@ def test_demo_writes_a_report_and_summaries_that_resume_reuses(tmp_path: Path) -
     --summaries: the offline model writes node summaries on demand into the run directory;
     resume (which reads the flag from the manifest) extends the run and keeps them."""
     out = tmp_path / "run"
-    s = cli("demo", "--steps", "8", "--summaries", "--out", str(out))
-    assert s["nodes"] == 8
+    s = cli("demo", "--steps", "4", "--summaries", "--out", str(out))
+    assert s["nodes"] == 4
     assert Path(str(s["report"])).exists()
     files = sorted((out / "summaries").glob("*.json"))
     assert files, "no summary was written"
@@ -78,7 +78,7 @@ def test_demo_writes_a_report_and_summaries_that_resume_reuses(tmp_path: Path) -
         record = json.loads(text)
         assert record["summary"].startswith("Fits ") and "Validation" in record["summary"]
     assert RunDir.open(out).manifest["extra"]["cli"]["summaries"] is True
-    r = cli("resume", str(out), "--budget", "steps=14", "--no-report", "--quiet")
-    assert r["nodes"] == 14
+    r = cli("resume", str(out), "--budget", "steps=6", "--no-report", "--quiet")
+    assert r["nodes"] == 6
     after = {p.name: p.read_text() for p in (out / "summaries").glob("*.json")}
     assert all(after[name] == text for name, text in first.items())
