@@ -32,6 +32,10 @@ pytest.importorskip("pandas")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+#: Each run's sandbox_s budget: smaller than one program's run, so every run stops after its
+#: first program (the arms compare at one budget; the size of it is not what is tested).
+BUDGET_S = 0.05
+
 PROGRAM = """plan: copy the sample
 ```python
 import os, shutil
@@ -46,7 +50,7 @@ def _config(mini: tuple[Path, Path], lib: Path) -> BenchConfig:
         competitions=["mini-tabular"],
         seeds=(0, 1),
         model="scripted",
-        budget={"sandbox_s": 0.5},
+        budget={"sandbox_s": BUDGET_S},
         time_limit_s=60.0,
         concurrency=2,
         priors=str(lib),
@@ -96,7 +100,7 @@ def test_two_by_two_arms_run_and_report_side_by_side(
             assert (rd / "bench_result.json").is_file(), rd
             m = json.loads((rd / "manifest.json").read_text())
             assert m["workers"] == (2 if "parallel" in arm else 1)
-            assert m["budget"]["sandbox_s"] == 0.5 and m["config"]["seed"] == seed
+            assert m["budget"]["sandbox_s"] == BUDGET_S and m["config"]["seed"] == seed
             has = "priors" in m["extra"]
             assert has == arm.startswith("priors"), arm
             if has:
@@ -110,7 +114,7 @@ def test_two_by_two_arms_run_and_report_side_by_side(
     assert set(d["arms"]) == {"base", "priors", "parallel", "priors+parallel"}
     for arm in d["arms"].values():
         assert arm["metrics"]["num_seeds"] == 2
-        assert arm["spent"]["sandbox_s"] >= 2 * 0.5
+        assert arm["spent"]["sandbox_s"] >= 2 * BUDGET_S
     # Every arm's runs are in the Runs table, with an arm column.
     runs_md = md.split("## Runs", 1)[1]
     assert "| arm | competition | seed |" in runs_md

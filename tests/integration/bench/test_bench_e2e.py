@@ -1,8 +1,8 @@
 """`openmle bench` end to end on a miniature MLE-bench, on the local sandbox.
 
 - The offline model runs 3 competitions x 2 seeds through the CLI; the same bench killed with
-  SIGKILL at four points and resumed each time finishes every run exactly once and gives the
-  same report as the uninterrupted one.
+  SIGKILL at two points (inside a run, between finished runs) and resumed each time finishes
+  every run exactly once and gives the same report as the uninterrupted one.
 - A sample-submission agent (library API) gets a valid, kept, graded submission on every
   competition (tabular, image folder, JSONL answers).
 """
@@ -95,7 +95,7 @@ def _comparable(out: Path) -> dict[str, Any]:
     return {"runs": rep["runs"], "metrics": rep["metrics"]}
 
 
-def test_offline_bench_killed_four_times_equals_uninterrupted(
+def test_offline_bench_killed_twice_equals_uninterrupted(
     mini: tuple[Path, Path], tmp_path: Path
 ) -> None:
     base = tmp_path / "base"
@@ -121,11 +121,11 @@ def test_offline_bench_killed_four_times_equals_uninterrupted(
     assert "<link" not in html and "<script" not in html  # self-contained
 
     killed = tmp_path / "killed"
+    # Two kills: one inside a run (its journal holds a node, no run finished yet) and one
+    # between finished runs; each resume continues from what the kill left.
     points: list[Callable[[], bool]] = [
-        lambda: (killed / "manifest.json").is_file(),
         lambda: _journal_nodes(killed) >= 1,
-        lambda: len(_results(killed)) >= 1,
-        lambda: len(_results(killed)) >= 4,
+        lambda: len(_results(killed)) >= 3,
     ]
     kills = 0
     first = True
@@ -135,7 +135,7 @@ def test_offline_bench_killed_four_times_equals_uninterrupted(
         kills += _kill_when(cmd, ready)
         if len(_results(killed)) == 6:
             break
-    assert kills >= 3, f"the bench was killed only {kills} times"
+    assert kills == 2, f"the bench was killed only {kills} times"
     finished = {p: p.stat().st_mtime_ns for p in _results(killed)}
     final = subprocess.run(
         _cmd("resume", str(killed)), env=_env(), capture_output=True, text=True, timeout=600

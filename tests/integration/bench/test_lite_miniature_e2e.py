@@ -1,12 +1,12 @@
 """MLE-bench Lite end to end on the miniature of all 22 competitions (MLE-bench's prepared
 layout, openmle's own graders), on the local sandbox.
 
-- Test split: a program that copies the sample submission (unzipping it where MLE-bench
-  ships it zipped) gets a valid submission on every competition, graded out of process to
-  the score the competition's grader gives in process; the grading process also grades (and
+- One bench run (shared by the tests that read it): a program that copies the sample
+  submission (unzipping it where MLE-bench ships it zipped); the search selects on each
+  competition's validation view (made from ``prepared/public`` by its rule), then runs on the
+  test split in the local sandbox: a valid submission on all 22, graded out of process to
+  the score the competition's grader gives in process. The grading process also grades (and
   refuses) without pandas (the ``pip install openmle`` case).
-- Through the bench runner: the search selects on each competition's validation view (made
-  from ``prepared/public`` by its rule), then the test grade; a valid submission on all 22.
   The training pools are sized so that a 10% hold-out holds both classes of every scored
   label.
 - ``openmle bench run smoke``: the shipped smoke suite runs from a bare cache, no Kaggle data
@@ -28,10 +28,10 @@ import anyio
 import pytest
 from tests.unit.bench._minibench import sample_agent_config
 
-from openmle import Job, Outcome
-from openmle.backends import LocalSandbox
-from openmle.bench import LITE_IDS, SMOKE_IDS, MLEBench, arun_bench, build_miniature
+from openmle import Outcome, RunResult
+from openmle.bench import LITE_IDS, SMOKE_IDS, arun_bench, build_miniature
 from openmle.bench._miniyaml import load as load_yaml
+from openmle.search import read_journal
 from openmle.testing import ScriptedModel
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -76,34 +76,35 @@ def _expected(registry: Path, data: Path, cid: str) -> float:
     )
 
 
-def _run_all(bench: MLEBench) -> dict[str, Any]:
-    sandbox = LocalSandbox(resolver=bench.resolve, max_concurrency=2)
-    results: dict[str, Any] = {}
-
-    async def one(cid: str) -> None:
-        results[cid] = await sandbox.run(
-            Job(code=SAMPLE_CODE, task=cid, split="test", timeout_s=120.0)
-        )
-
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for cid in LITE_IDS:
-                tg.start_soon(one, cid)
-
-    anyio.run(main)
-    return results
-
-
-def test_sample_submission_is_valid_and_graded_on_every_lite_competition(
-    lite: tuple[Path, Path], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def lite_bench(
+    lite: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[Any]]:
+    """ONE bench run of the sample-submission agent on all 22 competitions (its directory and
+    reports), shared by the tests that read it (xdist group ``lite_bench``: on one worker)."""
     pytest.importorskip("pandas")
+    out = tmp_path_factory.mktemp("lite-bench") / "bench"
+    config = sample_agent_config(lite, LITE_IDS)
+    program = "plan: copy the sample submission\n```python\n" + SAMPLE_CODE + "```"
+    reports = anyio.run(
+        lambda: arun_bench(out, config=config, model=ScriptedModel(lambda _req: program))
+    )
+    return out, list(reports)
+
+
+@pytest.mark.xdist_group("lite_bench")
+def test_sample_submission_is_valid_and_graded_on_every_lite_competition(
+    lite: tuple[Path, Path], lite_bench: tuple[Path, list[Any]]
+) -> None:
+    """The sample submission, run in the local sandbox on the test split (the bench's final
+    run), is graded out of process to the score the competition's grader gives in process."""
     registry, data = lite
-    bench = MLEBench.locate(registry, data, valid_dir=tmp_path / "valid", time_limit_s=120)
-    results = _run_all(bench)
-    assert set(results) == set(LITE_IDS)
-    for cid, r in results.items():
-        assert r.outcome is Outcome.SUCCESS, (cid, r.detail, r.logs[-500:])
+    out, _reports = lite_bench
+    for cid in LITE_IDS:
+        finals = [r for r in read_journal(out / "runs" / cid / "seed-0") if r["event"] == "final"]
+        assert len(finals) == 1, (cid, finals)
+        r = RunResult.from_dict(finals[0]["result"])
+        assert r.split == "test" and r.outcome is Outcome.SUCCESS, (cid, r.detail, r.logs[-500:])
         assert r.score == pytest.approx(_expected(registry, data, cid), abs=1e-9), cid
 
 
@@ -147,16 +148,11 @@ def test_grading_needs_no_pandas(lite: tuple[Path, Path], tmp_path: Path) -> Non
         assert refused["score"] is None and "invalid submission" in refused["reason"]
 
 
+@pytest.mark.xdist_group("lite_bench")
 def test_bench_runner_gets_a_valid_submission_on_every_lite_competition(
-    lite: tuple[Path, Path], tmp_path: Path
+    lite_bench: tuple[Path, list[Any]],
 ) -> None:
-    pytest.importorskip("pandas")
-    out = tmp_path / "bench"
-    config = sample_agent_config(lite, LITE_IDS)
-    program = "plan: copy the sample submission\n```python\n" + SAMPLE_CODE + "```"
-    reports = anyio.run(
-        lambda: arun_bench(out, config=config, model=ScriptedModel(lambda _req: program))
-    )
+    _out, reports = lite_bench
     assert [r.competition_id for r in reports] == list(LITE_IDS)
     bad = [(r.competition_id, r.reason) for r in reports if not r.valid_submission]
     assert not bad, bad

@@ -63,18 +63,14 @@ def test_search_resume_export_report_on_a_bundled_task(tmp_path: Path) -> None:
     assert Path(str(e["path"])).exists()
 
 
-def test_demo_runs_offline_and_writes_a_report(tmp_path: Path) -> None:
-    """The demo searches a bundled task with the offline model and writes its report."""
-    s = cli("demo", "--steps", "3", "--out", str(tmp_path / "demo"))
-    assert s["nodes"] == 3
-    assert Path(str(s["report"])).exists()
-
-
-def test_demo_with_summaries_caches_them_and_resume_reuses_them(tmp_path: Path) -> None:
-    """--summaries: the offline model writes node summaries on demand into the run directory;
+def test_demo_writes_a_report_and_summaries_that_resume_reuses(tmp_path: Path) -> None:
+    """One demo run: it searches a bundled task with the offline model and writes its report;
+    --summaries: the offline model writes node summaries on demand into the run directory;
     resume (which reads the flag from the manifest) extends the run and keeps them."""
     out = tmp_path / "run"
-    cli("demo", "--steps", "8", "--summaries", "--out", str(out), "--no-report", "--quiet")
+    s = cli("demo", "--steps", "4", "--summaries", "--out", str(out))
+    assert s["nodes"] == 4
+    assert Path(str(s["report"])).exists()
     files = sorted((out / "summaries").glob("*.json"))
     assert files, "no summary was written"
     first = {p.name: p.read_text() for p in files}
@@ -82,7 +78,7 @@ def test_demo_with_summaries_caches_them_and_resume_reuses_them(tmp_path: Path) 
         record = json.loads(text)
         assert record["summary"].startswith("Fits ") and "Validation" in record["summary"]
     assert RunDir.open(out).manifest["extra"]["cli"]["summaries"] is True
-    r = cli("resume", str(out), "--budget", "steps=14", "--no-report", "--quiet")
-    assert r["nodes"] == 14
+    r = cli("resume", str(out), "--budget", "steps=6", "--no-report", "--quiet")
+    assert r["nodes"] == 6
     after = {p.name: p.read_text() for p in (out / "summaries").glob("*.json")}
     assert all(after[name] == text for name, text in first.items())

@@ -51,13 +51,25 @@ def _torchrun() -> list[str]:
     ]  # fmt: skip
 
 
-def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def single_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one-process reference run (``--single``: the whole batches in one process), made
+    once and shared by the DDP and FSDP2 tests (xdist group ``gspo_single_reference``: on one
+    worker): its ``params-single.pt`` and ``sft-params-single.pt``."""
+    out = tmp_path_factory.mktemp("gspo-single")
+    _run([sys.executable], out, single=True)
+    return out
+
+
+@pytest.mark.xdist_group("gspo_single_reference")
+def test_two_ranks_equal_one_process_on_the_whole_batch(
+    tmp_path: Path, single_reference: Path
+) -> None:
     """After two rollout batches (4 optimiser steps, accumulation of 1-sequence micro-batches),
     both DDP ranks hold the parameters one process gets on the whole batches; same for an SFT
     step."""
     _run(_torchrun(), tmp_path)
-    _run([sys.executable], tmp_path, single=True)
-    single = torch.load(tmp_path / "params-single.pt")
+    single = torch.load(single_reference / "params-single.pt")
     initial = [p.detach() for p in _initial_model().parameters()]
     for rank in (0, 1):
         ranked = torch.load(tmp_path / f"params-{rank}.pt")
@@ -65,7 +77,7 @@ def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
             torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
     moved = max(float((a - b).abs().max()) for a, b in zip(single, initial, strict=True))
     assert moved > 1e-2  # the comparison is not vacuous: the parameters really moved
-    sft_single = torch.load(tmp_path / "sft-params-single.pt")
+    sft_single = torch.load(single_reference / "sft-params-single.pt")
     for rank in (0, 1):
         sft_ranked = torch.load(tmp_path / f"sft-params-{rank}.pt")
         for a, b in zip(sft_ranked, sft_single, strict=True):
@@ -74,16 +86,18 @@ def test_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
     assert names == ["model.pt", "optimizer.pt", "rng-0.pt", "rng-1.pt", "trainer.json"]
 
 
-def test_fsdp2_two_ranks_equal_one_process_on_the_whole_batch(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("gspo_single_reference")
+def test_fsdp2_two_ranks_equal_one_process_on_the_whole_batch(
+    tmp_path: Path, single_reference: Path
+) -> None:
     """The same steps on a model under FSDP2 (``fully_shard`` on the block and the root, gloo,
     2 CPU ranks): the gathered parameters equal one process on the whole batches (the trainer
     adds no DDP wrapper to an FSDP2 model; the model's own logits are used, not the chunked
     output layer, whose weight is sharded outside the forward)."""
     pytest.importorskip("torch.distributed.fsdp", reason="needs torch with FSDP2")
     _run(_torchrun(), tmp_path, worker=FSDP_WORKER)
-    _run([sys.executable], tmp_path, single=True)
-    single = torch.load(tmp_path / "params-single.pt")
-    sft_single = torch.load(tmp_path / "sft-params-single.pt")
+    single = torch.load(single_reference / "params-single.pt")
+    sft_single = torch.load(single_reference / "sft-params-single.pt")
     initial = [p.detach() for p in _initial_model().parameters()]
     for rank in (0, 1):
         for name, want in (("fsdp-params", single), ("fsdp-sft-params", sft_single)):
