@@ -49,7 +49,6 @@ from types import MappingProxyType
 from typing import Any, final
 
 import anyio
-import anyio.lowlevel
 import attrs
 import httpx
 from attrs import define, field
@@ -59,6 +58,7 @@ from openmle._protocols import OperatorModel
 from openmle._types import ModelRequest, ModelResponse, Usage
 from openmle._validation import check_positive, fail
 from openmle._wire import retry_after_seconds
+from openmle.backends._looppool import LoopPool
 from openmle.errors import (
     ModelAuthError,
     ModelError,
@@ -213,9 +213,8 @@ class OpenAIModel(OperatorModel):
     )
     total_timeout_s: float | None = None
     logprobs: bool = False
-    _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
-    _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
-    _loop: object = field(default=None, init=False, repr=False)
+    # Per event loop: the HTTP connection pool and the concurrency limiter (see _looppool).
+    _pool: LoopPool[tuple[httpx.AsyncClient, anyio.CapacityLimiter]] = field(init=False, repr=False)
 
     @model.validator
     def _check_model(self, attribute: object, value: object) -> None:
@@ -239,38 +238,37 @@ class OpenAIModel(OperatorModel):
             or self.max_tokens < 1
         ):
             raise fail("an integer >= 1 or None", "OpenAIModel.max_tokens", self.max_tokens)
+        self._pool = LoopPool(self._new_client, _close_client)
 
     # ------------------------------------------------------------------------------------
     def _root(self) -> str:
         return (self.base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL).rstrip("/")
 
-    def _get_client(self) -> httpx.AsyncClient:
+    def _new_client(self) -> tuple[httpx.AsyncClient, anyio.CapacityLimiter]:
+        key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
+        client = httpx.AsyncClient(
+            headers={
+                "Authorization": f"Bearer {key}",
+                "Accept": "application/json",
+                "Accept-Encoding": "identity",  # no decompression bombs
+            },
+            timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 30.0)),
+            limits=httpx.Limits(max_connections=self.max_concurrency),
+            follow_redirects=False,  # a 307/308 would re-send the prompt to another host
+        )
+        return client, anyio.CapacityLimiter(self.max_concurrency)
+
+    async def _get_client(self) -> httpx.AsyncClient:
         # HTTP pools and limiters belong to one event loop: a model reused under a new loop
-        # (a second ``anyio.run``) gets fresh ones instead of failing on a closed loop.
-        token = anyio.lowlevel.current_token()
-        if self._loop != token:
-            self._client, self._limiter, self._loop = None, None, token
-        if self._client is None:
-            key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
-            self._client = httpx.AsyncClient(
-                headers={
-                    "Authorization": f"Bearer {key}",
-                    "Accept": "application/json",
-                    "Accept-Encoding": "identity",  # no decompression bombs
-                },
-                timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 30.0)),
-                limits=httpx.Limits(max_connections=self.max_concurrency),
-                follow_redirects=False,  # a 307/308 would re-send the prompt to another host
-            )
-        return self._client
+        # (a second ``anyio.run``) gets fresh ones; each loop closes its own as it ends.
+        return (await self._pool.get())[0]
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool (idempotent); a later call opens a new one."""
-        client, self._client = self._client, None
-        # A pool opened under another (finished) event loop cannot be closed from this one.
-        if client is not None and self._loop == anyio.lowlevel.current_token():
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+        """Close this event loop's HTTP connection pool (idempotent); a later call opens a new
+        one. A pool opened under another event loop is closed by that loop, at the latest when
+        it ends.
+        """
+        await self._pool.aclose()
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -300,14 +298,12 @@ class OpenAIModel(OperatorModel):
         """Answer ``request``, retrying transient failures; see the class docstring for errors."""
         if not isinstance(request, ModelRequest):
             raise fail("a ModelRequest", "request", request)
-        self._get_client()
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.max_concurrency)
-        async with self._limiter:
+        _, limiter = await self._pool.get()
+        async with limiter:
             return await self._complete_with_retries(request)
 
     async def _complete_with_retries(self, request: ModelRequest) -> ModelResponse:
-        client = self._get_client()
+        client = await self._get_client()
         try:
             # ASCII JSON: a lone surrogate in a prompt is sent escaped instead of failing.
             payload = json.dumps(self._body(request), allow_nan=False).encode()
@@ -530,7 +526,7 @@ class OpenAIModel(OperatorModel):
             ModelError: the server cannot be reached, answered another error or an answer that
                 is not a model list.
         """
-        client = self._get_client()
+        client = await self._get_client()
         url = f"{self._root()}/models"
         try:
             with anyio.fail_after(min(30.0, self.timeout_s)):
@@ -599,7 +595,7 @@ class OpenAIModel(OperatorModel):
         payload = json.dumps(body, allow_nan=False).encode()
         try:
             with anyio.fail_after(min(60.0, self.timeout_s)):
-                await self._attempt(self._get_client(), payload)
+                await self._attempt(await self._get_client(), payload)
         except _Status as exc:
             raise await self._status_error(exc) from None
         except (TimeoutError, httpx.TimeoutException):
@@ -635,7 +631,9 @@ class OpenAIModel(OperatorModel):
     async def _known_models(self) -> list[str]:
         try:
             with anyio.fail_after(min(10.0, self.timeout_s)):
-                async with self._get_client().stream("GET", f"{self._root()}/models") as resp:
+                async with (await self._get_client()).stream(
+                    "GET", f"{self._root()}/models"
+                ) as resp:
                     if resp.status_code != 200:
                         return []
                     page = _json_object(await _read_capped(resp, 1024 * 1024), "the model list")
@@ -675,6 +673,10 @@ class OpenAIModel(OperatorModel):
 
 # ---------------------------------------------------------------------------------------------
 # Reading an untrusted answer
+
+
+async def _close_client(pair: tuple[httpx.AsyncClient, anyio.CapacityLimiter]) -> None:
+    await pair[0].aclose()
 
 
 async def _read_capped(resp: httpx.Response, cap: int, *, truncate: bool = False) -> bytes:
