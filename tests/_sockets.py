@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import os
+import socket
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["socket_fds", "tcp_sockets_to"]
+__all__ = ["describe_sockets", "socket_fds", "tcp_sockets_to"]
+
+_TCP_STATES = {"01": "ESTABLISHED", "06": "TIME_WAIT", "08": "CLOSE_WAIT", "0A": "LISTEN"}
 
 
 def socket_fds() -> dict[int, str]:
-    """This process's open socket file descriptors: fd -> ``"socket:[INODE]"``."""
+    """This process's open socket file descriptors: fd -> ``"socket:[INODE]"`` (empty where
+    ``/proc/self/fd`` does not exist)."""
     found: dict[int, str] = {}
-    for name in os.listdir("/proc/self/fd"):
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in names:
         try:
             target = os.readlink(f"/proc/self/fd/{name}")
         except OSError:  # closed since the listing (the listing's own fd, among others)
@@ -21,21 +31,41 @@ def socket_fds() -> dict[int, str]:
     return found
 
 
+def _address(hex_address: str) -> tuple[str, int]:
+    host, port = hex_address.rsplit(":", 1)
+    if len(host) == 8:  # IPv4, in host byte order
+        return socket.inet_ntoa(struct.pack("<I", int(host, 16))), int(port, 16)
+    return host, int(port, 16)
+
+
+def _inet_rows() -> Iterator[tuple[str, str, tuple[str, int], tuple[str, int], str]]:
+    """(table, inode, local, remote, state) of every row of this process's inet tables."""
+    for table in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            lines = Path(f"/proc/self/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            yield table, cols[9], _address(cols[1]), _address(cols[2]), cols[3]
+
+
 def tcp_sockets_to(port: int) -> list[str]:
     """This process's open TCP sockets whose remote port is ``port`` (the client ends of
-    connections to a server on that port), each as ``"fd N: local -> remote (state S)"``."""
-    by_inode: dict[str, str] = {}
-    for table in ("tcp", "tcp6"):
-        path = Path(f"/proc/self/net/{table}")
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            cols = line.split()
-            local, remote, state, inode = cols[1], cols[2], cols[3], cols[9]
-            if int(remote.rsplit(":", 1)[1], 16) == port:
-                by_inode[inode] = f"{local} -> {remote} (state {state})"
-    return [
-        f"fd {fd}: {by_inode[link[8:-1]]}"
-        for fd, link in sorted(socket_fds().items())
-        if link[8:-1] in by_inode
-    ]
+    connections to a server on that port), described as by :func:`describe_sockets`."""
+    inodes = {
+        inode
+        for table, inode, _, remote, _ in _inet_rows()
+        if table.startswith("tcp") and remote[1] == port
+    }
+    return describe_sockets({fd: s for fd, s in socket_fds().items() if s[8:-1] in inodes})
+
+
+def describe_sockets(fds: dict[int, str]) -> list[str]:
+    """``"fd N: tcp 127.0.0.1:PORT -> 127.0.0.1:PORT ESTABLISHED"`` for each socket of ``fds``
+    (as :func:`socket_fds` lists them); a socket of no inet table (unix, netlink) by inode."""
+    rows = {
+        inode: f"{table} {lhost}:{lport} -> {rhost}:{rport} {_TCP_STATES.get(state, state)}"
+        for table, inode, (lhost, lport), (rhost, rport), state in _inet_rows()
+    }
+    return [f"fd {fd}: {rows.get(link[8:-1], link)}" for fd, link in sorted(fds.items())]

@@ -25,6 +25,7 @@ and the Ray group run side by side.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -32,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests._sockets import describe_sockets, socket_fds
 
 try:
     from hypothesis import HealthCheck, settings
@@ -216,3 +218,43 @@ def one_torch_thread() -> Iterator[None]:
 def anyio_backend() -> str:
     """Run anyio tests on asyncio (the backend every openmle deployment uses)."""
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_sockets(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that leaves a socket open, naming it (where ``/proc/self/fd`` exists).
+
+    A leaked socket is otherwise closed by the garbage collector at some later point, and its
+    ``ResourceWarning`` (an error here) fails whichever test happens to be running then. Set up
+    before, and torn down after, every other function-scoped fixture, so only what outlives
+    the test counts; servers of module or session fixtures start before the first listing.
+    Cheap: two listings of ``/proc/self/fd``; the garbage is collected only when a new socket
+    is still open, to tell a dropped but uncollected one from a leak. A test whose sockets
+    outlive it on purpose says so with ``@pytest.mark.leaves_sockets``; so do the users of the
+    fixtures of :data:`SOCKETS_OUTLIVE_TESTS`."""
+    before = socket_fds()
+    yield
+    new = {fd: s for fd, s in socket_fds().items() if before.get(fd) != s}
+    if not new or _may_leave_sockets(request):
+        return
+    gc.collect()
+    new = {fd: s for fd, s in socket_fds().items() if before.get(fd) != s}
+    if new:
+        pytest.fail(
+            f"{request.node.nodeid} left {len(new)} socket(s) open: "
+            + "; ".join(describe_sockets(new))
+            + " (close them in the test, or mark it @pytest.mark.leaves_sockets)",
+            pytrace=False,
+        )
+
+
+#: Session fixtures whose clients open connections lazily, during whichever test first needs
+#: one, and keep them for the session: the tests using them skip :func:`no_leaked_sockets`.
+#: (A Ray driver connects to the cluster's processes as tasks reach them.)
+SOCKETS_OUTLIVE_TESTS = frozenset({"ray_cluster"})
+
+
+def _may_leave_sockets(request: pytest.FixtureRequest) -> bool:
+    if request.node.get_closest_marker("leaves_sockets") is not None:
+        return True
+    return not SOCKETS_OUTLIVE_TESTS.isdisjoint(request.fixturenames)
