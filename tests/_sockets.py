@@ -33,9 +33,10 @@ def socket_fds() -> dict[int, str]:
 
 def _address(hex_address: str) -> tuple[str, int]:
     host, port = hex_address.rsplit(":", 1)
-    if len(host) == 8:  # IPv4, in host byte order
-        return socket.inet_ntoa(struct.pack("<I", int(host, 16))), int(port, 16)
-    return host, int(port, 16)
+    # IPv4: one 32-bit word, IPv6: four, each in host byte order (little-endian here)
+    words = [int(host[i : i + 8], 16) for i in range(0, len(host), 8)]
+    family = socket.AF_INET if len(words) == 1 else socket.AF_INET6
+    return socket.inet_ntop(family, struct.pack(f"<{len(words)}I", *words)), int(port, 16)
 
 
 def _inet_rows() -> Iterator[tuple[str, str, tuple[str, int], tuple[str, int], str]]:
