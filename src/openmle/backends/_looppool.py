@@ -39,7 +39,7 @@ class LoopPool(Generic[T]):
     def __init__(self, make: Callable[[], T], close: Callable[[T], Awaitable[None]]) -> None:
         self._make = make
         self._close = close
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         # loop -> (resource, the guard async generator whose ``finally`` closes it)
         self._by_loop: weakref.WeakKeyDictionary[object, tuple[T, AsyncGenerator[None]]] = (
             weakref.WeakKeyDictionary()

@@ -630,10 +630,9 @@ class OpenAIModel(OperatorModel):
 
     async def _known_models(self) -> list[str]:
         try:
+            client = await self._get_client()
             with anyio.fail_after(min(10.0, self.timeout_s)):
-                async with (await self._get_client()).stream(
-                    "GET", f"{self._root()}/models"
-                ) as resp:
+                async with client.stream("GET", f"{self._root()}/models") as resp:
                     if resp.status_code != 200:
                         return []
                     page = _json_object(await _read_capped(resp, 1024 * 1024), "the model list")
@@ -671,12 +670,12 @@ class OpenAIModel(OperatorModel):
         )
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading an untrusted answer
-
-
 async def _close_client(pair: tuple[httpx.AsyncClient, anyio.CapacityLimiter]) -> None:
     await pair[0].aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading an untrusted answer
 
 
 async def _read_capped(resp: httpx.Response, cap: int, *, truncate: bool = False) -> bytes:
