@@ -212,7 +212,7 @@ class JobServiceSandbox(Sandbox):
             raise SandboxError("JobServiceSandbox.run called after aclose()")
         if not isinstance(job, Job):
             raise fail("a Job", "job", job)
-        client = await self._pool.get()
+        client = self._pool.get()
         key = uuid.uuid4().hex
         t0 = time.monotonic()
         wait_total = (

@@ -45,8 +45,10 @@ class LoopPool(Generic[T]):
             weakref.WeakKeyDictionary()
         )
 
-    async def get(self) -> T:
-        """The current event loop's resource, made on its first use in this loop."""
+    def get(self) -> T:
+        """The current event loop's resource, made on its first use in this loop (call it
+        from a task of that loop).
+        """
         loop = anyio.lowlevel.current_token().native_token
         with self._lock:
             self._forget_closed_loops()
@@ -56,9 +58,7 @@ class LoopPool(Generic[T]):
             resource = self._make()
             guard = self._guard(weakref.ref(loop), resource)
             self._by_loop[loop] = (resource, guard)
-        # Its first step registers the guard with this loop (which finalizes it on shutdown)
-        # and stops at its ``yield``: no checkpoint, so cancellation cannot interrupt it.
-        await guard.asend(None)
+        _start(guard)
         return resource
 
     async def aclose(self) -> None:
@@ -96,6 +96,21 @@ class LoopPool(Generic[T]):
         # to it: forget it.
         for loop in [lp for lp in self._by_loop if _is_closed(lp)]:
             del self._by_loop[loop]
+
+
+def _start(guard: AsyncGenerator[None]) -> None:
+    """Run ``guard`` to its ``yield`` now, as ``await guard.asend(None)`` would from a task of
+    the running loop: making the step registers the guard with that loop (its async
+    generator hooks, which finalize it as the loop ends), and the body reaches its ``yield``
+    without awaiting anything, so the step ends at its first ``send``.
+    """
+    step = guard.asend(None)
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    step.close()  # pragma: no cover - the guard awaits nothing before its yield
+    raise RuntimeError("LoopPool guard suspended before its yield")  # pragma: no cover
 
 
 def _is_closed(loop: object) -> bool:

@@ -258,10 +258,10 @@ class OpenAIModel(OperatorModel):
         )
         return client, anyio.CapacityLimiter(self.max_concurrency)
 
-    async def _get_client(self) -> httpx.AsyncClient:
+    def _get_client(self) -> httpx.AsyncClient:
         # HTTP pools and limiters belong to one event loop: a model reused under a new loop
         # (a second ``anyio.run``) gets fresh ones; each loop closes its own as it ends.
-        return (await self._pool.get())[0]
+        return self._pool.get()[0]
 
     async def aclose(self) -> None:
         """Close this event loop's HTTP connection pool (idempotent); a later call opens a new
@@ -298,12 +298,12 @@ class OpenAIModel(OperatorModel):
         """Answer ``request``, retrying transient failures; see the class docstring for errors."""
         if not isinstance(request, ModelRequest):
             raise fail("a ModelRequest", "request", request)
-        _, limiter = await self._pool.get()
+        _, limiter = self._pool.get()
         async with limiter:
             return await self._complete_with_retries(request)
 
     async def _complete_with_retries(self, request: ModelRequest) -> ModelResponse:
-        client = await self._get_client()
+        client = self._get_client()
         try:
             # ASCII JSON: a lone surrogate in a prompt is sent escaped instead of failing.
             payload = json.dumps(self._body(request), allow_nan=False).encode()
@@ -526,7 +526,7 @@ class OpenAIModel(OperatorModel):
             ModelError: the server cannot be reached, answered another error or an answer that
                 is not a model list.
         """
-        client = await self._get_client()
+        client = self._get_client()
         url = f"{self._root()}/models"
         try:
             with anyio.fail_after(min(30.0, self.timeout_s)):
@@ -595,7 +595,7 @@ class OpenAIModel(OperatorModel):
         payload = json.dumps(body, allow_nan=False).encode()
         try:
             with anyio.fail_after(min(60.0, self.timeout_s)):
-                await self._attempt(await self._get_client(), payload)
+                await self._attempt(self._get_client(), payload)
         except _Status as exc:
             raise await self._status_error(exc) from None
         except (TimeoutError, httpx.TimeoutException):
@@ -630,9 +630,8 @@ class OpenAIModel(OperatorModel):
 
     async def _known_models(self) -> list[str]:
         try:
-            client = await self._get_client()
             with anyio.fail_after(min(10.0, self.timeout_s)):
-                async with client.stream("GET", f"{self._root()}/models") as resp:
+                async with self._get_client().stream("GET", f"{self._root()}/models") as resp:
                     if resp.status_code != 200:
                         return []
                     page = _json_object(await _read_capped(resp, 1024 * 1024), "the model list")
