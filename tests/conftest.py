@@ -25,13 +25,16 @@ and the Ray group run side by side.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests._sockets import describe_sockets, socket_fds
 
 try:
     from hypothesis import HealthCheck, settings
@@ -216,3 +219,54 @@ def one_torch_thread() -> Iterator[None]:
 def anyio_backend() -> str:
     """Run anyio tests on asyncio (the backend every openmle deployment uses)."""
     return "asyncio"
+
+
+#: Seconds a socket left open at a test's end may take to close before it counts as leaked.
+LEAK_GRACE_S = 2.0
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_sockets(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that leaves a socket open, naming it (where ``/proc/self/fd`` exists).
+
+    A leaked socket is otherwise closed by the garbage collector at some later point, and its
+    ``ResourceWarning`` (an error here) fails whichever test happens to be running then. Set up
+    before, and torn down after, every other function-scoped fixture, so only what outlives
+    the test counts; servers of module or session fixtures start before the first listing.
+    Cheap: two listings of ``/proc/self/fd``. Only when a new socket is still open is the
+    garbage collected (a dropped socket may wait for it) and up to :data:`LEAK_GRACE_S` given
+    for the socket to close: a server in a thread of this process closes its end of a
+    connection shortly after the client closed its own. A test whose sockets outlive it on
+    purpose says so with ``@pytest.mark.leaves_sockets``; the users of the fixtures of
+    :data:`SOCKETS_OUTLIVE_TESTS` are left unchecked too."""
+    before = socket_fds()
+    yield
+    new = {fd: s for fd, s in socket_fds().items() if before.get(fd) != s}
+    if not new or _may_leave_sockets(request):
+        return
+    gc.collect()
+    deadline = time.monotonic() + LEAK_GRACE_S
+    while True:
+        new = {fd: s for fd, s in socket_fds().items() if before.get(fd) != s}
+        if not new or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    if new:
+        pytest.fail(
+            f"{request.node.nodeid} left {len(new)} socket(s) open: "
+            + "; ".join(describe_sockets(new))
+            + " (close them in the test, or mark it @pytest.mark.leaves_sockets)",
+            pytrace=False,
+        )
+
+
+#: Session fixtures whose clients open connections lazily, during whichever test first needs
+#: one, and keep them for the session: the tests using them skip :func:`no_leaked_sockets`.
+#: (A Ray driver connects to the cluster's processes as tasks reach them.)
+SOCKETS_OUTLIVE_TESTS = frozenset({"ray_cluster"})
+
+
+def _may_leave_sockets(request: pytest.FixtureRequest) -> bool:
+    if request.node.get_closest_marker("leaves_sockets") is not None:
+        return True
+    return not SOCKETS_OUTLIVE_TESTS.isdisjoint(request.fixturenames)

@@ -38,7 +38,6 @@ from collections.abc import Mapping
 from typing import Any, final
 
 import anyio
-import anyio.lowlevel
 import httpx
 from attrs import define, field
 
@@ -56,6 +55,7 @@ from openmle._wire import (
     submit_body,
     view_result,
 )
+from openmle.backends._looppool import LoopPool
 from openmle.errors import JobServiceError, SandboxError
 
 __all__ = ["JobServiceSandbox"]
@@ -144,9 +144,9 @@ class JobServiceSandbox(Sandbox):
         validator=int_at_least(1024, "JobServiceSandbox.max_response_bytes"),
     )
     task_meta: Mapping[str, TaskMeta] = field(factory=dict, converter=_task_meta)
-    _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
     _closed: bool = field(default=False, init=False, repr=False)
-    _loop: object = field(default=None, init=False, repr=False)
+    # One connection pool per event loop, each closed by its own loop (see _looppool).
+    _pool: LoopPool[httpx.AsyncClient] = field(init=False, repr=False)
 
     @base_url.validator
     def _check_url(self, attribute: Any, value: object) -> None:
@@ -167,37 +167,32 @@ class JobServiceSandbox(Sandbox):
         check_positive(self.request_timeout_s, "JobServiceSandbox.request_timeout_s")
         if self.wait_timeout_s is not None:
             check_positive(self.wait_timeout_s, "JobServiceSandbox.wait_timeout_s")
+        self._pool = LoopPool(self._new_client, httpx.AsyncClient.aclose)
 
     # ------------------------------------------------------------------------------------
-    def _get_client(self) -> httpx.AsyncClient:
-        token = anyio.lowlevel.current_token()  # connection pools belong to one event loop
-        if self._loop != token:
-            self._client, self._loop = None, token
-        if self._client is None:
-            key = self.api_key or os.environ.get(self.api_key_env, "")
-            self._client = httpx.AsyncClient(
-                base_url=self.base_url.rstrip("/"),
-                headers={"X-API-Key": key} if key else {},
-                # pool=None: with more runs than connections, a run waits for a free one (each
-                # long-poll frees its connection within long_poll_s) instead of failing.
-                timeout=httpx.Timeout(self.request_timeout_s, connect=10.0, pool=None),
-                limits=httpx.Limits(
-                    max_connections=self.max_connections,
-                    max_keepalive_connections=self.max_connections,
-                ),
-                trust_env=False,
-                verify=self.verify_tls,
-            )
-        return self._client
+    def _new_client(self) -> httpx.AsyncClient:
+        key = self.api_key or os.environ.get(self.api_key_env, "")
+        return httpx.AsyncClient(
+            base_url=self.base_url.rstrip("/"),
+            headers={"X-API-Key": key} if key else {},
+            # pool=None: with more runs than connections, a run waits for a free one (each
+            # long-poll frees its connection within long_poll_s) instead of failing.
+            timeout=httpx.Timeout(self.request_timeout_s, connect=10.0, pool=None),
+            limits=httpx.Limits(
+                max_connections=self.max_connections,
+                max_keepalive_connections=self.max_connections,
+            ),
+            trust_env=False,
+            verify=self.verify_tls,
+        )
 
     async def aclose(self) -> None:
-        """Close the connection pool (idempotent); ``run`` afterwards raises ``SandboxError``."""
+        """Close this event loop's connection pool (idempotent); ``run`` afterwards raises
+        ``SandboxError``. A pool opened under another event loop is closed by that loop, at
+        the latest when it ends.
+        """
         self._closed = True
-        client, self._client = self._client, None
-        # A pool opened under another (finished) event loop cannot be closed from this one.
-        if client is not None and self._loop == anyio.lowlevel.current_token():
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+        await self._pool.aclose()
 
     def _backoff(self, attempt: int) -> float:
         return min(
@@ -217,7 +212,7 @@ class JobServiceSandbox(Sandbox):
             raise SandboxError("JobServiceSandbox.run called after aclose()")
         if not isinstance(job, Job):
             raise fail("a Job", "job", job)
-        client = self._get_client()
+        client = self._pool.get()
         key = uuid.uuid4().hex
         t0 = time.monotonic()
         wait_total = (

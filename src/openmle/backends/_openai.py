@@ -50,7 +50,6 @@ from types import MappingProxyType
 from typing import Any, final
 
 import anyio
-import anyio.lowlevel
 import attrs
 import httpx
 from attrs import define, field
@@ -60,6 +59,7 @@ from openmle._protocols import OperatorModel
 from openmle._types import ModelRequest, ModelResponse, Usage
 from openmle._validation import check_positive, fail
 from openmle._wire import retry_after_seconds
+from openmle.backends._looppool import LoopPool
 from openmle.errors import (
     ModelAuthError,
     ModelError,
@@ -214,9 +214,8 @@ class OpenAIModel(OperatorModel):
     )
     total_timeout_s: float | None = None
     logprobs: bool = False
-    _client: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
-    _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
-    _loop: object = field(default=None, init=False, repr=False)
+    # Per event loop: the HTTP connection pool and the concurrency limiter (see _looppool).
+    _pool: LoopPool[tuple[httpx.AsyncClient, anyio.CapacityLimiter]] = field(init=False, repr=False)
 
     @model.validator
     def _check_model(self, attribute: object, value: object) -> None:
@@ -240,38 +239,37 @@ class OpenAIModel(OperatorModel):
             or self.max_tokens < 1
         ):
             raise fail("an integer >= 1 or None", "OpenAIModel.max_tokens", self.max_tokens)
+        self._pool = LoopPool(self._new_client, _close_client)
 
     # ------------------------------------------------------------------------------------
     def _root(self) -> str:
         return (self.base_url or os.environ.get("OPENAI_BASE_URL") or _DEFAULT_BASE_URL).rstrip("/")
 
+    def _new_client(self) -> tuple[httpx.AsyncClient, anyio.CapacityLimiter]:
+        key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
+        client = httpx.AsyncClient(
+            headers={
+                "Authorization": f"Bearer {key}",
+                "Accept": "application/json",
+                "Accept-Encoding": "identity",  # no decompression bombs
+            },
+            timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 30.0)),
+            limits=httpx.Limits(max_connections=self.max_concurrency),
+            follow_redirects=False,  # a 307/308 would re-send the prompt to another host
+        )
+        return client, anyio.CapacityLimiter(self.max_concurrency)
+
     def _get_client(self) -> httpx.AsyncClient:
         # HTTP pools and limiters belong to one event loop: a model reused under a new loop
-        # (a second ``anyio.run``) gets fresh ones instead of failing on a closed loop.
-        token = anyio.lowlevel.current_token()
-        if self._loop != token:
-            self._client, self._limiter, self._loop = None, None, token
-        if self._client is None:
-            key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
-            self._client = httpx.AsyncClient(
-                headers={
-                    "Authorization": f"Bearer {key}",
-                    "Accept": "application/json",
-                    "Accept-Encoding": "identity",  # no decompression bombs
-                },
-                timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 30.0)),
-                limits=httpx.Limits(max_connections=self.max_concurrency),
-                follow_redirects=False,  # a 307/308 would re-send the prompt to another host
-            )
-        return self._client
+        # (a second ``anyio.run``) gets fresh ones; each loop closes its own as it ends.
+        return self._pool.get()[0]
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool (idempotent); a later call opens a new one."""
-        client, self._client = self._client, None
-        # A pool opened under another (finished) event loop cannot be closed from this one.
-        if client is not None and self._loop == anyio.lowlevel.current_token():
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+        """Close this event loop's HTTP connection pool (idempotent); a later call opens a new
+        one. A pool opened under another event loop is closed by that loop, at the latest when
+        it ends.
+        """
+        await self._pool.aclose()
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -301,10 +299,8 @@ class OpenAIModel(OperatorModel):
         """Answer ``request``, retrying transient failures; see the class docstring for errors."""
         if not isinstance(request, ModelRequest):
             raise fail("a ModelRequest", "request", request)
-        self._get_client()
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.max_concurrency)
-        async with self._limiter:
+        _, limiter = self._pool.get()
+        async with limiter:
             return await self._complete_with_retries(request)
 
     async def _complete_with_retries(self, request: ModelRequest) -> ModelResponse:
@@ -678,6 +674,10 @@ class OpenAIModel(OperatorModel):
             f"{self._where()} failed on all {tries} attempts; last error: "
             f"{type(last).__name__}: {last}"
         )
+
+
+async def _close_client(pair: tuple[httpx.AsyncClient, anyio.CapacityLimiter]) -> None:
+    await pair[0].aclose()
 
 
 # ---------------------------------------------------------------------------------------------

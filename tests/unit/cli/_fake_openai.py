@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,10 +28,14 @@ class FakeServer:
     cost: float | None = None
     requests: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     base_url: str = ""
+    #: Set when the server stops: a request waiting out ``delay_s`` ends unanswered.
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = 30  # a client that stops sending cannot hold the server's close forever
+
         def log_message(self, format: str, *args: object) -> None:  # quiet
             return
 
@@ -76,7 +79,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                     {"error": {"message": f"The model `{body.get('model')}` does not exist."}},
                 )
                 return
-            time.sleep(server.delay_s)
+            if server.stopping.wait(server.delay_s):
+                return
             usage: dict[str, Any] = {"prompt_tokens": 5, "completion_tokens": 3}
             if server.cost is not None:
                 usage["cost"] = server.cost
@@ -105,13 +109,17 @@ def fake_openai(**settings: Any) -> Iterator[FakeServer]:
     """Start the server; yields its settings with ``base_url`` (no prefix) filled in."""
     state = FakeServer(**settings)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    httpd.daemon_threads = True
+    # Handler threads are joined on close (after a delay is cut short), so no connection
+    # outlives the server: a delayed answer to a killed client would otherwise hold its
+    # socket open past the test.
+    httpd.daemon_threads = False
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
         yield state
     finally:
+        state.stopping.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(10)
