@@ -199,11 +199,14 @@ class Cgroup:
                 (self.dirs[""] / "cgroup.kill").write_text("1")
         kill_pids(self.pids(), signal.SIGKILL)
 
-    def remove(self, *, wait_s: float = 2.0) -> None:
+    def remove(self, *, wait_s: float = 5.0) -> None:
         """Remove the cgroup directories (after :meth:`kill`; idempotent, best effort).
 
-        A process that has just been reaped can keep a cgroup busy for a moment, so a busy
-        directory is retried for up to ``wait_s`` seconds (blocking: call it off the loop).
+        A killed process can keep a cgroup busy while it exits (longer on a loaded host), and
+        one that was forking as :meth:`kill` ran can have left a child behind: a busy
+        directory is retried for up to ``wait_s`` seconds, SIGKILLing whatever is still in
+        the cgroup before each retry (blocking: call it off the loop). Returns at once where
+        nothing is busy.
         """
         if self._removed:
             return
@@ -216,6 +219,7 @@ class Cgroup:
                     break
                 except OSError as exc:
                     if exc.errno == errno.EBUSY and time.monotonic() < deadline:
+                        kill_pids(self.pids(), signal.SIGKILL)
                         time.sleep(0.01)
                         continue
                     break

@@ -1111,7 +1111,7 @@ def _drop_spare(spare: _Spare) -> None:
                 os.close(fd)
     if spare.cgroup is not None:
         spare.cgroup.kill()
-        spare.cgroup.remove(wait_s=1.0)
+        spare.cgroup.remove(wait_s=1.0)  # a finalizer: bounded, at exit too
     spare.clean(False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -271,6 +272,29 @@ def test_cgroup_join_files_by_version() -> None:
     assert v1.procs_files == ["/cg/pids/r/tasks", "/cg/memory/r/tasks"]
     v2 = iso.Cgroup(dirs={"": Path("/cg/r")}, version=2)
     assert v2.procs_files == ["/cg/r/cgroup.procs"]
+
+
+def test_cgroup_remove_kills_a_process_left_in_it_and_removes_every_directory() -> None:
+    """A process still in the cgroup when it is removed (one forked as :meth:`kill` ran, or
+    still exiting) keeps it busy: ``remove`` SIGKILLs what is left and retries, so no cgroup
+    directory outlives the run (it was left behind under load in CI)."""
+    cg = iso.Cgroup.create(pids_max=16, memory_bytes=256 << 20, cpus=None)
+    if cg is None:
+        pytest.skip("no writable cgroups here")
+    joins = "; ".join(f"echo 0 > {f}" for f in cg.procs_files)
+    with subprocess.Popen(
+        ["/bin/sh", "-c", f"{joins} || exit 3; echo joined; exec sleep 60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "joined"
+            cg.remove()  # no kill() first: the sleeping process is a straggler
+            assert proc.wait(timeout=30) == -signal.SIGKILL
+            assert [d for d in cg.dirs.values() if d.exists()] == []
+        finally:
+            proc.kill()
 
 
 def test_a_single_threaded_joiner_and_its_children_are_in_the_cgroup() -> None:
