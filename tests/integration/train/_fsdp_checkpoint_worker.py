@@ -44,6 +44,9 @@ def main(out: Path, single: bool) -> None:
     (out / f"fsdp-continue-{tag}.json").write_text(json.dumps(metrics, sort_keys=True))
     torch.save(params, out / f"fsdp-continue-params-{tag}.pt")
     if not single:
+        # every rank past its last collective before any closes its connections: gloo
+        # aborts a rank whose peer hangs up mid-exchange ("terminate called ...")
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -87,6 +87,9 @@ def main(out: Path, single: bool) -> None:
     )
     torch.save([p.detach() for p in sft_model.parameters()], out / f"sft-params-{tag}.pt")
     if not single:
+        # every rank past its last collective before any closes its connections: gloo
+        # aborts a rank whose peer hangs up mid-exchange ("terminate called ...")
+        dist.barrier()
         dist.destroy_process_group()
 
 

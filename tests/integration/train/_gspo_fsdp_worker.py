@@ -60,6 +60,9 @@ def main(out: Path) -> None:
         )
     )
     torch.save(full(sft_model), out / f"fsdp-sft-params-{rank}.pt")
+    # every rank past its last collective before any closes its connections: gloo
+    # aborts a rank whose peer hangs up mid-exchange ("terminate called ...")
+    dist.barrier()
     dist.destroy_process_group()
 
 
