@@ -274,6 +274,15 @@ def test_cgroup_join_files_by_version() -> None:
     assert v2.procs_files == ["/cg/r/cgroup.procs"]
 
 
+def _shell_in(cg: iso.Cgroup, script: str) -> subprocess.Popen[str]:
+    """A ``/bin/sh`` that joins ``cg`` as the spare's shell does (``0`` to every join file),
+    then runs ``script``; its stdout is a text pipe."""
+    joins = "; ".join(f"echo 0 > {f}" for f in cg.procs_files)
+    return subprocess.Popen(
+        ["/bin/sh", "-c", f"{joins} || exit 3; {script}"], stdout=subprocess.PIPE, text=True
+    )
+
+
 def test_cgroup_remove_kills_a_process_left_in_it_and_removes_every_directory() -> None:
     """A process still in the cgroup when it is removed (one forked as :meth:`kill` ran, or
     still exiting) keeps it busy: ``remove`` SIGKILLs what is left and retries, so no cgroup
@@ -281,12 +290,7 @@ def test_cgroup_remove_kills_a_process_left_in_it_and_removes_every_directory() 
     cg = iso.Cgroup.create(pids_max=16, memory_bytes=256 << 20, cpus=None)
     if cg is None:
         pytest.skip("no writable cgroups here")
-    joins = "; ".join(f"echo 0 > {f}" for f in cg.procs_files)
-    with subprocess.Popen(
-        ["/bin/sh", "-c", f"{joins} || exit 3; echo joined; exec sleep 60"],
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as proc:
+    with _shell_in(cg, "echo joined; exec sleep 60") as proc:
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "joined"
@@ -305,12 +309,7 @@ def test_a_single_threaded_joiner_and_its_children_are_in_the_cgroup() -> None:
     if cg is None:
         pytest.skip("no writable cgroups here")
     try:
-        joins = "; ".join(f"echo 0 > {f}" for f in cg.procs_files)
-        with subprocess.Popen(
-            ["/bin/sh", "-c", f"{joins} || exit 3; sleep 30 & echo $$ $!; wait"],
-            stdout=subprocess.PIPE,
-            text=True,
-        ) as proc:
+        with _shell_in(cg, "sleep 30 & echo $$ $!; wait") as proc:
             try:
                 assert proc.stdout is not None
                 shell, child = map(int, proc.stdout.readline().split())
