@@ -136,6 +136,30 @@ async def test_timeout_kills_tree_and_keeps_output(sandbox: LocalSandbox) -> Non
     assert not live_pids_with_env("PROBE", "timeout-tree")
 
 
+async def test_landlock_timeout_kills_children_the_cgroup_does_not_list(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Landlock mode has no PID namespace: once the cgroup lists nothing, the run's marker is
+    scanned for too, so a child the cgroup did not list (here: the member list reads empty)
+    dies with its timed-out parent."""
+    from openmle.backends import _isolation
+
+    monkeypatch.setattr(_isolation.Cgroup, "pids", lambda self: set())
+    sleeper = "import time; time.sleep(300)"
+    orphan = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleeper!r}])"
+    code = (  # in a session of its own, and its parent gone: no descendant, no process group
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {orphan!r}], start_new_session=True)\n"
+        "print('working', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": "unlisted-child"})
+    async with prepared_local(toy, "landlock", memory_mb=1024, kill_grace_s=1.0) as sb:
+        r = await _run_past_timeout(sb, job, "working")
+    assert r.outcome is Outcome.TIMEOUT, r
+    assert not live_pids_with_env("PROBE", "unlisted-child")
+
+
 async def test_env_and_data_dir_reach_program(sandbox: LocalSandbox, toy: ToyTask) -> None:
     """job.env reaches the program; DATA_DIR lists the split's public files, not the host env."""
     code = (
