@@ -274,7 +274,8 @@ def _np_rescue(
         return z
     with np.errstate(over="ignore", divide="ignore"):
         pos = (s / 2.0 - worst / 2.0) / max(best / 2.0 - worst / 2.0, floor / 2.0)
-    fixed: FloatArray = np.where(bad, of_position(pos), z)
+        # a position near the float limit maps to +-inf here: the map saturates it
+        fixed: FloatArray = np.where(bad, of_position(pos), z)
     return fixed
 
 

@@ -214,6 +214,7 @@ def test_best_above_worst_at_every_magnitude(
 @example(1e308, 1e308, -1.7e308, "power_clip")  # best - worst and s - worst overflowed
 @example(-1e308, 1.7e308, 1e307, "margin_tanh")  # s - centre overflowed
 @example(1e308, 1.7e308, 0.0, "logistic")  # 2 (s - worst) overflowed
+@example(4.49423283715579e307, 0.0, 1.0, "margin_tanh")  # the rescued position's map overflowed
 def test_rewards_bounded_for_every_finite_score_and_pair(
     s: float, a: float, b: float, mode: str
 ) -> None:
