@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import sys
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Literal
@@ -28,6 +29,9 @@ from openmle.backends._isolation import (
 )
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 from openmle.testing import TOY_SOLUTION, ToyTask
+
+#: The ``closing`` fixture: registers a sandbox to close at the test's end and returns it.
+Closing = Callable[[LocalSandbox], LocalSandbox]
 
 pytestmark = [
     pytest.mark.integration,
@@ -54,6 +58,23 @@ async def sandbox(request: pytest.FixtureRequest, toy: ToyTask) -> AsyncIterator
         kill_grace_s=1.0,
     ) as sb:
         yield sb
+
+
+@pytest.fixture
+async def closing() -> AsyncIterator[Closing]:
+    """``closing(LocalSandbox(...))``: the sandbox is closed when the test ends, so its waiting
+    spares (launchers, cgroups, run directories) go then, not at a later test's garbage
+    collection (where ``test_runs_leave_no_cgroups_or_directories`` saw them vanish)."""
+    made: list[LocalSandbox] = []
+
+    def register(sb: LocalSandbox) -> LocalSandbox:
+        made.append(sb)
+        return sb
+
+    yield register
+    with anyio.CancelScope(shield=True):
+        for sb in made:
+            await sb.aclose()
 
 
 async def test_solution_succeeds_with_score_and_artifacts(sandbox: LocalSandbox) -> None:
@@ -188,9 +209,9 @@ async def test_symlinked_submission_is_not_followed(sandbox: LocalSandbox, toy: 
     assert r.score is None
 
 
-async def test_concurrency_limit_queues_jobs(toy: ToyTask) -> None:
+async def test_concurrency_limit_queues_jobs(toy: ToyTask, closing: Closing) -> None:
     """With max_concurrency=1 two jobs run one after the other; the second reports queue time."""
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), max_concurrency=1)
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy}), max_concurrency=1))
     await sb.prepare()
     code = "import time; time.sleep(0.5); print('x')"
     results = []
@@ -234,9 +255,9 @@ async def test_closed_sandbox_refuses_jobs(toy: ToyTask) -> None:
         await sb.run(Job(code="pass", task="toy"))
 
 
-async def test_unknown_task_and_impossible_gpu_request(toy: ToyTask) -> None:
+async def test_unknown_task_and_impossible_gpu_request(toy: ToyTask, closing: Closing) -> None:
     """An unknown task is the resolver's InvalidArgument; an unservable GPU ask is INFRA_ERROR."""
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), gpus=0)
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy}), gpus=0))
     with pytest.raises(InvalidArgument, match="Unknown task"):
         await sb.run(Job(code="pass", task="nope"))
     r = await sb.run(Job(code="pass", task="toy", resources=Resources(gpus=1)))
@@ -254,9 +275,9 @@ def test_bad_arguments_name_the_field() -> None:
         LocalSandbox(kill_grace_s=float("nan"))
 
 
-async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask) -> None:
+async def test_memory_limit_without_cgroups_uses_rlimit(toy: ToyTask, closing: Closing) -> None:
     """Where cgroups are unavailable, RLIMIT_DATA stops a memory bomb and the run is OOM."""
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256)
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy}), memory_mb=256))
     await sb.prepare()
     sb._cgroups = False  # what a host without writable cgroups looks like
     code = "blocks = [b'x' * (64 << 20) for _ in range(32)]\nprint('ALLOCATED')"
@@ -305,12 +326,12 @@ async def test_leftovers_are_killed_without_cgroups(sandbox: LocalSandbox) -> No
 
 
 async def test_gpu_leases_compose_with_inherited_mask(
-    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch, closing: Closing
 ) -> None:
     """Job GPU 1 under CUDA_VISIBLE_DEVICES=3,5 sees device 5; jobs without GPUs see none;
     two jobs wanting the same GPU run one after the other."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy})))
     code = "import os, time; print('CVD=' + os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(0.3)"
     r = await sb.run(Job(code=code, task="toy", resources=Resources(gpu_ids=(1,))))
     assert "CVD=5\n" in r.logs
@@ -329,7 +350,7 @@ async def test_gpu_leases_compose_with_inherited_mask(
 
 
 async def test_auto_falls_back_to_landlock_with_one_warning(
-    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch, closing: Closing
 ) -> None:
     """Without bubblewrap, "auto" warns once and runs in Landlock mode; "bwrap" refuses."""
     from openmle.backends import _local
@@ -338,10 +359,10 @@ async def test_auto_falls_back_to_landlock_with_one_warning(
         pytest.skip("Landlock is not supported by this kernel")
     monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr(_local, "_warned", set())
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy})))
     with pytest.warns(RuntimeWarning, match="weaker Landlock isolation"):
         assert await sb.prepare() == "landlock"
-    again = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    again = closing(LocalSandbox(ToyTask.resolver({"toy": toy})))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert await again.prepare() == "landlock"  # no second warning
@@ -355,13 +376,13 @@ async def test_auto_falls_back_to_landlock_with_one_warning(
 
 
 async def test_default_resolver_is_openmle_gym(
-    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch, closing: Closing
 ) -> None:
     """Without a resolver, jobs resolve through openmle.gym.resolve_task (looked up at run time)."""
     import openmle.gym
 
     monkeypatch.delattr(openmle.gym, "resolve_task", raising=False)
-    sb = LocalSandbox()
+    sb = closing(LocalSandbox())
     with pytest.raises(SandboxError, match="resolver="):
         await sb.run(Job(code="pass", task="toy"))
     seen: list[str] = []
@@ -375,9 +396,9 @@ async def test_default_resolver_is_openmle_gym(
     assert seen == ["my-task"] and r.outcome is Outcome.SUCCESS
 
 
-async def test_run_rejects_non_jobs(toy: ToyTask) -> None:
+async def test_run_rejects_non_jobs(toy: ToyTask, closing: Closing) -> None:
     """run() takes an openmle.Job."""
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}))
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy})))
     with pytest.raises(InvalidArgumentType, match="Job"):
         await sb.run({"code": "pass"})  # type: ignore[arg-type]
 
@@ -400,13 +421,15 @@ async def test_everyday_library_calls_work_inside(sandbox: LocalSandbox) -> None
     assert "pool [1, 2]" in r.logs and "asyncio ok" in r.logs and "cpus 2" in r.logs
 
 
-async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(sandbox: LocalSandbox, toy: ToyTask) -> None:
+async def test_cpu_quota_puts_runs_in_a_cpu_cgroup(
+    sandbox: LocalSandbox, toy: ToyTask, closing: Closing
+) -> None:
     """With cpu_quota=True a run also joins a CPU cgroup (where cgroups are available)."""
     if not sandbox._cgroups:
         pytest.skip("cgroups are not writable here")
     mode = sandbox.isolation_mode
     assert mode is not None
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, cpu_quota=True)
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy}), isolation=mode, cpu_quota=True))
     code = "print(open('/proc/self/cgroup').read())"
     r = await sb.run(Job(code=code, task="toy", resources=Resources(cpus=0.5)))
     assert r.outcome is Outcome.MISSING_SUBMISSION, r
@@ -451,11 +474,13 @@ async def test_hostile_neighbours_do_not_disturb_honest_runs(sandbox: LocalSandb
             assert r.outcome in by_name[name].expected, (name, r)
 
 
-async def test_cgroups_can_be_turned_off(toy: ToyTask, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_cgroups_can_be_turned_off(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch, closing: Closing
+) -> None:
     """cgroups=False runs without per-run cgroups; rlimits still stop a memory bomb; root is
     warned that fork bombs then go unbounded."""
     monkeypatch.setattr("openmle.backends._local._warned", set())
-    sb = LocalSandbox(ToyTask.resolver({"toy": toy}), cgroups=False, memory_mb=256)
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy}), cgroups=False, memory_mb=256))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         await sb.prepare()
@@ -479,12 +504,13 @@ async def test_runs_leave_no_cgroups_or_directories(toy: ToyTask, tmp_path: Path
     def ours() -> set[str]:
         return {path for pattern in patterns for path in glob.glob(pattern)}
 
+    gc.collect()  # an unclosed sandbox of an earlier test drops its spares' cgroups now
     before = ours()
     for _mode, sb in local_in_each_mode(toy, workdir=work):
         for code in (TOY_SOLUTION, "import time; time.sleep(60)", "raise SystemExit(3)"):
             await sb.run(Job(code=code, task="toy", timeout_s=1.0))
         await sb.aclose()
-    assert ours() == before
+    assert ours() - before == set()  # none of this test's (an earlier one's may have gone)
     assert list(work.iterdir()) == []
 
 
