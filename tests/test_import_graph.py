@@ -17,6 +17,8 @@ constant); only ``if TYPE_CHECKING:`` blocks are skipped, since they never run. 
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Mapping, Set
 from pathlib import Path
 
 import openmle
@@ -88,10 +90,17 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _callee(func: ast.expr) -> str:
+    """The last name of a call's target (``importlib.import_module`` -> ``import_module``)."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
 def _targets(node: ast.AST, package: str, constants: dict[str, ast.expr]) -> list[str]:
     """The dotted names ``node`` imports: an ``import``, a ``from ... import`` (relative ones
     resolved against ``package``) or an ``importlib.import_module(...)`` call."""
-    if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module"):
+    if isinstance(node, ast.Call) and _callee(node.func).endswith("import_module"):
         arg: ast.expr | None = node.args[0] if node.args else None
         if isinstance(arg, ast.Name):
             arg = constants.get(arg.id)
@@ -109,7 +118,9 @@ def _targets(node: ast.AST, package: str, constants: dict[str, ast.expr]) -> lis
     return []
 
 
-def _graph() -> dict[str, set[str]]:
+@functools.cache
+def _graph() -> Mapping[str, frozenset[str]]:
+    """Module -> the ``openmle`` modules it imports (parsed once per session; read-only)."""
     files = {_module_name(f): f for f in SRC.rglob("*.py")}
 
     def known(name: str) -> str | None:
@@ -140,10 +151,10 @@ def _graph() -> dict[str, set[str]]:
                 hit = known(target)
                 if hit is not None and hit != mod:
                     edges[mod].add(hit)
-    return edges
+    return {m: frozenset(t) for m, t in edges.items()}
 
 
-def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+def _cycles(edges: Mapping[str, Set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
