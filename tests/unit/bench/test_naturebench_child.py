@@ -137,14 +137,8 @@ def test_the_container_program_needs_only_the_standard_library(tmp_path: Path) -
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
             for name in names:
                 assert str(name).partition(".")[0] in sys.stdlib_module_names | {"__future__"}
-    proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", source, child.CONTAINER_FLAG],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    argv = [sys.executable, "-I", "-S", "-c", source, child.CONTAINER_FLAG]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     found = json.loads(last.removeprefix(child.MARK))  # no /nb/evaluation here
