@@ -20,7 +20,8 @@ between workers: temp dirs come from ``tmp_path``/``tmp_path_factory`` (per work
 directory for the whole session (:func:`openmle_cache`), never at the user's
 ``~/.cache/openmle``. Tests that share one engine or cluster per session run in its serial
 group (:data:`SERIAL_GROUPS`): all of them on the same worker, one at a time; the Docker group
-and the Ray group run side by side.
+and the Ray group run side by side. The Docker Engine fixtures are a plugin loaded here
+(``tests/_docker_engine.py``), so every test folder shares one engine per session.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ from pathlib import Path
 
 import pytest
 from tests._sockets import describe_sockets, socket_fds
+
+#: The Docker Engine fixtures (``docker_engine``, ``managed_containers``): one definition for
+#: every test folder (the backends' and the bench's integration tests), so one engine a session.
+pytest_plugins = ["tests._docker_engine"]
 
 try:
     from hypothesis import HealthCheck, settings

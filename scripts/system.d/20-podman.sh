@@ -5,7 +5,7 @@
 # values this kind of machine can grant (it cannot raise rlimits), and builds the small image
 # `localhost/openmle-sandbox:bookworm` (debootstrap minbase + python3 + numpy; no registry is
 # needed) once. The tests start `podman system service` themselves on a private socket
-# (tests/integration/backends/conftest.py). Idempotent; needs root and apt-get. With a real
+# (tests/_docker_engine.py). Idempotent; needs root and apt-get. With a real
 # Docker daemon answering (DOCKER_HOST or /var/run/docker.sock) nothing is installed: the
 # tests use that daemon and the image is built into it by scripts/build-sandbox-image.sh.
 set -euo pipefail

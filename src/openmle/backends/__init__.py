@@ -23,7 +23,10 @@ keywords passed only where the factory takes them), :func:`sandbox_takes` and
 :func:`check_sandbox_spec` (nothing built); the stale-run sweep, :func:`remove_stale_cgroups`
 (the cgroups a killed process's sandboxes left), :func:`safe_rmtree` (remove a run
 directory a program may have made hostile) and :func:`pid_alive` (whether a process of this
-host still runs, a zombie counting as ended).
+host still runs, a zombie counting as ended); for a container made outside a sandbox (the
+bench's NatureBench grading container), :func:`managed_container_labels` (the labels by which
+the stale-container sweep removes it once its owner is gone) and :func:`start_watchdog` (its
+deadline, kept on the host).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from openmle._task_protocol import GradeLike as GradeLike
     from openmle._task_protocol import TaskHandle as TaskHandle
     from openmle.backends._docker import DockerSandbox as DockerSandbox
+    from openmle.backends._docker import managed_container_labels as managed_container_labels
     from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
     from openmle.backends._local import LocalSandbox as LocalSandbox
     from openmle.backends._offline import OfflineModel as OfflineModel
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
     from openmle.backends._stale import remove_stale_cgroups as remove_stale_cgroups
     from openmle.backends._stale import safe_rmtree as safe_rmtree
     from openmle.backends._watchdog import pid_alive as pid_alive
+    from openmle.backends._watchdog import start_watchdog as start_watchdog
 
 # name -> private module that defines it. Keep alphabetical.
 _LAZY: dict[str, str] = {
@@ -75,12 +80,14 @@ _LAZY: dict[str, str] = {
     "classify_run": "openmle._runlog",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",
+    "managed_container_labels": "openmle.backends._docker",
     "pid_alive": "openmle.backends._watchdog",
     "register_model": "openmle.backends._registry",
     "register_sandbox": "openmle.backends._registry",
     "remove_stale_cgroups": "openmle.backends._stale",
     "safe_rmtree": "openmle.backends._stale",
     "sandbox_takes": "openmle.backends._registry",
+    "start_watchdog": "openmle.backends._watchdog",
 }
 if list(_LAZY) != sorted(_LAZY):
     raise AssertionError("keep _LAZY alphabetical")

@@ -69,7 +69,7 @@ from openmle.backends._watchdog import start_watchdog
 from openmle.backends._workspace import encode_program, over_quota, remove_tree
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
 
-__all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
+__all__ = ["DEFAULT_IMAGE", "DockerSandbox", "managed_container_labels"]
 
 DEFAULT_IMAGE = "localhost/openmle-sandbox:bookworm"
 """The image built by ``scripts/build-sandbox-image.sh`` (Debian bookworm, python3, numpy)."""
@@ -122,6 +122,21 @@ def _owner_token(pid: int) -> str | None:
     except (OSError, IndexError):
         return None
     return f"{socket.gethostname()}/{pid}/{start}"
+
+
+def managed_container_labels() -> dict[str, str]:
+    """The labels that put a container this process owns under the stale-container sweep.
+
+    For a container made outside a sandbox (the bench's NatureBench grading container):
+    ``openmle.managed`` (``"1"``) and ``openmle.owner`` (this process's ``HOST/PID/START``;
+    empty when ``/proc`` cannot tell it, and then nothing sweeps it).
+
+    A container carrying them is swept like a :class:`DockerSandbox` container: once this
+    process is gone, the stale-container sweep of any :class:`DockerSandbox` (when it starts and
+    when it closes) removes it. The owner still removes it on every normal path; add a
+    :func:`~openmle.backends.start_watchdog` for its deadline.
+    """
+    return {MANAGED_LABEL: "1", OWNER_LABEL: _owner_token(os.getpid()) or ""}
 
 
 def _owner_gone(owner: str) -> bool:

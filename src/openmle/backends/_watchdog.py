@@ -104,12 +104,18 @@ _ENGINE_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_C
 
 
 def start_watchdog(base_url: str | None, container: str, seconds: float) -> Any:
-    """Start the watchdog of ``container`` (a :class:`subprocess.Popen`; the caller reaps it).
+    """Start the host-side watchdog that removes ``container`` at its deadline.
 
-    It runs this module's source with ``python -I -c`` (standard library and ``docker`` only,
-    so it starts in a fraction of a second) in a new session with a fixed
-    environment (``PATH`` and the engine's ``DOCKER_*`` variables only), so it outlives a
-    SIGKILL of the caller and stops the container at ``seconds`` whatever the image holds.
+    It removes the container ``seconds`` from now (or once it exits, if the caller is gone by
+    then), whatever the image holds. Returns its :class:`subprocess.Popen`; the caller reaps
+    it (``wait()``: it ends once the container is gone).
+
+    ``base_url`` is the Docker Engine API (``None``: ``DOCKER_HOST`` and the other
+    ``DOCKER_*`` variables, else the local socket). It runs this module's source with
+    ``python -I -c`` (standard library and ``docker`` only, so it starts in a fraction of a
+    second) in a new session with a fixed environment (``PATH`` and the engine's ``DOCKER_*``
+    variables only), so it outlives a SIGKILL of the caller and never depends on the
+    container's image (a task's image can shadow ``timeout`` or the interpreter).
     """
     import subprocess
 

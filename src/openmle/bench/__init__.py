@@ -16,10 +16,11 @@
   Markdown, JSON, HTML, ``submission.jsonl`` and MLE-bench's grading report.
 - :class:`NatureBench`: a NatureBench checkout; each case is a :class:`NatureBenchTask` (the
   program sees ``problem/data``, the case's evaluator runs out of process and its result is
-  scored as the gap ``g``); :func:`write_naturebench_report` writes NatureBench's leaderboard
+  scored as the gap ``g``; :class:`ContainerGrader` runs it in a container of the case's
+  image instead); :func:`write_naturebench_report` writes NatureBench's leaderboard
   metrics, ``results.csv`` and ``submission.yaml`` from a bench directory. The adapter lives
-  in :mod:`openmle.bench.naturebench` (registry, case rules, scoring, the evaluator process,
-  leaderboard metrics, report).
+  in :mod:`openmle.bench.naturebench` (registry, case rules, scoring, the evaluator runner,
+  the container grader, leaderboard metrics, report).
 - :class:`Benchmark` / :class:`BenchTask`: what the runner and the report ask of a benchmark;
   each benchmark folder registers a :class:`BenchmarkKind` (:func:`register_benchmark`), named
   by ``BenchConfig.benchmark`` (:func:`benchmark_kind`, :func:`benchmark_names`).
@@ -96,6 +97,7 @@ from openmle.bench._suites import (
 from openmle.bench._tracking import track_bench
 from openmle.bench.mlebench._miniature import SMOKE_IDS, build_miniature, smoke_miniature
 from openmle.bench.naturebench import (
+    ContainerGrader,
     NatureBench,
     NatureBenchTask,
     PrimaryMetric,
@@ -125,6 +127,7 @@ __all__ = [
     "Benchmark",
     "BenchmarkKind",
     "Competition",
+    "ContainerGrader",
     "DoctorLine",
     "LaunchStatus",
     "Leaderboard",

@@ -2,7 +2,8 @@
 
 The watchdog's decisions (container gone, exited with its owner alive or dead, past the
 deadline, an engine that errors) are checked in-process with a fake ``docker.APIClient``; the
-integration tests (test_docker_deadline.py, test_docker_lifecycle.py) run it on a real engine.
+integration tests (test_docker_deadline.py, test_docker_lifecycle.py, and the bench's
+test_naturebench_docker.py for the grading container) run it on a real engine.
 """
 
 from __future__ import annotations

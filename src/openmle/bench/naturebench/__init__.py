@@ -1,5 +1,6 @@
 """NatureBench, laid out like its own harness: the case registry, the case rules, the scoring
-rule, the evaluator process, the leaderboard metrics and the report.
+rule, the evaluator runner (a local process or a container), the leaderboard metrics and the
+report.
 
 - :class:`NatureBench` / :class:`NatureBenchTask` (``_registry``): a NatureBench checkout; each
   case is a task (the program sees ``problem/data``, the evaluator runs out of process);
@@ -8,8 +9,9 @@ rule, the evaluator process, the leaderboard metrics and the report.
   each case's GPUs (:func:`case_resources`) and domain (:func:`case_domain`).
 - The scoring rule (``_grade``): primary metrics and SOTA points (:func:`primary_metrics`,
   :func:`parse_sota`) and the gap ``g`` (:func:`case_gap`).
-- The evaluator process: :mod:`openmle.bench.naturebench.child`, run by
-  :func:`openmle.gym.run_child`.
+- The evaluator runner: :mod:`openmle.bench.naturebench.child`, run by
+  :func:`openmle.gym.run_child` in the local grading process, or in a container of the case's
+  image by :class:`ContainerGrader` (``_container``; optional, Docker Engine API).
 - The leaderboard (``_leaderboard``): the specification's metrics over ``results.csv`` rows
   (:class:`CaseResult`, :func:`leaderboard_metrics`, :func:`metrics_by_domain`) and its files
   (:func:`write_results_csv`, :func:`check_results`, :func:`write_submission_yaml`).
@@ -32,6 +34,7 @@ from openmle.bench.naturebench._cases import (
     case_resources,
     read_suite,
 )
+from openmle.bench.naturebench._container import ContainerGrader
 from openmle.bench.naturebench._grade import (
     FAILED_INSTANCE_G,
     PrimaryMetric,
@@ -69,6 +72,7 @@ __all__ = [
     "RESULTS_COLUMNS",
     "SUITES",
     "CaseResult",
+    "ContainerGrader",
     "NatureBench",
     "NatureBenchMetrics",
     "NatureBenchTask",

@@ -146,7 +146,7 @@ class NatureBench:
         grader: runs the evaluator elsewhere instead of the local grading process: a callable
             ``(evaluation_dir, submission_copy, timeout_s) -> {"raw": dict} | {"error": str}``
             (``submission_copy`` is the output directory for a program that wrote one)
-            such as ``openmle.backends._docker_grade.ContainerGrader`` (a container of the
+            such as :class:`openmle.bench.ContainerGrader` (a container of the
             case's image, the answers mounted read-only there only).
     """
 

@@ -1,6 +1,15 @@
-"""A NatureBench case graded in a container of its own on the real engine (Podman's Docker API):
-the answers are mounted read-only there only, the submission is copied in, and the result is the
-same ``g`` as the local grading process gives."""
+"""A NatureBench case on the real engine (Podman's Docker API).
+
+- :class:`~openmle.bench.ContainerGrader` grades a case in a container of its own: the answers
+  are mounted read-only there only, the submission is copied in, and the result is the same
+  ``g`` as the local grading process gives; a stuck evaluator is stopped at its limit.
+- The grading container never outlives its grader (issue 25, item 5): it carries the managed
+  labels, and when the grading process is SIGKILLed mid-grade the container is removed at its
+  deadline by the host-side watchdog (it kept running with no deadline and no label before).
+- ``ContainerGrader()`` without ``base_url`` honours ``DOCKER_HOST``.
+- Through the bench's task wrapper, :class:`~openmle.backends.DockerSandbox` builds a case's
+  image and grades its program, a lone submission or an output directory.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._docker_engine import (
+    Engine,
+    driving,
+    find_containers,
+    kill_outlived,
+    wait_for_containers,
+)
 from tests._files import open_up
 from tests.unit.bench._mininb import add_multi_output_case, bench_run, build
 
 from openmle import Split
 from openmle.backends import DockerSandbox
-from openmle.backends._docker_grade import ContainerGrader
-from openmle.bench import BenchRun, NatureBench
+from openmle.bench import BenchRun, ContainerGrader, NatureBench
 from openmle.gym import GradeLimits
-
-from .conftest import Engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -110,6 +123,52 @@ def test_container_grade_of_an_output_directory(docker_engine: Engine, tmp_path:
     want = NatureBench(root).task(cid).grade(out, Split.VALID)
     # inst1 all right (g = 0.25), inst2 missing (-1)
     assert got.valid and got.score == pytest.approx((0.25 - 1.0) / 2) == want.score
+
+
+GRADE = """
+import sys
+from pathlib import Path
+from openmle import Split
+from openmle.bench import ContainerGrader, NatureBench
+from openmle.gym import GradeLimits
+root, image, base_url, sub = sys.argv[1:5]
+grader = ContainerGrader(image=image, base_url=base_url)
+nb = NatureBench(Path(root), grader=grader, grade_limits=GradeLimits(timeout_s=6.0))
+nb.task("nb-cpu-bio").evaluate(Path(sub))
+"""
+
+
+def test_a_grading_container_is_labelled_and_removed_after_its_grader_is_killed(
+    docker_engine: Engine, tmp_path: Path
+) -> None:
+    root = build(tmp_path / "nb")
+    evaluator = root / "tasks" / "nb-cpu-bio" / "evaluation" / "evaluator.py"
+    evaluator.write_text("def run_evaluation():\n    while True:\n        pass\n")
+    sub = tmp_path / "submission.csv"
+    sub.write_text("id,label\n")
+    args = (str(root), docker_engine.image, docker_engine.base_url, str(sub))
+    with driving(docker_engine, "openmle.grader", GRADE, *args) as driver:
+        assert wait_for_containers(docker_engine, "openmle.grader", present=True, within_s=120)
+        (found,) = find_containers(docker_engine, "openmle.grader")
+        labels = found.get("Labels") or {}
+        assert labels.get("openmle.managed") == "1" and labels.get("openmle.owner")
+        # Removed by the watchdog at 6 s + 10 s slack (it kept running before).
+        why = "the grading container outlived its killed grader"
+        kill_outlived(docker_engine, driver, "openmle.grader", 60, why)
+
+
+def test_container_grader_honours_docker_host(
+    docker_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = build(tmp_path / "nb")
+    answers = root / "tasks" / "nb-gpu-chem" / "evaluation" / "ground_truth" / "answers.csv"
+    sub = tmp_path / "submission.csv"
+    sub.write_text(answers.read_text())
+    monkeypatch.setenv("DOCKER_HOST", docker_engine.base_url)
+    got = NatureBench(root, grader=ContainerGrader(image=docker_engine.image))
+    report = got.task("nb-gpu-chem").grade(sub, Split.VALID)
+    assert report.valid, report.reason
+    assert report.score == NatureBench(root).task("nb-gpu-chem").grade(sub, Split.VALID).score
 
 
 SOLVES = """\

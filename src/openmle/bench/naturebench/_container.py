@@ -1,31 +1,11 @@
 """Grading a NatureBench case in a container of its own (optional; Docker Engine API).
 
-:class:`ContainerGrader` runs a case's ``evaluation/evaluator.py`` in a fresh container made from
-an image you name (the case's environment image, so the evaluator has what it imports):
-
-- ``evaluation/`` (evaluator and ground truth) is bind-mounted **read-only** at
-  ``/nb/evaluation`` in this container and nowhere else; the program's containers never see it;
-- the program's submission is *copied* in (``put_archive``) as ``/nb/output/submission.csv``
-  (or, given the sandbox's copy of its output directory, that tree as ``/nb/output/``), never
-  mounted, so nothing of the program's workspace is reachable from here; the archive is
-  streamed (tar headers and 1 MiB chunks, :func:`tar_stream`), never built whole in memory,
-  and only directories and regular files go in (no link is followed);
-- no network, all capabilities dropped, ``no-new-privileges``, a memory and process limit;
-- a wall-clock limit after which the container is removed, kept twice: by the grading process,
-  and by a host-side watchdog (:mod:`openmle.backends._watchdog`, its own session) that
-  removes the container at ``timeout_s`` plus :data:`WATCHDOG_SLACK_S` even when the grading
-  process was killed. The deadline never runs from the image (a task's image can shadow
-  ``timeout`` or the interpreter), only from the host and the engine;
-- the container carries the sandbox's managed and owner labels (``openmle.managed``,
-  ``openmle.owner``), so the stale-container sweep of any :class:`~openmle.backends.DockerSandbox`
-  removes it once the grading process is gone; it is removed in every normal case;
-- the engine is ``base_url``, else ``DOCKER_HOST`` (and ``DOCKER_TLS_VERIFY``/
-  ``DOCKER_CERT_PATH``), else the local socket, as for :class:`~openmle.backends.DockerSandbox`.
-
-The evaluator's result is its return value, written by :mod:`openmle.backends._nb_runner`
-after the evaluator's own printing (which goes to stderr); at most the last
-:data:`MAX_LOG_BYTES` of the container's stdout are kept. Use it as
-``NatureBench(..., grader=ContainerGrader(...))``.
+:class:`ContainerGrader` (exported as :class:`openmle.bench.ContainerGrader`; its docstring
+states the contract) and :func:`tar_stream`, the streamed archive of what it copies in. The
+container runs the one evaluator runner, :mod:`openmle.bench.naturebench.child`, in its
+container mode; the backends' kit gives the container its sweep labels and its host-side
+deadline (:func:`openmle.backends.managed_container_labels`,
+:func:`openmle.backends.start_watchdog`).
 """
 
 from __future__ import annotations
@@ -43,9 +23,7 @@ from typing import Any, final
 
 from attrs import field, frozen
 
-from openmle.backends import _nb_runner
-from openmle.backends._docker import MANAGED_LABEL, OWNER_LABEL, _owner_token
-from openmle.backends._watchdog import start_watchdog
+from openmle.bench.naturebench import child
 from openmle.errors import InvalidArgument
 
 __all__ = ["ContainerGrader", "tar_stream"]
@@ -62,7 +40,7 @@ CHUNK = 1024 * 1024
 
 @functools.cache
 def _runner_source() -> str:
-    return Path(_nb_runner.__file__).read_text(encoding="utf-8")
+    return Path(child.__file__).read_text(encoding="utf-8")
 
 
 def _positive(_inst: Any, attribute: Any, value: Any) -> None:
@@ -149,7 +127,40 @@ def _connect(base_url: str | None) -> Any:
 @final
 @frozen(kw_only=True)
 class ContainerGrader:
-    """Runs a case's evaluator in its own container (see the module doc).
+    """A NatureBench grader that runs a case's evaluator in a container of its own.
+
+    Use it as ``NatureBench(..., grader=ContainerGrader(image=...))``: each grade runs the
+    case's ``evaluation/evaluator.py`` in a fresh container made from ``image`` (the case's
+    environment image, so the evaluator has what it imports):
+
+    - ``evaluation/`` (evaluator and ground truth) is bind-mounted **read-only** at
+      ``/nb/evaluation`` in this container and nowhere else; the program's containers never
+      see it;
+    - the program's submission is *copied* in (``put_archive``) as
+      ``/nb/output/submission.csv`` (or, given the sandbox's copy of its output directory,
+      that tree as ``/nb/output/``), never mounted, so nothing of the program's workspace is
+      reachable from here; the archive is streamed (tar headers and 1 MiB chunks,
+      :func:`tar_stream`), never built whole in memory, and only directories and regular
+      files go in (no link is followed);
+    - no network, all capabilities dropped, ``no-new-privileges``, a memory and process limit;
+    - a wall-clock limit after which the container is removed, kept twice: by the grading
+      process, and by a host-side watchdog (:func:`openmle.backends.start_watchdog`, its own
+      session) that removes the container at ``timeout_s`` plus :data:`WATCHDOG_SLACK_S` even
+      when the grading process was killed. The deadline never runs from the image (a task's
+      image can shadow ``timeout`` or the interpreter), only from the host and the engine;
+    - the container carries the managed and owner labels
+      (:func:`openmle.backends.managed_container_labels`), so the stale-container sweep of any
+      :class:`~openmle.backends.DockerSandbox` removes it once the grading process is gone; it
+      is removed in every normal case;
+    - the engine is ``base_url``, else ``DOCKER_HOST`` (and ``DOCKER_TLS_VERIFY``/
+      ``DOCKER_CERT_PATH``), else the local socket, as for
+      :class:`~openmle.backends.DockerSandbox`.
+
+    The container runs the one evaluator runner, :mod:`openmle.bench.naturebench.child` (its
+    source with the image's ``python -I -c``, in its container mode: the image has no
+    openmle). The evaluator's result is its return value, written by the runner after the
+    evaluator's own printing (which goes to stderr); at most the last :data:`MAX_LOG_BYTES` of
+    the container's stdout are kept.
 
     Args:
         image: the image to run (the case's environment image); it needs ``python3``.
@@ -167,7 +178,9 @@ class ContainerGrader:
     python: str = "python3"
 
     def __call__(self, evaluation: Path, submission: Path, timeout_s: float) -> dict[str, Any]:
-        """``{"raw": dict}``, ``{"error": text}`` or ``{"error": ..., "limit": "time"}``."""
+        """``{"raw": dict}``, ``{"error": text}``, or with it ``"limit": "time"`` (or
+        ``"memory"``).
+        """
         api = _connect(self.base_url)
         try:
             return self._run(api, Path(evaluation), Path(submission), float(timeout_s))
@@ -177,8 +190,10 @@ class ContainerGrader:
     def _run(
         self, api: Any, evaluation: Path, submission: Path, timeout_s: float
     ) -> dict[str, Any]:
+        from openmle.backends import managed_container_labels, start_watchdog
+
         host = api.create_host_config(
-            binds={str(evaluation.resolve()): {"bind": "/nb/evaluation", "mode": "ro"}},
+            binds={str(evaluation.resolve()): {"bind": child.CONTAINER_EVALUATION, "mode": "ro"}},
             network_mode="none",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -187,15 +202,11 @@ class ContainerGrader:
         )
         created = api.create_container(
             self.image,
-            command=[self.python, "-I", "-c", _runner_source()],
-            environment={"OUTPUT_DIR": "/nb/output", "HOME": "/tmp"},
+            command=[self.python, "-I", "-c", _runner_source(), child.CONTAINER_FLAG],
+            environment={"OUTPUT_DIR": child.CONTAINER_OUTPUT_DIR, "HOME": "/tmp"},
             working_dir="/tmp",
             host_config=host,
-            labels={
-                GRADER_LABEL: "naturebench",
-                MANAGED_LABEL: "1",
-                OWNER_LABEL: _owner_token(os.getpid()) or "",
-            },
+            labels={GRADER_LABEL: "naturebench", **managed_container_labels()},
         )
         cid = created["Id"]
         watchdog = None
@@ -223,11 +234,11 @@ class ContainerGrader:
                 except Exception:
                     watchdog.kill()
                     watchdog.wait()
-        at = logs.rfind(_nb_runner.MARK)
+        at = logs.rfind(child.MARK)
         if at < 0:
             return {"error": "the evaluator container ended without a result"}
         try:
-            found = json.loads(logs[at + len(_nb_runner.MARK) :].strip().splitlines()[0])
+            found = json.loads(logs[at + len(child.MARK) :].strip().splitlines()[0])
         except (ValueError, IndexError):
             return {"error": "the evaluator container wrote an unreadable result"}
         return found if isinstance(found, dict) else {"error": "unreadable result"}

@@ -1,5 +1,6 @@
-"""The grading container's input archive is streamed (issue 25, item 5): chunks of at most
-1 MiB plus headers, never the whole tree in memory, and only directories and regular files."""
+"""The NatureBench grading container's input archive (``openmle.bench.naturebench._container``)
+is streamed (issue 25, item 5): chunks of at most 1 MiB plus headers, never the whole tree in
+memory, and only directories and regular files."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openmle.backends._docker_grade import CHUNK, tar_stream
+from openmle.bench.naturebench._container import CHUNK, tar_stream
 
 
 def test_an_output_tree_streams_in_bounded_chunks(tmp_path: Path) -> None:
