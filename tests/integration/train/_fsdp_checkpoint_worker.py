@@ -17,7 +17,13 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from _gspo_ddp_worker import CONFIG, global_batch, shard, single_order  # type: ignore[import-not-found]
+from _gspo_ddp_worker import (  # type: ignore[import-not-found]
+    CONFIG,
+    finish,
+    global_batch,
+    shard,
+    single_order,
+)
 from _gspo_fsdp_worker import full, sharded  # type: ignore[import-not-found]
 
 from openmle.train import GSPOTrainer, TinyCausalLM, TinyLMConfig
@@ -44,10 +50,7 @@ def main(out: Path, single: bool) -> None:
     (out / f"fsdp-continue-{tag}.json").write_text(json.dumps(metrics, sort_keys=True))
     torch.save(params, out / f"fsdp-continue-params-{tag}.pt")
     if not single:
-        # every rank past its last collective before any closes its connections: gloo
-        # aborts a rank whose peer hangs up mid-exchange ("terminate called ...")
-        dist.barrier()
-        dist.destroy_process_group()
+        finish()
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ step on the answers of the first batch saves ``OUT/sft-params-<rank or single>.p
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -64,6 +66,23 @@ def single_order(batch: RolloutBatch) -> RolloutBatch:
     return batch.select(torch.tensor(rows))
 
 
+def finish() -> NoReturn:
+    """End a rank: every rank past its last collective, the process group destroyed, then exit
+    without interpreter finalization.
+
+    The barrier: gloo aborts a rank whose peer hangs up mid-exchange. ``os._exit``: gloo's
+    worker threads can still hold tensors at finalization, whose release then takes the GIL of
+    an interpreter being torn down and aborts the rank ("terminate called without an active
+    exception", SIGABRT; seen in CI under FSDP2 after ``destroy_process_group``; pytorch#179291).
+    Everything a rank writes is saved (``torch.save`` closes its file) before this.
+    """
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main(out: Path, single: bool) -> None:
     model = TinyCausalLM(TinyLMConfig(vocab_size=32, dim=32, n_layers=1, n_heads=2, seed=0))
     if not single:
@@ -87,10 +106,7 @@ def main(out: Path, single: bool) -> None:
     )
     torch.save([p.detach() for p in sft_model.parameters()], out / f"sft-params-{tag}.pt")
     if not single:
-        # every rank past its last collective before any closes its connections: gloo
-        # aborts a rank whose peer hangs up mid-exchange ("terminate called ...")
-        dist.barrier()
-        dist.destroy_process_group()
+        finish()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from _gspo_ddp_worker import CONFIG, global_batch, shard  # type: ignore[import-not-found]
+from _gspo_ddp_worker import CONFIG, finish, global_batch, shard  # type: ignore[import-not-found]
 from torch.distributed.fsdp import fully_shard
 
 from openmle.train import (
@@ -60,10 +60,7 @@ def main(out: Path) -> None:
         )
     )
     torch.save(full(sft_model), out / f"fsdp-sft-params-{rank}.pt")
-    # every rank past its last collective before any closes its connections: gloo
-    # aborts a rank whose peer hangs up mid-exchange ("terminate called ...")
-    dist.barrier()
-    dist.destroy_process_group()
+    finish()
 
 
 if __name__ == "__main__":
