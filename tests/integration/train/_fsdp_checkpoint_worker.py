@@ -1,10 +1,11 @@
-"""Worker for ``test_gspo_distributed.py``: an FSDP2 checkpoint saved by two processes.
+"""The checkpoint phase of ``_dist_worker.py`` (``test_gspo_distributed.py``): an FSDP2
+checkpoint saved by two processes.
 
-``python _fsdp_checkpoint_worker.py OUT`` under ``torchrun --nproc_per_node=2`` shards the tiny
-model with ``fully_shard``, takes a GSPO step on this rank's shard of global batch 0, saves a
+:func:`run` on a rank of ``torchrun --nproc_per_node=2`` shards the tiny model with
+``fully_shard``, takes a GSPO step on this rank's shard of global batch 0, saves a
 checkpoint to ``OUT/ck-fsdp`` (every rank: the full tensors are gathered), then steps on batch 1
 and writes that step's metrics to ``OUT/fsdp-continue-<rank>.json`` and the gathered parameters
-to ``OUT/fsdp-continue-params-<rank>.pt``. With ``--single`` one process builds the plain model,
+to ``OUT/fsdp-continue-params-<rank>.pt``. With ``single`` one process builds the plain model,
 loads ``OUT/ck-fsdp``, steps on the whole batch 1 and writes ``OUT/fsdp-continue-single.json``
 and ``OUT/fsdp-continue-params-single.pt``.
 """
@@ -12,14 +13,12 @@ and ``OUT/fsdp-continue-params-single.pt``.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from _gspo_ddp_worker import (  # type: ignore[import-not-found]
     CONFIG,
-    finish,
     global_batch,
     shard,
     single_order,
@@ -29,7 +28,9 @@ from _gspo_fsdp_worker import full, sharded  # type: ignore[import-not-found]
 from openmle.train import GSPOTrainer, TinyCausalLM, TinyLMConfig
 
 
-def main(out: Path, single: bool) -> None:
+def run(out: Path, single: bool) -> None:
+    """The checkpoint phase (on a rank, the process group is initialised already; ``single``
+    runs after the ranks, on their checkpoint)."""
     if single:
         model = TinyCausalLM(TinyLMConfig(vocab_size=32, dim=32, n_layers=1, n_heads=2, seed=7))
         trainer = GSPOTrainer(model, config=CONFIG)
@@ -38,7 +39,6 @@ def main(out: Path, single: bool) -> None:
         params = [p.detach() for p in model.parameters()]
         tag = "single"
     else:
-        dist.init_process_group("gloo")
         rank = dist.get_rank()
         model = sharded(0)
         trainer = GSPOTrainer(model, config=CONFIG)
@@ -49,9 +49,3 @@ def main(out: Path, single: bool) -> None:
         tag = str(rank)
     (out / f"fsdp-continue-{tag}.json").write_text(json.dumps(metrics, sort_keys=True))
     torch.save(params, out / f"fsdp-continue-params-{tag}.pt")
-    if not single:
-        finish()
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]), "--single" in sys.argv[2:])

@@ -1,10 +1,11 @@
-"""Worker for ``test_gspo_distributed.py``: GSPO steps under torchrun (DDP, gloo) or alone.
+"""The DDP phase of ``_dist_worker.py`` (``test_gspo_distributed.py``): GSPO steps under
+torchrun (DDP, gloo) or alone, and the batches and the rank's end that every phase shares.
 
-``python _gspo_ddp_worker.py OUT`` under ``torchrun --nproc_per_node=N`` trains on this rank's
-shard of each global batch; with ``--single`` one process trains on the whole batch, ordered so
-its k-th mini-batch is the union of the ranks' k-th mini-batches. Each run saves its final
-parameters to ``OUT/params-<rank or single>.pt`` and a checkpoint to ``OUT/ck``; then one SFT
-step on the answers of the first batch saves ``OUT/sft-params-<rank or single>.pt``.
+:func:`run` on a rank of ``torchrun --nproc_per_node=2`` trains on this rank's shard of each
+global batch; with ``single`` one process trains on the whole batch, ordered so its k-th
+mini-batch is the union of the ranks' k-th mini-batches. Each run saves its final parameters to
+``OUT/params-<rank or single>.pt`` and a checkpoint to ``OUT/ck``; then one SFT step on the
+answers of the first batch saves ``OUT/sft-params-<rank or single>.pt``.
 """
 
 from __future__ import annotations
@@ -83,10 +84,9 @@ def finish() -> NoReturn:
     os._exit(0)
 
 
-def main(out: Path, single: bool) -> None:
+def run(out: Path, single: bool) -> None:
+    """The DDP phase (on a rank, the process group is initialised already)."""
     model = TinyCausalLM(TinyLMConfig(vocab_size=32, dim=32, n_layers=1, n_heads=2, seed=0))
-    if not single:
-        dist.init_process_group("gloo")
     tag = "single" if single else str(dist.get_rank())
     trainer = GSPOTrainer(model, config=CONFIG)
     for seed in range(2):
@@ -105,9 +105,3 @@ def main(out: Path, single: bool) -> None:
         )
     )
     torch.save([p.detach() for p in sft_model.parameters()], out / f"sft-params-{tag}.pt")
-    if not single:
-        finish()
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]), "--single" in sys.argv[2:])

@@ -1,21 +1,21 @@
-"""Worker for ``test_gspo_distributed.py``: GSPO and SFT steps on a model under FSDP2.
+"""The FSDP2 phase of ``_dist_worker.py`` (``test_gspo_distributed.py``): GSPO and SFT steps
+on a model under FSDP2.
 
-``python _gspo_fsdp_worker.py OUT`` under ``torchrun --nproc_per_node=2`` shards the model with
+:func:`run` on a rank of ``torchrun --nproc_per_node=2`` shards the model with
 ``torch.distributed.fsdp.fully_shard`` (each block, then the root), trains on this rank's shard
-of the same global batches as ``_gspo_ddp_worker.py`` and saves the gathered full parameters to
+of the same global batches as the DDP phase and saves the gathered full parameters to
 ``OUT/fsdp-params-<rank>.pt`` (and ``OUT/fsdp-sft-params-<rank>.pt`` after one SFT step); the
-single-process reference is the DDP worker's ``--single`` run.
+single-process reference is the DDP phase's ``single`` run.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from _gspo_ddp_worker import CONFIG, finish, global_batch, shard  # type: ignore[import-not-found]
+from _gspo_ddp_worker import CONFIG, global_batch, shard  # type: ignore[import-not-found]
 from torch.distributed.fsdp import fully_shard
 
 from openmle.train import (
@@ -42,8 +42,8 @@ def full(model: TinyCausalLM) -> list[Any]:
     return [p.full_tensor().detach() for p in model.parameters()]  # type: ignore[attr-defined]
 
 
-def main(out: Path) -> None:
-    dist.init_process_group("gloo")
+def run(out: Path) -> None:
+    """The FSDP2 phase (on a rank; the process group is initialised already)."""
     rank = dist.get_rank()
     model = sharded(0)
     trainer = GSPOTrainer(model, config=CONFIG)  # FSDP2 model: no DDP wrapper added
@@ -60,8 +60,3 @@ def main(out: Path) -> None:
         )
     )
     torch.save(full(sft_model), out / f"fsdp-sft-params-{rank}.pt")
-    finish()
-
-
-if __name__ == "__main__":
-    main(Path(sys.argv[1]))
