@@ -38,6 +38,9 @@ from openmle.backends import DockerSandbox
 from openmle.testing import ToyTask
 
 base_url, image, root, timeout = sys.argv[1], sys.argv[2], Path(sys.argv[3]), float(sys.argv[4])
+if len(sys.argv) > 5:  # the deadline's slack past timeout + grace (10 s by default)
+    import openmle.backends._docker as docker_module
+    docker_module.CONTAINER_DEADLINE_SLACK_S = float(sys.argv[5])
 toy = ToyTask.create(root / "toy")
 (root / "ws").mkdir(exist_ok=True)
 for dirpath, dirs, files in os.walk(root):
@@ -107,23 +110,24 @@ def _toy(tmp_path: Path) -> ToyTask:
 def test_container_of_a_killed_driver_stops_by_itself_and_is_swept(
     docker_engine: Engine, tmp_path: Path
 ) -> None:
-    """SIGKILL of the driver: the container dies at its deadline (timeout + grace + 10 s), by
-    its own ``timeout`` or removed by the host-side watchdog (whichever acts first), and
-    nothing of it is left once the next sandbox has started (its owner process is gone)."""
+    """SIGKILL of the driver: the container dies at its deadline (timeout + grace + slack;
+    the slack, 10 s by default, is 2 s here), by its own ``timeout`` or removed by the
+    host-side watchdog (whichever acts first), and nothing of it is left once the next sandbox
+    has started (its owner process is gone)."""
     base = docker_engine.base_url
     driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, base, docker_engine.image, str(tmp_path), "10"],
+        [sys.executable, "-c", DRIVER, base, docker_engine.image, str(tmp_path), "5", "2"],
         env=_env(),
     )
     try:
-        # Killed well before its own 10 s limit would make it stop the container.
+        # Killed well before its own 5 s limit would make it stop the container.
         container = _wait_running(base, tmp_path, settle_s=0.0)
     finally:
         driver.kill()
         driver.wait()
     api = _client(base)
     try:
-        # 10 s limit + 1 s grace + 10 s slack from the start; generous for a loaded machine.
+        # 5 s limit + 1 s grace + 2 s slack from the start; generous for a loaded machine.
         deadline = time.monotonic() + 60
         state: dict[str, Any] = {}
         import docker.errors
