@@ -364,3 +364,26 @@ def test_a_served_grade_dies_with_its_host(tmp_path: Path) -> None:
         if host.poll() is None:
             host.kill()
             host.wait()
+
+
+def test_idle_servers_are_bounded_in_all_least_recently_used_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Servers of gym's grading and of the MLE-bench program share one bound: the least
+    recently used idle server is closed for the latest one."""
+    from openmle.gym import GradeLimits, _grader, run_child
+
+    bench = make(tmp_path, "def grade(submission, answers):\n    return 1.0\n")
+    monkeypatch.setattr(_grader, "MAX_IDLE_SERVERS", 1)
+    _grader.close_grade_servers()
+    try:
+        metric = tmp_path / "metric.py"
+        metric.write_text("")
+        run_child({"mode": "inspect", "metric_py": str(metric)}, limits=GradeLimits())
+        assert [s.module for s in _grader._idle] == [None]
+        gym_server = _grader._idle[0].proc
+        assert bench.task("toy").grade(submission(tmp_path), Split.TEST).valid
+        assert [s.module for s in _grader._idle] == ["openmle.bench.mlebench.child"]
+        assert gym_server.poll() is not None  # closed, not left behind
+    finally:
+        _grader.close_grade_servers()
