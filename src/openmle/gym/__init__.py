@@ -9,7 +9,8 @@
   medal rates, human rank and NatureBench's relative gap with Match-/Surpass-SOTA, each as
   mean, standard deviation and standard error over runs.
 - The grading process as a kit for other packages: :func:`run_child` runs gym's grader or a
-  program module (``module=``) in a fresh ``python -I`` process with a fixed environment,
+  program module (``module=``) in a process forked by a reused ``python -I`` grading server
+  (one per program, which imports the module's ``PRELOAD`` once) with a fixed environment,
   ``RLIMIT_AS``/``RLIMIT_CPU`` (:class:`GradeLimits`), a parent-death signal, its own session,
   killed at its deadline or on cancellation; the program calls :func:`confine_child` first;
   :class:`ChildRun` is how it ended. :func:`cache_root` is openmle's cache folder.

@@ -2,11 +2,14 @@
 
 This module is self-contained on purpose (standard library only; pandas is imported only in
 the child, and only for metric classes written for the released system):
-:mod:`openmle.gym._package` runs its *source* with ``python -I -c`` in a fresh process, so
-the metric reads the hidden answers only there, never in the caller's process and never inside
-the candidate's sandbox. Leaving numpy out keeps a grading process to the interpreter's start-up
-time. The parent imports the same module for its pure helpers (CSV reading, built-in metrics),
-so both sides share one implementation.
+:mod:`openmle.gym._grader` runs its *source* with ``python -I -c`` (a grading server,
+``--serve``, that forks one child per grade, or a fresh process), so the metric reads the
+hidden answers only there, never in the caller's process and never inside the candidate's
+sandbox. Leaving numpy out keeps a grading process to the interpreter's start-up time. A
+server for another program module (``--serve MODULE``, see :func:`_load_program`) imports
+that module and its ``PRELOAD`` too (openmle and libraries, never task code). The parent
+imports the same module for its pure helpers (CSV reading, built-in metrics), so both sides
+share one implementation.
 
 Every reason this module produces names the problem and the fix, and never contains an answer
 value: it speaks of columns, row counts and ids (ids are public, they are in ``test.csv``).
@@ -28,7 +31,7 @@ import numbers
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -858,8 +861,16 @@ def _run_config(config: dict[str, Any]) -> int:
 # The grading server: one interpreter start for many grades, each in a forked, confined child.
 
 SERVE_FLAG = "--serve"
-"""``argv[1]`` that starts the grading server instead of one grade."""
+"""``argv[1]`` that starts the grading server instead of one grade (``argv[2]``, when given,
+is the program module it serves, see :func:`_load_program`)."""
+SERVER_ONLY_ENV = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
+"""Variables a server gets on top of the fixed environment and a grade's child drops again:
+pyarrow's allocator (pandas imports pyarrow) starts no helper thread, so the server stays
+single-threaded and safe to fork."""
 _MAX_REQUEST_BYTES = 1 << 20
+
+Program = tuple[str, Callable[[list[str]], Any]]
+"""A served program module: its name and its ``main(argv)``."""
 
 
 class _Lines:
@@ -887,9 +898,59 @@ class _Lines:
         return request if isinstance(request, dict) else {}
 
 
-def _grade_child(request: dict[str, Any], server: int) -> None:
-    """In the forked child: its own session, no inherited output, the grade's home and working
-    directory, then :func:`_run_config` (which confines it first). Never returns.
+def _load_program(name: str) -> Program | str:
+    """Import the program module ``name`` and then its ``PRELOAD`` (a tuple of module names
+    imported once here when installed; one that fails to import is skipped): the program and
+    its ``main``, or why it cannot be served.
+
+    The rule for ``PRELOAD`` and the program's top level: the standard library, openmle and
+    libraries only, never a task's or a benchmark's code (a registry's ``grade.py``, the
+    ``mlebench`` package, an ``evaluator.py``): those are imported by ``main`` in the grade's
+    child, after it has confined itself, exactly as in a fresh process.
+    """
+    import importlib
+
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:
+        return f"cannot import {name}: {type(exc).__name__}"
+    main = getattr(module, "main", None)
+    if not callable(main):
+        return f"{name} has no main(argv)"
+    preload = getattr(module, "PRELOAD", ())
+    for extra in preload if isinstance(preload, tuple) else ():
+        try:
+            importlib.import_module(str(extra))
+        except Exception:  # not installed (or broken): the child imports it itself, or fails
+            continue
+    return name, main
+
+
+def _run_request(request: dict[str, Any], server: int, program: Program | None) -> int:
+    """Run one grade in its child (confined first, by :func:`_run_config` or by the program's
+    ``main``); its exit status.
+    """
+    if program is None:
+        config = json.loads(Path(request["config"]).read_text())
+        config["parent_pid"] = server  # confine(): die with the server
+        return _run_config(config)
+    name, main = program
+    sys.argv = [name, str(request["config"])]  # as ``python -m name CONFIG`` has it
+    try:
+        code = main(list(sys.argv))
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:
+        return 1  # an uncaught exception, as a fresh interpreter ends on it
+    return code if isinstance(code, int) else (0 if code is None else 1)
+
+
+def _grade_child(
+    request: dict[str, Any], server: int, program: Program | None, reply_fd: int
+) -> None:
+    """In the forked child: its own session, no inherited output (nor the server's reply
+    pipe), the fixed environment, the grade's home and working directory, then
+    :func:`_run_request`. Never returns.
     """
     import os
 
@@ -900,11 +961,12 @@ def _grade_child(request: dict[str, Any], server: int) -> None:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        config = json.loads(Path(request["config"]).read_text())
-        config["parent_pid"] = server  # confine(): die with the server
+        os.close(reply_fd)
+        for key in SERVER_ONLY_ENV:
+            os.environ.pop(key, None)
         os.environ["HOME"] = os.environ["TMPDIR"] = str(request["home"])
         os.chdir(str(request["cwd"]))
-        code = _run_config(config)
+        code = _run_request(request, server, program)
     finally:
         os._exit(code)
 
@@ -922,27 +984,45 @@ def _kill_child(pid: int) -> None:
             continue
 
 
-def _send(message: dict[str, Any]) -> None:
+def _send(fd: int, message: dict[str, Any]) -> None:
     import os
 
     data = (json.dumps(message) + "\n").encode()
     while data:
-        data = data[os.write(1, data) :]
+        data = data[os.write(fd, data) :]
 
 
-def _serve() -> int:
+def _threads() -> int:
+    """How many threads this process has (a fork copies one; the others' locks stay held)."""
+    import os
+    import threading
+
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _serve(module: str | None) -> int:
     """Serve grades until stdin ends: for each ``{"config", "home", "cwd"}`` request, fork a
     child that grades it (:func:`_grade_child`) and report ``{"pid"}``, then ``{"exit"}`` (its
     exit status, ``-signal`` when killed) once it and its process group are gone. A
     ``{"kill": true}`` while it runs kills its group; the end of stdin (the caller died) kills
-    it and ends the server. Only the standard library and this module are ever imported here:
-    task code runs in the children only.
+    it and ends the server. ``module`` (a program module, see :func:`_load_program`) is run by
+    its ``main`` in each child instead of gym's grading; a request it cannot take (the module
+    cannot be served, or the server has helper threads, which make a fork unsafe) gets
+    ``{"refused": why}``. Task code runs in the children only. Replies go through a private
+    copy of stdout; the server's own stdout is its stderr, so nothing an import prints can
+    reach them.
     """
     import ctypes  # noqa: F401 - what confine() imports, loaded once here, not per grade
     import os
     import resource  # noqa: F401
     import select
 
+    reply = os.dup(1)
+    os.dup2(2, 1)
+    program = _load_program(module) if module else None
     server = os.getpid()
     lines = _Lines(0)
     while True:
@@ -951,11 +1031,18 @@ def _serve() -> int:
             return 0
         if "config" not in request:
             continue  # a kill that came after its grade ended
+        refused = program if isinstance(program, str) else None
+        if refused is None and _threads() > 1:
+            refused = "the server has helper threads (a fork would be unsafe)"
+        if refused is not None:
+            _send(reply, {"refused": refused})
+            continue
+        served = program if isinstance(program, tuple) else None
         pid = os.fork()
         if pid == 0:
-            _grade_child(request, server)
+            _grade_child(request, server, served, reply)
         pidfd = os.pidfd_open(pid)
-        _send({"pid": pid})
+        _send(reply, {"pid": pid})
         ended = False
         while True:
             if not lines.ready():
@@ -974,12 +1061,12 @@ def _serve() -> int:
         os.close(pidfd)
         if ended:
             return 0
-        _send({"exit": os.waitstatus_to_exitcode(status)})
+        _send(reply, {"exit": os.waitstatus_to_exitcode(status)})
 
 
 def _main(argv: Sequence[str]) -> int:
     if len(argv) > 1 and argv[1] == SERVE_FLAG:
-        return _serve()
+        return _serve(argv[2] if len(argv) > 2 else None)
     return _run_config(json.loads(Path(argv[1]).read_text()))
 
 

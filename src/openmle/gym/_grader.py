@@ -15,13 +15,22 @@ A grade runs :mod:`openmle.gym._gradeproc` in a confined process that
 
 The grading process is a fresh fork of a *grading server*: a ``python -I`` process
 running the same module (``--serve``), started once and reused (kept idle between grades, at
-most :data:`MAX_IDLE_SERVERS`), which forks one child per grade and never runs task code
-itself. The child takes its own session, the grade's ``HOME``/``TMPDIR`` and working
+most :data:`MAX_IDLE_SERVERS` in all), which forks one child per grade and never runs task
+code itself. The child takes its own session, the grade's ``HOME``/``TMPDIR`` and working
 directory, and confines itself (limits, parent-death signal on the server) before any task
 code runs, exactly as a fresh process does; a grade then costs a ``fork`` instead of an
 interpreter start. The server ends (killing a running grade's group) when its stdin closes,
-so with this process. Programs run with ``module=`` or a fixed ``hash_seed`` (the
-per-process hash seed cannot change after a fork) still start a fresh interpreter.
+so with this process.
+
+A program run with ``module=`` has servers of its own (``--serve MODULE``): the server
+imports the module and the modules it names in ``PRELOAD`` (say pandas) once, and each
+grade's child calls the module's ``main([MODULE, CONFIG])``, as ``python -I -m MODULE
+CONFIG`` would, with the server as the configuration's ``parent_pid``. The module's top level
+and its ``PRELOAD`` are the standard library, openmle and libraries only, never a task's or a
+benchmark's code (``main`` imports that in the child, after :func:`confine_child`). A
+server with helper threads (a fork of it would be unsafe) refuses its grades. Programs run
+with a fixed ``hash_seed`` (the per-process hash seed cannot change after a fork), and any
+grade no server can take, start a fresh interpreter.
 
 What is not bounded: processes that ``utils/metric.py`` starts and moves to another session
 outlive a parent killed with SIGKILL (the parent-death signal reaches the grading process
@@ -298,11 +307,13 @@ def run_child(
 ) -> ChildRun:
     """Run a grading program in a confined process of its own.
 
-    The program is gym's grading module (in a child forked by a reused grading server, see the
-    module docstring), or ``module`` (a dotted module name run as
-    ``python -I -m module CONFIG`` in a fresh process; it must call :func:`confine_child` on
-    the configuration before it runs any task code and write its JSON result to
-    ``config["result"]``). Either way the process starts with the fixed environment, in a
+    The program is gym's grading module or ``module`` (a dotted module name with a
+    ``main(argv)`` that behaves as ``python -I -m module CONFIG``: it must call
+    :func:`confine_child` on the configuration before it runs any task code and write its
+    JSON result to ``config["result"]``; its top level and its optional ``PRELOAD`` tuple of
+    module names import no task code). Either runs in a child forked by a reused grading
+    server of its own (see the module docstring), or in a fresh process when no server can
+    take it. Either way the process starts with the fixed environment, in a
     session of its own, and it and everything in its process group are killed when it ends,
     at ``limits.timeout_s``, and when the calling thread's :class:`GradeScope` is cancelled.
 
@@ -318,22 +329,26 @@ def run_child(
         result = Path(tmp) / "result.json"
         home = Path(tmp) / "home"
         home.mkdir()
-        cfg.write_text(
-            json.dumps(
-                {
-                    **config,
-                    **limits.to_dict(),
-                    "cpu_s": limits.cpu_s if limits.cpu_s is not None else limits.timeout_s,
-                    "parent_pid": os.getpid(),
-                    "result": str(result),
-                }
-            )
-        )
+        body = {
+            **config,
+            **limits.to_dict(),
+            "cpu_s": limits.cpu_s if limits.cpu_s is not None else limits.timeout_s,
+            "result": str(result),
+        }
+
+        def write_config(parent_pid: int) -> Path:
+            # parent_pid: the process the grade's parent-death signal is armed on
+            cfg.write_text(json.dumps({**body, "parent_pid": parent_pid}))
+            return cfg
+
         start = time.monotonic()
         ended: tuple[int | None, bool] | None = None
-        if module is None and hash_seed is None:
-            ended = _served(cfg, home=home, cwd=cwd or home, limits=limits, scope=scope)
+        if hash_seed is None and module not in _unservable:
+            ended = _served(
+                write_config, module, home=home, cwd=cwd or home, limits=limits, scope=scope
+            )
         if ended is None:  # a fresh interpreter (or no server could take the grade)
+            write_config(os.getpid())
             ended = _fresh(
                 cfg,
                 home=home,
@@ -397,32 +412,49 @@ def _fresh(
 
 
 MAX_IDLE_SERVERS = 4
-"""Most grading servers kept idle between grades (each is one idle ``python -I`` process)."""
+"""Most grading servers kept idle between grades, whatever program they serve, in all (each
+is one idle ``python -I`` process; the least recently used one goes first)."""
 _SERVER_REPLY_S = 30.0
-"""How long a server may take to start a grade's child or to report a killed one's end."""
+"""How long a server may take to start (its imports included), to start a grade's child or
+to report a killed one's end."""
 _idle: list[_GradeServer] = []
+"""Idle servers, least recently used first."""
+_unservable: set[str | None] = set()
+"""Programs whose server refused a grade (it cannot import them, or it has helper threads):
+they start fresh, until :func:`close_grade_servers`."""
 _idle_lock = threading.Lock()
 
 
 @final
 class _GradeServer:
-    """One grading server process (``_gradeproc --serve``) and our ends of its pipes."""
+    """One grading server process (``_gradeproc --serve [MODULE]``) and our ends of its pipes;
+    ``module`` is the program it serves (None: gym's grading).
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, module: str | None) -> None:
+        self.module = module
         self.home = tempfile.mkdtemp(prefix="openmle-grade-server-")
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _grader_source(), _gradeproc.SERVE_FLAG],
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                _grader_source(),
+                _gradeproc.SERVE_FLAG,
+                *([module] if module else []),
+            ],
             cwd=self.home,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=_env(self.home),
+            env=_env(self.home) | _gradeproc.SERVER_ONLY_ENV,
             start_new_session=True,
         )
         self._lock = threading.Lock()
         self._buf = b""
         self._active = False
         self.broken = False
+        self.refused = False
 
     def _write(self, message: dict[str, Any], *, only_active: bool = False) -> None:
         stdin = self.proc.stdin
@@ -477,6 +509,7 @@ class _GradeServer:
         started = self._read(start + _SERVER_REPLY_S)
         if started is None or "pid" not in started:
             self.broken = True
+            self.refused = started is not None and "refused" in started
             return None
         self._active = True
         if scope is not None:
@@ -521,39 +554,60 @@ def _rmtree_quiet(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _served(
-    cfg: Path, *, home: Path, cwd: Path, limits: GradeLimits, scope: GradeScope | None
-) -> tuple[int | None, bool] | None:
-    """Run the grade on an idle grading server (started when none is idle); None when no
-    server could start its child (the caller starts a fresh process then).
-    """
+def _idle_server(module: str | None) -> _GradeServer | None:
+    """The most recently used idle server of ``module``'s, taken from the pool, or None."""
     with _idle_lock:
-        server = _idle.pop() if _idle else None
+        for at in range(len(_idle) - 1, -1, -1):
+            if _idle[at].module == module:
+                return _idle.pop(at)
+    return None
+
+
+def _served(
+    write_config: Callable[[int], Path],
+    module: str | None,
+    *,
+    home: Path,
+    cwd: Path,
+    limits: GradeLimits,
+    scope: GradeScope | None,
+) -> tuple[int | None, bool] | None:
+    """Run the grade on an idle grading server of ``module``'s (started when none is idle);
+    None when no server could start its child (the caller starts a fresh process then). The
+    configuration is written with the server as the grade's parent.
+    """
+    server = _idle_server(module)
     if server is None or server.proc.poll() is not None:
         if server is not None:
             server.close()
         try:
-            server = _GradeServer()
+            server = _GradeServer(module)
         except OSError:
             return None
+    cfg = write_config(server.proc.pid)
     ended = server.grade(cfg, home=home, cwd=cwd, timeout_s=limits.timeout_s, scope=scope)
     if server.broken or ended is None:
+        if server.refused:
+            with _idle_lock:
+                _unservable.add(module)
         server.close()
         return ended
     with _idle_lock:
-        keep = len(_idle) < MAX_IDLE_SERVERS
-        if keep:
-            _idle.append(server)
-    if not keep:
-        server.close()
+        _idle.append(server)
+        evicted = _idle.pop(0) if len(_idle) > MAX_IDLE_SERVERS else None
+    if evicted is not None:
+        evicted.close()
     return ended
 
 
 def close_grade_servers() -> None:
-    """End the idle grading servers (each ends by itself with this process, too)."""
+    """End the idle grading servers (each ends by itself with this process, too) and forget
+    which programs could not be served.
+    """
     with _idle_lock:
         servers = list(_idle)
         _idle.clear()
+        _unservable.clear()
     for server in servers:
         server.close()
 

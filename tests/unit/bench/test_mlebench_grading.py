@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests._files import public_private
+from tests._files import alive, public_private
 
 from openmle import Split
 from openmle.bench import MLEBench
@@ -217,3 +217,173 @@ def test_grade_py_cannot_hang_or_flood_the_host_through_its_result_file(
     g = bench.task("toy").grade(submission(tmp_path), Split.TEST)
     assert not g.valid and "without a result" in g.reason
     assert time.monotonic() - start < 60
+
+
+# ------------------------------------------------------------------------- the grading server
+
+_PIDS_GRADE_PY = """
+import os, resource
+
+with open({log!r}, "a") as fh:  # the top level: runs wherever the module is imported
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    fh.write(f"import {{os.getpid()}} {{os.getppid()}} {{soft}}\\n")
+
+def grade(submission, answers):
+    with open({log!r}, "a") as fh:
+        fh.write(f"grade {{os.getpid()}} {{os.getppid()}} {{os.getpgid(0)}} {{os.getcwd()}}\\n")
+    return 1.0
+"""
+
+
+def _log_rows(log: Path, kind: str) -> list[list[str]]:
+    return [r.split()[1:] for r in log.read_text().splitlines() if r.startswith(kind + " ")]
+
+
+def test_grades_fork_from_one_reused_server_that_never_imports_grade_py(tmp_path: Path) -> None:
+    """The MLE-bench child program is served: each grade is a process of its own session,
+    forked by one reused server (single-threaded, so safe to fork) that has imported pandas
+    but never the registry's grade.py, whose top level runs in each confined child only."""
+    from openmle.gym import _grader
+
+    log = tmp_path / "pids.txt"
+    bench = make(tmp_path, _PIDS_GRADE_PY.format(log=str(log)))
+    bench.grade_memory_mb = 3000
+    _grader.close_grade_servers()
+    for _ in range(2):
+        g = bench.task("toy").grade(submission(tmp_path), Split.TEST)
+        assert g.valid and g.score == 1.0, g
+    grades, imports = _log_rows(log, "grade"), _log_rows(log, "import")
+    assert len(grades) == 2 and len(imports) == 2  # imported once per grade, in the grade
+    servers = {int(r[1]) for r in grades}
+    assert len(servers) == 1 and os.getpid() not in servers  # one server, reused
+    server = servers.pop()
+    assert len({int(r[0]) for r in grades}) == 2  # a process per grade
+    assert all(r[0] == r[2] for r in grades)  # each leads its own process group
+    assert all(Path(r[3]).name == "home" for r in grades)  # the grade's own home
+    assert [int(r[0]) for r in imports] == [int(r[0]) for r in grades]  # never the server
+    assert all(int(r[2]) == 3000 * 1024 * 1024 for r in imports)  # confined before the import
+    assert alive(server) and len(os.listdir(f"/proc/{server}/task")) == 1
+    assert "pandas" in Path(f"/proc/{server}/maps").read_text()  # preloaded
+    _grader.close_grade_servers()
+    deadline = time.monotonic() + 10
+    while alive(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(server)
+
+
+@pytest.mark.parametrize("how", ["kill_parent", "garbage"])
+def test_a_hostile_grade_cannot_break_the_next_grade(tmp_path: Path, how: str) -> None:
+    """A grade.py that kills its grading server, or writes garbage to its output and to every
+    descriptor it may have inherited, spoils at most its own grade (the killer's child may
+    still write its result before the parent-death signal reaches it): the next one is
+    graded, by a new server when the last one was killed."""
+    from openmle.gym import _grader
+
+    flag = tmp_path / "first"
+    flag.write_text("")
+    bench = make(
+        tmp_path,
+        f"""
+        import os, signal
+
+        def grade(submission, answers):
+            if os.path.exists({str(flag)!r}):
+                os.remove({str(flag)!r})
+                if {how!r} == "kill_parent":
+                    os.kill(os.getppid(), signal.SIGKILL)
+                for fd in range(1, 64):
+                    try:
+                        os.write(fd, b'{{"exit": 0}}\\n{{"pid": 1}}\\ngarbage\\n')
+                    except OSError:
+                        pass
+            return 1.0
+        """,
+    )
+    bench.grade_timeout_s = 60.0
+    _grader.close_grade_servers()
+    start = time.monotonic()
+    first = bench.task("toy").grade(submission(tmp_path), Split.TEST)
+    second = bench.task("toy").grade(submission(tmp_path), Split.TEST)
+    assert time.monotonic() - start < 60
+    assert second.valid and second.score == 1.0, second
+    if how == "garbage":  # nothing reached the server's replies
+        assert first.valid and first.score == 1.0, first
+    _grader.close_grade_servers()
+
+
+_HOST = """
+import sys
+from pathlib import Path
+from openmle import Split
+from openmle.bench import MLEBench
+
+reg, data, valid, sub = map(Path, sys.argv[1:])
+MLEBench.locate(reg, data, valid_dir=valid).task("toy").grade(sub, Split.TEST)
+"""
+
+
+def test_a_served_grade_dies_with_its_host(tmp_path: Path) -> None:
+    """A host killed with SIGKILL takes its grading server along, and the server's grade."""
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "grade.pid"
+    make(
+        tmp_path,
+        f"""
+        import os, time
+
+        def grade(submission, answers):
+            open({str(pid_file)!r}, "w").write(f"{{os.getpid()}} {{os.getppid()}}")
+            time.sleep(120)
+            return 1.0
+        """,
+    )
+    sub = submission(tmp_path)
+    host = subprocess.Popen(
+        [sys.executable, "-c", _HOST, *(str(tmp_path / n) for n in ("reg", "data", "valid")), sub],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(pid_file.read_text().split() if pid_file.exists() else []) < 2:
+            assert time.monotonic() < deadline and host.poll() is None, "the grade never started"
+            time.sleep(0.1)
+        child, server = map(int, pid_file.read_text().split())
+        assert server != host.pid and alive(child)
+        host.send_signal(signal.SIGKILL)
+        host.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while (alive(child) or alive(server)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(child) and not alive(server), "the grade outlived its host"
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+
+
+def test_idle_servers_are_bounded_in_all_least_recently_used_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Servers of gym's grading and of the MLE-bench program share one bound: the least
+    recently used idle server is closed for the latest one."""
+    from openmle.gym import GradeLimits, _grader, run_child
+
+    bench = make(tmp_path, "def grade(submission, answers):\n    return 1.0\n")
+    monkeypatch.setattr(_grader, "MAX_IDLE_SERVERS", 1)
+    _grader.close_grade_servers()
+    try:
+        metric = tmp_path / "metric.py"
+        metric.write_text("")
+        run_child({"mode": "inspect", "metric_py": str(metric)}, limits=GradeLimits())
+        assert [s.module for s in _grader._idle] == [None]
+        gym_server = _grader._idle[0].proc
+        assert bench.task("toy").grade(submission(tmp_path), Split.TEST).valid
+        assert [s.module for s in _grader._idle] == ["openmle.bench.mlebench.child"]
+        assert gym_server.poll() is not None  # closed, not left behind
+    finally:
+        _grader.close_grade_servers()

@@ -390,3 +390,19 @@ def test_a_kill_after_the_grade_ended_spares_the_next_grade(
     report = task.grade(root / "data/public/sample_submission.csv")
     assert report.valid and report.score is not None, report
     _grader.close_grade_servers()
+
+
+def test_a_program_no_server_can_serve_starts_fresh() -> None:
+    """A ``module=`` program its server refuses (here it has no ``main``) runs in a fresh
+    ``python -I -m MODULE CONFIG``, and later grades of it start fresh at once."""
+    from openmle.gym import _grader
+
+    _grader.close_grade_servers()
+    try:
+        run = _grader.run_child({}, limits=GradeLimits(timeout_s=60), module="openmle.errors")
+        assert run.returncode == 0 and run.result is None and run.limit is None, run
+        assert "openmle.errors" in _grader._unservable
+        assert not _grader._idle  # the refusing server was closed
+    finally:
+        _grader.close_grade_servers()
+    assert not _grader._unservable

@@ -1,8 +1,10 @@
 """The MLE-bench grading process: ``python -I -m openmle.bench.mlebench.child CONFIG``.
 
 Started by :func:`openmle.gym.run_child` (fixed environment, own session, killed at its
-deadline); it confines itself (:func:`openmle.gym.confine_child`: parent-death signal,
-``RLIMIT_AS``, ``RLIMIT_CPU``) before it imports anything of the registry, then runs one of:
+deadline; forked by a reused grading server that has imported this module and
+:data:`PRELOAD`, or a fresh process, with the same ``main``); it confines itself
+(:func:`openmle.gym.confine_child`: parent-death signal, ``RLIMIT_AS``, ``RLIMIT_CPU``) before
+it imports anything of the registry, then runs one of:
 
 - ``mode: "grade"``: the competition's ``grade_fn(submission_df, answers)`` from the registry
   (pandas reads the CSV with ``float_precision="round_trip"`` and the answers as CSV or JSONL,
@@ -24,7 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_format", "grade", "main", "view"]
+__all__ = ["PRELOAD", "check_format", "grade", "main", "view"]
+
+PRELOAD = ("pandas", "openmle.gym")
+"""Modules a reused grading server imports once before it forks the grades' children (see
+:func:`openmle.gym.run_child`): libraries and openmle only, never a registry's code (the
+competition's ``grade.py`` and the ``mlebench`` package are imported in the child, after
+:func:`openmle.gym.confine_child`)."""
 
 
 def _scored(score: Any) -> dict[str, Any]:

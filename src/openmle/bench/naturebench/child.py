@@ -4,7 +4,8 @@ It runs the case's ``evaluation/evaluator.py``: ``run_evaluation()`` (or ``main(
 ``OUTPUT_DIR`` set, as the harness does (:func:`run_case_evaluator`), in one of two places:
 
 - **the local grading process**: ``python -I -m openmle.bench.naturebench.child CONFIG``, started
-  by :func:`openmle.gym.run_child` (fixed environment, own session, killed at its deadline); it
+  by :func:`openmle.gym.run_child` (fixed environment, own session, killed at its deadline;
+  forked by a reused grading server that has imported this module and :data:`PRELOAD`); it
   confines itself (:func:`openmle.gym.confine_child`: parent-death signal, ``RLIMIT_AS``,
   ``RLIMIT_CPU``) before it imports the case's evaluator, and writes one JSON object to
   ``config["result"]``;
@@ -38,6 +39,7 @@ __all__ = [
     "CONTAINER_FLAG",
     "CONTAINER_OUTPUT_DIR",
     "MARK",
+    "PRELOAD",
     "evaluate",
     "main",
     "run_case_evaluator",
@@ -51,6 +53,10 @@ CONTAINER_EVALUATION = "/nb/evaluation"
 """The case's ``evaluation/`` in a grading container (mounted read-only)."""
 CONTAINER_OUTPUT_DIR = "/nb/output"
 """The program's output directory (``OUTPUT_DIR``) in a grading container (copied in)."""
+PRELOAD = ("openmle.gym",)
+"""Modules a reused grading server imports once before it forks the local grades' children
+(see :func:`openmle.gym.run_child`): openmle only, never a case's ``evaluator.py`` (imported in
+the child, after :func:`openmle.gym.confine_child`)."""
 
 
 def _jsonable(value: Any) -> Any:
