@@ -92,9 +92,12 @@ async def test_suite_catches_a_sandbox_without_a_log_cap(toy: ToyTask) -> None:
 async def test_local_sandbox_conforms_on_a_bundled_task(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the default resolver (openmle.gym), a bundled task passes the suite and the battery."""
+    """With the default resolver (openmle.gym), a bundled task passes the suite and the
+    battery's attacks on the task's files (the programs that read its layout: private files and
+    directories, the task root). The rest of the battery does not depend on the task: it runs
+    in full on this sandbox in both modes in ``test_hostile_battery.py``."""
     from openmle.gym import resolve_task
-    from openmle.testing import run_hostile_battery
+    from openmle.testing import HOSTILE_PROGRAMS, run_hostile_battery
 
     monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
     task = resolve_task("tabular-binary")
@@ -105,8 +108,15 @@ async def test_local_sandbox_conforms_on_a_bundled_task(
             task="tabular-binary",
             private_paths=task.private_paths,
             task_root=task.root,
+            programs=[p for p in HOSTILE_PROGRAMS if _reads_the_task(p.body)],
         )
+    assert {r.name for r in reports} >= {"read_private", "write_outside", "metadata_outside"}
     assert all(r.ok for r in reports), [(r.name, r.problems) for r in reports if not r.ok]
+
+
+def _reads_the_task(body: str) -> bool:
+    """Whether a hostile program uses the task's layout (its header's constants for it)."""
+    return any(name in body for name in ("PRIVATE_FILES", "PRIVATE_DIRS", "TASK_ROOT"))
 
 
 _HOWTO = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "custom-sandbox.md"
