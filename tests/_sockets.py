@@ -8,7 +8,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["describe_sockets", "socket_fds", "tcp_sockets_to"]
+__all__ = ["describe_sockets", "peer_commands", "socket_fds", "tcp_sockets_to"]
 
 _TCP_STATES = {"01": "ESTABLISHED", "06": "TIME_WAIT", "08": "CLOSE_WAIT", "0A": "LISTEN"}
 
@@ -70,3 +70,32 @@ def describe_sockets(fds: dict[int, str]) -> list[str]:
         for table, inode, (lhost, lport), (rhost, rport), state in _inet_rows()
     }
     return [f"fd {fd}: {rows.get(link[8:-1], link)}" for fd, link in sorted(fds.items())]
+
+
+def peer_commands(fds: dict[int, str]) -> dict[int, str]:
+    """fd -> the command line of the local process that listens on the remote port of that TCP
+    socket of ``fds`` (for a connection to a server of this host; fds whose peer is not a
+    local listener, or not TCP, are left out). Scans ``/proc/*/fd``: call it rarely.
+    """
+    inode_of = {link[8:-1]: fd for fd, link in fds.items()}
+    peer_port = {
+        inode_of[inode]: remote[1]
+        for table, inode, _, remote, _ in _inet_rows()
+        if table.startswith("tcp") and inode in inode_of
+    }
+    listening = {
+        inode: local[1]
+        for table, inode, local, _, state in _inet_rows()
+        if table.startswith("tcp") and state == "0A" and local[1] in set(peer_port.values())
+    }
+    command_of_port: dict[int, str] = {}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone, or not ours to read
+            continue
+        for inode, port in listening.items():
+            if f"socket:[{inode}]" in links:
+                command_of_port[port] = cmdline
+    return {fd: command_of_port[port] for fd, port in peer_port.items() if port in command_of_port}
