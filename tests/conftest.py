@@ -13,7 +13,7 @@ Property tests have no per-example deadline and no "too slow" health check (the 
 hypothesis profile, loaded here): both measure the machine's speed (hypothesis's default
 allows 200 ms per example), and a test never depends on wall-clock speed.
 
-The suite runs in parallel workers (``pytest -n 2 --dist loadgroup``, pytest-xdist; see
+The suite runs in parallel workers (``pytest -n 3 --dist loadgroup``, pytest-xdist; see
 ``scripts/test.sh``); every worker is its own pytest session. Nothing a test writes is shared
 between workers: temp dirs come from ``tmp_path``/``tmp_path_factory`` (per worker), and
 ``$OPENMLE_CACHE`` (bundled tasks, validation views, image builds) points at a per-worker
