@@ -30,6 +30,7 @@ import gc
 import importlib.util
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -134,6 +135,15 @@ SERIAL_GROUPS = {
 #: RaySandbox with DockerSandbox inside needs the engine's group; its Ray cluster is then the
 #: docker worker's own).
 GROUP_ORDER = ("docker", "ray")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start every program with SIGINT's default action, as from a terminal: a suite started
+    with SIGINT ignored (a background job of a shell script, whose ``&`` ignores it) passed
+    that on to every program it started, and the tests that interrupt one with Ctrl-C failed
+    (the program was right to ignore it)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)

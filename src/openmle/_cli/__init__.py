@@ -122,7 +122,9 @@ def _sigterm_as_sigint() -> Iterator[None]:
 
     The handler re-sends the process SIGINT, so a terminated command stops exactly as an
     interrupted one does: the running search is cancelled, its sandboxes are cleaned up and
-    closed, the run directory stays resumable, and the exit code is 130.
+    closed, the run directory stays resumable, and the exit code is 130. Where the command
+    was started with SIGINT ignored (a background job of a shell script, whose ``&`` ignores
+    it), re-sending it would do nothing: the handler raises ``KeyboardInterrupt`` itself.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -130,6 +132,8 @@ def _sigterm_as_sigint() -> Iterator[None]:
 
     def forward(signum: int, frame: object) -> None:
         note_signal(signum)  # so the interrupt line names SIGTERM
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            raise KeyboardInterrupt
         os.kill(os.getpid(), signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, forward)

@@ -159,16 +159,32 @@ def test_search_on_a_broken_package_lists_every_finding(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------ 4: interrupt
 
 
-@pytest.mark.parametrize(
-    ("signum", "name"), [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")]
+#: ``python -c`` this, then the CLI's arguments: the CLI with SIGINT ignored, as a background
+#: job of a shell script starts (its ``&`` ignores SIGINT).
+SIGINT_IGNORED = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "sys.argv[0] = 'openmle'; runpy.run_module('openmle', run_name='__main__')"
 )
-def test_ctrl_c_and_sigterm_say_how_to_resume(tmp_path: Path, signum: int, name: str) -> None:
+
+
+@pytest.mark.parametrize(
+    ("signum", "name", "start"),
+    [
+        (signal.SIGINT, "Ctrl-C", ["-m", "openmle"]),
+        (signal.SIGTERM, "SIGTERM", ["-m", "openmle"]),
+        # SIGTERM used to be re-sent as SIGINT only, which an ignored SIGINT swallowed
+        (signal.SIGTERM, "SIGTERM", ["-c", SIGINT_IGNORED]),
+    ],
+    ids=["ctrl-c", "sigterm", "sigterm-with-sigint-ignored"],
+)
+def test_ctrl_c_and_sigterm_say_how_to_resume(
+    tmp_path: Path, signum: int, name: str, start: list[str]
+) -> None:
     with fake_openai(delay_s=60.0) as server:
         proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "openmle",
+                *start,
                 "search",
                 "--task",
                 "tabular-binary",
