@@ -7,6 +7,7 @@ import gc
 import os
 import shutil
 import sys
+import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import wait as futures_wait
@@ -141,6 +142,13 @@ async def _run_past_timeout(sandbox: LocalSandbox, job: Job, printed: str) -> Ru
     return r
 
 
+def _probe(name: str) -> str:
+    """A ``PROBE`` value no other run on this host carries: :func:`live_pids_with_env` scans
+    every process, and the same test in the other isolation mode may run at the same time on
+    another worker (seen: the Landlock run's live program counted as the bwrap run's survivor)."""
+    return f"{name}-{uuid.uuid4().hex}"
+
+
 async def test_timeout_kills_tree_and_keeps_output(sandbox: LocalSandbox) -> None:
     """A program past its timeout is TIMEOUT; its children die too; output so far is kept."""
     code = (
@@ -149,12 +157,13 @@ async def test_timeout_kills_tree_and_keeps_output(sandbox: LocalSandbox) -> Non
         "print('working', flush=True)\n"
         "time.sleep(300)\n"
     )
-    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": "timeout-tree"})
+    probe = _probe("timeout-tree")
+    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": probe})
     r = await _run_past_timeout(sandbox, job, "working")
     assert r.outcome is Outcome.TIMEOUT, r
     assert r.error_signature == "timeout"
     assert "working" in r.logs
-    assert not live_pids_with_env("PROBE", "timeout-tree")
+    assert not live_pids_with_env("PROBE", probe)
 
 
 async def test_landlock_timeout_kills_children_the_cgroup_does_not_list(
@@ -174,11 +183,12 @@ async def test_landlock_timeout_kills_children_the_cgroup_does_not_list(
         "print('working', flush=True)\n"
         "time.sleep(300)\n"
     )
-    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": "unlisted-child"})
+    probe = _probe("unlisted-child")
+    job = Job(code=code, task="toy", timeout_s=1.5, env={"PROBE": probe})
     async with prepared_local(toy, "landlock", memory_mb=1024, kill_grace_s=1.0) as sb:
         r = await _run_past_timeout(sb, job, "working")
     assert r.outcome is Outcome.TIMEOUT, r
-    assert not live_pids_with_env("PROBE", "unlisted-child")
+    assert not live_pids_with_env("PROBE", probe)
 
 
 async def test_env_and_data_dir_reach_program(sandbox: LocalSandbox, toy: ToyTask) -> None:
@@ -233,10 +243,11 @@ async def test_cancellation_cleans_up(toy: ToyTask, tmp_path: Path) -> None:
     work.mkdir()
     sb = LocalSandbox(ToyTask.resolver({"toy": toy}), workdir=work)
     await sb.prepare()
-    job = Job(code="import time; time.sleep(300)", task="toy", env={"PROBE": "cancel"})
+    probe = _probe("cancel")
+    job = Job(code="import time; time.sleep(300)", task="toy", env={"PROBE": probe})
     with anyio.fail_after(30), anyio.move_on_after(1.0):
         await sb.run(job)
-    assert not live_pids_with_env("PROBE", "cancel")
+    assert not live_pids_with_env("PROBE", probe)
     # What is left is the next runs' spares (made when this run ended), nothing else.
     await anyio.to_thread.run_sync(lambda: futures_wait(sb._making))
     made = [f.result() for f in sb._making]
@@ -310,7 +321,7 @@ async def test_leftovers_are_killed_without_cgroups(sandbox: LocalSandbox) -> No
         "print('parent done')\n"
     )
     for timeout_s, outcome in ((120.0, Outcome.MISSING_SUBMISSION), (1.0, Outcome.TIMEOUT)):
-        env = {"PROBE": f"nocg-{timeout_s}"}
+        env = {"PROBE": _probe(f"nocg-{timeout_s}")}
         if outcome is Outcome.MISSING_SUBMISSION:
             with anyio.fail_after(180):
                 r = await sandbox.run(Job(code=code, task="toy", timeout_s=timeout_s, env=env))
