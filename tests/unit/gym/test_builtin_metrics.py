@@ -24,19 +24,44 @@ from openmle.gym._gradeproc import (
 
 from .conftest import PackageBuilder, write_csv
 
+_IDS = ["1", "2", "3", "4"]
+_DIRECTION_CASES: dict[str, tuple[list[str], list[str], list[str]]] = {
+    # metric: (answers, a perfect submission, a wrong one), one target column
+    "accuracy": (["a", "b", "a", "b"], ["a", "b", "a", "b"], ["b", "a", "b", "a"]),
+    "auc": (["0", "1", "0", "1"], ["0.1", "0.9", "0.2", "0.8"], ["0.9", "0.1", "0.8", "0.2"]),
+    "log_loss": (["a", "b", "a", "b"], ["a", "b", "a", "b"], ["b", "a", "b", "a"]),
+    "macro_f1": (["a", "b", "a", "b"], ["a", "b", "a", "b"], ["b", "b", "b", "b"]),
+    "mae": (["1", "2", "3", "4"], ["1", "2", "3", "4"], ["4", "3", "2", "1"]),
+    "map@k": (["a", "b", "c", "a"], ["a x y", "b x y", "c x y", "a x y"], ["x y a"] * 4),
+    "rmse": (["1", "2", "3", "4"], ["1", "2", "3", "4"], ["4", "3", "2", "1"]),
+    "rmsle": (["1", "2", "3", "4"], ["1", "2", "3", "4"], ["4", "3", "2", "1"]),
+}
 
-def test_library_holds_every_vetted_metric_with_its_direction() -> None:
-    """AUC, accuracy, log loss, RMSE, MAE, RMSLE, macro-F1 and MAP@k, each with a direction."""
-    assert BUILTIN_METRICS == {
-        "accuracy": True,
-        "auc": True,
-        "log_loss": False,
-        "macro_f1": True,
-        "mae": False,
-        "map@k": True,
-        "rmse": False,
-        "rmsle": False,
-    }
+
+def _score(name: str, answers: list[str], pred: list[str]) -> float:
+    if name == "log_loss":  # a probability column per class, 0.9 on the predicted one
+        probs = [["0.9", "0.1"] if p == "a" else ["0.1", "0.9"] for p in pred]
+        sub = Table(["id", "a", "b"], [[i, *row] for i, row in zip(_IDS, probs, strict=True)])
+    else:
+        sub = Table(["id", "y"], [list(r) for r in zip(_IDS, pred, strict=True)])
+    truth = Table(["id", "y"], [list(r) for r in zip(_IDS, answers, strict=True)])
+    return builtin_score(name.replace("@k", "@3"), truth, sub, "id")
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_METRICS))
+def test_each_metric_s_direction_ranks_a_perfect_submission_first(name: str) -> None:
+    """Every vetted metric (AUC, accuracy, log loss, RMSE, MAE, RMSLE, macro-F1, MAP@k) has a
+    direction, and it is the metric's own: a perfect submission beats a wrong one.
+    """
+    answers, perfect, wrong = _DIRECTION_CASES[name]
+    good, bad = _score(name, answers, perfect), _score(name, answers, wrong)
+    assert good != bad
+    assert BUILTIN_METRICS[name] is (good > bad)
+
+
+def test_library_holds_every_vetted_metric() -> None:
+    """The library's names; ``map@k`` is a family that needs a number."""
+    assert set(BUILTIN_METRICS) == set(_DIRECTION_CASES)
     assert builtin_direction("map@5") is True
     assert builtin_direction("rmsle") is False
     assert builtin_direction("map@k") is None  # the family needs a number
