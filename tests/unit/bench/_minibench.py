@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import struct
 import textwrap
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 
 from openmle.bench import BenchConfig
+from openmle.bench.mlebench._miniature._formats import png as image_png
 
 IDS = ("mini-images", "mini-jsonl", "mini-tabular")
 
@@ -161,18 +160,7 @@ def grade(submission, answers):
 
 def png(path: Path, value: int) -> None:
     """A 4x4 grayscale PNG of one shade."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    raw = b"".join(b"\x00" + bytes([value] * 4) for _ in range(4))
-    path.write_bytes(
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 0, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
+    path.write_bytes(image_png(4, 4, (value, value, value), gray=True))
 
 
 def _config(cid: str, answers: str, sample: str, grader: str) -> str:
