@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import shutil
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,135 +29,9 @@ from openmle.bench.mlebench._miniature._formats import png as image_png
 
 IDS = ("mini-images", "mini-jsonl", "mini-tabular")
 
-HELPERS = '''
-class InvalidSubmissionError(Exception):
-    """A submission that cannot be graded."""
-'''
-
-# The CSV reading and writing every preparer below shares (prepended to each ``prepare.py``).
-CSV_IO = """
-import csv
-from pathlib import Path
-
-
-def read_rows(path):
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
-
-
-def write(path, header, rs):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for r in rs:
-            w.writerow([r[h] for h in header])
-
-
-def split(rows, every, at):
-    \"\"\"(train, test): every ``every``-th row from the ``at``-th is a test row.\"\"\"
-    test = [r for i, r in enumerate(rows) if i % every == at]
-    train = [r for i, r in enumerate(rows) if i % every != at]
-    return train, test
-"""
-
-TABULAR_PREPARE = (
-    CSV_IO
-    + """
-
-
-def prepare(raw: Path, public: Path, private: Path) -> None:
-    rows = read_rows(raw / "train.csv")
-    train, test = split(rows, 5, 0)
-    write(public / "train.csv", ["id", "x1", "x2", "label"], train)
-    write(public / "test.csv", ["id", "x1", "x2"], test)
-    sample = [dict(id=r["id"], label=0) for r in test]
-    write(public / "sample_submission.csv", ["id", "label"], sample)
-    write(private / "test.csv", ["id", "label"], test)
-"""
-)
-
-ACCURACY_GRADE = """
-from mlebench.grade_helpers import InvalidSubmissionError
-
-
-def grade(submission, answers):
-    if "id" not in submission.columns or "label" not in submission.columns:
-        raise InvalidSubmissionError("the submission needs columns id and label")
-    if len(submission) != len(answers):
-        raise InvalidSubmissionError("the submission has the wrong number of rows")
-    merged = answers.merge(submission, on="id", suffixes=("", "_pred"))
-    if len(merged) != len(answers):
-        raise InvalidSubmissionError("the submission's ids do not match the test ids")
-    return float((merged["label"].astype(str) == merged["label_pred"].astype(str)).mean())
-"""
-
-IMAGES_PREPARE = (
-    CSV_IO
-    + """
-import shutil
-
-
-def prepare(raw: Path, public: Path, private: Path) -> None:
-    rows = read_rows(raw / "train.csv")
-    (public / "train").mkdir()
-    (public / "test").mkdir()
-    train, test = split(rows, 4, 0)
-    for r in train:
-        shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "train" / (r["id"] + ".png"))
-    for r in test:
-        shutil.copyfile(raw / "train" / (r["id"] + ".png"), public / "test" / (r["id"] + ".png"))
-    write(public / "train.csv", ["id", "bright"], train)
-    sample = [dict(id=r["id"], bright=0.5) for r in test]
-    write(public / "sample_submission.csv", ["id", "bright"], sample)
-    write(private / "test.csv", ["id", "bright"], test)
-"""
-)
-
-MAE_GRADE = """
-from mlebench.grade_helpers import InvalidSubmissionError
-
-
-def grade(submission, answers):
-    if list(submission.columns) != ["id", "bright"]:
-        raise InvalidSubmissionError("the submission needs exactly the columns id, bright")
-    merged = answers.merge(submission, on="id", suffixes=("", "_pred"))
-    if len(merged) != len(answers) or len(submission) != len(answers):
-        raise InvalidSubmissionError("the submission's ids do not match the test ids")
-    return float((merged["bright"] - merged["bright_pred"].astype(float)).abs().mean())
-"""
-
-JSONL_PREPARE = (
-    CSV_IO
-    + """
-import json
-
-
-def prepare(raw: Path, public: Path, private: Path) -> None:
-    rows = read_rows(raw / "train.csv")
-    train, test = split(rows, 5, 1)
-    write(public / "train.csv", ["id", "text", "label"], train)
-    write(public / "test.csv", ["id", "text"], test)
-    sample = [dict(id=r["id"], label="a") for r in test]
-    write(public / "sample_submission.csv", ["id", "label"], sample)
-    with open(private / "answers.jsonl", "w") as fh:
-        for r in test:
-            fh.write(json.dumps({"id": int(r["id"]), "label": r["label"]}) + "\\n")
-"""
-)
-
-JSONL_GRADE = """
-from mlebench.grade_helpers import InvalidSubmissionError
-
-
-def grade(submission, answers):
-    truth = {a["id"]: a["label"] for a in answers}
-    if "id" not in submission.columns or "label" not in submission.columns:
-        raise InvalidSubmissionError("the submission needs columns id and label")
-    got = {int(i): str(v) for i, v in zip(submission["id"], submission["label"])}
-    if set(got) != set(truth):
-        raise InvalidSubmissionError("the submission's ids do not match the test ids")
-    return sum(got[i] == truth[i] for i in truth) / len(truth)
-"""
+PROGRAMS = Path(__file__).with_name("_minibench_programs")
+"""The registry's program files (each competition's ``prepare.py`` and ``grade.py``, and
+``mlebench``'s ``grade_helpers.py`` and ``utils.py``) as real modules."""
 
 
 def png(path: Path, value: int) -> None:
@@ -193,16 +69,26 @@ def _board(path: Path, scores: list[float]) -> None:
 
 
 def _run_prepare(registry: Path, cid: str, raw: Path, out: Path) -> None:
+    """Run ``cid``'s ``prepare.py`` with the registry's ``mlebench`` importable (as
+    ``mlebench prepare`` runs it); this process's modules are left as they were."""
     spec = importlib.util.spec_from_file_location(
         f"_mini_prepare_{cid.replace('-', '_')}",
         registry / "mlebench" / "competitions" / cid / "prepare.py",
     )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    (out / "public").mkdir(parents=True)
-    (out / "private").mkdir(parents=True)
-    mod.prepare(raw, out / "public", out / "private")
+    before = {k: v for k, v in sys.modules.items() if k.partition(".")[0] == "mlebench"}
+    sys.path.insert(0, str(registry))
+    try:
+        spec.loader.exec_module(mod)
+        (out / "public").mkdir(parents=True)
+        (out / "private").mkdir(parents=True)
+        mod.prepare(raw, out / "public", out / "private")
+    finally:
+        sys.path.remove(str(registry))
+        for k in [k for k in sys.modules if k.partition(".")[0] == "mlebench"]:
+            del sys.modules[k]
+        sys.modules.update(before)
 
 
 def mini_config(mini: tuple[Path, Path], **fields: Any) -> BenchConfig:
@@ -236,7 +122,8 @@ def build(root: Path) -> tuple[Path, Path]:
     comps.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (comps / "__init__.py").write_text("")
-    (pkg / "grade_helpers.py").write_text(HELPERS)
+    for name in ("grade_helpers.py", "utils.py"):
+        shutil.copyfile(PROGRAMS / name, pkg / name)
     splits = registry / "experiments" / "splits"
     splits.mkdir(parents=True)
     (splits / "low.txt").write_text("\n".join(IDS))
@@ -249,35 +136,32 @@ def build(root: Path) -> tuple[Path, Path]:
             "test.csv",
             "sample_submission.csv",
             "accuracy",
-            TABULAR_PREPARE,
-            ACCURACY_GRADE,
+            "tabular",
             [round(0.99 - 0.02 * i, 5) for i in range(20)],
         ),
         "mini-images": (
             "test.csv",
             "sample_submission.csv",
             "mae",
-            IMAGES_PREPARE,
-            MAE_GRADE,
+            "images",
             [round(0.01 + 0.03 * i, 5) for i in range(12)],
         ),
         "mini-jsonl": (
             "answers.jsonl",
             "sample_submission.csv",
             "accuracy",
-            JSONL_PREPARE,
-            JSONL_GRADE,
+            "jsonl",
             [1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.55, 0.5],
         ),
     }
-    for cid, (answers, sample, grader, prepare, grade, board) in specs.items():
+    for cid, (answers, sample, grader, programs, board) in specs.items():
         d = comps / cid
         d.mkdir()
         (d / "__init__.py").write_text("")
         (d / "config.yaml").write_text(_config(cid, answers, sample, grader))
         (d / "description.md").write_text(f"# {cid}\n\nPredict the label; see the data.\n")
-        (d / "prepare.py").write_text(prepare)
-        (d / "grade.py").write_text(grade)
+        shutil.copyfile(PROGRAMS / f"{programs}_prepare.py", d / "prepare.py")
+        shutil.copyfile(PROGRAMS / f"{programs}_grade.py", d / "grade.py")
         _board(d / "leaderboard.csv", board)
         raw = data / cid / "raw"
         raw.mkdir(parents=True)

@@ -1,0 +1,5 @@
+"""``mlebench/grade_helpers.py`` of the miniature registry."""
+
+
+class InvalidSubmissionError(Exception):
+    """A submission that cannot be graded."""
