@@ -548,12 +548,13 @@ _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]#|~"})
 
 
 def _md(text: str, limit: int = 200) -> str:
-    """``text`` safe in a Markdown table cell: HTML escaped (``<``, ``>``, ``&``, quotes),
-    Markdown's specials backslash-escaped, line breaks as spaces, at most ``limit``
-    characters of the original.
+    """``text`` safe in a Markdown table cell: HTML escaped (``<``, ``>``, ``&``; quotes stay,
+    as no text lands in an attribute, and an entity such as ``&#x27;`` would be broken by
+    escaping its ``#``), Markdown's specials backslash-escaped, line breaks as spaces, at most
+    ``limit`` characters of the original.
     """
     flat = " ".join(str(text)[:limit].split())
-    return html.escape(flat).translate(_MD_SPECIAL)
+    return html.escape(flat, quote=False).translate(_MD_SPECIAL)
 
 
 def _commit(m: Mapping[str, Any]) -> str:

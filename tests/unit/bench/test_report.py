@@ -91,10 +91,12 @@ def test_every_text_is_escaped_in_markdown_and_html(
     paths = write_report(tmp_path / "b")
     md = paths["markdown"].read_text()
     page = paths["html"].read_text()
-    assert "<img" not in md and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in md
+    assert "<img" not in md and '&lt;img src=x onerror="alert(1)"&gt;' in md
     assert "\\*\\*bold\\*\\*" in md and "\\[link\\]" in md and "\\`code\\`" in md
     assert "\\| \\*\\*bold" in md and "\n# heading" not in md
     assert "<img" not in page and "&lt;img src=x" in page
+    # an apostrophe reads as one (no entity left half escaped: "&\\#x27;")
+    assert "each competition's grader" in md and "&\\#" not in md
     # the budget reads as words, not a Python dict
     assert "budget: steps 2" in md and "{'" not in md and "None" not in md.split("## Suite")[0]
 
