@@ -217,6 +217,33 @@ def test_programs_fall_back_to_the_prior_without_a_tabular_layout(tmp_path: Path
     ]
 
 
+def test_whole_number_classes_are_labels_when_the_description_md_scores_accuracy(
+    tmp_path: Path,
+) -> None:
+    """MLE-bench's layout (description.md, no description.txt): a draft reads the description
+    there, so a whole-number target scored by accuracy is predicted as labels, not numbers."""
+    code = ask(OfflineModel(sklearn=False, bug_rate=0.0), Operator.DRAFT)[1]
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [(i, i % 3, (i % 3) + 1) for i in range(60)]
+    (data / "train.csv").write_text(
+        "Id,x,Cover_Type\n" + "".join(f"{i},{x},{y}\n" for i, x, y in rows)
+    )
+    (data / "test.csv").write_text("Id,x\n" + "".join(f"{100 + i},{i % 3}\n" for i in range(6)))
+    (data / "sample_submission.csv").write_text(
+        "Id,Cover_Type\n" + "".join(f"{100 + i},2\n" for i in range(6))
+    )
+    (data / "description.md").write_text(
+        "# Forest cover\n\nScored with multi-class-classification-accuracy.\n"
+    )
+    got = _run_draft(code, data, tmp_path / "w1")
+    assert got[0] == ["Id", "Cover_Type"] and len(got) == 7
+    assert {row[1] for row in got[1:]} <= {"1", "2", "3"}
+    (data / "description.md").write_text("# Forest cover\n\nScored with RMSE.\n")
+    numbers = _run_draft(code, data, tmp_path / "w2")
+    assert any(row[1] not in {"1", "2", "3"} for row in numbers[1:])  # a regression's numbers
+
+
 @pytest.mark.anyio
 async def test_offline_model_writes_node_summaries_for_the_summary_store() -> None:
     """Summary requests get the JSON SummaryStore asks for: the method from the program's

@@ -96,8 +96,11 @@ sub_h, _ = read(sample_name())
 id_col, out_cols = sub_h[0], sub_h[1:]
 target = [c for c in train_h if c not in test_h][0]
 feat_cols = [c for c in test_h if c != id_col]
-desc_path = os.path.join(DATA, "description.txt")
-description = open(desc_path, encoding="utf-8").read().lower() if os.path.exists(desc_path) else ""
+# The task's description: description.txt (a task package) or description.md (MLE-bench).
+desc_paths = [os.path.join(DATA, n) for n in ("description.txt", "description.md")]
+desc_path = next((p for p in desc_paths if os.path.exists(p)), None)
+description = open(desc_path, encoding="utf-8").read().lower() if desc_path else ""
+AUC_WORDS = ("auc", "area under")
 y_raw = [r[train_h.index(target)] for r in train_rows]
 print(f"train {len(train_rows)} rows, test {len(test_rows)} rows, target {target!r}")
 
@@ -138,20 +141,25 @@ def categorical(rows, header):
     return np.hstack(blocks) if blocks else np.zeros((len(rows), 0))
 
 
+# Whole-number targets are labels when the description scores classes (accuracy, F1, kappa).
+numeric_y = all(v != "" and is_number(v) for v in y_raw)
+said_labels = any(w in description for w in ("accuracy", "classification", "f1", "kappa"))
+labels_y = numeric_y and said_labels and all(float(v).is_integer() for v in y_raw)
+
 # The task kind, from the submission shape and the target values.
 if len(out_cols) > 1:
     kind, classes = "multiclass", list(out_cols)
     y = np.array([classes.index(v) for v in y_raw])
-elif len(set(y_raw)) == 2 or not all(v != "" and is_number(v) for v in y_raw):
+elif len(set(y_raw)) == 2 or not numeric_y or labels_y:
     kind = "binary" if len(set(y_raw)) == 2 else "labels"
-    numeric_labels = all(v != "" and is_number(v) for v in y_raw)
+    numeric_labels = numeric_y
     classes = sorted(set(y_raw), key=float) if numeric_labels else sorted(set(y_raw))
     y = np.array([classes.index(v) for v in y_raw])
 else:
     kind, classes = "regression", []
     y = np.array([float(v) for v in y_raw])
 K = len(classes)
-words = ("auc", "probab", "log loss")
+words = (*AUC_WORDS, "probab", "log loss")
 want_proba = kind == "multiclass" or (kind == "binary" and any(w in description for w in words))
 print(f"task kind: {kind}; numeric {len(num_cols)}, categorical {len(cat_cols)} columns")
 
@@ -181,7 +189,7 @@ def score(y_true, pred):
     p = p / p.sum(axis=1, keepdims=True)
     if kind == "multiclass" or "log loss" in description:
         return float(-np.mean(np.log(p[np.arange(len(y_true)), y_true])))
-    if "auc" in description:
+    if any(w in description for w in AUC_WORDS):
         s, pos = p[:, 1], y_true == 1
         ranks = np.empty(len(s))
         ranks[np.argsort(s, kind="mergesort")] = np.arange(1, len(s) + 1)
