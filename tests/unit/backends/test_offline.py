@@ -244,6 +244,25 @@ def test_whole_number_classes_are_labels_when_the_description_md_scores_accuracy
     assert any(row[1] not in {"1", "2", "3"} for row in numbers[1:])  # a regression's numbers
 
 
+@pytest.mark.parametrize("classes", [3, 0])
+def test_knn_asks_for_no_more_neighbours_than_training_rows(classes: int) -> None:
+    """A miniature's five training rows and the recipe's k = 25: every row is a neighbour
+    (numpy raised "kth(=25) out of bounds" before)."""
+    import numpy as np
+
+    from openmle._embedded import parts
+
+    scope: dict[str, Any] = {"np": np, "K": classes}
+    exec(parts("openmle.backends._offline_programs", "tabular_parts.py")["model:knn"], scope)
+    x = np.arange(10.0).reshape(5, 2)
+    y = np.array([0, 1, 2, 0, 1])
+    got = scope["knn"](x, y, x[:2], 25, False)
+    if classes:
+        assert got.shape == (2, 3) and np.allclose(got.sum(axis=1), 1.0)
+    else:
+        assert np.allclose(got, y.mean())  # all five rows, equally weighted
+
+
 @pytest.mark.anyio
 async def test_offline_model_writes_node_summaries_for_the_summary_store() -> None:
     """Summary requests get the JSON SummaryStore asks for: the method from the program's

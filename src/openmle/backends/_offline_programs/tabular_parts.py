@@ -146,10 +146,11 @@ def knn(x_tr, y_tr, x_te, k, weighted):
     """k-nearest neighbours on standardised features, in chunks."""
     mu, sd = x_tr.mean(axis=0), x_tr.std(axis=0) + 1e-9
     a, b = (x_tr - mu) / sd, (x_te - mu) / sd
+    k = max(1, min(k, len(a)))  # never more neighbours than training rows
     out = []
     for s in range(0, len(b), 500):
         d = ((b[s:s + 500, None, :] - a[None, :, :]) ** 2).sum(axis=2)
-        idx = np.argpartition(d, k, axis=1)[:, :k]
+        idx = np.argpartition(d, k - 1, axis=1)[:, :k]
         near = np.take_along_axis(d, idx, axis=1)
         w = 1.0 / (np.sqrt(near) + 1e-6) if weighted else np.ones(idx.shape)
         if K:
