@@ -35,6 +35,7 @@ HTTP job service with separate CPU and GPU queues; we rely on an existing distri
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, final
@@ -168,6 +169,24 @@ class RaySandbox(Sandbox):
         if self.deadline_slack_s is not None:
             check_positive(self.deadline_slack_s, "RaySandbox.deadline_slack_s", allow_zero=True)
         check_positive(self.cancel_grace_s, "RaySandbox.cancel_grace_s", allow_zero=True)
+
+    async def preflight(self) -> None:
+        """Check that Ray is installed and its cluster answers (``ray.init`` when Ray is not
+        initialised yet), before a search spends any step.
+
+        Raises:
+            MissingDependency: Ray is not installed (the message gives the ``pip install`` line).
+            SandboxError: no cluster answers at ``address`` (the message names it and the fix).
+        """
+        ray = require("ray", "ray")
+        try:
+            await anyio.to_thread.run_sync(self._task)
+        except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
+            where = self.address or os.environ.get("RAY_ADDRESS") or "a new local cluster"
+            raise SandboxError(
+                f"Ray cannot start or reach {where} ({_short(exc, 200)}); start the cluster "
+                "(`ray start --head`) or pass RaySandbox(address=...) / set RAY_ADDRESS"
+            ) from None
 
     def _task(self) -> Any:
         ray = require("ray", "ray")
