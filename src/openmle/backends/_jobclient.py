@@ -242,6 +242,41 @@ class JobServiceSandbox(Sandbox):
                     await self._cancel_quietly(client, job_id)
             raise
 
+    async def preflight(self) -> None:
+        """Check that the service answers and takes this client's key (one authenticated
+        ``GET /api/v1/workers/status``, within ``request_timeout_s``), before a search spends
+        any step: a wrong address or key would otherwise fail every step.
+
+        Raises:
+            SandboxError: nothing answers at ``base_url`` in time, or it answers 5xx or with
+                no JSON (the message names the address and the fix).
+            JobServiceError: the service refuses the request (HTTP 4xx: a missing or unknown
+                key, with the fix).
+        """
+        if self._closed:
+            raise SandboxError("JobServiceSandbox.preflight called after aclose()")
+        client = self._pool.get()
+        try:
+            status, _, raw = await self._request(
+                client, "GET", "/api/v1/workers/status", limit_s=self.request_timeout_s
+            )
+        except (httpx.HTTPError, TimeoutError, OSError, _TooLarge) as exc:
+            raise SandboxError(
+                f"no job service answers at {self.base_url} ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); start it (openmle serve) or fix the address"
+            ) from None
+        if 400 <= status < 500:
+            raise self._refused("take this client's requests", status, raw)
+        try:
+            if status >= 500:
+                raise WireError(f"HTTP {status}")
+            decode_json(raw)
+        except WireError as exc:
+            raise SandboxError(
+                f"the job service at {self.base_url} gave no usable answer ({exc}); is it an "
+                "openmle job service (openmle serve)?"
+            ) from None
+
     async def _cancel_quietly(self, client: httpx.AsyncClient, job_id: str) -> None:
         with anyio.move_on_after(10):
             with contextlib.suppress(httpx.HTTPError):

@@ -528,3 +528,54 @@ async def test_lone_surrogate_in_the_program_is_sent() -> None:
     result, fake = await _run_against([(200, {}, _done())], job=_job(code="print('\ud800')"))
     assert result.outcome is Outcome.SUCCESS
     assert fake.log[0][2]["code"] == "print('\ud800')"
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+@pytest.mark.anyio
+async def test_preflight_accepts_a_service_that_takes_the_key(tmp_path: Path) -> None:
+    """The real service with the client's key: preflight passes and no job is made."""
+    async with real_service(tmp_path) as (url, sandbox):
+        client = _client(url)
+        await client.preflight()
+        await client.aclose()
+    assert sandbox.jobs == []
+
+
+@pytest.mark.anyio
+async def test_preflight_refuses_a_wrong_key_before_any_job(tmp_path: Path) -> None:
+    """A wrong key failed every step of a search (each a 401 on submission); preflight says
+    so once, with the fix."""
+    async with real_service(tmp_path) as (url, sandbox):
+        client = _client(url, api_key="wrong-key-12345678")
+        with pytest.raises(JobServiceError, match=r"HTTP 401.*api_key=\.\.\.") as info:
+            await client.preflight()
+        await client.aclose()
+    assert info.value.status == 401 and sandbox.jobs == []
+
+
+@pytest.mark.anyio
+async def test_preflight_names_an_address_where_nothing_answers() -> None:
+    """Nothing listening: one SandboxError naming the address, at once (a search retried
+    every submission with backoff, step after step)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = _client(f"http://127.0.0.1:{port}")
+    with anyio.fail_after(20), pytest.raises(SandboxError, match=f"127.0.0.1:{port}.*serve"):
+        await client.preflight()
+    await client.aclose()
+
+
+@pytest.mark.anyio
+async def test_preflight_refuses_a_server_that_is_no_job_service() -> None:
+    """An HTTP server answering HTML (a wrong port, another program) is not taken for one."""
+    app = Starlette(
+        routes=[Route("/{path:path}", lambda r: Response("<html>hi</html>", 200), methods=["GET"])]
+    )
+    async with serving(app) as url:
+        client = _client(url)
+        with pytest.raises(SandboxError, match=r"no usable answer.*openmle serve"):
+            await client.preflight()
+        await client.aclose()
