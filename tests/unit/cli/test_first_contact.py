@@ -26,7 +26,7 @@ def test_an_existing_out_is_refused_before_the_run_header(
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
-def test_an_unknown_flag_gets_the_commands_own_usage_and_a_suggestion(
+def test_an_unknown_flag_gets_the_commands_own_line_and_a_suggestion(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`openmle demo --tsk ...` showed the top-level usage; now the demo's, naming --task."""
@@ -34,13 +34,43 @@ def test_an_unknown_flag_gets_the_commands_own_usage_and_a_suggestion(
         main(["demo", "--tsk", "tabular-binary"])
     err = capsys.readouterr().err
     assert exited.value.code == 2
-    assert err.startswith("usage: openmle demo")
-    assert "openmle demo: error: unrecognized arguments: --tsk tabular-binary" in err
-    assert "did you mean --task?" in err
+    assert err == (
+        "openmle demo: error: unrecognized arguments: --tsk tabular-binary "
+        "(--tsk: did you mean --task?); see openmle demo --help\n"
+    )
     with pytest.raises(SystemExit):
         main(["bench", "doctor", "lite", "--data", "d", "--registy", "r"])
     err = capsys.readouterr().err
-    assert "usage: openmle bench doctor" in err and "did you mean --registry?" in err
+    assert err.startswith("openmle bench doctor: error: ") and "did you mean --registry?" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "head"),
+    [
+        (["search", "--workers", "0"], "openmle search: error: argument --workers: "),
+        (["search", "--timeout", "-5"], "openmle search: error: argument --timeout: "),
+        (["search", "--seed", "abc"], "openmle search: error: argument --seed: "),
+        (["search", "--steps", "0"], "openmle search: error: argument --steps: "),
+        (["search", "--selector", "best"], "openmle search: error: argument --selector: "),
+        (["search", "--track", "foo"], "openmle search: error: --track: unknown tracker 'foo'"),
+        (["export", "--format", "csv"], "openmle export: error: argument --format: "),
+        (["task", "grade"], "openmle task grade: error: the following arguments are required"),
+        (["nosuchcommand"], "openmle: error: argument COMMAND: invalid choice: 'nosuchcommand'"),
+    ],
+)
+def test_a_value_the_parser_refuses_is_one_line_exit_2(
+    argv: list[str], head: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse printed a 13-line usage block and `openmle search: error: ...`; the --track
+    message said `argument --track: --track: ...`. Now one line, no repeated flag, the fix."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.count("\n") == 1 and err.startswith(head), err
+    prog = head.partition(": error")[0]
+    assert err.endswith(f"; see {prog} --help\n")
+    assert "usage:" not in err and "--track: --track" not in err
 
 
 def test_a_misspelt_task_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
