@@ -354,7 +354,11 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif result.status == "built":
-        print(f"built {result.package}")
+        spec = result.record["spec"]["spec"]
+        print(
+            f"built {result.package}: predict {spec['target']!r} of {spec['data_file']!r}, "
+            f"metric {spec['metric']}"
+        )
     else:
         print(f"{result.status.upper()} at stage {result.stage}: {result.reason}")
     return EXIT_OK if result.status == "built" else EXIT_FAILURE
