@@ -147,7 +147,8 @@ class BuildResult:
             the raw data holds nothing the inventory reads as a table).
         record: the builder's full record (also in the package's builder/record.json);
             its ``warnings`` (when present) are what the user should know, such as a goal
-            that names no column.
+            that names no column; its ``skipped`` (when present) names the stages that did
+            not run (``metric`` without a custom metric, ``solvability``, ``judge``).
     """
 
     status: str
@@ -261,6 +262,13 @@ def _warn(record: dict[str, Any], warning: str | None) -> None:
         log.warning("openmle: warning: %s", warning)
 
 
+def _skip(record: dict[str, Any], stage: str) -> None:
+    """Note in the record's ``skipped`` that ``stage`` did not run (not asked for, or not
+    needed: the ``metric`` stage runs only for a custom metric).
+    """
+    record.setdefault("skipped", []).append(stage)
+
+
 _Stopped = tuple[str, str, str, tuple[str, ...]]
 """Why a stage stopped the build: ``(status, stage, reason, findings)``."""
 
@@ -309,6 +317,8 @@ async def _prepare_and_gate_stage(
         stopped = await metric_stage(model, spec, staged, record)
         if stopped is not None:
             return stopped
+    else:
+        _skip(record, "metric")
     gate = await anyio.to_thread.run_sync(
         lambda: run_gate(spec, inv, staged, work / "run2" if second.ok else None)
     )
@@ -356,6 +366,7 @@ async def _solvability_stage(
 ) -> _Stopped | None:
     """Run the baselines (when asked) and write the leaderboard; why it stopped, if it did."""
     if not opts.solvability:
+        _skip(record, "solvability")
         return None
     from openmle.builder._solvability import check_solvability
 
@@ -377,6 +388,7 @@ async def _judge_stage(
 ) -> _Stopped | None:
     """Ask the quality judge (when asked); why it stopped the build, if it did."""
     if not opts.judge:
+        _skip(record, "judge")
         return None
     evidence: dict[str, Any] = {k: record[k] for k in ("gate", "solvability") if k in record}
     evidence["inventory"] = record["inventory"]
