@@ -202,10 +202,10 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        table = [["task", "metric", "better", "path"]] + [
-            [r["name"], r["metric"], "higher" if r["higher_is_better"] else "lower", r["path"]]
-            for r in rows
-        ]
+        table = [["task", "metric", "better", "path"]]
+        for r in rows:
+            way = "higher" if r["higher_is_better"] else "lower"
+            table.append([str(r["name"]), str(r["metric"]), way, str(r["path"])])
         print("\n".join(_aligned(table)))
     return EXIT_OK
 
