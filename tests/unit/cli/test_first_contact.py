@@ -3,6 +3,8 @@ before anything is printed or written, with the fix."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,59 @@ def test_the_default_run_folder_is_ignored_and_documented() -> None:
     repo = Path(__file__).resolve().parents[3]
     assert "openmle-runs/" in (repo / ".gitignore").read_text().splitlines()
     assert "add `openmle-runs/` to your `.gitignore`" in (repo / "docs" / "tutorial.md").read_text()
+
+
+_DOCS = Path(__file__).resolve().parents[3] / "docs"
+
+
+def _blocks(page: str, lang: str) -> list[str]:
+    """The fenced ``lang`` blocks of ``docs/<page>``, in order."""
+    text = (_DOCS / page).read_text()
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_the_task_packages_grading_commands_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """task-packages.md graded the test split's submission.csv with `--split valid` (800 rows
+    expected, 1,000 given): it always failed. Its blocks now run, in order, as written."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    for code in _blocks("how-to/task-packages.md", "python")[:2]:
+        exec(compile(code, "task-packages.md", "exec"), namespace)
+    commands = [
+        shlex.split(line.partition("#")[0])[1:]
+        for line in _blocks("how-to/task-packages.md", "bash")[0].splitlines()
+        if line.startswith("openmle task grade")
+    ]
+    assert len(commands) == 2 and commands[1][4:6] == ["--split", "valid"]
+    for argv in commands:
+        assert main(argv) == 0, capsys.readouterr()
+    assert '"valid": true' in capsys.readouterr().out
+
+
+def test_the_custom_sandbox_checks_run_as_a_script() -> None:
+    """custom-sandbox.md's check used a top-level `await`, a SyntaxError in a script."""
+    for code in _blocks("how-to/custom-sandbox.md", "python"):
+        compile(code, "custom-sandbox.md", "exec")  # no top-level await
+
+
+def test_the_tutorial_names_its_steps_and_the_plots_extra() -> None:
+    """The export block's skip note named step 3 (the report); the run it reads is step 4's.
+    The README's first install has no matplotlib: step 3 says that the plots need it."""
+    text = (_DOCS / "tutorial.md").read_text()
+    assert "the command of step 4 wrote" in text and "commands of step 3 wrote" not in text
+    assert "`Plots: matplotlib not installed`" in text
+
+
+def test_the_miniature_snippet_runs_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run-mle-bench.md's `build_miniature("lite-mini")` read like a suite name and failed the
+    second time (the directory already held a miniature)."""
+    monkeypatch.chdir(tmp_path)
+    (code,) = [b for b in _blocks("how-to/run-mle-bench.md", "python") if "build_miniature" in b]
+    code = code.replace(
+        "build_miniature(root)", "build_miniature(root, ids=['spooky-author-identification'])"
+    )
+    code = code.replace('"dogs-vs-cats-redux-kernels-edition"', '"spooky-author-identification"')
+    for _ in range(2):
+        exec(compile(code, "run-mle-bench.md", "exec"), {})
