@@ -11,9 +11,11 @@ import contextlib
 import difflib
 import importlib
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from openmle._cli._common import (
     DEBUG_ENV,
@@ -48,9 +50,36 @@ _COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line in the CLI's format.
+
+    ``openmle search: error: argument --workers: expected an integer >= 1, got '0'; see
+    openmle search --help`` on stderr, exit 2 (no usage block). Subcommand parsers are of
+    this class too (``add_subparsers`` makes parsers of its parser's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE; see PROG --help`` on stderr and exit 2."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {_one_line(message)}; see {self.prog} --help\n")
+
+
+_ARGUMENT = re.compile(r"argument (?P<flags>[^:\s]+): (?P<rest>.*)", re.DOTALL)
+
+
+def _one_line(message: str) -> str:
+    """``message`` (argparse's) on one line, without argparse's ``argument --flag:`` when the
+    rest already starts by naming the flag (``argument --track: --track: unknown ...``).
+    """
+    text = " ".join(message.split())
+    m = _ARGUMENT.fullmatch(text)
+    if m is not None and m["rest"].startswith(tuple(m["flags"].split("/"))):
+        return m["rest"]
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Build the full ``openmle`` argument parser."""
-    parser = argparse.ArgumentParser(
+    """Build the full ``openmle`` argument parser (usage errors are one line, exit 2)."""
+    parser = _Parser(
         prog="openmle",
         description="Search, grade and train machine-learning-engineering agents.",
     )
@@ -74,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra:  # said by the command that got them, with its own usage line
+    if extra:  # said by the command that got them, with its own --help
         _refuse_unknown(_chosen(parser, args), extra)
     handler = getattr(args, "handler", None)
     if handler is None:
@@ -102,8 +131,9 @@ def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
 
 
 def _refuse_unknown(parser: argparse.ArgumentParser, extra: Sequence[str]) -> None:
-    """Exit 2 with ``parser``'s usage, naming the arguments it does not take and, for a
-    misspelt flag, the closest one it does (``--tsk``: did you mean ``--task``?).
+    """Exit 2 with one line from ``parser`` (its prog and ``--help``), naming the arguments it
+    does not take and, for a misspelt flag, the closest one it does (``--tsk``: did you mean
+    ``--task``?).
     """
     flags = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
     hints = []

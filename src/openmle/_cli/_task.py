@@ -121,33 +121,27 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return EXIT_USAGE
 
 
-def _root_of(ref: str) -> Path | None:
-    from openmle.gym import bundled, bundled_names
+def _root_of(ref: str) -> Path:
+    """The package root ``ref`` names: a bundled task or a directory.
+
+    Raises:
+        InvalidArgument: neither (exit 2); a misspelt bundled name gets "did you mean", as
+            ``search --task`` and :func:`openmle.gym.resolve_task` say it.
+    """
+    from openmle.gym import bundled, bundled_names, resolve_task
 
     if ref in bundled_names():
         return bundled(ref).root
     path = Path(ref).expanduser()
-    return path if path.is_dir() else None
-
-
-def _no_task(ref: str) -> int:
-    from openmle.gym import bundled_names
-
-    print(
-        f"openmle: error: no task package at {ref!r} (not a directory, not a bundled task "
-        f"{list(bundled_names())})",
-        file=sys.stderr,
-    )
-    return EXIT_USAGE
+    if not path.is_dir():
+        resolve_task(ref)  # raises, naming the closest bundled task
+    return path
 
 
 def _validate(args: argparse.Namespace) -> int:
     from openmle.gym import validate_path
 
-    root = _root_of(args.path)
-    if root is None:
-        return _no_task(args.path)
-    report = validate_path(root, smoke_test=args.smoke_test)
+    report = validate_path(_root_of(args.path), smoke_test=args.smoke_test)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -165,10 +159,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from openmle.gym import load_task
 
-    root = _root_of(args.path)
-    if root is None:
-        return _no_task(args.path)
-    task = load_task(root)
+    task = load_task(_root_of(args.path))
     report = task.grade(Path(args.submission), args.split)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -211,10 +202,23 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
+        table = [["task", "metric", "better", "path"]]
         for r in rows:
             way = "higher" if r["higher_is_better"] else "lower"
-            print(f"{r['name']:<20} {r['metric']:<10} {way} is better  {r['path']}")
+            table.append([str(r["name"]), str(r["metric"]), way, str(r["path"])])
+        print("\n".join(_aligned(table)))
     return EXIT_OK
+
+
+def _aligned(table: list[list[str]]) -> list[str]:
+    """The rows of ``table`` as lines, each column padded to its widest cell (two spaces
+    between columns, the last column unpadded).
+    """
+    widths = [max(len(row[j]) for row in table) for j in range(len(table[0]) - 1)]
+    return [
+        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
+        for row in table
+    ]
 
 
 # -------------------------------------------------------------------------- task build(-many)
@@ -354,7 +358,11 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif result.status == "built":
-        print(f"built {result.package}")
+        spec = result.record["spec"]["spec"]
+        print(
+            f"built {result.package}: predict {spec['target']!r} of {spec['data_file']!r}, "
+            f"metric {spec['metric']}"
+        )
     else:
         print(f"{result.status.upper()} at stage {result.stage}: {result.reason}")
     return EXIT_OK if result.status == "built" else EXIT_FAILURE

@@ -45,7 +45,10 @@ class CorpusSummary:
         sources: sources found.
         built, rejected, failed: finished sources by status.
         skipped: sources finished by an earlier run (not rebuilt now).
-        stages: per stage, ``{"reached": n, "passed": m}``.
+        stages: per stage, ``{"reached": n, "passed": m, "skipped": k}``: ``skipped`` counts
+            the builds in which the stage did not run (``judge`` without ``--judge``,
+            ``solvability`` with ``--no-solvability``, ``metric`` without a custom metric),
+            which are neither reached nor passed.
         reasons: how often each finding or failure reason stopped a build.
     """
 
@@ -74,11 +77,12 @@ class CorpusSummary:
         lines = [
             f"sources {self.sources}: built {self.built}, rejected {self.rejected}, "
             f"failed {self.failed} ({self.skipped} finished earlier)",
-            f"{'stage':<12} {'reached':>8} {'passed':>8} {'rate':>7}",
+            f"{'stage':<12} {'reached':>8} {'passed':>8} {'skipped':>8} {'rate':>7}",
         ]
         for stage, c in self.stages.items():
             rate = f"{c['passed'] / c['reached']:.1%}" if c["reached"] else "-"
-            lines.append(f"{stage:<12} {c['reached']:>8} {c['passed']:>8} {rate:>7}")
+            skipped = c.get("skipped", 0)
+            lines.append(f"{stage:<12} {c['reached']:>8} {c['passed']:>8} {skipped:>8} {rate:>7}")
         for reason, n in sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"  {n:>5}  {reason}")
         return "\n".join(lines)
@@ -98,6 +102,7 @@ def _entry(result: BuildResult) -> dict[str, Any]:
         "stage": result.stage,
         "reason": result.reason[:2000],
         "findings": list(result.findings),
+        "skipped": list(result.record.get("skipped", [])),
     }
 
 
@@ -114,8 +119,23 @@ def _recover(corpus: Path, names: list[str]) -> None:
         if (tasks / name).is_dir() and not (records / f"{name}.json").exists():
             _write_json(
                 records / f"{name}.json",
-                {"status": "built", "stage": "emit", "reason": "", "findings": []},
+                {
+                    "status": "built",
+                    "stage": "emit",
+                    "reason": "",
+                    "findings": [],
+                    "skipped": _skipped_in(tasks / name),
+                },
             )
+
+
+def _skipped_in(package: Path) -> list[str]:
+    """The stages the build of ``package`` skipped (its builder/record.json's ``skipped``)."""
+    try:
+        record = json.loads((package / "builder" / "record.json").read_text(encoding="utf-8"))
+        return [str(s) for s in record.get("skipped", [])]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
 
 
 def summarize(corpus: Path, names: list[str], skipped: int) -> CorpusSummary:
@@ -126,11 +146,15 @@ def summarize(corpus: Path, names: list[str], skipped: int) -> CorpusSummary:
         if path.exists():
             entries[name] = json.loads(path.read_text(encoding="utf-8"))
     status = Counter(e["status"] for e in entries.values())
-    stages = {s: {"reached": 0, "passed": 0} for s in STAGES}
+    stages = {s: {"reached": 0, "passed": 0, "skipped": 0} for s in STAGES}
     reasons: Counter[str] = Counter()
     for e in entries.values():
         stop = STAGES.index(e["stage"]) if e["stage"] in STAGES else len(STAGES) - 1
+        not_run = set(e.get("skipped", ()))
         for i, s in enumerate(STAGES[: stop + 1]):
+            if s in not_run:  # did not run: neither reached nor passed
+                stages[s]["skipped"] += 1
+                continue
             stages[s]["reached"] += 1
             if i < stop or e["status"] == "built":
                 stages[s]["passed"] += 1

@@ -155,6 +155,29 @@ class Inventory:
         """The files read as tables."""
         return tuple(f for f in self.files if f.rows is not None)
 
+    def goal_warning(self) -> str | None:
+        """Why the user's goal did not choose the target: it names no column (the words and
+        the columns of the labelled table, else of the first table); None without a goal, or
+        when the goal names a column.
+        """
+        hints = self.hints
+        if not hints.goal or hints.goal_target is not None:
+            return None
+        tables = [f for f in self.tables if "submission" not in f.path.lower()] or list(self.tables)
+        table = next((f for f in tables if f.path == hints.labelled_file), None)
+        table = table or (tables[0] if tables else None)
+        if table is None:
+            return None
+        names = [_clip(c.name) for c in table.columns[:30]]
+        more = f", ... ({len(table.columns)} in all)" if len(table.columns) > 30 else ""
+        example = self.target_candidates[0].rpartition(":")[2] if self.target_candidates else ""
+        hint = f', e.g. --goal "predict {_clip(example)}"' if example else ""
+        return (
+            f"the goal (--goal) {_clip(hints.goal, 200)!r} names no column of "
+            f"{_clip(table.path)} (columns: {', '.join(names)}{more}), so the target is "
+            f"the builder's guess: name the column to predict{hint}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {

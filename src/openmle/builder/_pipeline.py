@@ -4,6 +4,7 @@ judge, emit. Every stage's result goes into the package's ``builder/record.json`
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -33,6 +34,8 @@ from openmle.builder._spec import METRIC_LIBRARY, SpecError, TaskSpec, request_s
 from openmle.errors import InvalidArgument
 
 __all__ = ["BuildOptions", "BuildResult", "SandboxFactory", "build_task"]
+
+log = logging.getLogger("openmle.builder")
 
 SandboxFactory = Callable[[TaskResolver], Sandbox]
 """Makes the sandbox a build runs prepare.py (and the baselines) in, given its resolver."""
@@ -98,7 +101,10 @@ class BuildOptions:
         judge: run the model's quality gate (five dimensions; ``rejected`` stops the build, a
             judge that never gave a valid answer fails it with the errors).
         goal: the user's goal in words (``"predict Survived"``): the column it names is the
-            target, a metric it names is used; shown to the model with the inventory.
+            target, a metric it names is used; shown to the model with the inventory. A goal
+            that names no column is a warning (logged on ``openmle.builder`` and kept in the
+            record's ``warnings``, naming the words and the columns): the target is then the
+            builder's guess.
         metric: a metric of :data:`~openmle.builder.METRIC_LIBRARY` the task must use.
     """
 
@@ -139,7 +145,10 @@ class BuildResult:
         reason: why it was not built (empty when built).
         findings: the gate's finding codes (or ``"contaminated"``, or ``"no_table"`` when
             the raw data holds nothing the inventory reads as a table).
-        record: the builder's full record (also in the package's builder/record.json).
+        record: the builder's full record (also in the package's builder/record.json);
+            its ``warnings`` (when present) are what the user should know, such as a goal
+            that names no column; its ``skipped`` (when present) names the stages that did
+            not run (``metric`` without a custom metric, ``solvability``, ``judge``).
     """
 
     status: str
@@ -203,6 +212,7 @@ async def build_task(
         return stop(*stopped)
     inv = await anyio.to_thread.run_sync(lambda: inventory(rec, goal=opts.goal, metric=opts.metric))
     record["inventory"] = inv.to_dict()
+    _warn(record, inv.goal_warning())
     if not inv.tables:  # nothing to label: no model can answer a spec
         return stop(
             "rejected",
@@ -241,6 +251,22 @@ async def build_task(
             await box.aclose()
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(work, ignore_errors=True))
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(staged, ignore_errors=True))
+
+
+def _warn(record: dict[str, Any], warning: str | None) -> None:
+    """Log ``warning`` (``openmle: warning: ...``; on stderr where logging is not set up) and
+    keep it in the record's ``warnings``; None: nothing.
+    """
+    if warning is not None:
+        record.setdefault("warnings", []).append(warning)
+        log.warning("openmle: warning: %s", warning)
+
+
+def _skip(record: dict[str, Any], stage: str) -> None:
+    """Note in the record's ``skipped`` that ``stage`` did not run (not asked for, or not
+    needed: the ``metric`` stage runs only for a custom metric).
+    """
+    record.setdefault("skipped", []).append(stage)
 
 
 _Stopped = tuple[str, str, str, tuple[str, ...]]
@@ -291,6 +317,8 @@ async def _prepare_and_gate_stage(
         stopped = await metric_stage(model, spec, staged, record)
         if stopped is not None:
             return stopped
+    else:
+        _skip(record, "metric")
     gate = await anyio.to_thread.run_sync(
         lambda: run_gate(spec, inv, staged, work / "run2" if second.ok else None)
     )
@@ -338,6 +366,7 @@ async def _solvability_stage(
 ) -> _Stopped | None:
     """Run the baselines (when asked) and write the leaderboard; why it stopped, if it did."""
     if not opts.solvability:
+        _skip(record, "solvability")
         return None
     from openmle.builder._solvability import check_solvability
 
@@ -359,6 +388,7 @@ async def _judge_stage(
 ) -> _Stopped | None:
     """Ask the quality judge (when asked); why it stopped the build, if it did."""
     if not opts.judge:
+        _skip(record, "judge")
         return None
     evidence: dict[str, Any] = {k: record[k] for k in ("gate", "solvability") if k in record}
     evidence["inventory"] = record["inventory"]

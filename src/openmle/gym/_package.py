@@ -816,18 +816,18 @@ def validate_path(path: Path | str, *, smoke_test: bool = True) -> ValidationRep
         task = load_task(path)
     except TaskPackageError as exc:
         p = Path(path)
-        file = "task.toml" if str(exc).startswith("task.toml") else "."
         return ValidationReport(
-            task=p.name,
-            path=str(p),
-            problems=(
-                Problem(
-                    severity=Severity.ERROR,
-                    file=file,
-                    message=str(exc),
-                    fix="Fix the package so it loads.",
-                ),
-            ),
-            checks=("load",),
+            task=p.name, path=str(p), problems=(_load_problem(str(exc)),), checks=("load",)
         )
     return validate_task(task, smoke_test=smoke_test)
+
+
+def _load_problem(message: str) -> Problem:
+    """The problem a package that does not load reports: ``message`` names its file (a
+    leading ``task.toml: `` becomes the problem's file, not a repeat of it) and, after a
+    ``;``, its fix; a message without one gets the generic fix.
+    """
+    file = "task.toml" if message.startswith("task.toml") else "."
+    message = message.removeprefix("task.toml: ")
+    fix = "" if "; " in message else "Fix the package so it loads."
+    return Problem(severity=Severity.ERROR, file=file, message=message, fix=fix)

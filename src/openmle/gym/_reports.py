@@ -299,7 +299,10 @@ class Problem:
         severity: error or warning.
         file: the file or directory at fault, relative to the package root.
         message: what is wrong (never holds answer values).
-        fix: what to do about it.
+        fix: what to do about it (empty when ``message`` already says it).
+
+    ``str()`` is ``SEVERITY: FILE: MESSAGE Fix: FIX``, without ``FILE:`` when the message
+    starts by naming the file and without ``Fix: FIX`` when ``fix`` is empty.
     """
 
     severity: Severity = field(converter=Severity)
@@ -308,7 +311,9 @@ class Problem:
     fix: str
 
     def __str__(self) -> str:
-        return f"{self.severity.value}: {self.file}: {self.message} Fix: {self.fix}"
+        where = "" if self.message.startswith(self.file + " ") else f"{self.file}: "
+        fix = f" Fix: {self.fix}" if self.fix else ""
+        return f"{self.severity.value}: {where}{self.message}{fix}"
 
     def to_dict(self) -> dict[str, str]:
         """A JSON-ready dict."""

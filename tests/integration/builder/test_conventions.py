@@ -66,6 +66,32 @@ def test_goal_and_metric_steer_thebuild(tmp_path: Path) -> None:
     assert result.record["inventory"]["hints"]["goal"] == "predict Survived"
 
 
+def test_task_build_warns_of_a_goal_naming_no_column_and_prints_target_and_metric(
+    tmp_path: Path,
+) -> None:
+    """`openmle task build RAW --goal "predict species"` (iris: the label column is `target`)
+    built with a target the goal did not name and said only `built X`."""
+    raw = tmp_path / "iris"
+    raw.mkdir()
+    rows = [f"{i % 7}.{i % 10},{(i * 3) % 5}.{i % 4},{i % 3}" for i in range(150)]
+    (raw / "data.csv").write_text("sepal length (cm),petal width (cm),target\n" + "\n".join(rows))
+    out = tmp_path / "pkg"
+    argv = ["task", "build", str(raw), "--out", str(out), "--no-solvability"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "openmle", *argv, "--goal", "predict species"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"built {out}: predict 'target' of 'data.csv', metric ")
+    (warning,) = [line for line in proc.stderr.splitlines() if "warning" in line]
+    assert warning.startswith("openmle: warning: the goal (--goal) 'predict species' names no")
+    assert "sepal length (cm), petal width (cm), target" in warning
+    record = json.loads((out / "builder" / "record.json").read_text())
+    assert record["warnings"] == [warning.removeprefix("openmle: warning: ")]
+
+
 def test_search_data_builds_into_the_run_directory_and_searches(tmp_path: Path) -> None:
     raw = titanic_like(tmp_path / "raw")
     (raw / "gender_submission.csv").unlink()

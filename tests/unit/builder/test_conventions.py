@@ -171,6 +171,24 @@ def test_goal_without_a_sample_picks_its_column(tmp_path: Path) -> None:
     assert spec["target"] == "Survived" and spec["data_file"] == "train.csv"
 
 
+def test_a_goal_naming_no_column_is_a_warning_naming_its_words_and_the_columns(
+    tmp_path: Path,
+) -> None:
+    """`--goal "predict species"` on iris (whose label column is `target`) was ignored without
+    a word; now the inventory says which words named no column, and which columns there are."""
+    raw = tmp_path / "iris"
+    raw.mkdir()
+    rows = [f"{i % 7}.1,{i % 5}.2,{i % 3}" for i in range(30)]
+    (raw / "data.csv").write_text("sepal length (cm),petal width (cm),target\n" + "\n".join(rows))
+    warning = inventory(intake(raw), goal="predict species").goal_warning()
+    assert warning is not None
+    assert "'predict species' names no column of data.csv" in warning
+    assert "(columns: sepal length (cm), petal width (cm), target)" in warning
+    assert '--goal "predict target"' in warning
+    assert inventory(intake(raw), goal="predict target").goal_warning() is None
+    assert inventory(intake(raw)).goal_warning() is None
+
+
 def test_metric_names_and_cleaning_are_exact() -> None:
     assert metric_named("scored by accuracy") == "accuracy"
     assert metric_named("area under the ROC curve, then accuracy") == "auc"

@@ -3,6 +3,8 @@ before anything is printed or written, with the fix."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ def test_an_existing_out_is_refused_before_the_run_header(
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
 
 
-def test_an_unknown_flag_gets_the_commands_own_usage_and_a_suggestion(
+def test_an_unknown_flag_gets_the_commands_own_line_and_a_suggestion(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`openmle demo --tsk ...` showed the top-level usage; now the demo's, naming --task."""
@@ -34,13 +36,43 @@ def test_an_unknown_flag_gets_the_commands_own_usage_and_a_suggestion(
         main(["demo", "--tsk", "tabular-binary"])
     err = capsys.readouterr().err
     assert exited.value.code == 2
-    assert err.startswith("usage: openmle demo")
-    assert "openmle demo: error: unrecognized arguments: --tsk tabular-binary" in err
-    assert "did you mean --task?" in err
+    assert err == (
+        "openmle demo: error: unrecognized arguments: --tsk tabular-binary "
+        "(--tsk: did you mean --task?); see openmle demo --help\n"
+    )
     with pytest.raises(SystemExit):
         main(["bench", "doctor", "lite", "--data", "d", "--registy", "r"])
     err = capsys.readouterr().err
-    assert "usage: openmle bench doctor" in err and "did you mean --registry?" in err
+    assert err.startswith("openmle bench doctor: error: ") and "did you mean --registry?" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "head"),
+    [
+        (["search", "--workers", "0"], "openmle search: error: argument --workers: "),
+        (["search", "--timeout", "-5"], "openmle search: error: argument --timeout: "),
+        (["search", "--seed", "abc"], "openmle search: error: argument --seed: "),
+        (["search", "--steps", "0"], "openmle search: error: argument --steps: "),
+        (["search", "--selector", "best"], "openmle search: error: argument --selector: "),
+        (["search", "--track", "foo"], "openmle search: error: --track: unknown tracker 'foo'"),
+        (["export", "--format", "csv"], "openmle export: error: argument --format: "),
+        (["task", "grade"], "openmle task grade: error: the following arguments are required"),
+        (["nosuchcommand"], "openmle: error: argument COMMAND: invalid choice: 'nosuchcommand'"),
+    ],
+)
+def test_a_value_the_parser_refuses_is_one_line_exit_2(
+    argv: list[str], head: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse printed a 13-line usage block and `openmle search: error: ...`; the --track
+    message said `argument --track: --track: ...`. Now one line, no repeated flag, the fix."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.count("\n") == 1 and err.startswith(head), err
+    prog = head.partition(": error")[0]
+    assert err.endswith(f"; see {prog} --help\n")
+    assert "usage:" not in err and "--track: --track" not in err
 
 
 def test_a_misspelt_task_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,3 +90,59 @@ def test_the_default_run_folder_is_ignored_and_documented() -> None:
     repo = Path(__file__).resolve().parents[3]
     assert "openmle-runs/" in (repo / ".gitignore").read_text().splitlines()
     assert "add `openmle-runs/` to your `.gitignore`" in (repo / "docs" / "tutorial.md").read_text()
+
+
+_DOCS = Path(__file__).resolve().parents[3] / "docs"
+
+
+def _blocks(page: str, lang: str) -> list[str]:
+    """The fenced ``lang`` blocks of ``docs/<page>``, in order."""
+    text = (_DOCS / page).read_text()
+    return re.findall(rf"^```{lang}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_the_task_packages_grading_commands_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """task-packages.md graded the test split's submission.csv with `--split valid` (800 rows
+    expected, 1,000 given): it always failed. Its blocks now run, in order, as written."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    for code in _blocks("how-to/task-packages.md", "python")[:2]:
+        exec(compile(code, "task-packages.md", "exec"), namespace)
+    commands = [
+        shlex.split(line.partition("#")[0])[1:]
+        for line in _blocks("how-to/task-packages.md", "bash")[0].splitlines()
+        if line.startswith("openmle task grade")
+    ]
+    assert len(commands) == 2 and commands[1][4:6] == ["--split", "valid"]
+    for argv in commands:
+        assert main(argv) == 0, capsys.readouterr()
+    assert '"valid": true' in capsys.readouterr().out
+
+
+def test_the_custom_sandbox_checks_run_as_a_script() -> None:
+    """custom-sandbox.md's check used a top-level `await`, a SyntaxError in a script."""
+    for code in _blocks("how-to/custom-sandbox.md", "python"):
+        compile(code, "custom-sandbox.md", "exec")  # no top-level await
+
+
+def test_the_tutorial_names_its_steps_and_the_plots_extra() -> None:
+    """The export block's skip note named step 3 (the report); the run it reads is step 4's.
+    The README's first install has no matplotlib: step 3 says that the plots need it."""
+    text = (_DOCS / "tutorial.md").read_text()
+    assert "the command of step 4 wrote" in text and "commands of step 3 wrote" not in text
+    assert "`Plots: matplotlib not installed`" in text
+
+
+def test_the_miniature_snippet_runs_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run-mle-bench.md's `build_miniature("lite-mini")` read like a suite name and failed the
+    second time (the directory already held a miniature)."""
+    monkeypatch.chdir(tmp_path)
+    (code,) = [b for b in _blocks("how-to/run-mle-bench.md", "python") if "build_miniature" in b]
+    code = code.replace(
+        "build_miniature(root)", "build_miniature(root, ids=['spooky-author-identification'])"
+    )
+    code = code.replace('"dogs-vs-cats-redux-kernels-edition"', '"spooky-author-identification"')
+    for _ in range(2):
+        exec(compile(code, "run-mle-bench.md", "exec"), {})

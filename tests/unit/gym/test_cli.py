@@ -50,7 +50,7 @@ def test_grade_valid_invalid_and_usage(
     data = json.loads(capsys.readouterr().out)
     assert data["valid"] is False and data["split"] == "valid" and "columns" in data["reason"]
     assert main(["task", "grade", str(tmp_path / "none"), str(bad)]) == 2
-    assert "no task package" in capsys.readouterr().err
+    assert "Unknown task" in capsys.readouterr().err
     assert main(["task"]) == 2
 
 
@@ -70,3 +70,27 @@ def test_grade_bundled_shows_leaderboard(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit) as info:
         main(["task", "grade", "tabular-binary", str(sample), "--split", "train"])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize("command", ["grade", "validate"])
+def test_a_misspelt_task_gets_did_you_mean(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`openmle task grade tabular-binry` named no close task; search --task did."""
+    extra = [str(tmp_path / "sub.csv")] if command == "grade" else []
+    assert main(["task", command, "tabular-binry", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("openmle: error: Unknown task 'tabular-binry'")
+    assert "did you mean 'tabular-binary'?" in err
+
+
+def test_list_columns_line_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """`openmle task list` padded names to 20 and metrics to 10, then `higher is better` or
+    `lower is better` (one space shorter), so the paths did not line up."""
+    assert main(["task", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["task", "metric", "better", "path"]
+    assert len(lines) == 4
+    for word in ("metric", "better", "path"):
+        at = lines[0].index(word)
+        assert all(line[at - 2 : at] == "  " and line[at] != " " for line in lines), word

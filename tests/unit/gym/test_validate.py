@@ -107,6 +107,37 @@ def test_unloadable_package_becomes_a_problem(make_package: PackageBuilder, tmp_
     assert not missing.ok and missing.problems[0].severity is Severity.ERROR
 
 
+@pytest.mark.parametrize(
+    ("toml", "line"),
+    [
+        (
+            "time_limit_s = -1",
+            "error: task.toml: expected time_limit_s to be in (0, 604800] seconds but got -1; "
+            "give a sane time limit",
+        ),
+        ("x = ", "error: task.toml cannot be parsed ("),
+        ("colour = 1", "error: task.toml has unknown key(s) ['colour']; known keys are"),
+    ],
+)
+def test_a_task_toml_error_names_the_file_and_the_fix_once(
+    make_package: PackageBuilder, toml: str, line: str
+) -> None:
+    """`task validate` printed `error: task.toml: task.toml: ... give a sane time limit Fix: Fix
+    the package so it loads.`: the file twice and a generic fix after the message's own."""
+    (problem,) = validate_path(make_package(toml=toml)).problems
+    assert str(problem).startswith(line), str(problem)
+    assert problem.file == "task.toml" and problem.fix == ""
+    assert "task.toml: task.toml" not in str(problem) and "Fix:" not in str(problem)
+
+
+def test_a_load_error_without_a_fix_keeps_the_generic_one(tmp_path: Path) -> None:
+    """A message that gives no fix still gets one."""
+    from openmle.gym._package import _load_problem
+
+    problem = _load_problem("utils/metric.py could not be imported (timeout)")
+    assert str(problem).endswith("Fix: Fix the package so it loads.")
+
+
 def test_sample_that_does_not_grade(make_package: PackageBuilder) -> None:
     """A sample submission the metric cannot score is reported with the grader's reason."""
     root = make_package()
