@@ -853,10 +853,9 @@ def _resume(args: argparse.Namespace) -> int:
             "name) to say which sandbox to resume on"
         )
     hib = bool(rd.manifest["task"]["higher_is_better"])
-    prices = load_prices(args.prices) if args.prices else None
-    budget = parse_budget(args.budget, prices=prices) if args.budget else None
+    budget = resumed_budget(rd.budget(), args.budget, args.prices)
     stream = sys.stderr if args.json else sys.stdout
-    steps = budget.steps if budget else rd.manifest["budget"].get("steps")
+    steps = budget.steps
     priors_sha256 = _library_hash(args.priors)  # a bad library: refused before anything runs
     model = _model_for_run(model_spec, args, cli.get("record"))
     sandbox = build_sandbox(sandbox_spec)
@@ -890,6 +889,25 @@ def _resume(args: argparse.Namespace) -> int:
         close_track(tracker)
         raise
     return _finish(args, result, rd.path, tracker)
+
+
+def resumed_budget(in_force: Any, spec: str | None, prices_path: str | None) -> Any:
+    """The budget of a resumed session: ``in_force`` (the run's budget in force) with the caps
+    ``--budget`` names replaced (``steps=60`` extends the step cap and keeps ``wall_s``), and
+    ``--prices`` replacing the price table when given.
+
+    Raises:
+        InvalidArgument: a bad ``--budget`` or ``--prices`` (as :func:`parse_budget`).
+    """
+    import attrs
+
+    prices = load_prices(prices_path) if prices_path else in_force.prices
+    changes: dict[str, Any] = {} if prices_path is None else {"prices": prices}
+    if spec:
+        given = parse_budget(spec, prices=prices, on_exhaust=in_force.on_exhaust)
+        named = {p.partition("=")[0].strip() for p in spec.split(",") if p.strip()}
+        changes.update({key: getattr(given, key) for key in named})
+    return attrs.evolve(in_force, **changes)
 
 
 def _from_manifest(spec: object, flag: str, where: str) -> str | None:
@@ -1170,7 +1188,11 @@ def _register_resume(subparsers: Any) -> None:
         help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",
     )
     resume.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
-    resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
+    resume.add_argument(
+        "--budget",
+        help="caps to change, e.g. steps=60 to extend the run; the caps not named keep their "
+        "values (default: the budget in force, the latest session's)",
+    )
     resume.add_argument(
         "--priors",
         metavar="FILE",

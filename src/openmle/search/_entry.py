@@ -368,8 +368,15 @@ class ResumeSpec:
         sandbox: runs and grades them.
         selector: chooses parents; default: :func:`default_selector`.
         prompts: builds requests and parses responses; default :class:`OperatorPrompts`.
-        budget: a new budget (for example to extend a finished run); default: the manifest's.
-        final_test: grade the chosen program once on the test split at the end.
+        budget: the budget of this session, replacing the one in force as a whole (a cap it
+            leaves unset is no cap); default: the budget in force (:meth:`RunDir.budget`: the
+            latest session's, else the manifest's). To change one cap and keep the others,
+            evolve the budget in force, e.g. ``attrs.evolve(RunDir.open(d).budget(),
+            steps=60)`` (what ``openmle resume --budget steps=60`` does). The budget is
+            recorded in ``sessions.jsonl``, and the report shows it.
+        final_test: grade the chosen program on the test split at the end. A run extended
+            past its first end is graded again (a second ``final`` record); the report and the
+            export use the latest.
         description: the task description the run started with, for tasks ``openmle.gym``
             cannot resolve (default: the task package's); it must match the manifest's hash.
         priors_sha256: the content hash of the prior library the run started with
@@ -705,7 +712,7 @@ async def aresume_search(
     m = rd.manifest
     info, limits = _resumed_task_info(rd, s)
     cfg = SearchConfig.from_dict(m["config"])
-    bud = s.budget or Budget.from_dict(m["budget"])
+    bud = s.budget or rd.budget()
     hib = info.higher_is_better
     core = SearchCore(
         config=cfg, selector=s.selector or default_selector(hib), budget=bud, higher_is_better=hib
@@ -727,7 +734,7 @@ async def aresume_search(
     final_done = None
     if done is not None and not requeue and core.exhausted() is not None:
         final_done = (core.nodes[done[0]], done[1])
-    rd.session("resume", requeued=[p.step for p in pending])
+    rd.session("resume", requeued=[p.step for p in pending], budget=bud.to_dict())
 
     async def drive(recorder: Recorder) -> SearchResult:
         return await _drive(

@@ -579,6 +579,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     running = _running_best(nodes, hib)
     time_order = sorted(nodes, key=lambda n: n.elapsed_s)
     spent = _spent(nodes)
+    caps = rd.budget().to_dict()  # the budget in force (a resume may have changed it)
     path = Path(out) if out is not None else rd.path / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     plots = _plots(path.with_name("score"), [n.step for n in nodes], nodes, running, hib)
@@ -610,18 +611,26 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
 first)</small></h2>
 {_lineage_table(chain, hib) if chain else "<p>No successful node.</p>"}
 <h2>Budget</h2>
-{_bars(spent, m["budget"])}
+{_bars(spent, caps)}
 <h2>Outcomes by operator</h2>
 {_counts(nodes)}
 <h2>Replay <small style="font-weight:400;color:#6b7280">(each node's exact request and answer;
 click to open)</small></h2>
 {_replay(rd, nodes)}
 <p class="sub" style="margin-top:24px">Plots: {plot_names} ·
-manifest: <code>{_esc(json.dumps(m["budget"]))}</code></p>
+{_budget_note(m["budget"], caps)}</p>
 </body></html>
 """
     path.write_text(html_text, errors="backslashreplace")
     return path
+
+
+def _budget_note(started: Any, caps: dict[str, Any]) -> str:
+    """The budget in force, and the one the run started with when a resume changed it."""
+    note = f"budget: <code>{_esc(json.dumps(caps, sort_keys=True))}</code>"
+    if isinstance(started, dict) and started != caps:
+        note += f" (started with <code>{_esc(json.dumps(started, sort_keys=True))}</code>)"
+    return note
 
 
 def _best(nodes: Sequence[Node], hib: bool) -> Node | None:
