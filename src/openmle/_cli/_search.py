@@ -530,11 +530,8 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         library = load_library(priors)  # a missing or malformed library: refused before the run
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
-    try:  # from the task package, else the sandbox's task_meta; never guessed
+    with _closing_on_error(sandbox):  # from the task package, else the sandbox's task_meta
         hib = task_direction(task, sandbox)
-    except BaseException:
-        with _closing(sandbox):
-            raise
     selector = build_selector(args.selector, hib)
     summary_spec = getattr(args, "summary_model", None)
     prompts = _prompts(model, args.summaries, _summary_model(summary_spec, args))
@@ -544,6 +541,33 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     block = None
     if library is not None:
         block = library.for_search(task=task, description=task_description(task))
+    with _closing_on_error(sandbox):  # the spec's own checks (prices) precede the header
+        spec = SearchSpec(
+            task=task,
+            model=model,
+            sandbox=sandbox,
+            budget=budget,
+            selector=selector,
+            config=config,
+            workers=args.workers,
+            ordered=getattr(args, "ordered", False),
+            higher_is_better=hib,
+            prompts=prompts,
+            priors=block,
+            manifest_extra={
+                **({"preset": preset["entry"]} if preset else {}),
+                "cli": {
+                    "model": model_spec,
+                    "sandbox": args.sandbox,
+                    "selector": args.selector,
+                    "record": getattr(args, "record", None),
+                    "summaries": bool(args.summaries),
+                    "summary_model": summary_spec,
+                    "priors": priors,
+                    "data": getattr(args, "data_record", None),
+                },
+            },
+        )
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
         shown = model_spec
@@ -563,32 +587,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
             tracker = open_track(args, out.name)
             result = _search_run(
                 run_search,
-                SearchSpec(
-                    task=task,
-                    model=model,
-                    sandbox=sandbox,
-                    budget=budget,
-                    selector=selector,
-                    config=config,
-                    workers=args.workers,
-                    ordered=getattr(args, "ordered", False),
-                    higher_is_better=hib,
-                    prompts=prompts,
-                    priors=block,
-                    manifest_extra={
-                        **({"preset": preset["entry"]} if preset else {}),
-                        "cli": {
-                            "model": model_spec,
-                            "sandbox": args.sandbox,
-                            "selector": args.selector,
-                            "record": getattr(args, "record", None),
-                            "summaries": bool(args.summaries),
-                            "summary_model": summary_spec,
-                            "priors": priors,
-                            "data": getattr(args, "data_record", None),
-                        },
-                    },
-                ),
+                spec,
                 run_dir=out,
                 on_progress=None if args.quiet else ProgressLine(stream, budget.steps),
                 quiet=args.quiet,
@@ -630,6 +629,16 @@ def _closing(sandbox: Any) -> Iterator[None]:
                     signal.signal(signum, handler)
             if held:
                 raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _closing_on_error(sandbox: Any) -> Iterator[None]:
+    """Close ``sandbox`` when the block raises (a check refused the run); keep it open else."""
+    try:
+        yield
+    except BaseException:
+        with _closing(sandbox):
+            raise
 
 
 def _search_run(

@@ -41,7 +41,7 @@ from attrs import field, frozen
 
 from openmle._exports import warn_deprecated
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import ModelRequest, Resources, Split, TaskMeta
+from openmle._types import ModelRequest, Resources, Split, TaskMeta, Usage
 from openmle.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -268,6 +268,45 @@ def _check_parts(spec: SearchSpec | ResumeSpec) -> None:
         )
 
 
+def _priced_models(model: object, prompts: object) -> list[object]:
+    """The models whose answers a price table may price: each routed model (an
+    :class:`OperatorRouter`, also inside a wrapper's ``inner``) and the summary model.
+    """
+    out: list[object] = []
+    for m in (model, getattr(getattr(prompts, "summaries", None), "model", None)):
+        router = m if isinstance(m, OperatorRouter) else getattr(m, "inner", None)
+        if isinstance(router, OperatorRouter):
+            out += [*router.routes.values(), *([router.default] if router.default else [])]
+        elif m is not None:
+            out.append(getattr(m, "inner", m))
+    return out
+
+
+def _check_prices(model: object, prompts: object, budget: Budget | None) -> None:
+    """Refuse, before anything runs, a ``usd`` cap whose price table cannot price a model
+    that is known to need a price: a model with ``unpriced_models`` (a
+    :class:`~openmle.backends.ReplayModel`: the recorded ids of answers without a cost). Other
+    models may report their own cost, which is known only at run time.
+
+    Raises:
+        InvalidArgument: names the model id the table has no price for, and the fix.
+    """
+    if budget is None or budget.usd is None or budget.prices is None:
+        return
+    probe = Usage(prompt_tokens=1, completion_tokens=1)
+    for m in _priced_models(model, prompts):
+        needed = getattr(m, "unpriced_models", ())
+        for model_id in needed if isinstance(needed, tuple) else ():
+            if budget.prices.cost(str(model_id), probe) is None:
+                known = ", ".join(map(repr, sorted(budget.prices.prices))) or "no model"
+                raise InvalidArgument(
+                    f"Budget.usd is set but Budget.prices has no price for model "
+                    f"{model_id!r}, whose recorded answers carry no cost (it prices {known}); "
+                    f"add {model_id!r} (or '*') to the price table (CLI: --prices FILE) or "
+                    "drop the usd cap"
+                )
+
+
 # ---------------------------------------------------------------------------------- the specs
 
 
@@ -353,6 +392,7 @@ class SearchSpec:
         _check_parts(self)
         _check_workers(self.workers)
         _check_priors(self.priors)
+        _check_prices(self.model, self.prompts, self.budget)
 
 
 @final
@@ -398,6 +438,7 @@ class ResumeSpec:
 
     def __attrs_post_init__(self) -> None:
         _check_parts(self)
+        _check_prices(self.model, self.prompts, self.budget)
 
 
 def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call: str) -> _SpecT:
@@ -713,6 +754,7 @@ async def aresume_search(
     info, limits = _resumed_task_info(rd, s)
     cfg = SearchConfig.from_dict(m["config"])
     bud = s.budget or rd.budget()
+    _check_prices(s.model, s.prompts, bud)
     hib = info.higher_is_better
     core = SearchCore(
         config=cfg, selector=s.selector or default_selector(hib), budget=bud, higher_is_better=hib

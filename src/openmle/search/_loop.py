@@ -613,6 +613,28 @@ class SearchCore:
 
     # ----------------------------------------------------------------------------------- commit
 
+    def _priced(self, cost: float | None, evaluation: Evaluation, usage: Usage) -> float | None:
+        """``cost``, else ``usage`` priced by the budget's price table as the evaluation's
+        price model (None when unknown).
+
+        Raises:
+            InvalidArgument: the budget caps ``usd`` and tokens were used at an unknown cost;
+                the message names the model id the price table was asked for.
+        """
+        looked_up = evaluation.price_model or evaluation.model
+        if cost is None and self.budget.prices is not None:
+            cost = self.budget.prices.cost(looked_up, usage)
+        if cost is None and self.budget.usd is not None and usage.total_tokens > 0:
+            known = sorted(self.budget.prices.prices) if self.budget.prices is not None else []
+            raise InvalidArgument(
+                f"Budget.usd is set but the cost of a step answered by model {looked_up!r} is "
+                f"unknown: the model reported no cost and Budget.prices has no price for "
+                f"{looked_up!r} (it prices {', '.join(map(repr, known)) or 'no model'}); add "
+                f"{looked_up!r} (or '*') to the price table (CLI: --prices FILE) or drop the "
+                "usd cap"
+            )
+        return cost
+
     def make_node(
         self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0
     ) -> Node:
@@ -639,8 +661,7 @@ class SearchCore:
         if bad is not None:
             warnings.append(f"reported cost ignored: {bad}")
             cost = None
-        if cost is None and self.budget.prices is not None:
-            cost = self.budget.prices.cost(evaluation.price_model or evaluation.model, usage)
+        cost = self._priced(cost, evaluation, usage)
         used = Consumption(
             sandbox_s=r.runtime_s,
             gpu_s=r.runtime_s * max(0.0, float(evaluation.gpus)),
