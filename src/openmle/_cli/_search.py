@@ -273,24 +273,41 @@ def preflight_model(model: Any, spec: str) -> Any:
 _DEFAULT_ROUTE = "default"
 _ROUTE_NAMES = ("draft", "improve", "debug", "crossover", _DEFAULT_ROUTE)
 _ROUTE_START = re.compile(rf"^(?:{'|'.join(_ROUTE_NAMES)})=")
-_ROUTE_SPLIT = re.compile(rf",(?=(?:{'|'.join(_ROUTE_NAMES)})=)")
+_KEY_START = re.compile(r"^[A-Za-z_][\w-]*=")
+_KEY_SPLIT = re.compile(r",(?=[A-Za-z_][\w-]*=)")
 
 
 def _parse_routes(value: str, *, flag: str = "--model") -> dict[str, str] | None:
     """Split a routed model value, ``draft=SPEC,improve=SPEC,default=SPEC``, into route name
     to spec; None when ``value`` is one plain spec (every operator uses it).
 
-    A spec may hold commas and ``=`` (a URL's query): only a comma followed by a route name
-    and ``=`` separates entries.
+    A value that starts with ``KEY=`` is routed. A spec may hold commas and ``=`` in a URL's
+    query: a comma followed by ``KEY=`` inside a spec that holds a ``?`` continues that spec;
+    elsewhere it starts an entry, whose key must be a route name.
 
     Raises:
-        InvalidArgument: an empty or repeated entry, or an operator without a model and no
-            ``default=`` (the message names ``flag``, the operator and the fix).
+        InvalidArgument: a key that is no route name (the message lists them), an empty or
+            repeated entry, or an operator without a model and no ``default=`` (the message
+            names ``flag``, the operator and the fix).
     """
-    if not _ROUTE_START.match(value):
+    if not _KEY_START.match(value):
         return None
+    parts: list[str] = []
+    for piece in _KEY_SPLIT.split(value):
+        key = piece.partition("=")[0]
+        if parts and key not in _ROUTE_NAMES and "?" in parts[-1]:
+            parts[-1] += "," + piece  # a URL query's next parameter
+        elif key not in _ROUTE_NAMES:
+            close = difflib.get_close_matches(key, _ROUTE_NAMES, n=1)
+            hint = f" (did you mean {close[0]}=?)" if close else ""
+            raise InvalidArgument(
+                f"{flag} {value!r}: {key}= is no operator{hint}; the keys are "
+                f"{', '.join(_ROUTE_NAMES)} (default= for the operators without an entry)"
+            )
+        else:
+            parts.append(piece)
     out: dict[str, str] = {}
-    for part in _ROUTE_SPLIT.split(value):
+    for part in parts:
         name, _, spec = part.partition("=")
         if name in out:
             raise InvalidArgument(f"{flag} {value!r}: {name}= is given twice; give it once")
