@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import tomllib
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -978,7 +979,11 @@ def _report(args: argparse.Namespace) -> int:
     from openmle.search import write_comparison, write_report
 
     if args.run_b is not None:
-        path, comp = write_comparison(args.run_dir, args.run_b, args.out)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            path, comp = write_comparison(args.run_dir, args.run_b, args.out)
+        for w in caught:
+            print(f"openmle: warning: {w.message}", file=sys.stderr)
         if args.json:
             print(
                 json.dumps(

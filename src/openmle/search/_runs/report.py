@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from attrs import frozen
 
 from openmle._types import Operator, RunResult
-from openmle.errors import RunDirError
+from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._loop import Node
 from openmle.search._rundir import RunDir
 
@@ -724,14 +725,44 @@ def _load(run_dir: str | Path) -> tuple[RunDir, list[Node], bool]:
     )
 
 
+def _check_comparable(rda: RunDir, rdb: RunDir) -> None:
+    """Refuse two runs whose metrics run in opposite directions; warn when their tasks differ.
+
+    Raises:
+        InvalidArgument: one run maximises its metric and the other minimises it.
+    """
+    ta, tb = rda.manifest["task"], rdb.manifest["task"]
+
+    def said(label: str, rd: RunDir, task: Mapping[str, Any]) -> str:
+        direction = "higher is better" if task["higher_is_better"] else "lower is better"
+        return f"{label} {str(rd.path)!r} (task {task['name']!r}, {direction})"
+
+    if bool(ta["higher_is_better"]) != bool(tb["higher_is_better"]):
+        raise InvalidArgument(
+            f"cannot compare {said('run A', rda, ta)} with {said('run B', rdb, tb)}: their "
+            "scores run in opposite directions; compare two runs of the same task"
+        )
+    if ta["name"] != tb["name"]:
+        warnings.warn(
+            f"comparing runs of different tasks ({ta['name']!r} and {tb['name']!r}): their "
+            "scores measure different things",
+            UserWarning,
+            stacklevel=4,  # the caller of compare_runs or write_comparison
+        )
+
+
 def compare_runs(run_a: str | Path, run_b: str | Path) -> RunComparison:
     """Compare two runs step by step: where do they first take a different path?
 
     Steps are matched by their number; at each, the operator, the parents (named by their step,
     since node ids differ between runs) and the outcome must agree.
 
+    Warns:
+        UserWarning: the runs searched different tasks.
+
     Raises:
         RunDirError: either is not a run directory.
+        InvalidArgument: one run's metric is maximised and the other's minimised.
     """
     return _comparison(_load(run_a), _load(run_b))[0]
 
@@ -740,6 +771,7 @@ def _comparison(
     la: tuple[RunDir, list[Node], bool], lb: tuple[RunDir, list[Node], bool]
 ) -> tuple[RunComparison, dict[str, int], dict[str, int]]:
     (rda, a, hib_a), (rdb, b, hib_b) = la, lb
+    _check_comparable(rda, rdb)
     first, why, sa, sb = _compare(a, b)
     ba, bb = _best(a, hib_a), _best(b, hib_b)
     comp = RunComparison(
@@ -798,8 +830,12 @@ def write_comparison(
     Returns:
         The HTML path and the comparison.
 
+    Warns:
+        UserWarning: the runs searched different tasks.
+
     Raises:
         RunDirError: either is not a run directory.
+        InvalidArgument: one run's metric is maximised and the other's minimised.
     """
     la, lb = _load(run_a), _load(run_b)
     (rda, a, hib_a), (rdb, b, hib_b) = la, lb
