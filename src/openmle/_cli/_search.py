@@ -705,6 +705,7 @@ def _search(args: argparse.Namespace) -> int:
             [f"{k}={v:g}" for k, v in mine.items() if k not in given] + list(given.values())
         )
     budget = parse_budget(spec, on_exhaust=args.on_exhaust, steps=args.steps, prices=prices)
+    _check_islands(args)
     task = _data_task(args)
     if task is None:
         return EXIT_FAILURE
@@ -752,10 +753,15 @@ def _data_task(args: argparse.Namespace) -> str | None:
             raise InvalidArgument("--goal and --metric go with --data RAW_DIR (a task to build)")
         return str(args.task)
     from openmle.builder import BuildOptions, build_task, sandbox_factory
-    from openmle.search import DATA_TASK_DIR, check_new_run_dir
+    from openmle.search import DATA_TASK_DIR
 
+    if not Path(args.data).expanduser().is_dir():
+        raise InvalidArgument(
+            f"--data {args.data}: not a directory; pass the folder holding the raw data files "
+            "(as downloaded)"
+        )
     out = Path(args.out) if args.out else _default_out(args.command)
-    check_new_run_dir(out)
+    check_out(out)
     args.out = str(out)
     package = (out / DATA_TASK_DIR).absolute()
     options = BuildOptions(goal=args.goal, metric=args.metric)
@@ -1006,7 +1012,8 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, *, preset: bool = False) -> None:
+    """The flags ``demo`` and ``search`` share (``preset``: the command has ``--preset``)."""
     p.add_argument(
         "--sandbox",
         default="local",
@@ -1026,7 +1033,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=_positive(float),
         default=None,
-        help="per-run limit of one program in seconds (default: 300; --preset paper: 7200)",
+        help="per-run limit of one program in seconds (default: 300"
+        + ("; --preset paper: 7200)" if preset else ")"),
     )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: openmle-runs/...)")
     p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
@@ -1063,6 +1071,33 @@ def _positive(kind: type[int] | type[float]) -> Any:
 
     parse.__name__ = "integer" if kind is int else "number"
     return parse
+
+
+def _at_least_two(text: str) -> int:
+    """The argparse type of ``--islands``: an integer >= 2 (argparse names the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 2 (islands need at least two populations), got {text!r}"
+        )
+    return value
+
+
+_ISLAND_SELECTORS = ("three-factor", "three-factor-paper")
+
+
+def _check_islands(args: argparse.Namespace) -> None:
+    """``--islands N`` needs a three-factor ``--selector`` (checked before anything runs)."""
+    islands = getattr(args, "islands", None)
+    if islands and args.selector not in _ISLAND_SELECTORS:
+        raise InvalidArgument(
+            f"--islands {islands} needs --selector three-factor or three-factor-paper (parents "
+            f"are chosen within an island by it), not --selector {args.selector}; change "
+            "--selector or drop --islands"
+        )
 
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
@@ -1190,12 +1225,12 @@ def _register_search(subparsers: Any) -> None:
     )
     search.add_argument(
         "--islands",
-        type=_positive(int),
+        type=_at_least_two,
         default=None,
         help="island populations (N >= 2: nodes live on islands, parents are chosen within "
         "one, the weaker half is reset every 10 nodes; needs --selector three-factor)",
     )
-    _common(search)
+    _common(search, preset=True)
     search.set_defaults(handler=_search)
 
 

@@ -221,7 +221,12 @@ class ReplayModel(OperatorModel):
             return _response(answers[-1])
         if self.fallback is not None:
             return await self.fallback.complete(request)
-        raise ModelNotFoundError(
-            f"no recorded answer for this request (key {key[:12]}) in {self.path}; "
-            "the prompt, operator or seed differ from the recording"
+        # One text for every unrecorded request: several workers that meet the same cause
+        # (another seed, task or prompt) report it once; the request's key is a note.
+        exc = ModelNotFoundError(
+            f"no recorded answer in {self.path} for a request: the prompt, operator or seed "
+            "differ from the recording; search with the recording's task, --seed and settings, "
+            "or give ReplayModel a fallback model"
         )
+        exc.add_note(f"request key {key}")
+        raise exc

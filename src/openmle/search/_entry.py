@@ -64,7 +64,7 @@ from openmle.search._driver import (
     default_selector,
     remaining,
 )
-from openmle.search._loop import Proposal, SearchConfig, SearchCore
+from openmle.search._loop import Proposal, SearchConfig, SearchCore, island_base
 from openmle.search._priors import SearchPriors, check_resume_priors
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
 from openmle.search._routing import DEFAULT_ROUTE, OperatorRouter
@@ -393,6 +393,8 @@ class SearchSpec:
         _check_workers(self.workers)
         _check_priors(self.priors)
         _check_prices(self.model, self.prompts, self.budget)
+        if self.selector is not None:
+            island_base(self.config, self.selector)  # islands need a three-factor selector
 
 
 @final

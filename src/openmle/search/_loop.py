@@ -402,6 +402,25 @@ def _derive_seed(seed: int, step: int) -> int:
     return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
+def island_base(config: SearchConfig, selector: Selector) -> ThreeFactorSelector | None:
+    """The selector that chooses parents within an island (None without islands).
+
+    Raises:
+        InvalidArgument: islands with a selector that is no ThreeFactorSelector.
+    """
+    if config.islands < 2:
+        return None
+    base = selector.base if isinstance(selector, IslandSelector) else selector
+    if not isinstance(base, ThreeFactorSelector):
+        raise InvalidArgument(
+            f"SearchConfig.islands={config.islands} needs a ThreeFactorSelector "
+            f"(parents are chosen within an island by it) but got selector="
+            f"{type(selector).__name__}; pass selector=ThreeFactorSelector(...) "
+            "(CLI: --selector three-factor) or islands=0"
+        )
+    return base
+
+
 @final
 @define(eq=False)
 class SearchCore:
@@ -451,17 +470,8 @@ class SearchCore:
         self.ledger = Ledger(budget=self.budget)
         self.rng = np.random.default_rng(self.config.seed)
         self.board = Board(task=TaskMeta(higher_is_better=self.higher_is_better))
-        if self.config.islands >= 2:
-            base = self.selector
-            if isinstance(base, IslandSelector):
-                base = base.base
-            if not isinstance(base, ThreeFactorSelector):
-                raise InvalidArgument(
-                    f"SearchConfig.islands={self.config.islands} needs a ThreeFactorSelector "
-                    f"(parents are chosen within an island by it) but got selector="
-                    f"{type(self.selector).__name__}; pass selector=ThreeFactorSelector(...) "
-                    "(CLI: --selector three-factor) or islands=0"
-                )
+        base = island_base(self.config, self.selector)
+        if base is not None:
             self._island_base = base
             self.islands = Islands(
                 num_islands=self.config.islands, higher_is_better=self.higher_is_better

@@ -659,6 +659,11 @@ class RunDir:
             RunDirError: no manifest, or an unreadable one.
         """
         p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise RunDirError(
+                f"{str(p)!r} is a file, not a run directory; pass the directory given to "
+                "`openmle search --out`"
+            )
         try:
             manifest = read_back_json(p / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)
         except FileNotFoundError:
@@ -667,7 +672,7 @@ class RunDir:
                 "given to `openmle search --out`"
             ) from None
         except OSError as exc:
-            raise RunDirError(f"cannot read the manifest: {exc.strerror or exc}") from None
+            raise RunDirError(f"cannot read {p / MANIFEST}: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("task"), dict):
@@ -1123,7 +1128,9 @@ def check_new_run_dir(path: str | Path) -> bool:
         "resume it with `openmle resume` or choose a new directory"
     )
     if not p.is_dir():
-        raise refuse
+        raise InvalidArgument(
+            f"run_dir={str(p)!r} is a file, not a run directory; choose a new directory"
+        )
     entries = {e.name: e for e in p.iterdir()}
     if not set(entries) - {DATA_TASK_DIR}:
         return False

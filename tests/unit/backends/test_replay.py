@@ -160,3 +160,32 @@ def test_an_unknown_cost_names_the_model_id_looked_up(tmp_path: Path) -> None:
     model = ScriptedModel(lambda r: "plan\n```python\nprint(1)\n```", model="m-2")
     with pytest.raises(InvalidArgument, match="answered by model 'm-2'"):
         run_search(_priced_spec(model, {"gpt-4o": (1.0, 1.0)}), run_dir=tmp_path / "c")
+
+
+def test_a_replay_with_another_seed_fails_with_one_readable_error(tmp_path: Path) -> None:
+    """Workers that meet unrecorded requests report one error, not several run together on
+    one comma-joined line (each request's key differed, so the messages did)."""
+
+    def grade(job: Job) -> RunResult:
+        return RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split)
+
+    def spec(model: object, seed: int) -> SearchSpec:
+        return SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=model,  # type: ignore[arg-type]
+            sandbox=FunctionSandbox(grade),
+            budget=Budget(steps=4),
+            config=SearchConfig(initial_drafts=4, seed=seed),
+            workers=4,
+            description="",
+        )
+
+    answer = "plan\n```python\nprint(1)\n```"
+    run_search(spec(RecordingModel(ScriptedModel(lambda r: answer), tmp_path / "r.jsonl"), 5))
+    with pytest.raises(ModelNotFoundError) as caught:
+        run_search(spec(ReplayModel(tmp_path / "r.jsonl"), 6), quiet=True)
+    message = str(caught.value)
+    assert "\n" not in message and message.count("no recorded answer") == 1
+    assert "--seed" in message
+    assert any(n.startswith("request key ") for n in caught.value.__notes__)
