@@ -50,8 +50,7 @@ def test_opposite_directions_are_refused_naming_both_tasks(
 def test_different_tasks_in_one_direction_are_compared_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    a = _run(tmp_path / "a", "toy-a", False)
-    b = _run(tmp_path / "b", "toy-b", False)
+    a, b = (_run(tmp_path / name, f"toy-{name}", False) for name in "ab")
     with pytest.warns(UserWarning, match="different tasks"):
         write_comparison(a, b)
     assert main(["report", str(a), str(b)]) == 0

@@ -45,13 +45,8 @@ def _spec(budget: Budget | None) -> ResumeSpec:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     """A finished 4-step run capped at 4 steps and 1200 wall seconds."""
-    return toy_run(
-        tmp_path / "run",
-        _program,
-        _grade,
-        budget=Budget(steps=4, wall_s=1200.0),
-        config=SearchConfig(initial_drafts=2),
-    )
+    config, budget = SearchConfig(initial_drafts=2), Budget(steps=4, wall_s=1200.0)
+    return toy_run(tmp_path / "run", _program, _grade, budget=budget, config=config)
 
 
 def test_cli_budget_changes_only_the_caps_it_names() -> None:
