@@ -283,22 +283,23 @@ def _priced_models(model: object, prompts: object) -> list[object]:
 
 
 def _check_prices(model: object, prompts: object, budget: Budget | None) -> None:
-    """Refuse, before anything runs, a ``usd`` cap whose price table cannot price a model
-    that is known to need a price: a model with ``unpriced_models`` (a
+    """Refuse, before anything runs, a ``usd`` cap whose price table (or the lack of one)
+    cannot price a model that is known to need a price: a model with ``unpriced_models`` (a
     :class:`~openmle.backends.ReplayModel`: the recorded ids of answers without a cost). Other
     models may report their own cost, which is known only at run time.
 
     Raises:
         InvalidArgument: names the model id the table has no price for, and the fix.
     """
-    if budget is None or budget.usd is None or budget.prices is None:
+    if budget is None or budget.usd is None:
         return
+    table = budget.prices
     probe = Usage(prompt_tokens=1, completion_tokens=1)
     for m in _priced_models(model, prompts):
         needed = getattr(m, "unpriced_models", ())
         for model_id in needed if isinstance(needed, tuple) else ():
-            if budget.prices.cost(str(model_id), probe) is None:
-                known = ", ".join(map(repr, sorted(budget.prices.prices))) or "no model"
+            if table is None or table.cost(str(model_id), probe) is None:
+                known = ", ".join(map(repr, sorted(table.prices if table else ()))) or "no model"
                 raise InvalidArgument(
                     f"Budget.usd is set but Budget.prices has no price for model "
                     f"{model_id!r}, whose recorded answers carry no cost (it prices {known}); "

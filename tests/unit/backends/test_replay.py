@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult
@@ -137,6 +138,8 @@ def test_replayed_answers_are_priced_as_the_recorded_model(tmp_path: Path) -> No
     # a table without the recorded id: refused before anything is written, naming the id
     with pytest.raises(InvalidArgument, match="no price for model 'my-model-v1'"):
         _priced_spec(ReplayModel(tmp_path / "answers.jsonl"), {"gpt-4o": (1.0, 1.0)})
+    with pytest.raises(InvalidArgument, match="it prices no model"):
+        attrs.evolve(_priced_spec(replay, prices), budget=Budget(steps=3, usd=5.0))
     assert ReplayModel(tmp_path / "answers.jsonl", model="other").model == "other"
 
 
