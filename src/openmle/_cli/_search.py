@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import tomllib
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -273,24 +274,41 @@ def preflight_model(model: Any, spec: str) -> Any:
 _DEFAULT_ROUTE = "default"
 _ROUTE_NAMES = ("draft", "improve", "debug", "crossover", _DEFAULT_ROUTE)
 _ROUTE_START = re.compile(rf"^(?:{'|'.join(_ROUTE_NAMES)})=")
-_ROUTE_SPLIT = re.compile(rf",(?=(?:{'|'.join(_ROUTE_NAMES)})=)")
+_KEY_START = re.compile(r"^[A-Za-z_][\w-]*=")
+_KEY_SPLIT = re.compile(r",(?=[A-Za-z_][\w-]*=)")
 
 
 def _parse_routes(value: str, *, flag: str = "--model") -> dict[str, str] | None:
     """Split a routed model value, ``draft=SPEC,improve=SPEC,default=SPEC``, into route name
     to spec; None when ``value`` is one plain spec (every operator uses it).
 
-    A spec may hold commas and ``=`` (a URL's query): only a comma followed by a route name
-    and ``=`` separates entries.
+    A value that starts with ``KEY=`` is routed. A spec may hold commas and ``=`` in a URL's
+    query: a comma followed by ``KEY=`` inside a spec that holds a ``?`` continues that spec;
+    elsewhere it starts an entry, whose key must be a route name.
 
     Raises:
-        InvalidArgument: an empty or repeated entry, or an operator without a model and no
-            ``default=`` (the message names ``flag``, the operator and the fix).
+        InvalidArgument: a key that is no route name (the message lists them), an empty or
+            repeated entry, or an operator without a model and no ``default=`` (the message
+            names ``flag``, the operator and the fix).
     """
-    if not _ROUTE_START.match(value):
+    if not _KEY_START.match(value):
         return None
+    parts: list[str] = []
+    for piece in _KEY_SPLIT.split(value):
+        key = piece.partition("=")[0]
+        if parts and key not in _ROUTE_NAMES and "?" in parts[-1]:
+            parts[-1] += "," + piece  # a URL query's next parameter
+        elif key not in _ROUTE_NAMES:
+            close = difflib.get_close_matches(key, _ROUTE_NAMES, n=1)
+            hint = f" (did you mean {close[0]}=?)" if close else ""
+            raise InvalidArgument(
+                f"{flag} {value!r}: {key}= is no operator{hint}; the keys are "
+                f"{', '.join(_ROUTE_NAMES)} (default= for the operators without an entry)"
+            )
+        else:
+            parts.append(piece)
     out: dict[str, str] = {}
-    for part in _ROUTE_SPLIT.split(value):
+    for part in parts:
         name, _, spec = part.partition("=")
         if name in out:
             raise InvalidArgument(f"{flag} {value!r}: {name}= is given twice; give it once")
@@ -530,11 +548,8 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         library = load_library(priors)  # a missing or malformed library: refused before the run
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
-    try:  # from the task package, else the sandbox's task_meta; never guessed
+    with _closing_on_error(sandbox):  # from the task package, else the sandbox's task_meta
         hib = task_direction(task, sandbox)
-    except BaseException:
-        with _closing(sandbox):
-            raise
     selector = build_selector(args.selector, hib)
     summary_spec = getattr(args, "summary_model", None)
     prompts = _prompts(model, args.summaries, _summary_model(summary_spec, args))
@@ -544,6 +559,33 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
     block = None
     if library is not None:
         block = library.for_search(task=task, description=task_description(task))
+    with _closing_on_error(sandbox):  # the spec's own checks (prices) precede the header
+        spec = SearchSpec(
+            task=task,
+            model=model,
+            sandbox=sandbox,
+            workers=args.workers,
+            budget=budget,
+            selector=selector,
+            config=config,
+            ordered=getattr(args, "ordered", False),
+            higher_is_better=hib,
+            prompts=prompts,
+            priors=block,
+            manifest_extra={
+                **({"preset": preset["entry"]} if preset else {}),
+                "cli": {
+                    "model": model_spec,
+                    "sandbox": args.sandbox,
+                    "selector": args.selector,
+                    "record": getattr(args, "record", None),
+                    "summaries": bool(args.summaries),
+                    "summary_model": summary_spec,
+                    "priors": priors,
+                    "data": getattr(args, "data_record", None),
+                },
+            },
+        )
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
         shown = model_spec
@@ -563,32 +605,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
             tracker = open_track(args, out.name)
             result = _search_run(
                 run_search,
-                SearchSpec(
-                    task=task,
-                    model=model,
-                    sandbox=sandbox,
-                    budget=budget,
-                    selector=selector,
-                    config=config,
-                    workers=args.workers,
-                    ordered=getattr(args, "ordered", False),
-                    higher_is_better=hib,
-                    prompts=prompts,
-                    priors=block,
-                    manifest_extra={
-                        **({"preset": preset["entry"]} if preset else {}),
-                        "cli": {
-                            "model": model_spec,
-                            "sandbox": args.sandbox,
-                            "selector": args.selector,
-                            "record": getattr(args, "record", None),
-                            "summaries": bool(args.summaries),
-                            "summary_model": summary_spec,
-                            "priors": priors,
-                            "data": getattr(args, "data_record", None),
-                        },
-                    },
-                ),
+                spec,
                 run_dir=out,
                 on_progress=None if args.quiet else ProgressLine(stream, budget.steps),
                 quiet=args.quiet,
@@ -630,6 +647,16 @@ def _closing(sandbox: Any) -> Iterator[None]:
                     signal.signal(signum, handler)
             if held:
                 raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _closing_on_error(sandbox: Any) -> Iterator[None]:
+    """Close ``sandbox`` when the block raises (a check refused the run); keep it open else."""
+    try:
+        yield
+    except BaseException:
+        with _closing(sandbox):
+            raise
 
 
 def _search_run(
@@ -678,6 +705,7 @@ def _search(args: argparse.Namespace) -> int:
             [f"{k}={v:g}" for k, v in mine.items() if k not in given] + list(given.values())
         )
     budget = parse_budget(spec, on_exhaust=args.on_exhaust, steps=args.steps, prices=prices)
+    _check_islands(args)
     task = _data_task(args)
     if task is None:
         return EXIT_FAILURE
@@ -725,10 +753,15 @@ def _data_task(args: argparse.Namespace) -> str | None:
             raise InvalidArgument("--goal and --metric go with --data RAW_DIR (a task to build)")
         return str(args.task)
     from openmle.builder import BuildOptions, build_task, sandbox_factory
-    from openmle.search import DATA_TASK_DIR, check_new_run_dir
+    from openmle.search import DATA_TASK_DIR
 
+    if not Path(args.data).expanduser().is_dir():
+        raise InvalidArgument(
+            f"--data {args.data}: not a directory; pass the folder holding the raw data files "
+            "(as downloaded)"
+        )
     out = Path(args.out) if args.out else _default_out(args.command)
-    check_new_run_dir(out)
+    check_out(out)
     args.out = str(out)
     package = (out / DATA_TASK_DIR).absolute()
     options = BuildOptions(goal=args.goal, metric=args.metric)
@@ -853,10 +886,9 @@ def _resume(args: argparse.Namespace) -> int:
             "name) to say which sandbox to resume on"
         )
     hib = bool(rd.manifest["task"]["higher_is_better"])
-    prices = load_prices(args.prices) if args.prices else None
-    budget = parse_budget(args.budget, prices=prices) if args.budget else None
+    budget = resumed_budget(rd.budget(), args.budget, args.prices)
     stream = sys.stderr if args.json else sys.stdout
-    steps = budget.steps if budget else rd.manifest["budget"].get("steps")
+    steps = budget.steps
     priors_sha256 = _library_hash(args.priors)  # a bad library: refused before anything runs
     model = _model_for_run(model_spec, args, cli.get("record"))
     sandbox = build_sandbox(sandbox_spec)
@@ -890,6 +922,25 @@ def _resume(args: argparse.Namespace) -> int:
         close_track(tracker)
         raise
     return _finish(args, result, rd.path, tracker)
+
+
+def resumed_budget(in_force: Any, spec: str | None, prices_path: str | None) -> Any:
+    """The budget of a resumed session: ``in_force`` (the run's budget in force) with the caps
+    ``--budget`` names replaced (``steps=60`` extends the step cap and keeps ``wall_s``), and
+    ``--prices`` replacing the price table when given.
+
+    Raises:
+        InvalidArgument: a bad ``--budget`` or ``--prices`` (as :func:`parse_budget`).
+    """
+    import attrs
+
+    prices = load_prices(prices_path) if prices_path else in_force.prices
+    changes: dict[str, Any] = {} if prices_path is None else {"prices": prices}
+    if spec:
+        given = parse_budget(spec, prices=prices, on_exhaust=in_force.on_exhaust)
+        named = {p.partition("=")[0].strip() for p in spec.split(",") if p.strip()}
+        changes.update({key: getattr(given, key) for key in named})
+    return attrs.evolve(in_force, **changes)
 
 
 def _from_manifest(spec: object, flag: str, where: str) -> str | None:
@@ -934,7 +985,11 @@ def _report(args: argparse.Namespace) -> int:
     from openmle.search import write_comparison, write_report
 
     if args.run_b is not None:
-        path, comp = write_comparison(args.run_dir, args.run_b, args.out)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            path, comp = write_comparison(args.run_dir, args.run_b, args.out)
+        for w in caught:
+            print(f"openmle: warning: {w.message}", file=sys.stderr)
         if args.json:
             print(
                 json.dumps(
@@ -957,7 +1012,8 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, *, preset: bool = False) -> None:
+    """The flags ``demo`` and ``search`` share (``preset``: the command has ``--preset``)."""
     p.add_argument(
         "--sandbox",
         default="local",
@@ -977,7 +1033,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=_positive(float),
         default=None,
-        help="per-run limit of one program in seconds (default: 300; --preset paper: 7200)",
+        help="per-run limit of one program in seconds (default: 300"
+        + ("; --preset paper: 7200)" if preset else ")"),
     )
     p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: openmle-runs/...)")
     p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
@@ -1014,6 +1071,33 @@ def _positive(kind: type[int] | type[float]) -> Any:
 
     parse.__name__ = "integer" if kind is int else "number"
     return parse
+
+
+def _at_least_two(text: str) -> int:
+    """The argparse type of ``--islands``: an integer >= 2 (argparse names the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 2 (islands need at least two populations), got {text!r}"
+        )
+    return value
+
+
+_ISLAND_SELECTORS = ("three-factor", "three-factor-paper")
+
+
+def _check_islands(args: argparse.Namespace) -> None:
+    """``--islands N`` needs a three-factor ``--selector`` (checked before anything runs)."""
+    islands = getattr(args, "islands", None)
+    if islands and args.selector not in _ISLAND_SELECTORS:
+        raise InvalidArgument(
+            f"--islands {islands} needs --selector three-factor or three-factor-paper (parents "
+            f"are chosen within an island by it), not --selector {args.selector}; change "
+            "--selector or drop --islands"
+        )
 
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
@@ -1141,12 +1225,12 @@ def _register_search(subparsers: Any) -> None:
     )
     search.add_argument(
         "--islands",
-        type=_positive(int),
+        type=_at_least_two,
         default=None,
         help="island populations (N >= 2: nodes live on islands, parents are chosen within "
         "one, the weaker half is reset every 10 nodes; needs --selector three-factor)",
     )
-    _common(search)
+    _common(search, preset=True)
     search.set_defaults(handler=_search)
 
 
@@ -1170,7 +1254,11 @@ def _register_resume(subparsers: Any) -> None:
         help="override the sandbox (default: the one the run recorded; " + SANDBOX_HELP + ")",
     )
     resume.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
-    resume.add_argument("--budget", help="a new budget, e.g. steps=60 to extend the run")
+    resume.add_argument(
+        "--budget",
+        help="caps to change, e.g. steps=60 to extend the run; the caps not named keep their "
+        "values (default: the budget in force, the latest session's)",
+    )
     resume.add_argument(
         "--priors",
         metavar="FILE",

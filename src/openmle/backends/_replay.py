@@ -84,11 +84,23 @@ class RecordingModel(OperatorModel):
         """The wrapped model's id."""
         return str(getattr(self.inner, "model", "") or type(self.inner).__name__)
 
+    def _asked(self, request: ModelRequest) -> str:
+        """The id of the model asked for ``request`` (with a router inside, the routed one's):
+        the id a price table prices, recorded so a replay is priced the same.
+        """
+        route = getattr(self.inner, "model_for", None)
+        if callable(route):
+            asked = getattr(route(request.operator), "model", None)
+            if isinstance(asked, str) and asked:
+                return asked
+        return self.model
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Ask ``inner`` and record the exchange."""
+        """Ask ``inner`` and record the exchange (with the asked model's id)."""
         response = await self.inner.complete(request)
         record = {
             "key": request_key(request),
+            "model": self._asked(request),
             "request": {
                 "messages": [{"role": m.role, "content": m.content} for m in request.messages],
                 "operator": None if request.operator is None else request.operator.value,
@@ -108,6 +120,22 @@ class RecordingModel(OperatorModel):
         return response
 
 
+def _text_or_empty(value: str | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _unpriced(table: Mapping[str, list[dict[str, Any]]], model: str) -> tuple[str, ...]:
+    """The ids priced for the recorded answers that used tokens and carry no cost."""
+    out: dict[str, None] = {}
+    for answers in table.values():
+        for a in answers:
+            usage = a.get("usage") or {}
+            used = any(usage.get(k) for k in ("prompt_tokens", "completion_tokens"))
+            if used and a.get("cost_usd") is None:
+                out[model or str(a.get("model") or "")] = None
+    return tuple(k for k in out if k)
+
+
 @final
 @define(eq=False)
 class ReplayModel(OperatorModel):
@@ -116,7 +144,11 @@ class ReplayModel(OperatorModel):
     Args:
         path: the recording (JSONL).
         fallback: a model for requests that were not recorded (default: raise).
-        model: the model id reported (default: the recorded one).
+        model: the model id this model names itself by, which a ``Budget``'s price table
+            prices the replayed answers as. Default: the recorded one (the id of the model
+            the recording asked, else the id its answers report); ``""`` when the recording
+            holds several (each answer is then priced as the id it reports); ``"replay"``
+            for an empty recording.
 
     Raises:
         InvalidArgument: the file is missing or not a recording.
@@ -124,9 +156,11 @@ class ReplayModel(OperatorModel):
 
     path: Path = field(converter=Path)
     fallback: OperatorModel | None = None
-    model: str = "replay"
+    model: str = field(default=None, converter=_text_or_empty)
     _table: dict[str, list[dict[str, Any]]] = field(init=False, factory=dict)
     _used: dict[str, int] = field(init=False, factory=lambda: defaultdict(int))
+    _ids: tuple[str, ...] = field(init=False, default=())
+    _unpriced: tuple[str, ...] = field(init=False, default=())
 
     def __attrs_post_init__(self) -> None:
         if not self.path.is_file():
@@ -134,20 +168,43 @@ class ReplayModel(OperatorModel):
                 f"Expected a recording file but got path={str(self.path)!r} (not found); "
                 "record one with RecordingModel or `openmle search --record FILE`"
             )
+        explicit = self.model
         table: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for i, line in enumerate(self.path.read_text().splitlines()):
+        asked: dict[str, None] = {}  # the recorded ids, in order
+        lines = self.path.read_text().splitlines()
+        for i, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
-                table[str(rec["key"])].append(rec["response"])
-            except (json.JSONDecodeError, KeyError, TypeError):
-                if i == len(self.path.read_text().splitlines()) - 1:
+                response = dict(rec["response"])
+                table[str(rec["key"])].append(response)
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                if i == len(lines) - 1:
                     break  # a torn last line
                 raise InvalidArgument(
                     f"{self.path}: line {i + 1} is not a recording record"
                 ) from None
+            asked[str(rec.get("model") or response.get("model") or "")] = None
         self._table = dict(table)
+        self._ids = tuple(k for k in asked if k)
+        if not explicit:
+            self.model = self._ids[0] if len(self._ids) == 1 else ("" if self._ids else "replay")
+        self._unpriced = _unpriced(table, self.model)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The model ids the recording holds answers of (see ``model``), in recorded order."""
+        return self._ids
+
+    @property
+    def unpriced_models(self) -> tuple[str, ...]:
+        """The ids a price table must price for a ``Budget.usd`` cap to count the replayed
+        answers: those of answers that used tokens and recorded no cost (``model`` when it is
+        set, else the id each answer reports). Known before the run, so the search checks
+        them before it writes anything.
+        """
+        return self._unpriced
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._table.values())
@@ -164,7 +221,12 @@ class ReplayModel(OperatorModel):
             return _response(answers[-1])
         if self.fallback is not None:
             return await self.fallback.complete(request)
-        raise ModelNotFoundError(
-            f"no recorded answer for this request (key {key[:12]}) in {self.path}; "
-            "the prompt, operator or seed differ from the recording"
+        # One text for every unrecorded request: several workers that meet the same cause
+        # (another seed, task or prompt) report it once; the request's key is a note.
+        exc = ModelNotFoundError(
+            f"no recorded answer in {self.path} for a request: the prompt, operator or seed "
+            "differ from the recording; search with the recording's task, --seed and settings, "
+            "or give ReplayModel a fallback model"
         )
+        exc.add_note(f"request key {key}")
+        raise exc

@@ -12,7 +12,8 @@ token counts in ``[0, MAX_STEP_TOKENS]`` and :func:`check_cost` only a finite, n
 the driver replaces anything else by an estimate (characters / 4) or "unknown" and records a
 warning on the node, so a negative count cannot disable the ``tokens`` cap and a huge one cannot
 crash the search. The price table prices the model the user asked for, not the id the service
-reports (a different reported id cannot escape the table).
+reports (a different reported id cannot escape the table); a replay of recorded answers names
+itself by the recorded model, so it is priced as the recording was.
 
 Departures from the released system: there, the sandbox-time budget counts only successful
 validation runs and the model-plus-sandbox budget is a wall clock that restarts on resume

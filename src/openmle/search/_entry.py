@@ -41,7 +41,7 @@ from attrs import field, frozen
 
 from openmle._exports import warn_deprecated
 from openmle._protocols import OperatorModel, Sandbox, Selector
-from openmle._types import ModelRequest, Resources, Split, TaskMeta
+from openmle._types import ModelRequest, Resources, Split, TaskMeta, Usage
 from openmle.errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -64,7 +64,7 @@ from openmle.search._driver import (
     default_selector,
     remaining,
 )
-from openmle.search._loop import Proposal, SearchConfig, SearchCore
+from openmle.search._loop import Proposal, SearchConfig, SearchCore, island_base
 from openmle.search._priors import SearchPriors, check_resume_priors
 from openmle.search._prompts import OperatorPrompts, PendingRequest, PromptBuilder, TaskInfo
 from openmle.search._routing import DEFAULT_ROUTE, OperatorRouter
@@ -268,6 +268,46 @@ def _check_parts(spec: SearchSpec | ResumeSpec) -> None:
         )
 
 
+def _priced_models(model: object, prompts: object) -> list[object]:
+    """The models whose answers a price table may price: each routed model (an
+    :class:`OperatorRouter`, also inside a wrapper's ``inner``) and the summary model.
+    """
+    out: list[object] = []
+    for m in (model, getattr(getattr(prompts, "summaries", None), "model", None)):
+        router = m if isinstance(m, OperatorRouter) else getattr(m, "inner", None)
+        if isinstance(router, OperatorRouter):
+            out += [*router.routes.values(), *([router.default] if router.default else [])]
+        elif m is not None:
+            out.append(getattr(m, "inner", m))
+    return out
+
+
+def _check_prices(model: object, prompts: object, budget: Budget | None) -> None:
+    """Refuse, before anything runs, a ``usd`` cap whose price table (or the lack of one)
+    cannot price a model that is known to need a price: a model with ``unpriced_models`` (a
+    :class:`~openmle.backends.ReplayModel`: the recorded ids of answers without a cost). Other
+    models may report their own cost, which is known only at run time.
+
+    Raises:
+        InvalidArgument: names the model id the table has no price for, and the fix.
+    """
+    if budget is None or budget.usd is None:
+        return
+    table = budget.prices
+    probe = Usage(prompt_tokens=1, completion_tokens=1)
+    for m in _priced_models(model, prompts):
+        needed = getattr(m, "unpriced_models", ())
+        for model_id in needed if isinstance(needed, tuple) else ():
+            if table is None or table.cost(str(model_id), probe) is None:
+                known = ", ".join(map(repr, sorted(table.prices if table else ()))) or "no model"
+                raise InvalidArgument(
+                    f"Budget.usd is set but Budget.prices has no price for model "
+                    f"{model_id!r}, whose recorded answers carry no cost (it prices {known}); "
+                    f"add {model_id!r} (or '*') to the price table (CLI: --prices FILE) or "
+                    "drop the usd cap"
+                )
+
+
 # ---------------------------------------------------------------------------------- the specs
 
 
@@ -353,6 +393,9 @@ class SearchSpec:
         _check_parts(self)
         _check_workers(self.workers)
         _check_priors(self.priors)
+        _check_prices(self.model, self.prompts, self.budget)
+        if self.selector is not None:
+            island_base(self.config, self.selector)  # islands need a three-factor selector
 
 
 @final
@@ -368,8 +411,15 @@ class ResumeSpec:
         sandbox: runs and grades them.
         selector: chooses parents; default: :func:`default_selector`.
         prompts: builds requests and parses responses; default :class:`OperatorPrompts`.
-        budget: a new budget (for example to extend a finished run); default: the manifest's.
-        final_test: grade the chosen program once on the test split at the end.
+        budget: the budget of this session, replacing the one in force as a whole (a cap it
+            leaves unset is no cap); default: the budget in force (:meth:`RunDir.budget`: the
+            latest session's, else the manifest's). To change one cap and keep the others,
+            evolve the budget in force, e.g. ``attrs.evolve(RunDir.open(d).budget(),
+            steps=60)`` (what ``openmle resume --budget steps=60`` does). The budget is
+            recorded in ``sessions.jsonl``, and the report shows it.
+        final_test: grade the chosen program on the test split at the end. A run extended
+            past its first end is graded again (a second ``final`` record); the report and the
+            export use the latest.
         description: the task description the run started with, for tasks ``openmle.gym``
             cannot resolve (default: the task package's); it must match the manifest's hash.
         priors_sha256: the content hash of the prior library the run started with
@@ -391,6 +441,7 @@ class ResumeSpec:
 
     def __attrs_post_init__(self) -> None:
         _check_parts(self)
+        _check_prices(self.model, self.prompts, self.budget)
 
 
 def _spec_of(kind: type[_SpecT], first: object, legacy: Mapping[str, Any], call: str) -> _SpecT:
@@ -705,7 +756,8 @@ async def aresume_search(
     m = rd.manifest
     info, limits = _resumed_task_info(rd, s)
     cfg = SearchConfig.from_dict(m["config"])
-    bud = s.budget or Budget.from_dict(m["budget"])
+    bud = s.budget or rd.budget()
+    _check_prices(s.model, s.prompts, bud)
     hib = info.higher_is_better
     core = SearchCore(
         config=cfg, selector=s.selector or default_selector(hib), budget=bud, higher_is_better=hib
@@ -727,7 +779,7 @@ async def aresume_search(
     final_done = None
     if done is not None and not requeue and core.exhausted() is not None:
         final_done = (core.nodes[done[0]], done[1])
-    rd.session("resume", requeued=[p.step for p in pending])
+    rd.session("resume", requeued=[p.step for p in pending], budget=bud.to_dict())
 
     async def drive(recorder: Recorder) -> SearchResult:
         return await _drive(

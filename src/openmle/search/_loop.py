@@ -402,6 +402,25 @@ def _derive_seed(seed: int, step: int) -> int:
     return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
+def island_base(config: SearchConfig, selector: Selector) -> ThreeFactorSelector | None:
+    """The selector that chooses parents within an island (None without islands).
+
+    Raises:
+        InvalidArgument: islands with a selector that is no ThreeFactorSelector.
+    """
+    if config.islands < 2:
+        return None
+    base = selector.base if isinstance(selector, IslandSelector) else selector
+    if not isinstance(base, ThreeFactorSelector):
+        raise InvalidArgument(
+            f"SearchConfig.islands={config.islands} needs a ThreeFactorSelector "
+            f"(parents are chosen within an island by it) but got selector="
+            f"{type(selector).__name__}; pass selector=ThreeFactorSelector(...) "
+            "(CLI: --selector three-factor) or islands=0"
+        )
+    return base
+
+
 @final
 @define(eq=False)
 class SearchCore:
@@ -451,17 +470,8 @@ class SearchCore:
         self.ledger = Ledger(budget=self.budget)
         self.rng = np.random.default_rng(self.config.seed)
         self.board = Board(task=TaskMeta(higher_is_better=self.higher_is_better))
-        if self.config.islands >= 2:
-            base = self.selector
-            if isinstance(base, IslandSelector):
-                base = base.base
-            if not isinstance(base, ThreeFactorSelector):
-                raise InvalidArgument(
-                    f"SearchConfig.islands={self.config.islands} needs a ThreeFactorSelector "
-                    f"(parents are chosen within an island by it) but got selector="
-                    f"{type(self.selector).__name__}; pass selector=ThreeFactorSelector(...) "
-                    "(CLI: --selector three-factor) or islands=0"
-                )
+        base = island_base(self.config, self.selector)
+        if base is not None:
             self._island_base = base
             self.islands = Islands(
                 num_islands=self.config.islands, higher_is_better=self.higher_is_better
@@ -613,6 +623,28 @@ class SearchCore:
 
     # ----------------------------------------------------------------------------------- commit
 
+    def _priced(self, cost: float | None, evaluation: Evaluation, usage: Usage) -> float | None:
+        """``cost``, else ``usage`` priced by the budget's price table as the evaluation's
+        price model (None when unknown).
+
+        Raises:
+            InvalidArgument: the budget caps ``usd`` and tokens were used at an unknown cost;
+                the message names the model id the price table was asked for.
+        """
+        looked_up = evaluation.price_model or evaluation.model
+        if cost is None and self.budget.prices is not None:
+            cost = self.budget.prices.cost(looked_up, usage)
+        if cost is None and self.budget.usd is not None and usage.total_tokens > 0:
+            known = sorted(self.budget.prices.prices) if self.budget.prices is not None else []
+            raise InvalidArgument(
+                f"Budget.usd is set but the cost of a step answered by model {looked_up!r} is "
+                f"unknown: the model reported no cost and Budget.prices has no price for "
+                f"{looked_up!r} (it prices {', '.join(map(repr, known)) or 'no model'}); add "
+                f"{looked_up!r} (or '*') to the price table (CLI: --prices FILE) or drop the "
+                "usd cap"
+            )
+        return cost
+
     def make_node(
         self, proposal: Proposal, evaluation: Evaluation, *, elapsed_s: float = 0.0
     ) -> Node:
@@ -639,8 +671,7 @@ class SearchCore:
         if bad is not None:
             warnings.append(f"reported cost ignored: {bad}")
             cost = None
-        if cost is None and self.budget.prices is not None:
-            cost = self.budget.prices.cost(evaluation.price_model or evaluation.model, usage)
+        cost = self._priced(cost, evaluation, usage)
         used = Consumption(
             sandbox_s=r.runtime_s,
             gpu_s=r.runtime_s * max(0.0, float(evaluation.gpus)),

@@ -7,7 +7,8 @@ Layout::
                            prompt template hash, package versions, hardware
       journal.jsonl        one JSON object per line, appended and fsync'd in the order the
                            search core saw them: {"event": "proposal" | "node" | "cancel" | "final"}
-      sessions.jsonl       start/resume/end of each process working on the run (timestamps)
+      sessions.jsonl       start/resume/end of each process working on the run (timestamps;
+                           start and resume record the session's budget, the one in force)
       board.json           the search board (best node, families, errors, lineage), rewritten
                            at most once a second and at the end
       nodes/<id>/program.py, nodes/<id>/logs.txt
@@ -78,7 +79,7 @@ from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._readback import open_back, read_back, read_back_json, read_back_text
 from openmle._types import Message, ModelRequest, Operator, RunResult, TaskMeta
 from openmle._version import __version__
-from openmle.errors import InvalidArgument, RunDirError
+from openmle.errors import InvalidArgument, OpenMLEError, RunDirError
 from openmle.search._board import Board
 from openmle.search._budget import Budget
 from openmle.search._loop import Node, Proposal, SearchConfig, SearchCore
@@ -647,7 +648,7 @@ class RunDir:
             raise RunDirError(f"cannot write run directory {str(p)!r}: {exc}") from exc
         rd = cls(path=p, manifest=manifest)
         rd._open_journal()
-        rd.session("start")
+        rd.session("start", budget=manifest["budget"])
         return rd
 
     @classmethod
@@ -658,6 +659,11 @@ class RunDir:
             RunDirError: no manifest, or an unreadable one.
         """
         p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise RunDirError(
+                f"{str(p)!r} is a file, not a run directory; pass the directory given to "
+                "`openmle search --out`"
+            )
         try:
             manifest = read_back_json(p / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)
         except FileNotFoundError:
@@ -666,7 +672,7 @@ class RunDir:
                 "given to `openmle search --out`"
             ) from None
         except OSError as exc:
-            raise RunDirError(f"cannot read the manifest: {exc.strerror or exc}") from None
+            raise RunDirError(f"cannot read {p / MANIFEST}: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("task"), dict):
@@ -977,6 +983,29 @@ class RunDir:
                     raise self._bad(line, exc) from None
         return out
 
+    def budget(self) -> Budget:
+        """The budget in force: the one the latest session recorded in ``sessions.jsonl``
+        (``openmle resume --budget`` or ``ResumeSpec(budget=...)`` may have changed it), else
+        the manifest's (the budget the run started with).
+
+        Raises:
+            RunDirError: the manifest's budget is not a budget.
+        """
+        for rec in reversed(self.sessions()):
+            recorded = rec.get("budget")
+            if isinstance(recorded, Mapping):
+                try:
+                    return Budget.from_dict(recorded)
+                except (OpenMLEError, TypeError, ValueError):
+                    break  # informational file: a damaged entry falls back to the manifest
+        try:
+            return Budget.from_dict(self.manifest["budget"])
+        except (OpenMLEError, TypeError, ValueError, KeyError) as exc:
+            raise RunDirError(
+                f"{self.path / MANIFEST}: its budget is not a budget ({exc}); the manifest is "
+                "damaged"
+            ) from None
+
     def sessions(self) -> list[dict[str, Any]]:
         """The session events (lines that are not JSON objects with an ``"event"`` skipped:
         the file is informational, the journal is the record).
@@ -1099,7 +1128,9 @@ def check_new_run_dir(path: str | Path) -> bool:
         "resume it with `openmle resume` or choose a new directory"
     )
     if not p.is_dir():
-        raise refuse
+        raise InvalidArgument(
+            f"run_dir={str(p)!r} is a file, not a run directory; choose a new directory"
+        )
     entries = {e.name: e for e in p.iterdir()}
     if not set(entries) - {DATA_TASK_DIR}:
         return False

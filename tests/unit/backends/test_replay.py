@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 
 from openmle import Job, Message, ModelRequest, Operator, Outcome, RunResult
 from openmle.backends import OfflineModel, RecordingModel, ReplayModel
 from openmle.errors import InvalidArgument, ModelNotFoundError
-from openmle.search import Budget, SearchConfig, SearchSpec, journal_fingerprint, run_search
+from openmle.search import (
+    Budget,
+    PriceTable,
+    SearchConfig,
+    SearchSpec,
+    journal_fingerprint,
+    run_search,
+)
 from openmle.testing import FunctionSandbox, FunctionSelector, ScriptedModel, check_operator_model
 
 
@@ -94,3 +103,92 @@ def test_a_replayed_search_reproduces_the_recorded_one(tmp_path: Path) -> None:
             ra["node"].pop("model")
             rb["node"].pop("model")
     assert a == b
+
+
+def _priced_spec(model: object, prices: dict[str, tuple[float, float]]) -> SearchSpec:
+    """A 3-step toy search of ``model`` under a 5-dollar cap priced by ``prices``."""
+
+    def grade(job: Job) -> RunResult:
+        return RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split)
+
+    return SearchSpec(
+        task="toy",
+        higher_is_better=True,
+        model=model,  # type: ignore[arg-type]
+        sandbox=FunctionSandbox(grade),
+        budget=Budget(steps=3, usd=5.0, prices=PriceTable(prices=prices)),
+        config=SearchConfig(initial_drafts=2),
+        workers=1,
+        description="",
+    )
+
+
+def test_replayed_answers_are_priced_as_the_recorded_model(tmp_path: Path) -> None:
+    """docs/how-to/custom-model.md: replaying under a usd cap prices the recorded model id
+    (the replay used to ask for a price of 'replay' and stop at its first step)."""
+    model = ScriptedModel(lambda r: "plan\n```python\nprint(1)\n```", model="my-model-v1")
+    prices = {"my-model-v1": (0.5, 1.5)}
+    recorded = RecordingModel(model, tmp_path / "answers.jsonl")
+    first = run_search(_priced_spec(recorded, prices), run_dir=tmp_path / "a")
+    replay = ReplayModel(tmp_path / "answers.jsonl")
+    assert replay.model == "my-model-v1" and replay.unpriced_models == ("my-model-v1",)
+    again = run_search(_priced_spec(replay, prices), run_dir=tmp_path / "b")
+    assert len(again.nodes) == 3 and again.spent["usd"] == pytest.approx(first.spent["usd"])
+    assert again.spent["usd"] > 0
+    # a table without the recorded id: refused before anything is written, naming the id
+    with pytest.raises(InvalidArgument, match="no price for model 'my-model-v1'"):
+        _priced_spec(ReplayModel(tmp_path / "answers.jsonl"), {"gpt-4o": (1.0, 1.0)})
+    with pytest.raises(InvalidArgument, match="it prices no model"):
+        attrs.evolve(_priced_spec(replay, prices), budget=Budget(steps=3, usd=5.0))
+    assert ReplayModel(tmp_path / "answers.jsonl", model="other").model == "other"
+
+
+def test_an_old_recording_is_priced_as_the_model_its_answers_report(tmp_path: Path) -> None:
+    """A recording without the asked model's id: the id its answers report."""
+    rec = RecordingModel(ScriptedModel(["x"], model="m-1"), tmp_path / "rec.jsonl")
+    anyio.run(rec.complete, request("a"))
+    lines = [json.loads(x) for x in (tmp_path / "rec.jsonl").read_text().splitlines()]
+    assert lines[0]["model"] == "m-1"
+    for line in lines:
+        del line["model"]
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert ReplayModel(tmp_path / "old.jsonl").model == "m-1"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert ReplayModel(empty).model == "replay"
+
+
+def test_an_unknown_cost_names_the_model_id_looked_up(tmp_path: Path) -> None:
+    """A model the table cannot price stops the search with its id in the message."""
+    model = ScriptedModel(lambda r: "plan\n```python\nprint(1)\n```", model="m-2")
+    with pytest.raises(InvalidArgument, match="answered by model 'm-2'"):
+        run_search(_priced_spec(model, {"gpt-4o": (1.0, 1.0)}), run_dir=tmp_path / "c")
+
+
+def test_a_replay_with_another_seed_fails_with_one_readable_error(tmp_path: Path) -> None:
+    """Workers that meet unrecorded requests report one error, not several run together on
+    one comma-joined line (each request's key differed, so the messages did)."""
+
+    def grade(job: Job) -> RunResult:
+        return RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split)
+
+    def spec(model: object, seed: int) -> SearchSpec:
+        return SearchSpec(
+            task="toy",
+            higher_is_better=True,
+            model=model,  # type: ignore[arg-type]
+            sandbox=FunctionSandbox(grade),
+            budget=Budget(steps=4),
+            config=SearchConfig(initial_drafts=4, seed=seed),
+            workers=4,
+            description="",
+        )
+
+    answer = "plan\n```python\nprint(1)\n```"
+    run_search(spec(RecordingModel(ScriptedModel(lambda r: answer), tmp_path / "r.jsonl"), 5))
+    with pytest.raises(ModelNotFoundError) as caught:
+        run_search(spec(ReplayModel(tmp_path / "r.jsonl"), 6), quiet=True)
+    message = str(caught.value)
+    assert "\n" not in message and message.count("no recorded answer") == 1
+    assert "--seed" in message
+    assert any(n.startswith("request key ") for n in caught.value.__notes__)

@@ -146,3 +146,80 @@ def test_the_miniature_snippet_runs_twice(tmp_path: Path, monkeypatch: pytest.Mo
     code = code.replace('"dogs-vs-cats-redux-kernels-edition"', '"spooky-author-identification"')
     for _ in range(2):
         exec(compile(code, "run-mle-bench.md", "exec"), {})
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], rc: int = 2) -> str:
+    """Run ``argv``, check it exits ``rc`` without the run header; its stderr."""
+    assert main(argv) == rc
+    got = capsys.readouterr()
+    assert "writing" not in got.out and "building" not in got.out, got.out
+    return got.err
+
+
+def test_resume_of_a_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`resume garbage.txt` said `cannot read the manifest: Not a directory` (no path)."""
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("hi")
+    err = _refused(["resume", str(garbage)], capsys, rc=1)
+    assert f"{str(garbage)!r} is a file, not a run directory" in err
+
+
+def test_an_out_that_is_a_file_is_called_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out README.md` was refused as a non-empty run to resume."""
+    readme = tmp_path / "README.md"
+    readme.write_text("x")
+    err = _refused(["search", "--task", "tabular-binary", "--out", str(readme)], capsys)
+    assert "is a file, not a run directory" in err and "resume" not in err
+
+
+def test_islands_are_checked_before_the_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--islands 1` was accepted; `--islands 3 --selector greedy` printed the header first."""
+    out = tmp_path / "run"
+    argv = ["search", "--task", "tabular-binary", "--out", str(out), "--islands"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "1"])
+    assert exited.value.code == 2
+    assert "argument --islands: expected an integer >= 2" in capsys.readouterr().err
+    err = _refused([*argv, "3", "--selector", "greedy"], capsys)
+    assert "--islands 3 needs --selector three-factor or three-factor-paper" in err
+    assert not out.exists()
+
+
+def test_islands_with_another_selector_are_refused_by_the_spec() -> None:
+    """The Python API refuses the spec itself (before anything is written)."""
+    from openmle.search import Budget, GreedySelector, SearchConfig, SearchSpec
+    from openmle.testing import FunctionSandbox, ScriptedModel
+
+    with pytest.raises(InvalidArgument, match="islands=3 needs a ThreeFactorSelector"):
+        SearchSpec(
+            task="toy",
+            model=ScriptedModel(["x"]),
+            sandbox=FunctionSandbox(lambda job: None),  # type: ignore[arg-type,return-value]
+            budget=Budget(steps=1),
+            selector=GreedySelector(higher_is_better=True),
+            config=SearchConfig(islands=3),
+        )
+
+
+def test_a_missing_data_folder_names_the_flag_before_building(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--data nonexist` printed "building nonexist into ..." and then named `raw_dir=`."""
+    out = tmp_path / "run"
+    err = _refused(["search", "--data", str(tmp_path / "nonexist"), "--out", str(out)], capsys)
+    assert f"--data {tmp_path / 'nonexist'}: not a directory" in err and "raw_dir" not in err
+    assert not out.exists()
+
+
+def test_demo_help_has_no_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    """`demo --help` mentioned `--preset paper`, which only `search` has."""
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    assert "--preset" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    assert "--preset paper: 7200" in " ".join(capsys.readouterr().out.split())

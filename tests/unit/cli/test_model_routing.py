@@ -46,6 +46,15 @@ def test_routed_models_and_the_summary_model_are_recorded_and_resumed(tmp_path: 
         ("draft=offline,default=no-such-model", "--model default=no-such-model"),
         ("draft=offline,draft=offline,default=offline", "draft= is given twice"),
         ("draft=,default=offline", "draft= names no model"),
+        # a key that is no operator is refused by name, with the keys (it was read as part
+        # of the previous spec, or reported as a missing operator)
+        (
+            "draft=offline,improv=offline-numpy,default=offline",
+            "improv= is no operator (did you mean improve=?); the keys are draft, improve, "
+            "debug, crossover, default",
+        ),
+        ("draft=offline,improv=offline", "improv= is no operator"),
+        ("drat=offline,default=offline", "drat= is no operator (did you mean draft=?)"),
     ],
 )
 def test_a_bad_routed_model_exits_2_naming_the_flag(
@@ -55,6 +64,14 @@ def test_a_bad_routed_model_exits_2_naming_the_flag(
     err = capsys.readouterr().err
     assert "--model" in err and says in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_url_query_in_a_routed_spec_is_no_route_key() -> None:
+    """A comma inside a URL's query continues that spec (its keys are no operators)."""
+    from openmle._cli._search import _parse_routes
+
+    value = "draft=openai:http://h/v1?a=1,b=2#m,default=offline"
+    assert _parse_routes(value) == {"draft": "openai:http://h/v1?a=1,b=2#m", "default": "offline"}
 
 
 def test_summary_model_needs_summaries_and_one_spec(

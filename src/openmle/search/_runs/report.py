@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from attrs import frozen
 
 from openmle._types import Operator, RunResult
-from openmle.errors import RunDirError
+from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._loop import Node
 from openmle.search._rundir import RunDir
 
@@ -579,6 +580,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     running = _running_best(nodes, hib)
     time_order = sorted(nodes, key=lambda n: n.elapsed_s)
     spent = _spent(nodes)
+    caps = rd.budget().to_dict()  # the budget in force (a resume may have changed it)
     path = Path(out) if out is not None else rd.path / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     plots = _plots(path.with_name("score"), [n.step for n in nodes], nodes, running, hib)
@@ -610,18 +612,26 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
 first)</small></h2>
 {_lineage_table(chain, hib) if chain else "<p>No successful node.</p>"}
 <h2>Budget</h2>
-{_bars(spent, m["budget"])}
+{_bars(spent, caps)}
 <h2>Outcomes by operator</h2>
 {_counts(nodes)}
 <h2>Replay <small style="font-weight:400;color:#6b7280">(each node's exact request and answer;
 click to open)</small></h2>
 {_replay(rd, nodes)}
 <p class="sub" style="margin-top:24px">Plots: {plot_names} ·
-manifest: <code>{_esc(json.dumps(m["budget"]))}</code></p>
+{_budget_note(m["budget"], caps)}</p>
 </body></html>
 """
     path.write_text(html_text, errors="backslashreplace")
     return path
+
+
+def _budget_note(started: Any, caps: dict[str, Any]) -> str:
+    """The budget in force, and the one the run started with when a resume changed it."""
+    note = f"budget: <code>{_esc(json.dumps(caps, sort_keys=True))}</code>"
+    if isinstance(started, dict) and started != caps:
+        note += f" (started with <code>{_esc(json.dumps(started, sort_keys=True))}</code>)"
+    return note
 
 
 def _best(nodes: Sequence[Node], hib: bool) -> Node | None:
@@ -715,14 +725,44 @@ def _load(run_dir: str | Path) -> tuple[RunDir, list[Node], bool]:
     )
 
 
+def _check_comparable(rda: RunDir, rdb: RunDir) -> None:
+    """Refuse two runs whose metrics run in opposite directions; warn when their tasks differ.
+
+    Raises:
+        InvalidArgument: one run maximises its metric and the other minimises it.
+    """
+    ta, tb = rda.manifest["task"], rdb.manifest["task"]
+
+    def said(label: str, rd: RunDir, task: Mapping[str, Any]) -> str:
+        direction = "higher is better" if task["higher_is_better"] else "lower is better"
+        return f"{label} {str(rd.path)!r} (task {task['name']!r}, {direction})"
+
+    if bool(ta["higher_is_better"]) != bool(tb["higher_is_better"]):
+        raise InvalidArgument(
+            f"cannot compare {said('run A', rda, ta)} with {said('run B', rdb, tb)}: their "
+            "scores run in opposite directions; compare two runs of the same task"
+        )
+    if ta["name"] != tb["name"]:
+        warnings.warn(
+            f"comparing runs of different tasks ({ta['name']!r} and {tb['name']!r}): their "
+            "scores measure different things",
+            UserWarning,
+            stacklevel=4,  # the caller of compare_runs or write_comparison
+        )
+
+
 def compare_runs(run_a: str | Path, run_b: str | Path) -> RunComparison:
     """Compare two runs step by step: where do they first take a different path?
 
     Steps are matched by their number; at each, the operator, the parents (named by their step,
     since node ids differ between runs) and the outcome must agree.
 
+    Warns:
+        UserWarning: the runs searched different tasks.
+
     Raises:
         RunDirError: either is not a run directory.
+        InvalidArgument: one run's metric is maximised and the other's minimised.
     """
     return _comparison(_load(run_a), _load(run_b))[0]
 
@@ -731,6 +771,7 @@ def _comparison(
     la: tuple[RunDir, list[Node], bool], lb: tuple[RunDir, list[Node], bool]
 ) -> tuple[RunComparison, dict[str, int], dict[str, int]]:
     (rda, a, hib_a), (rdb, b, hib_b) = la, lb
+    _check_comparable(rda, rdb)
     first, why, sa, sb = _compare(a, b)
     ba, bb = _best(a, hib_a), _best(b, hib_b)
     comp = RunComparison(
@@ -789,8 +830,12 @@ def write_comparison(
     Returns:
         The HTML path and the comparison.
 
+    Warns:
+        UserWarning: the runs searched different tasks.
+
     Raises:
         RunDirError: either is not a run directory.
+        InvalidArgument: one run's metric is maximised and the other's minimised.
     """
     la, lb = _load(run_a), _load(run_b)
     (rda, a, hib_a), (rdb, b, hib_b) = la, lb
