@@ -5,6 +5,7 @@ x seeds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tomllib
@@ -20,6 +21,7 @@ from openmle._cli._bench_campaign import (
     _summary_spec,
     bench_models,
 )
+from openmle._cli._common import EXIT_INTERRUPTED, interrupted
 from openmle._cli._track import add_track_flag, closing_on_error, open_track, track_bench_dir
 from openmle.errors import InvalidArgument
 
@@ -179,6 +181,39 @@ def _preset_defaults(base: dict[str, Any]) -> None:
     base["budget"] = mine + ("," + str(base["budget"]) if base.get("budget") else "")
 
 
+def _seed_list(seeds: Any, origin: str) -> list[int]:
+    """The search seeds ``seeds`` names: a count N (seeds 0..N-1, N >= 1) or a list of distinct
+    integers >= 0; ``origin`` is ``--seeds`` (the flag) or the experiment file it came from.
+
+    Raises:
+        InvalidArgument: anything else (a string, a float, 0, an empty or repeated list), in
+            one line naming ``--seeds`` or the file's ``seeds`` key and the fix.
+    """
+
+    def whole(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    if whole(seeds) and seeds >= 1:
+        return list(range(seeds))
+    if (
+        isinstance(seeds, list)
+        and all(whole(x) and x >= 0 for x in seeds)
+        and 0 < len(seeds) == len(set(seeds))
+    ):
+        return list(seeds)
+    if origin == "--seeds":
+        raise InvalidArgument(
+            f"Expected --seeds N with N >= 1 (runs per competition, seeds 0..N-1) but got "
+            f"--seeds {seeds}"
+        )
+    shown = json.dumps(seeds)
+    raise InvalidArgument(
+        f"{origin}: expected seeds = N with N >= 1 (runs per competition, seeds 0..N-1) or a "
+        f"list of distinct seeds >= 0 such as seeds = [0, 1, 2], but got seeds = "
+        f"{shown if len(shown) <= 60 else shown[:57] + '...'}"
+    )
+
+
 def _budget_spec(spec: str) -> str:
     """A budget spec with repeated keys collapsed, the last one winning."""
     parts: dict[str, str] = {}
@@ -223,8 +258,7 @@ def _run(args: argparse.Namespace) -> int:
     benchmark = s.get("benchmark") or "mle-bench"
     # smoke: the miniature registry's own split file lists its competitions
     spec = "mle-bench-lite" if suite == SMOKE and benchmark == "mle-bench" else suite
-    seeds = s["seeds"]
-    seed_list = list(range(int(seeds))) if isinstance(seeds, int) else [int(x) for x in seeds]
+    seed_list = _seed_list(s["seeds"], "--seeds" if args.seeds is not None else args.target)
     budget = parse_budget(_budget_spec(str(s["budget"])))
     preset = _preset_fields(s)
     config = BenchConfig(
@@ -261,16 +295,34 @@ def _run(args: argparse.Namespace) -> int:
 
         config = preset_deviations(Preset.named(str(s["preset"])), config)
     config = attrs.evolve(config, summary_model=_summary_spec(s))
+    model, summary = bench_models(config.model, config.summary_model)  # before --out is made
     if s.get("launcher"):
         from openmle._cli._bench_campaign import launch
 
         return launch(args, Path(s["out"]), config, str(s["launcher"]))
-    model, summary = bench_models(config.model, config.summary_model)
     tracker = open_track(args, Path(s["out"]).name, "openmle-bench")
-    with closing_on_error(tracker):
+    with _resumable(Path(s["out"])), closing_on_error(tracker):
         return _go(args, Path(s["out"]), lambda **kw: arun_bench(
             Path(s["out"]), config=config, model=model, summary_model=summary, **kw
         ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
+    return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
+
+
+@contextlib.contextmanager
+def _resumable(out: Path) -> Iterator[None]:
+    """An interrupt (Ctrl-C, SIGTERM; alone or in an exception group) of the block says how to
+    finish the bench: ``openmle: interrupted (Ctrl-C)`` and, once ``out`` holds its manifest,
+    ``continue with: openmle bench resume OUT`` (the block is left; the caller returns
+    :data:`EXIT_INTERRUPTED`).
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        interrupted(out, resume="openmle bench resume")
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        interrupted(out, resume="openmle bench resume")
 
 
 def _emitter(args: argparse.Namespace) -> Any:
@@ -335,10 +387,11 @@ def _resume(args: argparse.Namespace) -> int:
     model, summary_model = bench_models(spec, summary)
     factory = None if box == run.config.sandbox and not args.sandbox else bench_sandbox(box)
     tracker = open_track(args, run.path.name, "openmle-bench")
-    with closing_on_error(tracker):
+    with _resumable(run.path), closing_on_error(tracker):
         return _go(args, run.path, lambda **kw: arun_bench(
             run.path, model=model, summary_model=summary_model, sandbox=factory, **kw
         ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
+    return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -386,6 +439,9 @@ def _doctor(args: argparse.Namespace) -> int:
         )
     bench = MLEBench.locate(registry, data)
     ids = bench.suite(suite)
+    problem = bench.data_problem(ids)
+    if problem is not None:  # the folder itself is wrong: one line, not a line per competition
+        raise InvalidArgument(problem)
     lines = doctor(bench, ids, checksums=args.checksums, views=args.validation != "self")
     if args.json:
         print(json.dumps([ln.to_dict() for ln in lines], indent=2))

@@ -100,13 +100,19 @@ def note_signal(signum: int) -> None:
     _signals.append(int(signum))
 
 
-def interrupted(run_dir: Path | str | None = None, *, signum: int | None = None) -> int:
+def interrupted(
+    run_dir: Path | str | None = None,
+    *,
+    signum: int | None = None,
+    resume: str = "openmle resume",
+) -> int:
     """Say the command was interrupted and how to continue; returns :data:`EXIT_INTERRUPTED`.
 
     The one interrupt handler of the CLI (Ctrl-C and SIGTERM alike): prints
     ``openmle: interrupted (SIGNAL)`` on stderr and, when ``run_dir`` holds a run (its
-    manifest was written), the ``openmle resume RUN_DIR`` line that continues it. ``signum``
-    defaults to the signal :func:`note_signal` recorded, else SIGINT.
+    manifest was written), the ``<resume> RUN_DIR`` line that continues it (``resume``:
+    ``openmle resume`` for a run directory, ``openmle bench resume`` for a bench directory).
+    ``signum`` defaults to the signal :func:`note_signal` recorded, else SIGINT.
     """
     if signum is None:
         signum = _signals[-1] if _signals else signal.SIGINT
@@ -115,7 +121,7 @@ def interrupted(run_dir: Path | str | None = None, *, signum: int | None = None)
     if run_dir is not None and (Path(run_dir) / "manifest.json").is_file():
         sys.stderr.write(
             f"openmle: nothing committed is lost; continue with: "
-            f"openmle resume {shlex.quote(str(run_dir))}\n"
+            f"{resume} {shlex.quote(str(run_dir))}\n"
         )
     sys.stderr.flush()
     return EXIT_INTERRUPTED

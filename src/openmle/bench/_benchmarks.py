@@ -125,7 +125,12 @@ class BenchTask(Protocol):
 
 @runtime_checkable
 class Benchmark(Protocol):
-    """An opened benchmark: its ids and suites, a task per id, its manifest entries."""
+    """An opened benchmark: its ids and suites, a task per id, its manifest entries.
+
+    Optional: a ``data_problem(ids) -> str | None`` method, asked by the bench's preflight
+    before any task: why the benchmark's data folder serves none of ``ids`` (one line naming
+    the flag and the fix), so a wrong folder is one error rather than one per task.
+    """
 
     def ids(self) -> list[str]:
         """Every competition id (sorted)."""

@@ -28,6 +28,7 @@ its result is not used).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import anyio
 import attrs
 from attrs import define, field
 
+from openmle._compat import require
 from openmle._readback import read_back_json
 from openmle._types import Job, RunResult
 from openmle.errors import InvalidArgument
@@ -69,6 +71,7 @@ def sandbox_factory(spec: str) -> Callable[[Any], Any]:
     Raises:
         InvalidArgument: the spec names no sandbox, or one that can neither take the bench's
             resolver nor run on a job service.
+        MissingDependency: ``ray`` without Ray installed.
     """
     from openmle.backends import build_sandbox, check_sandbox_spec, sandbox_takes
 
@@ -87,6 +90,8 @@ def sandbox_factory(spec: str) -> Callable[[Any], Any]:
             "grader through its own task resolver"
         )
     if _is_ray(spec):
+        if importlib.util.find_spec("ray") is None:  # found now, not at the first job
+            require("ray", "ray")  # MissingDependency with the install line
         return lambda resolver: build_sandbox(
             spec,
             {
@@ -249,8 +254,6 @@ async def engine_slots(sandbox: Any) -> int:
     if isinstance(sandbox, RaySandbox):
 
         def cluster_cpus() -> int:
-            from openmle._compat import require
-
             ray = require("ray", "ray")
             if not ray.is_initialized():
                 ray.init(address=sandbox.address, **dict(sandbox.init_options))

@@ -17,7 +17,20 @@ from attrs import define, field
 
 from openmle._compat import require
 
-__all__ = ["LiveBoard"]
+__all__ = ["LiveBoard", "committed_fractions"]
+
+
+def committed_fractions(p: Any, steps: int | None) -> dict[str, float]:
+    """The share of each capped budget quantity a run has used, from its
+    :class:`openmle.search.Progress` ``p``, with ``steps`` counted as its line counts them:
+    committed steps (``p.steps_done`` of ``steps``), not proposed ones, so ``step 1/2`` goes
+    with ``steps 50% left``.
+    """
+    fr = dict(p.fractions)
+    if "steps" in fr and steps:
+        fr["steps"] = p.steps_done / steps
+    return fr
+
 
 _DONE_SHOWN = 5
 """Finished runs kept in the table below the ones in flight (the most recent)."""
@@ -122,9 +135,7 @@ class LiveBoard:
         row.step = int(p.steps_done)
         row.steps = steps
         row.best = p.best_score
-        fr = dict(p.fractions)
-        if "steps" in fr and steps:
-            fr["steps"] = row.step / steps  # finished steps, not proposed ones
+        fr = committed_fractions(p, steps)
         row.left = max(0.0, 1.0 - max(fr.values())) if fr else None
         self._refresh()
 

@@ -49,6 +49,7 @@ from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle.bench._benchmarks import Benchmark, BenchTask, benchmark_kind
+from openmle.bench._live import committed_fractions
 from openmle.bench._medals import Leaderboard, bench_dict, competition_report
 from openmle.errors import InvalidArgument, OpenMLEError
 from openmle.gym import Exclusions, GradeReport
@@ -336,7 +337,10 @@ class BenchConfig:
         if not self.competitions:
             raise InvalidArgument("Expected at least one competition in the bench; check SUITE")
         if not self.seeds or any(s < 0 for s in self.seeds):
-            raise InvalidArgument(f"Expected seeds >= 0 but got seeds={list(self.seeds)}")
+            raise InvalidArgument(
+                f"Expected at least one seed, each >= 0, but got seeds={list(self.seeds)} "
+                "(CLI: --seeds N with N >= 1 runs seeds 0..N-1)"
+            )
         if len(set(self.seeds)) != len(self.seeds):
             raise InvalidArgument(f"Expected distinct seeds but got {list(self.seeds)}")
         if self.concurrency is not None and self.concurrency < 1:
@@ -695,7 +699,8 @@ class _Live:
             return
         self._last[key] = (now, p.steps_done)
         best = "-" if p.best_score is None else f"{p.best_score:.5g}"
-        left = ", ".join(f"{k} {max(0.0, 1 - v):.0%} left" for k, v in sorted(p.fractions.items()))
+        fractions = committed_fractions(p, steps)  # the step the line shows, not one proposed
+        left = ", ".join(f"{k} {max(0.0, 1 - v):.0%} left" for k, v in sorted(fractions.items()))
         of = f"/{steps}" if steps else ""
         self.emit(
             f"  {cid} seed {seed}: step {p.steps_done}{of}, best valid {best}, "
@@ -1136,9 +1141,11 @@ async def arun_bench(
     Raises:
         InvalidArgument: a bad config, a non-empty new directory, or not a bench directory.
     """
+    # a new bench's sandbox spec is checked before its directory is made (nothing written)
+    factory = sandbox or (None if config is None else bench_sandbox(config.sandbox))
     run, bench, library = await _open_bench(path, config, bench, check_gpus=sandbox is None)
     cfg = run.config
-    box = (sandbox or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
+    box = (factory or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
     states = run.status()
     live = _live_for(states, emit, board)
     picked = None if only is None else {(c, int(k), a) for c, k, a in only}
@@ -1208,12 +1215,19 @@ def preflight(config: BenchConfig, bench: Benchmark, own_sandbox: bool = True) -
     """Stop a bench before its first step when a competition cannot run: its data cannot be
     prepared (for MLE-bench's ``split`` protocol: its validation view cannot be built), or it
     needs more GPUs per program run than this machine offers (checked for the local and Docker
-    sandboxes this bench builds itself, ``own_sandbox``).
+    sandboxes this bench builds itself, ``own_sandbox``). A benchmark with a
+    ``data_problem(ids)`` method (MLE-bench's :meth:`MLEBench.data_problem`) is asked first
+    whether its data folder serves any of the competitions at all.
 
     Raises:
-        InvalidArgument: one error naming every competition that cannot run, its cause and its
-            fix.
+        InvalidArgument: the data folder serves none of the competitions (one line, the real
+            cause), or one error counting the competitions that cannot run and naming the
+            first ones' causes and fixes.
     """
+    data_problem = getattr(bench, "data_problem", None)  # optional: see Benchmark
+    problem = data_problem(config.competitions) if callable(data_problem) else None
+    if problem is not None:  # a wrong data folder: one cause, not one line per competition
+        raise InvalidArgument(str(problem))
     problems: list[str] = []
     have = _gpus_here() if own_sandbox and config.sandbox in {"local", "docker"} else None
     for cid in config.competitions:
@@ -1234,12 +1248,27 @@ def preflight(config: BenchConfig, bench: Benchmark, own_sandbox: bool = True) -
                 "the GPUs are"
             )
     if problems:
-        shown = "; ".join(problems[:10])
-        more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
         raise InvalidArgument(
             f"{len(problems)} of {len(config.competitions)} competitions cannot run, so the "
-            f"bench did not start: {shown}{more}"
+            f"bench did not start: {_listed(problems)}"
         )
+
+
+_SHOWN = 3
+"""At most this many competitions' causes are spelled out in the preflight's error."""
+
+
+def _listed(problems: Sequence[str]) -> str:
+    """``problems`` (one per competition, ``<id>: <cause>``), bounded: the first
+    :data:`_SHOWN` in full (each at most 400 characters), then the count of the others and
+    the first few of their ids.
+    """
+    shown = "; ".join(p if len(p) <= 400 else p[:397] + "..." for p in problems[:_SHOWN])
+    rest = [p.split(":", 1)[0] for p in problems[_SHOWN:]]
+    if not rest:
+        return shown
+    ids = ", ".join(rest[:5]) + (", ..." if len(rest) > 5 else "")
+    return f"{shown}; and {len(rest)} more competition(s) ({ids})"
 
 
 def _library(config: BenchConfig, bench: Benchmark | None = None) -> PriorLibrary | None:

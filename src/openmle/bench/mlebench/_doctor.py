@@ -123,7 +123,28 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = Tru
         return line()
     _doctor_leaderboard(comp, bad)
     root = bench.data_dir / cid / "prepared"
-    prep = f"run `mlebench prepare -c {cid} --data-dir {bench.data_dir}`"
+    _doctor_data(bench, comp, root, bad)
+    if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
+        bad("the competition's grade.py is missing", "update the MLE-bench checkout")
+    if checksums and root.is_dir():
+        _check_sums(comp, root, bad, notes)
+    if views and not problems:
+        _doctor_view(bench, cid, bad, notes)
+    if comp.known_issue:
+        notes.append(f"MLE-bench known issue: {comp.known_issue}")
+    return line()
+
+
+def _doctor_data(
+    bench: MLEBench, comp: Competition, root: Path, bad: Callable[[str, str], None]
+) -> None:
+    """The prepared data of ``comp`` under ``root`` (``<data>/<id>/prepared``): a competition
+    never prepared is one problem; otherwise each half (public, private) and its key file.
+    """
+    prep = f"run `mlebench prepare -c {comp.id} --data-dir {bench.data_dir}`"
+    if not root.is_dir():
+        bad("not prepared (no prepared/ folder)", prep)
+        return
     if not _nonempty(root / "public"):
         bad("prepared/public is missing or empty", prep)
     elif not (bench.data_dir / comp.sample_submission).is_file():
@@ -132,15 +153,6 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = Tru
         bad("prepared/private is missing or empty", prep)
     elif not (bench.data_dir / comp.answers).is_file():
         bad(f"the answers {comp.answers} are missing", prep)
-    if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
-        bad("the competition's grade.py is missing", "update the MLE-bench checkout")
-    if checksums:
-        _check_sums(comp, root, bad, notes)
-    if views and not problems:
-        _doctor_view(bench, cid, bad, notes)
-    if comp.known_issue:
-        notes.append(f"MLE-bench known issue: {comp.known_issue}")
-    return line()
 
 
 def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> None:

@@ -310,6 +310,23 @@ class MLEBench:
             )
         return ids
 
+    def data_problem(self, ids: Sequence[str]) -> str | None:
+        """Why ``data_dir`` serves none of ``ids``, in one line naming ``--data`` and the fix:
+        it does not exist, or it holds no ``<id>/prepared`` folder of ``ids`` (a wrong or empty
+        folder, or the folder above the one ``mlebench prepare`` wrote, which is then named).
+        None when at least one competition has its ``prepared`` folder: what each one lacks is
+        then :meth:`MLEBenchTask.preflight`'s (and ``bench doctor``'s) to say.
+        """
+        d = self.data_dir
+        if not d.is_dir():
+            why = "not a directory" if d.exists() else "no such directory"
+            return f"--data {d}: {why}; {_DATA_FIX}"
+        if any(_is_dir(d / cid / "prepared") for cid in ids):
+            return None
+        below = _data_below(d, ids)
+        hint = f"; {below} holds them: pass --data {below}" if below is not None else ""
+        return f"--data {d} holds none of the suite's <id>/prepared folders ({_DATA_FIX}){hint}"
+
     # ------------------------------------------------------------------ competitions
 
     def competition(self, cid: str) -> Competition:
@@ -465,7 +482,8 @@ class MLEBenchTask:
         if not public.is_dir() or not answers.is_file():
             missing = public if not public.is_dir() else answers
             return (
-                f"cannot be prepared ({missing} is missing; run `mlebench prepare -c {self.name}`)"
+                f"cannot be prepared ({missing} is missing; run `mlebench prepare -c "
+                f"{self.name} --data-dir {self.bench.data_dir}`)"
             )
         if self.protocol == "split":
             self.public_dir(Split.VALID)
@@ -806,6 +824,29 @@ class MLEBenchTask:
             higher_is_better=hib,
             submission_path=str(path),
         )
+
+
+_DATA_FIX = "it should be the --data-dir given to `mlebench prepare`, e.g. ~/.cache/mle-bench/data"
+_DATA_SCAN = 200
+"""At most this many sub-folders of a wrong ``--data`` are looked into for the right one."""
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except OSError:
+        return False
+
+
+def _data_below(d: Path, ids: Sequence[str]) -> Path | None:
+    """The first sub-folder of ``d`` (sorted, at most :data:`_DATA_SCAN`) holding a
+    ``<id>/prepared`` folder of ``ids``: where ``--data`` should point; None if none does.
+    """
+    try:
+        subs = sorted(p for p in d.iterdir() if _is_dir(p))[:_DATA_SCAN]
+    except OSError:
+        return None
+    return next((p for p in subs if any(_is_dir(p / c / "prepared") for c in ids)), None)
 
 
 VIEW_CACHE = "mlebench-valid"

@@ -131,12 +131,16 @@ class SplitRule:
             "paired_images": "image pairs",
             "json_records": "records",
             "labelled_files": "files",
-            "time_days": "recording days (latest held out)",
+            "time_days": "recording days",
             "birds": "recordings",
         }[self.kind]
         cap = f", at most {self.cap}" if self.cap else ""
         grp = f", grouped by {self.group}" if self.group else ""
-        return f"{self.pool}: {self.fraction:.0%} of {unit}{cap}{grp} held out (seed {self.seed})"
+        latest = "the latest " if self.kind == "time_days" else ""  # whole days, newest first
+        return (
+            f"{self.pool}: {latest}{self.fraction:.0%} of {unit}{cap}{grp} held out "
+            f"(seed {self.seed})"
+        )
 
 
 def _files(cid: str, *extra: str) -> tuple[str, ...]:

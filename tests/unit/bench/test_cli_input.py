@@ -1,0 +1,193 @@
+"""`openmle bench run|doctor`: bad input is refused before --out is made, in one line naming the
+setting and the fix; progress, interrupt and doctor lines say what they mean.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from openmle._cli import main
+from openmle.errors import InvalidArgument
+
+pytest.importorskip("yaml")
+
+
+def _run(mini: tuple[Path, Path], out: Path, *flags: str) -> list[str]:
+    registry, data = mini
+    return ["bench", "run", "mle-bench-lite", "--data", str(data), "--registry", str(registry),
+            "--out", str(out), "--budget", "steps=1", "--quiet", *flags]  # fmt: skip
+
+
+def test_seeds_are_a_count_or_a_list_of_seeds(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A string (``"12"`` ran seeds 1 and 2, ``"three"`` a traceback), 0, a float, a bool, an
+    empty or repeated list: refused, naming the file's ``seeds`` and the fix; ``--seeds 0``
+    names ``--seeds`` and says N >= 1."""
+    from openmle.bench import BenchConfig
+
+    registry, data = mini
+    out = tmp_path / "b"
+    exp = tmp_path / "exp.toml"
+    for value in ('"three"', '"12"', "0", "2.0", "true", "[]", "[1, 1]", "[0, -1]"):
+        exp.write_text(
+            f'suite = "mle-bench-lite"\ndata = "{data}"\nregistry = "{registry}"\n'
+            f'out = "{out}"\nbudget = "steps=1"\nseeds = {value}\n'
+        )
+        assert main(["bench", "run", str(exp), "--quiet"]) == 2, value
+        err = capsys.readouterr().err
+        assert f"{exp}: expected seeds = N with N >= 1" in err, err
+        assert err.rstrip().endswith(f"but got seeds = {value}") and err.count("\n") == 1
+        assert not out.exists()
+    assert main(_run(mini, out, "--seeds", "0")) == 2
+    err = capsys.readouterr().err
+    assert "Expected --seeds N with N >= 1" in err and "got --seeds 0" in err
+    assert not out.exists()
+    with pytest.raises(InvalidArgument, match=r"at least one seed.*--seeds N with N >= 1"):
+        BenchConfig(suite="s", competitions=["a"], seeds=[], model="offline", data_dir="d")
+
+
+def test_a_bad_sandbox_or_model_writes_nothing(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--sandbox nonsense``, ``--sandbox ray`` without Ray and ``--model nonsense`` with a
+    launcher fail before ``--out`` exists (a manifest there made the fixed command refuse)."""
+    out = tmp_path / "b"
+    assert main(_run(mini, out, "--sandbox", "nonsense")) == 2
+    assert "Expected --sandbox" in capsys.readouterr().err and not out.exists()
+    monkeypatch.setitem(sys.modules, "ray", None)  # Ray not installed
+    assert main(_run(mini, out, "--sandbox", "ray")) == 1  # MissingDependency
+    assert "pip install 'openmle[ray]'" in capsys.readouterr().err and not out.exists()
+    pytest.importorskip("submitit")
+    assert main(_run(mini, out, "--model", "nonsense", "--launcher", "local")) == 2
+    assert "Expected --model" in capsys.readouterr().err and not out.exists()
+
+
+def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_a_wrong_data_folder_is_one_line(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A missing, empty or one-level-too-high ``--data``: doctor and run say so in one line
+    (it was one FAIL line per competition and half); run makes nothing."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "b"
+    cases = {
+        tmp_path / "nope": f"--data {tmp_path / 'nope'}: no such directory; it should be the "
+        "--data-dir given to `mlebench prepare`",
+        empty: f"--data {empty} holds none of the suite's <id>/prepared folders (it should be",
+        data.parent: f"; {data} holds them: pass --data {data}",
+    }
+    for folder, expected in cases.items():
+        doctor = ["bench", "doctor", "mle-bench-lite", "--data", str(folder)]
+        assert main([*doctor, "--registry", str(registry)]) == 2
+        assert expected in _one_error(capsys)
+        assert main(_run(mini, out, "--data", str(folder))) == 2
+        assert expected in _one_error(capsys) and not out.exists()
+
+
+def test_some_competitions_prepared_one_line_each(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Some prepared, others not: doctor gives one problem per unprepared competition (not one
+    per half); run counts the competitions and its fix names --data-dir as doctor's does."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    data2 = tmp_path / "data"
+    shutil.copytree(data, data2)
+    for cid in ("mini-images", "mini-jsonl"):
+        shutil.rmtree(data2 / cid / "prepared")
+    args = ["bench", "doctor", "mle-bench-lite", "--data", str(data2), "--registry", str(registry)]
+    assert main([*args, "--json"]) == 1
+    lines = {ln["competition_id"]: ln for ln in json.loads(capsys.readouterr().out)}
+    assert lines["mini-images"]["problems"] == ["not prepared (no prepared/ folder)"]
+    fix = f"run `mlebench prepare -c mini-images --data-dir {data2}`"
+    assert lines["mini-images"]["fixes"] == [fix] and lines["mini-tabular"]["ok"]
+    out = tmp_path / "b"
+    assert main(_run(mini, out, "--data", str(data2))) == 2
+    err = _one_error(capsys)
+    assert "2 of 3 competitions cannot run" in err
+    assert f"mlebench prepare -c mini-jsonl --data-dir {data2}`" in err
+
+
+def test_the_preflight_listing_is_bounded() -> None:
+    """22 competitions that cannot run: three causes in full, then the others counted."""
+    from openmle.bench._runner import _listed
+
+    problems = [f"c{i}: cannot be prepared ({'x' * 500})" for i in range(22)]
+    text = _listed(problems)
+    assert text.endswith("; and 19 more competition(s) (c3, c4, c5, c6, c7, ...)")
+    assert len(text) < 1400 and text.count("cannot be prepared") == 3
+
+
+def test_progress_counts_committed_steps() -> None:
+    """``step 0/2`` goes with ``steps 100% left`` (the proposed step is not counted)."""
+    from openmle.bench._runner import _Live
+
+    lines: list[str] = []
+    live = _Live(total=1, done=0, medals=0, emit=lines.append)
+    live.run_line(
+        "c", 0, SimpleNamespace(steps_done=0, best_score=None, fractions={"steps": 0.5}), 2
+    )
+    live.run_line(
+        "c", 0, SimpleNamespace(steps_done=1, best_score=0.5, fractions={"steps": 1.0}), 2
+    )
+    assert "step 0/2" in lines[0] and lines[0].endswith("steps 100% left")
+    assert "step 1/2" in lines[1] and lines[1].endswith("steps 50% left")
+
+
+@pytest.mark.parametrize("group", [False, True])
+def test_an_interrupted_bench_says_how_to_resume(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    group: bool,
+) -> None:
+    """Ctrl-C (alone or inside a task group's exception group) exits 130 with the
+    ``openmle bench resume`` line once the bench directory holds its manifest."""
+    out = tmp_path / "b"
+
+    def interrupted_go(args: Any, path: Path, *_: Any) -> int:
+        path.mkdir()
+        (path / "manifest.json").write_text("{}")
+        if group:
+            raise BaseExceptionGroup("runs", [KeyboardInterrupt()])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("openmle._cli._bench._go", interrupted_go)
+    assert main(_run(mini, out)) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("openmle: interrupted (Ctrl-C)\n")
+    assert f"continue with: openmle bench resume {out}\n" in err
+
+
+def test_the_whale_rule_reads_as_a_sentence() -> None:
+    from openmle.bench.mlebench import lite_rule
+
+    rule = lite_rule("the-icml-2013-whale-challenge-right-whale-redux")
+    assert rule is not None
+    assert rule.describe() == "train2.zip: the latest 50% of recording days held out (seed 0)"
