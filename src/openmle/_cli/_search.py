@@ -525,6 +525,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         ProgressLine,
         SearchConfig,
         SearchSpec,
+        preflight_sandbox,
         run_search,
         task_description,
         task_direction,
@@ -548,8 +549,10 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         library = load_library(priors)  # a missing or malformed library: refused before the run
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
     sandbox = build_sandbox(args.sandbox)
-    with _closing_on_error(sandbox):  # from the task package, else the sandbox's task_meta
-        hib = task_direction(task, sandbox)
+    with _closing_on_error(sandbox):
+        # A missing engine, a wrong address or key: said before the header, nothing written.
+        anyio.run(preflight_sandbox, sandbox)
+        hib = task_direction(task, sandbox)  # the task package's, else the sandbox's task_meta
     selector = build_selector(args.selector, hib)
     summary_spec = getattr(args, "summary_model", None)
     prompts = _prompts(model, args.summaries, _summary_model(summary_spec, args))

@@ -6,7 +6,8 @@
   :func:`aresume_search` one :class:`ResumeSpec` (:class:`PriceTable` prices model calls);
   they return a :class:`SearchResult` of :class:`Node` values and report :class:`Progress` (by
   default a :class:`ProgressLine` on stderr); :func:`resolve_task_meta`,
-  :func:`task_direction` and :func:`task_description` say what a search would use for a task;
+  :func:`task_direction` and :func:`task_description` say what a search would use for a task,
+  and :func:`preflight_sandbox` runs the sandbox's check that a search runs before its first step;
   :class:`OperatorRouter` runs several models in one search (a model per operator).
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`, :func:`check_new_run_dir` (may a run be
@@ -47,6 +48,7 @@ from openmle.search._entry import (
     SearchSpec,
     aresume_search,
     arun_search,
+    preflight_sandbox,
     resolve_task_meta,
     resume_search,
     run_search,
@@ -187,6 +189,7 @@ __all__ = [
     "method_family",
     "parallel_records",
     "plan_rl_step",
+    "preflight_sandbox",
     "read_journal",
     "read_sft_jsonl",
     "resolve_task_meta",

@@ -223,3 +223,18 @@ def test_demo_help_has_no_preset(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["search", "--help"])
     assert "--preset paper: 7200" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_sandbox_that_fails_its_preflight_stops_search_before_the_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--sandbox service:URL` with nothing listening printed the run header, then the error."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    out = tmp_path / "run"
+    argv = ["search", "--task", "tabular-binary", "--sandbox", f"service:{url}", "--steps", "2"]
+    err = _refused([*argv, "--out", str(out)], capsys, rc=1)
+    assert f"no job service answers at {url}" in err and not out.exists()
