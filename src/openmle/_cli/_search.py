@@ -591,17 +591,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         )
     stream = sys.stderr if args.json else sys.stdout
     if not args.json:
-        shown = model_spec
-        if model_spec.startswith("openai:") and "#" not in model_spec:
-            shown += f" (model {getattr(model, 'model', '?')})"
-        if getattr(sandbox, "trusted", False) is True:  # recorded in the manifest too
-            box = f"{args.sandbox} (trusted: its programs can read the answers)"
-        else:
-            box = args.sandbox
-        stream.write(
-            f"openmle {args.command}: task {task}, model {shown}, sandbox {box}, "
-            f"selector {args.selector}, {args.workers} workers, writing {out}\n"
-        )
+        stream.write(_header(args, task, model_spec, model, sandbox, out))
     tracker = None
     try:
         with _closing(sandbox):
@@ -621,6 +611,23 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
         close_track(tracker)
         raise
     return _finish(args, result, out, tracker)
+
+
+def _header(
+    args: argparse.Namespace, task: str, model_spec: str, model: Any, sandbox: Any, out: Path
+) -> str:
+    """The run's header line: what is searched, with which model and sandbox, written where."""
+    shown = model_spec
+    if model_spec.startswith("openai:") and "#" not in model_spec:
+        shown += f" (model {getattr(model, 'model', '?')})"
+    if getattr(sandbox, "trusted", False) is True:  # recorded in the manifest too
+        box = f"{args.sandbox} (trusted: its programs can read the answers)"
+    else:
+        box = args.sandbox
+    return (
+        f"openmle {args.command}: task {task}, model {shown}, sandbox {box}, "
+        f"selector {args.selector}, {args.workers} workers, writing {out}\n"
+    )
 
 
 @contextlib.contextmanager

@@ -824,10 +824,12 @@ def validate_path(path: Path | str, *, smoke_test: bool = True) -> ValidationRep
 
 def _load_problem(message: str) -> Problem:
     """The problem a package that does not load reports: ``message`` names its file (a
-    leading ``task.toml: `` becomes the problem's file, not a repeat of it) and, after a
-    ``;``, its fix; a message without one gets the generic fix.
+    leading ``task.toml: `` becomes the problem's file, not a repeat of it) and, after its
+    last ``; ``, its fix (the problem's ``fix``); a message without one gets the generic fix.
     """
     file = "task.toml" if message.startswith("task.toml") else "."
     message = message.removeprefix("task.toml: ")
-    fix = "" if "; " in message else "Fix the package so it loads."
-    return Problem(severity=Severity.ERROR, file=file, message=message, fix=fix)
+    what, sep, fix = message.rpartition("; ")
+    if not sep or not what.strip() or not fix.strip():
+        what, fix = message, "Fix the package so it loads."
+    return Problem(severity=Severity.ERROR, file=file, message=what, fix=fix)

@@ -299,10 +299,10 @@ class Problem:
         severity: error or warning.
         file: the file or directory at fault, relative to the package root.
         message: what is wrong (never holds answer values).
-        fix: what to do about it (empty when ``message`` already says it).
+        fix: what to do about it.
 
     ``str()`` is ``SEVERITY: FILE: MESSAGE Fix: FIX``, without ``FILE:`` when the message
-    starts by naming the file and without ``Fix: FIX`` when ``fix`` is empty.
+    starts by naming the file.
     """
 
     severity: Severity = field(converter=Severity)

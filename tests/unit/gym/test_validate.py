@@ -112,22 +112,23 @@ def test_unloadable_package_becomes_a_problem(make_package: PackageBuilder, tmp_
     [
         (
             "time_limit_s = -1",
-            "error: task.toml: expected time_limit_s to be in (0, 604800] seconds but got -1; "
-            "give a sane time limit",
+            "error: task.toml: expected time_limit_s to be in (0, 604800] seconds but got -1 "
+            "Fix: give a sane time limit",
         ),
         ("x = ", "error: task.toml cannot be parsed ("),
-        ("colour = 1", "error: task.toml has unknown key(s) ['colour']; known keys are"),
+        ("colour = 1", "error: task.toml has unknown key(s) ['colour'] Fix: known keys are"),
     ],
 )
 def test_a_task_toml_error_names_the_file_and_the_fix_once(
     make_package: PackageBuilder, toml: str, line: str
 ) -> None:
     """`task validate` printed `error: task.toml: task.toml: ... give a sane time limit Fix: Fix
-    the package so it loads.`: the file twice and a generic fix after the message's own."""
+    the package so it loads.`: the file twice and a generic fix after the message's own (now
+    the problem's ``fix``)."""
     (problem,) = validate_path(make_package(toml=toml)).problems
     assert str(problem).startswith(line), str(problem)
-    assert problem.file == "task.toml" and problem.fix == ""
-    assert "task.toml: task.toml" not in str(problem) and "Fix:" not in str(problem)
+    assert problem.file == "task.toml" and problem.fix and "; " not in problem.fix
+    assert "task.toml: task.toml" not in str(problem) and "Fix: Fix" not in str(problem)
 
 
 def test_a_load_error_without_a_fix_keeps_the_generic_one(tmp_path: Path) -> None:
