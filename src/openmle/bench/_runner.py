@@ -357,7 +357,7 @@ class BenchConfig:
                 "an arm shows priors but the bench has no prior library; pass priors= "
                 "(CLI: --priors FILE)"
             )
-        if len({a.workers for a in self.arms}) > 1 and "sandbox_s" not in self.budget:
+        if len({a.workers for a in self.arms}) > 1 and self.budget.get("sandbox_s") is None:
             raise InvalidArgument(
                 "arms with different workers are compared at equal total compute: give the "
                 "budget a sandbox_s cap (e.g. --budget sandbox_s=600), the compute every arm "

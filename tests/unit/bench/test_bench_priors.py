@@ -98,6 +98,8 @@ def test_the_ablation_arms_and_their_checks() -> None:
         _config(arms=arms)
     with pytest.raises(InvalidArgument, match="sandbox_s"):
         _config(arms=arms, priors="/lib.jsonl", budget={"steps": 10})
+    with pytest.raises(InvalidArgument, match="sandbox_s"):  # the CLI's budget: every key
+        _config(arms=arms, priors="/lib.jsonl", budget={"steps": 10, "sandbox_s": None})
     with pytest.raises(InvalidArgument, match="distinct arm names"):
         _config(arms=[Arm(name="x"), Arm(name="x")])
     with pytest.raises(InvalidArgument, match=r"Arm\.name"):
