@@ -30,7 +30,8 @@ log = logging.getLogger("openmle.tracking")
 
 TRACK_HELP = (
     "report to an experiment tracker: jsonl, mlflow (a local store), wandb (offline) or "
-    "tensorboard, as KIND or KIND:DIR (default DIR: openmle-tracking, mlruns, ./wandb, runs; "
+    "tensorboard, as KIND or KIND:DIR (default DIR: openmle-tracking, mlruns, . (W&B writes "
+    "DIR/wandb/offline-run-*), runs; "
     "extras mlflow, wandb, tensorboard); default: off"
 )
 

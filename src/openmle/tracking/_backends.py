@@ -352,9 +352,10 @@ def open_tracker(
     """Make the tracker a ``--track`` value names (``KIND`` or ``KIND:DIR``).
 
     Local only: MLflow writes a local SQLite store (``DIR/mlflow.db`` and ``DIR/artifacts``,
-    default ``mlruns``; :func:`mlflow_uri`), W&B runs offline
-    (``DIR/wandb/``, default ``./wandb``), TensorBoard writes event files (``DIR/RUN``, default
-    ``runs``), JSONL writes ``DIR/RUN/tracking.jsonl`` (default ``openmle-tracking``).
+    default ``mlruns``; :func:`mlflow_uri`), W&B runs offline (``DIR/wandb/offline-run-*``,
+    default DIR ``.``: ``./wandb/offline-run-*``), TensorBoard writes event files
+    (``DIR/RUN``, default ``runs``), JSONL writes ``DIR/RUN/tracking.jsonl`` (default
+    ``openmle-tracking``).
 
     Args:
         spec: the ``--track`` value or a parsed :class:`TrackSpec`.
