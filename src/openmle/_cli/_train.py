@@ -380,9 +380,9 @@ def _device(doc: dict[str, Any], file: Path) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device != "cpu" and not torch.cuda.is_available():
         raise InvalidArgument(
-            f"{file}: device = {device!r} but this torch has no usable CUDA "
-            f'(torch {torch.__version__}); set device = "cpu" or "auto", or install a CUDA '
-            "build of torch"
+            f"{file}: device = {device!r} but torch {torch.__version__} sees no CUDA GPU "
+            '(torch.cuda.is_available() is False); set device = "cpu" or "auto", or run '
+            "where a GPU and a CUDA build of torch are"
         )
     return device
 
