@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from openmle.errors import InvalidArgument, OpenMLEError
+from openmle.errors import InvalidArgument, MissingDependency, OpenMLEError
 
 __all__ = [
     "TRACK_HELP",
@@ -30,29 +30,72 @@ log = logging.getLogger("openmle.tracking")
 
 TRACK_HELP = (
     "report to an experiment tracker: jsonl, mlflow (a local store), wandb (offline) or "
-    "tensorboard, as KIND or KIND:DIR (default DIR: openmle-tracking, mlruns, ./wandb, runs; "
+    "tensorboard, as KIND or KIND:DIR (default DIR: openmle-tracking, mlruns, . (W&B writes "
+    "DIR/wandb/offline-run-*), runs; "
     "extras mlflow, wandb, tensorboard); default: off"
 )
 
 
 def _spec(text: str) -> str:
-    """An argparse type: a valid ``--track`` value whose extra is installed."""
+    """An argparse type: a valid ``--track`` value whose directory can be used (made here, so
+    a bad one exits 2 before the run header rather than failing after it).
+    """
     from openmle.tracking import TrackSpec
 
     try:
-        kind = TrackSpec.parse(text).kind
+        spec = TrackSpec.parse(text)
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if kind != "jsonl" and importlib.util.find_spec(kind) is None:
+    try:
+        spec.where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "it is a file" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
         raise argparse.ArgumentTypeError(
-            f"--track {kind} needs the {kind} extra: pip install 'openmle[{kind}]'"
-        )
+            f"--track {text}: cannot use {str(spec.where)!r} as the tracking directory ({why}); "
+            "name a directory you can write to"
+        ) from None
     return text
 
 
+class _TrackAction(argparse.Action):
+    """Store ``--track``; when its extra is missing, the command's handler becomes one that
+    raises :class:`~openmle.errors.MissingDependency` (exit 1, naming the extra) before the
+    command starts.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from openmle.tracking import TrackSpec
+
+        setattr(namespace, self.dest, values)
+        kind = TrackSpec.parse(str(values)).kind
+        if kind != "jsonl" and importlib.util.find_spec(kind) is None:
+
+            def missing(_args: argparse.Namespace) -> int:
+                raise MissingDependency(
+                    f"--track {kind} needs the {kind} extra: pip install 'openmle[{kind}]'"
+                )
+
+            namespace.handler = missing
+
+
 def add_track_flag(parser: argparse.ArgumentParser) -> None:
-    """Add ``--track KIND[:DIR]`` (a bad kind or a missing extra exits 2, naming the fix)."""
-    parser.add_argument("--track", metavar="KIND[:DIR]", type=_spec, default=None, help=TRACK_HELP)
+    """Add ``--track KIND[:DIR]`` (a bad kind or a directory that cannot be made exits 2, a
+    missing extra exits 1, naming the fix, before the command starts).
+    """
+    parser.add_argument(
+        "--track",
+        metavar="KIND[:DIR]",
+        type=_spec,
+        action=_TrackAction,
+        default=None,
+        help=TRACK_HELP,
+    )
 
 
 def open_track(args: argparse.Namespace, run_name: str, experiment: str = "openmle") -> Any:

@@ -154,6 +154,17 @@ def _unknown(where: str, keys: set[str], allowed: tuple[str, ...] | list[str]) -
         )
 
 
+def _required(doc: dict[str, Any], keys: tuple[str, ...], file: Path) -> None:
+    """Every required key ``doc`` lacks, named in one error (not one per run)."""
+    missing = [k for k in keys if k not in doc]
+    if missing:
+        names = ", ".join(repr(k) for k in missing)
+        raise InvalidArgument(
+            f"{file}: missing key{'s' if len(missing) > 1 else ''} {names}; "
+            "add them at the top of the file"
+        )
+
+
 def _need(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], file: Path) -> Any:
     if key not in doc:
         raise InvalidArgument(f"{file}: missing key {key!r}; add it at the top of the file")
@@ -170,7 +181,11 @@ def _read(
     top: tuple[str, ...] = _TOP,
     tables: tuple[str, ...] = _TABLES,
     arrays: tuple[str, ...] = (),
+    required: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """The TOML ``file``: unknown keys, tables that are not tables and every missing
+    ``required`` key (all named in one error) are refused.
+    """
     try:
         doc = tomllib.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -184,12 +199,14 @@ def _read(
     for a in arrays:
         if a in doc and not (isinstance(doc[a], list) and all(isinstance(x, dict) for x in doc[a])):
             raise InvalidArgument(f"{file}: {a!r} must be an array of tables ([[{a}]])")
+    _required(doc, required, file)
     return doc
 
 
 def _sft(args: argparse.Namespace) -> int:
     file = Path(args.config)
-    doc = _read(file)
+    doc = _read(file, required=("model", "data", "output_dir", "batch_size", "checkpoint_every"))
+    device = _device(doc, file)
     base = file.parent
     model_name = _model_ref(_need(doc, "model", str, file), file)
     data = base / _need(doc, "data", str, file)
@@ -214,17 +231,23 @@ def _sft(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"{data} is not an SFT export: {exc}") from exc
     if not records:
         raise InvalidArgument(f"{data} holds no records; export some runs first")
-    n_batches = math.ceil(len(records) / batch_size)
     preset = SFTConfig.paper if args.preset == "paper" else SFTConfig
     probe = preset(**cfg_keys)  # validates the fields (InvalidArgument names a bad one)
-    config = attrs.evolve(probe, total_steps=probe.total_steps or probe.epochs * n_batches)
 
     model, tokenizer = _model(model_name, doc.get("tiny"), file, doc.get("lora"))
-    model = _place(model, doc, file)
+    model = _place(model, device)
+    room = getattr(getattr(model, "config", None), "max_seq_len", None)
+    seqs = _sft_sequences(tokenizer, records, probe.max_length, room, file)
     batches = [
-        SFTBatch.from_messages(tokenizer, [r.messages for r in records[i : i + batch_size]])
-        for i in range(0, len(records), batch_size)
+        SFTBatch.from_sequences(
+            [p for p, _ in seqs[i : i + batch_size]],
+            [a for _, a in seqs[i : i + batch_size]],
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        for i in range(0, len(seqs), batch_size)
     ]
+    n_batches = len(batches)
+    config = attrs.evolve(probe, total_steps=probe.total_steps or probe.epochs * n_batches)
     trainer = SFTTrainer(model, config)
     ckpt = out / "checkpoint"
     if (ckpt / "trainer.json").is_file():
@@ -245,6 +268,47 @@ def _sft(args: argparse.Namespace) -> int:
     close_track(tracker)
     print(json.dumps({"step": trainer.step_count, "checkpoint": str(ckpt)}))
     return EXIT_OK
+
+
+def _sft_sequences(
+    tokenizer: Any, records: list[Any], cut: int | None, room: int | None, file: Path
+) -> list[tuple[list[int], list[int]]]:
+    """Each record's ``(prompt ids, answer ids)``, without the records that would train on no
+    token: those whose prompt fills the length cut ``cut`` (``[config] max_length``; counted on
+    stderr). A record longer than the model's positions ``room`` (``[tiny] max_seq_len``) with
+    no cut at or below it is refused, as is a data set with no record left.
+    """
+    from openmle.train import encode_chat
+
+    seqs = []
+    for i, r in enumerate(records):
+        if not r.messages or r.messages[-1].role != "assistant":
+            raise InvalidArgument(f"{file}: record {i} does not end with an assistant message")
+        seqs.append(encode_chat(tokenizer, r.messages[:-1], r.messages[-1].content))
+    longest = max(len(p) + len(a) for p, a in seqs)
+    if room is not None and longest > room and (cut is None or cut > room):
+        raise InvalidArgument(
+            f"{file}: the longest record is {longest} tokens but the model takes {room} "
+            f"([tiny] max_seq_len); set [config] max_length = {room} (or less) to cut records "
+            "to it, or raise [tiny] max_seq_len"
+        )
+    if cut is None:
+        return seqs
+    kept = [(p, a) for p, a in seqs if len(p) < cut]
+    if not kept:
+        shortest = min(len(p) for p, _ in seqs)
+        raise InvalidArgument(
+            f"{file}: every record's prompt fills [config] max_length = {cut} (the shortest "
+            f"prompt is {shortest} tokens), so no answer token would be trained; raise "
+            "[config] max_length (and [tiny] max_seq_len) above it, or export shorter records"
+        )
+    if len(kept) < len(seqs):
+        print(
+            f"openmle train sft: dropped {len(seqs) - len(kept)} of {len(seqs)} records whose "
+            f"prompt fills [config] max_length = {cut} (no answer token left to train on)",
+            file=sys.stderr,
+        )
+    return kept
 
 
 def _sft_steps(
@@ -301,8 +365,10 @@ def _save(trainer: Any, ckpt: Path, *, extra: dict[str, str] | None = None) -> N
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _place(model: Any, doc: dict[str, Any], file: Path) -> Any:
-    """``device``: "auto" (default: CUDA when available), "cpu", "cuda" or "cuda:N"."""
+def _device(doc: dict[str, Any], file: Path) -> str:
+    """``device``: "auto" (default: CUDA when available), "cpu", "cuda" or "cuda:N", resolved
+    and checked when the file is read (a CUDA device on a torch without CUDA is refused).
+    """
     import torch
 
     device = doc.get("device", "auto")
@@ -311,7 +377,18 @@ def _place(model: Any, doc: dict[str, Any], file: Path) -> Any:
     ):
         raise InvalidArgument(f"{file}: device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
     if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device != "cpu" and not torch.cuda.is_available():
+        raise InvalidArgument(
+            f"{file}: device = {device!r} but torch {torch.__version__} sees no CUDA GPU "
+            '(torch.cuda.is_available() is False); set device = "cpu" or "auto", or run '
+            "where a GPU and a CUDA build of torch are"
+        )
+    return device
+
+
+def _place(model: Any, device: str) -> Any:
+    """``model`` on ``device`` (a QLoRA model is left where from_pretrained placed it)."""
     if getattr(model, "is_loaded_in_4bit", False) or getattr(model, "hf_device_map", None):
         return model  # placed by from_pretrained (QLoRA)
     return model.to(device)
@@ -424,8 +501,10 @@ def _tasks(doc: dict[str, Any], file: Path) -> list[Any]:
 
 def _gspo(args: argparse.Namespace) -> int:
     file = Path(args.config)
-    doc = _read(file, _GSPO_TOP, _GSPO_TABLES, ("tasks",))
     paper = args.preset == "paper"
+    required = ("model", "output_dir", "steps", "checkpoint_every", "groups_per_step")
+    doc = _read(file, _GSPO_TOP, _GSPO_TABLES, ("tasks",), required[: 4 if paper else 5])
+    device = _device(doc, file)
     model_name = _model_ref(_need(doc, "model", str, file), file)
     out = file.parent / _need(doc, "output_dir", str, file)
     steps = _need(doc, "steps", int, file)
@@ -434,9 +513,7 @@ def _gspo(args: argparse.Namespace) -> int:
         per_step = _need(doc, "groups_per_step", int, file)
     else:
         per_step = _PAPER_GROUPS_PER_STEP
-    engine = doc.get("engine", "openmle")
-    if engine not in ("openmle", "trl"):
-        raise InvalidArgument(f"{file}: engine must be 'openmle' or 'trl', got {engine!r}")
+    engine = _engine(doc, file)
     tasks = _tasks(doc, file)
     rollout, policy_kw, sandbox_kw, profile = _rollout_tables(doc, file)
     group_size = rollout.get("group_size", 16 if paper else 8)
@@ -453,7 +530,7 @@ def _gspo(args: argparse.Namespace) -> int:
 
     config = _gspo_config(doc, file, paper=paper, group_size=group_size, per_step=per_step)
     model, tokenizer = _model(model_name, doc.get("tiny"), file, doc.get("lora"))
-    model = _place(model, doc, file)
+    model = _place(model, device)
     policy = (LocalPolicy.paper if paper else LocalPolicy)(model, tokenizer, **policy_kw)
     trainer = GSPOTrainer(model, config)
     ckpt = out / "checkpoint"
@@ -488,6 +565,14 @@ def _gspo(args: argparse.Namespace) -> int:
     return rc
 
 
+def _engine(doc: dict[str, Any], file: Path) -> str:
+    """``engine``: "openmle" (default) or "trl"."""
+    engine = doc.get("engine", "openmle")
+    if engine not in ("openmle", "trl"):
+        raise InvalidArgument(f"{file}: engine must be 'openmle' or 'trl', got {engine!r}")
+    return str(engine)
+
+
 def _rollout_tables(doc: dict[str, Any], file: Path) -> tuple[Any, Any, Any, Any]:
     """``[rollout]`` (with ``[rollout.mix]`` as an OperatorMix), ``[policy]``, ``[sandbox]``
     and ``[profile]`` (as ``RewardProfile.default(**profile)``).
@@ -518,7 +603,7 @@ def _gspo_config(
         cfg_keys["betas"] = tuple(cfg_keys["betas"])
     config = (GSPOConfig.paper if paper else GSPOConfig)(**cfg_keys)
     shape = (config.group_size, config.rollout_batch_size)
-    if None not in shape and shape != (group_size, per_step):
+    if any(c is not None and c != r for c, r in zip(shape, (group_size, per_step), strict=True)):
         raise InvalidArgument(
             f"{file}: [config] checks group_size={config.group_size} x rollout_batch_size="
             f"{config.rollout_batch_size} but the rollouts make [rollout] group_size="

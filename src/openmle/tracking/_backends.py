@@ -51,6 +51,21 @@ def _fresh(parent: Path, name: str) -> Path:
     return path
 
 
+def _mkdir(path: Path) -> Path:
+    """Make the directory ``path`` (and its parents); one that cannot be made or is a file is
+    an InvalidArgument naming it, not an OSError.
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "it is a file" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
+        raise InvalidArgument(
+            f"cannot use {str(path)!r} as a tracking directory ({why}); "
+            "name a directory you can write to"
+        ) from None
+    return path
+
+
 def _regular(path: str | os.PathLike[str]) -> Path:
     """``path`` if it is a regular file (no symbolic link); else InvalidArgument."""
     p = Path(path)
@@ -83,8 +98,7 @@ class JsonlTracker:
     """
 
     def __init__(self, dir: str | os.PathLike[str], *, run_name: str = "run") -> None:
-        base = Path(dir)
-        base.mkdir(parents=True, exist_ok=True)
+        base = _mkdir(Path(dir))
         self.path = _fresh(base, _run_name(run_name))
         self.path.mkdir()
         self._file: IO[str] | None = (self.path / JSONL_FILE).open("a", encoding="utf-8")
@@ -216,7 +230,7 @@ class WandbTracker:
         self, dir: str | os.PathLike[str], *, project: str = "openmle", run_name: str = "run"
     ) -> None:
         wandb: Any = require("wandb", "wandb")
-        Path(dir).mkdir(parents=True, exist_ok=True)
+        _mkdir(Path(dir))
         self.run: Any = wandb.init(
             project=project,
             name=run_name,
@@ -286,8 +300,7 @@ class TensorBoardTracker:
         from tensorboard.compat.proto.summary_pb2 import Summary
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-        base = Path(dir)
-        base.mkdir(parents=True, exist_ok=True)
+        base = _mkdir(Path(dir))
         self.path = _fresh(base, _run_name(run_name))
         self.path.mkdir()
         self._event: Any = Event
@@ -339,9 +352,10 @@ def open_tracker(
     """Make the tracker a ``--track`` value names (``KIND`` or ``KIND:DIR``).
 
     Local only: MLflow writes a local SQLite store (``DIR/mlflow.db`` and ``DIR/artifacts``,
-    default ``mlruns``; :func:`mlflow_uri`), W&B runs offline
-    (``DIR/wandb/``, default ``./wandb``), TensorBoard writes event files (``DIR/RUN``, default
-    ``runs``), JSONL writes ``DIR/RUN/tracking.jsonl`` (default ``openmle-tracking``).
+    default ``mlruns``; :func:`mlflow_uri`), W&B runs offline (``DIR/wandb/offline-run-*``,
+    default DIR ``.``: ``./wandb/offline-run-*``), TensorBoard writes event files
+    (``DIR/RUN``, default ``runs``), JSONL writes ``DIR/RUN/tracking.jsonl`` (default
+    ``openmle-tracking``).
 
     Args:
         spec: the ``--track`` value or a parsed :class:`TrackSpec`.
@@ -353,13 +367,15 @@ def open_tracker(
         failures and blocking I/O away from the run).
 
     Raises:
-        InvalidArgument: an unknown kind (naming ``--track`` and the kinds).
+        InvalidArgument: an unknown kind (naming ``--track`` and the kinds); a directory that
+            cannot be made or is a file.
         MissingDependency: the kind's extra is not installed (naming it).
     """
     s = spec if isinstance(spec, TrackSpec) else TrackSpec.parse(spec)
     where = s.where
     if s.kind == "mlflow":
-        where.mkdir(parents=True, exist_ok=True)
+        require("mlflow", "mlflow")
+        _mkdir(where)
         return MlflowTracker(
             mlflow_uri(where),
             experiment=experiment,

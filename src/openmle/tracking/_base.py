@@ -26,8 +26,8 @@ DEFAULT_DIRS: Final = {
     "tensorboard": "runs",
 }
 """Where each kind writes when ``--track`` names no directory (relative to the working
-directory; each tool's own default: MLflow's ``mlruns``, W&B's ``./wandb``, TensorBoard's
-``runs``)."""
+directory; each tool's own default: MLflow's ``mlruns``, W&B's ``.`` (it writes
+``./wandb/offline-run-*``), TensorBoard's ``runs``)."""
 
 MAX_PARAM_CHARS: Final = 500
 """A parameter value longer than this is cut (with ``...``): trackers cap values (MLflow at

@@ -18,12 +18,15 @@ from openmle.search import SFTRecord
 pytestmark = pytest.mark.torch
 
 
-def _export(path: Path, n: int = 4) -> None:
+def _export(path: Path, n: int = 4, long: int = 0) -> None:
+    """``n`` short records, then ``long`` whose prompt is 5,000 characters (a real export's
+    prompts run to thousands of bytes: the tiny model's tokens)."""
     rows = []
-    for i in range(n):
+    for i in range(n + long):
+        prompt = f"task {i}: write the program" + ("." * 5000 if i >= n else "")
         r = SFTRecord(
             messages=(
-                Message(role="user", content=f"task {i}: write the program"),
+                Message(role="user", content=prompt),
                 Message(role="assistant", content=f"print({i})"),
             ),
             task="t", run_id="r", path="parallel", operator="draft", node_id=f"n{i}",
@@ -92,8 +95,9 @@ def test_paper_preset_is_the_base_of_config(tmp_path: Path) -> None:
     assert cfg["global_batch_size"] == 128 and cfg["max_length"] == 64 and cfg["lr"] == 1e-3
 
 
-def test_the_how_to_toml_runs(tmp_path: Path) -> None:
-    """docs/how-to/train-operators.md's TOML block, as written, on a small export."""
+def test_the_how_to_toml_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/how-to/train-operators.md's TOML block, as written, on an export with a record
+    longer than its context (a real export's were 36,301 tokens: a traceback)."""
     import re
 
     doc = Path(__file__).parents[3] / "docs" / "how-to" / "train-operators.md"
@@ -102,8 +106,63 @@ def test_the_how_to_toml_runs(tmp_path: Path) -> None:
         for b in re.findall(r"```toml\n(.*?)```", doc.read_text(), flags=re.S)
         if 'data = "sft.jsonl"' in b
     ]
-    _export(tmp_path / "sft.jsonl")
+    _export(tmp_path / "sft.jsonl", long=1)
     f = tmp_path / "sft.toml"
     f.write_text(block)
     assert main(["train", "sft", str(f)]) == 0
-    assert len(_losses(tmp_path / "sft-run")) == 2  # 2 epochs of one batch of 4 records
+    losses = [
+        json.loads(x) for x in (tmp_path / "sft-run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert len(losses) == 2 and all(m["tokens"] > 0 for m in losses)
+    assert "dropped 1 of 5 records" in capsys.readouterr().err  # its prompt is over 4,096
+
+
+def test_a_record_longer_than_the_tiny_model_names_the_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was `ValueError: sequence length ... > max_seq_len` from the forward."""
+    f = _toml(tmp_path, out="long", max_steps=1)
+    _export(tmp_path / "sft.jsonl", long=1)
+    assert main(["train", "sft", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "[tiny] max_seq_len" in err and "[config] max_length = 128" in err
+    assert "Traceback" not in err and not (tmp_path / "long").exists()
+
+
+def test_records_with_no_answer_token_left_are_dropped_or_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cut inside every prompt trained on 0 tokens with loss 0.0 at every step."""
+    f = _toml(tmp_path, out="cut", max_steps=1, config="max_length = 64\n")
+    _export(tmp_path / "sft.jsonl", long=1)
+    assert main(["train", "sft", str(f)]) == 0
+    assert "dropped 1 of 5 records" in capsys.readouterr().err
+    (m,) = [json.loads(x) for x in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
+    assert m["tokens"] > 0
+    f = _toml(tmp_path, out="none", max_steps=1, config="max_length = 8\n")
+    assert main(["train", "sft", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "[config] max_length = 8" in err and "no answer token" in err
+
+
+def test_cuda_on_a_torch_without_cuda_names_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was `AssertionError: Torch not compiled with CUDA enabled` after loading the model."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    f = _toml(tmp_path, out="gpu", max_steps=1, extra='device = "cuda"\n')
+    assert main(["train", "sft", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "device = 'cuda'" in err and 'set device = "cpu"' in err
+    assert not (tmp_path / "gpu").exists()
+
+
+def test_missing_keys_are_named_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It named batch_size, then (after a fix) checkpoint_every."""
+    f = tmp_path / "m.toml"
+    f.write_text('model = "tiny"\ndata = "sft.jsonl"\noutput_dir = "o"\n')
+    assert main(["train", "sft", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "'batch_size', 'checkpoint_every'" in err

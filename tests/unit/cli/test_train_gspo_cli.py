@@ -183,3 +183,25 @@ def test_track_jsonl_logs_every_rollout_batch(tmp_path: Path) -> None:
     rows = _metrics(tmp_path / "run")
     for got, row in zip(steps, rows, strict=True):
         assert got["metrics"]["train/loss"] == pytest.approx(row["loss"])
+
+
+def test_a_config_group_size_unlike_the_rollouts_is_refused_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """[config] group_size = 3 against [rollout] group_size = 2 ran (the check needed
+    rollout_batch_size too); the doc says a differing shape is refused before any rollout."""
+    f = _toml(tmp_path, out="g", steps=1)
+    f.write_text(f.read_text().replace("[config]\n", "[config]\ngroup_size = 3\n"))
+    assert main(["train", "gspo", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "group_size=3" in err and "[rollout] group_size=2" in err
+    assert not (tmp_path / "g").exists()
+
+
+def test_missing_keys_are_named_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "m.toml"
+    f.write_text('model = "tiny"\n')
+    assert main(["train", "gspo", str(f)]) == 2
+    err = capsys.readouterr().err
+    for key in ("output_dir", "steps", "checkpoint_every", "groups_per_step"):
+        assert repr(key) in err

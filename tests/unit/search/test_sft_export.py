@@ -257,3 +257,15 @@ def test_export_from_a_real_search_run(tmp_path: Path) -> None:
         assert [m.role for m in r.messages] == ["system", "user", "assistant"]
         for pid in nodes[r.node_id].parent_ids:  # the prompt shows each parent's program
             assert nodes[pid].code.strip() in r.messages[1].content
+
+
+def test_export_sft_docstring_counts_its_rules() -> None:
+    """It said "Two rules apply" and listed three."""
+    import re
+
+    from openmle.search import export_sft
+
+    doc = export_sft.__doc__ or ""
+    listed = re.findall(r"^\s+(\d)\. \*\*", doc, flags=re.M)
+    words = {2: "Two", 3: "Three", 4: "Four"}
+    assert f"{words[len(listed)]} rules apply" in doc, listed

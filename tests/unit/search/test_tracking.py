@@ -176,13 +176,34 @@ def test_a_tracked_resume_logs_the_manifest_and_the_new_nodes(tmp_path: Path) ->
 
 
 def test_search_cli_names_a_missing_tracker_extra(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a)
     )
+    monkeypatch.chdir(tmp_path)
+    # a missing extra is the machine's fault: MissingDependency, exit 1 (errors.md), no header
+    assert main(["search", "--task", "tabular-binary", "--track", "mlflow:./mlruns"]) == 1
+    out, err = capsys.readouterr()
+    assert "pip install 'openmle[mlflow]'" in err
+    assert "openmle search" not in out
+
+
+@pytest.mark.parametrize("where", ["/proc/openmle-x", "afile", "afile/sub"])
+def test_search_cli_refuses_a_track_directory_it_cannot_use(
+    where: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It was a FileNotFoundError / FileExistsError traceback after the run header."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
     with pytest.raises(SystemExit) as exc:
-        main(["search", "--task", "tabular-binary", "--track", "mlflow:./mlruns"])
+        main(["search", "--task", "tabular-binary", "--budget", "steps=1", "--track",
+              f"jsonl:{where}"])  # fmt: skip
     assert exc.value.code == 2
-    assert "pip install 'openmle[mlflow]'" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "--track" in err and "name a directory you can write to" in err
+    assert "Traceback" not in err and out == ""

@@ -181,3 +181,22 @@ def test_wandb_offline_run_holds_the_history(
     assert any(r.get("run/nodes") == STEPS for r in rows)
     assert (run_dir / "files" / "report.html").read_text() == "<html>report</html>"
     assert config["task.name"] == "toy" and config["result.stop_reason"] == "steps"
+
+
+@pytest.mark.parametrize(
+    "spec", ["jsonl:/proc/openmle-x", "jsonl:afile", "tensorboard:/dev/null", "mlflow:afile"]
+)
+def test_open_tracker_refuses_a_directory_it_cannot_use(
+    spec: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was a FileNotFoundError / FileExistsError from mkdir."""
+    from openmle.errors import InvalidArgument
+    from openmle.tracking import open_tracker
+
+    kind = spec.partition(":")[0]
+    if kind != "jsonl" and importlib.util.find_spec(kind) is None:
+        pytest.skip(f"the {kind} extra is not installed")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InvalidArgument, match=r"tracking directory .*name a directory"):
+        open_tracker(spec, run_name="r")

@@ -180,3 +180,18 @@ def test_open_tracker_makes_a_jsonl_tracker_by_default_dir(
     t = open_tracker("jsonl", run_name="r")
     t.close()
     assert (tmp_path / "openmle-tracking" / "r" / JSONL_FILE).is_file()
+
+
+def test_the_wandb_default_directory_is_said_as_it_is() -> None:
+    """The doc's table and --track's help said the default DIR was ./wandb (so
+    ./wandb/wandb/offline-run-*); W&B writes DIR/wandb/offline-run-* with DIR '.'."""
+    from pathlib import Path
+
+    from openmle._cli._track import TRACK_HELP
+    from openmle.tracking import DEFAULT_DIRS
+
+    assert DEFAULT_DIRS["wandb"] == "."
+    assert "./wandb" not in TRACK_HELP and "DIR/wandb/offline-run-*" in TRACK_HELP
+    doc = Path(__file__).resolve().parents[3] / "docs" / "how-to" / "track-experiments.md"
+    row = next(line for line in doc.read_text().splitlines() if line.startswith("| `wandb"))
+    assert "(`./wandb`)" not in row and "`./wandb/offline-run-*`" in row

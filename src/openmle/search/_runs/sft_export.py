@@ -498,7 +498,7 @@ def export_sft(
 ) -> SFTExport:
     """Write SFT records from run directories to ``out`` (parquet or JSONL).
 
-    Two rules apply after the selections, in this order:
+    Three rules apply after the selections, in this order (the third only with ``judge``):
 
     1. **No duplicates.** A node kept by both selections (a Draft among the parallel top
        ``top_k`` that also forms a one-node segment) or by two nested evolutionary segments
@@ -507,7 +507,6 @@ def export_sft(
     2. **Over-long examples are dropped, never truncated** (a cut program is a bad target):
        with ``max_tokens``, a record whose ``count_tokens(record.messages)`` exceeds it is not
        written. The paper trains with a 32,768-token context (``SFTConfig.paper().max_length``).
-
     3. **The step judge** (optional, ``judge=``): each remaining record is judged by
        :func:`~openmle.search.judge_sft_records`, seeing its whole segment up to the endpoint
        (built from every selected record); records it drops are not written.
