@@ -73,6 +73,23 @@ def test_a_bad_sandbox_or_model_writes_nothing(
     assert "Expected --model" in capsys.readouterr().err and not out.exists()
 
 
+def test_a_bad_launcher_option_writes_nothing(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--launcher-option foo`` (no ``=``) fails before ``--out`` exists (it left a manifest);
+    a key ``--launcher local`` ignores is refused, naming it and the keys it takes."""
+    pytest.importorskip("submitit")
+    out = tmp_path / "b"
+    assert main(_run(mini, out, "--launcher", "local", "--launcher-option", "foo")) == 2
+    assert "Expected --launcher-option KEY=VALUE" in capsys.readouterr().err
+    assert not out.exists()
+    flags = ("--launcher", "local", "--launcher-option", "nosuchparam=3")
+    assert main(_run(mini, out, *flags)) == 2
+    err = capsys.readouterr().err
+    assert "--launcher-option nosuchparam" in err and "timeout_min" in err
+    assert not out.exists()
+
+
 def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
