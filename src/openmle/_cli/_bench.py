@@ -394,9 +394,43 @@ def _resume(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
 
 
+_NATUREBENCH_FLAGS = (
+    ("--judge", "judge"),
+    ("--judge-model", "judge_model"),
+    ("--model-name", "model_name"),
+    ("--agent", "agent"),
+    ("--organization", "organization"),
+    ("--url", "url"),
+    ("--contact", "contact"),
+)
+
+
+def _check_naturebench_flags(args: argparse.Namespace) -> None:
+    """Refuse NatureBench-only ``bench report`` flags on another benchmark's bench (they were
+    ignored silently), and a ``--judge`` file that does not exist.
+    """
+    from openmle.bench import BenchRun
+
+    given = [flag for flag, dest in _NATUREBENCH_FLAGS if getattr(args, dest, None)]
+    if not given:
+        return
+    kind = BenchRun.open(args.bench_dir).config.benchmark
+    if kind != "naturebench":
+        raise InvalidArgument(
+            f"{', '.join(given)}: only a NatureBench bench takes them, and {args.bench_dir} is "
+            f"a {kind} bench; drop them"
+        )
+    if args.judge and not Path(args.judge).is_file():
+        raise InvalidArgument(
+            f"--judge {args.judge}: no such file; give the judge verdicts JSON "
+            "({case_id: {is_valid, reason}})"
+        )
+
+
 def _report(args: argparse.Namespace) -> int:
     from openmle.bench import bench_report, write_report
 
+    _check_naturebench_flags(args)
     submission = {
         k: v
         for k, v in (
