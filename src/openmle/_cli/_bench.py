@@ -236,10 +236,26 @@ def _preset_fields(s: dict[str, Any]) -> dict[str, Any]:
     return {"search": preset_search(p), "preset": p.to_dict()}
 
 
+def _resources(s: dict[str, Any]) -> Any:
+    """The ``Resources`` of one program run from the settings, its errors naming the flags
+    (``--memory-mb``, not ``Resources.memory_mb``); ``--workers`` below 1 is refused here too.
+    """
+    from openmle import Resources
+
+    if int(s["workers"]) < 1:
+        raise InvalidArgument(f"Expected --workers N with N >= 1 but got --workers {s['workers']}")
+    try:
+        return Resources(cpus=float(s["cpus"]), gpus=int(s["gpus"]), memory_mb=s.get("memory_mb"))
+    except InvalidArgument as exc:
+        text = str(exc)
+        for field in ("cpus", "gpus", "memory_mb"):
+            text = text.replace(f"Resources.{field}=", f"--{field.replace('_', '-')} ")
+        raise InvalidArgument(text) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     import attrs
 
-    from openmle import Resources
     from openmle._cli._search import parse_budget
     from openmle.bench import BenchConfig, arun_bench, benchmark_kind, priors_ablation
 
@@ -270,9 +286,7 @@ def _run(args: argparse.Namespace) -> int:
         budget=budget.to_dict(),
         data_dir=str(Path(s["data"]).resolve()),
         registry=None if s.get("registry") is None else str(Path(s["registry"]).resolve()),
-        resources=Resources(
-            cpus=float(s["cpus"]), gpus=int(s["gpus"]), memory_mb=s.get("memory_mb")
-        ),
+        resources=_resources(s),
         time_limit_s=float(s["time_limit_s"]),
         concurrency=s.get("concurrency"),
         workers=int(s["workers"]),
@@ -394,9 +408,43 @@ def _resume(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
 
 
+_NATUREBENCH_FLAGS = (
+    ("--judge", "judge"),
+    ("--judge-model", "judge_model"),
+    ("--model-name", "model_name"),
+    ("--agent", "agent"),
+    ("--organization", "organization"),
+    ("--url", "url"),
+    ("--contact", "contact"),
+)
+
+
+def _check_naturebench_flags(args: argparse.Namespace) -> None:
+    """Refuse NatureBench-only ``bench report`` flags on another benchmark's bench (they were
+    ignored silently), and a ``--judge`` file that does not exist.
+    """
+    from openmle.bench import BenchRun
+
+    given = [flag for flag, dest in _NATUREBENCH_FLAGS if getattr(args, dest, None)]
+    if not given:
+        return
+    kind = BenchRun.open(args.bench_dir).config.benchmark
+    if kind != "naturebench":
+        raise InvalidArgument(
+            f"{', '.join(given)}: only a NatureBench bench takes them, and {args.bench_dir} is "
+            f"a {kind} bench; drop them"
+        )
+    if args.judge and not Path(args.judge).is_file():
+        raise InvalidArgument(
+            f"--judge {args.judge}: no such file; give the judge verdicts JSON "
+            "({case_id: {is_valid, reason}})"
+        )
+
+
 def _report(args: argparse.Namespace) -> int:
     from openmle.bench import bench_report, write_report
 
+    _check_naturebench_flags(args)
     submission = {
         k: v
         for k, v in (

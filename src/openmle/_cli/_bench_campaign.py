@@ -135,10 +135,28 @@ def _option_value(text: str) -> Any:
         return text
 
 
+# The parameters submitit's LocalExecutor uses (it ignores any other silently), and the two
+# every launcher is given here.
+_LOCAL_KEYS = (
+    "cpus_per_task",
+    "gpus_per_node",
+    "name",
+    "nodes",
+    "setup",
+    "signal_delay_s",
+    "tasks_per_node",
+    "timeout_min",
+    "visible_gpus",
+)
+
+
 def _launcher_options(args: argparse.Namespace, config: Any, launcher: str) -> dict[str, Any]:
     """Submitit parameters: per task the CPUs and GPUs of one run, a time limit from the
     budget's ``wall_s`` (plus an hour; none: a day), the array's parallelism from
     ``--concurrency``; then each ``--launcher-option KEY=VALUE`` (JSON values, else text).
+
+    Raises:
+        InvalidArgument: an option not KEY=VALUE, or (``local``) a key the executor ignores.
     """
     res = config.resources
     workers = max([config.workers, *(a.workers for a in config.arms)])
@@ -158,6 +176,11 @@ def _launcher_options(args: argparse.Namespace, config: Any, launcher: str) -> d
             raise InvalidArgument(
                 f"Expected --launcher-option KEY=VALUE (e.g. slurm_partition=gpu) but got {item!r}"
             )
+        if launcher == "local" and key.strip() not in _LOCAL_KEYS:
+            raise InvalidArgument(
+                f"--launcher-option {key.strip()}: --launcher local takes none such; it takes "
+                f"{', '.join(_LOCAL_KEYS)}"
+            )
         params[key.strip()] = _option_value(value.strip())
     return params
 
@@ -175,6 +198,7 @@ def launch(args: argparse.Namespace, out: Path, config: Any, launcher: str) -> i
 
     from openmle.bench import arun_bench
 
+    _launcher_options(args, config, launcher)  # a bad option fails before the directory is made
     anyio.run(lambda: arun_bench(out, config=config, model=None, only=()))
     return submit(args, out, launcher, config.model, config.summary_model, config.sandbox)
 

@@ -4,11 +4,56 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 from openmle._cli._common import APP_DIR_HELP
+from openmle.errors import InvalidArgument
 
 __all__ = ["register"]
+
+# ServiceConfig's fields as the flags that set them, so its errors name what the user typed.
+_FLAGS = {
+    "db_path": "--db",
+    "task_roots": "--task-root",
+    "cpu_slots": "--cpu-slots",
+    "gpu_slots": "--gpu-slots",
+    "max_queued_per_key": "--max-queued-per-key",
+    "max_queued": "--max-queued",
+    "default_timeout_s": "--default-timeout",
+    "max_job_timeout_s": "--max-job-timeout",
+    "grace_s": "--grace",
+    "max_wait_s": "--max-wait",
+    "max_attempts": "--max-attempts",
+    "retain_s": "--retain-days (in seconds)",
+    "top_priority": "--top-priority",
+    "priority_age_s": "--priority-age",
+    "max_cpus": "--max-cpus",
+    "max_memory_mb": "--max-memory-mb",
+    "max_gpus": "--max-gpus",
+    "max_result_artifacts": "--max-result-artifacts",
+    "max_result_log_bytes": "--max-result-log-bytes",
+    "work_dir": "--work-dir",
+}
+_FIELD = re.compile(r"(?:\bServiceConfig\.)?\b(" + "|".join(_FLAGS) + r")\b")
+
+
+def _port(text: str) -> int:
+    """The ``--port`` type: an integer 1-65535 (argparse says the error)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65_535:
+        raise argparse.ArgumentTypeError(f"--port must be a TCP port 1-65535; got {text!r}")
+    return port
+
+
+def _flag_names(exc: InvalidArgument) -> InvalidArgument:
+    """``exc`` from ServiceConfig with its field names said as ``openmle serve`` flags."""
+    text = _FIELD.sub(lambda m: _FLAGS[m[1]], str(exc))
+    return InvalidArgument(text.replace("ServiceConfig ", "the service "))
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +84,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
     p.add_argument(
         "--cpu-slots", type=int, default=os.cpu_count() or 1, help="CPU jobs run at once"
     )
@@ -108,32 +153,41 @@ def register(subparsers: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from openmle.service import ServiceConfig, load_api_keys, load_key_limits, serve
 
-    config = ServiceConfig(
-        db_path=args.db,
-        task_roots=args.task_root,
-        sandbox=args.sandbox,
-        api_keys=load_api_keys(file=args.api_key_file),
-        allow_no_auth=args.no_auth,
-        cpu_slots=args.cpu_slots,
-        gpu_slots=args.gpu_slots,
-        max_queued=args.max_queued,
-        default_timeout_s=args.default_timeout,
-        max_job_timeout_s=args.max_job_timeout,
-        max_attempts=args.max_attempts,
-        grace_s=args.grace,
-        max_wait_s=args.max_wait,
-        durable=args.durable,
-        retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
-        max_queued_per_key=args.max_queued_per_key,
-        top_priority=args.top_priority,
-        key_limits=load_key_limits(args.api_key_file),
-        priority_age_s=args.priority_age,
-        max_cpus=args.max_cpus,
-        max_memory_mb=args.max_memory_mb,
-        max_gpus=args.max_gpus,
-        max_result_artifacts=args.max_result_artifacts,
-        max_result_log_bytes=args.max_result_log_bytes,
-        work_dir=args.work_dir,
-    )
+    parent = Path(args.db).absolute().parent
+    if not parent.is_dir():
+        raise InvalidArgument(
+            f"--db {args.db}: the folder {parent} does not exist; create it first or name a "
+            "file in an existing folder"
+        )
+    try:
+        config = ServiceConfig(
+            db_path=args.db,
+            task_roots=args.task_root,
+            sandbox=args.sandbox,
+            api_keys=load_api_keys(file=args.api_key_file),
+            allow_no_auth=args.no_auth,
+            cpu_slots=args.cpu_slots,
+            gpu_slots=args.gpu_slots,
+            max_queued=args.max_queued,
+            default_timeout_s=args.default_timeout,
+            max_job_timeout_s=args.max_job_timeout,
+            max_attempts=args.max_attempts,
+            grace_s=args.grace,
+            max_wait_s=args.max_wait,
+            durable=args.durable,
+            retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
+            max_queued_per_key=args.max_queued_per_key,
+            top_priority=args.top_priority,
+            key_limits=load_key_limits(args.api_key_file),
+            priority_age_s=args.priority_age,
+            max_cpus=args.max_cpus,
+            max_memory_mb=args.max_memory_mb,
+            max_gpus=args.max_gpus,
+            max_result_artifacts=args.max_result_artifacts,
+            max_result_log_bytes=args.max_result_log_bytes,
+            work_dir=args.work_dir,
+        )
+    except InvalidArgument as exc:
+        raise _flag_names(exc) from None
     serve(config, host=args.host, port=args.port, log_level=args.log_level)
     return 0

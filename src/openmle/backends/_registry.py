@@ -59,6 +59,11 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 def _service(url: str, **options: Any) -> Any:
     from openmle.backends._jobclient import JobServiceSandbox
 
+    if not url.startswith(("http://", "https://")):
+        raise InvalidArgument(
+            f"--sandbox service:URL needs http(s)://HOST:PORT (e.g. service:http://{url}); "
+            f"got service:{url}"
+        )
     return JobServiceSandbox(base_url=url, **options)
 
 

@@ -16,11 +16,13 @@ is honoured (B10) and ``priority`` is used (B7: 1 runs before 2).
 
 from __future__ import annotations
 
+import errno
+import socket
 from typing import Any
 
 from openmle._compat import require
 from openmle._exports import publish
-from openmle.errors import InvalidArgument
+from openmle.errors import InvalidArgument, SandboxError
 from openmle.service._app import create_app, job_view
 from openmle.service._config import (
     API_KEYS_ENV,
@@ -66,9 +68,11 @@ def serve(
         **uvicorn_kwargs: passed to ``uvicorn.run`` (e.g. ``ssl_certfile``).
 
     Raises:
-        InvalidArgument: no API keys while listening beyond loopback, or a work directory
-            that is not the service's own.
-        SandboxError: the database is in use by another service, not a database, or damaged.
+        InvalidArgument: no API keys while listening beyond loopback, a work directory
+            that is not the service's own, a port outside 0-65535, or a sandbox spec that
+            names no sandbox factory.
+        SandboxError: the database is in use by another service, not a database, or damaged;
+            the host does not resolve, or the address is in use or cannot be bound.
         MissingDependency: uvicorn or starlette is not installed.
     """
     if config.allow_no_auth and not config.api_keys and host not in _LOOPBACK:
@@ -77,13 +81,49 @@ def serve(
             "127.0.0.1 when using --no-auth"
         )
     uvicorn = require("uvicorn", "service")
-    # Refuse a broken or busy database and a foreign work directory with one clear error
-    # before uvicorn starts (it would print a traceback for a failed start-up).
+    # Refuse a broken or busy database, a foreign work directory, an unknown sandbox and an
+    # address that cannot be listened on with one clear error before uvicorn starts (it
+    # would print a traceback, or its own ERROR line, for a failed start-up).
+    from openmle.backends import check_sandbox_spec
+
+    check_sandbox_spec(config.sandbox)
+    _check_listen(host, port)
     JobStore(config.db_path, durable=config.durable).close()
     prepare_workdir(config.run_dir)
     app = create_app(config)
     uvicorn_kwargs.setdefault("timeout_graceful_shutdown", 10)
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, **uvicorn_kwargs)
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Raise unless a TCP server could listen on ``host``:``port`` now (bound, then closed).
+
+    Raises:
+        InvalidArgument: ``port`` is not an integer in 0-65535.
+        SandboxError: ``host`` does not resolve, or the address is in use or cannot be bound
+            (not this machine's, or a privileged port); the message names ``--host``/``--port``.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65_535:
+        raise InvalidArgument(f"--port must be a TCP port 0-65535; got {port!r}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise SandboxError(
+            f"--host {host!r} does not resolve ({exc}); give an address of this machine "
+            "such as 127.0.0.1 or 0.0.0.0"
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                why = "is in use; stop what listens there or choose another --port"
+            else:
+                why = f"cannot be bound ({exc}); give an address of this machine and a port "
+                why += "you may use (1024 or above)"
+            raise SandboxError(f"--host {host} --port {port}: the address {why}") from None
 
 
 publish(globals())

@@ -254,5 +254,6 @@ class ServiceConfig:
         for root in self.task_roots:
             if not root.is_dir():
                 raise InvalidArgument(
-                    f"ServiceConfig.task_roots holds {str(root)!r}, which is not a directory"
+                    f"ServiceConfig.task_roots holds {str(root)!r}, which is not a directory; "
+                    "name an existing directory of task packages"
                 )

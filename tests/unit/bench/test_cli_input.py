@@ -73,6 +73,41 @@ def test_a_bad_sandbox_or_model_writes_nothing(
     assert "Expected --model" in capsys.readouterr().err and not out.exists()
 
 
+def test_a_bad_launcher_option_writes_nothing(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--launcher-option foo`` (no ``=``) fails before ``--out`` exists (it left a manifest);
+    a key ``--launcher local`` ignores is refused, naming it and the keys it takes."""
+    pytest.importorskip("submitit")
+    out = tmp_path / "b"
+    assert main(_run(mini, out, "--launcher", "local", "--launcher-option", "foo")) == 2
+    assert "Expected --launcher-option KEY=VALUE" in capsys.readouterr().err
+    assert not out.exists()
+    flags = ("--launcher", "local", "--launcher-option", "nosuchparam=3")
+    assert main(_run(mini, out, *flags)) == 2
+    err = capsys.readouterr().err
+    assert "--launcher-option nosuchparam" in err and "timeout_min" in err
+    assert not out.exists()
+
+
+def test_bad_resources_and_workers_name_the_flags(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--memory-mb -1`` said ``Resources.memory_mb=-1`` and ``--workers 0`` ``workers >= 1``:
+    each names its flag now, in one line, and nothing is written."""
+    out = tmp_path / "b"
+    for flags, said in (
+        (("--memory-mb", "-1"), "got --memory-mb -1"),
+        (("--cpus", "0"), "got --cpus 0.0"),
+        (("--gpus", "-1"), "got --gpus -1"),
+        (("--workers", "0"), "Expected --workers N with N >= 1 but got --workers 0"),
+    ):
+        assert main(_run(mini, out, *flags)) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Resources." not in err and err.count("\n") == 1, err
+        assert not out.exists()
+
+
 def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err

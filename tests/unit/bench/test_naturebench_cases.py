@@ -125,6 +125,15 @@ def test_suites(nb: NatureBench, tmp_path: Path) -> None:
     assert nb.suite(str(lite)) == ["nb-cpu-bio"]
     with pytest.raises(InvalidArgument, match="Unknown NatureBench case"):
         nb.suite("nope")
+    # lite's ten cases, none downloaded: all ten are named (it showed 8), and lite is a suite
+    from openmle.bench.naturebench import LITE_CASES
+
+    with pytest.raises(InvalidArgument) as info:
+        nb.suite("lite")
+    assert all(c in str(info.value) for c in LITE_CASES) and "'lite'" in str(info.value)
+    many = ",".join(f"x{i}" for i in range(13))
+    with pytest.raises(InvalidArgument, match=r"'x9'\] and 3 more under"):
+        nb.suite(many)
     with pytest.raises(InvalidArgument, match="No NatureBench tasks"):
         NatureBench(tmp_path / "empty")
 

@@ -171,3 +171,31 @@ def test_lite_modalities_are_the_papers_partition() -> None:
     assert set(MODALITIES) == set(LITE_IDS)
     counts = Counter(modality_of(c) for c in LITE_IDS)
     assert counts == {"image": 9, "text": 5, "audio": 2, "tabular": 4, "multimodal": 2}
+
+
+def test_naturebench_report_flags_are_refused_on_another_bench(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--judge``/``--model-name`` on an MLE-bench bench were ignored silently: refused, one
+    line naming them; on a NatureBench bench a ``--judge`` file that does not exist is refused.
+    """
+    from typing import cast
+
+    from openmle.bench import BenchConfig, Benchmark
+
+    _bench(mini, tmp_path / "b")
+    flags = ["--judge", str(tmp_path / "nosuch.json"), "--model-name", "X"]
+    assert main(["bench", "report", str(tmp_path / "b"), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--judge, --model-name: only a NatureBench bench takes them" in err
+    assert len(err.splitlines()) == 1
+
+    class _Bench:
+        def manifest_entries(self, competitions: object) -> dict[str, str]:
+            return {}
+
+    config = BenchConfig(suite="custom", competitions=("a",), seeds=(0,), model="offline",
+                         data_dir=str(tmp_path), benchmark="naturebench")  # fmt: skip
+    BenchRun.create(tmp_path / "nb", config, cast(Benchmark, _Bench()))
+    assert main(["bench", "report", str(tmp_path / "nb"), *flags]) == 2
+    assert "--judge " + str(tmp_path / "nosuch.json") + ": no such file" in capsys.readouterr().err

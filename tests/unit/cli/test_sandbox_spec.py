@@ -29,6 +29,9 @@ def test_sandbox_specs_build_every_backend() -> None:
         InvalidArgument, match="docker, local, ray, service:URL, or module:callable"
     ):
         build_sandbox("k8s")
+    # a URL without its scheme said JobServiceSandbox.base_url='127.0.0.1:8765'
+    with pytest.raises(InvalidArgument, match=r"--sandbox service:URL needs http\(s\)://HOST:PORT"):
+        build_sandbox("service:127.0.0.1:8765")
 
 
 def _cli(

@@ -83,6 +83,70 @@ def test_cli_refuses_to_serve_without_keys(
     assert "OPENMLE_SERVICE_API_KEYS" in capsys.readouterr().err
 
 
+_STARTUP_REFUSALS = [
+    (["--sandbox", "nosuch"], 2, "--sandbox"),
+    (["--port", "99999"], 2, "--port must be a TCP port 1-65535"),
+    (["--host", "0.0.0.0.0"], 1, "--host '0.0.0.0.0' does not resolve"),
+    (["--cpu-slots", "0"], 2, "--cpu-slots or --gpu-slots >= 1"),
+    (["--gpu-slots", "-1"], 2, "--gpu-slots=-1"),
+    (["--task-root", "/nonexistent-openmle"], 2, "--task-root holds '/nonexistent-openmle'"),
+]
+
+
+@pytest.mark.parametrize(("flags", "code", "said"), _STARTUP_REFUSALS)
+def test_cli_serve_refuses_a_bad_start_in_one_line(
+    flags: list[str],
+    code: int,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A start uvicorn would fail (traceback, its own ERROR lines, exit 3) or a bad flag is one
+    ``error:`` line naming the flag, exit 2 (usage) or 1 (the host), before uvicorn runs.
+    """
+    from openmle._cli import main
+
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", "key-aaaaaaaa")
+    try:
+        got = main(["serve", "--db", str(tmp_path / "jobs.db"), *flags])
+    except SystemExit as exc:  # argparse's usage error
+        got = int(exc.code or 0)
+    assert got == code
+    err = capsys.readouterr().err
+    assert said in err and "ServiceConfig" not in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cli_serve_refuses_an_address_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port something already listens on is one line naming --port, exit 1."""
+    import socket
+
+    from openmle._cli import main
+
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", "key-aaaaaaaa")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        assert main(["serve", "--db", str(tmp_path / "jobs.db"), "--port", port]) == 1
+    assert "the address is in use" in capsys.readouterr().err
+
+
+def test_cli_serve_refuses_a_db_in_a_missing_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--db`` in a folder that does not exist is refused (exit 2), not silently made."""
+    from openmle._cli import main
+
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", "key-aaaaaaaa")
+    assert main(["serve", "--db", str(tmp_path / "no" / "jobs.db")]) == 2
+    assert "--db" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
 def test_no_auth_only_on_loopback(tmp_path: Path) -> None:
     """Serving without keys is refused on a non-loopback address."""
     from openmle.service import serve

@@ -212,9 +212,10 @@ class NatureBench:
         known = set(self.ids())
         unknown = [i for i in ids if i not in known]
         if unknown:
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
             raise InvalidArgument(
-                f"Unknown NatureBench case(s) {unknown[:8]} under {self.tasks_dir}; download "
-                f"them first, or choose from the suites {list(SUITES)}"
+                f"Unknown NatureBench case(s) {unknown[:10]}{more} under {self.tasks_dir}; "
+                f"download them first, or choose from the suites {['lite', *SUITES]}"
             )
         if not ids:
             raise InvalidArgument(f"Expected at least one case in suite {spec!r}")
