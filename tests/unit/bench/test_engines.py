@@ -3,6 +3,7 @@ directories (hostile ones refused) and the slots a bench fills."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 from pathlib import Path
@@ -20,12 +21,17 @@ from openmle.bench._engines import (
     engine_slots,
 )
 from openmle.bench._runner import _Resolver
-from openmle.errors import InvalidArgument
+from openmle.errors import InvalidArgument, MissingDependency
 
 
 def test_specs_follow_the_one_registry() -> None:
-    for spec in ("local", "ray", "service:http://127.0.0.1:9"):
+    for spec in ("local", "service:http://127.0.0.1:9"):
         assert callable(bench_sandbox(spec))
+    if importlib.util.find_spec("ray") is not None:
+        assert callable(bench_sandbox("ray"))
+    else:  # refused before any bench directory is made, with the install line
+        with pytest.raises(MissingDependency, match=r"openmle\[ray\]"):
+            bench_sandbox("ray")
     with pytest.raises(InvalidArgument, match="Expected --sandbox to be one of"):
         bench_sandbox("no-such-sandbox")
     with pytest.raises(InvalidArgument, match="needs an argument"):
