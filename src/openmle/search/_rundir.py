@@ -986,12 +986,15 @@ class RunDir:
     def budget(self) -> Budget:
         """The budget in force: the one the latest session recorded in ``sessions.jsonl``
         (``openmle resume --budget`` or ``ResumeSpec(budget=...)`` may have changed it), else
-        the manifest's (the budget the run started with).
+        the manifest's (the budget the run started with). A keyed run (:attr:`integrity`)
+        always answers the manifest's: its key covers the manifest, not ``sessions.jsonl``, so
+        an edit there could lift its caps (a resume that changes them passes its budget).
 
         Raises:
             RunDirError: the manifest's budget is not a budget.
         """
-        for rec in reversed(self.sessions()):
+        sessions = [] if self.integrity == "keyed" else self.sessions()
+        for rec in reversed(sessions):
             recorded = rec.get("budget")
             if isinstance(recorded, Mapping):
                 try:

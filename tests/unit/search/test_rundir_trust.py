@@ -196,3 +196,12 @@ def test_a_keyed_run_needs_its_key_and_covers_the_manifest(
     (out / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(RunDirError, match="hash chain"):
         RunDir.open(out).nodes()
+
+
+def test_a_keyed_runs_budget_is_never_lifted_by_an_edit_to_its_sessions(keyed: Path) -> None:
+    """sessions.jsonl records each session's budget but no key covers it: an edit there that
+    lifts the caps changes nothing in a keyed run (the next resume keeps the manifest's)."""
+    started = RunDir.open(keyed).budget()
+    with (keyed / "sessions.jsonl").open("a") as fh:
+        fh.write(json.dumps({"event": "resume", "budget": {"steps": 10**6}}) + "\n")
+    assert RunDir.open(keyed).budget() == started and started.steps != 10**6
