@@ -17,8 +17,11 @@ is honoured (B10) and ``priority`` is used (B7: 1 runs before 2).
 from __future__ import annotations
 
 import errno
+import inspect
 import socket
 from typing import Any
+
+import anyio
 
 from openmle._compat import require
 from openmle._exports import publish
@@ -70,8 +73,9 @@ def serve(
     Raises:
         InvalidArgument: no API keys while listening beyond loopback, a work directory
             that is not the service's own, a port outside 0-65535, or a sandbox spec that
-            names no sandbox factory.
-        SandboxError: the database is in use by another service, not a database, or damaged;
+            names no sandbox factory (or whose factory refuses its options).
+        SandboxError: the sandbox cannot be built or its preflight fails (no engine answers);
+            the database is in use by another service, not a database, or damaged;
             the host does not resolve, or the address is in use or cannot be bound.
         MissingDependency: uvicorn or starlette is not installed.
     """
@@ -88,11 +92,41 @@ def serve(
 
     check_sandbox_spec(config.sandbox)
     _check_listen(host, port)
+    _check_sandbox(config)  # before the database or the work directory is made
     JobStore(config.db_path, durable=config.durable).close()
     prepare_workdir(config.run_dir)
     app = create_app(config)
     uvicorn_kwargs.setdefault("timeout_graceful_shutdown", 10)
     uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, **uvicorn_kwargs)
+
+
+def _check_sandbox(config: ServiceConfig) -> None:
+    """Build ``config.sandbox``, run its optional ``preflight()`` and close it again, so a
+    sandbox that cannot be built (a factory that raises) or cannot run (no container engine
+    answers at ``DOCKER_HOST``) is one error naming ``--sandbox`` before uvicorn starts; the
+    app's lifespan builds its own.
+
+    Raises:
+        InvalidArgument, SandboxError: what building or preflighting raised, prefixed with
+            ``--sandbox SPEC:``.
+    """
+
+    async def check() -> None:
+        sandbox = load_sandbox(config.sandbox, workdir=config.run_dir)
+        try:
+            hook = getattr(sandbox, "preflight", None)
+            answer = hook() if callable(hook) else None
+            if inspect.isawaitable(answer):
+                await answer
+        finally:
+            await sandbox.aclose()
+
+    try:
+        anyio.run(check)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"--sandbox {config.sandbox}: {exc}") from None
+    except SandboxError as exc:
+        raise SandboxError(f"--sandbox {config.sandbox}: {exc}") from None
 
 
 def _check_listen(host: str, port: int) -> None:

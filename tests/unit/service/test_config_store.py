@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,6 @@ def test_cli_serve_refuses_an_address_in_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A port something already listens on is one line naming --port, exit 1."""
-    import socket
 
     pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
 
@@ -137,6 +137,47 @@ def test_cli_serve_refuses_an_address_in_use(
         port = str(busy.getsockname()[1])
         assert main(["serve", "--db", str(tmp_path / "jobs.db"), "--port", port]) == 1
     assert "the address is in use" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["docker", "failing_factory_x:make"])
+def test_cli_serve_refuses_a_sandbox_that_cannot_be_built_before_uvicorn(
+    spec: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A sandbox whose factory raises, or whose engine does not answer (``DOCKER_HOST`` at a
+    socket that does not exist), is one line naming ``--sandbox`` (exit 1) before uvicorn runs
+    (it was a traceback in uvicorn's start-up hook, exit 3, or a service failing every job),
+    and neither the database nor its work directory is made.
+    """
+    uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
+    if spec == "docker":
+        pytest.importorskip("docker", reason="needs docker: pip install 'openmle[docker]'")
+    from openmle._cli import main
+
+    (tmp_path / "failing_factory_x.py").write_text(
+        "from openmle.errors import SandboxError\n"
+        "def make(**options):\n"
+        "    raise SandboxError('the engine is down; start it')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("uvicorn started")
+
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", "key-aaaaaaaa")
+    with socket.socket() as probe:  # a free port: the listen check passes
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    db = tmp_path / "jobs.db"
+    assert main(["serve", "--db", str(db), "--port", port, "--sandbox", spec]) == 1
+    err = capsys.readouterr().err
+    assert f"--sandbox {spec}: " in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobs.db")]
 
 
 def test_cli_serve_refuses_a_db_in_a_missing_folder(
