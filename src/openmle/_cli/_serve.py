@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from pathlib import Path
@@ -26,7 +27,7 @@ _FLAGS = {
     "grace_s": "--grace",
     "max_wait_s": "--max-wait",
     "max_attempts": "--max-attempts",
-    "retain_s": "--retain-days (in seconds)",
+    "retain_s": "--retain-days",  # _days keeps its seconds finite: never refused there
     "top_priority": "--top-priority",
     "priority_age_s": "--priority-age",
     "max_cpus": "--max-cpus",
@@ -48,6 +49,21 @@ def _port(text: str) -> int:
     if not 1 <= port <= 65_535:
         raise argparse.ArgumentTypeError(f"--port must be a TCP port 1-65535; got {text!r}")
     return port
+
+
+def _days(text: str) -> float:
+    """The ``--retain-days`` type: a finite number of days >= 0 (0: keep forever) whose
+    seconds are finite too (argparse says the error, in days).
+    """
+    try:
+        days = float(text)
+    except ValueError:
+        days = math.nan
+    if not (days >= 0 and math.isfinite(days * 86_400)):
+        raise argparse.ArgumentTypeError(
+            f"--retain-days must be a finite number of days >= 0 (0: keep forever); got {text!r}"
+        )
+    return days
 
 
 def _flag_names(exc: InvalidArgument) -> InvalidArgument:
@@ -109,7 +125,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--durable", action="store_true", help="SQLite synchronous=FULL")
     p.add_argument(
         "--retain-days",
-        type=float,
+        type=_days,
         default=7.0,
         help="delete finished jobs this many days after they end (0: keep forever)",
     )

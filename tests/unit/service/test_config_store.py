@@ -91,6 +91,9 @@ _STARTUP_REFUSALS = [
     (["--cpu-slots", "0"], 2, "--cpu-slots or --gpu-slots >= 1"),
     (["--gpu-slots", "-1"], 2, "--gpu-slots=-1"),
     (["--task-root", "/nonexistent-openmle"], 2, "--task-root holds '/nonexistent-openmle'"),
+    # said in days, the flag's unit (was "--retain-days (in seconds)=inf")
+    (["--retain-days", "inf"], 2, "--retain-days must be a finite number of days >= 0"),
+    (["--retain-days", "1e305"], 2, "got '1e305'"),
 ]
 
 
