@@ -37,8 +37,10 @@ TRACK_HELP = (
 
 
 def _spec(text: str) -> str:
-    """An argparse type: a valid ``--track`` value whose directory can be used (made here, so
-    a bad one exits 2 before the run header rather than failing after it).
+    """An argparse type: a valid ``--track`` value whose directory can be made (tried here and
+    removed again, so a bad one exits 2 before the run header rather than failing after it,
+    and a command that fails before its tracker opens leaves no empty directory behind; the
+    tracker makes it when it opens).
     """
     from openmle.tracking import TrackSpec
 
@@ -47,7 +49,7 @@ def _spec(text: str) -> str:
     except InvalidArgument as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     try:
-        spec.where.mkdir(parents=True, exist_ok=True)
+        _try_mkdir(spec.where)
     except OSError as exc:
         why = "it is a file" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
         raise argparse.ArgumentTypeError(
@@ -55,6 +57,26 @@ def _spec(text: str) -> str:
             "name a directory you can write to"
         ) from None
     return text
+
+
+def _try_mkdir(where: Path) -> None:
+    """Make ``where`` (and its missing parents), then remove the directories made here again.
+
+    Raises:
+        OSError: ``where`` cannot be made (a file in the way, no permission, a read-only or
+            special file system).
+    """
+    made = []
+    path = where.absolute()
+    while not path.exists() and path != path.parent:
+        made.append(path)
+        path = path.parent
+    where.mkdir(parents=True, exist_ok=True)
+    for path in made:  # deepest first; what another process put there meanwhile stays
+        try:
+            path.rmdir()
+        except OSError:
+            break
 
 
 class _TrackAction(argparse.Action):

@@ -748,6 +748,7 @@ def _gspo_trl(
         from openmle.tracking import TrackSpec
 
         spec = TrackSpec.parse(track)
+        spec.where.mkdir(parents=True, exist_ok=True)  # --track checked it; made as TRL starts
         kw.update(spec.trl_args())
         os.environ.update(spec.trl_env())
     kw.update(user)

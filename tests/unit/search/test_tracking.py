@@ -207,3 +207,17 @@ def test_search_cli_refuses_a_track_directory_it_cannot_use(
     out, err = capsys.readouterr()
     assert "--track" in err and "name a directory you can write to" in err
     assert "Traceback" not in err and out == ""
+
+
+def test_a_command_that_fails_before_tracking_leaves_no_track_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--track`` made its directory when the flags were parsed, so a command refused later
+    (here an unknown --task) left an empty ``trk/a``; now the tracker makes it when it opens.
+    """
+    monkeypatch.chdir(tmp_path)
+    assert main(["search", "--task", "nosuch", "--track", "jsonl:trk/a"]) == 2
+    assert main(["search", "--task", "tabular-binary", "--sandbox", "nosuch", "--track",
+                 "jsonl"]) == 2  # fmt: skip
+    assert "--task" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
