@@ -57,6 +57,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tomllib
@@ -367,15 +368,18 @@ def _save(trainer: Any, ckpt: Path, *, extra: dict[str, str] | None = None) -> N
 
 def _device(doc: dict[str, Any], file: Path) -> str:
     """``device``: "auto" (default: CUDA when available), "cpu", "cuda" or "cuda:N", resolved
-    and checked when the file is read (a CUDA device on a torch without CUDA is refused).
+    and checked when the file is read (a malformed value, a CUDA device on a torch without
+    CUDA, or a ``cuda:N`` past the GPUs torch sees is refused, naming ``device``).
     """
     import torch
 
     device = doc.get("device", "auto")
-    if not isinstance(device, str) or not (
-        device in ("auto", "cpu", "cuda") or device.startswith("cuda:")
-    ):
-        raise InvalidArgument(f"{file}: device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
+    cuda = re.fullmatch(r"cuda(?::(\d+))?", device) if isinstance(device, str) else None
+    if not isinstance(device, str) or not (device in ("auto", "cpu") or cuda):
+        raise InvalidArgument(
+            f"{file}: device must be 'auto', 'cpu', 'cuda' or 'cuda:N' (N a GPU index: 0, 1, "
+            f"...), got {device!r}"
+        )
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device != "cpu" and not torch.cuda.is_available():
@@ -383,6 +387,13 @@ def _device(doc: dict[str, Any], file: Path) -> str:
             f"{file}: device = {device!r} but torch {torch.__version__} sees no CUDA GPU "
             '(torch.cuda.is_available() is False); set device = "cpu" or "auto", or run '
             "where a GPU and a CUDA build of torch are"
+        )
+    index = int(cuda[1]) if cuda is not None and cuda[1] is not None else None
+    if index is not None and index >= (count := torch.cuda.device_count()):
+        raise InvalidArgument(
+            f"{file}: device = {device!r} but torch sees {count} CUDA GPU(s) (cuda:0 to "
+            f'cuda:{count - 1}, after CUDA_VISIBLE_DEVICES); set device = "cuda" or an index '
+            f"below {count}"
         )
     return device
 

@@ -159,6 +159,38 @@ def test_cuda_on_a_torch_without_cuda_names_device(
     assert not (tmp_path / "gpu").exists()
 
 
+@pytest.mark.parametrize(
+    ("device", "said"),
+    [
+        ("cuda:2", "device = 'cuda:2' but torch sees 2 CUDA GPU(s) (cuda:0 to cuda:1"),
+        ("cuda:7", 'set device = "cuda" or an index below 2'),
+        ("cuda:x", "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+        ("cuda:", "got 'cuda:'"),
+        ("cuda:-1", "got 'cuda:-1'"),
+    ],
+)
+def test_cuda_index_past_the_gpus_or_malformed_names_device(
+    device: str,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``cuda:N`` past the GPUs (or a malformed ``cuda:...``) passed the check and failed after
+    the model was loaded (`invalid device ordinal` / a torch parse error); now refused, one line
+    naming ``device``, before anything is written.
+    """
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    f = _toml(tmp_path, out="gpu", max_steps=1, extra=f'device = "{device}"\n')
+    assert main(["train", "sft", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "gpu").exists()
+
+
 def test_missing_keys_are_named_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """It named batch_size, then (after a fix) checkpoint_every."""
     f = tmp_path / "m.toml"
