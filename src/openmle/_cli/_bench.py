@@ -382,7 +382,6 @@ def _done(
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from openmle._cli._common import recorded_spec
     from openmle._cli._search import _checked_recorded
     from openmle.bench import BenchRun, arun_bench, bench_sandbox
 
@@ -393,7 +392,7 @@ def _resume(args: argparse.Namespace) -> int:
         run.config.summary_model, "--summary-model", where
     )
     # A sandbox that talks to a server is taken from the manifest only when named again.
-    box = args.sandbox or recorded_spec(run.config.sandbox, flag="--sandbox", where=where)
+    box = args.sandbox or _recorded_sandbox(run.config.sandbox, where)
     if getattr(args, "launcher", None):
         from openmle._cli._bench_campaign import submit
 
@@ -406,6 +405,28 @@ def _resume(args: argparse.Namespace) -> int:
             run.path, model=model, summary_model=summary_model, sandbox=factory, **kw
         ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
     return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
+
+
+def _recorded_sandbox(spec: str, where: str) -> str:
+    """The manifest's sandbox ``spec`` (read from ``where``) when resume may use it unnamed.
+
+    Raises:
+        InvalidArgument: it talks to a server (:func:`recorded_spec`), or it names no sandbox
+            factory (a bench directory written before ``--sandbox`` was checked); the message
+            names the recorded value and says to pass ``--sandbox``.
+    """
+    from openmle._cli._common import recorded_spec
+    from openmle.backends import check_sandbox_spec
+
+    spec = recorded_spec(spec, flag="--sandbox", where=where)
+    try:
+        check_sandbox_spec(spec)
+    except InvalidArgument as exc:
+        raise InvalidArgument(
+            f"{where} records --sandbox {spec!r}, which cannot be used ({exc}); pass --sandbox "
+            "SPEC to resume on another sandbox (e.g. --sandbox local)"
+        ) from None
+    return spec
 
 
 _NATUREBENCH_FLAGS = (

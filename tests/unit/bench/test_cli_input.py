@@ -226,3 +226,27 @@ def test_the_whale_rule_reads_as_a_sentence() -> None:
     rule = lite_rule("the-icml-2013-whale-challenge-right-whale-redux")
     assert rule is not None
     assert rule.describe() == "train2.zip: the latest 50% of recording days held out (seed 0)"
+
+
+def test_resume_of_a_bench_that_records_a_bad_sandbox_names_it_and_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bench directory written before --sandbox was checked can record one that names
+    nothing: resume said "Expected --sandbox ... got 'nosuch'" as if the user had typed it; now
+    one line naming the manifest, the recorded value and --sandbox, which then resumes it.
+    """
+    from tests.unit.bench._mininb import build
+
+    from openmle.bench import BenchConfig, BenchRun, NatureBench
+
+    root = build(tmp_path / "nb")
+    config = BenchConfig(suite="x", competitions=("nb-cpu-bio",), seeds=(0,), model="offline",
+                         budget={"steps": 1}, data_dir=str(root), benchmark="naturebench",
+                         sandbox="nosuch")  # fmt: skip
+    bench = tmp_path / "bench"
+    BenchRun.create(bench, config, NatureBench(root))
+    assert main(["bench", "resume", str(bench)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bench}/manifest.json records --sandbox 'nosuch'" in err
+    assert "pass --sandbox SPEC" in err and len(err.strip().splitlines()) == 1
+    assert main(["bench", "resume", str(bench), "--sandbox", "local", "--quiet"]) == 0
