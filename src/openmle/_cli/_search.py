@@ -416,11 +416,23 @@ def check_out(out: Path) -> None:
         raise InvalidArgument(f"--out {out}: {exc}") from None
 
 
-def build_sandbox(spec: str) -> Any:
-    """Build a sandbox from a ``--sandbox`` spec (see ``SANDBOX_HELP``)."""
-    from openmle import backends
+def build_sandbox(spec: str, task: str | None = None) -> Any:
+    """Build a sandbox from a ``--sandbox`` spec (see ``SANDBOX_HELP``).
 
-    return backends.make_sandbox(spec)
+    A ``service:URL`` sandbox is given ``task``'s metadata as ``task_meta`` when the task
+    resolves here (what a Python caller passes as ``JobServiceSandbox(task_meta=...)``), so a
+    score from the service outside the task's metric range is an ``INFRA_ERROR``, never a score.
+    """
+    from openmle import backends
+    from openmle.errors import OpenMLEError
+    from openmle.gym import resolve_task
+
+    options: dict[str, Any] = {}
+    if task is not None and spec.startswith("service:"):
+        # A task only the service knows: its answers are checked for shape only.
+        with contextlib.suppress(OpenMLEError, OSError):
+            options["task_meta"] = {task: resolve_task(task).meta}
+    return backends.make_sandbox(spec, **options)
 
 
 def build_selector(name: str, higher_is_better: bool) -> Any:
@@ -548,7 +560,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
 
         library = load_library(priors)  # a missing or malformed library: refused before the run
     model = _model_for_run(model_spec, args, getattr(args, "record", None))
-    sandbox = build_sandbox(args.sandbox)
+    sandbox = build_sandbox(args.sandbox, task)
     with _closing_on_error(sandbox):
         # A missing engine, a wrong address or key: said before the header, nothing written.
         anyio.run(preflight_sandbox, sandbox)
@@ -901,7 +913,7 @@ def _resume(args: argparse.Namespace) -> int:
     steps = budget.steps
     priors_sha256 = _library_hash(args.priors)  # a bad library: refused before anything runs
     model = _model_for_run(model_spec, args, cli.get("record"))
-    sandbox = build_sandbox(sandbox_spec)
+    sandbox = build_sandbox(sandbox_spec, str(rd.manifest["task"]["name"]))
     tracker = None
     try:
         with _closing(sandbox):

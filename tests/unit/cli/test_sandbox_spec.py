@@ -150,3 +150,33 @@ def test_resume_records_specs_of_parts_built_by_the_registry(
     proc = _cli("resume", str(out), "--budget", "steps=2", site=site, log=tmp_path / "x")
     assert json.loads(proc.stdout)["nodes"] == 2
     assert "factory valid" in log.read_text().splitlines()
+
+
+def test_search_on_a_service_checks_its_scores_against_the_task_metric_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`openmle search --sandbox service:URL` built JobServiceSandbox without ``task_meta``, so
+    an AUC of 1.7 from the service became the best score (the range check worked only from the
+    Python API); now the CLI passes the task's metadata as the Python API does: INFRA_ERROR.
+    """
+    pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
+    from tests._serve import served_in_thread
+
+    from openmle import Outcome, RunResult
+    from openmle._cli import main
+    from openmle.service import ServiceConfig, create_app
+    from openmle.testing import FunctionSandbox
+
+    def handler(job: Any) -> RunResult:
+        return RunResult(outcome=Outcome.SUCCESS, score=1.7, split=job.split, logs="ok")
+
+    key = "client-key-0123456789"
+    config = ServiceConfig(db_path=tmp_path / "jobs.db", api_keys=(key,), cpu_slots=2)
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEY", key)
+    with served_in_thread(create_app(config, sandbox=FunctionSandbox(handler))) as url:
+        code = main(["search", "--task", "tabular-binary", "--model", "offline", "--sandbox",
+                     f"service:{url}", "--budget", "steps=1", "--out", str(tmp_path / "run"),
+                     "--json", "--quiet"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1 and summary["best_valid_score"] is None
+    assert summary["outcomes"] == {"infra_error": 1}
