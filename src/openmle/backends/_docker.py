@@ -63,7 +63,12 @@ from openmle._task_protocol import TaskEnvironment, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
 from openmle.backends._gpu import GpuPool, visible_gpus
-from openmle.backends._kit import default_resolver, grade_outside, signal_exit_code
+from openmle.backends._kit import (
+    default_resolver,
+    grade_outside,
+    output_dir_name,
+    signal_exit_code,
+)
 from openmle.backends._plan import program_env
 from openmle.backends._watchdog import start_watchdog
 from openmle.backends._workspace import encode_program, over_quota, remove_tree
@@ -494,6 +499,7 @@ class DockerSandbox(Sandbox):
         device_ids: Sequence[str] | None = None,
         seccomp_profile: str | None = None,
         image: str | None = None,
+        outputs: str | None = None,
     ) -> dict[str, Any]:
         """The exact body of ``POST /containers/create`` for ``job``.
 
@@ -505,6 +511,7 @@ class DockerSandbox(Sandbox):
                 ``job.resources.gpu_count`` GPUs by count (none when the count is 0).
             seccomp_profile: path of a seccomp profile for the engine, or None for its default.
             image: the image (see :meth:`task_image`); None for :meth:`image_for`'s.
+            outputs: the task's output directory name: ``OUTPUT_DIR=/workspace/<outputs>``.
         """
         res = job.resources
         memory = (res.memory_mb or self.memory_mb) * 1024 * 1024
@@ -518,6 +525,7 @@ class DockerSandbox(Sandbox):
             tmp="/tmp",
             gpus=None,
             marker=None,
+            outputs=outputs,
         )
         host: dict[str, Any] = {
             "Binds": [
@@ -806,6 +814,7 @@ class DockerSandbox(Sandbox):
             device_ids=device_ids,
             seccomp_profile=await self._seccomp_profile(api),
             image=image,
+            outputs=output_dir_name(task),
         )
 
         def create() -> str:

@@ -49,6 +49,7 @@ __all__ = [
     "default_resolver",
     "exit_signal",
     "grade_outside",
+    "output_dir_name",
     "signal_exit_code",
     "signal_verdict",
     "submission_too_large",
@@ -152,6 +153,16 @@ def submission_too_large(workspace: Path) -> RefusedGrade | None:
 
 
 _RESERVED = frozenset({"", ".", "..", PROGRAM_FILE, "submission.csv"})
+
+
+def output_dir_name(task: object) -> str | None:
+    """:func:`task_outputs`, None also for a bad name (the grading refuses that one after the
+    run): what the program is told as ``$OUTPUT_DIR`` in its workspace.
+    """
+    try:
+        return task_outputs(task)
+    except SandboxError:
+        return None
 
 
 def task_outputs(task: object) -> str | None:

@@ -52,7 +52,7 @@ from openmle._types import Job, RunResult
 from openmle._validation import int_at_least
 from openmle.backends import _isolation as iso
 from openmle.backends._gpu import GpuPool
-from openmle.backends._kit import default_resolver, grade_outside
+from openmle.backends._kit import default_resolver, grade_outside, output_dir_name
 from openmle.backends._plan import (
     RUN_ID_ENV,
     LaunchPlan,
@@ -522,7 +522,7 @@ class LocalSandbox(Sandbox):
                 failed = _limit_cgroup(spare.cgroup, job, settings, queue_s)
                 if failed is not None:
                     return failed
-            run = await _run_facts(facts, spare, gpus)
+            run = await _run_facts(facts, spare, gpus, output_dir_name(task))
             phases["limits"] = time.perf_counter()
             plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
             phases["plan"] = time.perf_counter()
@@ -1208,8 +1208,11 @@ def _limit_cgroup(
     return None
 
 
-async def _run_facts(facts: SandboxFacts, spare: _Spare, gpus: tuple[str, ...]) -> RunFacts:
-    """What the launch plan needs to know of this run and the spare chain it runs in.
+async def _run_facts(
+    facts: SandboxFacts, spare: _Spare, gpus: tuple[str, ...], outputs: str | None = None
+) -> RunFacts:
+    """What the launch plan needs to know of this run and the spare chain it runs in
+    (``outputs``: the task's output directory name, ``$OUTPUT_DIR`` in the workspace).
 
     Without a cgroup and as a user other than root, it counts the user's processes (the
     process limit is per user then).
@@ -1226,6 +1229,7 @@ async def _run_facts(facts: SandboxFacts, spare: _Spare, gpus: tuple[str, ...]) 
         cgroup_procs=tuple(cgroup.procs_files) if cgroup is not None else (),
         user_processes=users,
         rlimit_hard=iso.hard_rlimits(),
+        outputs=outputs,
     )
 
 

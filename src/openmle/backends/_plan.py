@@ -29,6 +29,7 @@ from openmle.backends._runtime import LAUNCHER, HostLayout, RuntimeInfo, is_with
 from openmle.backends._seccomp import seccomp_program
 
 __all__ = [
+    "OUTPUT_DIR_ENV",
     "RUN_ID_ENV",
     "CgroupLimits",
     "LaunchPlan",
@@ -53,6 +54,8 @@ __all__ = [
 Mode = Literal["bwrap", "landlock"]
 
 RUN_ID_ENV = "OPENMLE_RUN_ID"
+OUTPUT_DIR_ENV = "OUTPUT_DIR"
+"""Where a task that declares ``outputs`` is told its outputs go (set by the sandbox)."""
 """Every program process carries this variable (a fresh id per run); used to find leftovers."""
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -149,6 +152,8 @@ class RunFacts:
     """Processes this uid owns now (a relative ``RLIMIT_NPROC`` when there is no cgroup)."""
     rlimit_hard: Mapping[str, int] = field(factory=dict)
     """Current hard limits by name (``RLIM_INFINITY`` = -1, or absent: unlimited)."""
+    outputs: str | None = None
+    """The task's output directory name (``task.outputs``: ``$OUTPUT_DIR`` in the workspace)."""
 
 
 @frozen(kw_only=True)
@@ -235,6 +240,7 @@ def program_env(
     tmp: str,
     gpus: Sequence[str] | None,
     marker: str | None,
+    outputs: str | None = None,
 ) -> dict[str, str]:
     """The program's environment, for every sandbox (local, bwrap, Docker): defaults, then
     ``job.env``, then what the sandbox owns.
@@ -242,7 +248,9 @@ def program_env(
     Defaults: ``PATH``, ``TMPDIR``, ``LANG``/``LC_ALL`` (``C.UTF-8``), unbuffered Python without
     bytecode files or user site, ``MPLBACKEND=Agg`` and the thread caps (:data:`THREAD_VARS`,
     one per requested CPU, rounded up). Owned (a job cannot change them): ``HOME`` (the
-    workspace), ``DATA_DIR``, ``CUDA_VISIBLE_DEVICES`` and the run marker.
+    workspace), ``DATA_DIR``, ``CUDA_VISIBLE_DEVICES``, the run marker and, for a task that
+    declares ``outputs``, ``OUTPUT_DIR`` (``<workspace>/<outputs>``, as NatureBench's harness
+    sets ``OUTPUT_DIR=/workspace/output``; the program makes the directory).
 
     Args:
         job: the job (its resources and ``env``).
@@ -254,6 +262,8 @@ def program_env(
             devices (a container: ``CUDA_VISIBLE_DEVICES`` is then left unset, never the job's).
         marker: the run marker (``OPENMLE_RUN_ID``); None when the sandbox finds its runs
             otherwise (container labels; the job's value is dropped).
+        outputs: the task's output directory name (``task.outputs``); None: ``OUTPUT_DIR`` is
+            the job's, if it sets one.
     """
     threads = str(max(1, math.ceil(job.resources.cpus)))
     env = {
@@ -271,6 +281,8 @@ def program_env(
     env.update(job.env)
     env["HOME"] = workspace  # in place: the defaults' order stays
     env["DATA_DIR"] = data
+    if outputs is not None:
+        env[OUTPUT_DIR_ENV] = f"{workspace.rstrip('/')}/{outputs}"
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.pop(RUN_ID_ENV, None)
     if gpus is not None:
@@ -348,6 +360,7 @@ def _bwrap_launch(
         tmp="/tmp",
         gpus=run.gpus,
         marker=run.marker,
+        outputs=run.outputs,
     )
     return [sandbox.info.executable, "/program/main.py"], env
 
@@ -432,6 +445,7 @@ def _landlock_launch(
         tmp=str(paths.tmp_dir),
         gpus=run.gpus,
         marker=run.marker,
+        outputs=run.outputs,
     )
     rules = landlock_rules(
         info=info,

@@ -855,6 +855,24 @@ async def test_naturebench_output_directory_is_graded(
     assert none.outcome is Outcome.MISSING_SUBMISSION and "./output/" in none.detail
 
 
+async def test_naturebench_program_is_given_output_dir_in_its_workspace(
+    nb_sandbox: tuple[LocalSandbox, Path],
+) -> None:
+    """``$OUTPUT_DIR`` was unset (the case's README tells the program to write there); now it
+    is ``<workspace>/output``, as the harness's ``OUTPUT_DIR=/workspace/output``, and a job's
+    own value cannot move it out of the workspace.
+    """
+    sb, _root = nb_sandbox
+    strict = _MULTI_PROGRAM.replace(
+        'out = os.environ.get("OUTPUT_DIR", "output")',
+        'out = os.environ["OUTPUT_DIR"]\n'
+        'assert out == os.path.join(os.getcwd(), "output"), (out, os.getcwd())',
+    )
+    r = await sb.run(Job(code=strict, task="multi", split=Split.TEST, env={"OUTPUT_DIR": "/tmp"}))
+    assert r.outcome is Outcome.SUCCESS, (r.detail, r.logs)
+    assert "output/inst1/pred.csv" in r.artifacts
+
+
 async def test_naturebench_output_link_fifo_and_sparse_file_are_refused(
     nb_sandbox: tuple[LocalSandbox, Path],
 ) -> None:

@@ -38,6 +38,20 @@ def _request(sandbox: DockerSandbox, job: Job, **kw: object) -> dict[str, object
     return body
 
 
+def test_a_task_with_outputs_is_told_output_dir_in_the_workspace() -> None:
+    """A task that declares ``outputs`` (NatureBench's ``output``) gets
+    ``OUTPUT_DIR=/workspace/output``, as the harness sets it (it was unset); the job's own
+    value cannot move it; a task without ``outputs`` keeps the job's environment as it was.
+    """
+    sandbox = DockerSandbox(gpus=None)
+    job = Job(code="print(1)", task="toy", env={"OUTPUT_DIR": "/etc", "SEED": "3"})
+    env = _request(sandbox, job, outputs="output")["Env"]
+    assert isinstance(env, list) and "OUTPUT_DIR=/workspace/output" in env
+    assert "OUTPUT_DIR=/etc" not in env and "SEED=3" in env
+    plain = _request(sandbox, Job(code="print(1)", task="toy"))["Env"]
+    assert isinstance(plain, list) and not [e for e in plain if e.startswith("OUTPUT_DIR=")]
+
+
 def test_cpu_job_request_is_exact() -> None:
     """A CPU job: read-only data, writable workspace, limits, no network, no devices."""
     sandbox = DockerSandbox(gpus=None, memory_mb=1024, pids_limit=128)

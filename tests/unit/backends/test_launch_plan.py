@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
+import attrs
 import pytest
 
 from openmle import Job, Resources
@@ -396,3 +397,20 @@ def test_metadata_calls_are_noops_only_for_root(euid: int) -> None:
     want = iso.seccomp_program("x86_64", sockets="tcp", noop_metadata=euid == 0)
     assert want is not None
     assert plan.launcher["seccomp"] == [list(i) for i in want]
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_a_task_with_outputs_is_told_output_dir_in_its_workspace(mode: str) -> None:
+    """``RunFacts.outputs`` (the task's ``outputs``): ``OUTPUT_DIR`` is the workspace's
+    ``output`` as the program sees it (bwrap ``/workspace/output``, as NatureBench's harness),
+    over the job's own value; without it the job's environment is as it was.
+    """
+    job = attrs.evolve(JOB, env={"OUTPUT_DIR": "/etc"})
+    facts = _sandbox(mode) if mode == "bwrap" else _sandbox(mode, landlock_abi=4, bwrap=None)
+    plan = launch_plan(
+        job, paths=PATHS, settings=SETTINGS, sandbox=facts, run=_run(outputs="output")
+    )
+    want = "/workspace/output" if mode == "bwrap" else f"{BOX}/workspace/output"
+    assert plan.program_env["OUTPUT_DIR"] == want
+    plain = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=facts, run=_run())
+    assert "OUTPUT_DIR" not in plain.program_env

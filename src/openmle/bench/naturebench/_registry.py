@@ -38,8 +38,13 @@ Resources per case: ``task-set`` membership decides the GPUs (``cpu``: none; ``g
 ``compute_resource_requirements.gpu_compute.severity`` (``none``: 0, otherwise 1) for a case in
 no list; the per-run wall-clock limit defaults to the reference 4 hours.
 
-Limits: the program is not given ``$OUTPUT_DIR`` in its environment (the task description
-tells it to write to ``./output/``); the output directory is bounded (10,000 entries, 2 GiB
+The sandbox sets the program's ``$OUTPUT_DIR`` to ``<workspace>/output`` (the task's
+``outputs``; the harness sets ``OUTPUT_DIR=/workspace/output``). The task description still
+says the variable is not set and to use ``os.environ.get('OUTPUT_DIR', 'output')``, which names
+the same directory: it is kept as it was, since a run's manifest records its hash and resume
+refuses a changed description.
+
+Limits: the output directory is bounded (10,000 entries, 2 GiB
 counted at each file's apparent or allocated size, 16 levels:
 :class:`openmle.backends._workspace.OutputLimits`), and a sparse file in it is refused at any
 size (its holes would be written out in full on the host). Nothing here downloads anything.
