@@ -144,10 +144,7 @@ def test_cli_serve_refuses_an_address_in_use(
 
 @pytest.mark.parametrize("spec", ["docker", "failing_factory_x:make"])
 def test_cli_serve_refuses_a_sandbox_that_cannot_be_built_before_uvicorn(
-    spec: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    spec: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A sandbox whose factory raises, or whose engine does not answer (``DOCKER_HOST`` at a
     socket that does not exist), is one line naming ``--sandbox`` (exit 1) before uvicorn runs
