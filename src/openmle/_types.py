@@ -712,6 +712,11 @@ def check_split(value: object) -> Split:
     return _split(value)
 
 
+def check_outcome(value: object) -> Outcome:
+    """Convert an outcome name to :class:`Outcome` or raise ``InvalidArgument`` naming it."""
+    return _outcome(value)
+
+
 def check_operator(value: object) -> Operator:
     """Convert an operator name to :class:`Operator` or raise ``InvalidArgument``."""
     if isinstance(value, Operator):
