@@ -1,0 +1,72 @@
+"""Training API ergonomics found by a new-user trial (CPU, tiny models, well under a second)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from openmle import Message
+from openmle.errors import InvalidArgument, InvalidArgumentType, TrainerError
+from openmle.train import (
+    ByteTokenizer,
+    GSPOConfig,
+    GSPOTrainer,
+    SFTBatch,
+    SFTConfig,
+    SFTTrainer,
+    TinyCausalLM,
+    TinyLMConfig,
+)
+
+TOK = ByteTokenizer()
+
+
+def X(value: object) -> Any:
+    """``value``, typed ``Any``: the wrong inputs below are deliberate."""
+    return value
+
+
+def _model(dim: int = 16) -> TinyCausalLM:
+    return TinyCausalLM(TinyLMConfig(vocab_size=TOK.vocab_size, dim=dim, n_layers=1, n_heads=2))
+
+
+def test_a_trainer_refuses_the_other_trainers_config() -> None:
+    """``SFTTrainer(model, config=GSPOConfig())`` was accepted (both have ``optim()``)."""
+    with pytest.raises(InvalidArgumentType, match="Expected SFTConfig but got config="):
+        SFTTrainer(_model(), config=X(GSPOConfig()))
+    with pytest.raises(InvalidArgumentType, match="Expected GSPOConfig but got config="):
+        GSPOTrainer(_model(), config=X(SFTConfig()))
+
+
+def test_a_checkpoint_of_another_shape_is_a_trainer_error(tmp_path: Path) -> None:
+    """It was torch's multi-line ``RuntimeError`` from ``load_state_dict``."""
+    SFTTrainer(_model(16)).save(tmp_path / "ckpt")
+    with pytest.raises(TrainerError, match="does not fit this model") as info:
+        SFTTrainer(_model(32)).load(tmp_path / "ckpt")
+    assert "\n" not in str(info.value)
+
+
+def test_chat_records_may_be_role_content_mappings() -> None:
+    """The chat JSON of most datasets; it raised ``AttributeError: 'dict' ... 'role'``."""
+    as_dicts = [[{"role": "user", "content": "two"}, {"role": "assistant", "content": "2"}]]
+    as_messages = [[Message(role="user", content="two"), Message(role="assistant", content="2")]]
+    got = SFTBatch.from_messages(TOK, X(as_dicts))
+    want = SFTBatch.from_messages(TOK, as_messages)
+    assert got.input_ids.tolist() == want.input_ids.tolist()
+
+
+@pytest.mark.parametrize(
+    ("conversations", "error", "names"),
+    [
+        (["hello"], InvalidArgumentType, "conversations[0]="),
+        ([[Message(role="user", content="x"), 5]], InvalidArgumentType, "conversations[0][1]"),
+        ([[{"role": "bot", "content": "x"}]], InvalidArgument, "Message.role"),
+    ],
+)
+def test_wrong_chat_records_are_named(conversations: object, error: type, names: str) -> None:
+    with pytest.raises(error, match=names.replace("[", r"\[").replace("]", r"\]")):
+        SFTBatch.from_messages(TOK, X(conversations))
