@@ -20,6 +20,7 @@ from openmle.train import (
     SFTTrainer,
     TinyCausalLM,
     TinyLMConfig,
+    sample_completions,
 )
 
 TOK = ByteTokenizer()
@@ -70,3 +71,22 @@ def test_chat_records_may_be_role_content_mappings() -> None:
 def test_wrong_chat_records_are_named(conversations: object, error: type, names: str) -> None:
     with pytest.raises(error, match=names.replace("[", r"\[").replace("]", r"\]")):
         SFTBatch.from_messages(TOK, X(conversations))
+
+
+@pytest.mark.parametrize(
+    ("prompts", "max_new", "names"),
+    [
+        ([[]], 2, "prompts[0]"),
+        ([], 2, "prompts="),
+        (["ab"], 2, "prompts[0]"),
+        ([[1]], -1, "max_new_tokens"),
+        ([[1] * 20], 2, "TinyLMConfig.max_seq_len 16"),
+    ],
+)
+def test_sampling_names_a_wrong_prompt(prompts: object, max_new: int, names: str) -> None:
+    """An empty prompt was torch's "Expected tensor for argument #1 'indices' to have one of
+    the following scalar types"; a too-long one a bare ``ValueError``."""
+    model = TinyCausalLM(TinyLMConfig(vocab_size=14, dim=16, n_layers=1, n_heads=2, max_seq_len=16))
+    with pytest.raises(InvalidArgument) as info:
+        sample_completions(model, X(prompts), max_new_tokens=max_new, eos_token_id=12)
+    assert names in str(info.value)
