@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,6 +15,7 @@ from openmle.testing import (
     RecordingTrainer,
     ScriptedModel,
     check_operator_model,
+    check_sandbox,
     check_trainer,
 )
 
@@ -69,3 +71,17 @@ def test_check_trainer_names_its_wrong_arguments() -> None:
         check_trainer(X(5), [1, 2])
     with pytest.raises(InvalidArgument, match="at least two batches"):
         check_trainer(RecordingTrainer, [1])
+
+
+def _toy_sandbox() -> FunctionSandbox:
+    return FunctionSandbox(lambda job: X(None))
+
+
+def test_check_sandbox_refuses_private_paths_it_cannot_read(tmp_path: Path) -> None:
+    """``private_paths="abc"`` (three missing one-letter paths) passed secrecy vacuously."""
+    with pytest.raises(InvalidArgumentType, match="private_paths="):
+        anyio.run(lambda: check_sandbox(_toy_sandbox(), task="toy", private_paths=X("abc")))
+    with pytest.raises(InvalidArgument, match=r"private_paths\[0\]"):
+        anyio.run(
+            lambda: check_sandbox(_toy_sandbox(), task="toy", private_paths=[tmp_path / "no"])
+        )
