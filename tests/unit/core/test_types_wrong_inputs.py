@@ -11,15 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests._errors import X, assert_one_error
 
 from openmle import Job, Message, Resources, RunResult
 from openmle.errors import InvalidArgument, InvalidArgumentType, OpenMLEError
-
-
-def X(value: object) -> Any:
-    """``value``, typed ``Any``: the wrong inputs below are deliberate."""
-    return value
-
 
 IT = InvalidArgumentType
 IA = InvalidArgument
@@ -41,10 +36,7 @@ CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
 def test_one_error_naming_the_field(
     label: str, call: Callable[[], Any], error: type[OpenMLEError], names: str
 ) -> None:
-    with pytest.raises(error) as info:
-        call()
-    assert names in str(info.value)
-    assert "\n" not in str(info.value)
+    assert_one_error(call, error, names)
 
 
 def test_round_trips_are_unchanged() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests._errors import X, assert_one_error
 
 from openmle.errors import InvalidArgument, InvalidArgumentType, OpenMLEError
 from openmle.operators import (
@@ -24,12 +25,6 @@ from openmle.operators import (
     program_fingerprint,
     same_program,
 )
-
-
-def X(value: object) -> Any:
-    """``value``, typed ``Any``: the wrong inputs below are deliberate."""
-    return value
-
 
 IT = InvalidArgumentType
 CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
@@ -52,9 +47,7 @@ CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
 def test_one_error_naming_the_argument(
     label: str, call: Callable[[], Any], error: type[OpenMLEError], names: str
 ) -> None:
-    with pytest.raises(error) as info:
-        call()
-    assert names in str(info.value)
+    assert_one_error(call, error, names)
 
 
 def test_right_inputs_are_unchanged() -> None:

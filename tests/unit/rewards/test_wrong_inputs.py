@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests._errors import X, assert_one_error
 
 from openmle import TaskMeta
 from openmle.errors import InvalidArgument, InvalidArgumentType, OpenMLEError
@@ -40,11 +41,6 @@ from openmle.rewards import (
 META = TaskMeta(higher_is_better=True, theoretical_min=0.0, theoretical_max=1.0)
 GAP = validation_gap(0.5, 0.9, META)
 DEFAULT = RewardProfile.default()
-
-
-def X(value: object) -> Any:
-    """``value``, typed ``Any``: the wrong inputs below are deliberate."""
-    return value
 
 
 IT = InvalidArgumentType
@@ -108,10 +104,7 @@ CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
 def test_one_error_naming_the_argument(
     label: str, call: Callable[[], Any], error: type[OpenMLEError], names: str
 ) -> None:
-    with pytest.raises(error) as info:
-        call()
-    assert names in str(info.value)
-    assert "\n" not in str(info.value)
+    assert_one_error(call, error, names)
 
 
 def test_a_leaderboard_mapping_needs_a_leaderboard() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
+from tests._errors import X
 
 from openmle import Job, ModelResponse, Usage
 from openmle.errors import InvalidArgument, InvalidArgumentType
@@ -18,11 +18,6 @@ from openmle.testing import (
     check_sandbox,
     check_trainer,
 )
-
-
-def X(value: object) -> Any:
-    """``value``, typed ``Any``: the wrong inputs below are deliberate."""
-    return value
 
 
 def test_a_handler_that_returns_no_run_result_is_named() -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tests._errors import X
 
 pytest.importorskip("torch")
 
@@ -24,11 +24,6 @@ from openmle.train import (
 )
 
 TOK = ByteTokenizer()
-
-
-def X(value: object) -> Any:
-    """``value``, typed ``Any``: the wrong inputs below are deliberate."""
-    return value
 
 
 def _model(dim: int = 16) -> TinyCausalLM:
