@@ -34,6 +34,14 @@ def _check_2d(name: str, t: Tensor | None, shape: torch.Size) -> None:
 def _pad(
     prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], pad_token_id: int
 ) -> tuple[Tensor, Tensor, Tensor]:
+    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
+        raise fail("an integer token id", "pad_token_id", pad_token_id)
+    for name, seqs in (("prompts", prompts), ("answers", answers)):
+        if isinstance(seqs, str | bytes) or not isinstance(seqs, Sequence):
+            raise fail("a list of token-id lists", name, seqs)
+        for i, seq in enumerate(seqs):
+            if isinstance(seq, str | bytes) or not hasattr(seq, "__len__"):
+                raise fail("a list of token ids", f"{name}[{i}]", seq)
     if len(prompts) != len(answers) or not prompts:
         raise fail("as many answers as prompts (at least one)", "answers", len(answers))
     width = max(len(p) + len(a) for p, a in zip(prompts, answers, strict=True))

@@ -15,6 +15,7 @@ from openmle.train import (
     ByteTokenizer,
     GSPOConfig,
     GSPOTrainer,
+    RolloutBatch,
     SFTBatch,
     SFTConfig,
     SFTTrainer,
@@ -84,4 +85,21 @@ def test_sampling_names_a_wrong_prompt(prompts: object, max_new: int, names: str
     model = TinyCausalLM(TinyLMConfig(vocab_size=14, dim=16, n_layers=1, n_heads=2, max_seq_len=16))
     with pytest.raises(InvalidArgument) as info:
         sample_completions(model, X(prompts), max_new_tokens=max_new, eos_token_id=12)
+    assert names in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("prompts", "responses", "pad", "names"),
+    [
+        (["ab"], [[1]], 0, "prompts[0]"),
+        ([[1]], "ab", 0, "answers="),
+        ([[1]], [[2]], "x", "pad_token_id"),
+    ],
+)
+def test_a_rollout_batch_names_wrong_sequences(
+    prompts: object, responses: object, pad: object, names: str
+) -> None:
+    """They were torch's "too many dimensions 'str'" and "full(): argument 'fill_value'"."""
+    with pytest.raises(InvalidArgument) as info:
+        RolloutBatch.from_sequences(X(prompts), X(responses), [1.0], pad_token_id=X(pad))
     assert names in str(info.value)
