@@ -262,8 +262,8 @@ class Resources:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Resources:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**dict(data))
+        """Inverse of :meth:`to_dict`; unknown keys are an :class:`InvalidArgument` naming them."""
+        return cls(**_checked_fields(cls, data))
 
 
 # Variables that change what runs before a program's first line: the dynamic loader's and
@@ -341,6 +341,42 @@ def _frozen_env(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return MappingProxyType(dict(sorted(value.items())))
 
 
+def _checked_fields(cls: type, data: object) -> dict[str, Any]:
+    """``data`` as keyword arguments of the attrs class ``cls``: a mapping whose keys are
+    fields of ``cls``, holding every field without a default.
+
+    Raises:
+        InvalidArgumentType: ``data`` is not a mapping.
+        InvalidArgument: an unknown key or a missing required one (named, with the fields).
+    """
+    name = cls.__name__
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentType(
+            f"Expected a mapping (the form to_dict() writes) but got {name} data={data!r:.80} "
+            f"(type={type(data).__name__})"
+        )
+    fields = attrs.fields(cls)
+    known = [f.name for f in fields]
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise InvalidArgument(
+            f"{name}.from_dict got unknown keys {unknown}; the fields are {known}"
+        )
+    missing = [f.name for f in fields if f.default is attrs.NOTHING and f.name not in data]
+    if missing:
+        raise InvalidArgument(f"{name}.from_dict is missing the required keys {missing}")
+    return dict(data)
+
+
+def _str_field(instance: Any, attribute: attrs.Attribute[str], value: object) -> None:
+    """An attrs validator: ``value`` is a ``str``, else one error naming ``Class.field``."""
+    if not isinstance(value, str):
+        raise InvalidArgumentType(
+            f"Expected str but got {type(instance).__name__}.{attribute.name}={value!r:.80} "
+            f"(type={type(value).__name__})"
+        )
+
+
 def _split(value: object) -> Split:
     if isinstance(value, Split):
         return value
@@ -366,8 +402,8 @@ class Job:
         name: optional label (shown in logs and by job services).
     """
 
-    code: str = field(validator=attrs.validators.instance_of(str))
-    task: str = field(validator=attrs.validators.instance_of(str))
+    code: str = field(validator=_str_field)
+    task: str = field(validator=_str_field)
     split: Split = field(default=Split.VALID, converter=_split)
     timeout_s: float = field(default=600.0)
     resources: Resources = field(factory=Resources)
@@ -392,8 +428,10 @@ class Job:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Job:
-        """Inverse of :meth:`to_dict`."""
-        d = dict(data)
+        """Inverse of :meth:`to_dict`; unknown or missing keys are an :class:`InvalidArgument`
+        naming them.
+        """
+        d = _checked_fields(cls, data)
         d["resources"] = Resources.from_dict(d.get("resources") or {})
         return cls(**d)
 
@@ -475,8 +513,10 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
-        """Inverse of :meth:`to_dict`; unknown keys are an error."""
-        return cls(**dict(data))
+        """Inverse of :meth:`to_dict`; unknown keys and a missing ``outcome`` are an
+        :class:`InvalidArgument` naming them.
+        """
+        return cls(**_checked_fields(cls, data))
 
     @classmethod
     def infra_error(
@@ -497,12 +537,17 @@ class RunResult:
 # Operator model requests and responses
 
 
+def _role(value: object) -> None:
+    if value not in ("system", "user", "assistant"):
+        raise fail("'system', 'user' or 'assistant'", "Message.role", value)
+
+
 @frozen(kw_only=True)
 class Message:
     """One chat message: ``role`` is ``"system"``, ``"user"`` or ``"assistant"``."""
 
-    role: str = field(validator=attrs.validators.in_(("system", "user", "assistant")))
-    content: str = field(validator=attrs.validators.instance_of(str))
+    role: str = field(validator=lambda _, __, v: _role(v))
+    content: str = field(validator=_str_field)
 
 
 def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -710,6 +755,11 @@ def as_selection(value: Selection | Mapping[str, Any] | None) -> Selection | Non
 def check_split(value: object) -> Split:
     """Convert ``"valid"``/``"test"`` to :class:`Split` or raise ``InvalidArgument``."""
     return _split(value)
+
+
+def check_outcome(value: object) -> Outcome:
+    """Convert an outcome name to :class:`Outcome` or raise ``InvalidArgument`` naming it."""
+    return _outcome(value)
 
 
 def check_operator(value: object) -> Operator:

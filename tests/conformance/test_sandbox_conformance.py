@@ -155,3 +155,10 @@ async def test_the_how_tos_other_uid_recipe_passes_the_strict_profile(toy: ToyTa
     assert sandbox.trusted is False
     checked = await check_sandbox(sandbox, task="toy", private_paths=toy.private_paths)
     assert "secrecy" in checked and "trusted" not in checked
+
+
+async def test_strict_without_private_paths_does_not_claim_secrecy(toy: ToyTask) -> None:
+    """With no answer path to read, ``secrecy`` was still listed among the rules checked."""
+    sandbox = _docs_subprocess_sandbox()(ToyTask.resolver({"toy": toy}))
+    checked = await check_sandbox(sandbox, task="toy")
+    assert "secrecy" not in checked and "trusted" not in checked

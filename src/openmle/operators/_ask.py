@@ -24,6 +24,7 @@ from attrs import frozen
 
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
+from openmle._validation import check_type
 from openmle.errors import OpenMLEError
 
 __all__ = ["MAX_ANSWER_CHARS", "AskAttempt", "JsonAnswer", "ask_json", "extract_json"]
@@ -45,7 +46,9 @@ def extract_json(text: str, *, max_chars: int = MAX_ANSWER_CHARS) -> Any:
     Raises:
         ValueError: ``text`` is longer than ``max_chars``, holds no JSON object, is not valid
             JSON, or nests too deeply (the message says which).
+        InvalidArgumentType: ``text`` is not a str (also a ``TypeError``).
     """
+    check_type(text, str, "text")
     if len(text) > max_chars:
         raise ValueError(f"the answer is {len(text)} characters; at most {max_chars}")
     block = _FENCED.search(text)

@@ -35,7 +35,7 @@ import re
 from attrs import frozen
 
 from openmle._types import Outcome
-from openmle._validation import fail
+from openmle._validation import check_type, fail
 
 __all__ = [
     "DEFAULT_MAX_CODE_CHARS",
@@ -75,7 +75,12 @@ class ParsedAnswer:
 
 
 def extract_code_blocks(text: str) -> list[tuple[str, str, int]]:
-    """Every fenced block as ``(tag, body, start offset)``, in order."""
+    """Every fenced block as ``(tag, body, start offset)``, in order.
+
+    Raises:
+        InvalidArgumentType: ``text`` is not a str.
+    """
+    check_type(text, str, "text")
     blocks: list[tuple[str, str, int]] = []
     pos = 0
     while True:
@@ -115,7 +120,9 @@ def parse_response(text: str, *, max_code_chars: int = DEFAULT_MAX_CODE_CHARS) -
 
     Raises:
         InvalidArgument: ``max_code_chars`` is not an integer >= 1.
+        InvalidArgumentType: ``text`` is not a str.
     """
+    check_type(text, str, "text")
     if (
         isinstance(max_code_chars, bool)
         or not isinstance(max_code_chars, int)
@@ -193,7 +200,12 @@ def _normal_form(code: str) -> str:
 
 
 def program_fingerprint(code: str) -> str:
-    """SHA-256 of the normalised program (AST without comments, layout and docstrings)."""
+    """SHA-256 of the normalised program (AST without comments, layout and docstrings).
+
+    Raises:
+        InvalidArgumentType: ``code`` is not a str.
+    """
+    check_type(code, str, "code")
     return hashlib.sha256(_normal_form(code).encode()).hexdigest()
 
 
@@ -202,5 +214,10 @@ def same_program(a: str, b: str) -> bool:
 
     Programs that do not parse, or are longer than :data:`DEFAULT_MAX_CODE_CHARS`, are compared
     by their whitespace-collapsed text.
+
+    Raises:
+        InvalidArgumentType: ``a`` or ``b`` is not a str.
     """
+    check_type(a, str, "a")
+    check_type(b, str, "b")
     return _normal_form(a) == _normal_form(b)

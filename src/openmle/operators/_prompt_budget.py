@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
+from openmle._validation import check_type
+
 __all__ = ["Section", "clip", "fit_sections"]
 
 _MARK = "\n[... {n} characters omitted ...]\n"
@@ -15,8 +17,14 @@ def clip(text: str, max_chars: int, *, keep_head: float = 0.5) -> str:
     """``text`` cut to at most ``max_chars`` characters, keeping its head and tail.
 
     The cut is marked with ``[... N characters omitted ...]``. ``keep_head`` is the share of
-    the kept characters taken from the start. Deterministic; never longer than ``max_chars``.
+    the kept characters taken from the start. Deterministic; never longer than ``max_chars``
+    (a ``max_chars`` <= 0 gives ``""``).
+
+    Raises:
+        InvalidArgumentType: ``text`` is not a str or ``max_chars`` not an int.
     """
+    check_type(text, str, "text")
+    check_type(max_chars, int, "max_chars")
     if max_chars <= 0:
         return ""
     if len(text) <= max_chars:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
@@ -38,7 +39,7 @@ from openmle._types import (
     check_operator,
 )
 from openmle._validation import check_type, fail
-from openmle.errors import InvalidArgument
+from openmle.errors import InvalidArgument, InvalidArgumentType
 from openmle.operators._prompt_budget import Section, clip, fit_sections
 
 __all__ = [
@@ -167,9 +168,13 @@ DEFAULT_TEMPLATES: Final = OperatorTemplates()
 class TaskBrief:
     """What the task says: description, data description, and optional extra instructions."""
 
-    description: str = field(validator=attrs.validators.instance_of(str))
-    data_description: str = ""
-    instructions: str = ""
+    description: str = field(validator=lambda _, a, v: check_type(v, str, f"TaskBrief.{a.name}"))
+    data_description: str = field(
+        default="", validator=lambda _, a, v: check_type(v, str, f"TaskBrief.{a.name}")
+    )
+    instructions: str = field(
+        default="", validator=lambda _, a, v: check_type(v, str, f"TaskBrief.{a.name}")
+    )
 
 
 def _by_operator(value: Mapping[Any, int]) -> dict[str, int]:
@@ -271,7 +276,20 @@ class ParentView:
 
 
 def format_duration(seconds: float) -> str:
-    """``seconds`` as words: ``"45 seconds"``, ``"12 minutes"``, ``"2 hours 5 minutes"``."""
+    """``seconds`` as words: ``"45 seconds"``, ``"12 minutes"``, ``"2 hours 5 minutes"``
+    (a negative time is ``"0 seconds"``).
+
+    Raises:
+        InvalidArgumentType: ``seconds`` is not a number.
+        InvalidArgument: ``seconds`` is NaN or infinite.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        raise InvalidArgumentType(
+            f"Expected a number of seconds but got seconds={seconds!r:.40} "
+            f"(type={type(seconds).__name__})"
+        )
+    if not math.isfinite(seconds):
+        raise fail("a finite number of seconds", "seconds", seconds)
     s = max(0, math.floor(seconds))
     if s < 90:
         return f"{s} second{'s' if s != 1 else ''}"

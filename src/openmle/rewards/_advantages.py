@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from openmle._validation import check_choice, check_positive, fail
+from openmle.rewards._scores import as_float_array
 
 __all__ = [
     "entropic_advantage",
@@ -65,8 +66,10 @@ def _seqsum(x: FloatArray) -> FloatArray:
     return out
 
 
-def _prepare(matrix: npt.ArrayLike, mask: npt.ArrayLike | None) -> tuple[FloatArray, BoolArray]:
-    arr = np.array(matrix, dtype=np.float64, copy=True)
+def _prepare(
+    matrix: npt.ArrayLike, mask: npt.ArrayLike | None, name: str = "matrix"
+) -> tuple[FloatArray, BoolArray]:
+    arr = np.array(as_float_array(matrix, name), dtype=np.float64, copy=True)
     if arr.ndim != 2:
         raise fail("a 2-D array of shape (groups, members)", "matrix", f"shape {arr.shape}")
     if mask is None:
@@ -78,7 +81,7 @@ def _prepare(matrix: npt.ArrayLike, mask: npt.ArrayLike | None) -> tuple[FloatAr
     if not np.all(np.isfinite(arr[m])):
         raise fail(
             "finite rewards",
-            "matrix",
+            name,
             "non-finite values",
             "Mask out members without a reward instead of passing NaN or inf.",
         )
@@ -288,6 +291,7 @@ def entropic_advantages(
     Raises:
         InvalidArgument: not 2-D, a mask of another shape, a non-finite reward under the mask,
             or a bad parameter.
+        InvalidArgumentType: ``matrix`` not numbers (a string, a mapping, ...).
     """
     _check_params(target_kl, beta_max, iters, eps, compat)
     r, m = _prepare(matrix, mask)
@@ -298,7 +302,7 @@ def entropic_advantages(
 
 
 def _row(rewards: Sequence[float] | npt.ArrayLike) -> FloatArray:
-    arr = np.asarray(rewards, dtype=np.float64)
+    arr = as_float_array(rewards, "rewards")
     if arr.ndim != 1:
         raise fail("a 1-D sequence of rewards", "rewards", f"shape {arr.shape}")
     return arr.reshape(1, -1)
@@ -353,10 +357,14 @@ def entropic_advantage(
 
     Returns:
         float64 array, one advantage per member (``[]`` for an empty group).
+
+    Raises:
+        InvalidArgument: not 1-D, a non-finite reward, or a bad parameter.
+        InvalidArgumentType: ``rewards`` not numbers (a string, a mapping, ...).
     """
     _check_params(target_kl, beta_max, iters, eps, compat)
     row = _row(rewards)
-    r, m = _prepare(row, None)
+    r, m = _prepare(row, None, "rewards")
     adv, _, _ = _solve(
         r, m, target_kl=target_kl, beta_max=beta_max, iters=iters, eps=eps, compat=compat
     )
@@ -377,9 +385,13 @@ def entropic_beta(
     Returns 0.0 for fewer than two members. For a constant group the KL budget can never be
     spent, so the doubling limit is returned (2^20 with ``compat="openrsi"``, ``beta_max``
     otherwise), although the advantages are then all zero.
+
+    Raises:
+        InvalidArgument: as :func:`entropic_advantage` (not 1-D, non-finite, bad parameter).
+        InvalidArgumentType: ``rewards`` not numbers.
     """
     _check_params(target_kl, beta_max, iters, 1e-12, compat)
-    r, m = _prepare(_row(rewards), None)
+    r, m = _prepare(_row(rewards), None, "rewards")
     _, beta, _ = _solve(
         r, m, target_kl=target_kl, beta_max=beta_max, iters=iters, eps=1e-12, compat=compat
     )
@@ -408,9 +420,11 @@ def group_normalized_advantage(
         mean divided by ``eps`` there, about 1e-11).
 
     Raises:
-        InvalidArgument: not 1-D, or a non-finite reward.
+        InvalidArgument: not 1-D, a non-finite reward, or ``eps`` not a finite number >= 0.
+        InvalidArgumentType: ``rewards`` not numbers (a string, a mapping, ...).
     """
-    arr = np.asarray(rewards, dtype=np.float64)
+    check_positive(eps, "eps", allow_zero=True)
+    arr = as_float_array(rewards, "rewards")
     if arr.ndim != 1:
         raise fail("a 1-D sequence of rewards", "rewards", f"shape {arr.shape}")
     if not np.all(np.isfinite(arr)):

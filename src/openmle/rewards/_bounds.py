@@ -27,7 +27,14 @@ from typing import Literal, TypeAlias, get_args
 import numpy as np
 
 from openmle._validation import check_choice, fail
-from openmle.rewards._scores import MetaLike, as_meta, finite_signed
+from openmle.errors import InvalidArgumentType
+from openmle.rewards._scores import (
+    MetaLike,
+    as_meta,
+    check_number,
+    finite_signed,
+    optional_number,
+)
 
 __all__ = [
     "BOUND_MODES",
@@ -93,6 +100,16 @@ def _apply_max_range(best: float, worst: float, fallback: Bounds | None) -> tupl
     return best, worst
 
 
+def _pair(value: object, name: str) -> Bounds:
+    """``value`` as a signed ``(best, worst)`` pair of numbers or None."""
+    if isinstance(value, str | bytes) or not isinstance(value, tuple | list) or len(value) != 2:
+        raise InvalidArgumentType(
+            f"Expected a (best, worst) pair but got {name}={value!r} "
+            f"(type={type(value).__name__}); pass two numbers (or None for an unknown side)"
+        )
+    return optional_number(value[0], f"{name}[0]"), optional_number(value[1], f"{name}[1]")
+
+
 def resolve_bounds(meta: MetaLike, dynamic: Bounds | None = None) -> Bounds:
     """The bound pair the released ``score2reward`` maps with.
 
@@ -103,10 +120,14 @@ def resolve_bounds(meta: MetaLike, dynamic: Bounds | None = None) -> Bounds:
 
     Returns:
         ``(best, worst)`` with best > worst, or ``(None, None)`` when no usable pair exists.
+
+    Raises:
+        InvalidArgumentType: ``dynamic`` is neither None nor a ``(best, worst)`` pair of numbers
+            or None.
     """
     sb, sw = static_bounds(meta)
     if dynamic is not None:
-        db, dw = dynamic
+        db, dw = _pair(dynamic, "dynamic")
         if _is_finite(db) and _is_finite(dw):
             if not (db is not None and dw is not None):
                 raise AssertionError("internal invariant broken: db is not None and dw is not None")
@@ -151,6 +172,8 @@ def preferred_static_bounds(
     else:
         lb = tuple(None if v is None else -v for v in (m.leaderboard_min, m.leaderboard_max))  # type: ignore[assignment]
         th = tuple(None if v is None else -v for v in (m.theoretical_min, m.theoretical_max))  # type: ignore[assignment]
+    if fallback is not None:
+        fallback = _pair(fallback, "fallback")
     first, second = (lb, th) if priority == "leaderboard" else (th, lb)
     best = first[0] if first[0] is not None else second[0]
     worst = first[1] if first[1] is not None else second[1]
@@ -243,7 +266,10 @@ def adaptive_bounds(
         ``(None, None)`` when there is no finite score and no complete static pair.
 
     Raises:
-        InvalidArgument: unknown ``mode`` (a ValueError).
+        InvalidArgument: unknown ``mode`` (a ValueError), a ``lower_shift_ratio`` that is not
+            finite, or a ``min_span`` that is not a finite number >= 0.
+        InvalidArgumentType: ``history`` or ``group`` not an iterable of numbers or None (the
+            message names the argument, and the index of a bad entry).
     """
     return _adaptive(history, group, meta, mode, lower_shift_ratio, min_span, saturate=True)
 
@@ -282,10 +308,16 @@ def _adaptive(
             f"Unsupported adaptive reward bound mode: {mode}",
         )
     m = as_meta(meta)
+    if not math.isfinite(check_number(lower_shift_ratio, "lower_shift_ratio")):
+        raise fail("a finite number (0 for no shift)", "lower_shift_ratio", lower_shift_ratio)
+    span_floor = check_number(min_span, "min_span")
+    if not (math.isfinite(span_floor) and span_floor >= 0):
+        raise fail("a finite number >= 0", "min_span", min_span)
     static = static_bounds(m)
     if mode == "theoretical":
         return _sanitize(static[0], static[1], static, min_span)
-    scores = finite_signed(history, m.higher_is_better) + finite_signed(group, m.higher_is_better)
+    hib = m.higher_is_better
+    scores = finite_signed(history, hib, name="history") + finite_signed(group, hib, name="group")
     if not scores:
         return _sanitize(static[0], static[1], static, min_span)
     ordered = sorted(scores, reverse=True)

@@ -31,7 +31,8 @@ from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel
 from openmle._types import Message, ModelRequest
-from openmle._validation import str_tuple
+from openmle._validation import check_positive, str_tuple
+from openmle.errors import InvalidArgumentType
 
 __all__ = ["GuardVerdict", "RewardGuard", "Verdict"]
 
@@ -124,13 +125,25 @@ class RewardGuard:
         judge: an optional :class:`openmle.OperatorModel` asked after the static checks pass.
         hidden_paths: extra path fragments that only the grader may read.
         allow_network: skip the network check (for tasks that legitimately download).
-        judge_timeout_s: seconds to wait for the judge before answering UNCHECKED.
+        judge_timeout_s: seconds to wait for the judge before answering UNCHECKED (> 0).
+
+    Raises:
+        InvalidArgumentType: a ``judge`` without an ``async complete(request)`` method.
+        InvalidArgument: ``judge_timeout_s`` not a finite number > 0.
     """
 
     judge: OperatorModel | None = None
     hidden_paths: tuple[str, ...] = field(default=(), converter=str_tuple)
     allow_network: bool = False
     judge_timeout_s: float = 120.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.judge is not None and not callable(getattr(self.judge, "complete", None)):
+            raise InvalidArgumentType(
+                f"Expected an openmle.OperatorModel (async complete(request)) or None but got "
+                f"RewardGuard.judge={self.judge!r:.80} (type={type(self.judge).__name__})"
+            )
+        check_positive(self.judge_timeout_s, "RewardGuard.judge_timeout_s")
 
     def check_static(self, code: str) -> GuardVerdict:
         """Run the deterministic checks only (no model); VALID or REJECTED."""

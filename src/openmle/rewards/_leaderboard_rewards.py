@@ -9,7 +9,7 @@ better, a tie means higher); pass the task's direction to avoid that guess.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from openmle._leaderboard import (
     infer_higher_is_better,
@@ -18,19 +18,33 @@ from openmle._leaderboard import (
     medal_thresholds,
     read_leaderboard,
 )
+from openmle.errors import InvalidArgumentType
+from openmle.rewards._scores import optional_number
 
 __all__ = ["leaderboard_rank", "medal_binary", "read_leaderboard"]
 
 
 def _clean(scores: Sequence[float | None]) -> list[float]:
+    """The finite entries of ``scores``; a leaderboard that is no sequence of numbers or None
+    is refused, naming the bad entry.
+    """
+    if isinstance(scores, str | bytes | Mapping) or not isinstance(scores, Iterable):
+        raise InvalidArgumentType(
+            f"Expected a sequence of scores, best first but got leaderboard={scores!r:.80} "
+            f"(type={type(scores).__name__}); pass [] for a task without a leaderboard"
+        )
     out = []
-    for s in scores:
-        if s is None:
-            continue
-        v = float(s)
-        if math.isfinite(v):
+    for i, s in enumerate(scores):
+        v = optional_number(s, f"leaderboard[{i}]")
+        if v is not None and math.isfinite(v):
             out.append(v)
     return out
+
+
+def _score(score: float | None) -> float | None:
+    """``score`` as a finite float, or None when it is missing or not finite."""
+    v = optional_number(score, "score")
+    return v if v is not None and math.isfinite(v) else None
 
 
 def _direction(board: list[float], higher_is_better: bool | None) -> bool:
@@ -52,12 +66,16 @@ def medal_binary(
 
     Returns:
         1.0 or 0.0 (also 0.0 for an empty leaderboard).
+
+    Raises:
+        InvalidArgumentType: ``score`` neither a number nor None, or ``leaderboard`` not a
+            sequence of numbers or None.
     """
-    board = _clean(leaderboard)
-    if score is None or not math.isfinite(float(score)) or not board:
+    board, value = _clean(leaderboard), _score(score)
+    if value is None or not board:
         return 0.0
     hib = _direction(board, higher_is_better)
-    return 1.0 if medal_of(float(score), medal_thresholds(board, higher_is_better=hib)) else 0.0
+    return 1.0 if medal_of(value, medal_thresholds(board, higher_is_better=hib)) else 0.0
 
 
 def leaderboard_rank(
@@ -79,10 +97,11 @@ def leaderboard_rank(
         score: raw score in task units.
         leaderboard: the leaderboard's scores, best first; non-finite entries are dropped.
         higher_is_better: metric direction, or None to infer it from the list (released rule).
+
+    Raises:
+        InvalidArgumentType: as :func:`medal_binary`.
     """
-    board = _clean(leaderboard)
-    if score is None or not math.isfinite(float(score)) or not board:
+    board, value = _clean(leaderboard), _score(score)
+    if value is None or not board:
         return 0.0
-    return leaderboard_rank_of(
-        float(score), board, higher_is_better=_direction(board, higher_is_better)
-    )
+    return leaderboard_rank_of(value, board, higher_is_better=_direction(board, higher_is_better))

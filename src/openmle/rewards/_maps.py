@@ -17,7 +17,7 @@ libm; the arithmetic-only cases (``power_clip`` with alpha 1, ``linear_sign``) a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias, get_args, overload
 
 import numpy as np
@@ -25,7 +25,13 @@ import numpy.typing as npt
 
 from openmle._validation import check_choice, fail
 from openmle.rewards._bounds import Bounds, preferred_static_bounds, resolve_bounds, static_bounds
-from openmle.rewards._scores import MetaLike, as_meta
+from openmle.rewards._scores import (
+    MetaLike,
+    as_float_array,
+    as_meta,
+    check_number,
+    optional_number,
+)
 
 __all__ = [
     "MAPPING_MODES",
@@ -57,8 +63,9 @@ def _clip01(p: float) -> float:
     return min(max(p, 0.0), 1.0)
 
 
-def _position(s: float, best: float, worst: float, floor: float) -> float:
-    """``(s - worst) / max(best - worst, floor)``, scale-aware.
+def _position(s: float, best: float, worst: float, floor: float | None) -> float:
+    """``(s - worst) / max(best - worst, floor)``, scale-aware (``floor`` None: the span as
+    it is, also when negative: reversed bounds).
 
     Ordinary values take exactly that expression (the golden vectors stay exact). Where a
     difference overflows (bounds or scores near the largest float), the same ratio is taken at
@@ -66,8 +73,9 @@ def _position(s: float, best: float, worst: float, floor: float) -> float:
     """
     num, span = s - worst, best - worst
     if math.isfinite(num) and math.isfinite(span):
-        return num / max(span, floor)
-    return (s / 2.0 - worst / 2.0) / max(best / 2.0 - worst / 2.0, floor / 2.0)
+        return num / (span if floor is None else max(span, floor))
+    half = best / 2.0 - worst / 2.0
+    return (s / 2.0 - worst / 2.0) / (half if floor is None else max(half, floor / 2.0))
 
 
 def _margin_z(s: float, best: float, worst: float) -> float:
@@ -85,7 +93,7 @@ def _logistic_z(s: float, best: float, worst: float) -> float:
     twice, span = 2.0 * (s - worst), best - worst
     if math.isfinite(twice) and math.isfinite(span):
         return twice / span
-    return 2.0 * _position(s, best, worst, 0.0)
+    return 2.0 * _position(s, best, worst, None)
 
 
 def _scalar(s: float, best: float | None, worst: float | None, mode: str, alpha: float) -> float:
@@ -141,6 +149,15 @@ def score_to_reward(
 ) -> float: ...
 @overload
 def score_to_reward(
+    score: FloatArray | Sequence[float],
+    *,
+    best: float | None,
+    worst: float | None,
+    mode: MappingMode | str = "power_clip",
+    alpha: float = 1.0,
+) -> FloatArray: ...
+@overload
+def score_to_reward(
     score: npt.ArrayLike,
     *,
     best: float | None,
@@ -192,19 +209,24 @@ def score_to_reward(
         A float for a scalar score, else a float64 array of the same shape. ``power_clip``,
         ``margin_tanh``, ``logistic`` and ``power_sigmoid`` rewards lie in [0, 1] for every
         finite score and bounds, also near the largest float (a difference that would overflow
-        is taken at half scale); a NaN score gives NaN.
+        is taken at half scale); a NaN score gives NaN (but 0.5 in ``logistic`` without
+        bounds or with a zero span, which ignores the score).
 
     Raises:
-        InvalidArgument: unknown mode, or ``alpha <= 0``.
+        InvalidArgument: unknown mode, or ``alpha <= 0``; ``score`` None or a bool.
+        InvalidArgumentType: ``score`` not numeric (a string included), or ``best``/``worst``
+            neither a number nor None.
     """
     _check_mode(str(mode))
     if not (isinstance(alpha, int | float) and not isinstance(alpha, bool) and alpha > 0):
         raise fail("a number > 0", "alpha", alpha)
-    b = None if best is None else float(best)
-    w = None if worst is None else float(worst)
+    b = optional_number(best, "best")
+    w = optional_number(worst, "worst")
     if isinstance(score, int | float | np.floating | np.integer) and not isinstance(score, bool):
         return _scalar(float(score), b, w, str(mode), float(alpha))
-    return _vector(np.asarray(score, dtype=np.float64), b, w, str(mode), float(alpha))
+    if score is None or isinstance(score, bool):
+        raise fail("a number or an array of numbers (math.nan for a missing score)", "score", score)
+    return _vector(as_float_array(score, "score"), b, w, str(mode), float(alpha))
 
 
 def _np_sigmoid(x: FloatArray) -> FloatArray:
@@ -232,21 +254,24 @@ def _vector(
     span = best - worst
     if mode == "logistic":
         with np.errstate(over="ignore", invalid="ignore"):
-            z = 2.0 * (s - worst) / span
-        z = _np_rescue(z, s, best, worst, 0.0, lambda p: 2.0 * p)
+            twice = 2.0 * (s - worst)
+            z = twice / span
+        z = _np_rescue(z, ~np.isfinite(twice), s, best, worst, None, lambda p: 2.0 * p)
         return _np_sigmoid(z)
     if mode == "margin_tanh":
         center = (best + worst) / 2.0
         scale = max(span / 2.0, 1e-9)
         with np.errstate(over="ignore", invalid="ignore"):
-            z = ((s - center) / scale) / 0.5
-        z = _np_rescue(z, s, best, worst, 2e-9, lambda p: (2.0 * p - 1.0) / 0.5)
+            off = s - center
+            z = (off / scale) / 0.5
+        z = _np_rescue(z, ~np.isfinite(off), s, best, worst, 2e-9, lambda p: (2.0 * p - 1.0) / 0.5)
         r = 0.5 + 0.5 * np.tanh(z)
         out1: FloatArray = r * r
         return out1
     with np.errstate(over="ignore", invalid="ignore"):
-        pos = (s - worst) / max(span, 1e-9)
-    pos = _np_rescue(pos, s, best, worst, 1e-9, lambda p: p)
+        num = s - worst
+        pos = num / max(span, 1e-9)
+    pos = _np_rescue(pos, ~np.isfinite(num), s, best, worst, 1e-9, lambda p: p)
     p = np.clip(pos, 0.0, 1.0)
     if mode == "power_clip":
         out2: FloatArray = p if alpha == 1.0 else np.power(p, alpha)
@@ -258,22 +283,28 @@ def _vector(
 
 def _np_rescue(
     z: FloatArray,
+    overflowed: npt.NDArray[np.bool_],
     s: FloatArray,
     best: float,
     worst: float,
-    floor: float,
+    floor: float | None,
     of_position: Callable[[FloatArray], FloatArray],
 ) -> FloatArray:
     """``z`` where it is what finite arithmetic gives; where a difference overflowed (a finite
-    score whose ``z`` is not finite, or bounds whose span or centre is not finite), ``z``
-    recomputed from the position taken at half scale (as :func:`_position`).
+    score whose difference from a bound is ``overflowed``, or bounds whose span or centre is not
+    finite), ``z`` recomputed from the position taken at half scale (as :func:`_position`).
+
+    Only an overflowed *difference* is rescued, exactly where the scalar map rescues: a ``z``
+    that is infinite because a finite difference was divided by a floored span (reversed
+    bounds) saturates the map as it does for a scalar.
     """
     finite_bounds = all(math.isfinite(v) for v in (best - worst, (best + worst) / 2.0))
-    bad = np.isfinite(s) & ~np.isfinite(z) if finite_bounds else np.isfinite(s)
+    bad = np.isfinite(s) & overflowed if finite_bounds else np.isfinite(s)
     if not bad.any():
         return z
     with np.errstate(over="ignore", divide="ignore"):
-        pos = (s / 2.0 - worst / 2.0) / max(best / 2.0 - worst / 2.0, floor / 2.0)
+        half = best / 2.0 - worst / 2.0
+        pos = (s / 2.0 - worst / 2.0) / (half if floor is None else max(half, floor / 2.0))
         # a position near the float limit maps to +-inf here: the map saturates it
         fixed: FloatArray = np.where(bad, of_position(pos), z)
     return fixed
@@ -333,7 +364,7 @@ def score_to_reward_from_meta(
     m = as_meta(meta)
     if score is None:
         raise fail("a number", "score", score)
-    raw = float(score)
+    raw = check_number(score, "score")
     s = m.signed(raw)
     if mode == "linear_sign":
         if flavour == "rl" and abs(raw) < 1e-7:
@@ -378,9 +409,10 @@ def static_view_reward(
     m = as_meta(meta)
     best, worst = preferred_static_bounds(m, priority=priority, fallback=fallback)
     has = best is not None and worst is not None
-    if score is None or not math.isfinite(float(score)):
+    value = optional_number(score, "score")
+    if value is None or not math.isfinite(value):
         return 0.0, has
-    raw = float(score)
+    raw = value
     s = m.signed(raw)
     if mode == "logistic":
         lb_b, lb_w = (

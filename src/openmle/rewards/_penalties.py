@@ -17,8 +17,9 @@ from typing import Any
 
 from attrs import frozen
 
-from openmle._validation import finite_or_none
-from openmle.rewards._scores import MetaLike, as_meta
+from openmle._validation import check_finite, check_positive, finite_or_none
+from openmle.errors import InvalidArgumentType
+from openmle.rewards._scores import MetaLike, as_meta, check_number
 
 __all__ = [
     "GENERATION_ABORT_PENALTY",
@@ -159,8 +160,22 @@ def validation_gap_penalty(
     ``g = relative_gap / tolerance`` (a tolerance <= 0 means 0.12); the penalty is ``coef * g``,
     or with ``piecewise`` ``coef * min(g, 1) + high_coef * max(g - 1, 0)``; the multiplier is
     ``max(0, 1 - penalty)``. Non-positive or non-finite rewards and a missing gap are unchanged.
+
+    Raises:
+        InvalidArgumentType: ``reward`` not a number, or ``gap`` not a :class:`GapInfo` (make
+            one with :func:`validation_gap`).
+        InvalidArgument: ``coef`` or ``high_coef`` not a finite number >= 0 (a negative one
+            would raise the reward), or ``tolerance`` not finite.
     """
-    r = float(reward)
+    r = check_number(reward, "reward")
+    if not isinstance(gap, GapInfo):
+        raise InvalidArgumentType(
+            f"Expected a GapInfo but got gap={gap!r:.80} (type={type(gap).__name__}); "
+            "make it with openmle.rewards.validation_gap(validation_score, test_score, meta)"
+        )
+    check_positive(coef, "coef", allow_zero=True)
+    check_positive(high_coef, "high_coef", allow_zero=True)
+    check_finite(tolerance, "tolerance")
     if gap.relative_gap is None or not math.isfinite(r) or r <= 0:
         return GapPenalty(reward=r, penalty=0.0, multiplier=1.0)
     tol = tolerance if tolerance > 0 else 0.12

@@ -18,12 +18,20 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from attrs import field, frozen
+import numpy as np
+from attrs import Attribute, field, frozen
 
 from openmle._leaderboard import infer_higher_is_better
-from openmle._types import Operator, Outcome, RunResult, TaskMeta, check_operator
-from openmle._validation import check_choice, fail, finite_or_none
-from openmle.errors import InvalidArgument
+from openmle._types import (
+    Operator,
+    Outcome,
+    RunResult,
+    TaskMeta,
+    check_operator,
+    check_outcome,
+)
+from openmle._validation import check_choice, check_finite, check_positive, fail, finite_or_none
+from openmle.errors import InvalidArgument, InvalidArgumentType
 from openmle.rewards._advantages import entropic_advantage, group_normalized_advantage
 from openmle.rewards._bounds import (
     BOUND_MODES,
@@ -50,12 +58,27 @@ from openmle.rewards._penalties import (
     validation_gap,
     validation_gap_penalty,
 )
-from openmle.rewards._scores import MetaLike, as_meta, finite_signed
+from openmle.rewards._scores import (
+    MetaLike,
+    as_float_array,
+    as_meta,
+    finite_signed,
+    optional_number,
+)
 
 __all__ = ["GroupMember", "GroupRewards", "MemberReward", "RewardProfile"]
 
 _FLOAT_LIMIT = 1.7976931348623157e308
 _LEADERBOARD_MAPS = ("medal_binary", "leaderboard_rank")
+
+
+def _score_field(attribute: Attribute[float | None], value: object) -> None:
+    optional_number(value, f"GroupMember.{attribute.name}")
+
+
+def _bool_field(attribute: Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise fail("True or False", f"GroupMember.{attribute.name}", value)
 
 
 @frozen(kw_only=True)
@@ -74,13 +97,13 @@ class GroupMember:
             validation/test gap penalty.
     """
 
-    score: float | None = None
-    outcome: Outcome = field(default=Outcome.SUCCESS, converter=Outcome)
+    score: float | None = field(default=None, validator=lambda _, a, v: _score_field(a, v))
+    outcome: Outcome = field(default=Outcome.SUCCESS, converter=check_outcome)
     reason: str | None = None
-    checked: bool = True
-    same_as_parent: bool = False
-    aborted: bool = False
-    printed_score: float | None = None
+    checked: bool = field(default=True, validator=lambda _, a, v: _bool_field(a, v))
+    same_as_parent: bool = field(default=False, validator=lambda _, a, v: _bool_field(a, v))
+    aborted: bool = field(default=False, validator=lambda _, a, v: _bool_field(a, v))
+    printed_score: float | None = field(default=None, validator=lambda _, a, v: _score_field(a, v))
 
     @classmethod
     def from_result(
@@ -215,6 +238,7 @@ class RewardProfile:
         check_choice(self.unchecked, ("mask", "penalize", "trust"), "RewardProfile.unchecked")
         if not self.alpha > 0:
             raise fail("a number > 0", "RewardProfile.alpha", self.alpha)
+        self._check_numbers()
         if self.single_finite_reward_one and self.compat != "openrsi":
             raise fail(
                 "False with compat='default' (the released rule is reference bug B3)",
@@ -222,6 +246,18 @@ class RewardProfile:
                 self.single_finite_reward_one,
                 "Use RewardProfile.openrsi() to reproduce the released behaviour.",
             )
+
+    def _check_numbers(self) -> None:
+        """The numeric settings: finite, and >= 0 (> 0 for the KL budget) where a sign would
+        turn the rule around; each error names the field.
+        """
+        check_finite(self.lower_shift_ratio, "RewardProfile.lower_shift_ratio")
+        check_positive(self.min_span, "RewardProfile.min_span", allow_zero=True)
+        check_finite(self.improve_bonus_coef, "RewardProfile.improve_bonus_coef")
+        check_positive(self.target_kl, "RewardProfile.target_kl")
+        check_positive(self.gap_coef, "RewardProfile.gap_coef", allow_zero=True)
+        check_positive(self.gap_high_coef, "RewardProfile.gap_high_coef", allow_zero=True)
+        check_finite(self.gap_tolerance, "RewardProfile.gap_tolerance")
 
     @classmethod
     def openrsi(cls, **overrides: object) -> RewardProfile:
@@ -405,9 +441,16 @@ class RewardProfile:
 
         Returns:
             A :class:`GroupRewards`.
+
+        Raises:
+            InvalidArgumentType: a member that is not a :class:`GroupMember`, or
+                ``parent_rewards`` that are not numbers.
+            InvalidArgument: an unknown operator, a non-finite parent reward, or (with
+                ``compat="default"``) a leaderboard mapping without ``leaderboard``.
         """
         m = as_meta(meta)
         op = check_operator(operator)
+        self._check_group_inputs(members, parent_rewards, leaderboard)
         n = len(members)
         if any(mb.aborted for mb in members) and (
             self.compat == "default" or self.advantage == "entropic"
@@ -442,6 +485,35 @@ class RewardProfile:
             discarded=False,
             history_update=tuple(finite_group),
         )
+
+    def _check_group_inputs(
+        self,
+        members: Sequence[GroupMember],
+        parent_rewards: Sequence[float],
+        leaderboard: Sequence[float] | None,
+    ) -> None:
+        """Refuse what :meth:`group` cannot use, naming the argument and the fix."""
+        if isinstance(members, str | bytes) or not isinstance(members, Sequence):
+            raise InvalidArgumentType(
+                f"Expected a sequence of GroupMember but got members={members!r:.80} "
+                f"(type={type(members).__name__})"
+            )
+        for i, mb in enumerate(members):
+            if not isinstance(mb, GroupMember):
+                raise InvalidArgumentType(
+                    f"Expected a GroupMember but got members[{i}]={mb!r:.80} "
+                    f"(type={type(mb).__name__}); wrap each sample as "
+                    "GroupMember(score=..., outcome=...) or GroupMember.from_result(result)"
+                )
+        parents = as_float_array(parent_rewards, "parent_rewards")
+        if parents.ndim != 1 or not np.all(np.isfinite(parents)):
+            raise fail("a flat sequence of finite rewards", "parent_rewards", parent_rewards)
+        if self.mapping in _LEADERBOARD_MAPS and leaderboard is None and self.compat == "default":
+            raise InvalidArgument(
+                f"RewardProfile.mapping={self.mapping!r} rewards from a leaderboard, but "
+                "group() got leaderboard=None; pass the task's leaderboard scores, best first "
+                "(openmle.rewards.read_leaderboard), or [] to give every member 0.0"
+            )
 
     def _triage(
         self, members: Sequence[GroupMember]

@@ -21,7 +21,8 @@ from typing import TypeVar
 import numpy as np
 
 from openmle._protocols import OperatorModel, Selector, Trainer
-from openmle._types import Candidate, Message, ModelRequest, ModelResponse, Operator
+from openmle._types import Candidate, Message, ModelRequest, ModelResponse, Operator, Usage
+from openmle.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = ["check_operator_model", "check_selector", "check_trainer", "sample_candidates"]
 
@@ -29,7 +30,22 @@ BatchT = TypeVar("BatchT")
 
 
 async def check_operator_model(model: OperatorModel, request: ModelRequest | None = None) -> None:
-    """Check that ``model.complete`` answers a request with text and non-negative usage."""
+    """Check that ``model.complete`` answers a request as the search accepts it.
+
+    The answer must be a :class:`ModelResponse` with text, token counts that are integers
+    >= 0 (the search ignores other counts and estimates them from the characters, with a
+    warning), a ``latency_s`` >= 0 and a ``cost_usd`` that is None or a finite number >= 0
+    (else the search ignores it).
+
+    Raises:
+        InvalidArgumentType: ``model`` has no ``complete`` method.
+        AssertionError: the answer breaks the contract (the message says how).
+    """
+    if not callable(getattr(model, "complete", None)):
+        raise InvalidArgumentType(
+            f"Expected an openmle.OperatorModel (async complete(request)) but got "
+            f"model={model!r:.80} (type={type(model).__name__})"
+        )
     req = request or ModelRequest(
         messages=(
             Message(role="system", content="You write Python programs."),
@@ -44,10 +60,19 @@ async def check_operator_model(model: OperatorModel, request: ModelRequest | Non
         raise AssertionError(f"complete() returned {type(resp).__name__}")
     if not isinstance(resp.text, str):
         raise AssertionError("ModelResponse.text must be a str")
-    if not (resp.usage.prompt_tokens >= 0 and resp.usage.completion_tokens >= 0):
-        raise AssertionError(f"token usage must be non-negative, got {resp.usage}")
+    if not isinstance(resp.usage, Usage):
+        raise AssertionError(f"ModelResponse.usage must be a Usage, got {resp.usage!r:.80}")
+    for name in ("prompt_tokens", "completion_tokens"):
+        count = getattr(resp.usage, name)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise AssertionError(f"Usage.{name} must be an integer >= 0, got {count!r:.40}")
     if not (resp.latency_s >= 0):
         raise AssertionError(f"latency_s must be >= 0, got {resp.latency_s}")
+    cost = resp.cost_usd
+    if cost is not None and (
+        isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost < math.inf
+    ):
+        raise AssertionError(f"cost_usd must be None or a finite number >= 0, got {cost!r:.40}")
 
 
 def sample_candidates(n: int = 8, *, seed: int = 0) -> list[Candidate]:
@@ -105,9 +130,23 @@ def check_trainer(factory: Callable[[], Trainer[BatchT]], batches: Sequence[Batc
     """Check finite metrics and exact resume: train on ``batches`` straight through, and again
     with a save after the first half and a load into a fresh trainer; the metrics of the second
     half must be identical.
+
+    Raises:
+        InvalidArgumentType: ``factory`` is not callable (pass the class, or a lambda building
+            a fresh trainer).
+        InvalidArgument: fewer than two ``batches``.
+        AssertionError: the trainer breaks the contract (the message says how).
     """
-    if not (len(batches) >= 2):
-        raise AssertionError("check_trainer needs at least two batches")
+    if not callable(factory):
+        raise InvalidArgumentType(
+            f"Expected a callable returning a fresh trainer but got factory={factory!r:.80} "
+            f"(type={type(factory).__name__}); pass e.g. lambda: SFTTrainer(model_factory())"
+        )
+    if len(batches) < 2:
+        raise InvalidArgument(
+            f"check_trainer needs at least two batches but got batches={len(batches)}; "
+            "pass two or more (the resume check splits them in halves)"
+        )
     half = len(batches) // 2
     straight = factory()
     expected = [dict(straight.step(b)) for b in batches]

@@ -23,7 +23,7 @@ from openmle._types import (
     Selection,
     Usage,
 )
-from openmle.errors import InvalidArgument, SandboxError
+from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError
 
 __all__ = ["FunctionSandbox", "FunctionSelector", "RecordingTrainer", "ScriptedModel"]
 
@@ -57,7 +57,11 @@ class FunctionSandbox(Sandbox):
         if inspect.isawaitable(result):
             result = await result
         if not isinstance(result, RunResult):
-            raise AssertionError("internal invariant broken: isinstance(result, RunResult)")
+            raise InvalidArgumentType(
+                f"FunctionSandbox.handler returned {result!r:.80} "
+                f"(type={type(result).__name__}) for job {job.name or job.task!r}; "
+                "return a RunResult (RunResult(outcome=..., score=...) or RunResult.infra_error)"
+            )
         return result
 
     async def aclose(self) -> None:
@@ -72,6 +76,21 @@ def _estimate_tokens(text: str) -> int:
 ModelScript = Sequence[str | ModelResponse] | Callable[[ModelRequest], str | ModelResponse]
 
 
+def _check_script(script: object) -> None:
+    """A script is a function of the request, or a list of str / ModelResponse answers."""
+    if callable(script):
+        return
+    if (
+        isinstance(script, str | bytes)
+        or not isinstance(script, Sequence)
+        or any(not isinstance(a, str | ModelResponse) for a in script)
+    ):
+        raise InvalidArgumentType(
+            f"Expected a list of str or ModelResponse answers, or a function of the request, "
+            f"but got ScriptedModel.script={script!r:.80} (type={type(script).__name__})"
+        )
+
+
 @final
 @define(eq=False)
 class ScriptedModel(OperatorModel):
@@ -81,7 +100,7 @@ class ScriptedModel(OperatorModel):
     are recorded in ``requests``. A list that runs out raises ``InvalidArgument``.
     """
 
-    script: ModelScript
+    script: ModelScript = field(validator=lambda _, __, v: _check_script(v))
     model: str = "scripted"
     requests: list[ModelRequest] = field(factory=list, init=False)
     _next: int = field(default=0, init=False)
@@ -101,6 +120,11 @@ class ScriptedModel(OperatorModel):
             self._next += 1
         if isinstance(answer, ModelResponse):
             return answer
+        if not isinstance(answer, str):
+            raise InvalidArgumentType(
+                f"ScriptedModel's script gave {answer!r:.80} (type={type(answer).__name__}) "
+                "for a request; give a str or a ModelResponse"
+            )
         prompt = "".join(m.content for m in request.messages)
         return ModelResponse(
             text=answer,

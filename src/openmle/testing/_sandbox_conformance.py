@@ -23,6 +23,7 @@ import anyio
 from openmle._protocols import Sandbox
 from openmle._types import Job, Outcome, RunResult, Split
 from openmle._validation import check_choice
+from openmle.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = ["SANDBOX_PROFILES", "SANDBOX_RULES", "SandboxProfile", "check_sandbox"]
 
@@ -319,7 +320,9 @@ async def check_sandbox(
     Args:
         sandbox: the sandbox under test (not closed by this function).
         task: a task reference the sandbox resolves (its sample submission must be valid).
-        private_paths: host paths of the task's hidden answers (``strict`` reads each).
+        private_paths: host paths of the task's hidden answers (``strict`` reads each; each
+            must exist). Without any, nothing is read: ``secrecy`` is then not checked and
+            not among the returned names.
         profile: ``"strict"`` (every rule but ``trusted``) or ``"trusted"``: every rule but
             ``secrecy``, for a sandbox on a machine its user controls, whose programs could
             read the answers; such a sandbox must declare ``trusted = True``.
@@ -329,9 +332,11 @@ async def check_sandbox(
 
     Raises:
         AssertionError: the first violated rule, with the result that broke it.
-        InvalidArgument: an unknown ``profile``.
+        InvalidArgument: an unknown ``profile``, or a private path that does not exist.
+        InvalidArgumentType: ``private_paths`` is a string rather than a sequence of paths.
     """
     check_choice(profile, SANDBOX_PROFILES, "profile")
+    _check_private_paths(private_paths)
     if profile == "trusted" and getattr(sandbox, "trusted", False) is not True:
         raise AssertionError(
             f"trusted profile: {type(sandbox).__name__} must declare trusted = True (a run "
@@ -341,11 +346,28 @@ async def check_sandbox(
     await _check_concurrent(sandbox, task)
     await _check_failures(sandbox, task)
     await _check_log_cap(sandbox, task)
-    if profile == "strict":
+    if profile == "strict" and private_paths:
         await _check_private(sandbox, task, private_paths)
     await _check_cancel(sandbox, task)
-    skipped = "trusted" if profile == "strict" else "secrecy"
-    return tuple(name for name in SANDBOX_RULES if name != skipped)
+    skipped = {"trusted"} if profile == "strict" else {"secrecy"}
+    if not private_paths:
+        skipped.add("secrecy")  # nothing to read: the rule was not checked
+    return tuple(name for name in SANDBOX_RULES if name not in skipped)
+
+
+def _check_private_paths(private_paths: Sequence[Path]) -> None:
+    """Refuse a string and paths that do not exist (reading them proves nothing)."""
+    if isinstance(private_paths, str | bytes | os.PathLike):
+        raise InvalidArgumentType(
+            f"Expected a sequence of paths but got private_paths={private_paths!r:.80}; "
+            "pass a list, e.g. private_paths=task.private_paths"
+        )
+    for i, p in enumerate(private_paths):
+        if not os.path.lexists(p):
+            raise InvalidArgument(
+                f"private_paths[{i}]={str(p)!r} does not exist, so reading it proves nothing; "
+                "pass the paths of the task's hidden answers (ToyTask.private_paths)"
+            )
 
 
 async def _check_cancel(sandbox: Sandbox, task: str) -> None:

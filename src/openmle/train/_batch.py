@@ -10,7 +10,7 @@ positions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 import torch
@@ -19,6 +19,7 @@ from torch import Tensor
 
 from openmle._types import Message
 from openmle._validation import fail
+from openmle.errors import InvalidArgumentType
 
 from ._tokenizer import Tokenizer, encode_chat
 
@@ -33,6 +34,14 @@ def _check_2d(name: str, t: Tensor | None, shape: torch.Size) -> None:
 def _pad(
     prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], pad_token_id: int
 ) -> tuple[Tensor, Tensor, Tensor]:
+    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
+        raise fail("an integer token id", "pad_token_id", pad_token_id)
+    for name, seqs in (("prompts", prompts), ("answers", answers)):
+        if isinstance(seqs, str | bytes) or not isinstance(seqs, Sequence):
+            raise fail("a list of token-id lists", name, seqs)
+        for i, seq in enumerate(seqs):
+            if isinstance(seq, str | bytes) or not hasattr(seq, "__len__"):
+                raise fail("a list of token ids", f"{name}[{i}]", seq)
     if len(prompts) != len(answers) or not prompts:
         raise fail("as many answers as prompts (at least one)", "answers", len(answers))
     width = max(len(p) + len(a) for p, a in zip(prompts, answers, strict=True))
@@ -183,6 +192,27 @@ class RolloutBatch:
         )  # fmt: skip
 
 
+def _conversation(raw: object, i: int) -> list[Message]:
+    """Conversation ``i`` as messages: each a :class:`Message` or a ``role``/``content`` mapping."""
+    if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Sequence):
+        raise InvalidArgumentType(
+            f"Expected a list of messages but got conversations[{i}]={raw!r:.80} "
+            f"(type={type(raw).__name__})"
+        )
+    out = []
+    for j, m in enumerate(raw):
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping) and isinstance(m.get("content"), str):
+            out.append(Message(role=str(m.get("role")), content=m["content"]))
+        else:
+            raise InvalidArgumentType(
+                f"Expected a Message or a {{'role', 'content'}} mapping but got "
+                f"conversations[{i}][{j}]={m!r:.80} (type={type(m).__name__})"
+            )
+    return out
+
+
 @final
 @frozen(kw_only=True, eq=False)
 class SFTBatch:
@@ -257,11 +287,17 @@ class SFTBatch:
         The prompt is every message but the last, rendered by the tokenizer's chat template
         with the generation prompt; the answer is the last message's content plus EOS.
 
+        A message is a :class:`openmle.Message` or a mapping with ``role`` and ``content``
+        (the chat JSON most datasets hold).
+
         Raises:
-            InvalidArgument: a conversation that does not end with an assistant message.
+            InvalidArgument: a conversation that does not end with an assistant message, or a
+                message whose role is not system, user or assistant.
+            InvalidArgumentType: a conversation or message of another type (named by index).
         """
         prompts, answers = [], []
-        for i, conv in enumerate(conversations):
+        for i, raw in enumerate(conversations):
+            conv = _conversation(raw, i)
             if not conv or conv[-1].role != "assistant":
                 raise fail(
                     "a conversation ending with an assistant message", f"conversations[{i}]", conv

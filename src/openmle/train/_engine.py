@@ -325,7 +325,20 @@ class Engine:
             raise TrainerError(f"cannot read checkpoint {p}: {exc}") from exc
         if info.get("kind") != kind:
             raise TrainerError(f"{p} holds a {info.get('kind')!r} checkpoint, not a {kind!r} one")
-        by_name = info.get("optimizer_keys") == "fqn"
+        try:
+            self._restore(model, optim, by_name=info.get("optimizer_keys") == "fqn")
+        except (RuntimeError, KeyError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[-1].strip() if str(exc).strip() else repr(exc)
+            raise TrainerError(
+                f"checkpoint {p} does not fit this model ({type(exc).__name__}: {first[:300]}); "
+                "load it into a model built with the same architecture and config"
+            ) from exc
+        _set_rng_state(rng)
+        self.step_count = int(info["step"])
+        return dict(info)
+
+    def _restore(self, model: Any, optim: Any, *, by_name: bool) -> None:
+        """Load the model and optimiser state dicts (by parameter name under FSDP2)."""
         if by_name or _is_fsdp(self.model):
             from torch.distributed.checkpoint.state_dict import (
                 StateDictOptions,
@@ -342,9 +355,6 @@ class Engine:
         else:
             self.model.load_state_dict(model)
             self.optimizer.load_state_dict(optim)
-        _set_rng_state(rng)
-        self.step_count = int(info["step"])
-        return dict(info)
 
     def _by_name(self, optim: Mapping[str, Any]) -> dict[str, Any]:
         """An index-keyed optimiser state (:meth:`torch.optim.Optimizer.state_dict` of an

@@ -165,6 +165,7 @@ class GSPOTrainer(EngineOwner, Trainer[RolloutBatch]):
 
     def __attrs_post_init__(self) -> None:
         check_type(self.model, nn.Module, "model")
+        check_type(self.config, GSPOConfig, "config")
         self._engine = Engine(self.model, self.config.optim())
 
     def step(self, batch: RolloutBatch) -> dict[str, float]:

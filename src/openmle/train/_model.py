@@ -21,6 +21,7 @@ from attrs import frozen
 from torch import Tensor, nn
 
 from openmle._validation import check_positive, check_type, fail
+from openmle.errors import InvalidArgument
 
 __all__ = ["CausalLMOutput", "Completion", "TinyCausalLM", "TinyLMConfig", "sample_completions"]
 
@@ -28,7 +29,7 @@ __all__ = ["CausalLMOutput", "Completion", "TinyCausalLM", "TinyLMConfig", "samp
 @final
 @frozen(kw_only=True)
 class TinyLMConfig:
-    """Shape of a :class:`TinyCausalLM` (defaults: about 0.1 M parameters, byte vocabulary).
+    """Shape of a :class:`TinyCausalLM` (defaults: about 0.15 M parameters, byte vocabulary).
 
     Attributes:
         vocab_size: number of token ids (``ByteTokenizer`` needs 259).
@@ -118,7 +119,10 @@ class TinyCausalLM(nn.Module):
         """
         b, t = input_ids.shape
         if t > self.config.max_seq_len:
-            raise ValueError(f"sequence length {t} > max_seq_len {self.config.max_seq_len}")
+            raise InvalidArgument(
+                f"sequence length {t} > TinyLMConfig.max_seq_len {self.config.max_seq_len}; "
+                "shorten the prompt (plus max_new_tokens when sampling) or raise max_seq_len"
+            )
         causal = torch.ones(t, t, dtype=torch.bool, device=input_ids.device).tril()  # (T, T)
         if attention_mask is None:
             pos = torch.arange(t, device=input_ids.device).expand(b, t)  # (B, T)
@@ -193,8 +197,22 @@ def sample_completions(
 
     Returns:
         One :class:`Completion` per prompt, in order.
+
+    Raises:
+        InvalidArgument: no prompt, an empty prompt (or a string), a ``max_new_tokens`` that
+            is not an integer >= 0, ``temperature <= 0``, or (a :class:`TinyCausalLM`) a
+            prompt plus continuation longer than its ``max_seq_len``.
     """
     check_positive(temperature, "temperature")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise fail("an integer >= 0", "max_new_tokens", max_new_tokens)
+    if max_new_tokens < 0:
+        raise fail("an integer >= 0", "max_new_tokens", max_new_tokens)
+    if isinstance(prompts, str | bytes) or not isinstance(prompts, Sequence) or not prompts:
+        raise fail("a non-empty list of prompts (lists of token ids)", "prompts", prompts)
+    for i, p in enumerate(prompts):
+        if isinstance(p, str | bytes) or not hasattr(p, "__len__") or len(p) == 0:
+            raise fail("a non-empty list of token ids", f"prompts[{i}]", p)
     device = next(model.parameters()).device
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in prompts], device=device)

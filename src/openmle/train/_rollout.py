@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, NamedTuple, Protocol, final, runtime_checkable
 
@@ -288,6 +288,11 @@ class ModelPolicy(Policy):
         return [*ids, eos], None
 
 
+def _scores_or_none(value: Iterable[float] | None) -> tuple[float, ...] | None:
+    """A leaderboard as a tuple of floats (None stays None)."""
+    return None if value is None else tuple(float(v) for v in value)
+
+
 @frozen(kw_only=True)
 class RolloutTask:
     """A task rollouts are drawn for.
@@ -298,6 +303,9 @@ class RolloutTask:
         meta: metric direction and bounds (for the reward map).
         timeout_s: the per-program limit in the sandbox.
         resources: the per-program resources.
+        leaderboard: the task's leaderboard scores, best first, for a reward profile that
+            rewards from one (``mapping="medal_binary"`` or ``"leaderboard_rank"``,
+            :func:`openmle.rewards.read_leaderboard` reads a file); None for other profiles.
     """
 
     name: str
@@ -305,6 +313,7 @@ class RolloutTask:
     meta: TaskMeta = field(factory=TaskMeta)
     timeout_s: float = 60.0
     resources: Resources = field(factory=Resources)
+    leaderboard: tuple[float, ...] | None = field(default=None, converter=_scores_or_none)
 
 
 PromptHook = Callable[[RolloutTask, Operator, Sequence[ParentView]], ModelRequest]
@@ -578,7 +587,7 @@ class RolloutProducer:
         prof = self.profile
         rewards = prof.group(
             members, meta=spec.meta, history=self.history[spec.name], operator=step.operator,
-            parent_rewards=[p.reward for p in parents],
+            parent_rewards=[p.reward for p in parents], leaderboard=spec.leaderboard,
         )  # fmt: skip
         self.history[spec.name].extend(rewards.history_update)
         ids = self._remember(spec.name, parent_ids, samples, results, rewards)

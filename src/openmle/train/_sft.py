@@ -150,6 +150,7 @@ class SFTTrainer(EngineOwner, Trainer[SFTBatch]):
 
     def __attrs_post_init__(self) -> None:
         check_type(self.model, nn.Module, "model")
+        check_type(self.config, SFTConfig, "config")
         c = self.config
         self._engine = Engine(self.model, c.optim())
 

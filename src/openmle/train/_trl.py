@@ -253,7 +253,9 @@ class SandboxReward:
             members = [_member(verdicts[i], results[i]) for i in range(s, s + g)]
             spec = self.tasks[tasks[s]]
             before = tuple(self.history[spec.name])
-            gr = self.profile.group(members, meta=spec.meta, history=before)
+            gr = self.profile.group(
+                members, meta=spec.meta, history=before, leaderboard=spec.leaderboard
+            )
             self.history[spec.name].extend(gr.history_update)
             self.groups.append((spec.name, tuple(members), before, gr))
             for r, a, inc in zip(gr.rewards, gr.advantages, gr.included, strict=True):

@@ -214,3 +214,25 @@ async def test_guard_rejects_before_the_sandbox_with_the_hack_penalty() -> None:
     ran.clear()
     g2 = await unguarded.group()
     assert len(ran) == len(g2.samples) and g2.verdicts == (None,) * len(g2.samples)
+
+
+async def test_a_leaderboard_profile_rewards_from_the_tasks_leaderboard() -> None:
+    """``RolloutTask`` had no leaderboard to give a ``leaderboard_rank`` profile, so every
+    member got 0.0 (now: the task's leaderboard; without one, an error naming it)."""
+    from openmle.rewards import RewardProfile
+
+    profile = RewardProfile.default(mapping="leaderboard_rank", adaptive=False, advantage="grpo")
+    board = [0.9, 0.7, 0.5, 0.3, 0.1]
+    task = RolloutTask(name="toy", description="Print a number.", leaderboard=board)
+    draft = OperatorMix(draft=1, improve=0, debug=0, crossover=0)
+    g = await producer(tasks=[task], profile=profile, mix=draft).group()
+    scored = [
+        (r.score, w)
+        for r, w in zip(g.results, g.rewards.rewards, strict=True)
+        if r is not None and r.score is not None
+    ]
+    assert scored and any(w > 0 for _, w in scored)
+    assert all(w == pytest.approx(1 - sum(b > s for b in board) / 4) for s, w in scored)
+    bare = RolloutTask(name="toy", description="Print a number.")
+    with pytest.raises(InvalidArgument, match="leaderboard=None"):
+        await producer(tasks=[bare], profile=profile, mix=draft).group()
