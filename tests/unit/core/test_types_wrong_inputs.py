@@ -7,18 +7,14 @@ misspelt record raised Python's ``TypeError`` about ``__init__`` keywords.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import pytest
-from tests._errors import X, assert_one_error
+from tests._errors import Case, X, one_error_test
 
 from openmle import Job, Message, Resources, RunResult
-from openmle.errors import InvalidArgument, InvalidArgumentType, OpenMLEError
+from openmle.errors import InvalidArgument, InvalidArgumentType
 
 IT = InvalidArgumentType
 IA = InvalidArgument
-CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
+CASES: list[Case] = [
     ("job code", lambda: Job(code=X(5), task="t"), IT, "Job.code"),
     ("job task", lambda: Job(code="x", task=X(None)), IT, "Job.task"),
     ("message role", lambda: Message(role="bot", content="x"), IA, "Message.role"),
@@ -32,11 +28,7 @@ CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("label", "call", "error", "names"), CASES, ids=[c[0] for c in CASES])
-def test_one_error_naming_the_field(
-    label: str, call: Callable[[], Any], error: type[OpenMLEError], names: str
-) -> None:
-    assert_one_error(call, error, names)
+test_one_error_naming_the_field = one_error_test(CASES)
 
 
 def test_round_trips_are_unchanged() -> None:

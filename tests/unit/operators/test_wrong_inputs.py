@@ -8,13 +8,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from tests._errors import Case, X, one_error_test
 
-import pytest
-from tests._errors import X, assert_one_error
-
-from openmle.errors import InvalidArgument, InvalidArgumentType, OpenMLEError
+from openmle.errors import InvalidArgument, InvalidArgumentType
 from openmle.operators import (
     TaskBrief,
     clip,
@@ -27,7 +23,7 @@ from openmle.operators import (
 )
 
 IT = InvalidArgumentType
-CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
+CASES: list[Case] = [
     ("parse None", lambda: parse_response(X(None)), IT, "text=None"),
     ("blocks int", lambda: extract_code_blocks(X(5)), IT, "text=5"),
     ("json None", lambda: extract_json(X(None)), IT, "text=None"),
@@ -43,11 +39,7 @@ CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("label", "call", "error", "names"), CASES, ids=[c[0] for c in CASES])
-def test_one_error_naming_the_argument(
-    label: str, call: Callable[[], Any], error: type[OpenMLEError], names: str
-) -> None:
-    assert_one_error(call, error, names)
+test_one_error_naming_the_argument = one_error_test(CASES)
 
 
 def test_right_inputs_are_unchanged() -> None:

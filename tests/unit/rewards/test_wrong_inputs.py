@@ -9,14 +9,12 @@ reward, a leaderboard mapping without a leaderboard giving every member 0.0).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import pytest
-from tests._errors import X, assert_one_error
+from tests._errors import Case, X, one_error_test
 
 from openmle import TaskMeta
-from openmle.errors import InvalidArgument, InvalidArgumentType, OpenMLEError
+from openmle.errors import InvalidArgument, InvalidArgumentType
 from openmle.rewards import (
     GroupMember,
     RewardGuard,
@@ -46,7 +44,7 @@ DEFAULT = RewardProfile.default()
 IT = InvalidArgumentType
 IA = InvalidArgument
 MEMBER = [GroupMember(score=1.0)]
-CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
+CASES: list[Case] = [
     ("grpo str", lambda: group_normalized_advantage(X("abc")), IT, "rewards"),
     ("grpo dict", lambda: group_normalized_advantage(X({"a": 1})), IT, "rewards"),
     ("grpo eps<0", lambda: group_normalized_advantage([0.0, 1.0], eps=-1), IA, "eps"),
@@ -100,11 +98,7 @@ CASES: list[tuple[str, Callable[[], Any], type[OpenMLEError], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("label", "call", "error", "names"), CASES, ids=[c[0] for c in CASES])
-def test_one_error_naming_the_argument(
-    label: str, call: Callable[[], Any], error: type[OpenMLEError], names: str
-) -> None:
-    assert_one_error(call, error, names)
+test_one_error_naming_the_argument = one_error_test(CASES)
 
 
 def test_a_leaderboard_mapping_needs_a_leaderboard() -> None:
