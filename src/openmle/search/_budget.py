@@ -87,11 +87,23 @@ def _opt_int(value: object) -> int | None:
     return value
 
 
+def _price_pair(value: object) -> tuple[float, float] | None:
+    """``(prompt, completion)`` as floats, or None when ``value`` is not two numbers."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
+        return None
+    a, b = value
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b)):
+        return None
+    return float(a), float(b)
+
+
 def _price_map(value: Mapping[str, Any]) -> Mapping[str, tuple[float, float]]:
+    if not isinstance(value, Mapping):
+        raise fail("a mapping {model_id: (prompt, completion)}", "PriceTable.prices", value)
     out: dict[str, tuple[float, float]] = {}
     for k, v in value.items():
-        pair = (float(v[0]), float(v[1]))
-        if not all(math.isfinite(x) and x >= 0 for x in pair):
+        pair = _price_pair(v)
+        if pair is None or not all(math.isfinite(x) and x >= 0 for x in pair):
             raise fail("two finite prices >= 0 (USD per million tokens)", f"PriceTable[{k!r}]", v)
         out[str(k)] = pair
     return MappingProxyType(out)

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import inspect
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -228,6 +229,22 @@ async def preflight_sandbox(sandbox: object) -> None:
         await answer
 
 
+def _run_dir_arg(run_dir: object) -> str | Path:
+    """``run_dir`` as given, when it is a path (a str or an ``os.PathLike``).
+
+    Raises:
+        InvalidArgumentType: anything else, naming ``run_dir``.
+    """
+    if isinstance(run_dir, str | Path):
+        return run_dir
+    if isinstance(run_dir, os.PathLike):
+        return Path(run_dir)
+    raise InvalidArgumentType(
+        f"Expected a directory path (str or Path) but got run_dir={run_dir!r} "
+        f"(type={type(run_dir).__name__})"
+    )
+
+
 def _check_parts(spec: SearchSpec | ResumeSpec) -> None:
     """Type-check the parts of a search or resume spec before anything is written (a
     :class:`ResumeSpec` has no ``config``).
@@ -255,6 +272,16 @@ def _check_parts(spec: SearchSpec | ResumeSpec) -> None:
         raise InvalidArgumentType(
             f"Expected a PromptBuilder (build(...) and parse(text)) but got prompts={prompts!r} "
             f"(type={type(prompts).__name__})"
+        )
+    if isinstance(spec, SearchSpec) and not isinstance(spec.task, str):
+        raise InvalidArgumentType(
+            f"Expected a bundled task name or a task package path (a str) but got "
+            f"task={spec.task!r} (type={type(spec.task).__name__}); pass str(path) for a Path"
+        )
+    if budget is None and isinstance(spec, SearchSpec):
+        raise InvalidArgumentType(
+            "Expected an openmle.search.Budget with at least one cap but got budget=None; pass "
+            "e.g. budget=Budget(steps=20)"
         )
     if budget is not None and not isinstance(budget, Budget):
         raise InvalidArgumentType(
@@ -343,7 +370,8 @@ class SearchSpec:
         sandbox: runs and grades them (validation split during search, test split once for
             the chosen program).
         budget: the caps (at least one).
-        selector: chooses parents; default: :func:`default_selector`.
+        selector: chooses parents; default: :class:`ThreeFactorSelector` with the released
+            weights (1.0/0.4/0.25), temperature 1, in the task's direction.
         config: expansion settings (phases, ratios, seed, per-run timeout); default
             ``SearchConfig()``.
         workers: expansions in flight at once (>= 1).
@@ -372,7 +400,7 @@ class SearchSpec:
         InvalidArgument: ``workers`` below 1.
     """
 
-    task: str = field(validator=attrs.validators.instance_of(str))
+    task: str
     model: OperatorModel = field(converter=_model_or_router)
     sandbox: Sandbox
     budget: Budget
@@ -409,7 +437,8 @@ class ResumeSpec:
         model: writes the programs (a mapping of operator name to model, as in
             :class:`SearchSpec`, becomes an :class:`~openmle.search.OperatorRouter`).
         sandbox: runs and grades them.
-        selector: chooses parents; default: :func:`default_selector`.
+        selector: chooses parents; default: :class:`ThreeFactorSelector` with the released
+            weights (1.0/0.4/0.25), temperature 1, in the task's direction.
         prompts: builds requests and parses responses; default :class:`OperatorPrompts`.
         budget: the budget of this session, replacing the one in force as a whole (a cap it
             leaves unset is no cap); default: the budget in force (:meth:`RunDir.budget`: the
@@ -580,7 +609,7 @@ async def arun_search(
     )
     rd: RunDir | None = None
     if run_dir is not None:
-        check_new_run_dir(run_dir)
+        check_new_run_dir(_run_dir_arg(run_dir))
         rd = RunDir.create(
             run_dir,
             task=info,
@@ -744,7 +773,7 @@ async def aresume_search(
         OpenMLEError: otherwise the one error that ended the search, never an exception group.
     """
     s = _spec_of(ResumeSpec, spec, legacy, "aresume_search")
-    rd = RunDir.open(run_dir)
+    rd = RunDir.open(_run_dir_arg(run_dir))
     await preflight_sandbox(s.sandbox)
     if not rd.chained:
         warnings.warn(

@@ -85,3 +85,12 @@ def test_a_money_cap_that_cannot_be_measured_is_refused() -> None:
     priced = Ledger(budget=Budget(usd=1.0, prices=PriceTable(prices={"m": (1.0, 2.0)})))
     priced.charge(Consumption(prompt_tokens=30, completion_tokens=20, cost_usd=0.2))
     assert priced.usd == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(
+    "prices", [{"m": (1.0,)}, {"m": "12"}, {"m": (True, 2)}, {"m": (1, "x")}, 5]
+)
+def test_a_price_that_is_not_two_numbers_is_named(prices: object) -> None:
+    """``(1.0,)`` was an ``IndexError``; ``"12"`` was read as the prices 1 and 2."""
+    with pytest.raises(InvalidArgument, match=r"PriceTable(\['m'\]|\.prices)="):
+        PriceTable(prices=prices)  # type: ignore[arg-type]

@@ -174,6 +174,14 @@ def test_money_cap_without_prices_is_one_clear_error(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------- preflight
 
 
+def test_a_run_dir_that_is_no_path_is_named(tmp_path: Path) -> None:
+    spec = SearchSpec(task="toy", higher_is_better=True, **parts())
+    with pytest.raises(InvalidArgumentType, match=r"run_dir=5 \(type=int\)"):
+        run_search(spec, run_dir=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType, match=r"run_dir=5 \(type=int\)"):
+        resume_search(5, ResumeSpec(model=ScriptedModel(by_step), sandbox=parts()["sandbox"]))  # type: ignore[arg-type]
+
+
 def test_an_unknown_task_writes_nothing(tmp_path: Path) -> None:
     """A typo in the task is refused before the run directory exists, so the retry works."""
     out = tmp_path / "r1"
@@ -353,6 +361,12 @@ def test_a_spec_names_the_bad_field_when_it_is_made() -> None:
     kw = parts()
     kw["workers"] = 0
     with pytest.raises(InvalidArgument, match="workers=0"):
+        SearchSpec(task="toy", **kw)
+    with pytest.raises(InvalidArgumentType, match=r"task=123 .*str\(path\)"):
+        SearchSpec(task=123, **parts())  # type: ignore[arg-type]
+    kw = parts()
+    kw["budget"] = None
+    with pytest.raises(InvalidArgumentType, match=r"budget=None; pass e\.g\. budget=Budget"):
         SearchSpec(task="toy", **kw)
     with pytest.raises(InvalidArgumentType, match="sandbox="):
         ResumeSpec(model=ScriptedModel(by_step), sandbox=object())  # type: ignore[arg-type]
