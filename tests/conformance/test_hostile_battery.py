@@ -10,7 +10,7 @@ from openmle import Outcome
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import landlock_abi
 from openmle.errors import SandboxUnavailable
-from openmle.testing import HOSTILE_PROGRAMS, ToyTask, run_hostile_battery
+from openmle.testing import HOSTILE_PROGRAMS, HostileProgram, ToyTask, run_hostile_battery
 
 from .test_sandbox_conformance import NaiveSandbox
 
@@ -97,3 +97,25 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     assert "task package changed" in problems["metadata_outside"]
     assert "host service" in problems["network"]
     assert "host service" in problems["host_unix_socket"]
+
+
+def _battery_of(*names: str) -> list[HostileProgram]:
+    by_name = {p.name: p for p in HOSTILE_PROGRAMS}
+    return [by_name[n] for n in names]
+
+
+async def test_host_descriptors_do_not_reach_the_program(
+    local_sandbox: LocalSandbox, toy: ToyTask
+) -> None:
+    """A descriptor the host holds without close-on-exec (opened by the battery before the
+    second run's chain starts) is closed before the program: a directory fd reached the host's
+    whole filesystem from inside bwrap, a file fd the answers in both modes."""
+    reports = await run_hostile_battery(
+        local_sandbox,
+        task="toy",
+        private_paths=toy.private_paths,
+        task_root=toy.root,
+        programs=_battery_of("exit_zero_no_submission", "inherited_fds"),
+    )
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures

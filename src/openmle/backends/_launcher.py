@@ -18,10 +18,11 @@ End of file with nothing read: it exits 0 (the sandbox discarded it). Else it mo
 and seconds, no ``prlimit`` or shell), and in the Landlock mode mounts a private ``/dev/shm``
 where it may, applies the Landlock ruleset, drops the capability bounding set (as root), sets
 ``no_new_privs`` and loads the seccomp filter; then it reports ``ok`` on the status fd, closes
-it and ``exec``s the program, with the program's environment when the configuration carries
-one. So a run pays no interpreter start and no extra ``exec`` before its program. Any failure
-is reported as ``err:<message>`` with exit status 125, which the sandbox turns into an
-infrastructure error.
+it, closes every other descriptor above 2 (the sandbox's process may hold some without
+close-on-exec) and ``exec``s the program, with the program's environment when the
+configuration carries one. So a run pays no interpreter start and no extra ``exec`` before
+its program. Any failure is reported as ``err:<message>`` with exit status 125, which the
+sandbox turns into an infrastructure error.
 
 The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
 ``parent`` (a pid: die with it, or null).
@@ -88,6 +89,8 @@ MS_PRIVATE = 0x40000
 MNT_DETACH = 2
 
 EXIT_LAUNCH_FAILED = 125
+MAX_FD = 1 << 30
+"""Above every descriptor number (``os.closerange(3, MAX_FD)`` is one ``close_range`` call)."""
 
 
 def _fail(status: int, msg: str) -> None:
@@ -225,7 +228,9 @@ def _launch(cfg: dict[str, Any], libc: Any, status: int) -> None:
         _landlock(libc, ll)
         _seccomp(libc, cfg.get("seccomp"))
     os.write(status, b"ok")
-    os.close(status)
+    # Every descriptor above stderr goes: the status pipe, and any the sandbox's process held
+    # without close-on-exec (a directory fd there would reach the host's whole filesystem).
+    os.closerange(3, MAX_FD)
     args = cfg["argv"]
     env = cfg.get("env")
     if env is None:

@@ -13,6 +13,7 @@ Process checks scan this machine's ``/proc`` for the marker variable each job ca
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -51,7 +52,9 @@ class HostileProgram:
             port listening on the host's loopback), ``HOST_UNIX_SOCKET`` (a Unix socket a
             host service listens on), ``HOST_SECRET`` and ``HOST_PIDS`` (a
             secret in the environment and command line of host processes), defined before it
-            runs, and ``HOST_SHM_FILE`` (a file the host keeps in its ``/dev/shm``).
+            runs, ``HOST_SHM_FILE`` (a file the host keeps in its ``/dev/shm``) and
+            ``HOST_FDS`` (``(fd, st_dev, st_ino)`` of descriptors the host's process holds
+            open without close-on-exec: the task root and a private file).
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -710,6 +713,32 @@ HOSTILE_PROGRAMS += (
     ),
 )
 
+# Programs added by the red-team pass of the sandbox (inherited descriptors, ...).
+HOSTILE_PROGRAMS += (
+    HostileProgram(
+        name="inherited_fds",
+        description=(
+            "looks for descriptors the host's process holds without close-on-exec (a directory "
+            "fd reaches the host's whole filesystem past every mount; a file fd its content)"
+        ),
+        body=(
+            "import os\n"
+            "for name in os.listdir('/proc/self/fd'):\n"
+            "    try:\n"
+            "        st = os.fstat(int(name))\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    for host_fd, dev, ino in HOST_FDS:\n"
+            "        if (st.st_dev, st.st_ino) == (dev, ino):\n"
+            "            print('LEAKED fd', name, 'is the host fd', host_fd)\n"
+            "print('FDS-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="FDS-TRIED",
+        must_not_print="LEAKED",
+    ),
+)
+
 
 def tree_digest(root: Path) -> str:
     """SHA-256 over every path, mode, owner, mtime, symlink target and content under ``root``."""
@@ -833,6 +862,7 @@ class _Host:
     host_pids: list[int]
     sock_path: str
     shm_file: str
+    fds: list[tuple[int, int, int]]
 
     def header(self, sentinels: list[str]) -> str:
         """The program's header: Python assignments of the host's facts and its sentinels."""
@@ -842,7 +872,25 @@ class _Host:
             f"SENTINELS = {sentinels!r}\nPORT = {self.port!r}\n"
             f"HOST_SECRET = {self.secret!r}\nHOST_PIDS = {self.host_pids!r}\n"
             f"HOST_UNIX_SOCKET = {self.sock_path!r}\nHOST_SHM_FILE = {self.shm_file!r}\n"
+            f"HOST_FDS = {self.fds!r}\n"
         )
+
+
+def _open_inheritable(paths: Sequence[str]) -> list[int]:
+    """Descriptors on ``paths`` (those that exist) without close-on-exec, numbered from 100 (a
+    host process may hold such descriptors: none must reach a program).
+    """
+    fds: list[int] = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD, 100))  # F_DUPFD: no close-on-exec
+        finally:
+            os.close(fd)
+    return fds
 
 
 def _sentinels(marker: str) -> list[str]:
@@ -984,6 +1032,10 @@ async def run_hostile_battery(
     shm_file = f"/dev/shm/openmle-hostile-host-{secret}"
     with contextlib.suppress(OSError):
         await anyio.Path(shm_file).write_text(secret)
+    # Opened before the runs below, so every launch chain started after this holds them if a
+    # sandbox lets descriptors through (one started earlier, at ``prepare``, cannot).
+    host_fds = _open_inheritable([root, *files])
+    fd_ids = [(fd, os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in host_fds]
     async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
         tg.start_soon(unix_listener.serve, record)
@@ -996,6 +1048,7 @@ async def run_hostile_battery(
             host_pids=host_pids,
             sock_path=sock_path,
             shm_file=shm_file,
+            fds=fd_ids,
         )
         try:
             for program in programs:
@@ -1007,4 +1060,6 @@ async def run_hostile_battery(
             shutil.rmtree(sock_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.unlink(shm_file)
+            for fd in host_fds:
+                os.close(fd)
     return reports
