@@ -119,3 +119,22 @@ async def test_host_descriptors_do_not_reach_the_program(
     )
     failures = {r.name: r.problems for r in reports if not r.ok}
     assert not failures, failures
+
+
+async def test_system_v_ipc_does_not_outlive_the_run(
+    local_sandbox: LocalSandbox, toy: ToyTask
+) -> None:
+    """System V objects live in an IPC namespace: bwrap's is the run's own; the Landlock mode
+    shares the host's, where they outlived the run, so its seccomp filter refuses them."""
+    reports = await run_hostile_battery(
+        local_sandbox,
+        task="toy",
+        private_paths=toy.private_paths,
+        task_root=toy.root,
+        programs=_battery_of("sysv_ipc"),
+    )
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures
+    logs = reports[0].result.logs
+    if local_sandbox.isolation_mode == "landlock":
+        assert "shm refused 1" in logs, logs

@@ -283,7 +283,7 @@ class LocalSandbox(Sandbox):
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
                     program = iso.seccomp_program(
-                        os.uname().machine, sockets="any", noop_metadata=False
+                        os.uname().machine, sockets="any", noop_metadata=False, sysv_ipc=True
                     )
                     if program is not None:
                         self._seccomp = iso.seccomp_bytes(program)

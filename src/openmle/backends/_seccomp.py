@@ -49,6 +49,14 @@ _NR_DENIED = {
         *_NR_IO_URING,
     ),
 }
+# System V IPC: shmget/shmat/shmctl/shmdt, semget/semop/semctl/semtimedop,
+# msgget/msgsnd/msgrcv/msgctl. Its objects live in the IPC namespace, not in a filesystem
+# Landlock covers: in the host's namespace they outlive the run (memory past every limit) and
+# are shared with the host's processes.
+_NR_SYSV_IPC = {
+    "x86_64": (29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71),
+    "aarch64": (194, 196, 195, 197, 190, 193, 191, 192, 186, 189, 188, 187),
+}
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
 _NR_CLONE3 = 435
 _CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
@@ -58,7 +66,11 @@ _AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
 
 
 def seccomp_program(
-    machine: str, *, sockets: Literal["tcp", "none", "any"], noop_metadata: bool
+    machine: str,
+    *,
+    sockets: Literal["tcp", "none", "any"],
+    noop_metadata: bool,
+    sysv_ipc: bool = False,
 ) -> list[tuple[int, int, int, int]] | None:
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
@@ -70,7 +82,9 @@ def seccomp_program(
     may create only TCP sockets, so no Unix socket of a host service can be reached;
     ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
     bwrap mode has its own network namespace). With ``noop_metadata`` the
-    chmod/chown/utime/xattr family succeeds without effect.
+    chmod/chown/utime/xattr family succeeds without effect. System V IPC (``shmget``,
+    ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
+    ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run).
     """
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
@@ -83,6 +97,8 @@ def seccomp_program(
     if machine == "x86_64":
         ops.append(("jset", 0x40000000, "foreign", None))  # x32 syscalls
     ops += [("jeq", nr, "deny", None) for nr in _NR_DENIED[machine]]
+    if not sysv_ipc:
+        ops += [("jeq", nr, "deny", None) for nr in _NR_SYSV_IPC[machine]]
     ops.append(("jeq", _NR_CLONE3, "nosys", None))
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":

@@ -737,6 +737,26 @@ HOSTILE_PROGRAMS += (
         must_print="FDS-TRIED",
         must_not_print="LEAKED",
     ),
+    HostileProgram(
+        name="sysv_ipc",
+        description=(
+            "creates System V shared memory, a message queue and a semaphore set (they live "
+            "in an IPC namespace, not a filesystem: in the host's they outlive the run)"
+        ),
+        body=(
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"key = int(os.environ['{MARKER_ENV}'][:7], 16)\n"
+            "for name, call in (('shm', lambda: libc.shmget(key, 1 << 20, 0o1600)),\n"
+            "                   ('msg', lambda: libc.msgget(key, 0o1600)),\n"
+            "                   ('sem', lambda: libc.semget(key, 1, 0o1600))):\n"
+            "    made = call()\n"
+            "    print(name, 'made' if made >= 0 else 'refused', ctypes.get_errno())\n"
+            "print('SYSV-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SYSV-TRIED",
+    ),
 )
 
 
@@ -828,6 +848,37 @@ def _shm_leftovers(marker: str) -> list[str]:
             found.append(path)
             with contextlib.suppress(OSError):
                 os.unlink(path)
+    return found
+
+
+_IPC_RMID = 0
+
+
+def sysv_key(marker: str) -> int:
+    """The System V IPC key a run marked ``marker`` uses (the ``sysv_ipc`` probe)."""
+    return int(marker[:7], 16)
+
+
+def _sysv_leftovers(key: int) -> list[str]:
+    """System V objects with ``key`` in this host's IPC namespace (removed here)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 1 and fields[0].lstrip("-").isdigit() and int(fields[0]) == key:
+                found.append(f"{kind} {fields[1]}")
+                ident = int(fields[1])
+                if kind == "sem":
+                    libc.semctl(ident, 0, _IPC_RMID)
+                else:
+                    getattr(libc, f"{kind}ctl")(ident, _IPC_RMID, None)
     return found
 
 
@@ -973,6 +1024,9 @@ async def _run_program(
         problems.append(
             f"the program left {len(shm_left)} files in the host's /dev/shm: {shm_left[:3]}"
         )
+    sysv_left = await anyio.to_thread.run_sync(_sysv_leftovers, sysv_key(marker))
+    if sysv_left:
+        problems.append(f"the program left System V IPC objects on the host: {sysv_left}")
     if result.logs_dropped_bytes < program.min_dropped_bytes:
         problems.append(f"only {result.logs_dropped_bytes} bytes dropped; output is not capped")
     return HostileReport(

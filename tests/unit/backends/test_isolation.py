@@ -176,7 +176,8 @@ def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[
 @pytest.mark.parametrize("root", [True, False])
 def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root: bool) -> None:
     """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
-    namespaces, mounts, keyrings and foreign-ABI syscalls refused; everything else allowed."""
+    namespaces, mounts, keyrings, System V IPC (unless asked for) and foreign-ABI syscalls
+    refused; everything else allowed."""
     import errno
     import socket
 
@@ -206,6 +207,11 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
         assert _bpf(prog, nr, x86, ()) == eperm
     for nr in (425, 426, 427):  # io_uring_setup, _enter, _register (IORING_OP_SOCKET)
         assert _bpf(prog, nr, x86, ()) == eperm
+    for nr in (29, 30, 31, 64, 65, 66, 68, 69, 70, 71, 220):  # System V shm, sem, msg
+        assert _bpf(prog, nr, x86, ()) == eperm
+    private_ipc = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, sysv_ipc=True)
+    assert private_ipc is not None
+    assert _bpf(private_ipc, 29, x86, ()) == allow  # shmget in a private IPC namespace
     assert _bpf(prog, 41 | 0x40000000, x86, ()) == eperm  # x32 socket
     assert _bpf(prog, 41, 0x40000003, ()) == eperm  # i386 ABI
     assert iso.seccomp_program("ppc64le", sockets="tcp", noop_metadata=False) is None
@@ -214,6 +220,7 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eperm
     assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
     assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
+    assert _bpf(arm, 194, 0xC00000B7, ()) == eperm  # shmget on arm64
     assert _bpf(arm, 425, 0xC00000B7, ()) == eperm  # io_uring_setup on arm64
     assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
 
