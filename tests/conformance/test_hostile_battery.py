@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -73,6 +74,41 @@ async def test_memory_is_bounded_without_cgroups(mode: str, toy: ToyTask) -> Non
             private_paths=toy.private_paths,
             task_root=toy.root,
             programs=[p for p in HOSTILE_PROGRAMS if p.name in _MEMORY],
+        )
+    finally:
+        await sb.aclose()
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyTask) -> None:
+    """Without cgroups a run's processes are found by its PID namespace (bwrap) or, in the
+    Landlock mode, by the run marker and the run's own mount namespace: a daemon that cleared
+    its environment (so the marker) and left the process tree used to survive the run."""
+    if mode == "landlock" and not _landlock():
+        pytest.skip("Landlock is not supported by this kernel")
+    if mode == "landlock" and os.geteuid() != 0:
+        pytest.skip("without root the Landlock mode has no mount namespace to find it by")
+    sb = LocalSandbox(
+        ToyTask.resolver({"toy": toy}),
+        isolation=mode,  # type: ignore[arg-type]
+        cgroups=False,
+        kill_grace_s=1.0,
+    )
+    try:
+        with warnings.catch_warnings():  # "no cgroups": said once per process
+            warnings.simplefilter("ignore", RuntimeWarning)
+            await sb.prepare()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        reports = await run_hostile_battery(
+            sb,
+            task="toy",
+            private_paths=toy.private_paths,
+            task_root=toy.root,
+            programs=_battery_of("orphans", "orphan_cleared_env"),
         )
     finally:
         await sb.aclose()

@@ -107,6 +107,27 @@ def live_pids_with_env(key: str, value: str) -> set[int]:
     return out
 
 
+def live_pids_in_mount_ns(namespace: str) -> set[int]:
+    """Live (non-zombie) processes in the mount namespace ``namespace`` (``mnt:[N]``, as
+    ``/proc/PID/ns/mnt`` reads; only those this process may inspect). Blocking: scans ``/proc``.
+    """
+    out: set[int] = set()
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            try:
+                found = os.readlink(f"/proc/{pid}/ns/mnt")
+            except OSError:
+                continue
+            if found == namespace:
+                st = _stat_fields(pid)
+                if st is not None and st[0] != "Z":
+                    out.add(pid)
+    return out
+
+
 def _environments() -> Iterator[tuple[int, list[bytes]]]:
     """``(pid, its environment's NUL-separated entries)`` of every process in ``/proc`` whose
     environment this process may read (the others are skipped). Blocking.

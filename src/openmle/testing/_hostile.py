@@ -738,6 +738,31 @@ HOSTILE_PROGRAMS += (
         must_not_print="LEAKED",
     ),
     HostileProgram(
+        name="orphan_cleared_env",
+        description=(
+            "leaves a double-forked, new-session daemon that ignores SIGTERM and runs with an "
+            "empty environment (no run marker to find it by), then succeeds"
+        ),
+        body=(
+            "import os, shutil, sys, time\n"
+            f"tag = '{MARKER_ENV}=' + os.environ['{MARKER_ENV}']\n"
+            "daemon = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "time.sleep(600)'\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        # The battery finds it by the marker in its command line.\n"
+            "        os.execve(sys.executable, [sys.executable, '-c', daemon, tag], {})\n"
+            "    os._exit(0)\n"
+            "time.sleep(1)\n"
+            "shutil.copyfile(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+            "                'submission.csv')\n"
+            "print('PARENT-DONE')\n"
+        ),
+        expected=[Outcome.SUCCESS],
+        must_print="PARENT-DONE",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "
@@ -780,6 +805,9 @@ def tree_digest(root: Path) -> str:
 
 
 def _marked_pids(value: str) -> set[int]:
+    """Live processes carrying ``MARKER_ENV=value`` in their environment or as an argument
+    (a program that cleared its environment keeps it there: ``orphan_cleared_env``).
+    """
     needle = f"{MARKER_ENV}={value}".encode()
     out: set[int] = set()
     if not os.path.isdir("/proc"):
@@ -789,10 +817,11 @@ def _marked_pids(value: str) -> set[int]:
             continue
         try:
             env = Path(f"/proc/{entry.name}/environ").read_bytes()
+            args = Path(f"/proc/{entry.name}/cmdline").read_bytes()
             state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and needle in env.split(b"\0"):
+        if state != "Z" and (needle in env.split(b"\0") or needle in args.split(b"\0")):
             out.add(int(entry.name))
     return out
 
