@@ -30,6 +30,8 @@ async def test_local_sandbox_survives_battery(local_sandbox: LocalSandbox, toy: 
     )
     assert [r.name for r in reports] == [p.name for p in HOSTILE_PROGRAMS]
     failures = {r.name: r.problems for r in reports if not r.ok}
+    if local_sandbox.isolation_mode == "landlock" and landlock_abi() < 6:
+        failures.pop("signal_and_trace_host", None)  # signals are scoped from ABI 6 (docs)
     assert not failures, failures
     by_name = {r.name: r for r in reports}
     # LocalSandbox is stricter than the battery requires.
@@ -119,6 +121,7 @@ async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyT
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     """Against an unisolated sandbox the battery reports the leaks and the writes it made."""
     names = {"read_private", "write_outside", "network", "host_unix_socket", "metadata_outside"}
+    names.add("signal_and_trace_host")
     safe = [p for p in HOSTILE_PROGRAMS if p.name in names]
     reports = await run_hostile_battery(
         NaiveSandbox(toy),
@@ -133,6 +136,7 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     assert "task package changed" in problems["metadata_outside"]
     assert "host service" in problems["network"]
     assert "host service" in problems["host_unix_socket"]
+    assert "the attack worked" in problems["signal_and_trace_host"]
 
 
 def _battery_of(*names: str) -> list[HostileProgram]:
@@ -174,3 +178,21 @@ async def test_system_v_ipc_does_not_outlive_the_run(
     logs = reports[0].result.logs
     if local_sandbox.isolation_mode == "landlock":
         assert "shm refused 1" in logs, logs
+
+
+async def test_host_processes_clock_cgroups_abstract_sockets(
+    local_sandbox: LocalSandbox, toy: ToyTask
+) -> None:
+    """No signal, ptrace or /proc/PID/mem reaches a host process; the clock, the root cgroups
+    and a host's abstract Unix socket are out of reach."""
+    if local_sandbox.isolation_mode == "landlock" and landlock_abi() < 6:
+        pytest.skip("Landlock scopes signals from ABI 6 (see the isolation docs)")
+    reports = await run_hostile_battery(
+        local_sandbox,
+        task="toy",
+        private_paths=toy.private_paths,
+        task_root=toy.root,
+        programs=_battery_of("signal_and_trace_host", "clock_cgroup_abstract_socket"),
+    )
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures

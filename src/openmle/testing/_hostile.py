@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import uuid
@@ -54,7 +55,9 @@ class HostileProgram:
             secret in the environment and command line of host processes), defined before it
             runs, ``HOST_SHM_FILE`` (a file the host keeps in its ``/dev/shm``) and
             ``HOST_FDS`` (``(fd, st_dev, st_ino)`` of descriptors the host's process holds
-            open without close-on-exec: the task root and a private file).
+            open without close-on-exec: the task root and a private file) and
+            ``HOST_ABSTRACT_SOCKET`` (the name, without its leading NUL, of an abstract Unix
+            socket a host service listens on).
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -763,6 +766,72 @@ HOSTILE_PROGRAMS += (
         must_print="PARENT-DONE",
     ),
     HostileProgram(
+        name="signal_and_trace_host",
+        description=(
+            "signals (signal 0: a permission check only), seizes with ptrace (no stop) and "
+            "opens the memory of host processes"
+        ),
+        body=(
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long] + [ctypes.c_void_p] * 2\n"
+            "for pid in HOST_PIDS:\n"
+            "    try:\n"
+            "        os.kill(pid, 0)\n"
+            "        print('REACHED: may signal', pid)\n"
+            "    except OSError as exc:\n"
+            "        print('signal refused', pid, exc.errno)\n"
+            "    if libc.ptrace(0x4206, pid, None, None) == 0:  # PTRACE_SEIZE\n"
+            "        libc.ptrace(17, pid, None, None)  # PTRACE_DETACH\n"
+            "        print('REACHED: seized', pid)\n"
+            "    try:\n"
+            "        with open(f'/proc/{pid}/mem', 'rb'):\n"
+            "            print('REACHED: opened the memory of', pid)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print('SIGNALS-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SIGNALS-TRIED",
+        must_not_print="REACHED",
+    ),
+    HostileProgram(
+        name="clock_cgroup_abstract_socket",
+        description=(
+            "sets the clock (to its current value), moves itself to the root cgroups and "
+            "connects to an abstract Unix socket a host service listens on"
+        ),
+        body=(
+            "import ctypes, glob, os, socket, time\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "class Ts(ctypes.Structure):\n"
+            "    _fields_ = [('sec', ctypes.c_long), ('nsec', ctypes.c_long)]\n"
+            "now = Ts()\n"
+            "libc.clock_gettime(0, ctypes.byref(now))\n"
+            "if libc.clock_settime(0, ctypes.byref(now)) == 0:\n"
+            "    print('ESCAPED: set the clock')\n"
+            "for procs in glob.glob('/sys/fs/cgroup/cgroup.procs') + "
+            "glob.glob('/sys/fs/cgroup/*/cgroup.procs'):\n"
+            "    try:\n"
+            "        with open(procs, 'w') as f:\n"
+            "            f.write(str(os.getpid()))\n"
+            "        print('ESCAPED: joined', procs)\n"
+            "    except OSError as exc:\n"
+            "        print('cgroup refused', procs, exc.errno)\n"
+            "try:\n"
+            "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "    s.settimeout(3)\n"
+            "    s.connect('\\0' + HOST_ABSTRACT_SOCKET)\n"
+            "    print('ESCAPED: connected to the abstract socket')\n"
+            "except OSError as exc:\n"
+            "    print('abstract socket refused', exc.errno)\n"
+            "print('CLOCK-CGROUP-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="CLOCK-CGROUP-TRIED",
+        must_not_print="ESCAPED",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "
@@ -943,6 +1012,7 @@ class _Host:
     sock_path: str
     shm_file: str
     fds: list[tuple[int, int, int]]
+    abstract: str
 
     def header(self, sentinels: list[str]) -> str:
         """The program's header: Python assignments of the host's facts and its sentinels."""
@@ -952,7 +1022,7 @@ class _Host:
             f"SENTINELS = {sentinels!r}\nPORT = {self.port!r}\n"
             f"HOST_SECRET = {self.secret!r}\nHOST_PIDS = {self.host_pids!r}\n"
             f"HOST_UNIX_SOCKET = {self.sock_path!r}\nHOST_SHM_FILE = {self.shm_file!r}\n"
-            f"HOST_FDS = {self.fds!r}\n"
+            f"HOST_FDS = {self.fds!r}\nHOST_ABSTRACT_SOCKET = {self.abstract!r}\n"
         )
 
 
@@ -1119,6 +1189,12 @@ async def run_hostile_battery(
     # sandbox lets descriptors through (one started earlier, at ``prepare``, cannot).
     host_fds = _open_inheritable([root, *files])
     fd_ids = [(fd, os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in host_fds]
+    # A listening abstract socket accepts connections into its backlog: connect() succeeding
+    # is the proof (nothing needs to accept them).
+    abstract = f"openmle-hostile-{secret}"
+    abstract_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract_sock.bind("\0" + abstract)
+    abstract_sock.listen(64)
     async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
         tg.start_soon(unix_listener.serve, record)
@@ -1132,6 +1208,7 @@ async def run_hostile_battery(
             sock_path=sock_path,
             shm_file=shm_file,
             fds=fd_ids,
+            abstract=abstract,
         )
         try:
             for program in programs:
@@ -1145,4 +1222,5 @@ async def run_hostile_battery(
                 os.unlink(shm_file)
             for fd in host_fds:
                 os.close(fd)
+            abstract_sock.close()
     return reports
