@@ -196,3 +196,18 @@ async def test_host_processes_clock_cgroups_abstract_sockets(
     )
     failures = {r.name: r.problems for r in reports if not r.ok}
     assert not failures, failures
+
+
+async def test_tcp_without_connect_or_bind(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """Landlock refuses TCP connect and bind, not TCP Fast Open (which connects from sendto)
+    nor listen (which binds an unbound socket): the seccomp filter refuses both; bwrap has a
+    network namespace of its own."""
+    reports = await run_hostile_battery(
+        local_sandbox,
+        task="toy",
+        private_paths=toy.private_paths,
+        task_root=toy.root,
+        programs=_battery_of("tcp_without_connect"),
+    )
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures

@@ -57,6 +57,13 @@ _NR_SYSV_IPC = {
     "x86_64": (29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71),
     "aarch64": (194, 196, 195, 197, 190, 193, 191, 192, 186, 189, 188, 187),
 }
+# TCP calls that Landlock's network rules (ABI >= 4: connect and bind) do not see: listen()
+# on an unbound socket binds it to an ephemeral port on every interface, and sendto/sendmsg/
+# sendmmsg with MSG_FASTOPEN connect (TCP Fast Open) without connect().
+_NR_LISTEN = {"x86_64": 50, "aarch64": 201}
+_NR_SEND_FLAGS_ARG2 = {"x86_64": (46,), "aarch64": (211,)}  # sendmsg
+_NR_SEND_FLAGS_ARG3 = {"x86_64": (44, 307), "aarch64": (206, 269)}  # sendto, sendmmsg
+_MSG_FASTOPEN = 0x20000000
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
 _NR_CLONE3 = 435
 _CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
@@ -81,7 +88,9 @@ def seccomp_program(
     ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
     may create only TCP sockets, so no Unix socket of a host service can be reached;
     ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
-    bwrap mode has its own network namespace). With ``noop_metadata`` the
+    bwrap mode has its own network namespace). With ``"tcp"`` (Landlock's network rules
+    refuse TCP ``connect`` and ``bind``), ``listen`` (which binds an unbound socket) and
+    sending with ``MSG_FASTOPEN`` (which connects) fail too. With ``noop_metadata`` the
     chmod/chown/utime/xattr family succeeds without effect. System V IPC (``shmget``,
     ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
     ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run).
@@ -103,6 +112,10 @@ def seccomp_program(
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":
         ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+    if sockets == "tcp":
+        ops.append(("jeq", _NR_LISTEN[machine], "deny", None))
+        ops += [("jeq", nr, "flags2", None) for nr in _NR_SEND_FLAGS_ARG2[machine]]
+        ops += [("jeq", nr, "flags3", None) for nr in _NR_SEND_FLAGS_ARG3[machine]]
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
     ops += [
@@ -118,6 +131,12 @@ def seccomp_program(
         ("ld", 24, None, None),
         ("and", 0xF, None, None),
         ("jeq", _SOCK_STREAM, "allow", "deny"),
+        ("label", 0, "flags2", None),
+        ("ld", 32, None, None),  # args[2]: sendmsg's flags
+        ("jset", _MSG_FASTOPEN, "deny", "allow"),
+        ("label", 0, "flags3", None),
+        ("ld", 40, None, None),  # args[3]: sendto's and sendmmsg's flags
+        ("jset", _MSG_FASTOPEN, "deny", "allow"),
         ("label", 0, "allow", None),
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "noop", None),

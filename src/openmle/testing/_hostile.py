@@ -832,6 +832,48 @@ HOSTILE_PROGRAMS += (
         must_not_print="ESCAPED",
     ),
     HostileProgram(
+        name="tcp_without_connect",
+        description=(
+            "reaches the host's loopback listener with TCP Fast Open (sendto MSG_FASTOPEN and "
+            "TCP_FASTOPEN_CONNECT: no connect() call) and listens on an unbound socket (bound "
+            "to an ephemeral port on every interface, with no bind() call)"
+        ),
+        body=(
+            "import socket\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "try:\n"
+            "    s.sendto(b'hostile', socket.MSG_FASTOPEN, ('127.0.0.1', PORT))\n"
+            "    print('REACHED: TCP Fast Open sent to the host')\n"
+            "except OSError as exc:\n"
+            "    print('fast open refused', exc.errno)\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "try:\n"
+            "    s.setsockopt(socket.IPPROTO_TCP, 30, 1)  # TCP_FASTOPEN_CONNECT\n"
+            "    s.connect(('127.0.0.1', PORT))\n"
+            "    s.sendall(b'hostile')\n"
+            "    print('REACHED: TCP_FASTOPEN_CONNECT sent to the host')\n"
+            "except OSError as exc:\n"
+            "    print('fast open connect refused', exc.errno)\n"
+            "# The host's network (not a namespace of the run's own) shows the host's listener.\n"
+            "try:\n"
+            "    with open('/proc/net/tcp') as f:\n"
+            "        host_net = (':%04X ' % PORT) in f.read()\n"
+            "except OSError:\n"
+            "    host_net = True\n"
+            "try:\n"
+            "    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "    listener.listen()\n"
+            "    if host_net:\n"
+            "        print('REACHED: listening on the host network at', listener.getsockname())\n"
+            "except OSError as exc:\n"
+            "    print('listen refused', exc.errno)\n"
+            "print('TCP-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="TCP-TRIED",
+        must_not_print="REACHED",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "

@@ -177,7 +177,7 @@ def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[
 def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root: bool) -> None:
     """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
     namespaces, mounts, keyrings, System V IPC (unless asked for) and foreign-ABI syscalls
-    refused; everything else allowed."""
+    refused; with TCP only, listen and MSG_FASTOPEN sends refused; everything else allowed."""
     import errno
     import socket
 
@@ -207,6 +207,14 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
         assert _bpf(prog, nr, x86, ()) == eperm
     for nr in (425, 426, 427):  # io_uring_setup, _enter, _register (IORING_OP_SOCKET)
         assert _bpf(prog, nr, x86, ()) == eperm
+    fastopen = 0x20000000  # MSG_FASTOPEN: sending connects
+    tcp_only = eperm if sockets == "tcp" else allow
+    assert _bpf(prog, 50, x86, ()) == tcp_only  # listen (binds an unbound socket)
+    assert _bpf(prog, 44, x86, (3, 0, 0, fastopen)) == tcp_only  # sendto
+    assert _bpf(prog, 307, x86, (3, 0, 0, fastopen)) == tcp_only  # sendmmsg
+    assert _bpf(prog, 46, x86, (3, 0, fastopen)) == tcp_only  # sendmsg
+    assert _bpf(prog, 44, x86, (3, 0, 0, 0x40)) == allow  # sendto(MSG_DONTWAIT)
+    assert _bpf(prog, 46, x86, (3, 0, 0x4000)) == allow  # sendmsg(MSG_NOSIGNAL)
     for nr in (29, 30, 31, 64, 65, 66, 68, 69, 70, 71, 220):  # System V shm, sem, msg
         assert _bpf(prog, nr, x86, ()) == eperm
     private_ipc = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, sysv_ipc=True)
