@@ -69,7 +69,7 @@ _NR_CLONE3 = 435
 _CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
+_AF_INET, _AF_INET6, _SOCK_STREAM, _IPPROTO_TCP = 2, 10, 1, 6
 
 
 def seccomp_program(
@@ -86,11 +86,12 @@ def seccomp_program(
     (``io_uring_setup``/``enter``/``register``) fail with EPERM;
     ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
     ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
-    may create only TCP sockets, so no Unix socket of a host service can be reached;
-    ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
-    bwrap mode has its own network namespace). With ``"tcp"`` (Landlock's network rules
-    refuse TCP ``connect`` and ``bind``), ``listen`` (which binds an unbound socket) and
-    sending with ``MSG_FASTOPEN`` (which connects) fail too. With ``noop_metadata`` the
+    may create only TCP sockets (protocol 0 or ``IPPROTO_TCP``, never MPTCP or SCTP, which
+    Landlock's TCP rules do not cover), so no Unix socket of a host service can be reached,
+    and ``listen`` (which binds an unbound socket) and sending with ``MSG_FASTOPEN`` (which
+    connects) fail, as Landlock refuses TCP ``connect`` and ``bind``; ``"none"``: no sockets
+    at all (``socketpair`` still works); ``"any"``: unrestricted (the bwrap mode has its own
+    network namespace). With ``noop_metadata`` the
     chmod/chown/utime/xattr family succeeds without effect. System V IPC (``shmget``,
     ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
     ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run).
@@ -130,7 +131,12 @@ def seccomp_program(
         ("label", 0, "type", None),
         ("ld", 24, None, None),
         ("and", 0xF, None, None),
-        ("jeq", _SOCK_STREAM, "allow", "deny"),
+        ("jeq", _SOCK_STREAM, "protocol", "deny"),
+        # Landlock's TCP rules cover TCP only: MPTCP and SCTP are stream sockets it lets connect.
+        ("label", 0, "protocol", None),
+        ("ld", 32, None, None),
+        ("jeq", 0, "allow", None),
+        ("jeq", _IPPROTO_TCP, "allow", "deny"),
         ("label", 0, "flags2", None),
         ("ld", 32, None, None),  # args[2]: sendmsg's flags
         ("jset", _MSG_FASTOPEN, "deny", "allow"),

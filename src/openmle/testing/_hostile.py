@@ -835,8 +835,9 @@ HOSTILE_PROGRAMS += (
         name="tcp_without_connect",
         description=(
             "reaches the host's loopback listener with TCP Fast Open (sendto MSG_FASTOPEN and "
-            "TCP_FASTOPEN_CONNECT: no connect() call) and listens on an unbound socket (bound "
-            "to an ephemeral port on every interface, with no bind() call)"
+            "TCP_FASTOPEN_CONNECT: no connect() call) and with MPTCP and SCTP stream sockets "
+            "(Landlock's rules cover TCP only), and listens on an unbound socket (bound to an "
+            "ephemeral port on every interface, with no bind() call)"
         ),
         body=(
             "import socket\n"
@@ -854,6 +855,15 @@ HOSTILE_PROGRAMS += (
             "    print('REACHED: TCP_FASTOPEN_CONNECT sent to the host')\n"
             "except OSError as exc:\n"
             "    print('fast open connect refused', exc.errno)\n"
+            "for proto, name in ((262, 'MPTCP'), (132, 'SCTP')):  # stream sockets, not TCP\n"
+            "    try:\n"
+            "        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)\n"
+            "        s.settimeout(3)\n"
+            "        s.connect(('127.0.0.1', PORT))\n"
+            "        s.sendall(b'hostile')\n"
+            "        print('REACHED:', name, 'connected to the host')\n"
+            "    except OSError as exc:\n"
+            "        print(name, 'refused', exc.errno)\n"
             "# The host's network (not a namespace of the run's own) shows the host's listener.\n"
             "try:\n"
             "    with open('/proc/net/tcp') as f:\n"

@@ -195,6 +195,9 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     other = allow if sockets == "any" else eperm
     assert sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) == tcp
     assert sock(socket.AF_INET6, socket.SOCK_STREAM) == tcp
+    assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_STREAM, 6)) == tcp  # IPPROTO_TCP
+    assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_STREAM, 262)) == other  # MPTCP
+    assert _bpf(prog, 41, x86, (socket.AF_INET6, socket.SOCK_STREAM, 132)) == other  # SCTP
     assert sock(socket.AF_INET, socket.SOCK_DGRAM) == other
     assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == other
     assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == other
