@@ -1055,7 +1055,7 @@ class _Chain:
 
 def _remove_run_dir(run_dir: Path, box: Path, *, mounted: bool, keep: bool) -> None:
     """Unmount the quota tmpfs and delete the run directory (or, with ``keep``, keep its
-    ``workspace`` and ``program``).
+    ``workspace`` and ``program``, without set-user-ID or set-group-ID bits).
     """
     if keep:
         for part in ("workspace", "program"):
@@ -1074,6 +1074,17 @@ def _remove_run_dir(run_dir: Path, box: Path, *, mounted: bool, keep: bool) -> N
             else:
                 with contextlib.suppress(OSError):
                     src.rename(run_dir / part)
+            # The program may have run as root: a set-user-ID copy of a shell it left would
+            # be a root shell on the host for whoever reaches the kept directory. (chmod -R
+            # walks any depth and never follows a symbolic link it meets.)
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    ["chmod", "-R", "u-s,g-s", "--", str(run_dir / part)],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=600,
+                    check=False,
+                )
     if mounted:
         iso.unmount(box)
     if keep:
