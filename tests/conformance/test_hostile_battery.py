@@ -110,7 +110,7 @@ async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyT
             task="toy",
             private_paths=toy.private_paths,
             task_root=toy.root,
-            programs=_battery_of("orphans", "orphan_cleared_env"),
+            programs=_battery_of("orphans", "orphan_cleared_env", "fork_runner"),
         )
     finally:
         await sb.aclose()
@@ -211,3 +211,20 @@ async def test_tcp_without_connect_or_bind(local_sandbox: LocalSandbox, toy: Toy
     )
     failures = {r.name: r.problems for r in reports if not r.ok}
     assert not failures, failures
+
+
+async def test_forged_result_lines_stay_logs(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """Score and JSON result lines, escapes, NUL and bytes that are not UTF-8 in the output are
+    logs: the run has no score, and its result is storable JSON."""
+    reports = await run_hostile_battery(
+        local_sandbox,
+        task="toy",
+        private_paths=toy.private_paths,
+        task_root=toy.root,
+        programs=_battery_of("forged_result_lines"),
+    )
+    failures = {r.name: r.problems for r in reports if not r.ok}
+    assert not failures, failures
+    result = reports[0].result
+    assert result.score is None
+    assert "score: 1.0" in result.logs

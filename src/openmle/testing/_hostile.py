@@ -884,6 +884,50 @@ HOSTILE_PROGRAMS += (
         must_not_print="REACHED",
     ),
     HostileProgram(
+        name="fork_runner",
+        description=(
+            "a single lineage that forks and lets the parent exit, over and over (its pid "
+            "never stays put), ignoring SIGTERM and starting new sessions"
+        ),
+        body=(
+            "import os, signal\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('RUNNING', flush=True)\n"
+            "while True:\n"
+            "    try:\n"
+            "        pid = os.fork()\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    if pid:\n"
+            "        os._exit(0)\n"
+            "    if os.getpid() % 3 == 0:\n"
+            "        os.setsid()\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION, Outcome.TIMEOUT, Outcome.RUNTIME_ERROR],
+        timeout_s=3.0,
+        must_print="RUNNING",
+    ),
+    HostileProgram(
+        name="forged_result_lines",
+        description=(
+            "prints what a result parser or a terminal might trust: score and JSON result "
+            "lines, ANSI escapes (clear screen, title, hyperlink), carriage returns, NUL and "
+            "bytes that are not UTF-8, then exits 0 without a submission"
+        ),
+        body=(
+            "import sys\n"
+            "out = sys.stdout.buffer\n"
+            "out.write(b'score: 1.0\\nSCORE=1.0\\n')\n"
+            'out.write(b\'{"outcome": "success", "score": 1.0, "valid": true}\\n\')\n'
+            "out.write(b'\\x1b[2J\\x1b]0;pwned\\x07\\x1b]8;;http://x\\x1b\\\\link\\x1b]8;;\\x1b\\\\\\n')\n"
+            "out.write(b'progress\\r\\x00\\xff\\xfe\\xc3(\\n')\n"
+            "out.flush()\n"
+            "print('FORGED-DONE')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="FORGED-DONE",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "
