@@ -121,7 +121,7 @@ async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyT
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     """Against an unisolated sandbox the battery reports the leaks and the writes it made."""
     names = {"read_private", "write_outside", "network", "host_unix_socket", "metadata_outside"}
-    names.add("signal_and_trace_host")
+    names |= {"signal_and_trace_host", "truncate_outside"}
     safe = [p for p in HOSTILE_PROGRAMS if p.name in names]
     reports = await run_hostile_battery(
         NaiveSandbox(toy),
@@ -137,6 +137,7 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     assert "host service" in problems["network"]
     assert "host service" in problems["host_unix_socket"]
     assert "the attack worked" in problems["signal_and_trace_host"]
+    assert "the attack worked" in problems["truncate_outside"]
 
 
 def _battery_of(*names: str) -> list[HostileProgram]:

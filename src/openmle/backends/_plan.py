@@ -454,6 +454,7 @@ def _landlock_launch(
             sandbox.machine,
             sockets="tcp" if sandbox.landlock_abi >= 4 else "none",
             noop_metadata=sandbox.euid == 0,
+            truncate=sandbox.landlock_abi >= 3,  # below ABI 3 Landlock lets it empty any file
         ),
     }
     return [info.executable, str(paths.program_dir / "main.py")], env, isolation

@@ -64,6 +64,8 @@ _NR_LISTEN = {"x86_64": 50, "aarch64": 201}
 _NR_SEND_FLAGS_ARG2 = {"x86_64": (46,), "aarch64": (211,)}  # sendmsg
 _NR_SEND_FLAGS_ARG3 = {"x86_64": (44, 307), "aarch64": (206, 269)}  # sendto, sendmmsg
 _MSG_FASTOPEN = 0x20000000
+# truncate(2) by path: Landlock checks it only from ABI 3 (LANDLOCK_ACCESS_FS_TRUNCATE).
+_NR_TRUNCATE = {"x86_64": 76, "aarch64": 45}
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
 _NR_CLONE3 = 435
 _CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
@@ -78,6 +80,7 @@ def seccomp_program(
     sockets: Literal["tcp", "none", "any"],
     noop_metadata: bool,
     sysv_ipc: bool = False,
+    truncate: bool = True,
 ) -> list[tuple[int, int, int, int]] | None:
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
@@ -94,7 +97,9 @@ def seccomp_program(
     network namespace). With ``noop_metadata`` the
     chmod/chown/utime/xattr family succeeds without effect. System V IPC (``shmget``,
     ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
-    ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run).
+    ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run). Without
+    ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
+    below ABI 3 does not check it, so any file the program can name could be emptied.
     """
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
@@ -109,6 +114,8 @@ def seccomp_program(
     ops += [("jeq", nr, "deny", None) for nr in _NR_DENIED[machine]]
     if not sysv_ipc:
         ops += [("jeq", nr, "deny", None) for nr in _NR_SYSV_IPC[machine]]
+    if not truncate:
+        ops.append(("jeq", _NR_TRUNCATE[machine], "deny", None))
     ops.append(("jeq", _NR_CLONE3, "nosys", None))
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":

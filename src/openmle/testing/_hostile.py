@@ -928,6 +928,28 @@ HOSTILE_PROGRAMS += (
         must_print="FORGED-DONE",
     ),
     HostileProgram(
+        name="truncate_outside",
+        description=(
+            "truncate(2) by path (no open: Landlock below ABI 3 does not check it) on the "
+            "answers and the public data, to their own size (harmless when it works)"
+        ),
+        body=(
+            "import os\n"
+            "targets = PRIVATE_FILES + [os.path.join(os.environ['DATA_DIR'], n)\n"
+            "                           for n in ('sample_submission.csv', 'train.csv')]\n"
+            "for t in targets:\n"
+            "    try:\n"
+            "        os.truncate(t, os.stat(t).st_size)\n"
+            "        print('TRUNCATED', t)\n"
+            "    except OSError as exc:\n"
+            "        print('truncate refused', t, exc.errno)\n"
+            "print('TRUNCATE-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="TRUNCATE-TRIED",
+        must_not_print="TRUNCATED",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "

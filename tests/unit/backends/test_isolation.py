@@ -223,6 +223,11 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     private_ipc = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, sysv_ipc=True)
     assert private_ipc is not None
     assert _bpf(private_ipc, 29, x86, ()) == allow  # shmget in a private IPC namespace
+    assert _bpf(prog, 76, x86, ()) == allow  # truncate: Landlock checks it from ABI 3
+    no_truncate = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, truncate=False)
+    assert no_truncate is not None
+    assert _bpf(no_truncate, 76, x86, ()) == eperm
+    assert _bpf(no_truncate, 77, x86, ()) == allow  # ftruncate
     assert _bpf(prog, 41 | 0x40000000, x86, ()) == eperm  # x32 socket
     assert _bpf(prog, 41, 0x40000003, ()) == eperm  # i386 ABI
     assert iso.seccomp_program("ppc64le", sockets="tcp", noop_metadata=False) is None

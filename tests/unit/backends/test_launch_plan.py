@@ -396,3 +396,22 @@ def test_metadata_calls_are_noops_only_for_root(euid: int) -> None:
     want = iso.seccomp_program("x86_64", sockets="tcp", noop_metadata=euid == 0)
     assert want is not None
     assert plan.launcher["seccomp"] == [list(i) for i in want]
+
+
+@pytest.mark.parametrize(("abi", "truncate"), [(1, False), (2, False), (3, True), (6, True)])
+def test_truncate_by_path_is_refused_below_landlock_abi_3(abi: int, truncate: bool) -> None:
+    """Landlock checks truncate(2) from ABI 3: below it the seccomp filter refuses the call
+    (by path; ftruncate on an open descriptor is checked when the file is opened)."""
+    plan = launch_plan(
+        JOB,
+        paths=PATHS,
+        settings=SETTINGS,
+        sandbox=_sandbox("landlock", euid=0, landlock_abi=abi, bwrap=None),
+        run=_run(seccomp_fd=None),
+    )
+    assert plan.launcher is not None
+    want = iso.seccomp_program(
+        "x86_64", sockets="tcp" if abi >= 4 else "none", noop_metadata=True, truncate=truncate
+    )
+    assert want is not None
+    assert plan.launcher["seccomp"] == [list(i) for i in want]
