@@ -150,13 +150,14 @@ async def test_host_descriptors_do_not_reach_the_program(
 ) -> None:
     """A descriptor the host holds without close-on-exec (opened by the battery before the
     second run's chain starts) is closed before the program: a directory fd reached the host's
-    whole filesystem from inside bwrap, a file fd the answers in both modes."""
+    whole filesystem from inside bwrap, a file fd the answers in both modes. Nor does the
+    host's working directory reach bwrap's init process (the launch shell exported PWD)."""
     reports = await run_hostile_battery(
         local_sandbox,
         task="toy",
         private_paths=toy.private_paths,
         task_root=toy.root,
-        programs=_battery_of("exit_zero_no_submission", "inherited_fds"),
+        programs=_battery_of("exit_zero_no_submission", "inherited_fds", "host_cwd_in_environ"),
     )
     failures = {r.name: r.problems for r in reports if not r.ok}
     assert not failures, failures

@@ -536,7 +536,9 @@ def spare_argv(
             return list(then)
         q = shlex.quote
         status = f"/proc/self/fd/{status_fd}"  # dash redirects only fds 0-9 by number
-        lines = ["set -u"]
+        # The shell exports PWD (the service's working directory, a host path) to bubblewrap,
+        # whose init process inside the sandbox keeps that environment: unset it.
+        lines = ["set -u", "unset PWD OLDPWD"]
         lines += [
             f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
             "exit 125; }"

@@ -57,7 +57,8 @@ class HostileProgram:
             ``HOST_FDS`` (``(fd, st_dev, st_ino)`` of descriptors the host's process holds
             open without close-on-exec: the task root and a private file) and
             ``HOST_ABSTRACT_SOCKET`` (the name, without its leading NUL, of an abstract Unix
-            socket a host service listens on).
+            socket a host service listens on), and ``HOST_CWD`` (the host process's working
+            directory).
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -950,6 +951,33 @@ HOSTILE_PROGRAMS += (
         must_not_print="TRUNCATED",
     ),
     HostileProgram(
+        name="host_cwd_in_environ",
+        description=(
+            "looks for the host service's working directory (a host path) in the environment "
+            "of every process it can see (bubblewrap's init inside the sandbox among them)"
+        ),
+        body=(
+            "import os\n"
+            "needle = ('PWD=' + HOST_CWD).encode()\n"
+            "try:\n"
+            "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "except OSError:\n"
+            "    pids = []\n"
+            "for pid in pids:\n"
+            "    try:\n"
+            "        with open(f'/proc/{pid}/environ', 'rb') as f:\n"
+            "            env = f.read().split(b'\\0')\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    if HOST_CWD != '/' and needle in env:\n"
+            "        print('LEAKED', pid, needle)\n"
+            "print('CWD-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="CWD-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "
@@ -1141,6 +1169,7 @@ class _Host:
             f"HOST_SECRET = {self.secret!r}\nHOST_PIDS = {self.host_pids!r}\n"
             f"HOST_UNIX_SOCKET = {self.sock_path!r}\nHOST_SHM_FILE = {self.shm_file!r}\n"
             f"HOST_FDS = {self.fds!r}\nHOST_ABSTRACT_SOCKET = {self.abstract!r}\n"
+            f"HOST_CWD = {os.getcwd()!r}\n"
         )
 
 

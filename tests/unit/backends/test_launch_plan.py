@@ -254,6 +254,7 @@ def test_spare_launcher_dies_with_its_owner_and_joins_first() -> None:
         "/bin/sh",
         "-c",
         "set -u\n"
+        "unset PWD OLDPWD\n"
         "echo 0 > '/cg/it'\"'\"'s' || { printf %s 'err:cannot join cgroup /cg/it'\"'\"'s' "
         "> /proc/self/fd/3; exit 125; }\n"
         "exec /usr/bin/bwrap 'a b' -- py",
