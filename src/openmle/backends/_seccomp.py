@@ -74,6 +74,10 @@ _RET_ERRNO = 0x00050000
 _AF_INET, _AF_INET6, _SOCK_STREAM, _IPPROTO_TCP = 2, 10, 1, 6
 
 
+_Op = tuple[str, int, str | None, str | None]
+"""One step of a filter being built: ``(op, k, true label, false label)``."""
+
+
 def seccomp_program(
     machine: str,
     *,
@@ -104,7 +108,7 @@ def seccomp_program(
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
         return None
-    ops: list[tuple[str, int, str | None, str | None]] = [
+    ops: list[_Op] = [
         ("ld", 4, None, None),
         ("jeq", arch, None, "foreign"),
         ("ld", 0, None, None),
@@ -161,6 +165,13 @@ def seccomp_program(
         ("label", 0, "foreign", None),
         ("ret", _RET_ERRNO | errno.EPERM, None, None),
     ]
+    return _assemble(ops)
+
+
+def _assemble(ops: Sequence[_Op]) -> list[tuple[int, int, int, int]]:
+    """Classic-BPF instructions from ``(op, k, true label, false label)`` steps and
+    ``("label", 0, name, None)`` marks (jumps resolved to relative offsets).
+    """
     labels: dict[str, int] = {}
     n = 0
     for op, _, name, _ in ops:
