@@ -1110,12 +1110,11 @@ def _sysv_leftovers(key: int) -> list[str]:
     libc = ctypes.CDLL(None, use_errno=True)
     found = []
     for kind in ("shm", "msg", "sem"):
-        try:
-            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
+        table = ""
+        with contextlib.suppress(OSError):
+            table = Path(f"/proc/sysvipc/{kind}").read_text()
+        rows = [line.split() for line in table.splitlines()[1:]]
+        for fields in rows:
             if len(fields) > 1 and fields[0].lstrip("-").isdigit() and int(fields[0]) == key:
                 found.append(f"{kind} {fields[1]}")
                 ident = int(fields[1])
