@@ -98,7 +98,7 @@ async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyT
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     """Against an unisolated sandbox the battery reports the leaks and the writes it made."""
     names = {"read_private", "write_outside", "network", "host_unix_socket", "metadata_outside"}
-    names |= {"signal_and_trace_host", "truncate_outside"}
+    names |= {"signal_and_trace_host", "truncate_outside", "file_attributes_outside"}
     safe = [p for p in HOSTILE_PROGRAMS if p.name in names]
     reports = await run_hostile_battery(
         NaiveSandbox(toy),
@@ -115,6 +115,7 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     assert "host service" in problems["host_unix_socket"]
     assert "the attack worked" in problems["signal_and_trace_host"]
     assert "the attack worked" in problems["truncate_outside"]
+    assert "the attack worked" in problems["file_attributes_outside"]
 
 
 async def _run(
@@ -167,6 +168,14 @@ async def test_host_processes_clock_cgroups_abstract_sockets(
     failures, _ = await _run(
         local_sandbox, toy, "signal_and_trace_host", "clock_cgroup_abstract_socket"
     )
+    assert not failures, failures
+
+
+async def test_file_attributes_outside(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """Landlock does not cover inode flags (FS_IOC_SETFLAGS needs only ownership, which a root
+    program has of every root-owned file it can open): the seccomp filter refuses them as root;
+    bwrap binds everything outside the workspace read-only."""
+    failures, _ = await _run(local_sandbox, toy, "file_attributes_outside")
     assert not failures, failures
 
 

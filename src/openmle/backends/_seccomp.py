@@ -36,6 +36,11 @@ _NR_METADATA = {
     ),
     "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
 }
+# ioctl commands that change a file's attributes through any descriptor, a read-only one too
+# (FS_IOC_SETFLAGS: sync, noatime, nodump, ...; FS_IOC_FSSETXATTR; FS_IOC_SETVERSION; the
+# 32-bit encodings of the first and the last). Ownership is their only check.
+_NR_IOCTL = {"x86_64": 16, "aarch64": 29}
+_IOCTL_SET_ATTRIBUTES = (0x40086602, 0x40046602, 0x401C5820, 0x40087602, 0x40047602)
 # unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd, and io_uring
 # (setup, enter, register: its operations, IORING_OP_SOCKET among them, bypass this filter).
 _NR_IO_URING = (425, 426, 427)
@@ -99,7 +104,9 @@ def seccomp_program(
     connects) fail, as Landlock refuses TCP ``connect`` and ``bind``; ``"none"``: no sockets
     at all (``socketpair`` still works); ``"any"``: unrestricted (the bwrap mode has its own
     network namespace). With ``noop_metadata`` the
-    chmod/chown/utime/xattr family succeeds without effect. System V IPC (``shmget``,
+    chmod/chown/utime/xattr family succeeds without effect, and the ``ioctl`` commands that
+    set a file's attributes (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``,
+    ``FS_IOC_SETVERSION``) fail with EPERM. System V IPC (``shmget``,
     ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
     ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run). Without
     ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
@@ -130,6 +137,7 @@ def seccomp_program(
         ops += [("jeq", nr, "flags3", None) for nr in _NR_SEND_FLAGS_ARG3[machine]]
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
+        ops.append(("jeq", _NR_IOCTL[machine], "ioctl", None))
     ops += [
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "clone", None),
@@ -154,6 +162,10 @@ def seccomp_program(
         ("label", 0, "flags3", None),
         ("ld", 40, None, None),  # args[3]: sendto's and sendmmsg's flags
         ("jset", _MSG_FASTOPEN, "deny", "allow"),
+        ("label", 0, "ioctl", None),
+        ("ld", 24, None, None),  # args[1]: the command
+        *[("jeq", cmd, "deny", None) for cmd in _IOCTL_SET_ATTRIBUTES],
+        ("ret", _RET_ALLOW, None, None),
         ("label", 0, "allow", None),
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "noop", None),

@@ -978,6 +978,37 @@ HOSTILE_PROGRAMS += (
         must_not_print="LEAKED",
     ),
     HostileProgram(
+        name="file_attributes_outside",
+        description=(
+            "sets the inode flags (FS_IOC_SETFLAGS, through a read-only descriptor: ownership "
+            "is the only check) of the public data and the interpreter, to their current value "
+            "(harmless when it works)"
+        ),
+        body=(
+            "import array, fcntl, os, sys\n"
+            "targets = [os.path.join(os.environ['DATA_DIR'], 'train.csv'),\n"
+            "           os.path.realpath(sys.executable)]\n"
+            "for t in targets:\n"
+            "    try:\n"
+            "        fd = os.open(t, os.O_RDONLY)\n"
+            "    except OSError as exc:\n"
+            "        print('open refused', t, exc.errno)\n"
+            "        continue\n"
+            "    flags = array.array('l', [0])\n"
+            "    try:\n"
+            "        fcntl.ioctl(fd, 0x80086601, flags)  # FS_IOC_GETFLAGS\n"
+            "        fcntl.ioctl(fd, 0x40086602, flags)  # FS_IOC_SETFLAGS, unchanged\n"
+            "        print('CHANGED the attributes of', t)\n"
+            "    except OSError as exc:\n"
+            "        print('attributes refused', t, exc.errno)\n"
+            "    os.close(fd)\n"
+            "print('ATTRIBUTES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="ATTRIBUTES-TRIED",
+        must_not_print="CHANGED",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "

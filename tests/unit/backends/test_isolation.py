@@ -224,6 +224,11 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert private_ipc is not None
     assert _bpf(private_ipc, 29, x86, ()) == allow  # shmget in a private IPC namespace
     assert _bpf(prog, 76, x86, ()) == allow  # truncate: Landlock checks it from ABI 3
+    set_flags = eperm if root else allow  # ioctl(FS_IOC_SETFLAGS) on any readable file
+    assert _bpf(prog, 16, x86, (3, 0x40086602)) == set_flags
+    assert _bpf(prog, 16, x86, (3, 0x401C5820)) == set_flags  # FS_IOC_FSSETXATTR
+    assert _bpf(prog, 16, x86, (3, 0x80086601)) == allow  # FS_IOC_GETFLAGS
+    assert _bpf(prog, 16, x86, (1, 0x5401)) == allow  # TCGETS
     no_truncate = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, truncate=False)
     assert no_truncate is not None
     assert _bpf(no_truncate, 76, x86, ()) == eperm
