@@ -283,7 +283,11 @@ class LocalSandbox(Sandbox):
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
                     program = iso.seccomp_program(
-                        os.uname().machine, sockets="any", noop_metadata=False, sysv_ipc=True
+                        os.uname().machine,
+                        sockets="any",
+                        noop_metadata=False,
+                        sysv_ipc=True,
+                        prlimit_others=True,
                     )
                     if program is not None:
                         self._seccomp = iso.seccomp_bytes(program)

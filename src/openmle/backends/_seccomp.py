@@ -69,6 +69,10 @@ _NR_LISTEN = {"x86_64": 50, "aarch64": 201}
 _NR_SEND_FLAGS_ARG2 = {"x86_64": (46,), "aarch64": (211,)}  # sendmsg
 _NR_SEND_FLAGS_ARG3 = {"x86_64": (44, 307), "aarch64": (206, 269)}  # sendto, sendmmsg
 _MSG_FASTOPEN = 0x20000000
+# prlimit64: its permission check is the uid alone (Landlock does not see it), so a program
+# sharing the host's PID namespace as root could set the limits of any process (RLIMIT_CPU of
+# the service, of init); allowed on pid 0 (itself) only.
+_NR_PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 # truncate(2) by path: Landlock checks it only from ABI 3 (LANDLOCK_ACCESS_FS_TRUNCATE).
 _NR_TRUNCATE = {"x86_64": 76, "aarch64": 45}
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
@@ -90,6 +94,7 @@ def seccomp_program(
     noop_metadata: bool,
     sysv_ipc: bool = False,
     truncate: bool = True,
+    prlimit_others: bool = False,
 ) -> list[tuple[int, int, int, int]] | None:
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
@@ -111,6 +116,8 @@ def seccomp_program(
     ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run). Without
     ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
     below ABI 3 does not check it, so any file the program can name could be emptied.
+    ``prlimit64`` on a process other than the caller (pid 0) fails with EPERM unless
+    ``prlimit_others`` (the bwrap mode: its PID namespace holds only the run).
     """
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
@@ -127,6 +134,8 @@ def seccomp_program(
         ops += [("jeq", nr, "deny", None) for nr in _NR_SYSV_IPC[machine]]
     if not truncate:
         ops.append(("jeq", _NR_TRUNCATE[machine], "deny", None))
+    if not prlimit_others:
+        ops.append(("jeq", _NR_PRLIMIT64[machine], "self", None))
     ops.append(("jeq", _NR_CLONE3, "nosys", None))
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":
@@ -138,15 +147,24 @@ def seccomp_program(
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
         ops.append(("jeq", _NR_IOCTL[machine], "ioctl", None))
-    ops += [
+    ops += _handlers(sockets)
+    return _assemble(ops)
+
+
+def _handlers(sockets: str) -> list[_Op]:
+    """The filter's tail: ``allow`` for what fell through, then each labelled check and
+    verdict the syscall tests above jump to.
+    """
+    tcp = sockets == "tcp"
+    return [
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "clone", None),
         ("ld", 16, None, None),
         ("jset", _CLONE_NAMESPACES, "deny", "allow"),
         ("label", 0, "socket", None),
         ("ld", 16, None, None),
-        ("jeq", _AF_INET, "type" if sockets == "tcp" else "deny", None),
-        ("jeq", _AF_INET6, "type" if sockets == "tcp" else "deny", "deny"),
+        ("jeq", _AF_INET, "type" if tcp else "deny", None),
+        ("jeq", _AF_INET6, "type" if tcp else "deny", "deny"),
         ("label", 0, "type", None),
         ("ld", 24, None, None),
         ("and", 0xF, None, None),
@@ -162,6 +180,9 @@ def seccomp_program(
         ("label", 0, "flags3", None),
         ("ld", 40, None, None),  # args[3]: sendto's and sendmmsg's flags
         ("jset", _MSG_FASTOPEN, "deny", "allow"),
+        ("label", 0, "self", None),
+        ("ld", 16, None, None),  # args[0]: the pid
+        ("jeq", 0, "allow", "deny"),
         ("label", 0, "ioctl", None),
         ("ld", 24, None, None),  # args[1]: the command
         *[("jeq", cmd, "deny", None) for cmd in _IOCTL_SET_ATTRIBUTES],
@@ -177,7 +198,6 @@ def seccomp_program(
         ("label", 0, "foreign", None),
         ("ret", _RET_ERRNO | errno.EPERM, None, None),
     ]
-    return _assemble(ops)
 
 
 def _assemble(ops: Sequence[_Op]) -> list[tuple[int, int, int, int]]:

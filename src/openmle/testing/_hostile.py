@@ -769,11 +769,12 @@ HOSTILE_PROGRAMS += (
     HostileProgram(
         name="signal_and_trace_host",
         description=(
-            "signals (signal 0: a permission check only), seizes with ptrace (no stop) and "
-            "opens the memory of host processes"
+            "signals (signal 0: a permission check only), seizes with ptrace (no stop), "
+            "opens the memory of and sets the limits (prlimit, to their current value) of host "
+            "processes"
         ),
         body=(
-            "import ctypes, os\n"
+            "import ctypes, os, resource\n"
             "libc = ctypes.CDLL(None, use_errno=True)\n"
             "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long] + [ctypes.c_void_p] * 2\n"
             "for pid in HOST_PIDS:\n"
@@ -790,6 +791,12 @@ HOSTILE_PROGRAMS += (
             "            print('REACHED: opened the memory of', pid)\n"
             "    except OSError:\n"
             "        pass\n"
+            "    try:  # the uid is prlimit's only check: rewrite a host limit with its value\n"
+            "        limit = resource.prlimit(pid, resource.RLIMIT_NOFILE)\n"
+            "        resource.prlimit(pid, resource.RLIMIT_NOFILE, limit)\n"
+            "        print('REACHED: set the limits of', pid)\n"
+            "    except (OSError, ValueError) as exc:\n"
+            "        print('prlimit refused', pid, exc)\n"
             "print('SIGNALS-TRIED')\n"
         ),
         expected=[Outcome.MISSING_SUBMISSION],

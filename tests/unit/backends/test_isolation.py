@@ -224,6 +224,11 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert private_ipc is not None
     assert _bpf(private_ipc, 29, x86, ()) == allow  # shmget in a private IPC namespace
     assert _bpf(prog, 76, x86, ()) == allow  # truncate: Landlock checks it from ABI 3
+    assert _bpf(prog, 302, x86, (0, 7)) == allow  # prlimit64 on itself (setrlimit)
+    assert _bpf(prog, 302, x86, (1, 7)) == eperm  # prlimit64 on init
+    others = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, prlimit_others=True)
+    assert others is not None
+    assert _bpf(others, 302, x86, (1, 7)) == allow
     set_flags = eperm if root else allow  # ioctl(FS_IOC_SETFLAGS) on any readable file
     assert _bpf(prog, 16, x86, (3, 0x40086602)) == set_flags
     assert _bpf(prog, 16, x86, (3, 0x401C5820)) == set_flags  # FS_IOC_FSSETXATTR
