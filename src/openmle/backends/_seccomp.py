@@ -44,14 +44,19 @@ _IOCTL_SET_ATTRIBUTES = (0x40086602, 0x40046602, 0x401C5820, 0x40087602, 0x40047
 # unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd, and io_uring
 # (setup, enter, register: its operations, IORING_OP_SOCKET among them, bypass this filter).
 _NR_IO_URING = (425, 426, 427)
+# syslog (klogctl): the host's kernel log is not namespaced, and where kernel.dmesg_restrict
+# is 0 anyone may read it.
+_NR_SYSLOG = {"x86_64": 103, "aarch64": 116}
 _NR_DENIED = {
     "x86_64": (
         *(272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
         *_NR_IO_URING,
+        _NR_SYSLOG["x86_64"],
     ),
     "aarch64": (
         *(97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
         *_NR_IO_URING,
+        _NR_SYSLOG["aarch64"],
     ),
 }
 # System V IPC: shmget/shmat/shmctl/shmdt, semget/semop/semctl/semtimedop,
@@ -99,7 +104,7 @@ def seccomp_program(
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
     Always: new namespaces (``unshare``, ``setns``, ``clone`` with namespace flags), mounts,
-    kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` and io_uring
+    kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``syslog`` and io_uring
     (``io_uring_setup``/``enter``/``register``) fail with EPERM;
     ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
     ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``

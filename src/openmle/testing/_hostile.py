@@ -1016,6 +1016,24 @@ HOSTILE_PROGRAMS += (
         must_not_print="CHANGED",
     ),
     HostileProgram(
+        name="kernel_log",
+        description=(
+            "reads the host's kernel log with syslog(2) (not namespaced; open to anyone where "
+            "kernel.dmesg_restrict is 0)"
+        ),
+        body=(
+            "import ctypes\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "buf = ctypes.create_string_buffer(1 << 16)\n"
+            "n = libc.klogctl(3, buf, len(buf))  # SYSLOG_ACTION_READ_ALL\n"
+            "print('LEAKED the kernel log' if n > 0 else f'syslog refused {ctypes.get_errno()}')\n"
+            "print('KLOG-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="KLOG-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
         name="sysv_ipc",
         description=(
             "creates System V shared memory, a message queue and a semaphore set (they live "

@@ -206,7 +206,7 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(prog, 56, x86, (0x01200011,)) == allow  # clone as fork() calls it
     assert _bpf(prog, 56, x86, (0x10000000,)) == eperm  # clone(CLONE_NEWUSER)
     assert _bpf(prog, 435, x86, ()) == enosys  # clone3
-    for nr in (272, 308, 165, 250, 321):  # unshare, setns, mount, keyctl, bpf
+    for nr in (272, 308, 165, 250, 321, 103):  # unshare, setns, mount, keyctl, bpf, syslog
         assert _bpf(prog, nr, x86, ()) == eperm
     for nr in (425, 426, 427):  # io_uring_setup, _enter, _register (IORING_OP_SOCKET)
         assert _bpf(prog, nr, x86, ()) == eperm
