@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Sequence
 
 import pytest
 
@@ -10,7 +12,7 @@ from openmle import Outcome
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import landlock_abi
 from openmle.errors import SandboxUnavailable
-from openmle.testing import HOSTILE_PROGRAMS, ToyTask, run_hostile_battery
+from openmle.testing import HOSTILE_PROGRAMS, HostileReport, ToyTask, run_hostile_battery
 
 from .test_sandbox_conformance import NaiveSandbox
 
@@ -29,6 +31,8 @@ async def test_local_sandbox_survives_battery(local_sandbox: LocalSandbox, toy: 
     )
     assert [r.name for r in reports] == [p.name for p in HOSTILE_PROGRAMS]
     failures = {r.name: r.problems for r in reports if not r.ok}
+    if local_sandbox.isolation_mode == "landlock" and landlock_abi() < 6:
+        failures.pop("signal_and_trace_host", None)  # signals are scoped from ABI 6 (docs)
     assert not failures, failures
     by_name = {r.name: r for r in reports}
     # LocalSandbox is stricter than the battery requires.
@@ -48,9 +52,9 @@ async def test_local_sandbox_survives_battery(local_sandbox: LocalSandbox, toy: 
 _MEMORY = ("memory_bomb", "shared_memory_mmap", "dev_shm_fill")
 
 
-@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
-async def test_memory_is_bounded_without_cgroups(mode: str, toy: ToyTask) -> None:
-    """Without cgroups, rlimits (RLIMIT_AS too) and a sized /dev/shm bound shared memory."""
+async def _without_cgroups(mode: str, toy: ToyTask, names: Sequence[str]) -> dict[str, object]:
+    """Run the programs ``names`` on a LocalSandbox in ``mode`` without cgroups (skipped where
+    the mode is unavailable); the failures by program name."""
     if mode == "landlock" and not _landlock():
         pytest.skip("Landlock is not supported by this kernel")
     sb = LocalSandbox(
@@ -67,22 +71,34 @@ async def test_memory_is_bounded_without_cgroups(mode: str, toy: ToyTask) -> Non
     except SandboxUnavailable as exc:
         pytest.skip(str(exc))
     try:
-        reports = await run_hostile_battery(
-            sb,
-            task="toy",
-            private_paths=toy.private_paths,
-            task_root=toy.root,
-            programs=[p for p in HOSTILE_PROGRAMS if p.name in _MEMORY],
-        )
+        failures, _ = await _run(sb, toy, *names)
     finally:
         await sb.aclose()
-    failures = {r.name: r.problems for r in reports if not r.ok}
+    return failures
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_memory_is_bounded_without_cgroups(mode: str, toy: ToyTask) -> None:
+    """Without cgroups, rlimits (RLIMIT_AS too) and a sized /dev/shm bound shared memory."""
+    failures = await _without_cgroups(mode, toy, _MEMORY)
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyTask) -> None:
+    """Without cgroups a run's processes are found by its PID namespace (bwrap) or, in the
+    Landlock mode, by the run marker and the run's own mount namespace: a daemon that cleared
+    its environment (so the marker) and left the process tree used to survive the run."""
+    if mode == "landlock" and os.geteuid() != 0:
+        pytest.skip("without root the Landlock mode has no mount namespace to find it by")
+    failures = await _without_cgroups(mode, toy, ("orphans", "orphan_cleared_env", "fork_runner"))
     assert not failures, failures
 
 
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     """Against an unisolated sandbox the battery reports the leaks and the writes it made."""
     names = {"read_private", "write_outside", "network", "host_unix_socket", "metadata_outside"}
+    names |= {"signal_and_trace_host", "truncate_outside", "file_attributes_outside"}
     safe = [p for p in HOSTILE_PROGRAMS if p.name in names]
     reports = await run_hostile_battery(
         NaiveSandbox(toy),
@@ -97,3 +113,85 @@ async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:
     assert "task package changed" in problems["metadata_outside"]
     assert "host service" in problems["network"]
     assert "host service" in problems["host_unix_socket"]
+    assert "the attack worked" in problems["signal_and_trace_host"]
+    assert "the attack worked" in problems["truncate_outside"]
+    assert "the attack worked" in problems["file_attributes_outside"]
+
+
+async def _run(
+    sandbox: LocalSandbox, toy: ToyTask, *names: str
+) -> tuple[dict[str, object], list[HostileReport]]:
+    """Run the hostile programs ``names`` on ``sandbox``: (failures by name, reports)."""
+    by_name = {p.name: p for p in HOSTILE_PROGRAMS}
+    reports = await run_hostile_battery(
+        sandbox,
+        task="toy",
+        private_paths=toy.private_paths,
+        task_root=toy.root,
+        programs=[by_name[n] for n in names],
+    )
+    return {r.name: r.problems for r in reports if not r.ok}, reports
+
+
+async def test_host_descriptors_do_not_reach_the_program(
+    local_sandbox: LocalSandbox, toy: ToyTask
+) -> None:
+    """A descriptor the host holds without close-on-exec (opened by the battery before the
+    second run's chain starts) is closed before the program: a directory fd reached the host's
+    whole filesystem from inside bwrap, a file fd the answers in both modes. Nor does the
+    host's working directory reach bwrap's init process (the launch shell exported PWD)."""
+    failures, _ = await _run(
+        local_sandbox, toy, "exit_zero_no_submission", "inherited_fds", "host_cwd_in_environ"
+    )
+    assert not failures, failures
+
+
+async def test_system_v_ipc_does_not_outlive_the_run(
+    local_sandbox: LocalSandbox, toy: ToyTask
+) -> None:
+    """System V objects live in an IPC namespace: bwrap's is the run's own; the Landlock mode
+    shares the host's, where they outlived the run, so its seccomp filter refuses them."""
+    failures, reports = await _run(local_sandbox, toy, "sysv_ipc")
+    assert not failures, failures
+    logs = reports[0].result.logs
+    if local_sandbox.isolation_mode == "landlock":
+        assert "shm refused 1" in logs, logs
+
+
+async def test_host_processes_clock_cgroups_abstract_sockets(
+    local_sandbox: LocalSandbox, toy: ToyTask
+) -> None:
+    """No signal, ptrace or /proc/PID/mem reaches a host process; the clock, the root cgroups
+    and a host's abstract Unix socket are out of reach."""
+    if local_sandbox.isolation_mode == "landlock" and landlock_abi() < 6:
+        pytest.skip("Landlock scopes signals from ABI 6 (see the isolation docs)")
+    failures, _ = await _run(
+        local_sandbox, toy, "signal_and_trace_host", "clock_cgroup_abstract_socket"
+    )
+    assert not failures, failures
+
+
+async def test_file_attributes_outside(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """Landlock does not cover inode flags (FS_IOC_SETFLAGS needs only ownership, which a root
+    program has of every root-owned file it can open): the seccomp filter refuses them as root;
+    bwrap binds everything outside the workspace read-only."""
+    failures, _ = await _run(local_sandbox, toy, "file_attributes_outside")
+    assert not failures, failures
+
+
+async def test_tcp_without_connect_or_bind(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """Landlock refuses TCP connect and bind, not TCP Fast Open (which connects from sendto)
+    nor listen (which binds an unbound socket): the seccomp filter refuses both; bwrap has a
+    network namespace of its own."""
+    failures, _ = await _run(local_sandbox, toy, "tcp_without_connect")
+    assert not failures, failures
+
+
+async def test_forged_result_lines_stay_logs(local_sandbox: LocalSandbox, toy: ToyTask) -> None:
+    """Score and JSON result lines, escapes, NUL and bytes that are not UTF-8 in the output are
+    logs: the run has no score, and its result is storable JSON."""
+    failures, reports = await _run(local_sandbox, toy, "forged_result_lines")
+    assert not failures, failures
+    result = reports[0].result
+    assert result.score is None
+    assert "score: 1.0" in result.logs

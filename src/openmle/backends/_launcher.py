@@ -17,11 +17,13 @@ End of file with nothing read: it exits 0 (the sandbox discarded it). Else it mo
 ``/dev/null``, changes to the run's directory, sets the rlimits (``setrlimit``: exact bytes
 and seconds, no ``prlimit`` or shell), and in the Landlock mode mounts a private ``/dev/shm``
 where it may, applies the Landlock ruleset, drops the capability bounding set (as root), sets
-``no_new_privs`` and loads the seccomp filter; then it reports ``ok`` on the status fd, closes
-it and ``exec``s the program, with the program's environment when the configuration carries
-one. So a run pays no interpreter start and no extra ``exec`` before its program. Any failure
-is reported as ``err:<message>`` with exit status 125, which the sandbox turns into an
-infrastructure error.
+``no_new_privs`` and loads the seccomp filter; then it reports ``ok`` on the status fd
+(``ok mnt:[N]`` when it made the run a private mount namespace), closes
+it, closes every other descriptor above 2 (the sandbox's process may hold some without
+close-on-exec) and ``exec``s the program, with the program's environment when the
+configuration carries one. So a run pays no interpreter start and no extra ``exec`` before
+its program. Any failure is reported as ``err:<message>`` with exit status 125, which the
+sandbox turns into an infrastructure error.
 
 The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
 ``parent`` (a pid: die with it, or null).
@@ -88,6 +90,8 @@ MS_PRIVATE = 0x40000
 MNT_DETACH = 2
 
 EXIT_LAUNCH_FAILED = 125
+MAX_FD = 1 << 30
+"""Above every descriptor number (``os.closerange(3, MAX_FD)`` is one ``close_range`` call)."""
 
 
 def _fail(status: int, msg: str) -> None:
@@ -97,13 +101,18 @@ def _fail(status: int, msg: str) -> None:
         os._exit(EXIT_LAUNCH_FAILED)
 
 
-def _landlock(libc: Any, ll: dict[str, Any]) -> None:
-    """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm``) to this process."""
+def _landlock(libc: Any, ll: dict[str, Any]) -> str:
+    """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm``) to this process;
+    the private mount namespace it made (``mnt:[N]``, which no process of the run can leave:
+    seccomp refuses ``setns`` and ``unshare``), or ``""`` without one.
+    """
     import ctypes
 
     rules = list(ll["rules"])
     shm = ll.get("shm")
+    namespace = ""
     if shm is not None and libc.unshare(CLONE_NEWNS) == 0:
+        namespace = os.readlink("/proc/self/ns/mnt")
         # A private mount namespace with a fresh, size-limited, noexec /dev/shm; without one
         # (not root) the program gets no /dev/shm access at all. (Mounts made private first,
         # so nothing propagates to the host.)
@@ -153,6 +162,7 @@ def _landlock(libc: Any, ll: dict[str, Any]) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     sc(NR_LANDLOCK_RESTRICT_SELF, rs, 0)
     os.close(rs)
+    return namespace
 
 
 def _seccomp(libc: Any, prog: list[list[int]] | None) -> None:
@@ -221,11 +231,16 @@ def _launch(cfg: dict[str, Any], libc: Any, status: int) -> None:
     for name, soft, hard in cfg["rlimits"]:
         resource.setrlimit(getattr(resource, name), (soft, hard))
     ll = cfg.get("landlock")
+    namespace = ""
     if ll is not None:
-        _landlock(libc, ll)
+        namespace = _landlock(libc, ll)
         _seccomp(libc, cfg.get("seccomp"))
-    os.write(status, b"ok")
-    os.close(status)
+    # "ok", and the run's own mount namespace where it has one: the sandbox finds the run's
+    # processes by it too (one that cleared its environment loses the run marker).
+    os.write(status, f"ok {namespace}".rstrip().encode())
+    # Every descriptor above stderr goes: the status pipe, and any the sandbox's process held
+    # without close-on-exec (a directory fd there would reach the host's whole filesystem).
+    os.closerange(3, MAX_FD)
     args = cfg["argv"]
     env = cfg.get("env")
     if env is None:

@@ -283,7 +283,11 @@ class LocalSandbox(Sandbox):
                 if found is None:
                     mode, self._bwrap = "bwrap", bwrap
                     program = iso.seccomp_program(
-                        os.uname().machine, sockets="any", noop_metadata=False
+                        os.uname().machine,
+                        sockets="any",
+                        noop_metadata=False,
+                        sysv_ipc=True,
+                        prlimit_others=True,
                     )
                     if program is not None:
                         self._seccomp = iso.seccomp_bytes(program)
@@ -749,13 +753,22 @@ class LocalSandbox(Sandbox):
             runtime_s = time.monotonic() - started
             self._phases["exited"] = time.perf_counter()
             timed_out = waited.cancelled_caught
+            # Read now: the Landlock launcher names the run's mount namespace there.
+            status = _read_all(proc.status_r)
             with anyio.CancelScope(shield=True):
-                await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
+                await self._kill_tree(
+                    proc,
+                    cgroup,
+                    marker,
+                    graceful=timed_out,
+                    bwrap=bwrap,
+                    namespace=_run_namespace(status),
+                )
             with anyio.move_on_after(_PIPE_GRACE_S):
                 await drained.wait()
             tg.cancel_scope.cancel()
         self._phases["swept_drained"] = time.perf_counter()
-        status = _read_all(proc.status_r)
+        status += _read_all(proc.status_r)
         exit_code = proc.returncode
         # The launcher says "ok" (in bwrap mode: the one inside the sandbox) just before exec.
         if not status.startswith(b"ok"):
@@ -808,19 +821,24 @@ class LocalSandbox(Sandbox):
         *,
         graceful: bool,
         bwrap: bool,
+        namespace: str = "",
     ) -> None:
-        """Kill every process of the run and reap the main one (TERM first when ``graceful``)."""
+        """Kill every process of the run and reap the main one (TERM first when ``graceful``).
+
+        ``namespace``: the run's own mount namespace (Landlock mode as root), which finds the
+        run's processes without a cgroup even when they cleared their environment (the run
+        marker) and left the process tree (``setsid``, double ``fork``).
+        """
         main = proc.pid
 
         def targets(main_alive: bool) -> set[int]:
-            found: set[int] = set()
-            if main_alive:
-                found |= iso.descendants(main)
-            if cgroup is not None:
-                found |= cgroup.pids()  # authoritative: a program cannot leave its cgroup
-            elif not bwrap:
-                found |= iso.live_pids_with_env(RUN_ID_ENV, marker)
-            return found
+            return _run_pids(
+                main if main_alive else None,
+                cgroup,
+                marker=marker,
+                bwrap=bwrap,
+                namespace=namespace,
+            )
 
         if graceful and proc.returncode is None:
             pids = await anyio.to_thread.run_sync(targets, True)
@@ -1041,7 +1059,7 @@ class _Chain:
 
 def _remove_run_dir(run_dir: Path, box: Path, *, mounted: bool, keep: bool) -> None:
     """Unmount the quota tmpfs and delete the run directory (or, with ``keep``, keep its
-    ``workspace`` and ``program``).
+    ``workspace`` and ``program``, without set-user-ID or set-group-ID bits).
     """
     if keep:
         for part in ("workspace", "program"):
@@ -1060,6 +1078,17 @@ def _remove_run_dir(run_dir: Path, box: Path, *, mounted: bool, keep: bool) -> N
             else:
                 with contextlib.suppress(OSError):
                     src.rename(run_dir / part)
+            # The program may have run as root: a set-user-ID copy of a shell it left would
+            # be a root shell on the host for whoever reaches the kept directory. (chmod -R
+            # walks any depth and never follows a symbolic link it meets.)
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(
+                    ["chmod", "-R", "u-s,g-s", "--", str(run_dir / part)],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=600,
+                    check=False,
+                )
     if mounted:
         iso.unmount(box)
     if keep:
@@ -1168,6 +1197,31 @@ async def _pump(proc: _Chain, cap: LogCap, drained: anyio.Event) -> None:
 def _task_paths(task: TaskHandle, job: Job) -> tuple[Path, tuple[Path, ...]]:
     """The split's public dir and the private paths (may build a task's validation view)."""
     return Path(task.public_dir(job.split)), tuple(Path(p) for p in task.private_paths)
+
+
+def _run_pids(
+    main: int | None, cgroup: iso.Cgroup | None, *, marker: str, bwrap: bool, namespace: str
+) -> set[int]:
+    """The run's live processes: ``main``'s descendants (when it is alive), and its cgroup's
+    members, else (Landlock mode) those carrying its ``marker`` or in its mount ``namespace``.
+    """
+    found: set[int] = set()
+    if main is not None:
+        found |= iso.descendants(main)
+    if cgroup is not None:
+        found |= cgroup.pids()  # authoritative: a program cannot leave its cgroup
+    elif not bwrap:
+        found |= iso.live_pids_with_env(RUN_ID_ENV, marker)
+        if namespace:
+            found |= iso.live_pids_in_mount_ns(namespace)
+    return found
+
+
+def _run_namespace(status: bytes) -> str:
+    """The run's mount namespace from the launcher's ``ok mnt:[N]`` report, or ``""``."""
+    _, _, rest = status.partition(b" ")
+    found = rest.decode(errors="replace").strip()
+    return found if status.startswith(b"ok ") and found.startswith("mnt:[") else ""
 
 
 def _read_all(fd: int) -> bytes:

@@ -468,6 +468,7 @@ def _landlock_launch(
             sandbox.machine,
             sockets="tcp" if sandbox.landlock_abi >= 4 else "none",
             noop_metadata=sandbox.euid == 0,
+            truncate=sandbox.landlock_abi >= 3,  # below ABI 3 Landlock lets it empty any file
         ),
     }
     return [info.executable, str(paths.program_dir / "main.py")], env, isolation
@@ -549,7 +550,9 @@ def spare_argv(
             return list(then)
         q = shlex.quote
         status = f"/proc/self/fd/{status_fd}"  # dash redirects only fds 0-9 by number
-        lines = ["set -u"]
+        # The shell exports PWD (the service's working directory, a host path) to bubblewrap,
+        # whose init process inside the sandbox keeps that environment: unset it.
+        lines = ["set -u", "unset PWD OLDPWD"]
         lines += [
             f"echo 0 > {q(f)} || {{ printf %s {q('err:cannot join cgroup ' + f)} > {status}; "
             "exit 125; }"

@@ -107,20 +107,41 @@ def live_pids_with_env(key: str, value: str) -> set[int]:
     return out
 
 
+def live_pids_in_mount_ns(namespace: str) -> set[int]:
+    """Live (non-zombie) processes in the mount namespace ``namespace`` (``mnt:[N]``, as
+    ``/proc/PID/ns/mnt`` reads; only those this process may inspect). Blocking: scans ``/proc``.
+    """
+    out: set[int] = set()
+    for pid in _all_pids():
+        try:
+            found = os.readlink(f"/proc/{pid}/ns/mnt")
+        except OSError:
+            continue
+        if found == namespace:
+            st = _stat_fields(pid)
+            if st is not None and st[0] != "Z":
+                out.add(pid)
+    return out
+
+
+def _all_pids() -> Iterator[int]:
+    """Every pid in ``/proc`` (some may be gone by the time they are looked at)."""
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                yield int(entry.name)
+
+
 def _environments() -> Iterator[tuple[int, list[bytes]]]:
     """``(pid, its environment's NUL-separated entries)`` of every process in ``/proc`` whose
     environment this process may read (the others are skipped). Blocking.
     """
-    with os.scandir("/proc") as entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            pid = int(entry.name)
-            try:
-                env = Path(f"/proc/{pid}/environ").read_bytes()
-            except OSError:
-                continue
-            yield pid, env.split(b"\0")
+    for pid in _all_pids():
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        yield pid, env.split(b"\0")
 
 
 def kill_pids(pids: Iterable[int], sig: int) -> None:

@@ -36,46 +36,98 @@ _NR_METADATA = {
     ),
     "aarch64": (5, 6, 7, 14, 15, 16, 52, 53, 54, 55, 88, 452, 463, 466),
 }
+# ioctl commands that change a file's attributes through any descriptor, a read-only one too
+# (FS_IOC_SETFLAGS: sync, noatime, nodump, ...; FS_IOC_FSSETXATTR; FS_IOC_SETVERSION; the
+# 32-bit encodings of the first and the last). Ownership is their only check.
+_NR_IOCTL = {"x86_64": 16, "aarch64": 29}
+_IOCTL_SET_ATTRIBUTES = (0x40086602, 0x40046602, 0x401C5820, 0x40087602, 0x40047602)
 # unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd, and io_uring
 # (setup, enter, register: its operations, IORING_OP_SOCKET among them, bypass this filter).
 _NR_IO_URING = (425, 426, 427)
+# syslog (klogctl): the host's kernel log is not namespaced, and where kernel.dmesg_restrict
+# is 0 anyone may read it.
+_NR_SYSLOG = {"x86_64": 103, "aarch64": 116}
 _NR_DENIED = {
     "x86_64": (
         *(272, 308, 165, 166, 155, 428, 429, 430, 431, 432, 442, 248, 249, 250, 321, 298, 323),
         *_NR_IO_URING,
+        _NR_SYSLOG["x86_64"],
     ),
     "aarch64": (
         *(97, 268, 40, 39, 41, 428, 429, 430, 431, 432, 442, 217, 218, 219, 280, 241, 282),
         *_NR_IO_URING,
+        _NR_SYSLOG["aarch64"],
     ),
 }
+# System V IPC: shmget/shmat/shmctl/shmdt, semget/semop/semctl/semtimedop,
+# msgget/msgsnd/msgrcv/msgctl. Its objects live in the IPC namespace, not in a filesystem
+# Landlock covers: in the host's namespace they outlive the run (memory past every limit) and
+# are shared with the host's processes.
+_NR_SYSV_IPC = {
+    "x86_64": (29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71),
+    "aarch64": (194, 196, 195, 197, 190, 193, 191, 192, 186, 189, 188, 187),
+}
+# TCP calls that Landlock's network rules (ABI >= 4: connect and bind) do not see: listen()
+# on an unbound socket binds it to an ephemeral port on every interface, and sendto/sendmsg/
+# sendmmsg with MSG_FASTOPEN connect (TCP Fast Open) without connect().
+_NR_LISTEN = {"x86_64": 50, "aarch64": 201}
+_NR_SEND_FLAGS_ARG2 = {"x86_64": (46,), "aarch64": (211,)}  # sendmsg
+_NR_SEND_FLAGS_ARG3 = {"x86_64": (44, 307), "aarch64": (206, 269)}  # sendto, sendmmsg
+_MSG_FASTOPEN = 0x20000000
+# prlimit64: its permission check is the uid alone (Landlock does not see it), so a program
+# sharing the host's PID namespace as root could set the limits of any process (RLIMIT_CPU of
+# the service, of init); allowed on pid 0 (itself) only.
+_NR_PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
+# truncate(2) by path: Landlock checks it only from ABI 3 (LANDLOCK_ACCESS_FS_TRUNCATE).
+_NR_TRUNCATE = {"x86_64": 76, "aarch64": 45}
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
 _NR_CLONE3 = 435
 _CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_AF_INET, _AF_INET6, _SOCK_STREAM = 2, 10, 1
+_AF_INET, _AF_INET6, _SOCK_STREAM, _IPPROTO_TCP = 2, 10, 1, 6
+
+
+_Op = tuple[str, int, str | None, str | None]
+"""One step of a filter being built: ``(op, k, true label, false label)``."""
 
 
 def seccomp_program(
-    machine: str, *, sockets: Literal["tcp", "none", "any"], noop_metadata: bool
+    machine: str,
+    *,
+    sockets: Literal["tcp", "none", "any"],
+    noop_metadata: bool,
+    sysv_ipc: bool = False,
+    truncate: bool = True,
+    prlimit_others: bool = False,
 ) -> list[tuple[int, int, int, int]] | None:
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
     Always: new namespaces (``unshare``, ``setns``, ``clone`` with namespace flags), mounts,
-    kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd`` and io_uring
+    kernel keyrings, ``bpf``, ``perf_event_open``, ``userfaultfd``, ``syslog`` and io_uring
     (``io_uring_setup``/``enter``/``register``) fail with EPERM;
     ``clone3`` fails with ENOSYS (its flags are out of a filter's reach; libc falls back to
     ``clone``); syscalls of a foreign ABI (x32, 32-bit) fail. ``sockets="tcp"``: ``socket()``
-    may create only TCP sockets, so no Unix socket of a host service can be reached;
-    ``"none"``: no sockets at all (``socketpair`` still works); ``"any"``: unrestricted (the
-    bwrap mode has its own network namespace). With ``noop_metadata`` the
-    chmod/chown/utime/xattr family succeeds without effect.
+    may create only TCP sockets (protocol 0 or ``IPPROTO_TCP``, never MPTCP or SCTP, which
+    Landlock's TCP rules do not cover), so no Unix socket of a host service can be reached,
+    and ``listen`` (which binds an unbound socket) and sending with ``MSG_FASTOPEN`` (which
+    connects) fail, as Landlock refuses TCP ``connect`` and ``bind``; ``"none"``: no sockets
+    at all (``socketpair`` still works); ``"any"``: unrestricted (the bwrap mode has its own
+    network namespace). With ``noop_metadata`` the
+    chmod/chown/utime/xattr family succeeds without effect, and the ``ioctl`` commands that
+    set a file's attributes (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``,
+    ``FS_IOC_SETVERSION``) fail with EPERM. System V IPC (``shmget``,
+    ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
+    ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run). Without
+    ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
+    below ABI 3 does not check it, so any file the program can name could be emptied.
+    ``prlimit64`` on a process other than the caller (pid 0) fails with EPERM unless
+    ``prlimit_others`` (the bwrap mode: its PID namespace holds only the run).
     """
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
         return None
-    ops: list[tuple[str, int, str | None, str | None]] = [
+    ops: list[_Op] = [
         ("ld", 4, None, None),
         ("jeq", arch, None, "foreign"),
         ("ld", 0, None, None),
@@ -83,25 +135,63 @@ def seccomp_program(
     if machine == "x86_64":
         ops.append(("jset", 0x40000000, "foreign", None))  # x32 syscalls
     ops += [("jeq", nr, "deny", None) for nr in _NR_DENIED[machine]]
+    if not sysv_ipc:
+        ops += [("jeq", nr, "deny", None) for nr in _NR_SYSV_IPC[machine]]
+    if not truncate:
+        ops.append(("jeq", _NR_TRUNCATE[machine], "deny", None))
+    if not prlimit_others:
+        ops.append(("jeq", _NR_PRLIMIT64[machine], "self", None))
     ops.append(("jeq", _NR_CLONE3, "nosys", None))
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":
         ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+    if sockets == "tcp":
+        ops.append(("jeq", _NR_LISTEN[machine], "deny", None))
+        ops += [("jeq", nr, "flags2", None) for nr in _NR_SEND_FLAGS_ARG2[machine]]
+        ops += [("jeq", nr, "flags3", None) for nr in _NR_SEND_FLAGS_ARG3[machine]]
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
-    ops += [
+        ops.append(("jeq", _NR_IOCTL[machine], "ioctl", None))
+    ops += _handlers(sockets)
+    return _assemble(ops)
+
+
+def _handlers(sockets: str) -> list[_Op]:
+    """The filter's tail: ``allow`` for what fell through, then each labelled check and
+    verdict the syscall tests above jump to.
+    """
+    tcp = sockets == "tcp"
+    return [
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "clone", None),
         ("ld", 16, None, None),
         ("jset", _CLONE_NAMESPACES, "deny", "allow"),
         ("label", 0, "socket", None),
         ("ld", 16, None, None),
-        ("jeq", _AF_INET, "type" if sockets == "tcp" else "deny", None),
-        ("jeq", _AF_INET6, "type" if sockets == "tcp" else "deny", "deny"),
+        ("jeq", _AF_INET, "type" if tcp else "deny", None),
+        ("jeq", _AF_INET6, "type" if tcp else "deny", "deny"),
         ("label", 0, "type", None),
         ("ld", 24, None, None),
         ("and", 0xF, None, None),
-        ("jeq", _SOCK_STREAM, "allow", "deny"),
+        ("jeq", _SOCK_STREAM, "protocol", "deny"),
+        # Landlock's TCP rules cover TCP only: MPTCP and SCTP are stream sockets it lets connect.
+        ("label", 0, "protocol", None),
+        ("ld", 32, None, None),
+        ("jeq", 0, "allow", None),
+        ("jeq", _IPPROTO_TCP, "allow", "deny"),
+        ("label", 0, "flags2", None),
+        ("ld", 32, None, None),  # args[2]: sendmsg's flags
+        ("jset", _MSG_FASTOPEN, "deny", "allow"),
+        ("label", 0, "flags3", None),
+        ("ld", 40, None, None),  # args[3]: sendto's and sendmmsg's flags
+        ("jset", _MSG_FASTOPEN, "deny", "allow"),
+        ("label", 0, "self", None),
+        ("ld", 16, None, None),  # args[0]: the pid
+        ("jeq", 0, "allow", "deny"),
+        ("label", 0, "ioctl", None),
+        ("ld", 24, None, None),  # args[1]: the command
+        *[("jeq", cmd, "deny", None) for cmd in _IOCTL_SET_ATTRIBUTES],
+        ("ret", _RET_ALLOW, None, None),
         ("label", 0, "allow", None),
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "noop", None),
@@ -113,6 +203,12 @@ def seccomp_program(
         ("label", 0, "foreign", None),
         ("ret", _RET_ERRNO | errno.EPERM, None, None),
     ]
+
+
+def _assemble(ops: Sequence[_Op]) -> list[tuple[int, int, int, int]]:
+    """Classic-BPF instructions from ``(op, k, true label, false label)`` steps and
+    ``("label", 0, name, None)`` marks (jumps resolved to relative offsets).
+    """
     labels: dict[str, int] = {}
     n = 0
     for op, _, name, _ in ops:

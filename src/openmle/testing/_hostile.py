@@ -13,10 +13,12 @@ Process checks scan this machine's ``/proc`` for the marker variable each job ca
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import uuid
@@ -51,7 +53,12 @@ class HostileProgram:
             port listening on the host's loopback), ``HOST_UNIX_SOCKET`` (a Unix socket a
             host service listens on), ``HOST_SECRET`` and ``HOST_PIDS`` (a
             secret in the environment and command line of host processes), defined before it
-            runs, and ``HOST_SHM_FILE`` (a file the host keeps in its ``/dev/shm``).
+            runs, ``HOST_SHM_FILE`` (a file the host keeps in its ``/dev/shm``) and
+            ``HOST_FDS`` (``(fd, st_dev, st_ino)`` of descriptors the host's process holds
+            open without close-on-exec: the task root and a private file) and
+            ``HOST_ABSTRACT_SOCKET`` (the name, without its leading NUL, of an abstract Unix
+            socket a host service listens on), and ``HOST_CWD`` (the host process's working
+            directory).
         expected: outcomes that count as correctly classified.
         timeout_s: the job's wall-clock limit.
         memory_mb: the job's memory limit (None for the sandbox default).
@@ -710,6 +717,344 @@ HOSTILE_PROGRAMS += (
     ),
 )
 
+# Programs added by the red-team pass of the sandbox (inherited descriptors, ...).
+HOSTILE_PROGRAMS += (
+    HostileProgram(
+        name="inherited_fds",
+        description=(
+            "looks for descriptors the host's process holds without close-on-exec (a directory "
+            "fd reaches the host's whole filesystem past every mount; a file fd its content)"
+        ),
+        body=(
+            "import os\n"
+            "for name in os.listdir('/proc/self/fd'):\n"
+            "    try:\n"
+            "        st = os.fstat(int(name))\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    for host_fd, dev, ino in HOST_FDS:\n"
+            "        if (st.st_dev, st.st_ino) == (dev, ino):\n"
+            "            print('LEAKED fd', name, 'is the host fd', host_fd)\n"
+            "print('FDS-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="FDS-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="orphan_cleared_env",
+        description=(
+            "leaves a double-forked, new-session daemon that ignores SIGTERM and runs with an "
+            "empty environment (no run marker to find it by), then succeeds"
+        ),
+        body=(
+            "import os, shutil, sys, time\n"
+            f"tag = '{MARKER_ENV}=' + os.environ['{MARKER_ENV}']\n"
+            "daemon = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "time.sleep(600)'\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        # The battery finds it by the marker in its command line.\n"
+            "        os.execve(sys.executable, [sys.executable, '-c', daemon, tag], {})\n"
+            "    os._exit(0)\n"
+            "time.sleep(1)\n"
+            "shutil.copyfile(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+            "                'submission.csv')\n"
+            "print('PARENT-DONE')\n"
+        ),
+        expected=[Outcome.SUCCESS],
+        must_print="PARENT-DONE",
+    ),
+    HostileProgram(
+        name="signal_and_trace_host",
+        description=(
+            "signals (signal 0: a permission check only), seizes with ptrace (no stop), "
+            "opens the memory of and sets the limits (prlimit, to their current value) of host "
+            "processes"
+        ),
+        body=(
+            "import ctypes, os, resource\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long] + [ctypes.c_void_p] * 2\n"
+            "for pid in HOST_PIDS:\n"
+            "    try:\n"
+            "        os.kill(pid, 0)\n"
+            "        print('REACHED: may signal', pid)\n"
+            "    except OSError as exc:\n"
+            "        print('signal refused', pid, exc.errno)\n"
+            "    if libc.ptrace(0x4206, pid, None, None) == 0:  # PTRACE_SEIZE\n"
+            "        libc.ptrace(17, pid, None, None)  # PTRACE_DETACH\n"
+            "        print('REACHED: seized', pid)\n"
+            "    try:\n"
+            "        with open(f'/proc/{pid}/mem', 'rb'):\n"
+            "            print('REACHED: opened the memory of', pid)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "    try:  # the uid is prlimit's only check: rewrite a host limit with its value\n"
+            "        limit = resource.prlimit(pid, resource.RLIMIT_NOFILE)\n"
+            "        resource.prlimit(pid, resource.RLIMIT_NOFILE, limit)\n"
+            "        print('REACHED: set the limits of', pid)\n"
+            "    except (OSError, ValueError) as exc:\n"
+            "        print('prlimit refused', pid, exc)\n"
+            "print('SIGNALS-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SIGNALS-TRIED",
+        must_not_print="REACHED",
+    ),
+    HostileProgram(
+        name="clock_cgroup_abstract_socket",
+        description=(
+            "sets the clock (to its current value), moves itself to the root cgroups and "
+            "connects to an abstract Unix socket a host service listens on"
+        ),
+        body=(
+            "import ctypes, glob, os, socket, time\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "class Ts(ctypes.Structure):\n"
+            "    _fields_ = [('sec', ctypes.c_long), ('nsec', ctypes.c_long)]\n"
+            "now = Ts()\n"
+            "libc.clock_gettime(0, ctypes.byref(now))\n"
+            "if libc.clock_settime(0, ctypes.byref(now)) == 0:\n"
+            "    print('ESCAPED: set the clock')\n"
+            "for procs in glob.glob('/sys/fs/cgroup/cgroup.procs') + "
+            "glob.glob('/sys/fs/cgroup/*/cgroup.procs'):\n"
+            "    try:\n"
+            "        with open(procs, 'w') as f:\n"
+            "            f.write(str(os.getpid()))\n"
+            "        print('ESCAPED: joined', procs)\n"
+            "    except OSError as exc:\n"
+            "        print('cgroup refused', procs, exc.errno)\n"
+            "try:\n"
+            "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "    s.settimeout(3)\n"
+            "    s.connect('\\0' + HOST_ABSTRACT_SOCKET)\n"
+            "    print('ESCAPED: connected to the abstract socket')\n"
+            "except OSError as exc:\n"
+            "    print('abstract socket refused', exc.errno)\n"
+            "print('CLOCK-CGROUP-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="CLOCK-CGROUP-TRIED",
+        must_not_print="ESCAPED",
+    ),
+    HostileProgram(
+        name="tcp_without_connect",
+        description=(
+            "reaches the host's loopback listener with TCP Fast Open (sendto MSG_FASTOPEN and "
+            "TCP_FASTOPEN_CONNECT: no connect() call) and with MPTCP and SCTP stream sockets "
+            "(Landlock's rules cover TCP only), and listens on an unbound socket (bound to an "
+            "ephemeral port on every interface, with no bind() call)"
+        ),
+        body=(
+            "import socket\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "try:\n"
+            "    s.sendto(b'hostile', socket.MSG_FASTOPEN, ('127.0.0.1', PORT))\n"
+            "    print('REACHED: TCP Fast Open sent to the host')\n"
+            "except OSError as exc:\n"
+            "    print('fast open refused', exc.errno)\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "try:\n"
+            "    s.setsockopt(socket.IPPROTO_TCP, 30, 1)  # TCP_FASTOPEN_CONNECT\n"
+            "    s.connect(('127.0.0.1', PORT))\n"
+            "    s.sendall(b'hostile')\n"
+            "    print('REACHED: TCP_FASTOPEN_CONNECT sent to the host')\n"
+            "except OSError as exc:\n"
+            "    print('fast open connect refused', exc.errno)\n"
+            "for proto, name in ((262, 'MPTCP'), (132, 'SCTP')):  # stream sockets, not TCP\n"
+            "    try:\n"
+            "        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)\n"
+            "        s.settimeout(3)\n"
+            "        s.connect(('127.0.0.1', PORT))\n"
+            "        s.sendall(b'hostile')\n"
+            "        print('REACHED:', name, 'connected to the host')\n"
+            "    except OSError as exc:\n"
+            "        print(name, 'refused', exc.errno)\n"
+            "# The host's network (not a namespace of the run's own) shows the host's listener.\n"
+            "try:\n"
+            "    with open('/proc/net/tcp') as f:\n"
+            "        host_net = (':%04X ' % PORT) in f.read()\n"
+            "except OSError:\n"
+            "    host_net = True\n"
+            "try:\n"
+            "    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+            "    listener.listen()\n"
+            "    if host_net:\n"
+            "        print('REACHED: listening on the host network at', listener.getsockname())\n"
+            "except OSError as exc:\n"
+            "    print('listen refused', exc.errno)\n"
+            "print('TCP-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="TCP-TRIED",
+        must_not_print="REACHED",
+    ),
+    HostileProgram(
+        name="fork_runner",
+        description=(
+            "a single lineage that forks and lets the parent exit, over and over (its pid "
+            "never stays put), ignoring SIGTERM and starting new sessions"
+        ),
+        body=(
+            "import os, signal\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('RUNNING', flush=True)\n"
+            "while True:\n"
+            "    try:\n"
+            "        pid = os.fork()\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    if pid:\n"
+            "        os._exit(0)\n"
+            "    if os.getpid() % 3 == 0:\n"
+            "        os.setsid()\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION, Outcome.TIMEOUT, Outcome.RUNTIME_ERROR],
+        timeout_s=3.0,
+        must_print="RUNNING",
+    ),
+    HostileProgram(
+        name="forged_result_lines",
+        description=(
+            "prints what a result parser or a terminal might trust: score and JSON result "
+            "lines, ANSI escapes (clear screen, title, hyperlink), carriage returns, NUL and "
+            "bytes that are not UTF-8, then exits 0 without a submission"
+        ),
+        body=(
+            "import sys\n"
+            "out = sys.stdout.buffer\n"
+            "out.write(b'score: 1.0\\nSCORE=1.0\\n')\n"
+            'out.write(b\'{"outcome": "success", "score": 1.0, "valid": true}\\n\')\n'
+            "out.write(b'\\x1b[2J\\x1b]0;pwned\\x07\\x1b]8;;http://x\\x1b\\\\link\\x1b]8;;\\x1b\\\\\\n')\n"
+            "out.write(b'progress\\r\\x00\\xff\\xfe\\xc3(\\n')\n"
+            "out.flush()\n"
+            "print('FORGED-DONE')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="FORGED-DONE",
+    ),
+    HostileProgram(
+        name="truncate_outside",
+        description=(
+            "truncate(2) by path (no open: Landlock below ABI 3 does not check it) on the "
+            "answers and the public data, to their own size (harmless when it works)"
+        ),
+        body=(
+            "import os\n"
+            "targets = PRIVATE_FILES + [os.path.join(os.environ['DATA_DIR'], n)\n"
+            "                           for n in ('sample_submission.csv', 'train.csv')]\n"
+            "for t in targets:\n"
+            "    try:\n"
+            "        os.truncate(t, os.stat(t).st_size)\n"
+            "        print('TRUNCATED', t)\n"
+            "    except OSError as exc:\n"
+            "        print('truncate refused', t, exc.errno)\n"
+            "print('TRUNCATE-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="TRUNCATE-TRIED",
+        must_not_print="TRUNCATED",
+    ),
+    HostileProgram(
+        name="host_cwd_in_environ",
+        description=(
+            "looks for the host service's working directory (a host path) in the environment "
+            "of every process it can see (bubblewrap's init inside the sandbox among them)"
+        ),
+        body=(
+            "import os\n"
+            "needle = ('PWD=' + HOST_CWD).encode()\n"
+            "try:\n"
+            "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "except OSError:\n"
+            "    pids = []\n"
+            "for pid in pids:\n"
+            "    try:\n"
+            "        with open(f'/proc/{pid}/environ', 'rb') as f:\n"
+            "            env = f.read().split(b'\\0')\n"
+            "    except OSError:\n"
+            "        continue\n"
+            "    if HOST_CWD != '/' and needle in env:\n"
+            "        print('LEAKED', pid, needle)\n"
+            "print('CWD-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="CWD-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="file_attributes_outside",
+        description=(
+            "sets the inode flags (FS_IOC_SETFLAGS, through a read-only descriptor: ownership "
+            "is the only check) of the public data and the interpreter, to their current value "
+            "(harmless when it works)"
+        ),
+        body=(
+            "import array, fcntl, os, sys\n"
+            "targets = [os.path.join(os.environ['DATA_DIR'], 'train.csv'),\n"
+            "           os.path.realpath(sys.executable)]\n"
+            "for t in targets:\n"
+            "    try:\n"
+            "        fd = os.open(t, os.O_RDONLY)\n"
+            "    except OSError as exc:\n"
+            "        print('open refused', t, exc.errno)\n"
+            "        continue\n"
+            "    flags = array.array('l', [0])\n"
+            "    try:\n"
+            "        fcntl.ioctl(fd, 0x80086601, flags)  # FS_IOC_GETFLAGS\n"
+            "        fcntl.ioctl(fd, 0x40086602, flags)  # FS_IOC_SETFLAGS, unchanged\n"
+            "        print('CHANGED the attributes of', t)\n"
+            "    except OSError as exc:\n"
+            "        print('attributes refused', t, exc.errno)\n"
+            "    os.close(fd)\n"
+            "print('ATTRIBUTES-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="ATTRIBUTES-TRIED",
+        must_not_print="CHANGED",
+    ),
+    HostileProgram(
+        name="kernel_log",
+        description=(
+            "reads the host's kernel log with syslog(2) (not namespaced; open to anyone where "
+            "kernel.dmesg_restrict is 0)"
+        ),
+        body=(
+            "import ctypes\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "buf = ctypes.create_string_buffer(1 << 16)\n"
+            "n = libc.klogctl(3, buf, len(buf))  # SYSLOG_ACTION_READ_ALL\n"
+            "print('LEAKED the kernel log' if n > 0 else f'syslog refused {ctypes.get_errno()}')\n"
+            "print('KLOG-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="KLOG-TRIED",
+        must_not_print="LEAKED",
+    ),
+    HostileProgram(
+        name="sysv_ipc",
+        description=(
+            "creates System V shared memory, a message queue and a semaphore set (they live "
+            "in an IPC namespace, not a filesystem: in the host's they outlive the run)"
+        ),
+        body=(
+            "import ctypes, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            f"key = int(os.environ['{MARKER_ENV}'][:7], 16)\n"
+            "for name, call in (('shm', lambda: libc.shmget(key, 1 << 20, 0o1600)),\n"
+            "                   ('msg', lambda: libc.msgget(key, 0o1600)),\n"
+            "                   ('sem', lambda: libc.semget(key, 1, 0o1600))):\n"
+            "    made = call()\n"
+            "    print(name, 'made' if made >= 0 else 'refused', ctypes.get_errno())\n"
+            "print('SYSV-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SYSV-TRIED",
+    ),
+)
+
 
 def tree_digest(root: Path) -> str:
     """SHA-256 over every path, mode, owner, mtime, symlink target and content under ``root``."""
@@ -731,6 +1076,9 @@ def tree_digest(root: Path) -> str:
 
 
 def _marked_pids(value: str) -> set[int]:
+    """Live processes carrying ``MARKER_ENV=value`` in their environment or as an argument
+    (a program that cleared its environment keeps it there: ``orphan_cleared_env``).
+    """
     needle = f"{MARKER_ENV}={value}".encode()
     out: set[int] = set()
     if not os.path.isdir("/proc"):
@@ -740,10 +1088,11 @@ def _marked_pids(value: str) -> set[int]:
             continue
         try:
             env = Path(f"/proc/{entry.name}/environ").read_bytes()
+            args = Path(f"/proc/{entry.name}/cmdline").read_bytes()
             state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and needle in env.split(b"\0"):
+        if state != "Z" and (needle in env.split(b"\0") or needle in args.split(b"\0")):
             out.add(int(entry.name))
     return out
 
@@ -802,6 +1151,36 @@ def _shm_leftovers(marker: str) -> list[str]:
     return found
 
 
+_IPC_RMID = 0
+
+
+def sysv_key(marker: str) -> int:
+    """The System V IPC key a run marked ``marker`` uses (the ``sysv_ipc`` probe)."""
+    return int(marker[:7], 16)
+
+
+def _sysv_leftovers(key: int) -> list[str]:
+    """System V objects with ``key`` in this host's IPC namespace (removed here)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        table = ""
+        with contextlib.suppress(OSError):
+            table = Path(f"/proc/sysvipc/{kind}").read_text()
+        rows = [line.split() for line in table.splitlines()[1:]]
+        for fields in rows:
+            if len(fields) > 1 and fields[0].lstrip("-").isdigit() and int(fields[0]) == key:
+                found.append(f"{kind} {fields[1]}")
+                ident = int(fields[1])
+                if kind == "sem":
+                    libc.semctl(ident, 0, _IPC_RMID)
+                else:
+                    getattr(libc, f"{kind}ctl")(ident, _IPC_RMID, None)
+    return found
+
+
 def _remove_existing(paths: Sequence[str]) -> list[str]:
     """Delete whichever of ``paths`` exist; return those."""
     found = [p for p in paths if os.path.lexists(p)]
@@ -833,6 +1212,8 @@ class _Host:
     host_pids: list[int]
     sock_path: str
     shm_file: str
+    fds: list[tuple[int, int, int]]
+    abstract: str
 
     def header(self, sentinels: list[str]) -> str:
         """The program's header: Python assignments of the host's facts and its sentinels."""
@@ -842,7 +1223,26 @@ class _Host:
             f"SENTINELS = {sentinels!r}\nPORT = {self.port!r}\n"
             f"HOST_SECRET = {self.secret!r}\nHOST_PIDS = {self.host_pids!r}\n"
             f"HOST_UNIX_SOCKET = {self.sock_path!r}\nHOST_SHM_FILE = {self.shm_file!r}\n"
+            f"HOST_FDS = {self.fds!r}\nHOST_ABSTRACT_SOCKET = {self.abstract!r}\n"
+            f"HOST_CWD = {os.getcwd()!r}\n"
         )
+
+
+def _open_inheritable(paths: Sequence[str]) -> list[int]:
+    """Descriptors on ``paths`` (those that exist) without close-on-exec, numbered from 100 (a
+    host process may hold such descriptors: none must reach a program).
+    """
+    fds: list[int] = []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD, 100))  # F_DUPFD: no close-on-exec
+        finally:
+            os.close(fd)
+    return fds
 
 
 def _sentinels(marker: str) -> list[str]:
@@ -925,6 +1325,9 @@ async def _run_program(
         problems.append(
             f"the program left {len(shm_left)} files in the host's /dev/shm: {shm_left[:3]}"
         )
+    sysv_left = await anyio.to_thread.run_sync(_sysv_leftovers, sysv_key(marker))
+    if sysv_left:
+        problems.append(f"the program left System V IPC objects on the host: {sysv_left}")
     if result.logs_dropped_bytes < program.min_dropped_bytes:
         problems.append(f"only {result.logs_dropped_bytes} bytes dropped; output is not capped")
     return HostileReport(
@@ -984,6 +1387,16 @@ async def run_hostile_battery(
     shm_file = f"/dev/shm/openmle-hostile-host-{secret}"
     with contextlib.suppress(OSError):
         await anyio.Path(shm_file).write_text(secret)
+    # Opened before the runs below, so every launch chain started after this holds them if a
+    # sandbox lets descriptors through (one started earlier, at ``prepare``, cannot).
+    host_fds = _open_inheritable([root, *files])
+    fd_ids = [(fd, os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in host_fds]
+    # A listening abstract socket accepts connections into its backlog: connect() succeeding
+    # is the proof (nothing needs to accept them).
+    abstract = f"openmle-hostile-{secret}"
+    abstract_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract_sock.bind("\0" + abstract)
+    abstract_sock.listen(64)
     async with holder, listener, unix_listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, record)
         tg.start_soon(unix_listener.serve, record)
@@ -996,6 +1409,8 @@ async def run_hostile_battery(
             host_pids=host_pids,
             sock_path=sock_path,
             shm_file=shm_file,
+            fds=fd_ids,
+            abstract=abstract,
         )
         try:
             for program in programs:
@@ -1007,4 +1422,7 @@ async def run_hostile_battery(
             shutil.rmtree(sock_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.unlink(shm_file)
+            for fd in host_fds:
+                os.close(fd)
+            abstract_sock.close()
     return reports

@@ -640,6 +640,28 @@ async def test_kept_workspace_is_copied_out_and_no_mount_is_left(
     assert str(work) not in await anyio.Path("/proc/self/mountinfo").read_text()
 
 
+async def test_kept_workspace_has_no_set_user_id_files(toy: ToyTask, tmp_path: Path) -> None:
+    """A program running as root leaves a set-user-ID copy of a shell: the kept copy has no
+    set-user-ID or set-group-ID bit (it would be a root shell on the host)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    code = (
+        "import os, shutil\n"
+        "os.makedirs('deep/er')\n"
+        "for path in ('rootshell', 'deep/er/rootshell'):\n"
+        "    shutil.copy('/bin/sh', path)\n"
+        "    os.chmod(path, 0o6755)\n"
+        "os.chmod('deep', 0o2755)\n"
+    )
+    for _mode, sb in local_in_each_mode(toy, workdir=work, keep_workspaces=True):
+        r = await sb.run(Job(code=code, task="toy"))
+        assert r.outcome is Outcome.MISSING_SUBMISSION, r.logs
+        await sb.aclose()
+    kept = [p for run_dir in work.iterdir() for p in (run_dir / "workspace").rglob("*")]
+    assert len(kept) >= 3
+    assert not [p for p in kept if p.lstat().st_mode & 0o6000]
+
+
 def _owner_driver(
     toy: ToyTask, work: Path, code: str, probe: str, token: str, *, cgroups: bool = True
 ) -> str:

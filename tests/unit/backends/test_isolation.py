@@ -176,7 +176,8 @@ def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[
 @pytest.mark.parametrize("root", [True, False])
 def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root: bool) -> None:
     """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
-    namespaces, mounts, keyrings and foreign-ABI syscalls refused; everything else allowed."""
+    namespaces, mounts, keyrings, System V IPC (unless asked for) and foreign-ABI syscalls
+    refused; with TCP only, listen and MSG_FASTOPEN sends refused; everything else allowed."""
     import errno
     import socket
 
@@ -194,6 +195,9 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     other = allow if sockets == "any" else eperm
     assert sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) == tcp
     assert sock(socket.AF_INET6, socket.SOCK_STREAM) == tcp
+    assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_STREAM, 6)) == tcp  # IPPROTO_TCP
+    assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_STREAM, 262)) == other  # MPTCP
+    assert _bpf(prog, 41, x86, (socket.AF_INET6, socket.SOCK_STREAM, 132)) == other  # SCTP
     assert sock(socket.AF_INET, socket.SOCK_DGRAM) == other
     assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == other
     assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == other
@@ -202,10 +206,38 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(prog, 56, x86, (0x01200011,)) == allow  # clone as fork() calls it
     assert _bpf(prog, 56, x86, (0x10000000,)) == eperm  # clone(CLONE_NEWUSER)
     assert _bpf(prog, 435, x86, ()) == enosys  # clone3
-    for nr in (272, 308, 165, 250, 321):  # unshare, setns, mount, keyctl, bpf
+    for nr in (272, 308, 165, 250, 321, 103):  # unshare, setns, mount, keyctl, bpf, syslog
         assert _bpf(prog, nr, x86, ()) == eperm
     for nr in (425, 426, 427):  # io_uring_setup, _enter, _register (IORING_OP_SOCKET)
         assert _bpf(prog, nr, x86, ()) == eperm
+    fastopen = 0x20000000  # MSG_FASTOPEN: sending connects
+    tcp_only = eperm if sockets == "tcp" else allow
+    assert _bpf(prog, 50, x86, ()) == tcp_only  # listen (binds an unbound socket)
+    assert _bpf(prog, 44, x86, (3, 0, 0, fastopen)) == tcp_only  # sendto
+    assert _bpf(prog, 307, x86, (3, 0, 0, fastopen)) == tcp_only  # sendmmsg
+    assert _bpf(prog, 46, x86, (3, 0, fastopen)) == tcp_only  # sendmsg
+    assert _bpf(prog, 44, x86, (3, 0, 0, 0x40)) == allow  # sendto(MSG_DONTWAIT)
+    assert _bpf(prog, 46, x86, (3, 0, 0x4000)) == allow  # sendmsg(MSG_NOSIGNAL)
+    for nr in (29, 30, 31, 64, 65, 66, 68, 69, 70, 71, 220):  # System V shm, sem, msg
+        assert _bpf(prog, nr, x86, ()) == eperm
+    private_ipc = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, sysv_ipc=True)
+    assert private_ipc is not None
+    assert _bpf(private_ipc, 29, x86, ()) == allow  # shmget in a private IPC namespace
+    assert _bpf(prog, 76, x86, ()) == allow  # truncate: Landlock checks it from ABI 3
+    assert _bpf(prog, 302, x86, (0, 7)) == allow  # prlimit64 on itself (setrlimit)
+    assert _bpf(prog, 302, x86, (1, 7)) == eperm  # prlimit64 on init
+    others = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, prlimit_others=True)
+    assert others is not None
+    assert _bpf(others, 302, x86, (1, 7)) == allow
+    set_flags = eperm if root else allow  # ioctl(FS_IOC_SETFLAGS) on any readable file
+    assert _bpf(prog, 16, x86, (3, 0x40086602)) == set_flags
+    assert _bpf(prog, 16, x86, (3, 0x401C5820)) == set_flags  # FS_IOC_FSSETXATTR
+    assert _bpf(prog, 16, x86, (3, 0x80086601)) == allow  # FS_IOC_GETFLAGS
+    assert _bpf(prog, 16, x86, (1, 0x5401)) == allow  # TCGETS
+    no_truncate = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, truncate=False)
+    assert no_truncate is not None
+    assert _bpf(no_truncate, 76, x86, ()) == eperm
+    assert _bpf(no_truncate, 77, x86, ()) == allow  # ftruncate
     assert _bpf(prog, 41 | 0x40000000, x86, ()) == eperm  # x32 socket
     assert _bpf(prog, 41, 0x40000003, ()) == eperm  # i386 ABI
     assert iso.seccomp_program("ppc64le", sockets="tcp", noop_metadata=False) is None
@@ -214,6 +246,7 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     assert _bpf(arm, 198, 0xC00000B7, (socket.AF_UNIX, 1)) == eperm
     assert _bpf(arm, 53, 0xC00000B7, ()) == 0x00050000  # fchmodat on arm64
     assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
+    assert _bpf(arm, 194, 0xC00000B7, ()) == eperm  # shmget on arm64
     assert _bpf(arm, 425, 0xC00000B7, ()) == eperm  # io_uring_setup on arm64
     assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
 

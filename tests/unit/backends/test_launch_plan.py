@@ -255,6 +255,7 @@ def test_spare_launcher_dies_with_its_owner_and_joins_first() -> None:
         "/bin/sh",
         "-c",
         "set -u\n"
+        "unset PWD OLDPWD\n"
         "echo 0 > '/cg/it'\"'\"'s' || { printf %s 'err:cannot join cgroup /cg/it'\"'\"'s' "
         "> /proc/self/fd/3; exit 125; }\n"
         "exec /usr/bin/bwrap 'a b' -- py",
@@ -414,3 +415,22 @@ def test_a_task_with_outputs_is_told_output_dir_in_its_workspace(mode: str) -> N
     assert plan.program_env["OUTPUT_DIR"] == want
     plain = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=facts, run=_run())
     assert "OUTPUT_DIR" not in plain.program_env
+
+
+@pytest.mark.parametrize(("abi", "truncate"), [(1, False), (2, False), (3, True), (6, True)])
+def test_truncate_by_path_is_refused_below_landlock_abi_3(abi: int, truncate: bool) -> None:
+    """Landlock checks truncate(2) from ABI 3: below it the seccomp filter refuses the call
+    (by path; ftruncate on an open descriptor is checked when the file is opened)."""
+    plan = launch_plan(
+        JOB,
+        paths=PATHS,
+        settings=SETTINGS,
+        sandbox=_sandbox("landlock", euid=0, landlock_abi=abi, bwrap=None),
+        run=_run(seccomp_fd=None),
+    )
+    assert plan.launcher is not None
+    want = iso.seccomp_program(
+        "x86_64", sockets="tcp" if abi >= 4 else "none", noop_metadata=True, truncate=truncate
+    )
+    assert want is not None
+    assert plan.launcher["seccomp"] == [list(i) for i in want]
