@@ -245,12 +245,20 @@ def take_submission(workspace: Path, into: Path) -> tuple[Path | None, RefusedGr
     if st.st_nlink != 1:
         return None, RefusedGrade(reason="submission.csv must not be a hard link")
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO swapped in after the lstat (by a process that outlived the run)
+        # must not block the grader; the fstat below then refuses anything but that file.
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None, RefusedGrade(reason="submission.csv is a symbolic link")
         return None, RefusedGrade(reason=f"submission.csv is unreadable: {exc.strerror}")
     now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+        os.close(fd)
+        return None, RefusedGrade(reason="submission.csv was replaced while it was being read")
+    if now.st_nlink != 1:
+        os.close(fd)
+        return None, RefusedGrade(reason="submission.csv must not be a hard link")
     if is_sparse(fd, now):
         os.close(fd)
         return None, RefusedGrade(

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import attrs
 import pytest
 
 from openmle import Outcome, Split
-from openmle._runlog import LogCap, classify_run, parse_printed_score, take_submission
+from openmle._runlog import (
+    LogCap,
+    RefusedGrade,
+    classify_run,
+    parse_printed_score,
+    take_submission,
+)
 
 
 @attrs.frozen
@@ -124,3 +131,32 @@ def test_take_submission_refuses_links(tmp_path: Path) -> None:
     path, refused = take_submission(ws, out)
     assert refused is None and path == out / "submission.csv"
     assert path.read_text() == "id,target\n0,0\n"
+
+
+def test_take_submission_does_not_block_on_a_fifo_swapped_in_after_its_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that outlived the run swaps a FIFO in after the ``lstat``: the grader's open
+    blocked forever (no ``O_NONBLOCK``); it is refused as replaced, at once."""
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    decoy = tmp_path / "decoy.csv"
+    decoy.write_text("id,target\n0,0\n")
+    os.mkfifo(ws / "submission.csv")
+    real_lstat = os.lstat
+
+    def checked_then_swapped(p: str | os.PathLike[str]) -> os.stat_result:
+        """What the ``lstat`` saw before the swap: a regular file."""
+        return real_lstat(decoy if str(p).endswith("submission.csv") else p)
+
+    monkeypatch.setattr(os, "lstat", checked_then_swapped)
+    result: list[tuple[Path | None, RefusedGrade | None]] = []
+    worker = threading.Thread(target=lambda: result.append(take_submission(ws, out)), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    if worker.is_alive():  # the old code: release the blocked open before failing
+        os.close(os.open(ws / "submission.csv", os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(timeout=10)
+        pytest.fail("take_submission blocked on a FIFO")
+    path, refused = result[0]
+    assert path is None and refused is not None and "replaced" in refused.reason
