@@ -10,7 +10,8 @@ from typing import Literal
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _NR_SOCKET = {"x86_64": 41, "aarch64": 198}
 # Syscalls that change a file's metadata by path (or O_PATH fd). Landlock does not cover them,
-# and a root program owns every root-owned file; in weak mode as root they become no-ops.
+# and a program owns every file of its user (as root: every root-owned file; otherwise the
+# service user's own, ~/.ssh and ~/.bashrc among them); in weak mode they become no-ops.
 _NR_METADATA = {
     "x86_64": (
         90,
