@@ -16,6 +16,7 @@ from attrs import define
 
 from openmle import Job, RunResult
 from openmle.backends import LocalSandbox, LogCap, classify_run
+from openmle.errors import InvalidArgument
 from openmle.testing import SANDBOX_RULES, ToyTask, check_sandbox
 
 pytestmark = [pytest.mark.conformance, pytest.mark.integration, pytest.mark.anyio]
@@ -80,6 +81,15 @@ async def test_suite_catches_a_leaking_sandbox(toy: ToyTask) -> None:
     """An unisolated sandbox fails the private-path check, naming the leaked path."""
     with pytest.raises(AssertionError, match="could read private paths"):
         await check_sandbox(NaiveSandbox(toy), task="toy", private_paths=toy.private_paths)
+
+
+async def test_private_paths_none_of_which_exists_prove_nothing(
+    toy: ToyTask, tmp_path: Path
+) -> None:
+    """Secrecy over paths that do not exist (a typo) passed vacuously; once the task has run,
+    a list none of whose paths exists is refused, naming ``private_paths``."""
+    with pytest.raises(InvalidArgument, match=r"none of private_paths=.*proves nothing"):
+        await check_sandbox(NaiveSandbox(toy), task="toy", private_paths=[tmp_path / "no"])
 
 
 async def test_suite_catches_a_sandbox_without_a_log_cap(toy: ToyTask) -> None:

@@ -321,8 +321,9 @@ async def check_sandbox(
         sandbox: the sandbox under test (not closed by this function).
         task: a task reference the sandbox resolves (its sample submission must be valid).
         private_paths: host paths of the task's hidden answers (``strict`` reads each; each
-            must exist). Without any, nothing is read: ``secrecy`` is then not checked and
-            not among the returned names.
+            one at least must exist once the task has run: a task may make them then).
+            Without any, nothing is read: ``secrecy`` is then not checked and not among the
+            returned names.
         profile: ``"strict"`` (every rule but ``trusted``) or ``"trusted"``: every rule but
             ``secrecy``, for a sandbox on a machine its user controls, whose programs could
             read the answers; such a sandbox must declare ``trusted = True``.
@@ -332,7 +333,8 @@ async def check_sandbox(
 
     Raises:
         AssertionError: the first violated rule, with the result that broke it.
-        InvalidArgument: an unknown ``profile``, or a private path that does not exist.
+        InvalidArgument: an unknown ``profile``, or private paths none of which exists after
+            the task's first runs.
         InvalidArgumentType: ``private_paths`` is a string rather than a sequence of paths.
     """
     check_choice(profile, SANDBOX_PROFILES, "profile")
@@ -347,6 +349,8 @@ async def check_sandbox(
     await _check_failures(sandbox, task)
     await _check_log_cap(sandbox, task)
     if profile == "strict" and private_paths:
+        # after the runs above: a task may make its files when first run (a bundled task's cache)
+        _check_private_paths_exist(private_paths)
         await _check_private(sandbox, task, private_paths)
     await _check_cancel(sandbox, task)
     skipped = {"trusted"} if profile == "strict" else {"secrecy"}
@@ -356,18 +360,25 @@ async def check_sandbox(
 
 
 def _check_private_paths(private_paths: Sequence[Path]) -> None:
-    """Refuse a string and paths that do not exist (reading them proves nothing)."""
+    """Refuse a string (a path where a sequence of paths belongs)."""
     if isinstance(private_paths, str | bytes | os.PathLike):
         raise InvalidArgumentType(
             f"Expected a sequence of paths but got private_paths={private_paths!r:.80}; "
             "pass a list, e.g. private_paths=task.private_paths"
         )
-    for i, p in enumerate(private_paths):
-        if not os.path.lexists(p):
-            raise InvalidArgument(
-                f"private_paths[{i}]={str(p)!r} does not exist, so reading it proves nothing; "
-                "pass the paths of the task's hidden answers (ToyTask.private_paths)"
-            )
+
+
+def _check_private_paths_exist(private_paths: Sequence[Path]) -> None:
+    """Refuse a list none of whose paths exists once the task has run (reading them proves
+    nothing). A task may list a path that its layout does not have (a bundled task's
+    ``data/valid/private``): one that exists is enough.
+    """
+    if not any(os.path.lexists(p) for p in private_paths):
+        raise InvalidArgument(
+            f"none of private_paths={[str(p) for p in private_paths]!r:.200} exists after the "
+            "task's runs, so reading them proves nothing; pass the paths of the task's hidden "
+            "answers (e.g. task.private_paths)"
+        )
 
 
 async def _check_cancel(sandbox: Sandbox, task: str) -> None:

@@ -76,7 +76,3 @@ def test_check_sandbox_refuses_private_paths_it_cannot_read(tmp_path: Path) -> N
     """``private_paths="abc"`` (three missing one-letter paths) passed secrecy vacuously."""
     with pytest.raises(InvalidArgumentType, match="private_paths="):
         anyio.run(lambda: check_sandbox(_toy_sandbox(), task="toy", private_paths=X("abc")))
-    with pytest.raises(InvalidArgument, match=r"private_paths\[0\]"):
-        anyio.run(
-            lambda: check_sandbox(_toy_sandbox(), task="toy", private_paths=[tmp_path / "no"])
-        )
