@@ -79,6 +79,7 @@ from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._readback import open_back, read_back, read_back_json, read_back_text
 from openmle._types import Message, ModelRequest, Operator, RunResult, TaskMeta
 from openmle._version import __version__
+from openmle._writeback import append_file, ensure_dir, open_append, write_file
 from openmle.errors import InvalidArgument, OpenMLEError, RunDirError
 from openmle.search._board import Board
 from openmle.search._budget import Budget
@@ -488,10 +489,12 @@ def _read_records(
         records.append((i + 1, rec))
         good += len(line) + 1
     if repair and good < len(data):
-        with p.open("r+b") as f:
-            f.truncate(good)
-            f.flush()
-            os.fsync(f.fileno())
+        fd = open_append(p)  # no link followed, no file shared
+        try:
+            os.ftruncate(fd, good)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return records
 
 
@@ -641,11 +644,15 @@ class RunDir:
         manifest = json.loads(json.dumps(manifest))  # as it will read back
         try:
             p.mkdir(parents=True, exist_ok=True)
-            (p / "nodes").mkdir(exist_ok=True)
-            (p / JOURNAL).touch()  # before the manifest: a manifest without a journal is damage
+            ensure_dir(p, "nodes")
+            append_file(
+                p / JOURNAL, b""
+            )  # before the manifest: a manifest without a journal is damage
             _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         except OSError as exc:
-            raise RunDirError(f"cannot write run directory {str(p)!r}: {exc}") from exc
+            raise RunDirError(
+                f"cannot write run directory {str(p)!r}: {exc.strerror or exc}"
+            ) from exc
         rd = cls(path=p, manifest=manifest)
         rd._open_journal()
         rd.session("start", budget=manifest["budget"])
@@ -689,7 +696,12 @@ class RunDir:
 
     def _open_journal(self) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                self._fd = open_append(self.path / JOURNAL)
+            except OSError as exc:
+                raise RunDirError(
+                    f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
+                ) from None
 
     def close(self) -> None:
         """Write the board if it changed and close the journal file."""
@@ -775,7 +787,9 @@ class RunDir:
             if self._fd is not None:
                 os.fsync(self._fd)
         except OSError as exc:
-            self._failed = RunDirError(f"cannot write run directory {str(self.path)!r}: {exc}")
+            self._failed = RunDirError(
+                f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
+            )
             raise self._failed from exc
 
     def _submit(self, op: Callable[[], None]) -> None:
@@ -783,7 +797,12 @@ class RunDir:
         if self._failed is not None:
             raise self._failed
         if self._queue is None:
-            op()
+            try:
+                op()
+            except OSError as exc:
+                raise RunDirError(
+                    f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
+                ) from None
             return
         self._queue.append(op)
         if self._wake is not None:
@@ -832,7 +851,7 @@ class RunDir:
         under ``requests/`` once per distinct request), then journal it (naming the request's
         hash) and refresh the board.
         """
-        self._submit(partial(_write_files, self.path / "nodes" / node.node_id, node.code, logs))
+        self._submit(partial(_write_files, self.path, ("nodes", node.node_id), node.code, logs))
         digest: str | None = None
         if request is not None:
             digest, data = encode_request(request)
@@ -854,7 +873,7 @@ class RunDir:
     def final(self, node: Node, result: RunResult) -> None:
         """Store and journal the chosen program's test-split result."""
         files = partial(
-            _write_files, self.path / "final", node.code, result.logs, logs_name="test_logs.txt"
+            _write_files, self.path, ("final",), node.code, result.logs, logs_name="test_logs.txt"
         )
         self._submit(files)
         self._append({"event": "final", "node_id": node.node_id, "result": result.to_dict()})
@@ -1171,21 +1190,21 @@ def _clear_uncommitted(p: Path) -> None:
             (p / d).rmdir()
 
 
-def _write_files(d: Path, code: str, logs: str, *, logs_name: str = "logs.txt") -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "program.py").write_text(code, errors="backslashreplace")
-    (d / logs_name).write_text(logs, errors="backslashreplace")
+def _write_files(
+    root: Path, parts: tuple[str, ...], code: str, logs: str, *, logs_name: str = "logs.txt"
+) -> None:
+    """Write a node's program and logs into ``root/parts`` (real directories, no link followed)."""
+    d = ensure_dir(root, *parts)
+    write_file(d / "program.py", code.encode("utf-8", "backslashreplace"))
+    write_file(d / logs_name, logs.encode("utf-8", "backslashreplace"))
 
 
 def _append_text(path: Path, line: str) -> None:
-    with path.open("a") as f:
-        f.write(line + "\n")
+    append_file(path, (line + "\n").encode("utf-8", "backslashreplace"))
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_file(path, text.encode("utf-8", "backslashreplace"))
 
 
 def encode_request(request: ModelRequest) -> tuple[str, bytes]:
@@ -1232,12 +1251,7 @@ def decode_request(data: Any) -> ModelRequest:
 
 def _write_blob(path: Path, data: bytes) -> None:
     """Write ``data`` gzip'd to ``path`` once (atomically and fsync'd; kept if present)."""
-    if path.exists():
+    if os.path.lexists(path):
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(gzip.compress(data, compresslevel=6, mtime=0))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    ensure_dir(path.parent.parent, path.parent.name)
+    write_file(path, gzip.compress(data, compresslevel=6, mtime=0), fsync=True)

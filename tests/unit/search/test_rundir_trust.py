@@ -205,3 +205,101 @@ def test_a_keyed_runs_budget_is_never_lifted_by_an_edit_to_its_sessions(keyed: P
     with (keyed / "sessions.jsonl").open("a") as fh:
         fh.write(json.dumps({"event": "resume", "budget": {"steps": 10**6}}) + "\n")
     assert RunDir.open(keyed).budget() == started and started.steps != 10**6
+
+
+# ----------------------------------------------------------------------------- writing into one
+# A run directory sent by someone else may hold links where openmle writes: report.html ->
+# ~/.bashrc, nodes -> a directory outside. Writing through one would change a file outside it.
+
+
+def _canary(tmp_path: Path) -> Path:
+    c = tmp_path / "canary.txt"
+    c.write_bytes(b"CANARY\n")
+    return c
+
+
+@pytest.mark.parametrize(
+    ("name", "how"),
+    [
+        ("report.html", "symlink"),
+        ("report.html", "hardlink"),
+        ("score.png", "symlink"),
+        ("score.svg", "symlink"),
+        ("nodes.jsonl", "symlink"),
+        ("nodes.parquet", "symlink"),
+    ],
+)
+def test_report_and_export_replace_a_link_in_the_run_dir_never_write_through_it(
+    tmp_path: Path, name: str, how: str
+) -> None:
+    from openmle.search import export_run, write_report
+
+    out = _run(tmp_path)
+    canary = _canary(tmp_path)
+    if how == "symlink":
+        (out / name).symlink_to(canary)
+    else:
+        os.link(canary, out / name)
+    if name == "nodes.parquet":
+        pytest.importorskip("pyarrow")
+    if name.startswith("score."):
+        pytest.importorskip("matplotlib")
+    if name.startswith("nodes."):
+        written = export_run(out, format="parquet" if name.endswith("parquet") else "jsonl")
+    else:
+        written = write_report(out).with_name(name)
+    assert canary.read_bytes() == b"CANARY\n"
+    assert not written.is_symlink() and written.stat().st_size > 0
+
+
+def _resume(out: Path) -> None:
+    from openmle.search import ResumeSpec, resume_search
+
+    resume_search(
+        out,
+        ResumeSpec(**det_parts(), budget=Budget(steps=6)),
+        quiet=True,
+    )
+
+
+@pytest.mark.parametrize("name", ["nodes", "requests", "final"])
+def test_resume_refuses_a_run_dir_whose_subdirectory_links_outside(
+    tmp_path: Path, name: str
+) -> None:
+    out = _run(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if (out / name).exists():
+        (out / name).rename(tmp_path / f"real-{name}")
+    (out / name).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(RunDirError, match=rf"{name} is a symbolic link.*replace the link"):
+        _resume(out)
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "how", "refused"),
+    [
+        ("sessions.jsonl", "symlink", "symbolic link"),
+        ("sessions.jsonl", "hardlink", "another hard link"),
+        ("board.json.tmp", "symlink", None),  # the old temporary name: never opened now
+        ("board.json", "symlink", None),  # replaced
+    ],
+)
+def test_resume_never_appends_or_writes_through_a_link(
+    tmp_path: Path, name: str, how: str, refused: str | None
+) -> None:
+    out = _run(tmp_path)
+    canary = _canary(tmp_path)
+    if (out / name).exists():
+        (out / name).unlink()
+    if how == "symlink":
+        (out / name).symlink_to(canary)
+    else:
+        os.link(canary, out / name)
+    if refused is None:
+        _resume(out)
+    else:
+        with pytest.raises(RunDirError, match=refused):
+            _resume(out)
+    assert canary.read_bytes() == b"CANARY\n"

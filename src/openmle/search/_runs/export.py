@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from openmle._compat import require
 from openmle._validation import check_choice
+from openmle._writeback import write_file
 from openmle.search._rundir import RunDir
 
 __all__ = ["export_run", "node_rows"]
@@ -139,9 +140,12 @@ def export_run(
     path = Path(out) if out is not None else Path(run_dir) / f"nodes.{format}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if format == "jsonl":
-        with path.open("w") as f:
+
+        def jsonl(f: BinaryIO) -> None:
             for row in rows:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
+                f.write((json.dumps(row, sort_keys=True) + "\n").encode("utf-8"))
+
+        write_file(path, jsonl)  # a link at path (nodes.jsonl -> ~/.bashrc) is replaced
         return path
     pa = require("pyarrow", "data")
     pq = require("pyarrow.parquet", "data")
@@ -159,5 +163,5 @@ def export_run(
 
     schema = pa.schema([(c, kind(c)) for c in COLUMNS])
     table = pa.Table.from_pylist(rows, schema=schema)
-    pq.write_table(table, path)
+    write_file(path, lambda f: pq.write_table(table, f))
     return path

@@ -19,6 +19,7 @@ still written and the plots are skipped with a note.
 from __future__ import annotations
 
 import html
+import io
 import json
 import warnings
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from typing import Any
 from attrs import frozen
 
 from openmle._types import Operator, RunResult
+from openmle._writeback import write_file
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._loop import Node
 from openmle.search._rundir import RunDir
@@ -356,7 +358,9 @@ def _plots(
     out = []
     for ext in ("png", "svg"):
         p = path.with_suffix(f".{ext}")
-        fig.savefig(p)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext)
+        write_file(p, buf.getvalue())  # a link at p (score.png -> ~/.bashrc) is replaced
         out.append(p)
     plt.close(fig)
     return out
@@ -622,7 +626,7 @@ click to open)</small></h2>
 {_budget_note(m["budget"], caps)}</p>
 </body></html>
 """
-    path.write_text(html_text, errors="backslashreplace")
+    write_file(path, html_text.encode("utf-8", "backslashreplace"))  # no link followed
     return path
 
 
@@ -873,5 +877,5 @@ the first divergence highlighted)</small></h2>
 {_side_by_side(a, b, sa, sb, first)}
 </body></html>
 """
-    path.write_text(html_text, errors="backslashreplace")
+    write_file(path, html_text.encode("utf-8", "backslashreplace"))  # no link followed
     return path, comp
