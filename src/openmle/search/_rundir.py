@@ -61,6 +61,7 @@ import hmac
 import importlib.metadata
 import inspect
 import json
+import math
 import os
 import platform
 import re
@@ -279,6 +280,14 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refused when it overflows (``1e999`` parses as infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
 def _manifest_link(journal: Path) -> _Link | bool | None:
     """The chain the manifest next to ``journal`` asks for (False: no readable manifest)."""
     try:
@@ -472,7 +481,7 @@ def _read_records(
                 good += 1
             continue
         try:
-            rec = json.loads(line, parse_constant=_no_constants)
+            rec = json.loads(line, parse_constant=_no_constants, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             if last:  # torn by a process killed mid-write
                 break
@@ -1072,7 +1081,7 @@ class RunDir:
             replayed: Proposal | None = None
             try:
                 if kind == "proposal":
-                    replayed = Proposal.from_dict(r["proposal"])
+                    replayed = _proposal(r)
                     core.restore_proposal(replayed, r["rng"])
                 elif kind == "node":
                     node = _node(r)
@@ -1104,11 +1113,71 @@ _BAD_RECORD = (KeyError, TypeError, ValueError, AttributeError, IndexError, Inva
 """What converting a malformed record raises (InvalidArgument is a ValueError too)."""
 
 
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+"""A journalled node id: what the search writes (``n00042``), never a path (no ``/``, no
+``..``, no NUL), at most 128 characters."""
+_COUNT_MAX = 2**53
+_LINEAGE_INTS = ("step", "generation", "debug_depth")
+_NODE_STRS = ("reason", "code", "plan", "detail", "feedback", "family", "model")
+
+
+def _check_lineage(data: Mapping[str, Any]) -> None:
+    """Raise TypeError/ValueError unless the id, counters and parents of a journalled node or
+    proposal have their types: what the report, the export and a resume compute with.
+    """
+    node_id = data.get("node_id")
+    if not isinstance(node_id, str) or not _NODE_ID.fullmatch(node_id):
+        raise ValueError(f"node_id {str(node_id)[:80]!r} is not a node id (like 'n00042')")
+    for key in _LINEAGE_INTS:
+        value = data.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _COUNT_MAX:
+            raise ValueError(f"{key} {str(value)[:40]!r} is not an integer in [0, 2**53)")
+    parents = data.get("parent_ids")
+    if not isinstance(parents, list) or not all(
+        isinstance(x, str) and _NODE_ID.fullmatch(x) for x in parents
+    ):
+        raise ValueError(f"parent_ids {str(parents)[:80]!r} is not a list of node ids")
+
+
+def _check_node(data: Mapping[str, Any]) -> None:
+    """:func:`_check_lineage`, and the node's text and numbers have their types."""
+    _check_lineage(data)
+    for key in _NODE_STRS:
+        if not isinstance(data.get(key), str):
+            raise TypeError(f"{key} is not a string")
+    if data.get("error_signature") is not None and not isinstance(data["error_signature"], str):
+        raise TypeError("error_signature is not a string or null")
+    exit_code = data.get("exit_code")
+    if exit_code is not None and (
+        isinstance(exit_code, bool) or not isinstance(exit_code, int) or abs(exit_code) >= 2**63
+    ):
+        raise ValueError(f"exit_code {str(exit_code)[:40]!r} is not a 64-bit integer or null")
+    used = data.get("used")
+    numbers = [data.get("elapsed_s", 0.0), *(used.values() if isinstance(used, dict) else ())]
+    for value in numbers:
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or abs(value) >= _COUNT_MAX
+        ):
+            raise ValueError(f"{str(value)[:40]!r} is not a finite number (elapsed_s, used)")
+
+
 def _node(record: Mapping[str, Any]) -> Node:
     data = record["node"]
     if not isinstance(data, dict):
         raise TypeError("the node entry is not an object")
+    _check_node(data)
     return Node.from_dict(data)
+
+
+def _proposal(record: Mapping[str, Any]) -> Proposal:
+    data = record["proposal"]
+    if not isinstance(data, dict):
+        raise TypeError("the proposal entry is not an object")
+    _check_lineage(data)
+    return Proposal.from_dict(data)
 
 
 def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResult]:

@@ -303,3 +303,91 @@ def test_resume_never_appends_or_writes_through_a_link(
         with pytest.raises(RunDirError, match=refused):
             _resume(out)
     assert canary.read_bytes() == b"CANARY\n"
+
+
+# ------------------------------------------------------------------------ what a journal holds
+# An unkeyed journal can be edited and its chain recomputed by anyone: every value in it is
+# checked before the report, the export or a resume computes with it.
+
+
+def _edit_nodes(run: Path, **changes: Any) -> None:
+    def edit(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for r in records:
+            if r["event"] == "node":
+                r["node"].update(changes)
+        return records
+
+    _rewrite(run, edit, chain=True)
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused"),
+    [
+        ({"step": "x"}, "step 'x' is not an integer"),
+        ({"step": 10**30}, "is not an integer in"),
+        ({"step": -5}, "is not an integer in"),
+        ({"generation": True}, "is not an integer in"),
+        ({"node_id": "../../../outside/pwn"}, "is not a node id"),
+        ({"node_id": 5}, "is not a node id"),
+        ({"parent_ids": {"a": 1}}, "is not a list of node ids"),
+        ({"parent_ids": ["/etc/passwd"]}, "is not a list of node ids"),
+        ({"code": None}, "code is not a string"),
+        ({"plan": {"x": 1}}, "plan is not a string"),
+        ({"elapsed_s": -1e308}, "is not a finite number"),
+        ({"exit_code": 10**40}, "is not a 64-bit integer"),
+    ],
+)
+def test_a_journalled_node_of_the_wrong_shape_is_refused_in_one_line(
+    tmp_path: Path, changes: dict[str, Any], refused: str
+) -> None:
+    from openmle.search import export_run
+
+    out = _run(tmp_path)
+    _edit_nodes(out, **changes)
+    with pytest.raises(RunDirError, match=refused):
+        RunDir.open(out).nodes()
+    with pytest.raises(RunDirError, match="journal"):
+        export_run(out, format="jsonl")
+
+
+def test_a_number_that_overflows_to_infinity_is_refused(tmp_path: Path) -> None:
+    out = _run(tmp_path)
+    p = out / "journal.jsonl"
+    p.write_text(p.read_text().replace('"uinteger":0', '"uinteger":1e999', 1))
+    with pytest.raises(RunDirError, match="1e999 is not a finite number"):
+        RunDir.open(out).nodes()
+
+
+def test_the_report_is_bounded_by_the_nodes_not_by_the_numbers_they_claim(
+    tmp_path: Path,
+) -> None:
+    """A generation of 10**9 drew 10**9 grid lines (MemoryError); scores at the float limits
+    divided by zero or broke matplotlib."""
+    from openmle.search import write_report
+
+    out = _run(tmp_path)
+    _edit_nodes(out, generation=10**9)
+    html = write_report(out).read_text()
+    assert html.count("gen 1000000000") == 1 and len(html) < 2_000_000
+
+    def extreme(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        sign = 1.0
+        for r in records:
+            if r["event"] == "node" and r["node"]["score"] is not None:
+                r["node"]["score"] = r["node"]["valid_score"] = sign * 1.7e308
+                sign = -sign
+        return records
+
+    _rewrite(out, extreme, chain=True)
+    assert "too large to plot" in write_report(out).read_text()
+
+
+def test_parquet_export_of_text_with_a_lone_surrogate(tmp_path: Path) -> None:
+    """A lone surrogate is legal JSON (``\\ud800``) but not UTF-8: export wrote a traceback."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from openmle.search import export_run
+
+    out = _run(tmp_path)
+    _edit_nodes(out, plan="plan \ud800 end")
+    table = pq.read_table(export_run(out, format="parquet"))
+    assert table.column("plan")[0].as_py() == "plan \\ud800 end"

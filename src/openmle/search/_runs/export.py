@@ -116,6 +116,18 @@ def node_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     ]
 
 
+def _utf8(value: Any) -> Any:
+    """``value``, its text made valid UTF-8 (a lone surrogate, legal in JSON, written as its
+    escape, backslash u d800) so Parquet can store it.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def export_run(
     run_dir: str | Path,
     *,
@@ -162,6 +174,6 @@ def export_run(
         return pa.string()
 
     schema = pa.schema([(c, kind(c)) for c in COLUMNS])
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = pa.Table.from_pylist([{k: _utf8(v) for k, v in r.items()} for r in rows], schema=schema)
     write_file(path, lambda f: pq.write_table(table, f))
     return path
