@@ -214,6 +214,37 @@ def _manifest_mac(key: bytes, manifest: Mapping[str, Any]) -> str:
     return hmac.new(key, b"manifest\n" + _json_line(body), hashlib.sha256).hexdigest()
 
 
+_MANIFEST_OBJECTS = ("model", "sandbox", "selector", "prompts", "budget", "config", "extra")
+"""Manifest entries that, when present, are JSON objects (the report and resume read into them)."""
+
+
+def _check_manifest(manifest: Mapping[str, Any], where: Path) -> None:
+    """Raise :class:`RunDirError` unless the manifest's entries have the types readers use."""
+
+    def bad(entry: str, kind: str) -> RunDirError:
+        return RunDirError(
+            f"{where}: {entry} is not {kind}; the manifest was altered (restore it from the "
+            "run's original copy)"
+        )
+
+    task = manifest["task"]
+    if not isinstance(task.get("name"), str):
+        raise bad("task.name", "a string")
+    if not isinstance(task.get("higher_is_better"), bool):
+        raise bad("task.higher_is_better", "true or false")
+    for key in _MANIFEST_OBJECTS:
+        if key in manifest and not isinstance(manifest[key], dict):
+            raise bad(key, "an object")
+    cli = manifest.get("extra", {}).get("cli")
+    if cli is not None and not isinstance(cli, dict):
+        raise bad("extra.cli", "an object")
+    workers = manifest.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise bad("workers", "an integer >= 1")
+    if not isinstance(manifest.get("ordered", False), bool):
+        raise bad("ordered", "true or false")
+
+
 def _schema(manifest: Mapping[str, Any], where: Path) -> int:
     version = manifest.get("schema_version", 1)
     if (
@@ -693,6 +724,7 @@ class RunDir:
             raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("task"), dict):
             raise RunDirError(f"{p / MANIFEST} is not a run manifest (no task entry)")
+        _check_manifest(manifest, p / MANIFEST)
         if not (p / JOURNAL).is_file():
             raise RunDirError(
                 f"{str(p)!r} has a manifest but no {JOURNAL}: the run's record is missing, so it "

@@ -391,3 +391,27 @@ def test_parquet_export_of_text_with_a_lone_surrogate(tmp_path: Path) -> None:
     _edit_nodes(out, plan="plan \ud800 end")
     table = pq.read_table(export_run(out, format="parquet"))
     assert table.column("plan")[0].as_py() == "plan \\ud800 end"
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused"),
+    [
+        ({"task": {"name": "toy", "higher_is_better": "false"}}, "task.higher_is_better"),
+        ({"task": {"name": ["a"], "higher_is_better": True}}, "task.name"),
+        ({"model": "x"}, "model is not an object"),
+        ({"extra": [1]}, "extra is not an object"),
+        ({"budget": "x"}, "budget is not an object"),
+        ({"workers": "x"}, "workers is not an integer"),
+    ],
+)
+def test_a_manifest_entry_of_the_wrong_type_is_refused_in_one_line(
+    tmp_path: Path, changes: dict[str, Any], refused: str
+) -> None:
+    """``"higher_is_better": "false"`` read as true (bool of a string) and flipped the report;
+    ``model: "x"`` or ``extra: [1]`` raised AttributeError out of report and resume."""
+    out = _run(tmp_path)
+    _set_manifest(out, **changes)
+    with pytest.raises(RunDirError, match=refused):
+        RunDir.open(out)
+    proc = _cli("report", str(out))
+    assert proc.returncode != 0 and refused in proc.stderr and "Traceback" not in proc.stderr
