@@ -1196,18 +1196,21 @@ def _check_node(data: Mapping[str, Any]) -> None:
             raise ValueError(f"{str(value)[:40]!r} is not a finite number (elapsed_s, used)")
 
 
-def _node(record: Mapping[str, Any]) -> Node:
-    data = record["node"]
+def _entry(record: Mapping[str, Any], key: str) -> dict[str, Any]:
+    data = record[key]
     if not isinstance(data, dict):
-        raise TypeError("the node entry is not an object")
+        raise TypeError(f"the {key} entry is not an object")
+    return data
+
+
+def _node(record: Mapping[str, Any]) -> Node:
+    data = _entry(record, "node")
     _check_node(data)
     return Node.from_dict(data)
 
 
 def _proposal(record: Mapping[str, Any]) -> Proposal:
-    data = record["proposal"]
-    if not isinstance(data, dict):
-        raise TypeError("the proposal entry is not an object")
+    data = _entry(record, "proposal")
     _check_lineage(data)
     return Proposal.from_dict(data)
 
