@@ -41,14 +41,16 @@ def _refuse(code: int, path: Path, why: str) -> OSError:
     return OSError(code, f"{path} {why}", str(path))
 
 
-def open_back(path: str | os.PathLike[str], *, max_bytes: int) -> int:
+def open_back(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = False) -> int:
     """An open read-only descriptor on ``path``, checked as :func:`read_back` checks it.
 
+    ``follow=True`` follows a symbolic link (a file the user named, which may be a link they
+    made) but still requires a regular file within ``max_bytes``.
     The caller closes it. Raises :class:`OSError` (see the module doc).
     """
     p = Path(path)
     try:
-        fd = os.open(p, _FLAGS)
+        fd = os.open(p, _FLAGS & ~os.O_NOFOLLOW if follow else _FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _refuse(
@@ -76,15 +78,16 @@ def open_back(path: str | os.PathLike[str], *, max_bytes: int) -> int:
     return fd
 
 
-def read_back(path: str | os.PathLike[str], *, max_bytes: int) -> bytes:
-    """The bytes of the regular file ``path``, at most ``max_bytes`` of them.
+def read_back(path: str | os.PathLike[str], *, max_bytes: int, follow: bool = False) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` of them (``follow``: as
+    in :func:`open_back`).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
         OSError: ``path`` is a symbolic link (``ELOOP``), not a regular file (``EINVAL``),
             larger than ``max_bytes`` (``EFBIG``), or cannot be read.
     """
-    fd = open_back(path, max_bytes=max_bytes)
+    fd = open_back(path, max_bytes=max_bytes, follow=follow)
     try:
         parts: list[bytes] = []
         total = 0
@@ -103,14 +106,16 @@ def read_back(path: str | os.PathLike[str], *, max_bytes: int) -> bytes:
         os.close(fd)
 
 
-def read_back_text(path: str | os.PathLike[str], *, max_bytes: int, errors: str = "strict") -> str:
+def read_back_text(
+    path: str | os.PathLike[str], *, max_bytes: int, errors: str = "strict", follow: bool = False
+) -> str:
     """:func:`read_back` decoded as UTF-8 (``errors`` as in :meth:`bytes.decode`).
 
     Raises:
         OSError: as :func:`read_back`.
         UnicodeDecodeError: not UTF-8 (with ``errors="strict"``).
     """
-    return read_back(path, max_bytes=max_bytes).decode("utf-8", errors)
+    return read_back(path, max_bytes=max_bytes, follow=follow).decode("utf-8", errors)
 
 
 def read_back_json(path: str | os.PathLike[str], *, max_bytes: int) -> Any:

@@ -279,7 +279,7 @@ def _run(args: argparse.Namespace) -> int:
     preset = _preset_fields(s)
     config = BenchConfig(
         suite=suite if isinstance(suite, str) and not suite.count(",") else "custom",
-        competitions=["(the suite's, below)"],
+        competitions=["the-suites-below"],  # a placeholder (a valid id), replaced below
         seeds=seed_list,
         model=s["model"],
         sandbox=s["sandbox"],

@@ -23,10 +23,14 @@ from typing import Any, final
 from attrs import define, field
 
 from openmle._protocols import OperatorModel
+from openmle._readback import read_back_text
 from openmle._types import ModelRequest, ModelResponse, Usage
 from openmle.errors import InvalidArgument, ModelNotFoundError
 
 __all__ = ["RecordingModel", "ReplayModel", "request_key"]
+
+_RECORDING_MAX_BYTES = 1 << 30
+"""A recording is read only as a regular file of at most this many bytes."""
 
 
 def request_key(request: ModelRequest) -> str:
@@ -171,7 +175,15 @@ class ReplayModel(OperatorModel):
         explicit = self.model
         table: dict[str, list[dict[str, Any]]] = defaultdict(list)
         asked: dict[str, None] = {}  # the recorded ids, in order
-        lines = self.path.read_text().splitlines()
+        try:  # a regular file (not a FIFO, not -> /dev/zero) of at most _RECORDING_MAX_BYTES
+            text = read_back_text(self.path, max_bytes=_RECORDING_MAX_BYTES, follow=True)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise InvalidArgument(
+                f"Cannot read the recording {str(self.path)!r}: {why}; give a JSONL file written "
+                "by RecordingModel or `openmle search --record FILE`"
+            ) from None
+        lines = text.splitlines()
         for i, line in enumerate(lines):
             if not line.strip():
                 continue
@@ -179,7 +191,7 @@ class ReplayModel(OperatorModel):
                 rec = json.loads(line)
                 response = dict(rec["response"])
                 table[str(rec["key"])].append(response)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, RecursionError):
                 if i == len(lines) - 1:
                     break  # a torn last line
                 raise InvalidArgument(

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from openmle._writeback import ensure_dir, write_file
 from openmle.bench._aggregate import METRICS, Metric, SuiteMetrics, aggregate_seeds
 from openmle.bench._benchmarks import benchmark_kind
 from openmle.bench._medals import bench_dict, competition_report
@@ -621,7 +622,7 @@ def _mlebench_files(reports: Sequence[GradeReport], root: Path, jsonl: Path, gra
         for r in reports
         if r.submission_exists and r.submission_path
     ]
-    jsonl.write_text("".join(line + "\n" for line in lines))
+    write_file(jsonl, "".join(line + "\n" for line in lines).encode("utf-8"))
     summary = {
         "total_runs": len(reports),
         "total_runs_with_submissions": sum(r.submission_exists for r in reports),
@@ -635,7 +636,7 @@ def _mlebench_files(reports: Sequence[GradeReport], root: Path, jsonl: Path, gra
             _mlebench_dict(r, root) for r in reports if r.gold_threshold is not None
         ],
     }
-    grading.write_text(json.dumps(summary, indent=2) + "\n")
+    write_file(grading, (json.dumps(summary, indent=2) + "\n").encode("utf-8"))
 
 
 def write_report(
@@ -660,13 +661,13 @@ def write_report(
         "submission_jsonl": root / "submission.jsonl",
         "grading_report": root / "grading_report.json",
     }
-    out["json"].write_text(json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n")
-    out["markdown"].write_text(rep.markdown())
-    out["html"].write_text(rep.html())
+    # A link in the bench directory (report.html -> ~/.bashrc) is replaced, never written through.
+    write_file(out["json"], (json.dumps(rep.to_dict(), indent=2, sort_keys=True) + "\n").encode())
+    write_file(out["markdown"], rep.markdown().encode("utf-8", "backslashreplace"))
+    write_file(out["html"], rep.html().encode("utf-8", "backslashreplace"))
     _mlebench_files(rep.reports, root, out["submission_jsonl"], out["grading_report"])
     for arm in rep.run.config.arms:
-        d = root / "arms" / arm.name
-        d.mkdir(parents=True, exist_ok=True)
+        d = ensure_dir(root, "arms", arm.name)
         out[f"submission_jsonl:{arm.name}"] = d / "submission.jsonl"
         out[f"grading_report:{arm.name}"] = d / "grading_report.json"
         _mlebench_files(

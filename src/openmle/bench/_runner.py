@@ -48,6 +48,7 @@ from openmle._readback import read_back_json
 from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
+from openmle._writeback import ensure_dir, write_file
 from openmle.bench._benchmarks import Benchmark, BenchTask, benchmark_kind
 from openmle.bench._live import committed_fractions
 from openmle.bench._medals import Leaderboard, bench_dict, competition_report
@@ -180,17 +181,29 @@ def read_result(path: Path) -> dict[str, Any] | None:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``, fsync'd; a link at ``path`` is replaced, not followed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_file(path, text.encode("utf-8"), fsync=True)
 
 
 def _strs(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(str(v) for v in values)
+
+
+_COMPETITION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+"""A competition id: a directory name under ``runs/`` and ``submissions/``, never a path."""
+
+
+def _competition_ids(values: Iterable[str]) -> tuple[str, ...]:
+    out = _strs(values)
+    bad = [c for c in out if not _COMPETITION_ID.fullmatch(c)]
+    if bad:
+        raise InvalidArgument(
+            f"BenchConfig.competitions has {bad[0][:60]!r}, not a competition id (letters, "
+            "digits, '.', '_', '+', '-'; no '/'); name the benchmark's competitions "
+            "(CLI: --competitions)"
+        )
+    return out
 
 
 def _ints(values: Iterable[int]) -> tuple[int, ...]:
@@ -304,7 +317,7 @@ class BenchConfig:
     """
 
     suite: str
-    competitions: tuple[str, ...] = field(converter=_strs)
+    competitions: tuple[str, ...] = field(converter=_competition_ids)
     seeds: tuple[int, ...] = field(converter=_ints)
     model: str
     sandbox: str = "local"
@@ -520,7 +533,7 @@ class BenchRun:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidArgument(
                 f"{p / MANIFEST}: malformed bench manifest ({type(exc).__name__}: "
-                f"{str(exc)[:120]}); restore it from the bench's original copy"
+                f"{str(exc)[:240]}); restore it from the bench's original copy"
             ) from None
         return cls(path=p, config=config, manifest=manifest)
 
@@ -609,6 +622,8 @@ class _KeepingTask:
         if Split(split) is Split.TEST:
             src = Path(submission)
             self.keep.parent.mkdir(parents=True, exist_ok=True)
+            if self.keep.is_symlink():  # never copy through a link left in the bench directory
+                self.keep.unlink()
             if src.is_dir() and not src.is_symlink():  # the sandbox's copy of an output dir
                 kept = self.keep.with_name(src.name)
                 shutil.rmtree(kept, ignore_errors=True)
@@ -747,6 +762,7 @@ async def _one(
     """One (competition, seed[, arm]) run: search (or resume), grade, keep, report."""
     name = "" if arm is None else arm.name
     rd = run.run_dir(cid, seed, name)
+    _real_dirs(run, cid, seed, name)
     task = bench.task(cid)
     leaderboard = task.leaderboard  # None: no medals (the score is reported as is)
     steps = run.config.budget.get("steps")
@@ -773,6 +789,22 @@ async def _one(
     _write_result(rd / RESULT, report, result)
     live.finished(report, arm)
     return report
+
+
+def _real_dirs(run: BenchRun, cid: str, seed: int, arm: str) -> None:
+    """Make the run's and its submission's directories, refusing a link among them (a bench
+    directory from elsewhere with ``runs -> /home/me`` would send the run's files there).
+
+    Raises:
+        InvalidArgument: a directory of the run is a symbolic link or not a directory.
+    """
+    for top in ("runs", "submissions"):
+        try:
+            ensure_dir(run.path, top, *([arm] if arm else []), cid, f"seed-{seed}")
+        except OSError as exc:
+            raise InvalidArgument(
+                f"{exc.strerror or exc} (bench directory {str(run.path)!r})"
+            ) from None
 
 
 async def _search(

@@ -75,6 +75,7 @@ from typing import Any, final
 from attrs import define, field, frozen
 
 from openmle._leaderboard import read_leaderboard
+from openmle._readback import read_back_text
 from openmle._types import Resources, Split, TaskMeta, check_split
 from openmle.errors import InvalidArgument, InvalidArgumentType, TaskPackageError
 from openmle.gym._gradeproc import BUILTIN_METRICS, MAX_REASON_CHARS, builtin_direction, clip
@@ -174,13 +175,28 @@ def _check_resources(res: dict[str, Any]) -> None:
             )
 
 
+_TOML_MAX_BYTES = 1 << 20
+"""A package's ``task.toml`` is read only as a regular file (no link followed) of at most this
+many bytes (see :func:`openmle._readback.read_back`)."""
+
+
+_DESCRIPTION_MAX_BYTES = 16 << 20
+
+
 def _read_config(root: Path) -> _Config:
     path = root / "task.toml"
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return _Config(name=root.name)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    try:  # a regular file of at most 1 MiB: not a link (-> /dev/zero), not a FIFO
+        data = tomllib.loads(read_back_text(path, max_bytes=_TOML_MAX_BYTES))
+    except OSError as exc:
+        raise TaskPackageError(
+            f"task.toml cannot be read ({exc.strerror or exc}); make it a regular file of "
+            f"at most {_TOML_MAX_BYTES} bytes"
+        ) from None
+    except RecursionError:
+        raise TaskPackageError("task.toml nests too deeply; fix its TOML syntax") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise TaskPackageError(f"task.toml cannot be parsed ({exc}); fix its TOML syntax") from None
     _check_types(data)
     metric = data.get("metric")
@@ -419,9 +435,14 @@ class Task:
 
     @property
     def description(self) -> str:
-        """``data/public/description.txt`` (public; safe for prompts)."""
+        """``data/public/description.txt`` (public; safe for prompts): "" when it is missing,
+        not UTF-8, a link (``-> ~/.ssh/id_rsa`` would reach the model's prompt), not a regular
+        file, or over 16 MiB (:meth:`validate` names the problem).
+        """
         try:
-            return (self.root / "data" / "public" / "description.txt").read_text(encoding="utf-8")
+            return read_back_text(
+                self.root / "data" / "public" / "description.txt", max_bytes=_DESCRIPTION_MAX_BYTES
+            )
         except (OSError, UnicodeDecodeError):
             return ""
 

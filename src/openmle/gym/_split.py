@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import hashlib
 import os
 import re
 import shutil
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,12 +42,41 @@ _VERSION = b"openmle-valid-view-1"
 _ANSWERS = Path("data/private/test_answer.csv")
 
 
-def _header(path: Path) -> list[str]:
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor on ``path`` when it is (or links to) a regular file; a FIFO is
+    not waited on and a device (``-> /dev/zero``) is not read: both raise :class:`OSError`.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            return [h.strip() for h in next(csv.reader(f), [])]
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _header(path: Path) -> list[str]:
+    """The CSV's header, from its first line (at most 1 MiB); [] when it cannot be read."""
+    try:
+        with open(_open_regular(path), newline="", encoding="utf-8-sig") as f:
+            first = f.readline(1 << 20)
+        return [h.strip() for h in next(csv.reader([first]), [])]
     except (OSError, UnicodeDecodeError, csv.Error):
         return []
+
+
+def _hash_file(h: hashlib._Hash, path: Path) -> None:
+    """Feed the regular file ``path`` to ``h`` in chunks (``<missing>`` when unreadable)."""
+    try:
+        fd = _open_regular(path)
+    except OSError:
+        h.update(b"<missing>")
+        return
+    with open(fd, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
 
 
 def valid_view_key(root: Path, *, id_column: str | None, fraction: float) -> str:
@@ -53,11 +84,7 @@ def valid_view_key(root: Path, *, id_column: str | None, fraction: float) -> str
     h = hashlib.sha256(_VERSION)
     h.update(repr((id_column, fraction, VALID_SEED)).encode())
     public = root / "data" / "public"
-    for name in ("train.csv",):
-        try:
-            h.update((public / name).read_bytes())
-        except OSError:
-            h.update(b"<missing>")
+    _hash_file(h, public / "train.csv")
     h.update(repr(_header(public / "sample_submission.csv")).encode())
     h.update(repr(_header(root / _ANSWERS)).encode())
     with contextlib.suppress(OSError):

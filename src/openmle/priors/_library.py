@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from attrs import field, frozen
 
+from openmle._readback import read_back_text
 from openmle.errors import InvalidArgument, InvalidArgumentType
 from openmle.priors._record import Prior, canonical_json
 from openmle.priors._render import render_priors
@@ -163,6 +164,10 @@ def save_library(library: PriorLibrary, path: str | Path) -> str:
     return library.content_hash
 
 
+_LIBRARY_MAX_BYTES = 256 << 20
+"""A prior library file is read only when it is a regular file of at most this many bytes."""
+
+
 def load_library(path: str | Path) -> PriorLibrary:
     """Read and validate a prior library written by :func:`save_library` (blank lines skipped).
 
@@ -171,10 +176,15 @@ def load_library(path: str | Path) -> PriorLibrary:
             message names the file, the line number and the field).
     """
     p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"cannot read prior library {str(p)!r}: {exc}") from exc
+    try:  # a regular file (a FIFO or -> /dev/zero is refused), at most _LIBRARY_MAX_BYTES
+        raw = read_back_text(p, max_bytes=_LIBRARY_MAX_BYTES, follow=True)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot read prior library {str(p)!r}: {exc.strerror or exc}; give a JSONL file "
+            "written by `save_library` (at most 256 MiB)"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"cannot read prior library {str(p)!r}: {exc}") from None
     priors: list[Prior] = []
     seen: set[str] = set()
     for i, line in enumerate(raw.splitlines(), start=1):

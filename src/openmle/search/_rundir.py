@@ -61,6 +61,7 @@ import hmac
 import importlib.metadata
 import inspect
 import json
+import math
 import os
 import platform
 import re
@@ -79,6 +80,7 @@ from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._readback import open_back, read_back, read_back_json, read_back_text
 from openmle._types import Message, ModelRequest, Operator, RunResult, TaskMeta
 from openmle._version import __version__
+from openmle._writeback import append_file, ensure_dir, open_append, write_file
 from openmle.errors import InvalidArgument, OpenMLEError, RunDirError
 from openmle.search._board import Board
 from openmle.search._budget import Budget
@@ -212,6 +214,37 @@ def _manifest_mac(key: bytes, manifest: Mapping[str, Any]) -> str:
     return hmac.new(key, b"manifest\n" + _json_line(body), hashlib.sha256).hexdigest()
 
 
+_MANIFEST_OBJECTS = ("model", "sandbox", "selector", "prompts", "budget", "config", "extra")
+"""Manifest entries that, when present, are JSON objects (the report and resume read into them)."""
+
+
+def _check_manifest(manifest: Mapping[str, Any], where: Path) -> None:
+    """Raise :class:`RunDirError` unless the manifest's entries have the types readers use."""
+
+    def bad(entry: str, kind: str) -> RunDirError:
+        return RunDirError(
+            f"{where}: {entry} is not {kind}; the manifest was altered (restore it from the "
+            "run's original copy)"
+        )
+
+    task = manifest["task"]
+    if not isinstance(task.get("name"), str):
+        raise bad("task.name", "a string")
+    if not isinstance(task.get("higher_is_better"), bool):
+        raise bad("task.higher_is_better", "true or false")
+    for key in _MANIFEST_OBJECTS:
+        if key in manifest and not isinstance(manifest[key], dict):
+            raise bad(key, "an object")
+    cli = manifest.get("extra", {}).get("cli")
+    if cli is not None and not isinstance(cli, dict):
+        raise bad("extra.cli", "an object")
+    workers = manifest.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise bad("workers", "an integer >= 1")
+    if not isinstance(manifest.get("ordered", False), bool):
+        raise bad("ordered", "true or false")
+
+
 def _schema(manifest: Mapping[str, Any], where: Path) -> int:
     version = manifest.get("schema_version", 1)
     if (
@@ -276,6 +309,14 @@ def _link_for(manifest: Mapping[str, Any], run: Path) -> _Link | None:
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refused when it overflows (``1e999`` parses as infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
 
 
 def _manifest_link(journal: Path) -> _Link | bool | None:
@@ -471,7 +512,7 @@ def _read_records(
                 good += 1
             continue
         try:
-            rec = json.loads(line, parse_constant=_no_constants)
+            rec = json.loads(line, parse_constant=_no_constants, parse_float=_finite_float)
         except (ValueError, RecursionError) as exc:
             if last:  # torn by a process killed mid-write
                 break
@@ -488,10 +529,12 @@ def _read_records(
         records.append((i + 1, rec))
         good += len(line) + 1
     if repair and good < len(data):
-        with p.open("r+b") as f:
-            f.truncate(good)
-            f.flush()
-            os.fsync(f.fileno())
+        fd = open_append(p)  # no link followed, no file shared
+        try:
+            os.ftruncate(fd, good)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return records
 
 
@@ -641,11 +684,15 @@ class RunDir:
         manifest = json.loads(json.dumps(manifest))  # as it will read back
         try:
             p.mkdir(parents=True, exist_ok=True)
-            (p / "nodes").mkdir(exist_ok=True)
-            (p / JOURNAL).touch()  # before the manifest: a manifest without a journal is damage
+            ensure_dir(p, "nodes")
+            append_file(
+                p / JOURNAL, b""
+            )  # before the manifest: a manifest without a journal is damage
             _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         except OSError as exc:
-            raise RunDirError(f"cannot write run directory {str(p)!r}: {exc}") from exc
+            raise RunDirError(
+                f"cannot write run directory {str(p)!r}: {exc.strerror or exc}"
+            ) from exc
         rd = cls(path=p, manifest=manifest)
         rd._open_journal()
         rd.session("start", budget=manifest["budget"])
@@ -677,6 +724,7 @@ class RunDir:
             raise RunDirError(f"cannot read {p / MANIFEST}: {exc}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("task"), dict):
             raise RunDirError(f"{p / MANIFEST} is not a run manifest (no task entry)")
+        _check_manifest(manifest, p / MANIFEST)
         if not (p / JOURNAL).is_file():
             raise RunDirError(
                 f"{str(p)!r} has a manifest but no {JOURNAL}: the run's record is missing, so it "
@@ -689,7 +737,12 @@ class RunDir:
 
     def _open_journal(self) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path / JOURNAL, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                self._fd = open_append(self.path / JOURNAL)
+            except OSError as exc:
+                raise RunDirError(
+                    f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
+                ) from None
 
     def close(self) -> None:
         """Write the board if it changed and close the journal file."""
@@ -775,7 +828,9 @@ class RunDir:
             if self._fd is not None:
                 os.fsync(self._fd)
         except OSError as exc:
-            self._failed = RunDirError(f"cannot write run directory {str(self.path)!r}: {exc}")
+            self._failed = RunDirError(
+                f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
+            )
             raise self._failed from exc
 
     def _submit(self, op: Callable[[], None]) -> None:
@@ -783,7 +838,12 @@ class RunDir:
         if self._failed is not None:
             raise self._failed
         if self._queue is None:
-            op()
+            try:
+                op()
+            except OSError as exc:
+                raise RunDirError(
+                    f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
+                ) from None
             return
         self._queue.append(op)
         if self._wake is not None:
@@ -832,7 +892,7 @@ class RunDir:
         under ``requests/`` once per distinct request), then journal it (naming the request's
         hash) and refresh the board.
         """
-        self._submit(partial(_write_files, self.path / "nodes" / node.node_id, node.code, logs))
+        self._submit(partial(_write_files, self.path, ("nodes", node.node_id), node.code, logs))
         digest: str | None = None
         if request is not None:
             digest, data = encode_request(request)
@@ -854,7 +914,7 @@ class RunDir:
     def final(self, node: Node, result: RunResult) -> None:
         """Store and journal the chosen program's test-split result."""
         files = partial(
-            _write_files, self.path / "final", node.code, result.logs, logs_name="test_logs.txt"
+            _write_files, self.path, ("final",), node.code, result.logs, logs_name="test_logs.txt"
         )
         self._submit(files)
         self._append({"event": "final", "node_id": node.node_id, "result": result.to_dict()})
@@ -1053,7 +1113,7 @@ class RunDir:
             replayed: Proposal | None = None
             try:
                 if kind == "proposal":
-                    replayed = Proposal.from_dict(r["proposal"])
+                    replayed = _proposal(r)
                     core.restore_proposal(replayed, r["rng"])
                 elif kind == "node":
                     node = _node(r)
@@ -1085,11 +1145,74 @@ _BAD_RECORD = (KeyError, TypeError, ValueError, AttributeError, IndexError, Inva
 """What converting a malformed record raises (InvalidArgument is a ValueError too)."""
 
 
-def _node(record: Mapping[str, Any]) -> Node:
-    data = record["node"]
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+"""A journalled node id: what the search writes (``n00042``), never a path (no ``/``, no
+``..``, no NUL), at most 128 characters."""
+_COUNT_MAX = 2**53
+_LINEAGE_INTS = ("step", "generation", "debug_depth")
+_NODE_STRS = ("reason", "code", "plan", "detail", "feedback", "family", "model")
+
+
+def _check_lineage(data: Mapping[str, Any]) -> None:
+    """Raise TypeError/ValueError unless the id, counters and parents of a journalled node or
+    proposal have their types: what the report, the export and a resume compute with.
+    """
+    node_id = data.get("node_id")
+    if not isinstance(node_id, str) or not _NODE_ID.fullmatch(node_id):
+        raise ValueError(f"node_id {str(node_id)[:80]!r} is not a node id (like 'n00042')")
+    for key in _LINEAGE_INTS:
+        value = data.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _COUNT_MAX:
+            raise ValueError(f"{key} {str(value)[:40]!r} is not an integer in [0, 2**53)")
+    parents = data.get("parent_ids")
+    if not isinstance(parents, list) or not all(
+        isinstance(x, str) and _NODE_ID.fullmatch(x) for x in parents
+    ):
+        raise ValueError(f"parent_ids {str(parents)[:80]!r} is not a list of node ids")
+
+
+def _check_node(data: Mapping[str, Any]) -> None:
+    """:func:`_check_lineage`, and the node's text and numbers have their types."""
+    _check_lineage(data)
+    for key in _NODE_STRS:
+        if not isinstance(data.get(key), str):
+            raise TypeError(f"{key} is not a string")
+    if data.get("error_signature") is not None and not isinstance(data["error_signature"], str):
+        raise TypeError("error_signature is not a string or null")
+    exit_code = data.get("exit_code")
+    if exit_code is not None and (
+        isinstance(exit_code, bool) or not isinstance(exit_code, int) or abs(exit_code) >= 2**63
+    ):
+        raise ValueError(f"exit_code {str(exit_code)[:40]!r} is not a 64-bit integer or null")
+    used = data.get("used")
+    numbers = [data.get("elapsed_s", 0.0), *(used.values() if isinstance(used, dict) else ())]
+    for value in numbers:
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or abs(value) >= _COUNT_MAX
+        ):
+            raise ValueError(f"{str(value)[:40]!r} is not a finite number (elapsed_s, used)")
+
+
+def _entry(record: Mapping[str, Any], key: str) -> dict[str, Any]:
+    data = record[key]
     if not isinstance(data, dict):
-        raise TypeError("the node entry is not an object")
+        raise TypeError(f"the {key} entry is not an object")
+    return data
+
+
+def _node(record: Mapping[str, Any]) -> Node:
+    data = _entry(record, "node")
+    _check_node(data)
     return Node.from_dict(data)
+
+
+def _proposal(record: Mapping[str, Any]) -> Proposal:
+    data = _entry(record, "proposal")
+    _check_lineage(data)
+    return Proposal.from_dict(data)
 
 
 def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResult]:
@@ -1171,21 +1294,21 @@ def _clear_uncommitted(p: Path) -> None:
             (p / d).rmdir()
 
 
-def _write_files(d: Path, code: str, logs: str, *, logs_name: str = "logs.txt") -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "program.py").write_text(code, errors="backslashreplace")
-    (d / logs_name).write_text(logs, errors="backslashreplace")
+def _write_files(
+    root: Path, parts: tuple[str, ...], code: str, logs: str, *, logs_name: str = "logs.txt"
+) -> None:
+    """Write a node's program and logs into ``root/parts`` (real directories, no link followed)."""
+    d = ensure_dir(root, *parts)
+    write_file(d / "program.py", code.encode("utf-8", "backslashreplace"))
+    write_file(d / logs_name, logs.encode("utf-8", "backslashreplace"))
 
 
 def _append_text(path: Path, line: str) -> None:
-    with path.open("a") as f:
-        f.write(line + "\n")
+    append_file(path, (line + "\n").encode("utf-8", "backslashreplace"))
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_file(path, text.encode("utf-8", "backslashreplace"))
 
 
 def encode_request(request: ModelRequest) -> tuple[str, bytes]:
@@ -1232,12 +1355,7 @@ def decode_request(data: Any) -> ModelRequest:
 
 def _write_blob(path: Path, data: bytes) -> None:
     """Write ``data`` gzip'd to ``path`` once (atomically and fsync'd; kept if present)."""
-    if path.exists():
+    if os.path.lexists(path):
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(gzip.compress(data, compresslevel=6, mtime=0))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    ensure_dir(path.parent.parent, path.parent.name)
+    write_file(path, gzip.compress(data, compresslevel=6, mtime=0), fsync=True)

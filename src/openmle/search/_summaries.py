@@ -29,6 +29,7 @@ from openmle._summary_contract import (
 )
 from openmle._types import Message, ModelRequest, ModelResponse, Usage
 from openmle._validation import check_type
+from openmle._writeback import ensure_dir, write_file
 from openmle.operators import clip
 from openmle.search._board import Board
 from openmle.search._cards import ExperienceCard
@@ -154,10 +155,13 @@ class SummaryStore:
         path = self._path(node_id)
         if path is None:
             return
-        await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
-        tmp = anyio.Path(str(path) + ".tmp")
-        await tmp.write_text(json.dumps({"node_id": node_id, "summary": summary}), "utf-8")
-        await tmp.rename(path)
+        data = json.dumps({"node_id": node_id, "summary": summary}).encode("utf-8")
+
+        def write() -> None:  # summaries/ a real directory, no link followed
+            path.parent.parent.mkdir(parents=True, exist_ok=True)  # the caller's choice
+            write_file(ensure_dir(path.parent.parent, path.parent.name) / path.name, data)
+
+        await anyio.to_thread.run_sync(write)
 
     async def get(
         self,

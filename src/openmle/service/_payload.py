@@ -91,6 +91,10 @@ def _bad(field: str, detail: str) -> PayloadError:
     return PayloadError(422, field, detail)
 
 
+_PATH_MAX = 4096
+_NAME_MAX = 255
+
+
 def confine(ref: str, roots: Sequence[Path], *, field: str = "data_dir") -> Path:
     """Resolve a task directory reference inside ``roots`` or refuse it (HTTP 400).
 
@@ -101,6 +105,14 @@ def confine(ref: str, roots: Sequence[Path], *, field: str = "data_dir") -> Path
     if "\x00" in ref:
         raise PayloadError(400, field, "the path contains a NUL byte", "bad_path")
     parts = PurePosixPath(ref).parts
+    if len(ref) > _PATH_MAX or any(len(p.encode("utf-8", "replace")) > _NAME_MAX for p in parts):
+        raise PayloadError(
+            400,
+            field,
+            f"the path is longer than {_PATH_MAX} characters or has a name longer than "
+            f"{_NAME_MAX} bytes; name a task directory under a task root",
+            "bad_path",
+        )
     if ".." in parts:
         raise PayloadError(
             400, field, f"{ref!r} contains '..'; name a path inside a task root", "bad_path"
@@ -131,7 +143,7 @@ def confine(ref: str, roots: Sequence[Path], *, field: str = "data_dir") -> Path
         if not real.is_relative_to(root):
             escaped = True
             continue
-        if real.is_dir():
+        if os.path.isdir(real):  # False for any OSError (a link loop, a name too long)
             return real
     if escaped:
         raise PayloadError(

@@ -192,3 +192,19 @@ def test_a_replay_with_another_seed_fails_with_one_readable_error(tmp_path: Path
     assert "\n" not in message and message.count("no recorded answer") == 1
     assert "--seed" in message
     assert any(n.startswith("request key ") for n in caught.value.__notes__)
+
+
+def test_a_recording_nested_too_deeply_or_too_large_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """A line of 10**5 nested arrays raised RecursionError (a traceback); a sparse file past
+    the cap was read whole."""
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text("[" * 100_000 + "]" * 100_000 + "\n{}\n")
+    with pytest.raises(InvalidArgument, match="line 1 is not a recording record"):
+        ReplayModel(nested)
+    huge = tmp_path / "huge.jsonl"
+    with huge.open("wb") as f:
+        f.truncate((1 << 30) + 1)
+    with pytest.raises(InvalidArgument, match=r"Cannot read the recording .*above the"):
+        ReplayModel(huge)

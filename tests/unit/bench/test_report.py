@@ -199,3 +199,54 @@ def test_naturebench_report_flags_are_refused_on_another_bench(
     BenchRun.create(tmp_path / "nb", config, cast(Benchmark, _Bench()))
     assert main(["bench", "report", str(tmp_path / "nb"), *flags]) == 2
     assert "--judge " + str(tmp_path / "nosuch.json") + ": no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name", ["report.html", "report.json", "report.md", "submission.jsonl", "grading_report.json"]
+)
+def test_a_link_in_the_bench_dir_is_replaced_never_written_through(
+    mini: tuple[Path, Path], tmp_path: Path, name: str
+) -> None:
+    """A bench directory from elsewhere with ``report.html -> ~/.bashrc``: the report replaced
+    the user's file."""
+    run = _bench(mini, tmp_path / "b")
+    _result(run, "mini-tabular", 0, {"score": 0.9})
+    canary = tmp_path / "canary"
+    canary.write_bytes(b"CANARY\n")
+    (tmp_path / "b" / name).symlink_to(canary)
+    written = write_report(tmp_path / "b")
+    assert canary.read_bytes() == b"CANARY\n"
+    assert not (tmp_path / "b" / name).is_symlink()
+    assert all(p.is_file() for p in written.values())
+
+
+def test_a_competition_id_that_is_a_path_is_refused(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``competitions: ["../../outside"]`` made status and report read a result outside the
+    bench directory (and a resume would have written its run there)."""
+    run = _bench(mini, tmp_path / "b")
+    _result(run, "mini-tabular", 0, {"score": 0.9})
+    outside = tmp_path / "outside" / "seed-0"
+    outside.mkdir(parents=True)
+    m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    m["config"]["competitions"] = ["../../outside", "mini-tabular"]
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(m))
+    for command in ("status", "report"):
+        assert main(["bench", command, str(tmp_path / "b")]) != 0
+        err = capsys.readouterr().err
+        assert "'../../outside', not a competition id" in err and "Traceback" not in err
+
+
+def test_a_runs_dir_linked_outside_is_refused_before_a_run_writes(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from openmle.bench._runner import _real_dirs
+
+    run = _bench(mini, tmp_path / "b")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "b" / "runs").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(InvalidArgument, match="runs is a symbolic link"):
+        _real_dirs(run, "mini-tabular", 0, "")
+    assert list(outside.iterdir()) == []

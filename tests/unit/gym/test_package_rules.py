@@ -136,3 +136,56 @@ def test_looping_metric_costs_the_grade_timeout_once(
     assert given[0] <= budget
     # The first grade slept budget / 2: every later grade gets at most the rest.
     assert all(t <= budget / 2 + 0.5 for t in given[1:]), given
+
+
+@pytest.mark.parametrize("how", ["dev-zero", "fifo", "huge", "nested", "secret"])
+def test_task_toml_is_read_as_a_bounded_regular_file(
+    make_package: PackageBuilder, tmp_path: Path, how: str
+) -> None:
+    """``task.toml -> /dev/zero`` was read until MemoryError, a FIFO hung ``validate`` and
+    ``grade``, 10**5 nested arrays raised RecursionError (a traceback)."""
+    import os
+
+    root = make_package()
+    toml = root / "task.toml"
+    toml.unlink()
+    secret = tmp_path / "secret"
+    secret.write_text('name = "root:x:0:0"\n')
+    if how == "dev-zero":
+        toml.symlink_to("/dev/zero")
+    elif how == "fifo":
+        os.mkfifo(toml)
+    elif how == "huge":
+        toml.write_text('name = "' + "a" * (2 << 20) + '"\n')
+    elif how == "nested":
+        toml.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    else:
+        toml.symlink_to(secret)
+    with pytest.raises(TaskPackageError, match=r"task\.toml (cannot be read|nests)") as info:
+        load_task(root)  # a hang is a pytest-timeout failure
+    assert "root:" not in str(info.value)
+    report = validate_path(root)
+    assert not report.ok and report.errors[0].file == "task.toml"
+
+
+@pytest.mark.parametrize("name", ["data/private/test_answer.csv", "data/public/train.csv"])
+@pytest.mark.parametrize("how", ["dev-zero", "fifo"])
+def test_grading_never_reads_a_device_or_waits_on_a_fifo(
+    make_package: PackageBuilder, name: str, how: str
+) -> None:
+    """The validation view's key read ``train.csv`` whole and the answers' header unbounded:
+    ``-> /dev/zero`` ended in MemoryError, a FIFO hung ``openmle task grade``."""
+    import os
+
+    root = make_package()
+    sample = root / "data" / "public" / "sample_submission.csv"
+    (root / "sub.csv").write_bytes(sample.read_bytes())
+    (root / name).unlink()
+    if how == "fifo":
+        os.mkfifo(root / name)
+    else:
+        (root / name).symlink_to("/dev/zero")
+    for split in ("valid", "test"):
+        report = load_task(root).grade(root / "sub.csv", split)  # a hang: a timeout failure
+        # the test split does not need train.csv
+        assert report.valid is (split == "test" and name.endswith("train.csv"))

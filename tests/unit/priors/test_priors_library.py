@@ -95,3 +95,32 @@ def test_load_rejects_junk_and_duplicates(tmp_path: Path) -> None:
         PriorLibrary([prior(1), prior(1)])
     with pytest.raises(InvalidArgument, match="cannot read"):
         load_library(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize("how", ["dev-zero", "fifo", "huge"])
+def test_a_library_that_is_no_bounded_regular_file_is_refused_in_one_line(
+    tmp_path: Path, how: str
+) -> None:
+    """A bench manifest or a flag naming ``-> /dev/zero`` read until MemoryError; a FIFO hung."""
+    import os
+
+    from openmle.priors import load_library
+
+    p = tmp_path / "lib.jsonl"
+    if how == "dev-zero":
+        p.symlink_to("/dev/zero")
+    elif how == "fifo":
+        os.mkfifo(p)
+    else:
+        with p.open("wb") as f:
+            f.truncate((256 << 20) + 1)  # sparse: no disk used
+    with pytest.raises(InvalidArgument, match=r"cannot read prior library .*at most 256 MiB"):
+        load_library(p)
+
+
+def test_a_library_the_user_linked_to_is_still_read(tmp_path: Path) -> None:
+    from openmle.priors import PriorLibrary, load_library, save_library
+
+    save_library(PriorLibrary([]), tmp_path / "real.jsonl")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
+    assert len(load_library(tmp_path / "link.jsonl")) == 0

@@ -205,3 +205,213 @@ def test_a_keyed_runs_budget_is_never_lifted_by_an_edit_to_its_sessions(keyed: P
     with (keyed / "sessions.jsonl").open("a") as fh:
         fh.write(json.dumps({"event": "resume", "budget": {"steps": 10**6}}) + "\n")
     assert RunDir.open(keyed).budget() == started and started.steps != 10**6
+
+
+# ----------------------------------------------------------------------------- writing into one
+# A run directory sent by someone else may hold links where openmle writes: report.html ->
+# ~/.bashrc, nodes -> a directory outside. Writing through one would change a file outside it.
+
+
+def _canary(tmp_path: Path) -> Path:
+    c = tmp_path / "canary.txt"
+    c.write_bytes(b"CANARY\n")
+    return c
+
+
+@pytest.mark.parametrize(
+    ("name", "how"),
+    [
+        ("report.html", "symlink"),
+        ("report.html", "hardlink"),
+        ("score.png", "symlink"),
+        ("score.svg", "symlink"),
+        ("nodes.jsonl", "symlink"),
+        ("nodes.parquet", "symlink"),
+    ],
+)
+def test_report_and_export_replace_a_link_in_the_run_dir_never_write_through_it(
+    tmp_path: Path, name: str, how: str
+) -> None:
+    from openmle.search import export_run, write_report
+
+    out = _run(tmp_path)
+    canary = _canary(tmp_path)
+    if how == "symlink":
+        (out / name).symlink_to(canary)
+    else:
+        os.link(canary, out / name)
+    if name == "nodes.parquet":
+        pytest.importorskip("pyarrow")
+    if name.startswith("score."):
+        pytest.importorskip("matplotlib")
+    if name.startswith("nodes."):
+        written = export_run(out, format="parquet" if name.endswith("parquet") else "jsonl")
+    else:
+        written = write_report(out).with_name(name)
+    assert canary.read_bytes() == b"CANARY\n"
+    assert not written.is_symlink() and written.stat().st_size > 0
+
+
+def _resume(out: Path) -> None:
+    from openmle.search import ResumeSpec, resume_search
+
+    resume_search(
+        out,
+        ResumeSpec(**det_parts(), budget=Budget(steps=6)),
+        quiet=True,
+    )
+
+
+@pytest.mark.parametrize("name", ["nodes", "requests", "final"])
+def test_resume_refuses_a_run_dir_whose_subdirectory_links_outside(
+    tmp_path: Path, name: str
+) -> None:
+    out = _run(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if (out / name).exists():
+        (out / name).rename(tmp_path / f"real-{name}")
+    (out / name).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(RunDirError, match=rf"{name} is a symbolic link.*replace the link"):
+        _resume(out)
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "how", "refused"),
+    [
+        ("sessions.jsonl", "symlink", "symbolic link"),
+        ("sessions.jsonl", "hardlink", "another hard link"),
+        ("board.json.tmp", "symlink", None),  # the old temporary name: never opened now
+        ("board.json", "symlink", None),  # replaced
+    ],
+)
+def test_resume_never_appends_or_writes_through_a_link(
+    tmp_path: Path, name: str, how: str, refused: str | None
+) -> None:
+    out = _run(tmp_path)
+    canary = _canary(tmp_path)
+    if (out / name).exists():
+        (out / name).unlink()
+    if how == "symlink":
+        (out / name).symlink_to(canary)
+    else:
+        os.link(canary, out / name)
+    if refused is None:
+        _resume(out)
+    else:
+        with pytest.raises(RunDirError, match=refused):
+            _resume(out)
+    assert canary.read_bytes() == b"CANARY\n"
+
+
+# ------------------------------------------------------------------------ what a journal holds
+# An unkeyed journal can be edited and its chain recomputed by anyone: every value in it is
+# checked before the report, the export or a resume computes with it.
+
+
+def _edit_nodes(run: Path, **changes: Any) -> None:
+    def edit(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for r in records:
+            if r["event"] == "node":
+                r["node"].update(changes)
+        return records
+
+    _rewrite(run, edit, chain=True)
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused"),
+    [
+        ({"step": "x"}, "step 'x' is not an integer"),
+        ({"step": 10**30}, "is not an integer in"),
+        ({"step": -5}, "is not an integer in"),
+        ({"generation": True}, "is not an integer in"),
+        ({"node_id": "../../../outside/pwn"}, "is not a node id"),
+        ({"node_id": 5}, "is not a node id"),
+        ({"parent_ids": {"a": 1}}, "is not a list of node ids"),
+        ({"parent_ids": ["/etc/passwd"]}, "is not a list of node ids"),
+        ({"code": None}, "code is not a string"),
+        ({"plan": {"x": 1}}, "plan is not a string"),
+        ({"elapsed_s": -1e308}, "is not a finite number"),
+        ({"exit_code": 10**40}, "is not a 64-bit integer"),
+    ],
+)
+def test_a_journalled_node_of_the_wrong_shape_is_refused_in_one_line(
+    tmp_path: Path, changes: dict[str, Any], refused: str
+) -> None:
+    from openmle.search import export_run
+
+    out = _run(tmp_path)
+    _edit_nodes(out, **changes)
+    with pytest.raises(RunDirError, match=refused):
+        RunDir.open(out).nodes()
+    with pytest.raises(RunDirError, match="journal"):
+        export_run(out, format="jsonl")
+
+
+def test_a_number_that_overflows_to_infinity_is_refused(tmp_path: Path) -> None:
+    out = _run(tmp_path)
+    p = out / "journal.jsonl"
+    p.write_text(p.read_text().replace('"uinteger":0', '"uinteger":1e999', 1))
+    with pytest.raises(RunDirError, match="1e999 is not a finite number"):
+        RunDir.open(out).nodes()
+
+
+def test_the_report_is_bounded_by_the_nodes_not_by_the_numbers_they_claim(
+    tmp_path: Path,
+) -> None:
+    """A generation of 10**9 drew 10**9 grid lines (MemoryError); scores at the float limits
+    divided by zero or broke matplotlib."""
+    from openmle.search import write_report
+
+    out = _run(tmp_path)
+    _edit_nodes(out, generation=10**9)
+    html = write_report(out).read_text()
+    assert html.count("gen 1000000000") == 1 and len(html) < 2_000_000
+
+    def extreme(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        sign = 1.0
+        for r in records:
+            if r["event"] == "node" and r["node"]["score"] is not None:
+                r["node"]["score"] = r["node"]["valid_score"] = sign * 1.7e308
+                sign = -sign
+        return records
+
+    _rewrite(out, extreme, chain=True)
+    assert "too large to plot" in write_report(out).read_text()
+
+
+def test_parquet_export_of_text_with_a_lone_surrogate(tmp_path: Path) -> None:
+    """A lone surrogate is legal JSON (``\\ud800``) but not UTF-8: export wrote a traceback."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from openmle.search import export_run
+
+    out = _run(tmp_path)
+    _edit_nodes(out, plan="plan \ud800 end")
+    table = pq.read_table(export_run(out, format="parquet"))
+    assert table.column("plan")[0].as_py() == "plan \\ud800 end"
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused"),
+    [
+        ({"task": {"name": "toy", "higher_is_better": "false"}}, "task.higher_is_better"),
+        ({"task": {"name": ["a"], "higher_is_better": True}}, "task.name"),
+        ({"model": "x"}, "model is not an object"),
+        ({"extra": [1]}, "extra is not an object"),
+        ({"budget": "x"}, "budget is not an object"),
+        ({"workers": "x"}, "workers is not an integer"),
+    ],
+)
+def test_a_manifest_entry_of_the_wrong_type_is_refused_in_one_line(
+    tmp_path: Path, changes: dict[str, Any], refused: str
+) -> None:
+    """``"higher_is_better": "false"`` read as true (bool of a string) and flipped the report;
+    ``model: "x"`` or ``extra: [1]`` raised AttributeError out of report and resume."""
+    out = _run(tmp_path)
+    _set_manifest(out, **changes)
+    with pytest.raises(RunDirError, match=refused):
+        RunDir.open(out)
+    proc = _cli("report", str(out))
+    assert proc.returncode != 0 and refused in proc.stderr and "Traceback" not in proc.stderr

@@ -120,3 +120,20 @@ def test_job_view_scores_by_split() -> None:
     assert res["scores_by_split"] == {"test": 0.9} and res["run_log"] == "hi"
     assert view["created_at"] == "1970-01-01T00:00:00.000000Z"
     assert view["completed_at"] == "1970-01-01T00:00:02.500000Z"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["a" * 100_000, "a/" + "b" * 300, "c" * 5000, "loop", "loop/x", "a/loop2/y"],
+    ids=["long", "long-name", "over-path-max", "loop", "in-loop", "nested-loop"],
+)
+def test_a_path_too_long_or_looping_is_a_400_never_a_500(tmp_path: Path, ref: str) -> None:
+    """``task: "a" * 100000`` raised OSError (ENAMETOOLONG) out of the handler: a 500."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "a" / "loop2").symlink_to(tmp_path / "a" / "loop2")
+    for key in ("task", "data_dir"):
+        body = {"code": "print(1)", key: ref}
+        with pytest.raises(PayloadError) as info:
+            _parse(body, [tmp_path])
+        assert info.value.status == 400 and info.value.field in ("task", "data_dir")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from openmle._compat import require
 from openmle._validation import check_choice
+from openmle._writeback import write_file
 from openmle.search._rundir import RunDir
 
 __all__ = ["export_run", "node_rows"]
@@ -115,6 +116,18 @@ def node_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     ]
 
 
+def _utf8(value: Any) -> Any:
+    """``value``, its text made valid UTF-8 (a lone surrogate, legal in JSON, written as its
+    escape, backslash u d800) so Parquet can store it.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def export_run(
     run_dir: str | Path,
     *,
@@ -139,9 +152,12 @@ def export_run(
     path = Path(out) if out is not None else Path(run_dir) / f"nodes.{format}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if format == "jsonl":
-        with path.open("w") as f:
+
+        def jsonl(f: BinaryIO) -> None:
             for row in rows:
-                f.write(json.dumps(row, sort_keys=True) + "\n")
+                f.write((json.dumps(row, sort_keys=True) + "\n").encode("utf-8"))
+
+        write_file(path, jsonl)  # a link at path (nodes.jsonl -> ~/.bashrc) is replaced
         return path
     pa = require("pyarrow", "data")
     pq = require("pyarrow.parquet", "data")
@@ -158,6 +174,6 @@ def export_run(
         return pa.string()
 
     schema = pa.schema([(c, kind(c)) for c in COLUMNS])
-    table = pa.Table.from_pylist(rows, schema=schema)
-    pq.write_table(table, path)
+    table = pa.Table.from_pylist([{k: _utf8(v) for k, v in r.items()} for r in rows], schema=schema)
+    write_file(path, lambda f: pq.write_table(table, f))
     return path

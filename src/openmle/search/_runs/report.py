@@ -19,7 +19,9 @@ still written and the plots are skipped with a note.
 from __future__ import annotations
 
 import html
+import io
 import json
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 from attrs import frozen
 
 from openmle._types import Operator, RunResult
+from openmle._writeback import write_file
 from openmle.errors import InvalidArgument, RunDirError
 from openmle.search._loop import Node
 from openmle.search._rundir import RunDir
@@ -98,7 +101,9 @@ def _tree_svg(nodes: Sequence[Node], best_path: set[str], width: int = 1100) -> 
         f'<svg viewBox="0 0 {width} {height}" width="100%" role="img" '
         f'aria-label="search tree" class="tree">'
     ]
-    for g in range(max_gen + 1):
+    for g in sorted(
+        {n.generation for n in nodes}
+    ):  # (contiguous in a run; an edit's gaps are not drawn)
         gy = pad + row * g
         parts.append(
             f'<line x1="{gutter - 14}" x2="{width}" y1="{gy}" y2="{gy}" stroke="#f1f5f9" />'
@@ -163,6 +168,8 @@ def _curve_svg(
         lo, hi = lo - 0.5, hi + 0.5
     margin = (hi - lo) * 0.08
     lo, hi = lo - margin, hi + margin
+    if not (math.isfinite(hi - lo) and hi > lo) or max(abs(lo), abs(hi)) > 1e300:
+        return "<p>The scores are too large to plot (beyond 1e300).</p>"  # an edited journal
     x_max = max(max(xs), 1e-9)
     L, R, T, B = 60, 15, 15, 40
 
@@ -321,6 +328,8 @@ def _plots(
         import matplotlib.pyplot as plt
     except ImportError:
         return []
+    if any(n.score is not None and abs(n.score) > 1e300 for n in nodes):
+        return []  # beyond what matplotlib lays out (an edited journal): the HTML says so
     fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
     for op, color in OP_COLORS.items():
         xs = [s for s, n in zip(steps, nodes, strict=True) if n.ok and n.operator is op]
@@ -356,7 +365,9 @@ def _plots(
     out = []
     for ext in ("png", "svg"):
         p = path.with_suffix(f".{ext}")
-        fig.savefig(p)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext)
+        write_file(p, buf.getvalue())  # a link at p (score.png -> ~/.bashrc) is replaced
         out.append(p)
     plt.close(fig)
     return out
@@ -622,7 +633,7 @@ click to open)</small></h2>
 {_budget_note(m["budget"], caps)}</p>
 </body></html>
 """
-    path.write_text(html_text, errors="backslashreplace")
+    write_file(path, html_text.encode("utf-8", "backslashreplace"))  # no link followed
     return path
 
 
@@ -873,5 +884,5 @@ the first divergence highlighted)</small></h2>
 {_side_by_side(a, b, sa, sb, first)}
 </body></html>
 """
-    path.write_text(html_text, errors="backslashreplace")
+    write_file(path, html_text.encode("utf-8", "backslashreplace"))  # no link followed
     return path, comp
