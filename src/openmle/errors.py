@@ -5,7 +5,8 @@
     OpenMLEError
     ├── InvalidArgument (also ValueError)      bad input from a user: names the field and the fix
     │   ├── InvalidArgumentType (also TypeError)
-    │   └── TaskPackageError                    a task package breaks the contract
+    │   ├── TaskPackageError                    a task package breaks the contract
+    │   └── Unsupported (also NotImplementedError)  a combination not implemented (as released)
     ├── MissingDependency (also ImportError)    an optional extra is not installed
     ├── BackendError                            a backend (not the candidate program) failed
     │   ├── SandboxError
@@ -47,6 +48,7 @@ __all__ = [
     "SandboxUnavailable",
     "TaskPackageError",
     "TrainerError",
+    "Unsupported",
 ]
 
 
@@ -67,6 +69,12 @@ class InvalidArgumentType(InvalidArgument, TypeError):
 
 class TaskPackageError(InvalidArgument):
     """A task package on disk breaks the package contract; the message names the file."""
+
+
+class Unsupported(InvalidArgument, NotImplementedError):
+    """A documented combination of options that is not implemented (as the released system
+    has it); the message names the alternative. Also a ``NotImplementedError``.
+    """
 
 
 class MissingDependency(OpenMLEError, ImportError):

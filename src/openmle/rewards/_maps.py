@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from openmle._validation import check_choice, fail
+from openmle.errors import Unsupported
 from openmle.rewards._bounds import Bounds, preferred_static_bounds, resolve_bounds, static_bounds
 from openmle.rewards._scores import (
     MetaLike,
@@ -356,7 +357,8 @@ def score_to_reward_from_meta(
         The reward (a float).
 
     Raises:
-        NotImplementedError: ``power_sigmoid`` with the RL flavour (as released).
+        Unsupported: ``power_sigmoid`` with the RL flavour (as released; also a
+            ``NotImplementedError``).
         InvalidArgument: unknown mode or flavour.
     """
     _check_mode(str(mode))
@@ -377,8 +379,9 @@ def score_to_reward_from_meta(
         return sigmoid(2.0 * (raw - worst) / (best - worst))
     if flavour == "rl":
         if mode == "power_sigmoid":
-            raise NotImplementedError(
-                'mode="power_sigmoid" is not implemented; use mode="power_clip" instead.'
+            raise Unsupported(
+                'mode="power_sigmoid" is not implemented for flavour="rl" (as released); use '
+                'mode="power_clip", or flavour="evo"'
             )
         best_s, worst_s = resolve_bounds(m, dynamic)
     else:
