@@ -72,8 +72,9 @@ class TaskPackageError(InvalidArgument):
 
 
 class Unsupported(InvalidArgument, NotImplementedError):
-    """A documented combination of options that is not implemented (as the released system
-    has it); the message names the alternative. Also a ``NotImplementedError``.
+    """A documented combination of options that is not implemented, as released.
+
+    The message names the alternative. Also a ``NotImplementedError``.
     """
 
 
