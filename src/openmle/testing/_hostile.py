@@ -767,22 +767,36 @@ HOSTILE_PROGRAMS += (
         must_print="PARENT-DONE",
     ),
     HostileProgram(
-        name="signal_and_trace_host",
+        name="signal_host",
         description=(
-            "signals (signal 0: a permission check only), seizes with ptrace (no stop), "
-            "opens the memory of and sets the limits (prlimit, to their current value) of host "
-            "processes"
+            "signals host processes (signal 0: a permission check only); Landlock scopes "
+            "signals from ABI 6 only, so below it this probe alone may report"
         ),
         body=(
-            "import ctypes, os, resource\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long] + [ctypes.c_void_p] * 2\n"
+            "import os\n"
             "for pid in HOST_PIDS:\n"
             "    try:\n"
             "        os.kill(pid, 0)\n"
             "        print('REACHED: may signal', pid)\n"
             "    except OSError as exc:\n"
             "        print('signal refused', pid, exc.errno)\n"
+            "print('SIGNALS-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="SIGNALS-TRIED",
+        must_not_print="REACHED",
+    ),
+    HostileProgram(
+        name="trace_and_limit_host",
+        description=(
+            "seizes with ptrace (no stop), opens the memory of and sets the limits (prlimit, "
+            "to their current value) of host processes"
+        ),
+        body=(
+            "import ctypes, resource\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long] + [ctypes.c_void_p] * 2\n"
+            "for pid in HOST_PIDS:\n"
             "    if libc.ptrace(0x4206, pid, None, None) == 0:  # PTRACE_SEIZE\n"
             "        libc.ptrace(17, pid, None, None)  # PTRACE_DETACH\n"
             "        print('REACHED: seized', pid)\n"
@@ -797,10 +811,10 @@ HOSTILE_PROGRAMS += (
             "        print('REACHED: set the limits of', pid)\n"
             "    except (OSError, ValueError) as exc:\n"
             "        print('prlimit refused', pid, exc)\n"
-            "print('SIGNALS-TRIED')\n"
+            "print('TRACE-LIMITS-TRIED')\n"
         ),
         expected=[Outcome.MISSING_SUBMISSION],
-        must_print="SIGNALS-TRIED",
+        must_print="TRACE-LIMITS-TRIED",
         must_not_print="REACHED",
     ),
     HostileProgram(

@@ -11,9 +11,11 @@ import anyio
 import pytest
 from attrs import define, field
 from tests.unit.search._toy import toy_spec
+from tests.unit.search._trees import add_card
 
 from openmle import Job, ModelRequest, ModelResponse, Operator, Outcome, RunResult, Usage
 from openmle.search import (
+    Board,
     Budget,
     OperatorPrompts,
     PriceTable,
@@ -252,3 +254,33 @@ def test_build_without_a_store_is_unchanged() -> None:
     request = prompts.defer(proposal, [], info)
     assert isinstance(request, ModelRequest)
     assert request == prompts.build(proposal, [], info)
+
+
+@pytest.mark.anyio
+async def test_the_summary_cache_never_writes_through_a_link(tmp_path: Path) -> None:
+    """A link left in the cache (``<node>.json.tmp`` -> a file outside, the old temporary
+    name) or a ``summaries`` directory that is a link is never written through: the file
+    outside keeps its bytes, the directory outside stays empty."""
+
+    def board() -> Board:
+        fresh = Board()
+        add_card(fresh, "n1", 0.5)
+        return fresh
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    cache = tmp_path / "run" / "summaries"
+    cache.mkdir(parents=True)
+    (cache / "n1.json.tmp").symlink_to(outside)
+    model = Model()
+    assert await SummaryStore(model=model, cache_dir=cache).get(board(), "n1")
+    assert outside.read_text() == "precious\n"
+    assert json.loads((cache / "n1.json").read_text())["node_id"] == "n1"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    linked = tmp_path / "run2" / "summaries"
+    linked.parent.mkdir()
+    linked.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OSError, match="symbolic link"):
+        await SummaryStore(model=Model(), cache_dir=linked).get(board(), "n1")
+    assert list(elsewhere.iterdir()) == []
