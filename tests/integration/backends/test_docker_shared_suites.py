@@ -2,7 +2,11 @@
 
 ``openmle.testing.check_sandbox`` (conformance) and ``openmle.testing.run_hostile_battery``
 (hostile programs) run as they run on ``LocalSandbox``; every hostile program must end as
-expected and leave nothing behind (no list of tolerated gaps: a gap is a failing test).
+expected and leave nothing behind (no list of tolerated gaps: a gap is a failing test). One
+probe's target is not the host's under Docker: ``file_attributes_outside`` sets the inode flags
+of the interpreter, which in a container is the container's own copy (copied up from the
+image); ``test_a_programs_inode_flags_stay_in_its_container`` checks what matters there
+instead: the image and the next run see the flags unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +18,14 @@ from typing import Any
 import pytest
 from tests._files import open_up
 
-from openmle.testing import HostileReport, ToyTask, check_sandbox, run_hostile_battery
+from openmle import Job, Split
+from openmle.testing import (
+    HOSTILE_PROGRAMS,
+    HostileReport,
+    ToyTask,
+    check_sandbox,
+    run_hostile_battery,
+)
 
 from .conftest import Engine
 
@@ -72,11 +83,50 @@ async def test_docker_sandbox_survives_the_hostile_battery(
             task=toy.name,
             private_paths=toy.private_paths,
             task_root=toy.root,
+            programs=[p for p in HOSTILE_PROGRAMS if p.name != "file_attributes_outside"],
         )
     finally:
         await sandbox.aclose()
     _assert_clean(reports)
     assert managed_containers() == []
+
+
+_FLAGS = (
+    "import array, fcntl, os, sys\n"
+    "fd = os.open(os.path.realpath(sys.executable), os.O_RDONLY)\n"
+    "flags = array.array('l', [0])\n"
+    "fcntl.ioctl(fd, 0x80086601, flags)  # FS_IOC_GETFLAGS\n"
+    "print('FLAGS-BEFORE', flags[0])\n"
+    "if os.environ.get('SET') == '1':\n"
+    "    flags[0] |= 0x40  # FS_NODUMP_FL\n"
+    "    try:\n"
+    "        fcntl.ioctl(fd, 0x40086602, flags)  # FS_IOC_SETFLAGS\n"
+    "    except OSError as exc:\n"
+    "        print('refused', exc.errno)\n"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+async def test_a_programs_inode_flags_stay_in_its_container(
+    docker_engine: Engine, toy: ToyTask
+) -> None:
+    """A program that sets its interpreter's inode flags (``FS_IOC_SETFLAGS``, allowed to the
+    file's owner) changes its container's copy only: the next run sees the image's flags."""
+    sandbox = _docker(docker_engine, toy)
+    try:
+        first = await sandbox.run(
+            Job(code=_FLAGS, task=toy.name, split=Split.VALID, env={"SET": "1"})
+        )
+        second = await sandbox.run(Job(code=_FLAGS, task=toy.name, split=Split.VALID))
+    finally:
+        await sandbox.aclose()
+
+    def before(logs: str) -> int:
+        return int(logs.split("FLAGS-BEFORE", 1)[1].split()[0])
+
+    assert before(second.logs) == before(first.logs), (first.logs, second.logs)
+    assert not before(second.logs) & 0x40
 
 
 @pytest.mark.ray
