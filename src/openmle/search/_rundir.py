@@ -615,6 +615,11 @@ def _check_seal(journal: Path, link: _Link, records: list[tuple[int, dict[str, A
                 f"{KEYED_SCHEMA_VERSION}) is sealed: lines may have been removed from its "
                 "journal; the run cannot be trusted (restore it or start a new run)"
             )
+        if not records:  # schema 3: no line verifies the manifest (a downgrade, then a cut)
+            raise RunDirError(
+                f"{journal} is empty and {SEAL} is missing: nothing verifies this keyed run's "
+                "manifest, so it cannot be trusted (restore the run or start a new one)"
+            )
         return
     lines, chain = sealed
     if len(records) < lines:

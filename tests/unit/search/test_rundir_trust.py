@@ -432,8 +432,9 @@ def _cut(run: Path, n: int) -> int:
     """Remove the journal's last ``n`` lines; the number of lines left."""
     p = run / "journal.jsonl"
     lines = p.read_bytes().splitlines(keepends=True)
-    p.write_bytes(b"".join(lines[: len(lines) - n]))
-    return len(lines) - n
+    left = max(0, len(lines) - n)
+    p.write_bytes(b"".join(lines[:left]))
+    return left
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -582,4 +583,7 @@ def test_a_downgrade_to_the_unsealed_schema_is_refused(keyed: Path) -> None:
     _set_manifest(keyed, schema_version=3)
     (keyed / "journal.seal").unlink(missing_ok=True)
     with pytest.raises(RunDirError, match="line 1 fails the journal's hash chain"):
+        RunDir.open(keyed).nodes()
+    _cut(keyed, 100)  # no line left to verify the manifest with
+    with pytest.raises(RunDirError, match=r"is empty and journal\.seal is missing"):
         RunDir.open(keyed).nodes()
