@@ -7,6 +7,8 @@ Layout::
                            prompt template hash, package versions, hardware
       journal.jsonl        one JSON object per line, appended and fsync'd in the order the
                            search core saw them: {"event": "proposal" | "node" | "cancel" | "final"}
+      journal.seal         keyed runs only: the number of journal lines and the last one's chain
+                           value under their own HMAC, rewritten atomically after each batch
       sessions.jsonl       start/resume/end of each process working on the run (timestamps;
                            start and resume record the session's budget, the one in force)
       board.json           the search board (best node, families, errors, lineage), rewritten
@@ -31,7 +33,9 @@ and the line's own content (:data:`CHAIN_KEY`). Reading a run (resume, report, e
 the chain and refuses a directory whose journal was edited, reordered or had lines inserted or
 removed before its last line (:class:`~openmle.errors.RunDirError` naming the line). The chain
 detects edits made without recomputing it (an edited score, a forged ``final`` record); it is not
-a signature: someone who recomputes every hash can still forge a journal. Runs written before the
+a signature: someone who recomputes every hash can still forge a journal. With a journal key
+(:data:`JOURNAL_KEY_ENV`) the chain is an HMAC and ``journal.seal`` names the journal's head,
+so lines removed from its end are refused too. Runs written before the
 chain (manifest ``schema_version`` 1) are still read, marked ``integrity == "unchained"``. Scores
 must be finite (a ``NaN`` or ``Infinity`` anywhere in the journal is an error), a malformed record
 is a :class:`~openmle.errors.RunDirError` naming its line, and a run directory whose manifest is
