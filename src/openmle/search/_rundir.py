@@ -595,10 +595,12 @@ def _read_seal(journal: Path, link: _Link) -> tuple[int, str] | None:
     if (
         isinstance(lines, bool)
         or not isinstance(lines, int)
+        or not 0 <= lines < _COUNT_MAX
         or not isinstance(chain, str)
         or not isinstance(mac, str)
-        or not 0 <= lines < _COUNT_MAX
-        or not hmac.compare_digest(mac.encode(), link.seal_mac(lines, chain).encode())
+        or not _SHA256.fullmatch(chain)
+        or not _SHA256.fullmatch(mac)
+        or not hmac.compare_digest(mac, link.seal_mac(lines, chain))
     ):
         raise RunDirError(
             f"{path}: the seal's HMAC does not match (it was edited, replaced or damaged); the "

@@ -511,6 +511,10 @@ def test_an_edited_or_forged_seal_is_refused(keyed: Path) -> None:
         _seal(keyed, mac=mac)
         with pytest.raises(RunDirError, match="seal's HMAC does not match"):
             RunDir.open(keyed).nodes()
+    for chain in ("\ud800" * 64, "a" * 10**3, 7):  # not a chain value: one line, no crash
+        _seal(keyed, chain=chain)
+        with pytest.raises(RunDirError, match="seal's HMAC does not match"):
+            RunDir.open(keyed).nodes()
     (keyed / "journal.seal").write_text("not json")
     with pytest.raises(RunDirError, match="seal's HMAC does not match"):
         RunDir.open(keyed).nodes()
