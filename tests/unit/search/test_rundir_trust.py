@@ -561,8 +561,8 @@ def _as_schema_3(run: Path) -> None:
         r = json.loads(raw)
         r.pop("chain")
         data = json.dumps(r, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
-        prev = hmac.new(KEY.encode(), prev.encode() + b"\n" + data.encode(), hashlib.sha256)
-        prev = prev.hexdigest()
+        mac = hmac.new(KEY.encode(), prev.encode() + b"\n" + data.encode(), hashlib.sha256)
+        prev = mac.hexdigest()
         out.append(json.dumps({**r, "chain": prev}) + "\n")
     (run / "journal.jsonl").write_text("".join(out))
     (run / "journal.seal").unlink()
