@@ -268,9 +268,36 @@ def render_formats() -> str:
             "`sha256(previous chain value + newline + the record's JSON line without this key)` "
             "in hex; the first record chains from the empty string. A run written with a "
             f"journal key (`{getattr(rundir, 'JOURNAL_KEY_ENV', 'OPENMLE_JOURNAL_KEY')}`, "
-            "manifest `schema_version` 3 and `journal.key_id`) chains with HMAC-SHA256 under "
+            "manifest `schema_version` 4 and `journal.key_id`) chains with HMAC-SHA256 under "
             "that key instead, the first record from an HMAC of the manifest (without its "
             "`journal` entry); without the key the chain catches accidents only.",
+        ]
+    if hasattr(rundir, "SEAL"):
+        lines += [
+            "",
+            f"### `{rundir.SEAL}`",
+            "",
+            "A keyed run's seal of the journal's head: one JSON object "
+            '`{"lines": N, "chain": ..., "mac": ...}`, rewritten atomically (a new file renamed '
+            "over it, no link followed, fsync'd) after each batch of journal lines is fsync'd, "
+            "once per batch, not per line. `lines` is the number of journal lines written, "
+            "`chain` the chain value of the last one, and `mac` an HMAC-SHA256 under the "
+            'journal key of `"openmle journal seal\\n"` + the manifest\'s HMAC + `"\\n"` + '
+            '`N` + `"\\n"` + `chain`: a domain of its own, so no chain value in the journal '
+            "can stand in for it. On every read (resume, report, export, replay) the seal's "
+            "MAC is verified (the file read bounded, at most "
+            f"{rundir.SEAL_MAX_BYTES} bytes, no link followed) and the journal must reach the "
+            "sealed head: line `N` with that chain value. Lines after it are accepted (a "
+            "process killed between the journal append and the seal rewrite; they still "
+            "chain); a journal that ends before it is refused (`RunDirError`: lines were "
+            "removed after they were written). A schema 4 run without its seal is refused; "
+            "keyed runs of schema 3 (written before the seal) are read without one and get "
+            "one when resumed (verified from then on while it is there, and an empty schema 3 "
+            "journal without a seal is refused: no line verifies its manifest). The manifest's "
+            "HMAC covers `schema_version`, so a schema 4 run cannot be passed off as schema 3. "
+            "The seal names the newest head; a seal copied from an earlier state of the same "
+            "run still verifies, so keep copies of a run as safe as the run. Unkeyed runs have "
+            "no seal: without a key anyone can rewrite the whole directory, chain included.",
         ]
     lines += [
         "",

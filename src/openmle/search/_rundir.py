@@ -7,6 +7,8 @@ Layout::
                            prompt template hash, package versions, hardware
       journal.jsonl        one JSON object per line, appended and fsync'd in the order the
                            search core saw them: {"event": "proposal" | "node" | "cancel" | "final"}
+      journal.seal         keyed runs only: the number of journal lines and the last one's chain
+                           value under their own HMAC, rewritten atomically after each batch
       sessions.jsonl       start/resume/end of each process working on the run (timestamps;
                            start and resume record the session's budget, the one in force)
       board.json           the search board (best node, families, errors, lineage), rewritten
@@ -31,7 +33,9 @@ and the line's own content (:data:`CHAIN_KEY`). Reading a run (resume, report, e
 the chain and refuses a directory whose journal was edited, reordered or had lines inserted or
 removed before its last line (:class:`~openmle.errors.RunDirError` naming the line). The chain
 detects edits made without recomputing it (an edited score, a forged ``final`` record); it is not
-a signature: someone who recomputes every hash can still forge a journal. Runs written before the
+a signature: someone who recomputes every hash can still forge a journal. With a journal key
+(:data:`JOURNAL_KEY_ENV`) the chain is an HMAC and ``journal.seal`` names the journal's head,
+so lines removed from its end are refused too. Runs written before the
 chain (manifest ``schema_version`` 1) are still read, marked ``integrity == "unchained"``. Scores
 must be finite (a ``NaN`` or ``Infinity`` anywhere in the journal is an error), a malformed record
 is a :class:`~openmle.errors.RunDirError` naming its line, and a run directory whose manifest is
@@ -102,6 +106,7 @@ MANIFEST = "manifest.json"
 SESSIONS = "sessions.jsonl"
 BOARD = "board.json"
 REQUESTS = "requests"
+SEAL = "journal.seal"
 
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 """The largest ``manifest.json`` read back (a larger one, or one that is not a regular file,
@@ -126,19 +131,30 @@ without this key)`` in hex; the first line chains from the empty string."""
 SCHEMA_VERSION = 2
 """Run-directory schema: 2 adds the journal hash chain (1: no chain, still readable); a run
 written with a journal key is schema :data:`KEYED_SCHEMA_VERSION`."""
-KEYED_SCHEMA_VERSION = 3
+KEYED_SCHEMA_VERSION = 4
 """Run-directory schema of a run written with a journal key: the chain is an HMAC-SHA256 keyed
-with the user's key and seeded with the manifest (see :data:`JOURNAL_KEY_ENV`)."""
+with the user's key and seeded with the manifest (see :data:`JOURNAL_KEY_ENV`), and the
+journal's head is sealed (``journal.seal``, required from schema 4 on; schema 3, keyed without
+a seal, is still read)."""
+_FIRST_KEYED_SCHEMA = 3
 JOURNAL_KEY_ENV = "OPENMLE_JOURNAL_KEY"
 """Environment variable holding the journal key (at least 16 characters). Kept outside the run
 directory, it turns the chain into a keyed MAC: a run written with it is refused unless the
 same key is set when it is read, and while it is set an unkeyed run is refused (a keyed run
-cannot be downgraded by rewriting its manifest)."""
+cannot be downgraded by rewriting its manifest). After each batch of journal lines a keyed run
+also writes ``journal.seal``: the number of lines and the chain value of the last one, under
+their own HMAC, so lines removed from the end of the journal are refused too (lines after the
+sealed head, written by a process killed before it resealed, are accepted: they chain). Without
+a key anyone can rewrite the whole directory, chain included, so unkeyed runs have no seal."""
 JOURNAL_KEY_FILE_ENV = "OPENMLE_JOURNAL_KEY_FILE"
 """Environment variable naming a file that holds the journal key (used when
 :data:`JOURNAL_KEY_ENV` is unset)."""
 _MIN_KEY_BYTES = 16
 _KEY_FILE_MAX_BYTES = 4096
+SEAL_MAX_BYTES = 4096
+"""The largest ``journal.seal`` read back (a larger one, or one that is not a regular file, is
+refused)."""
+_SEAL_DOMAIN = b"openmle journal seal\n"
 
 VOLATILE_KEYS = frozenset({"model_s", "wall_s", "queue_s", "elapsed_s", "latency_s"})
 """Fields that hold wall-clock measurements; :func:`journal_fingerprint` drops them."""
@@ -169,9 +185,25 @@ class _Link:
 
     key: bytes | None = None
     start: str = ""
+    sealed: bool = False
+    """Whether the run must carry a ``journal.seal`` (keyed, schema 4 and later)."""
 
     def next(self, prev: str, record: Mapping[str, Any]) -> str:
         return _chain(prev, record, self.key)
+
+    def seal_mac(self, lines: int, chain: str) -> str:
+        """The seal's HMAC over the run (``start``), the line count and the head's chain value,
+        under its own domain (no chain value of the journal can stand in for it).
+        """
+        if self.key is None:
+            raise AssertionError("internal invariant broken: an unkeyed chain has no seal")
+        data = _SEAL_DOMAIN + f"{self.start}\n{lines}\n{chain}".encode()
+        return hmac.new(self.key, data, hashlib.sha256).hexdigest()
+
+    def seal(self, lines: int, chain: str) -> bytes:
+        """The ``journal.seal`` naming line ``lines`` (chain value ``chain``) as the head."""
+        mac = self.seal_mac(lines, chain)
+        return _json_line({"lines": lines, "chain": chain, "mac": mac})
 
 
 def journal_key() -> bytes | None:
@@ -270,7 +302,7 @@ def _link_for(manifest: Mapping[str, Any], run: Path) -> _Link | None:
     """
     version = _schema(manifest, run / MANIFEST)
     key = journal_key()
-    if version >= KEYED_SCHEMA_VERSION:
+    if version >= _FIRST_KEYED_SCHEMA:
         journal = manifest.get("journal")
         key_id = journal.get("key_id") if isinstance(journal, dict) else None
         if key is None:
@@ -283,7 +315,8 @@ def _link_for(manifest: Mapping[str, Any], run: Path) -> _Link | None:
                 f"{run} was written with another journal key (key id {str(key_id)[:40]!r}, "
                 f"yours is {_key_id(key)!r}); set the key the run was written with"
             )
-        return _Link(key=key, start=_manifest_mac(key, manifest))
+        start = _manifest_mac(key, manifest)
+        return _Link(key=key, start=start, sealed=version >= KEYED_SCHEMA_VERSION)
     if key is not None:
         raise RunDirError(
             f"{run} has no keyed journal (schema {version}) but a journal key is set: a keyed "
@@ -528,6 +561,8 @@ def _read_records(
         prev = _check_chain(rec, prev, link=link, path=p, lineno=i + 1)
         records.append((i + 1, rec))
         good += len(line) + 1
+    if isinstance(link, _Link) and link.key is not None:
+        _check_seal(p, link, records)
     if repair and good < len(data):
         fd = open_append(p)  # no link followed, no file shared
         try:
@@ -536,6 +571,76 @@ def _read_records(
         finally:
             os.close(fd)
     return records
+
+
+def _read_seal(journal: Path, link: _Link) -> tuple[int, str] | None:
+    """``(lines, chain)`` of the verified ``journal.seal`` next to ``journal`` (None: none).
+
+    Raises:
+        RunDirError: the seal is a link, not a regular file, larger than
+            :data:`SEAL_MAX_BYTES`, not a seal, or its HMAC does not match.
+    """
+    path = journal.parent / SEAL
+    try:
+        seal = json.loads(read_back(path, max_bytes=SEAL_MAX_BYTES))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RunDirError(f"cannot read the journal's seal: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError):
+        seal = None
+    lines = seal.get("lines") if isinstance(seal, dict) else None
+    chain = seal.get("chain") if isinstance(seal, dict) else None
+    mac = seal.get("mac") if isinstance(seal, dict) else None
+    if (
+        isinstance(lines, bool)
+        or not isinstance(lines, int)
+        or not 0 <= lines < _COUNT_MAX
+        or not isinstance(chain, str)
+        or not isinstance(mac, str)
+        or not _SHA256.fullmatch(chain)
+        or not _SHA256.fullmatch(mac)
+        or not hmac.compare_digest(mac, link.seal_mac(lines, chain))
+    ):
+        raise RunDirError(
+            f"{path}: the seal's HMAC does not match (it was edited, replaced or damaged); the "
+            "run cannot be trusted (restore it or start a new run)"
+        )
+    return lines, chain
+
+
+def _check_seal(journal: Path, link: _Link, records: list[tuple[int, dict[str, Any]]]) -> None:
+    """Raise :class:`RunDirError` unless the journal reaches the head its seal names (lines
+    after it are accepted: a process killed between an append and the seal's rewrite).
+    """
+    sealed = _read_seal(journal, link)
+    if sealed is None:
+        if link.sealed:
+            raise RunDirError(
+                f"{journal.parent / SEAL} is missing, but this keyed run (schema "
+                f"{KEYED_SCHEMA_VERSION}) is sealed: lines may have been removed from its "
+                "journal; the run cannot be trusted (restore it or start a new run)"
+            )
+        if not records:  # schema 3: no line verifies the manifest (a downgrade, then a cut)
+            raise RunDirError(
+                f"{journal} is empty and {SEAL} is missing: nothing verifies this keyed run's "
+                "manifest, so it cannot be trusted (restore the run or start a new one)"
+            )
+        return
+    lines, chain = sealed
+    if len(records) < lines:
+        raise RunDirError(
+            f"{journal} ends at line {len(records)} but its seal names line {lines}: lines "
+            "were removed after they were written; the run cannot be trusted (restore it or "
+            "start a new run)"
+        )
+    head = records[lines - 1][1][CHAIN_KEY] if lines else link.start
+    if head != chain:
+        raise RunDirError(
+            f"{journal}: line {lines} is not the head its seal names: the journal was "
+            "rewritten after it was sealed; the run cannot be trusted (restore it or start a "
+            "new run)"
+        )
 
 
 def journal_fingerprint(path: str | Path) -> list[dict[str, Any]]:
@@ -577,6 +682,9 @@ class RunDir:
     _failed: RunDirError | None = field(default=None, init=False)
     _stored: set[str] = field(factory=set, init=False)
     _link: _Link | bool | None = field(default=False, init=False)
+    _count: int = field(default=0, init=False)
+    _written: tuple[int, str] | None = field(default=None, init=False)
+    _sealed: tuple[int, str] | None = field(default=None, init=False)
 
     @property
     def chain_link(self) -> _Link | None:
@@ -688,6 +796,9 @@ class RunDir:
             append_file(
                 p / JOURNAL, b""
             )  # before the manifest: a manifest without a journal is damage
+            if key is not None:  # so is a sealed manifest without its seal
+                link = _Link(key=key, start=_manifest_mac(key, manifest), sealed=True)
+                write_file(p / SEAL, link.seal(0, link.start), fsync=True)
             _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         except OSError as exc:
             raise RunDirError(
@@ -827,6 +938,7 @@ class RunDir:
                 del self._inflight[0]
             if self._fd is not None:
                 os.fsync(self._fd)
+            self._seal()
         except OSError as exc:
             self._failed = RunDirError(
                 f"cannot write run directory {str(self.path)!r}: {exc.strerror or exc}"
@@ -852,31 +964,49 @@ class RunDir:
     def _append(self, record: Mapping[str, Any]) -> None:
         self._open_journal()
         link = self.chain_link
+        head: tuple[int, str] | None = None
         if link is not None:
             if self._prev is None:
                 lines = self._lines()
                 self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else link.start
+                self._count = len(lines)
             chain = link.next(self._prev, record)
             record = {**record, CHAIN_KEY: chain}
             self._prev = chain  # the next record chains from this one, written or queued
+            self._count += 1
+            head = (self._count, chain) if link.key is not None else None
         line = _json_line(record)
         if self._queue is None:
-            self._write_line(line)
+            self._write_line(line, head)
             os.fsync(self._journal_fd())
-        else:
-            self._submit(partial(self._write_line, line))  # fsync'd at the end of its batch
+            self._seal()
+        else:  # fsync'd and sealed at the end of its batch
+            self._submit(partial(self._write_line, line, head))
+
+    def _seal(self) -> None:
+        """Rewrite ``journal.seal`` (a keyed run) to name the last line written, once the
+        journal is fsync'd: atomically, no link followed, fsync'd; nothing when it already does.
+        """
+        link, head = self.chain_link, self._written
+        if link is None or head is None or head == self._sealed:
+            return
+        write_file(self.path / SEAL, link.seal(*head), fsync=True)
+        self._sealed = head
 
     def _journal_fd(self) -> int:
         if self._fd is None:
             raise AssertionError("internal invariant broken: self._fd is not None")
         return self._fd
 
-    def _write_line(self, line: bytes) -> None:
+    def _write_line(self, line: bytes, head: tuple[int, str] | None = None) -> None:
+        """Append ``line``; ``head``: its line number and chain value, for the next seal."""
         fd = self._journal_fd()
         view = memoryview(line)
         while view:
             n = os.write(fd, view)
             view = view[n:]
+        if head is not None:
+            self._written = head
 
     def session(self, kind: str, **info: Any) -> None:
         """Append a session event (start, resume, end) with a timestamp to ``sessions.jsonl``."""
@@ -1108,6 +1238,10 @@ class RunDir:
         link = self.chain_link
         if link is not None:  # new lines chain from the last one read (no second read)
             self._prev = str(lines[-1][1][CHAIN_KEY]) if lines else link.start
+            self._count = len(lines)
+            if link.key is not None:  # (re)seal the verified head: a schema 3 run gets a seal
+                self._written = (self._count, self._prev)
+                self._submit(self._seal)
         for line, r in lines:
             kind = r["event"]
             replayed: Proposal | None = None
@@ -1231,7 +1365,7 @@ def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResul
 DATA_TASK_DIR = "task"
 """Where ``openmle search --data`` builds the task package, inside the run directory."""
 _RUN_FILES = frozenset(
-    {JOURNAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries", REQUESTS, DATA_TASK_DIR}
+    {JOURNAL, SEAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries", REQUESTS, DATA_TASK_DIR}
 )
 """What a run directory holds before its first committed step (``nodes/`` then empty; the
 task package ``--data`` built)."""
@@ -1283,7 +1417,7 @@ def _clear_uncommitted(p: Path) -> None:
     """Remove the files of a run with no committed step (checked by :func:`check_new_run_dir`),
     keeping ``sessions.jsonl`` (the record of who worked on the directory).
     """
-    for name in (MANIFEST, JOURNAL, BOARD):
+    for name in (MANIFEST, JOURNAL, SEAL, BOARD):
         (p / name).unlink(missing_ok=True)
     requests = p / REQUESTS
     if requests.is_dir():  # blobs of steps killed before their node line: never referenced

@@ -71,10 +71,19 @@ def _lines(out: Path) -> int:
     return p.read_bytes().count(b"\n") if p.exists() else 0
 
 
-def test_kill_nine_then_resume_reproduces_the_uninterrupted_journal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_kill_nine_then_resume_reproduces_the_uninterrupted_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keyed: bool
+) -> None:
     """Killing at several points (repeatedly in one run) loses and duplicates nothing; every
     node's recorded request (``requests/``) survives the kills, verified, and the SFT export
-    equals the uninterrupted run's."""
+    equals the uninterrupted run's. Keyed, a kill between a journal append and the rewrite of
+    ``journal.seal`` leaves lines after the sealed head: still resumable."""
+    monkeypatch.delenv("OPENMLE_JOURNAL_KEY_FILE", raising=False)
+    if keyed:
+        monkeypatch.setenv("OPENMLE_JOURNAL_KEY", "k" * 32)
+    else:
+        monkeypatch.delenv("OPENMLE_JOURNAL_KEY", raising=False)
     ref = tmp_path / "ref"
     assert _run("run", ref).wait(timeout=120) == 0
     expected = journal_fingerprint(ref)
@@ -108,6 +117,7 @@ def test_kill_nine_then_resume_reproduces_the_uninterrupted_journal(tmp_path: Pa
         steps = [r["node"]["step"] for r in read_journal(out) if r["event"] == "node"]
         assert steps == sorted(set(steps)) == list(range(24))
         rd = RunDir.open(out)
+        assert rd.integrity == ("keyed" if keyed else "chained")
         for digest in rd.node_requests().values():
             rd.request(digest)  # present, and hashes to its name
         got_sft = export_sft([out], tmp_path / f"{out.name}.jsonl")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import resource
@@ -46,11 +47,16 @@ def _run(tmp_path: Path, name: str = "a", steps: int = 4) -> Path:
     return out
 
 
-def _cli(*args: str, memory_mb: int = 2048) -> subprocess.CompletedProcess[str]:
-    """``python -m openmle ARGS`` under an address-space limit, killed after 120 s."""
+def _cli(
+    *args: str, memory_mb: int = 2048, key: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m openmle ARGS`` under an address-space limit, killed after 120 s (with
+    journal key ``key``, else none)."""
     src = str(Path(openmle.__file__).parents[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENMLE_JOURNAL")}
     env["PYTHONPATH"] = src
+    if key is not None:
+        env["OPENMLE_JOURNAL_KEY"] = key
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
@@ -163,7 +169,7 @@ def keyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_keyed_chain_refuses_a_recomputed_forgery(keyed: Path) -> None:
     out = keyed
     rd = RunDir.open(out)
-    assert rd.integrity == "keyed" and rd.manifest["schema_version"] == 3
+    assert rd.integrity == "keyed" and rd.manifest["schema_version"] == 4
     honest = [n.score for n in rd.nodes()]
     assert honest
     # The forger recomputes the (unkeyed) chain after editing every score: refused.
@@ -415,3 +421,173 @@ def test_a_manifest_entry_of_the_wrong_type_is_refused_in_one_line(
         RunDir.open(out)
     proc = _cli("report", str(out))
     assert proc.returncode != 0 and refused in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------- the keyed journal seal
+# A hash chain has no end marker: without the seal, a keyed run with its last lines removed read
+# as a shorter run (fewer nodes, no final result), silently.
+
+
+def _cut(run: Path, n: int) -> int:
+    """Remove the journal's last ``n`` lines; the number of lines left."""
+    p = run / "journal.jsonl"
+    lines = p.read_bytes().splitlines(keepends=True)
+    left = max(0, len(lines) - n)
+    p.write_bytes(b"".join(lines[:left]))
+    return left
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_keyed_run_with_its_last_lines_removed_is_refused(keyed: Path, n: int) -> None:
+    left = _cut(keyed, n)
+    message = (
+        f"journal.jsonl ends at line {left} but its seal names line {left + n}: lines were "
+        "removed after they were written; the run cannot be trusted (restore it or start a "
+        "new run)"
+    )
+    with pytest.raises(RunDirError) as caught:
+        RunDir.open(keyed).nodes()
+    assert str(caught.value).endswith(message) and "\n" not in str(caught.value)
+    with pytest.raises(RunDirError, match="its seal names line"):
+        _resume(keyed)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["export"], ["report"], ["resume", "--model", "offline-numpy", "--sandbox", "local"]],
+)
+def test_export_report_and_resume_refuse_a_cut_keyed_journal(
+    keyed: Path, command: list[str]
+) -> None:
+    _cut(keyed, 3)
+    proc = _cli(command[0], str(keyed), *command[1:], key=KEY)
+    assert proc.returncode != 0 and "its seal names line" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_lines_after_the_sealed_head_are_a_kill_not_a_forgery(keyed: Path) -> None:
+    """kill -9 between the journal's append and the seal's rewrite: a full line (or a torn one)
+    after the sealed head still chains, so the run reads and resumes."""
+    early = (keyed / "journal.seal").read_bytes()
+    _resume(keyed)  # 4 -> 6 steps: more lines, a new seal
+    assert (keyed / "journal.seal").read_bytes() != early
+    (keyed / "journal.seal").write_bytes(early)  # as if killed before the reseal
+    with (keyed / "journal.jsonl").open("ab") as fh:
+        fh.write(b'{"event":"node","no')  # and mid-write
+    assert len(RunDir.open(keyed).nodes()) == 6
+    from openmle.search import ResumeSpec, resume_search
+
+    resume_search(keyed, ResumeSpec(**det_parts(), budget=Budget(steps=7)), quiet=True)
+    rd = RunDir.open(keyed)
+    assert len(rd.nodes()) == 7 and rd.final_result() is not None
+    _cut(keyed, 1)
+    with pytest.raises(RunDirError, match="its seal names line"):
+        RunDir.open(keyed).nodes()
+
+
+def _seal(run: Path, **changes: Any) -> None:
+    p = run / "journal.seal"
+    seal = json.loads(p.read_text())
+    seal.update(changes)
+    p.write_text(json.dumps(seal))
+
+
+def test_an_edited_or_forged_seal_is_refused(keyed: Path) -> None:
+    honest = (keyed / "journal.seal").read_text()
+    seal = json.loads(honest)
+    lines = (keyed / "journal.jsonl").read_bytes().splitlines()
+    assert seal["lines"] == len(lines) and seal["chain"] == json.loads(lines[-1])["chain"]
+    _cut(keyed, 3)
+    shorter = json.loads((keyed / "journal.jsonl").read_bytes().splitlines()[-1])["chain"]
+    # the seal moved back to the cut journal's head, its MAC kept
+    _seal(keyed, lines=seal["lines"] - 3, chain=shorter)
+    with pytest.raises(RunDirError, match="seal's HMAC does not match"):
+        RunDir.open(keyed).nodes()
+    # ... with a MAC anyone can compute (no key), or a chain value as its MAC
+    for mac in (
+        hashlib.sha256(f"{seal['lines'] - 3}\n{shorter}".encode()).hexdigest(),
+        shorter,
+        "0" * 64,
+    ):
+        _seal(keyed, mac=mac)
+        with pytest.raises(RunDirError, match="seal's HMAC does not match"):
+            RunDir.open(keyed).nodes()
+    for chain in ("\ud800" * 64, "a" * 10**3, 7):  # not a chain value: one line, no crash
+        _seal(keyed, chain=chain)
+        with pytest.raises(RunDirError, match="seal's HMAC does not match"):
+            RunDir.open(keyed).nodes()
+    (keyed / "journal.seal").write_text("not json")
+    with pytest.raises(RunDirError, match="seal's HMAC does not match"):
+        RunDir.open(keyed).nodes()
+    (keyed / "journal.seal").unlink()
+    with pytest.raises(RunDirError, match=r"journal\.seal is missing"):
+        RunDir.open(keyed).nodes()
+
+
+def test_a_seal_from_another_run_is_refused(keyed: Path, tmp_path: Path) -> None:
+    other = _run(tmp_path, "b", steps=2)  # same key, another manifest (created_at, steps)
+    (keyed / "journal.seal").write_bytes((other / "journal.seal").read_bytes())
+    with pytest.raises(RunDirError, match="seal's HMAC does not match"):
+        RunDir.open(keyed).nodes()
+
+
+def test_a_seal_that_is_a_link_or_huge_is_refused(keyed: Path, tmp_path: Path) -> None:
+    seal = keyed / "journal.seal"
+    (tmp_path / "real.seal").write_bytes(seal.read_bytes())
+    seal.unlink()
+    seal.symlink_to(tmp_path / "real.seal")
+    with pytest.raises(RunDirError, match="symbolic link"):
+        RunDir.open(keyed).nodes()
+    seal.unlink()
+    seal.write_bytes(b" " * (1 << 20) + (tmp_path / "real.seal").read_bytes())
+    with pytest.raises(RunDirError, match="limit"):
+        RunDir.open(keyed).nodes()
+    seal.unlink()
+    os.mkfifo(seal)
+    with pytest.raises(RunDirError, match="not a regular file"):
+        RunDir.open(keyed).nodes()
+
+
+def _as_schema_3(run: Path) -> None:
+    """Rewrite a keyed run as a keyed run of schema 3 (before the seal) would have been
+    written: the chain recomputed with the key from the schema 3 manifest, no seal."""
+    m = json.loads((run / "manifest.json").read_text())
+    m["schema_version"] = 3
+    (run / "manifest.json").write_text(json.dumps(m))
+    body = {k: v for k, v in m.items() if k != "journal"}
+    line = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+    prev = hmac.new(KEY.encode(), b"manifest\n" + line.encode(), hashlib.sha256).hexdigest()
+    out = []
+    for raw in (run / "journal.jsonl").read_text().splitlines():
+        r = json.loads(raw)
+        r.pop("chain")
+        data = json.dumps(r, sort_keys=True, separators=(",", ":"), allow_nan=False) + "\n"
+        mac = hmac.new(KEY.encode(), prev.encode() + b"\n" + data.encode(), hashlib.sha256)
+        prev = mac.hexdigest()
+        out.append(json.dumps({**r, "chain": prev}) + "\n")
+    (run / "journal.jsonl").write_text("".join(out))
+    (run / "journal.seal").unlink()
+
+
+def test_a_schema_3_keyed_run_reads_without_a_seal_and_gets_one_on_resume(keyed: Path) -> None:
+    _as_schema_3(keyed)
+    assert len(RunDir.open(keyed).nodes()) == 4  # as before the seal
+    _resume(keyed)
+    rd = RunDir.open(keyed)
+    assert len(rd.nodes()) == 6 and rd.manifest["schema_version"] == 3
+    assert (keyed / "journal.seal").is_file()
+    _cut(keyed, 2)  # its seal, once written, is verified
+    with pytest.raises(RunDirError, match="its seal names line"):
+        RunDir.open(keyed).nodes()
+
+
+def test_a_downgrade_to_the_unsealed_schema_is_refused(keyed: Path) -> None:
+    """Schema 4 -> 3 in the manifest, the seal deleted, the last lines removed: the manifest's
+    HMAC seeds the chain, so the first line no longer chains."""
+    _cut(keyed, 3)
+    _set_manifest(keyed, schema_version=3)
+    (keyed / "journal.seal").unlink(missing_ok=True)
+    with pytest.raises(RunDirError, match="line 1 fails the journal's hash chain"):
+        RunDir.open(keyed).nodes()
+    _cut(keyed, 100)  # no line left to verify the manifest with
+    with pytest.raises(RunDirError, match=r"is empty and journal\.seal is missing"):
+        RunDir.open(keyed).nodes()
