@@ -26,34 +26,8 @@ from openmle.errors import InvalidArgument
 __all__ = ["ToyGrade", "ToyTask"]
 
 # Runs in its own process: reads answers and a submission, prints {"score", "valid", "reason"}.
-_GRADER = r"""
-import csv, json, sys
-answers_path, submission_path = sys.argv[1], sys.argv[2]
-def say(score, reason):
-    print(json.dumps({"score": score, "valid": score is not None, "reason": reason}))
-    sys.exit(0)
-def rows(p):
-    with open(p, newline="") as f:
-        return list(csv.reader(f))
-try:
-    ans, sub = rows(answers_path), rows(submission_path)
-except Exception as exc:
-    say(None, f"unreadable submission: {type(exc).__name__}")
-if not sub or sub[0] != ["id", "target"]:
-    say(None, f"expected columns ['id', 'target'], got {sub[0] if sub else []}")
-if len(sub) != len(ans):
-    say(None, f"expected {len(ans) - 1} rows, got {len(sub) - 1}")
-if [r[0] for r in sub[1:]] != [r[0] for r in ans[1:]]:
-    say(None, "ids differ from the sample submission")
-try:
-    pred = [float(r[1]) for r in sub[1:]]
-except ValueError:
-    say(None, "non-numeric target values")
-if any(p != p or p in (float("inf"), float("-inf")) for p in pred):
-    say(None, "NaN or infinite predictions")
-hits = sum(int(round(p)) == int(a[1]) for p, a in zip(pred, ans[1:]))
-say(hits / len(pred), "")
-"""
+_GRADER = Path(__file__).with_name("_toy_grader.py")
+"""The grader program (a real module, run as a script in an isolated interpreter)."""
 
 
 @frozen(kw_only=True)
@@ -122,7 +96,7 @@ class ToyTask(TaskHandle):
         """Accuracy of ``submission`` against ``split``'s answers, computed in a child process."""
         answers = self.root / ("valid" if split is Split.VALID else "data") / "private"
         proc = subprocess.run(
-            [sys.executable, "-I", "-c", _GRADER, str(answers / "answers.csv"), str(submission)],
+            [sys.executable, "-I", str(_GRADER), str(answers / "answers.csv"), str(submission)],
             capture_output=True,
             text=True,
             timeout=60,

@@ -44,3 +44,21 @@ def test_toy_task_layout_and_grades(tmp_path: Path) -> None:
     assert not g.valid and g.score is None and "columns" in g.reason
     assert all(p.is_dir() for p in task.private_paths)
     assert ToyTask.resolver({"toy": task})("toy") is task
+
+
+def test_a_hostile_submission_is_invalid_at_once(tmp_path: Path) -> None:
+    """A 60 MiB line of commas took the grader 88 s and 6.5 GB; a line or a file past the
+    grader's bounds is invalid, with the bound in the reason."""
+    task = ToyTask.create(tmp_path / "toy")
+    long_line = tmp_path / "line.csv"
+    long_line.write_bytes(b"id,target\n" + b"," * (8 * 1024 * 1024) + b"\n")
+    g = task.grade(long_line, Split.VALID)
+    assert not g.valid and g.score is None and "a line longer than 65536 bytes" in g.reason
+    big = tmp_path / "big.csv"
+    big.write_bytes(b"id,target\n" + b"1,0\n" * (5 * 1024 * 1024))
+    g = task.grade(big, Split.VALID)
+    assert not g.valid and "larger than 16777216 bytes" in g.reason
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("id,target\n" + "".join(f"{i}\n" for i in range(2)))
+    g = task.grade(ragged, Split.VALID)
+    assert not g.valid and g.reason != "grader crashed"
