@@ -89,16 +89,9 @@ class RuntimeInfo:
     bin_dir: str
 
 
-_PROBE = (
-    "import json, os, site, sys\n"
-    "paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}\n"
-    "paths.update(p for p in sys.path if p)\n"
-    "paths.update(site.getsitepackages())\n"
-    "exe = os.path.abspath(sys.executable)\n"
-    "paths.add(os.path.dirname(exe))\n"
-    "paths.add(os.path.dirname(os.path.dirname(os.path.realpath(exe))))\n"
-    "print(json.dumps({'exe': exe, 'paths': sorted(paths)}))\n"
-)
+_PROBE = Path(__file__).with_name("_runtime_probe.py")
+"""The probe program (a real module; its source is run with ``-c``: the interpreter may be
+another Python, with a working directory of its own)."""
 
 
 @functools.cache
@@ -109,7 +102,11 @@ def runtime_info(python: str) -> RuntimeInfo:
         OSError: the interpreter cannot be started or answered nonsense.
     """
     proc = subprocess.run(
-        [python, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False
+        [python, "-I", "-c", _PROBE.read_text(encoding="utf-8")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     if proc.returncode != 0:
         raise OSError(f"cannot start Python interpreter {python!r}: {proc.stderr.strip()[-400:]}")
