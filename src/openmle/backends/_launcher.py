@@ -7,8 +7,11 @@ path and the Landlock mode runs it under the program's own rules.
 The sandbox starts it ahead of its run (a *spare*, see ``LocalSandbox``): it sets a
 parent-death signal (and exits at once when the sandbox is already gone), joins the run's
 cgroups (cgroup v1: the ``tasks`` files, which move the one thread it has without the RCU
-grace period of a ``cgroup.procs`` move; v2: ``cgroup.procs``, paid while no run waits), then
-blocks reading its run's configuration from stdin. In bwrap mode the
+grace period of a ``cgroup.procs`` move; v2: ``cgroup.procs``, paid while no run waits); in
+the Landlock mode it then makes the run's own mount namespace where it may (root) and reports
+it on the status fd (a line: ``mnt:[N]``, or empty without one), so
+the sandbox can hold that namespace open before the run starts; then it blocks reading its
+run's configuration from stdin. In bwrap mode the
 sandbox is made ahead too (bubblewrap, started by a ``/bin/sh`` that joined the cgroups), and
 the launcher, bound read-only into it, waits for the run there (stdin and the status fd pass
 through bubblewrap).
@@ -16,9 +19,9 @@ through bubblewrap).
 End of file with nothing read: it exits 0 (the sandbox discarded it). Else it moves stdin to
 ``/dev/null``, changes to the run's directory, sets the rlimits (``setrlimit``: exact bytes
 and seconds, no ``prlimit`` or shell), and in the Landlock mode mounts a private ``/dev/shm``
-where it may, applies the Landlock ruleset, drops the capability bounding set (as root), sets
-``no_new_privs`` and loads the seccomp filter; then it reports ``ok`` on the status fd
-(``ok mnt:[N]`` when it made the run a private mount namespace), closes
+in its own mount namespace where it has one, applies the Landlock ruleset, drops the
+capability bounding set (as root), sets ``no_new_privs`` and loads the seccomp filter; then
+it reports ``ok`` on the status fd, closes
 it, closes every other descriptor above 2 (the sandbox's process may hold some without
 close-on-exec) and ``exec``s the program, with the program's environment when the
 configuration carries one. So a run pays no interpreter start and no extra ``exec`` before
@@ -26,7 +29,8 @@ its program. Any failure is reported as ``err:<message>`` with exit status 125, 
 sandbox turns into an infrastructure error.
 
 The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
-``parent`` (a pid: die with it, or null).
+``parent`` (a pid: die with it, or null), optional ``mount_ns`` (true: make and report the
+run's own mount namespace).
 The run configuration (JSON, stdin): ``cwd``, ``rlimits`` (``[name, soft, hard]``),
 ``argv``, optional ``env``, ``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or
 null, ``shm_access``) and ``seccomp`` (``[code, jt, jf, k]`` instructions, loaded when
@@ -101,28 +105,34 @@ def _fail(status: int, msg: str) -> None:
         os._exit(EXIT_LAUNCH_FAILED)
 
 
-def _landlock(libc: Any, ll: dict[str, Any]) -> str:
-    """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm``) to this process;
-    the private mount namespace it made (``mnt:[N]``, which no process of the run can leave:
-    seccomp refuses ``setns`` and ``unshare``), or ``""`` without one.
+def _mount_namespace(libc: Any) -> tuple[str, bool]:
+    """Make this process (and so the run) a mount namespace of its own, which no process of
+    the run can leave (seccomp refuses ``setns`` and ``unshare``): its name (``mnt:[N]``) or
+    ``""`` where that is refused (not root), and whether its mounts were made private (so a
+    mount in it never propagates to the host).
+    """
+    import ctypes
+
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return "", False
+    libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    private = libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
+    return os.readlink("/proc/self/ns/mnt"), private
+
+
+def _landlock(libc: Any, ll: dict[str, Any], *, private_mounts: bool) -> None:
+    """Apply the Landlock ruleset of ``ll`` (and its private ``/dev/shm`` where this process
+    has a mount namespace of its own with ``private_mounts``) to this process.
     """
     import ctypes
 
     rules = list(ll["rules"])
     shm = ll.get("shm")
-    namespace = ""
-    if shm is not None and libc.unshare(CLONE_NEWNS) == 0:
-        namespace = os.readlink("/proc/self/ns/mnt")
-        # A private mount namespace with a fresh, size-limited, noexec /dev/shm; without one
-        # (not root) the program gets no /dev/shm access at all. (Mounts made private first,
-        # so nothing propagates to the host.)
-        libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+    if shm is not None and private_mounts:
+        # A fresh, size-limited, noexec /dev/shm; without a private mount namespace (not
+        # root) the program gets no /dev/shm access at all.
         opts = f"size={int(shm)},mode=1777".encode()
-        if (
-            libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
-            and libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
-            == 0
-        ):
+        if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) == 0:
             rules.append(["/dev/shm", ll["shm_access"]])
 
     def sc(*args: object) -> int:
@@ -162,7 +172,6 @@ def _landlock(libc: Any, ll: dict[str, Any]) -> str:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     sc(NR_LANDLOCK_RESTRICT_SELF, rs, 0)
     os.close(rs)
-    return namespace
 
 
 def _seccomp(libc: Any, prog: list[list[int]] | None) -> None:
@@ -191,8 +200,11 @@ MAX_RUN_CONFIG_BYTES = 64 * 1024 * 1024
 """Largest run configuration read from stdin (the sandbox writes a few KiB)."""
 
 
-def _start(cfg: dict[str, Any], libc: Any, status: int) -> None:
-    """Die with the sandbox's process and join the run's cgroups (before the run comes)."""
+def _start(cfg: dict[str, Any], libc: Any, status: int) -> bool:
+    """Die with the sandbox's process, join the run's cgroups and, with ``mount_ns``, make
+    and report the run's mount namespace (before the run comes); whether this process now has
+    a mount namespace of its own with private mounts.
+    """
     parent = cfg.get("parent")
     if parent is not None:
         # SIGKILL when the process that started us dies (kept across exec).
@@ -208,6 +220,13 @@ def _start(cfg: dict[str, Any], libc: Any, status: int) -> None:
                 f.write("0")
         except OSError:
             _fail(status, f"cannot join cgroup {procs}")
+    if not cfg.get("mount_ns"):
+        return False
+    namespace, private = _mount_namespace(libc)
+    # Before the run: the sandbox opens the namespace now, so that its number names no later
+    # namespace while the sandbox looks for the run's processes by it.
+    os.write(status, f"{namespace}\n".encode())
+    return private
 
 
 def _read_run() -> bytes:
@@ -225,19 +244,16 @@ def _read_run() -> bytes:
     return b"".join(chunks)
 
 
-def _launch(cfg: dict[str, Any], libc: Any, status: int) -> None:
+def _launch(cfg: dict[str, Any], libc: Any, status: int, *, private_mounts: bool) -> None:
     """Set the run's limits and isolation, report ``ok`` and ``exec`` its program."""
     os.chdir(cfg["cwd"])
     for name, soft, hard in cfg["rlimits"]:
         resource.setrlimit(getattr(resource, name), (soft, hard))
     ll = cfg.get("landlock")
-    namespace = ""
     if ll is not None:
-        namespace = _landlock(libc, ll)
+        _landlock(libc, ll, private_mounts=private_mounts)
         _seccomp(libc, cfg.get("seccomp"))
-    # "ok", and the run's own mount namespace where it has one: the sandbox finds the run's
-    # processes by it too (one that cleared its environment loses the run marker).
-    os.write(status, f"ok {namespace}".rstrip().encode())
+    os.write(status, b"ok")
     # Every descriptor above stderr goes: the status pipe, and any the sandbox's process held
     # without close-on-exec (a directory fd there would reach the host's whole filesystem).
     os.closerange(3, MAX_FD)
@@ -265,15 +281,16 @@ def main(argv: list[str]) -> None:
     cfg = json.loads(argv[1])
     status = int(cfg["status_fd"])
     try:
-        libc = _libc() if cfg.get("parent") is not None else None
-        _start(cfg, libc, status)
+        wants_libc = cfg.get("parent") is not None or cfg.get("mount_ns")
+        libc = _libc() if wants_libc else None
+        private_mounts = _start(cfg, libc, status)
         data = _read_run()
         if not data.strip():
             os._exit(0)  # discarded before a run
         run = json.loads(data)
         if run.get("landlock") is not None and libc is None:
             libc = _libc()
-        _launch(run, libc, status)
+        _launch(run, libc, status, private_mounts=private_mounts)
     except BaseException as exc:
         _fail(status, f"{type(exc).__name__}: {exc}")
 

@@ -530,6 +530,8 @@ class LocalSandbox(Sandbox):
             phases["limits"] = time.perf_counter()
             plan = launch_plan(job, paths=paths, settings=settings, sandbox=facts, run=run)
             phases["plan"] = time.perf_counter()
+            with anyio.move_on_after(plan.timeout_s):  # a spare that waited reported it
+                await spare.proc.hold_namespace()
             # A spare that died (it could not join its cgroup) said why on the status pipe.
             await _hand_over(spare.proc, spare_input(plan))
             handed = True
@@ -663,6 +665,7 @@ class LocalSandbox(Sandbox):
                     status_fd=_STATUS_FD,
                     seccomp_fd=_SECCOMP_FD if self._seccomp is not None else None,
                 )
+            landlock = facts.mode == "landlock"
             chain = _Chain.spawn(
                 spare_argv(
                     python=facts.info.executable,
@@ -670,9 +673,11 @@ class LocalSandbox(Sandbox):
                     status_fd=_STATUS_FD,
                     owner_pid=os.getpid(),
                     then=then,
+                    mount_ns=landlock,
                 ),
                 env=launch_env(marker),
-                seccomp=self._seccomp if facts.mode == "bwrap" else None,
+                seccomp=None if landlock else self._seccomp,
+                reports_namespace=landlock,
             )
         except BaseException:
             if cgroup is not None:
@@ -753,22 +758,13 @@ class LocalSandbox(Sandbox):
             runtime_s = time.monotonic() - started
             self._phases["exited"] = time.perf_counter()
             timed_out = waited.cancelled_caught
-            # Read now: the Landlock launcher names the run's mount namespace there.
-            status = _read_all(proc.status_r)
             with anyio.CancelScope(shield=True):
-                await self._kill_tree(
-                    proc,
-                    cgroup,
-                    marker,
-                    graceful=timed_out,
-                    bwrap=bwrap,
-                    namespace=_run_namespace(status),
-                )
+                await self._kill_tree(proc, cgroup, marker, graceful=timed_out, bwrap=bwrap)
             with anyio.move_on_after(_PIPE_GRACE_S):
                 await drained.wait()
             tg.cancel_scope.cancel()
         self._phases["swept_drained"] = time.perf_counter()
-        status += _read_all(proc.status_r)
+        status = proc.read_status()
         exit_code = proc.returncode
         # The launcher says "ok" (in bwrap mode: the one inside the sandbox) just before exec.
         if not status.startswith(b"ok"):
@@ -821,13 +817,12 @@ class LocalSandbox(Sandbox):
         *,
         graceful: bool,
         bwrap: bool,
-        namespace: str = "",
     ) -> None:
         """Kill every process of the run and reap the main one (TERM first when ``graceful``).
 
-        ``namespace``: the run's own mount namespace (Landlock mode as root), which finds the
-        run's processes without a cgroup even when they cleared their environment (the run
-        marker) and left the process tree (``setsid``, double ``fork``).
+        The run's own mount namespace (Landlock mode as root, held open by ``proc``) finds
+        the run's processes without a cgroup even when they cleared their environment (the
+        run marker) and left the process tree (``setsid``, double ``fork``).
         """
         main = proc.pid
 
@@ -837,7 +832,7 @@ class LocalSandbox(Sandbox):
                 cgroup,
                 marker=marker,
                 bwrap=bwrap,
-                namespace=namespace,
+                namespace=proc.namespace,
             )
 
         if graceful and proc.returncode is None:
@@ -944,11 +939,26 @@ class _Chain:
     stdout_r: int
     status_r: int
     has_seccomp: bool
+    reports_namespace: bool = False
+    """Its launcher reports the run's mount namespace first (Landlock mode)."""
+    namespace: tuple[int, int] | None = field(default=None, init=False)
+    """The run's own mount namespace, ``(st_dev, st_ino)``, while :attr:`_namespace_fd`
+    holds it open (so no later namespace gets its number); None without one."""
+    _namespace_fd: int = field(default=-1, init=False)
+    _status_head: bytes = field(default=b"", init=False)
+    """What was read from the status pipe past the namespace report."""
     _returncode: int | None = field(default=None, init=False)
     _closed: bool = field(default=False, init=False)
 
     @classmethod
-    def spawn(cls, argv: Sequence[str], *, env: dict[str, str], seccomp: bytes | None) -> _Chain:
+    def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        seccomp: bytes | None,
+        reports_namespace: bool = False,
+    ) -> _Chain:
         """Start ``argv`` in a new session with stdin, stdout+stderr and status pipes.
 
         Raises:
@@ -1012,7 +1022,50 @@ class _Chain:
             stdout_r=out_r,
             status_r=st_r,
             has_seccomp=seccomp is not None,
+            reports_namespace=reports_namespace,
         )
+
+    async def hold_namespace(self) -> None:
+        """Wait for the launcher's namespace report (a spare that waited has sent it) and open
+        the namespace it names, while the launcher is in it: held open until :meth:`close`,
+        its number names no later namespace (the kernel gives a freed number to the next
+        namespace made at once; found by number, a later one's processes were killed).
+        Nothing without a report (bwrap mode) or a namespace; a launcher that failed instead
+        leaves its report for :meth:`read_status`.
+        """
+        if not self.reports_namespace or self.namespace is not None or self._status_head:
+            return
+        got = bytearray()
+        while b"\n" not in got and len(got) < 4096:
+            try:
+                chunk = os.read(self.status_r, 4096)
+            except BlockingIOError:
+                await anyio.wait_readable(self.status_r)
+                continue
+            if not chunk:
+                break
+            got += chunk
+        line, newline, rest = bytes(got).partition(b"\n")
+        self._status_head = rest if newline else bytes(got)
+        name = line.decode(errors="replace")
+        if not newline or not name.startswith("mnt:["):
+            return
+        try:
+            fd = os.open(f"/proc/{self.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # the launcher died (killed from outside): nothing to hold
+            return
+        st = os.fstat(fd)
+        if name != f"mnt:[{st.st_ino}]":  # not the namespace it reported: none held
+            os.close(fd)
+            return
+        self._namespace_fd, self.namespace = fd, (st.st_dev, st.st_ino)
+
+    def read_status(self) -> bytes:
+        """What the launcher wrote on the status pipe since it was last read (``ok``,
+        ``err:...``, or nothing yet).
+        """
+        head, self._status_head = self._status_head, b""
+        return head + _read_all(self.status_r)
 
     def start(self, script: bytes) -> None:
         """Hand the chain its script and close its stdin (blocking: a few KiB at most)."""
@@ -1049,12 +1102,13 @@ class _Chain:
             return
         self.returncode  # noqa: B018 - reap a zombie
         self._closed = True
-        for fd in (self.pidfd, self.stdout_r):
+        for fd in (self.pidfd, self.stdout_r, self.status_r):
             anyio.notify_closing(fd)
-        for fd in (self.pidfd, self.stdin_w, self.stdout_r, self.status_r):
+        for fd in (self.pidfd, self.stdin_w, self.stdout_r, self.status_r, self._namespace_fd):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self.namespace = None
 
 
 def _remove_run_dir(run_dir: Path, box: Path, *, mounted: bool, keep: bool) -> None:
@@ -1200,10 +1254,16 @@ def _task_paths(task: TaskHandle, job: Job) -> tuple[Path, tuple[Path, ...]]:
 
 
 def _run_pids(
-    main: int | None, cgroup: iso.Cgroup | None, *, marker: str, bwrap: bool, namespace: str
+    main: int | None,
+    cgroup: iso.Cgroup | None,
+    *,
+    marker: str,
+    bwrap: bool,
+    namespace: tuple[int, int] | None,
 ) -> set[int]:
     """The run's live processes: ``main``'s descendants (when it is alive), and its cgroup's
-    members, else (Landlock mode) those carrying its ``marker`` or in its mount ``namespace``.
+    members, else (Landlock mode) those carrying its ``marker`` or in its mount ``namespace``
+    (held open by the caller: see :meth:`_Chain.hold_namespace`).
     """
     found: set[int] = set()
     if main is not None:
@@ -1212,16 +1272,9 @@ def _run_pids(
         found |= cgroup.pids()  # authoritative: a program cannot leave its cgroup
     elif not bwrap:
         found |= iso.live_pids_with_env(RUN_ID_ENV, marker)
-        if namespace:
+        if namespace is not None:
             found |= iso.live_pids_in_mount_ns(namespace)
     return found
-
-
-def _run_namespace(status: bytes) -> str:
-    """The run's mount namespace from the launcher's ``ok mnt:[N]`` report, or ``""``."""
-    _, _, rest = status.partition(b" ")
-    found = rest.decode(errors="replace").strip()
-    return found if status.startswith(b"ok ") and found.startswith("mnt:[") else ""
 
 
 def _read_all(fd: int) -> bytes:

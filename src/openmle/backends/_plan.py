@@ -538,12 +538,15 @@ def spare_argv(
     status_fd: int,
     owner_pid: int,
     then: Sequence[str] | None = None,
+    mount_ns: bool = False,
 ) -> list[str]:
     """What is started ahead of a run (a *spare*): it joins the run's cgroups at once (v2: one RCU
     grace period, paid while no run waits; v1 moves its one thread without one).
 
     Landlock mode: the launcher, which dies with ``owner_pid`` and then waits for its run's
-    :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`). bwrap mode:
+    :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`); with
+    ``mount_ns`` it first makes the run's own mount namespace and reports it on ``status_fd``
+    (a line: ``mnt:[N]``, or empty without one), for the sandbox to hold open. bwrap mode:
     ``then`` (:func:`bwrap_spare`, whose launcher waits inside the sandbox), ``exec``'d by a
     ``/bin/sh`` that joins the cgroups (by itself where there are none).
     """
@@ -562,7 +565,13 @@ def spare_argv(
         ]
         lines.append("exec " + shlex.join(then))
         return ["/bin/sh", "-c", "\n".join(lines)]
-    start = {"status_fd": status_fd, "procs": list(procs_files), "parent": owner_pid}
+    start: dict[str, object] = {
+        "status_fd": status_fd,
+        "procs": list(procs_files),
+        "parent": owner_pid,
+    }
+    if mount_ns:
+        start["mount_ns"] = True
     return [python, "-I", "-S", LAUNCHER, json.dumps(start)]
 
 

@@ -107,19 +107,24 @@ def live_pids_with_env(key: str, value: str) -> set[int]:
     return out
 
 
-def live_pids_in_mount_ns(namespace: str) -> set[int]:
-    """Live (non-zombie) processes in the mount namespace ``namespace`` (``mnt:[N]``, as
-    ``/proc/PID/ns/mnt`` reads; only those this process may inspect). Blocking: scans ``/proc``.
+def live_pids_in_mount_ns(namespace: tuple[int, int]) -> set[int]:
+    """Live (non-zombie) processes in the mount namespace ``namespace``, ``(st_dev,
+    st_ino)`` of its ``/proc/PID/ns/mnt`` (only those this process may inspect). Blocking:
+    scans ``/proc``.
+
+    The caller holds the namespace open (a descriptor on it) while it looks: the kernel gives
+    a freed namespace's number to the next namespace made, at once, so a number alone may
+    name an unrelated later namespace.
     """
     out: set[int] = set()
     for pid in _all_pids():
         try:
-            found = os.readlink(f"/proc/{pid}/ns/mnt")
+            st = os.stat(f"/proc/{pid}/ns/mnt")
         except OSError:
             continue
-        if found == namespace:
-            st = _stat_fields(pid)
-            if st is not None and st[0] != "Z":
+        if (st.st_dev, st.st_ino) == namespace:
+            fields = _stat_fields(pid)
+            if fields is not None and fields[0] != "Z":
                 out.add(pid)
     return out
 

@@ -7,6 +7,7 @@ import gc
 import os
 import shutil
 import sys
+import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable
@@ -998,3 +999,49 @@ async def test_bwrap_mountinfo_names_no_host_path_of_the_data(toy: ToyTask) -> N
     assert "openmle-run-" not in r.logs
     listed = r.logs.split("FILES=")[1].split()[0].split(",")
     assert listed == sorted([p.name async for p in anyio.Path(public).iterdir()])
+
+
+async def test_a_finished_runs_namespace_number_spares_a_later_namespace(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch, closing: Closing
+) -> None:
+    """Landlock mode without cgroups finds a run's leftovers by its mount namespace. The
+    kernel gives a freed namespace's number to the next one made at once: scanned by number
+    after the run's last process exited, the search killed whatever lived in the next
+    namespace (another run's program, any host process in a new namespace). The sandbox holds
+    the run's namespace open, so its number names nothing else while it looks."""
+    if os.geteuid() != 0 or mode_available("landlock") or shutil.which("unshare") is None:
+        pytest.skip("needs root, Landlock and unshare(1): the run's own mount namespace")
+    import subprocess
+
+    from openmle.backends import _local
+
+    sb = closing(LocalSandbox(ToyTask.resolver({"toy": toy}), isolation="landlock", cgroups=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        await sb.prepare()
+    ours = os.readlink("/proc/self/ns/mnt")
+    innocents: list[subprocess.Popen[bytes]] = []
+    real = _local._run_pids
+
+    def run_pids(main: int | None, *args: object, **kwargs: object) -> set[int]:
+        if main is None and kwargs.get("namespace") and not innocents:
+            # The run's program has exited (its namespace freed, unless held): a host process
+            # makes a namespace of its own now.
+            innocents.append(subprocess.Popen(["unshare", "--mount", "sleep", "120"]))
+            for _ in range(500):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{innocents[0].pid}/ns/mnt") != ours:
+                        break
+                time.sleep(0.01)
+        return real(main, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_local, "_run_pids", run_pids)
+    try:
+        r = await sb.run(Job(code="print('done')", task="toy"))
+        assert r.outcome is Outcome.MISSING_SUBMISSION, r
+        assert innocents, "the run's leftovers were not looked for by its namespace"
+        assert innocents[0].poll() is None, "a process in a later namespace was killed"
+    finally:
+        for p in innocents:
+            p.kill()
+            p.wait()
