@@ -1080,12 +1080,18 @@ class _Chain:
 
     @property
     def returncode(self) -> int | None:
-        """The exit status once it has exited (``-signal`` when killed), else None."""
+        """The exit status once it has exited (``-signal`` when killed), else None.
+
+        It is not reaped here (``WNOWAIT``): until :meth:`close`, its zombie keeps its pid,
+        which is also its process group's id (``setsid``), so the group the sandbox signals
+        while it kills the run's leftovers is never a later process's that got the number.
+        """
         if self._returncode is None and not self._closed:
             with contextlib.suppress(ChildProcessError):
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid == self.pid:
-                    self._returncode = os.waitstatus_to_exitcode(status)
+                got = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if got is not None and got.si_pid == self.pid:
+                    exited = got.si_code == os.CLD_EXITED
+                    self._returncode = got.si_status if exited else -got.si_status
         return self._returncode
 
     async def wait(self) -> int:
@@ -1100,7 +1106,10 @@ class _Chain:
         """Close our ends of its pipes and its pidfd (idempotent; reaps it if it has exited)."""
         if self._closed:
             return
-        self.returncode  # noqa: B018 - reap a zombie
+        with contextlib.suppress(ChildProcessError):
+            pid, status = os.waitpid(self.pid, os.WNOHANG)  # reap its zombie
+            if pid == self.pid and self._returncode is None:
+                self._returncode = os.waitstatus_to_exitcode(status)
         self._closed = True
         for fd in (self.pidfd, self.stdout_r, self.status_r):
             anyio.notify_closing(fd)

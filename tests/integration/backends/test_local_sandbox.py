@@ -1045,3 +1045,33 @@ async def test_a_finished_runs_namespace_number_spares_a_later_namespace(
         for p in innocents:
             p.kill()
             p.wait()
+
+
+async def test_the_runs_process_group_is_signalled_only_while_its_number_is_held(
+    sandbox: LocalSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's leftovers are killed by process group too, whose id is the program's pid. A
+    reaped program's pid is free for the next process the host starts (and, with ``setsid``,
+    for its group): the program stays a zombie, holding its number, until the kill is over."""
+    from openmle.backends import _isolation
+
+    real = _isolation.kill_group
+    signalled: list[tuple[int, bool]] = []
+
+    def kill_group(pgid: int, sig: int) -> None:
+        signalled.append((pgid, Path(f"/proc/{pgid}").exists()))
+        real(pgid, sig)
+
+    monkeypatch.setattr(_isolation, "kill_group", kill_group)
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print('parent done')\n"
+    )
+    r = await sandbox.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.MISSING_SUBMISSION, r
+    assert all(held for _, held in signalled), signalled
+    if sandbox.isolation_mode == "landlock":  # bwrap: its PID namespace ends with the program
+        assert signalled, "the leftover child was not killed by its group"
