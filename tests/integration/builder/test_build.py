@@ -1,6 +1,8 @@
 """Real builds with the offline model through a LocalSandbox: scikit-learn's on-disk datasets
-become packages `openmle task validate` accepts; each mutation of prepare.py fails the build
-with its own named finding."""
+become packages `openmle task validate` accepts, and a short offline-model search on the
+iris, wine and diabetes packages beats the package's constant baseline on the validation split
+(issue 17's evidence; one build serves both checks); each mutation of prepare.py fails the
+build with its own named finding."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests._net import unreached_listener
 from tests.integration.builder._steps import Mutant as _Mutant
-from tests.integration.builder._steps import build, validate, write_sklearn
+from tests.integration.builder._steps import build, search_beats_constant, validate, write_sklearn
 from tests.integration.builder._steps import replace as _replace
 
 from openmle.backends import OfflineModel
@@ -64,6 +66,12 @@ def test_sklearn_dataset_builds_a_valid_package(tmp_path: Path, name: str) -> No
     assert task.leaderboard is not None and len(task.leaderboard) == 50
     # No leftovers next to the package.
     assert sorted(p.name for p in out.parent.iterdir()) == [name]
+    if name in SEARCHED:
+        search_beats_constant(out, result, steps=3)
+
+
+SEARCHED = ("iris", "wine", "diabetes")
+"""The packages a three-step offline-model search must improve on (beat the constant)."""
 
 
 MUTATIONS: dict[str, tuple[Callable[[str], str], str]] = {
