@@ -4,9 +4,7 @@ the local sandbox's report of it
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,39 +22,9 @@ IDS = ("mini-tabular", "mini-jsonl")
 STEPS = 2
 
 
-def _shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This session's folder every xdist worker sees (the base temporary folder when there
-    are no workers)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bench-campaign"
-
-
-@pytest.fixture(scope="session")
-def _campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The campaign's miniature and the local sandbox's report of it (``local.json``), made
-    once per session by the first worker that asks (under a file lock) and read by the
-    others: the tests only read both (module fixtures made them once per module before)."""
-    root = _shared_dir(tmp_path_factory)
-    root.mkdir(parents=True, exist_ok=True)
-    report = root / "local.json"
-    with (root / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not report.is_file():
-            mini = build(root / "minibench")
-            rep = bench_here(mini, root / "local" / "bench", "local")
-            assert len(rep["runs"]) == len(IDS)
-            assert any(r["valid_submission"] for r in rep["runs"])
-            tmp = root / "local.json.tmp"
-            tmp.write_text(json.dumps(rep))
-            tmp.replace(report)
-    return root / "minibench", report
-
-
-@pytest.fixture
-def campaign_mini(_campaign: tuple[Path, Path]) -> tuple[Path, Path]:
-    """The miniature (registry, data) every campaign test benches (read only)."""
-    root = _campaign[0]
-    return root / "mle-bench", root / "data"
+@pytest.fixture(scope="module")
+def campaign_mini(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build(tmp_path_factory.mktemp("minibench"))
 
 
 def _config(mini: tuple[Path, Path], sandbox: str) -> BenchConfig:
@@ -78,7 +46,12 @@ def bench_here(mini: tuple[Path, Path], out: Path, sandbox: str) -> dict[str, An
     return comparable(out)
 
 
-@pytest.fixture
-def campaign_local(_campaign: tuple[Path, Path]) -> Any:
-    """The local sandbox's report of the miniature (see :func:`comparable`)."""
-    return json.loads(_campaign[1].read_text())
+@pytest.fixture(scope="module")
+def campaign_local(
+    campaign_mini: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Any:
+    out = tmp_path_factory.mktemp("local") / "bench"
+    rep = bench_here(campaign_mini, out, "local")
+    assert len(rep["runs"]) == len(IDS)
+    assert any(r["valid_submission"] for r in rep["runs"])
+    return rep

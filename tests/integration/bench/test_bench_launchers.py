@@ -25,7 +25,6 @@ import pytest
 from tests.integration.bench._slurm import missing, slurm_cluster
 from tests.integration.bench.conftest import IDS, STEPS, comparable
 
-from openmle.bench import launch_status
 from openmle.search import read_journal
 
 pytest.importorskip("yaml")
@@ -58,18 +57,12 @@ def _status(env: dict[str, str], out: Path) -> dict[str, str]:
 def _wait(
     env: dict[str, str], out: Path, until: Callable[[dict[str, str]], bool], seen: set[str]
 ) -> dict[str, str]:
-    """The states `bench status --json` shows once they satisfy ``until`` (each one it showed
-    is added to ``seen``). Polled in process through :func:`launch_status`, what the command
-    prints (a `bench status` process is 0.3 s of CPU), and asked of the command itself each
-    time that poll satisfies ``until``."""
     deadline = time.monotonic() + 240
-    st: dict[str, str] = {}
     while time.monotonic() < deadline:
-        if until({r.competition_id: r.state for r in launch_status(out)}):
-            st = _status(env, out)
-            seen.update(st.values())
-            if until(st):
-                return st
+        st = _status(env, out)
+        seen.update(st.values())
+        if until(st):
+            return st
         time.sleep(0.5)
     raise AssertionError(f"the runs never got there: {st}")
 
@@ -88,10 +81,7 @@ def _nodes(rd: Path) -> list[int]:
 
 
 def test_slurm_array_killed_task_resumed_equals_local(
-    campaign_mini: tuple[Path, Path],
-    campaign_local: Any,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    campaign_mini: tuple[Path, Path], campaign_local: Any, tmp_path: Path
 ) -> None:
     why = missing()
     if why is not None:
@@ -99,8 +89,6 @@ def test_slurm_array_killed_task_resumed_equals_local(
     out = tmp_path / "bench"
     with slurm_cluster(tmp_path / "slurm") as extra:
         env = _env(extra)
-        for k, v in extra.items():  # the in-process polls of _wait ask this Slurm's squeue
-            monkeypatch.setenv(k, v)
         opts = (
             "--launcher-option",
             "slurm_partition=debug",
