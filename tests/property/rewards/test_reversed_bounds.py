@@ -24,6 +24,7 @@ _BOUNDED = [m for m in MAPPING_MODES if m != "linear_sign"]
 @given(_any, _any, _any, st.sampled_from(_BOUNDED), st.floats(0.05, 5.0))
 @example(0.0, 0.0, 8.98846567431158e307, "logistic", 1.0)  # raised ZeroDivisionError
 @example(1.797693134862316e299, 0.0, 1.797693134862316e299, "margin_tanh", 1.0)  # 1.0 vs 3e-4
+@example(0.0, -1.7976931348623157e308, 9.9792015476736e291, "margin_tanh", 1.0)  # 1.0 vs 0.0
 def test_any_finite_pair_maps_into_the_unit_range_alike(
     s: float, best: float, worst: float, mode: str, alpha: float
 ) -> None:
