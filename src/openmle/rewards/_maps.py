@@ -85,8 +85,7 @@ def _margin_z(s: float, best: float, worst: float) -> float:
     scale = max((best - worst) / 2.0, 1e-9)
     # an overflowing span is rescued too, even where the floor makes ``scale`` finite (as the
     # array map does: the two agreed on no reversed span near the float limit)
-    finite = math.isfinite(center) and math.isfinite(best - worst)
-    if finite and math.isfinite(scale) and math.isfinite(s - center):
+    if math.isfinite(center) and math.isfinite(best - worst) and math.isfinite(s - center):
         return ((s - center) / scale) / 0.5
     # (s - centre) / half-range is 2 p - 1 with p the position between the bounds
     return (2.0 * _position(s, best, worst, 2e-9) - 1.0) / 0.5
