@@ -24,7 +24,7 @@ import tomllib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
@@ -37,6 +37,10 @@ from openmle._cli._common import (
 )
 from openmle._cli._track import add_track_flag, close_track, finish_track, open_track
 from openmle.errors import InvalidArgument, ModelError, TaskPackageError
+
+if TYPE_CHECKING:
+    from openmle import OperatorModel, Sandbox, Selector
+    from openmle.search import Budget, PriceTable
 
 __all__ = [
     "build_model",
@@ -76,9 +80,9 @@ def parse_budget(
     *,
     on_exhaust: str = "finish",
     steps: int | None = None,
-    prices: Any = None,
+    prices: PriceTable | None = None,
     flag: str = "--budget",
-) -> Any:
+) -> Budget:
     """``"steps=30,sandbox_s=600,wall_s=900,tokens=2e6,usd=5"`` -> :class:`Budget`.
 
     Args:
@@ -143,7 +147,7 @@ def parse_budget(
     )
 
 
-def load_prices(path: str) -> Any:
+def load_prices(path: str) -> PriceTable:
     """Read a ``--prices`` file: a :class:`~openmle.search.PriceTable`.
 
     JSON or TOML (by the ``.toml`` suffix), a table of model id (``"*"`` for any model) to
@@ -194,7 +198,9 @@ def _read_key_file(path: str) -> str:
     return key
 
 
-def build_model(spec: str, *, record: str | None = None, api_key_file: str | None = None) -> Any:
+def build_model(
+    spec: str, *, record: str | None = None, api_key_file: str | None = None
+) -> OperatorModel:
     """Build an operator model from a ``--model`` spec (see ``MODEL_HELP``).
 
     ``openai:URL`` without ``#MODEL`` builds a model named ``""`` until :func:`preflight_model`
@@ -202,7 +208,7 @@ def build_model(spec: str, *, record: str | None = None, api_key_file: str | Non
     """
     from openmle import backends
 
-    model: Any
+    model: OperatorModel
     if spec.startswith("openai:"):  # the CLI adds the key file and the server's only model
         if "OpenAIModel" not in backends.__all__:
             raise InvalidArgument(
@@ -229,7 +235,7 @@ def build_model(spec: str, *, record: str | None = None, api_key_file: str | Non
 _AUTO = "(the server's only model)"
 
 
-def preflight_model(model: Any, spec: str) -> Any:
+def preflight_model(model: OperatorModel, spec: str) -> OperatorModel:
     """Check an ``openai:`` model with one request before anything runs; the model to use.
 
     Picks the server's model when ``spec`` names none and the server serves exactly one.
@@ -248,7 +254,7 @@ def preflight_model(model: Any, spec: str) -> Any:
     if "OpenAIModel" not in backends.__all__ or not isinstance(model, backends.OpenAIModel):
         return model
 
-    async def check() -> Any:
+    async def check() -> OperatorModel:
         m = model
         try:
             if m.model == _AUTO:
@@ -266,9 +272,10 @@ def preflight_model(model: Any, spec: str) -> Any:
             await m.aclose()
 
     try:
-        return anyio.run(check)
+        checked: OperatorModel = anyio.run(check)
     except ModelError as exc:
         raise type(exc)(f"--model {spec}: {exc}") from None
+    return checked
 
 
 _DEFAULT_ROUTE = "default"
@@ -329,7 +336,7 @@ def _parse_routes(value: str, *, flag: str = "--model") -> dict[str, str] | None
 
 def _model_for_run(
     spec: str, args: argparse.Namespace, record: str | None, *, flag: str = "--model"
-) -> Any:
+) -> OperatorModel:
     """Build, check (one request for ``openai:``) and, with ``--record``, wrap the model; a
     routed spec (``draft=SPEC,...,default=SPEC``) builds an :class:`OperatorRouter` of them.
 
@@ -344,7 +351,7 @@ def _model_for_run(
     if routes is None:
         model = preflight_model(build_model(spec, api_key_file=key_file), spec)
     else:
-        built: dict[str, Any] = {}
+        built: dict[str, OperatorModel] = {}
         for name, part in routes.items():
             try:
                 built[name] = preflight_model(build_model(part, api_key_file=key_file), part)
@@ -416,7 +423,7 @@ def check_out(out: Path) -> None:
         raise InvalidArgument(f"--out {out}: {exc}") from None
 
 
-def build_sandbox(spec: str, task: str | None = None) -> Any:
+def build_sandbox(spec: str, task: str | None = None) -> Sandbox:
     """Build a sandbox from a ``--sandbox`` spec (see ``SANDBOX_HELP``).
 
     A ``service:URL`` sandbox is given ``task``'s metadata as ``task_meta`` when the task
@@ -435,7 +442,7 @@ def build_sandbox(spec: str, task: str | None = None) -> Any:
     return backends.make_sandbox(spec, **options)
 
 
-def build_selector(name: str, higher_is_better: bool) -> Any:
+def build_selector(name: str, higher_is_better: bool) -> Selector:
     """Build a parent selector from its ``--selector`` name (see ``SELECTORS``)."""
     from openmle.search import GreedySelector, ThreeFactorSelector, UniformSelector
 

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, final
 
 from attrs import define, field
 
 from openmle._compat import require
 
+if TYPE_CHECKING:
+    from openmle.gym import GradeReport
+    from openmle.search import Progress
+
 __all__ = ["LiveBoard", "committed_fractions"]
 
 
-def committed_fractions(p: Any, steps: int | None) -> dict[str, float]:
+def committed_fractions(p: Progress, steps: int | None) -> dict[str, float]:
     """The share of each capped budget quantity a run has used, from its
     :class:`openmle.search.Progress` ``p``, with ``steps`` counted as its line counts them:
     committed steps (``p.steps_done`` of ``steps``), not proposed ones, so ``step 1/2`` goes
@@ -84,7 +89,7 @@ class LiveBoard:
 
     console: Any = None
     refresh_per_second: float = 4.0
-    clock: Any = field(default=time.monotonic)
+    clock: Callable[[], float] = field(default=time.monotonic)
     total: int = field(default=0, init=False)
     done: int = field(default=0, init=False)
     valid: int = field(default=0, init=False)
@@ -127,7 +132,7 @@ class LiveBoard:
         self._refresh()
 
     def progress(
-        self, competition: str, seed: int, p: Any, steps: int | None, arm: str = ""
+        self, competition: str, seed: int, p: Progress, steps: int | None, arm: str = ""
     ) -> None:
         """A run committed a step: ``p`` is the search's :class:`openmle.search.Progress`."""
         row = self._row(competition, seed, arm)
@@ -139,7 +144,7 @@ class LiveBoard:
         row.left = max(0.0, 1.0 - max(fr.values())) if fr else None
         self._refresh()
 
-    def finished(self, report: Any, arm: str = "") -> None:
+    def finished(self, report: GradeReport, arm: str = "") -> None:
         """A run ended with ``report`` (a :class:`openmle.gym.GradeReport`)."""
         row = self._row(report.competition_id, int(report.seed or 0), arm)
         row.state = "done"

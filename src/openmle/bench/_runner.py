@@ -56,8 +56,17 @@ from openmle.errors import InvalidArgument, OpenMLEError
 from openmle.gym import Exclusions, GradeReport
 
 if TYPE_CHECKING:
+    from openmle.bench._live import LiveBoard
+    from openmle.gym import GradeLimits
     from openmle.priors import PriorLibrary
-    from openmle.search import Budget, OperatorPrompts, Progress, SearchResult, ThreeFactorSelector
+    from openmle.search import (
+        Budget,
+        OperatorPrompts,
+        Preset,
+        Progress,
+        SearchResult,
+        ThreeFactorSelector,
+    )
 
 __all__ = [
     "SEARCH_KEYS",
@@ -608,7 +617,7 @@ class _KeepingTask:
         return found if isinstance(found, str) else None
 
     @property
-    def grade_limits(self) -> Any:
+    def grade_limits(self) -> GradeLimits | None:
         """The inner task's grading limits (so a sandbox bounds the grade by the job's
         timeout), else None.
         """
@@ -695,10 +704,10 @@ class _Live:
     t0: float = field(factory=time.monotonic)
     finished_here: int = 0
     _last: dict[str, tuple[float, int]] = field(factory=dict)
-    board: Any = None
+    board: LiveBoard | None = None
 
     def run_line(
-        self, cid: str, seed: int, p: Any, steps: int | None, arm: Arm | None = None
+        self, cid: str, seed: int, p: Progress, steps: int | None, arm: Arm | None = None
     ) -> None:
         """A line when the run commits a step (and a heartbeat every 30 s otherwise); with a
         board, the board is told instead.
@@ -985,7 +994,7 @@ def validation_protocol(config: BenchConfig) -> str:
     return config.validation
 
 
-def preset_search(preset: Any) -> dict[str, Any]:
+def preset_search(preset: Preset) -> dict[str, Any]:
     """The ``BenchConfig.search`` settings of an :class:`openmle.search.Preset`."""
     return {
         "max_debug_depth": preset.max_debug_depth,
@@ -996,7 +1005,7 @@ def preset_search(preset: Any) -> dict[str, Any]:
     }
 
 
-def preset_deviations(preset: Any, config: BenchConfig) -> BenchConfig:
+def preset_deviations(preset: Preset, config: BenchConfig) -> BenchConfig:
     """``config`` with its preset recorded and every value that differs from the preset's
     listed in ``deviations`` (budget caps, per-program limit, seeds, search settings, the
     validation protocol actually used).
@@ -1019,7 +1028,8 @@ def preset_deviations(preset: Any, config: BenchConfig) -> BenchConfig:
         "budget_line": True,
         "validation": validation_protocol(config),
     }
-    return attrs.evolve(config, preset=preset.to_dict(), deviations=preset.deviations(used))
+    deviations: Mapping[str, Any] = preset.deviations(used)
+    return attrs.evolve(config, preset=preset.to_dict(), deviations=deviations)
 
 
 def _words(v: Any) -> str:
@@ -1063,7 +1073,7 @@ def preset_lines(config: BenchConfig) -> list[str]:
     return out
 
 
-async def _slots(sandbox: Any) -> int:
+async def _slots(sandbox: Sandbox) -> int:
     from openmle.bench._engines import engine_slots
 
     return await engine_slots(sandbox)
@@ -1114,7 +1124,9 @@ async def _open_bench(
     return run, bench, library
 
 
-def _live_for(states: Sequence[RunStatus], emit: ProgressFn | None, board: Any) -> _Live:
+def _live_for(
+    states: Sequence[RunStatus], emit: ProgressFn | None, board: LiveBoard | None
+) -> _Live:
     """The progress of a bench whose runs stand at ``states`` (the board, if any, started)."""
     live = _Live(
         total=len(states),
@@ -1136,14 +1148,14 @@ def _live_for(states: Sequence[RunStatus], emit: ProgressFn | None, board: Any) 
 async def arun_bench(
     path: str | os.PathLike[str],
     *,
-    model: Any,
+    model: OperatorModel | None,
     config: BenchConfig | None = None,
     sandbox: SandboxFactory | None = None,
     bench: Benchmark | None = None,
     emit: ProgressFn | None = None,
-    board: Any = None,
+    board: LiveBoard | None = None,
     only: Iterable[tuple[str, int, str]] | None = None,
-    summary_model: Any = None,
+    summary_model: OperatorModel | None = None,
 ) -> list[GradeReport]:
     """Run a new bench (``config`` given) or finish the one at ``path``: every run, once.
 
@@ -1152,7 +1164,8 @@ async def arun_bench(
 
     Args:
         path: the bench directory.
-        model: an :class:`openmle.OperatorModel` (the CLI builds it from ``config.model``).
+        model: an :class:`openmle.OperatorModel` (the CLI builds it from ``config.model``);
+            None only when there is nothing to run (``only=()``: make the directory).
         config: the bench to start; None to resume the one at ``path``.
         sandbox: builds the sandbox from the bench's task resolver (default: from
             ``config.sandbox``, see :func:`bench_sandbox`); the sandbox is closed at the end.
@@ -1171,21 +1184,27 @@ async def arun_bench(
         reported as failures).
 
     Raises:
-        InvalidArgument: a bad config, a non-empty new directory, or not a bench directory.
+        InvalidArgument: a bad config, a non-empty new directory, not a bench directory, or
+            ``model=None`` with runs to do.
     """
     # a new bench's sandbox spec is checked before its directory is made (nothing written)
     factory = sandbox or (None if config is None else bench_sandbox(config.sandbox))
     run, bench, library = await _open_bench(path, config, bench, check_gpus=sandbox is None)
     cfg = run.config
-    box = (factory or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
     states = run.status()
-    live = _live_for(states, emit, board)
     picked = None if only is None else {(c, int(k), a) for c, k, a in only}
     todo = [
         s
         for s in states
         if s.state != "done" and (picked is None or (s.competition_id, s.seed, s.arm) in picked)
     ]
+    if model is None and todo:
+        raise InvalidArgument(
+            f"arun_bench(model=None) has {len(todo)} runs to do: pass an OperatorModel "
+            "(model=None only with only=(), which makes the bench directory and runs nothing)"
+        )
+    box = (factory or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
+    live = _live_for(states, emit, board)
     arms = {a.name: a for a in cfg.arms}
     live.emit(
         f"openmle bench: {len(states)} runs ({len(cfg.competitions)} competitions x "
@@ -1197,7 +1216,7 @@ async def arun_bench(
     most = max([cfg.workers, *(a.workers for a in cfg.arms)])
     limiter = anyio.CapacityLimiter(runs_at_once * most)
 
-    async def one(s: RunStatus) -> None:
+    async def one(s: RunStatus, model: OperatorModel) -> None:
         async with gate:
             if board is not None:
                 board.started(s.competition_id, s.seed, s.arm)
@@ -1222,8 +1241,9 @@ async def arun_bench(
 
     try:
         async with anyio.create_task_group() as tg:
-            for s in todo:
-                tg.start_soon(one, s)
+            if model is not None:  # None: nothing to do (checked above)
+                for s in todo:
+                    tg.start_soon(one, s, model)
     finally:
         with anyio.CancelScope(shield=True):
             await box.aclose()
@@ -1382,7 +1402,7 @@ _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$|^(md5:[0-9a-f]{32})$")
 
 
 def check_priors_clean(
-    library: Any,
+    library: PriorLibrary,
     competitions: Iterable[str],
     *,
     known: Mapping[str, Exclusions] | None = None,

@@ -8,7 +8,6 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -181,15 +180,23 @@ def test_the_preflight_listing_is_bounded() -> None:
 def test_progress_counts_committed_steps() -> None:
     """``step 0/2`` goes with ``steps 100% left`` (the proposed step is not counted)."""
     from openmle.bench._runner import _Live
+    from openmle.search import Progress
 
     lines: list[str] = []
     live = _Live(total=1, done=0, medals=0, emit=lines.append)
-    live.run_line(
-        "c", 0, SimpleNamespace(steps_done=0, best_score=None, fractions={"steps": 0.5}), 2
-    )
-    live.run_line(
-        "c", 0, SimpleNamespace(steps_done=1, best_score=0.5, fractions={"steps": 1.0}), 2
-    )
+
+    def progress(done: int, best: float | None, steps: float) -> Progress:
+        return Progress(
+            steps_done=done,
+            in_flight=1,
+            best_score=best,
+            best_node=None,
+            spent={},
+            fractions={"steps": steps},
+        )
+
+    live.run_line("c", 0, progress(0, None, 0.5), 2)
+    live.run_line("c", 0, progress(1, 0.5, 1.0), 2)
     assert "step 0/2" in lines[0] and lines[0].endswith("steps 100% left")
     assert "step 1/2" in lines[1] and lines[1].endswith("steps 50% left")
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-from types import SimpleNamespace
 
 import pytest
 
 from openmle.gym import GradeReport
+from openmle.search import Progress
 
 rich_console = pytest.importorskip("rich.console", reason="the 'live' extra is not installed")
 
@@ -22,8 +22,15 @@ class Clock:
         return self.t
 
 
-def _progress(step: int, best: float | None, used: float) -> SimpleNamespace:
-    return SimpleNamespace(steps_done=step, best_score=best, fractions={"steps": used})
+def _progress(step: int, best: float | None, used: float) -> Progress:
+    return Progress(
+        steps_done=step,
+        in_flight=1,
+        best_score=best,
+        best_node=None,
+        spent={},
+        fractions={"steps": used},
+    )
 
 
 def _report(cid: str, seed: int, score: float, medal: bool) -> GradeReport:

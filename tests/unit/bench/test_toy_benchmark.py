@@ -100,6 +100,24 @@ def test_toy_benchmark_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.Monke
     assert any("[4/4 runs" in ln for ln in lines)
 
 
+def test_no_model_makes_the_directory_and_refuses_runs(tmp_path: Path) -> None:
+    """``model=None`` makes a bench directory with ``only=()`` (what ``bench run --launcher``
+    does before it submits the runs), and is refused, naming the fix, with runs to do.
+    """
+    root = make_toy(tmp_path / "toy", ANSWERS)
+    config = BenchConfig(suite="toy-all", competitions=["toy-a"], seeds=[0], model="scripted",
+                         budget={"steps": 1}, data_dir=str(root), benchmark="toy")  # fmt: skip
+    out = tmp_path / "bench"
+    made = anyio.run(
+        lambda: arun_bench(out, config=config, model=None, sandbox=number_sandbox, only=())
+    )
+    assert [(r.competition_id, r.valid_submission) for r in made] == [("toy-a", False)]
+    assert (out / "manifest.json").is_file()
+    with pytest.raises(InvalidArgument, match=r"model=None\) has 1 runs to do: pass an Operator"):
+        anyio.run(lambda: arun_bench(out, model=None, sandbox=number_sandbox))
+    assert not (out / "runs" / "toy-a" / "seed-0" / "journal.jsonl").exists()
+
+
 def test_toy_adapter_lives_in_its_own_folder() -> None:
     """Nothing under src/openmle names the toy benchmark, and the toy imports only
     ``openmle``'s public surface."""
