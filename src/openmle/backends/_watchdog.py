@@ -24,7 +24,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def pid_alive(pid: object) -> bool:
@@ -103,7 +106,7 @@ if __name__ == "__main__":
 _ENGINE_ENV = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONFIG")
 
 
-def start_watchdog(base_url: str | None, container: str, seconds: float) -> Any:
+def start_watchdog(base_url: str | None, container: str, seconds: float) -> subprocess.Popen[bytes]:
     """Start the host-side watchdog that removes ``container`` at its deadline.
 
     It removes the container ``seconds`` from now (or once it exits, if the caller is gone by

@@ -6,16 +6,21 @@ openmle.bench:bench_task_sandbox``) runs the jobs of ``openmle bench run --sandb
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openmle.bench._engines import TaskDirResolver
 from openmle.bench._runner import _Resolver
 from openmle.errors import InvalidArgument
 
+if TYPE_CHECKING:
+    from openmle import Sandbox
+
 __all__ = ["bench_task_sandbox"]
 
 
-def bench_task_sandbox(inner: str = "local", *, workdir: Path | None = None, **options: Any) -> Any:
+def bench_task_sandbox(
+    inner: str = "local", *, workdir: Path | None = None, **options: Any
+) -> Sandbox:
     """The sandbox a job service runs a bench's jobs on.
 
     ``openmle serve --sandbox openmle.bench:bench_task_sandbox``: ``inner`` (``local`` or

@@ -55,12 +55,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Protocol, final
+from typing import IO, TYPE_CHECKING, Any, Protocol, final
 
 from attrs import field, frozen
 
 from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
+
+if TYPE_CHECKING:
+    from openmle._task_protocol import GradeLike, TaskHandle
+    from openmle._types import Split
 
 __all__ = [
     "MAX_IDLE_SERVERS",
@@ -616,8 +620,8 @@ atexit.register(close_grade_servers)
 
 
 async def grade_in_thread(
-    task: Any, submission: Path, split: Any, *, timeout_s: float | None = None
-) -> Any:
+    task: TaskHandle, submission: Path, split: Split, *, timeout_s: float | None = None
+) -> GradeLike:
     """``task.grade(submission, split)`` in a worker thread, bounded and never left behind.
 
     For an openmle :class:`~openmle.gym.Task` the grade's wall-clock limit is at most
@@ -631,11 +635,12 @@ async def grade_in_thread(
     limits = getattr(task, "grade_limits", None)
     if isinstance(limits, GradeLimits) and timeout_s is not None:
         bound = min(limits.timeout_s, max(1.0, float(timeout_s)))
-        call: Callable[[], Any] = functools.partial(task.grade, submission, split, timeout_s=bound)
+        grade: Callable[..., GradeLike] = task.grade  # an openmle Task's takes timeout_s
+        call: Callable[[], GradeLike] = functools.partial(grade, submission, split, timeout_s=bound)
     else:
         call = functools.partial(task.grade, submission, split)
 
-    def run() -> Any:
+    def run() -> GradeLike:
         _LOCAL.scope = scope
         try:
             return call()

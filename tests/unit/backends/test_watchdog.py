@@ -111,4 +111,5 @@ def test_the_started_watchdog_runs_alone_and_exits_0_without_an_engine(tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.args[1:3] == ["-I", "-c"] and proc.args[-1] == str(os.getpid())
+    args = list(proc.args)  # type: ignore[arg-type]  # Popen.args: a list here
+    assert args[1:3] == ["-I", "-c"] and args[-1] == str(os.getpid())

@@ -199,6 +199,12 @@ def test_evaluator_is_bounded_by_the_grade_limits(nb: NatureBench, tmp_path: Pat
     assert elapsed < 60, elapsed
 
 
+def test_grade_limits_of_the_wrong_type_are_refused(nb: NatureBench) -> None:
+    """A ``grade_limits`` that is not a GradeLimits was silently replaced by the defaults."""
+    with pytest.raises(InvalidArgument, match=r"grade_limits to be an openmle.gym.GradeLimits"):
+        NatureBench(nb.root, grade_limits={"timeout_s": 2.0})  # type: ignore[arg-type]
+
+
 def test_symlinked_submission_is_never_evaluated(nb: NatureBench, tmp_path: Path) -> None:
     """A program cannot point the evaluator at the ground truth through a link."""
     link = tmp_path / "submission.csv"

@@ -20,6 +20,7 @@ import anyio
 import pytest
 from tests._files import alive
 
+from openmle import Split
 from openmle.errors import InvalidArgument
 from openmle.gym import GradeLimits, GradeReport, load_task
 from openmle.gym._gradeproc import CsvError, read_csv
@@ -168,7 +169,7 @@ def test_slow_metric_is_killed_at_the_job_timeout(
 
     async def main(timeout_s: int) -> GradeReport:
         report = await grade_in_thread(
-            task, root / "data/public/sample_submission.csv", "test", timeout_s=timeout_s
+            task, root / "data/public/sample_submission.csv", Split.TEST, timeout_s=timeout_s
         )
         assert isinstance(report, GradeReport)
         return report
@@ -216,7 +217,8 @@ def test_cancelled_grade_kills_the_grading_process(
             async with anyio.create_task_group() as tg:
 
                 async def grade() -> None:
-                    await grade_in_thread(task, root / "data/public/sample_submission.csv", "test")
+                    sample = root / "data/public/sample_submission.csv"
+                    await grade_in_thread(task, sample, Split.TEST)
 
                 tg.start_soon(grade)
                 await anyio.to_thread.run_sync(_wait_for, lambda: _pid_written(pid_file), 50)

@@ -58,7 +58,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
@@ -74,7 +74,7 @@ from openmle.bench.naturebench._cases import (
 )
 from openmle.bench.naturebench._grade import case_gap, primary_metrics
 from openmle.errors import InvalidArgument, TaskPackageError
-from openmle.gym import GradeReport
+from openmle.gym import GradeLimits, GradeReport
 
 if TYPE_CHECKING:
     from openmle.bench._runner import BenchConfig
@@ -133,6 +133,14 @@ def _opt_abs(p: str | Path | None) -> Path | None:
     return None if p is None else _abs(p)
 
 
+def _grade_limits(instance: object, attribute: object, value: Any) -> None:
+    if value is not None and not isinstance(value, GradeLimits):
+        raise InvalidArgument(
+            f"Expected NatureBench grade_limits to be an openmle.gym.GradeLimits or None but got "
+            f"{type(value).__name__}; for example GradeLimits(timeout_s=3600, memory_mb=16384)"
+        )
+
+
 @final
 @define(eq=False)
 class NatureBench:
@@ -159,8 +167,8 @@ class NatureBench:
     harness: Path | None = field(default=None, converter=_opt_abs)
     resources: Resources = field(factory=Resources)
     time_limit_s: float = REFERENCE_TIMEOUT_S
-    grade_limits: Any = None
-    grader: Any = None
+    grade_limits: GradeLimits | None = field(default=None, validator=_grade_limits)
+    grader: Callable[[Path, Path, float], Mapping[str, Any]] | None = None
     gpus_override: int | None = None
     _domains: dict[str, str] | None = field(default=None, init=False)
 
@@ -172,8 +180,6 @@ class NatureBench:
                 "Hugging Face dataset unpacked into tasks/)"
             )
         if self.grade_limits is None:
-            from openmle.gym import GradeLimits
-
             self.grade_limits = GradeLimits(timeout_s=3600.0, memory_mb=16_384)
 
     @property
@@ -473,7 +479,7 @@ class NatureBenchTask:
         ``no_submission``, ``evaluator_error``, ``no_primary_metrics``), ``message``, ``g``,
         ``instances`` (per-instance gaps), ``raw`` (the evaluator's result) and ``notes``.
         """
-        from openmle.gym import GradeLimits, run_child
+        from openmle.gym import run_child
 
         def result(status: str, message: str, **extra: Any) -> dict[str, Any]:
             base: dict[str, Any] = {
@@ -495,9 +501,7 @@ class NatureBenchTask:
         evaluator = self.root / "evaluation" / "evaluator.py"
         if not evaluator.is_file():
             return result("task_error", f"{evaluator} is missing", notes=notes)
-        limits = self.grade_limits
-        if not isinstance(limits, GradeLimits):
-            limits = GradeLimits()
+        limits = self.grade_limits or GradeLimits()
         if timeout_s is not None:
             limits = limits.with_timeout(min(limits.timeout_s, max(1.0, float(timeout_s))))
         with tempfile.TemporaryDirectory(prefix="openmle-nb-output-") as tmp:
