@@ -40,7 +40,7 @@ from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
 if TYPE_CHECKING:
     from openmle import OperatorModel, Sandbox, Selector
-    from openmle.search import Budget, PriceTable
+    from openmle.search import Budget, OperatorPrompts, Preset, PriceTable, SearchResult
 
 __all__ = [
     "build_model",
@@ -460,7 +460,7 @@ def build_selector(name: str, higher_is_better: bool) -> Selector:
 # ------------------------------------------------------------------------------------ display
 
 
-def _summary(result: Any, run_dir: Path | None, report: Path | None) -> dict[str, Any]:
+def _summary(result: SearchResult, run_dir: Path | None, report: Path | None) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for n in result.nodes:
         key = "success" if n.ok else n.outcome.value
@@ -512,7 +512,7 @@ def _print_summary(s: dict[str, Any], stream: TextIO) -> None:
 
 
 def _finish(
-    args: argparse.Namespace, result: Any, run_dir: Path | None, tracker: Any = None
+    args: argparse.Namespace, result: SearchResult, run_dir: Path | None, tracker: Any = None
 ) -> int:
     report = None
     if run_dir is not None and not getattr(args, "no_report", False):
@@ -539,7 +539,7 @@ def _default_out(prefix: str) -> Path:
     return Path("openmle-runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -> int:
+def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Budget) -> int:
     from openmle.search import (
         ProgressLine,
         SearchConfig,
@@ -633,7 +633,12 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Any) -
 
 
 def _header(
-    args: argparse.Namespace, task: str, model_spec: str, model: Any, sandbox: Any, out: Path
+    args: argparse.Namespace,
+    task: str,
+    model_spec: str,
+    model: OperatorModel,
+    sandbox: Sandbox,
+    out: Path,
 ) -> str:
     """The run's header line: what is searched, with which model and sandbox, written where."""
     shown = model_spec
@@ -650,7 +655,7 @@ def _header(
 
 
 @contextlib.contextmanager
-def _closing(sandbox: Any) -> Iterator[None]:
+def _closing(sandbox: Sandbox) -> Iterator[None]:
     """Close ``sandbox`` (``aclose``) however the block ends, an interruption included.
 
     SIGINT and SIGTERM are held off while closing, so a second Ctrl-C cannot leave the
@@ -679,7 +684,7 @@ def _closing(sandbox: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _closing_on_error(sandbox: Any) -> Iterator[None]:
+def _closing_on_error(sandbox: Sandbox) -> Iterator[None]:
     """Close ``sandbox`` when the block raises (a check refused the run); keep it open else."""
     try:
         yield
@@ -827,7 +832,7 @@ def _data_task(args: argparse.Namespace) -> str | None:
 # ---------------------------------------------------------------- --preset (one group)
 
 
-def _preset(args: argparse.Namespace) -> Any:
+def _preset(args: argparse.Namespace) -> Preset | None:
     """The ``--preset`` of ``openmle search`` (None without one)."""
     name = getattr(args, "preset", None)
     if not name:
@@ -953,7 +958,7 @@ def _resume(args: argparse.Namespace) -> int:
     return _finish(args, result, rd.path, tracker)
 
 
-def resumed_budget(in_force: Any, spec: str | None, prices_path: str | None) -> Any:
+def resumed_budget(in_force: Budget, spec: str | None, prices_path: str | None) -> Budget:
     """The budget of a resumed session: ``in_force`` (the run's budget in force) with the caps
     ``--budget`` names replaced (``steps=60`` extends the step cap and keeps ``wall_s``), and
     ``--prices`` replacing the price table when given.
@@ -1145,7 +1150,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _summary_model(spec: str | None, args: argparse.Namespace) -> Any:
+def _summary_model(spec: str | None, args: argparse.Namespace) -> OperatorModel | None:
     """The model ``--summary-model SPEC`` names (None without it: the main model)."""
     if spec is None:
         return None
@@ -1162,7 +1167,9 @@ def _summary_model(spec: str | None, args: argparse.Namespace) -> Any:
     return _model_for_run(spec, args, None, flag="--summary-model")
 
 
-def _prompts(model: Any, summaries: bool, summary_model: Any = None) -> Any:
+def _prompts(
+    model: OperatorModel, summaries: bool, summary_model: OperatorModel | None = None
+) -> OperatorPrompts:
     """The prompt builder; with ``summaries``, node summaries written by ``summary_model``
     (default: ``model``).
     """
