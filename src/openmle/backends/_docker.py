@@ -484,10 +484,16 @@ class DockerSandbox(Sandbox):
             program = f"timeout -s KILL {limit} {program}"
         elif self.max_file_mb is None:
             return [self.python, "main.py"]
+        # No core file (the engine's default limit is often unlimited: a crash would write
+        # the program's whole memory into its workspace): ``ulimit -c 1`` is one 512-byte
+        # block, below the page a core needs. A piped core_pattern is the engine's to stop
+        # (``--default-ulimit core=1:1``, see the Docker how-to). Ignored where the
+        # container's hard limit is lower already.
+        core = "ulimit -c 1 2>/dev/null; "
         if self.max_file_mb is not None:
             blocks = self.max_file_mb * 2048  # ``ulimit -f`` counts 512-byte blocks
-            return ["/bin/sh", "-c", f"ulimit -f {blocks} && exec {program}"]
-        return ["/bin/sh", "-c", f"exec {program}"]
+            return ["/bin/sh", "-c", f"{core}ulimit -f {blocks} && exec {program}"]
+        return ["/bin/sh", "-c", f"{core}exec {program}"]
 
     def container_request(
         self,

@@ -30,7 +30,8 @@ sandbox turns into an infrastructure error.
 
 The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
 ``parent`` (a pid: die with it, or null), optional ``mount_ns`` (true: make and report the
-run's own mount namespace).
+run's own mount namespace) and ``core_filter`` (bwrap mode: set the core limit to 1 byte, then
+load this filter, ``[code, jt, jf, k]`` instructions, which refuses changing it).
 The run configuration (JSON, stdin): ``cwd``, ``rlimits`` (``[name, soft, hard]``),
 ``argv``, optional ``env``, ``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or
 null, ``shm_access``) and ``seccomp`` (``[code, jt, jf, k]`` instructions, loaded when
@@ -220,6 +221,9 @@ def _start(cfg: dict[str, Any], libc: Any, status: int) -> bool:
                 f.write("0")
         except OSError:
             _fail(status, f"cannot join cgroup {procs}")
+    core_filter = cfg.get("core_filter")
+    if core_filter is not None:
+        _core_limit(libc, core_filter)
     if not cfg.get("mount_ns"):
         return False
     namespace, private = _mount_namespace(libc)
@@ -227,6 +231,21 @@ def _start(cfg: dict[str, Any], libc: Any, status: int) -> bool:
     # namespace while the sandbox looks for the run's processes by it.
     os.write(status, f"{namespace}\n".encode())
     return private
+
+
+def _core_limit(libc: Any, core_filter: list[list[int]]) -> None:
+    """In bwrap mode, before the run: the core limit at 1 byte (no core file, no piped
+    ``core_pattern`` helper; left where the hard limit is lower), then ``core_filter``, which
+    refuses setting it, stacked on bubblewrap's seccomp filter.
+    """
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if hard == resource.RLIM_INFINITY or hard >= 1:
+        resource.setrlimit(resource.RLIMIT_CORE, (1, 1))
+    import ctypes
+
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:  # bubblewrap has set it already
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    _seccomp(libc, core_filter)
 
 
 def _read_run() -> bytes:
@@ -248,7 +267,11 @@ def _launch(cfg: dict[str, Any], libc: Any, status: int, *, private_mounts: bool
     """Set the run's limits and isolation, report ``ok`` and ``exec`` its program."""
     os.chdir(cfg["cwd"])
     for name, soft, hard in cfg["rlimits"]:
-        resource.setrlimit(getattr(resource, name), (soft, hard))
+        which = getattr(resource, name)
+        # One already in place is left (bwrap mode: the core limit, set before bubblewrap
+        # loaded the seccomp filter that refuses setting it).
+        if resource.getrlimit(which) != (soft, hard):
+            resource.setrlimit(which, (soft, hard))
     ll = cfg.get("landlock")
     if ll is not None:
         _landlock(libc, ll, private_mounts=private_mounts)
@@ -281,7 +304,7 @@ def main(argv: list[str]) -> None:
     cfg = json.loads(argv[1])
     status = int(cfg["status_fd"])
     try:
-        wants_libc = cfg.get("parent") is not None or cfg.get("mount_ns")
+        wants_libc = any(cfg.get(k) for k in ("parent", "mount_ns", "core_filter"))
         libc = _libc() if wants_libc else None
         private_mounts = _start(cfg, libc, status)
         data = _read_run()

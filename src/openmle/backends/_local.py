@@ -288,6 +288,7 @@ class LocalSandbox(Sandbox):
                         noop_metadata=False,
                         sysv_ipc=True,
                         prlimit_others=True,
+                        core_limit=False,  # the launcher inside stacks core_limit_program
                     )
                     if program is not None:
                         self._seccomp = iso.seccomp_bytes(program)

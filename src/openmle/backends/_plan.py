@@ -26,7 +26,7 @@ from openmle.backends._bwrap import LAUNCHER_IN_SANDBOX, bwrap_argv
 from openmle.backends._landlock import landlock_rules
 from openmle.backends._launcher import LL_ALL, LL_EXECUTE
 from openmle.backends._runtime import LAUNCHER, HostLayout, RuntimeInfo, is_within
-from openmle.backends._seccomp import seccomp_program
+from openmle.backends._seccomp import core_limit_program, seccomp_program
 
 __all__ = [
     "OUTPUT_DIR_ENV",
@@ -332,7 +332,11 @@ def _rlimits(
     wanted: list[tuple[str, int | None]] = [
         ("RLIMIT_CPU", math.ceil(job.timeout_s * max(1, math.ceil(job.resources.cpus))) + 5),
         ("RLIMIT_FSIZE", settings.max_file_mb * 1024 * 1024),
-        ("RLIMIT_CORE", 0),
+        # 1 byte, not 0: no core file fits (the kernel writes none below a page), and at 1 the
+        # kernel skips a piped core_pattern too (systemd-coredump, apport), which 0 does not:
+        # every crash (SIGSEGV, an abort, SIGXCPU at the CPU limit) would start the host's
+        # helper as root, outside the run's cgroup. seccomp keeps the program from changing it.
+        ("RLIMIT_CORE", 1),
     ]
     if not run.cgroup_procs:
         if sandbox.euid != 0:
@@ -408,7 +412,11 @@ def bwrap_spare(
     if sandbox.bwrap is None:
         raise AssertionError("internal invariant broken: a bwrap-mode sandbox knows bwrap")
     info = sandbox.info
-    inner = {"status_fd": status_fd, "procs": [], "parent": None}
+    inner: dict[str, object] = {"status_fd": status_fd, "procs": [], "parent": None}
+    if seccomp_fd is not None:
+        # bubblewrap's filter lets the core limit be set: the launcher sets it, then refuses
+        # it to the program (see _rlimits).
+        inner["core_filter"] = core_limit_program(sandbox.machine)
     return bwrap_argv(
         bwrap=sandbox.bwrap,
         info=info,
@@ -490,7 +498,8 @@ def launch_plan(
     cgroup, or per process (``RLIMIT_DATA``, and ``RLIMIT_AS`` without GPUs) where there is
     none; processes ``settings.max_processes`` (cgroup ``pids.max``, else a relative
     ``RLIMIT_NPROC``, which does not bind root); CPU time ``timeout_s * ceil(cpus) + 5``
-    seconds; file size ``settings.max_file_mb``; no core files. The launcher (started ahead,
+    seconds; file size ``settings.max_file_mb``; no core dumps (``RLIMIT_CORE`` 1 byte:
+    no file, no piped helper). The launcher (started ahead,
     see :func:`spare_argv`) sets the rlimits and ``exec``s ``argv``.
     """
     bwrap = sandbox.mode == "bwrap"

@@ -79,6 +79,12 @@ _MSG_FASTOPEN = 0x20000000
 # sharing the host's PID namespace as root could set the limits of any process (RLIMIT_CPU of
 # the service, of init); allowed on pid 0 (itself) only.
 _NR_PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
+# setrlimit, and prlimit64 with a new limit, of RLIMIT_CORE: the run's core limit is 1 byte,
+# the kernel's sign to skip a piped core_pattern (systemd-coredump, apport: a helper the host
+# runs as root, outside the run's cgroup, for every crash); a program that lowered its soft
+# limit to 0 would have each of its crashes start that helper again.
+_NR_SETRLIMIT = {"x86_64": 160, "aarch64": 164}
+_RLIMIT_CORE = 4
 # truncate(2) by path: Landlock checks it only from ABI 3 (LANDLOCK_ACCESS_FS_TRUNCATE).
 _NR_TRUNCATE = {"x86_64": 76, "aarch64": 45}
 _NR_CLONE = {"x86_64": 56, "aarch64": 220}
@@ -101,6 +107,7 @@ def seccomp_program(
     sysv_ipc: bool = False,
     truncate: bool = True,
     prlimit_others: bool = False,
+    core_limit: bool = True,
 ) -> list[tuple[int, int, int, int]] | None:
     """A classic-BPF seccomp filter for a program, or None for an unknown architecture.
 
@@ -123,7 +130,12 @@ def seccomp_program(
     ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
     below ABI 3 does not check it, so any file the program can name could be emptied.
     ``prlimit64`` on a process other than the caller (pid 0) fails with EPERM unless
-    ``prlimit_others`` (the bwrap mode: its PID namespace holds only the run).
+    ``prlimit_others`` (the bwrap mode: its PID namespace holds only the run). With
+    ``core_limit``, setting ``RLIMIT_CORE`` (``setrlimit``, ``prlimit64`` with a new limit)
+    fails with EPERM: the run's core limit stays at 1 byte, which no core file fits and at
+    which the kernel does not run a piped ``core_pattern``'s helper; reading it works. The
+    bwrap mode leaves it out (bubblewrap loads the filter before the launcher inside could
+    set the limit) and its launcher loads :func:`core_limit_program` once it has.
     """
     arch = _AUDIT_ARCH.get(machine)
     if arch is None:
@@ -140,8 +152,10 @@ def seccomp_program(
         ops += [("jeq", nr, "deny", None) for nr in _NR_SYSV_IPC[machine]]
     if not truncate:
         ops.append(("jeq", _NR_TRUNCATE[machine], "deny", None))
-    if not prlimit_others:
-        ops.append(("jeq", _NR_PRLIMIT64[machine], "self", None))
+    if core_limit:
+        ops += _core_checks(machine)
+    elif not prlimit_others:
+        ops.append(("jeq", _NR_PRLIMIT64[machine], "pid", None))
     ops.append(("jeq", _NR_CLONE3, "nosys", None))
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":
@@ -153,11 +167,62 @@ def seccomp_program(
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
         ops.append(("jeq", _NR_IOCTL[machine], "ioctl", None))
-    ops += _handlers(sockets)
+    ops += _handlers(sockets, prlimit_others=prlimit_others)
     return _assemble(ops)
 
 
-def _handlers(sockets: str) -> list[_Op]:
+def core_limit_program(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """A filter that only refuses setting ``RLIMIT_CORE`` (EPERM; everything else is left
+    to the filter already loaded), or None for an unknown architecture: what the bwrap mode's
+    launcher stacks on bubblewrap's filter once it has set the core limit.
+    """
+    arch = _AUDIT_ARCH.get(machine)
+    if arch is None:
+        return None
+    ops: list[_Op] = [
+        ("ld", 4, None, None),
+        ("jeq", arch, None, "allow"),  # a foreign ABI: bubblewrap's filter refuses it
+        ("ld", 0, None, None),
+        *_core_checks(machine),
+        ("ret", _RET_ALLOW, None, None),
+        *_core_handlers(then="allow"),
+        ("label", 0, "allow", None),
+        ("ret", _RET_ALLOW, None, None),
+        ("label", 0, "deny", None),
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+    ]
+    return _assemble(ops)
+
+
+def _core_checks(machine: str) -> list[_Op]:
+    """With the syscall number loaded: jump to the ``RLIMIT_CORE`` checks of
+    :func:`_core_handlers` for ``setrlimit`` and ``prlimit64``.
+    """
+    return [
+        ("jeq", _NR_SETRLIMIT[machine], "setrlimit", None),
+        ("jeq", _NR_PRLIMIT64[machine], "prlimit", None),
+    ]
+
+
+def _core_handlers(*, then: str) -> list[_Op]:
+    """``setrlimit`` of ``RLIMIT_CORE`` and ``prlimit64`` setting it go to ``deny``; the
+    rest of ``setrlimit`` to ``allow``, of ``prlimit64`` to ``then``.
+    """
+    return [
+        ("label", 0, "setrlimit", None),
+        ("ld", 16, None, None),  # args[0]: the resource
+        ("jeq", _RLIMIT_CORE, "deny", "allow"),
+        ("label", 0, "prlimit", None),
+        ("ld", 24, None, None),  # args[1]: the resource
+        ("jeq", _RLIMIT_CORE, None, then),
+        ("ld", 32, None, None),  # args[2]: the new limit (a pointer: NULL only reads)
+        ("jeq", 0, None, "deny"),
+        ("ld", 36, None, None),
+        ("jeq", 0, then, "deny"),
+    ]
+
+
+def _handlers(sockets: str, *, prlimit_others: bool) -> list[_Op]:
     """The filter's tail: ``allow`` for what fell through, then each labelled check and
     verdict the syscall tests above jump to.
     """
@@ -186,9 +251,13 @@ def _handlers(sockets: str) -> list[_Op]:
         ("label", 0, "flags3", None),
         ("ld", 40, None, None),  # args[3]: sendto's and sendmmsg's flags
         ("jset", _MSG_FASTOPEN, "deny", "allow"),
-        ("label", 0, "self", None),
-        ("ld", 16, None, None),  # args[0]: the pid
-        ("jeq", 0, "allow", "deny"),
+        *_core_handlers(then="pid"),
+        ("label", 0, "pid", None),
+        *(
+            [("ret", _RET_ALLOW, None, None)]
+            if prlimit_others
+            else [("ld", 16, None, None), ("jeq", 0, "allow", "deny")]  # args[0]: the pid
+        ),
         ("label", 0, "ioctl", None),
         ("ld", 24, None, None),  # args[1]: the command
         *[("jeq", cmd, "deny", None) for cmd in _IOCTL_SET_ATTRIBUTES],

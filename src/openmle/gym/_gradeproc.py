@@ -751,8 +751,9 @@ def confine(config: dict[str, Any]) -> None:
     """Put this process under its limits before any task code runs.
 
     Dies with the parent (``PR_SET_PDEATHSIG``; exits at once when the parent is already
-    gone), and sets ``RLIMIT_AS`` (``memory_mb``), ``RLIMIT_CPU`` (``cpu_s``) and, when
-    given, ``RLIMIT_FSIZE`` (``max_file_mb``, the prepare mode's). Linux only
+    gone), and sets ``RLIMIT_AS`` (``memory_mb``), ``RLIMIT_CPU`` (``cpu_s``), when given
+    ``RLIMIT_FSIZE`` (``max_file_mb``, the prepare mode's), and ``RLIMIT_CORE`` to 1 byte
+    (no core dump, piped or not; left alone where the hard limit is 0). Linux only
     for the parent-death signal; the limits are set wherever ``resource`` exists.
     """
     import os
@@ -782,6 +783,11 @@ def confine(config: dict[str, Any]) -> None:
     if file_mb:
         limit = int(file_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    # No core dump: 1 byte (no file fits, and the kernel skips a piped core_pattern, whose
+    # helper the host would run as root with this process's memory, the answers included).
+    _, core_hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if core_hard == resource.RLIM_INFINITY or core_hard >= 1:
+        resource.setrlimit(resource.RLIMIT_CORE, (1, 1))
 
 
 def run_package_prepare(config: dict[str, Any]) -> dict[str, Any]:

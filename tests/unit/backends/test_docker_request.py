@@ -59,7 +59,12 @@ def test_cpu_job_request_is_exact() -> None:
     assert _request(sandbox, job) == {
         "Image": "localhost/openmle-sandbox:bookworm",
         # killed inside the container at timeout_s (600) + stop_grace_s (5) + 10 s
-        "Cmd": ["/bin/sh", "-c", "ulimit -f 2097152 && exec timeout -s KILL 615 python3 main.py"],
+        "Cmd": [
+            "/bin/sh",
+            "-c",
+            "ulimit -c 1 2>/dev/null; "
+            "ulimit -f 2097152 && exec timeout -s KILL 615 python3 main.py",
+        ],
         "WorkingDir": "/workspace",
         # program_env, as for the local sandbox: two thread caps for 1.5 CPUs, the locale,
         # HOME and DATA_DIR owned; no PATH (the image's), no CUDA_VISIBLE_DEVICES (the engine's)
@@ -174,17 +179,21 @@ def test_container_deadline_and_file_limit_combinations() -> None:
     assert with_both == [
         "/bin/sh",
         "-c",
-        "ulimit -f 2097152 && exec timeout -s KILL 32 python3 main.py",
+        "ulimit -c 1 2>/dev/null; ulimit -f 2097152 && exec timeout -s KILL 32 python3 main.py",
     ]
     no_limit = _request(DockerSandbox(gpus=None, max_file_mb=None), job)["Cmd"]
-    assert no_limit == ["/bin/sh", "-c", "exec timeout -s KILL 36 python3 main.py"]
+    assert no_limit == [
+        "/bin/sh",
+        "-c",
+        "ulimit -c 1 2>/dev/null; exec timeout -s KILL 36 python3 main.py",
+    ]
     bare = DockerSandbox(gpus=None, max_file_mb=None, container_deadline=False)
     assert _request(bare, job)["Cmd"] == ["python3", "main.py"]
     quoted = DockerSandbox(gpus=None, python="/opt/my python", container_deadline=False)
     assert _request(quoted, job)["Cmd"] == [
         "/bin/sh",
         "-c",
-        "ulimit -f 2097152 && exec '/opt/my python' main.py",
+        "ulimit -c 1 2>/dev/null; ulimit -f 2097152 && exec '/opt/my python' main.py",
     ]
 
 
@@ -253,7 +262,7 @@ def test_network_user_image_and_shm_options() -> None:
     assert body["Cmd"] == [
         "/bin/sh",
         "-c",
-        "ulimit -f 2097152 && exec timeout -s KILL 615 python3.11 main.py",
+        "ulimit -c 1 2>/dev/null; ulimit -f 2097152 && exec timeout -s KILL 615 python3.11 main.py",
     ]
     assert host["ShmSize"] == 256 * 2**20
     assert body["Labels"] == {"openmle.managed": "1", "openmle.task": "toy", "openmle.job": "n1"}

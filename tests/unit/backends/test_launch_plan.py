@@ -27,6 +27,7 @@ from openmle.backends._plan import (
     spare_input,
     spare_shape,
 )
+from openmle.backends._seccomp import core_limit_program
 
 INFO = iso.RuntimeInfo(executable="/opt/py/bin/python3", roots=("/opt/py",), bin_dir="/opt/py/bin")
 LAYOUT = iso.HostLayout(
@@ -164,7 +165,7 @@ def test_bwrap_plan_with_cgroup_is_exact() -> None:
     and execs python with the program's environment; no shell, no prlimit."""
     plan = launch_plan(JOB, paths=PATHS, settings=SETTINGS, sandbox=_sandbox(), run=_run())
     # CPU: 60 s x ceil(1.5) cores + 5; file size 8 MiB; no core files
-    rlimits = (("RLIMIT_CPU", 125, 125), ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB), ("RLIMIT_CORE", 0, 0))
+    rlimits = (("RLIMIT_CPU", 125, 125), ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB), ("RLIMIT_CORE", 1, 1))
     argv = ["/opt/py/bin/python3", "/program/main.py"]
     assert plan == LaunchPlan(
         mode="bwrap",
@@ -205,7 +206,9 @@ def test_bwrap_spare_is_exact() -> None:
         data=PATHS.data, private=PATHS.private, gpu=False, shm_bytes=512 * MIB
     )
     launch = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENMLE_RUN_ID": "m1"}
-    inner = {"status_fd": 3, "procs": [], "parent": None}
+    # the launcher sets the core limit, then refuses changing it (bubblewrap's filter allows it)
+    core = core_limit_program("x86_64")
+    inner = {"status_fd": 3, "procs": [], "parent": None, "core_filter": core}
     assert argv == [
         *_bwrap_prefix(["--bind", f"{BOX}/tmp", "/tmp"]),
         *["--seccomp", "4"],
@@ -307,7 +310,7 @@ def test_landlock_plan_without_cgroup_is_exact() -> None:
     rlimits = (
         ("RLIMIT_CPU", 125, 125),
         ("RLIMIT_FSIZE", 8 * MIB, 8 * MIB),
-        ("RLIMIT_CORE", 0, 0),
+        ("RLIMIT_CORE", 1, 1),
         ("RLIMIT_NPROC", 74, 74),  # 10 processes of this user + 64
         ("RLIMIT_DATA", 512 * MIB, 512 * MIB),
         ("RLIMIT_AS", 1 << 30, 1 << 30),  # wanted 2 x 512 MiB + 1 GiB, clamped to the hard limit

@@ -408,3 +408,20 @@ def test_a_program_no_server_can_serve_starts_fresh() -> None:
     finally:
         _grader.close_grade_servers()
     assert not _grader._unservable
+
+
+def test_the_grading_process_dumps_no_core() -> None:
+    """``confine`` (every grading and preparing child) sets the core limit to 1 byte: no core
+    file, and no piped ``core_pattern`` helper run by the host for a crashing metric (0 does
+    not stop that one; ``tests/integration/backends/test_core_dumps.py``).
+    """
+    code = (
+        "import resource\n"
+        "from openmle.gym._gradeproc import confine\n"
+        "confine({})\n"
+        "print(resource.getrlimit(resource.RLIMIT_CORE))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "(1, 1)"
