@@ -103,47 +103,49 @@ def test_prepare_sees_none_of_the_callers_environment(
     assert "sk-secret" not in json.dumps(env)
 
 
-def test_a_daemon_forked_by_prepare_does_not_outlive_it(make_package: PackageBuilder) -> None:
+def test_a_daemon_forked_by_prepare_does_not_outlive_it(
+    make_package: PackageBuilder, tmp_path: Path
+) -> None:
     """A grandchild that detaches (double fork) and keeps stderr open is killed when prepare
     returns; the prepare does not wait for it (the old runner waited on its pipes until the
-    grandchild's 300 s sleep ended, here past the 30 s timeout).
+    grandchild's 300 s sleep ended, here past the 30 s timeout). The daemon writes its pid
+    (its start time too, so a reused pid is not taken for it): the test looks at it alone, not
+    at every prepare runner on the machine (another test's was seen there under load).
     """
+    pid_file = tmp_path / "daemon.pid"
     root = _with_prepare(
         make_package,
         "import os, time\nfrom pathlib import Path\n"
         "def prepare(raw, public, private):\n"
         "    if os.fork() == 0:\n"
         "        if os.fork() == 0:\n"
+        "            stat = Path('/proc/self/stat').read_text()\n"
+        "            start = stat[stat.rfind(')') + 2 :].split()[19]\n"
+        f"            Path({str(pid_file)!r} + '.tmp').write_text(f'{{os.getpid()}} {{start}}')\n"
+        f"            os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\n"
         "            time.sleep(300)\n"
         "        os._exit(0)\n"
-        "    time.sleep(0.2)\n"
+        f"    while not Path({str(pid_file)!r}).exists():  # the daemon is up\n"
+        "        time.sleep(0.01)\n"
         "    (Path(public) / 'ok.txt').write_text('x')\n",
     )
-    marker = f"openmle-prepare-{os.getpid()}"
-    before = _sleepers()
     load_task(root).prepare(timeout_s=30)
-    left: set[int] = set()
+    pid, start = pid_file.read_text().split()
     for _ in range(50):
-        left = _sleepers() - before
-        if not left:
+        if not _runs(int(pid), start):
             break
         time.sleep(0.1)
-    assert not left, f"{marker}: prepare left {left} running"
+    assert not _runs(int(pid), start), f"prepare left its daemon {pid} running"
 
 
-def _sleepers() -> set[int]:
-    """Pids of processes of this user whose command line runs the prepare runner."""
-    out = set()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"_openmle_task_prepare" in cmd:
-            out.add(int(d.name))
-    return out
+def _runs(pid: int, start: str) -> bool:
+    """Whether process ``pid``, started at ``start`` (clock ticks), still runs (not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[0] != "Z" and fields[19] == start
 
 
 def test_prepare_memory_limit_is_enforced_with_a_clear_error(make_package: PackageBuilder) -> None:
