@@ -14,6 +14,7 @@ import pytest
 from tests._files import locked_tree
 
 from openmle.backends import _isolation as iso
+from openmle.backends._seccomp import core_limit_program
 
 
 def test_clamp_rlimits_never_exceeds_hard_limit() -> None:
@@ -229,6 +230,29 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
     others = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, prlimit_others=True)
     assert others is not None
     assert _bpf(others, 302, x86, (1, 7)) == allow
+    # RLIMIT_CORE (4) stays at 1 byte: setting it is refused, reading it is not
+    ptr = 0x7FFD_0000_1000
+    for p in (prog, others):
+        assert _bpf(p, 160, x86, (4, ptr)) == eperm  # setrlimit(RLIMIT_CORE)
+        assert _bpf(p, 160, x86, (7, ptr)) == allow  # setrlimit(RLIMIT_NOFILE)
+        assert _bpf(p, 302, x86, (0, 4, ptr)) == eperm  # prlimit64 setting it
+        assert _bpf(p, 302, x86, (0, 4, 1 << 40)) == eperm  # a pointer above 4 GiB
+        assert _bpf(p, 302, x86, (0, 4, 0, ptr)) == allow  # prlimit64 reading it
+    assert _bpf(prog, 302, x86, (1, 4, 0, ptr)) == eperm  # still not another process's
+    loose = iso.seccomp_program(
+        "x86_64", sockets=sockets, noop_metadata=root, prlimit_others=True, core_limit=False
+    )
+    assert loose is not None and _bpf(loose, 302, x86, (0, 4, ptr)) == allow
+    assert _bpf(loose, 160, x86, (4, ptr)) == allow
+    core = core_limit_program("x86_64")  # stacked by the bwrap mode's launcher
+    assert core is not None
+    assert _bpf(core, 160, x86, (4, ptr)) == eperm and _bpf(core, 302, x86, (0, 4, ptr)) == eperm
+    assert _bpf(core, 302, x86, (1, 4, 0, ptr)) == allow and _bpf(core, 0, x86, ()) == allow
+    assert _bpf(core, 160, 0x40000003, (4, ptr)) == allow  # a foreign ABI: bwrap's filter
+    arm_core = core_limit_program("aarch64")
+    assert arm_core is not None and _bpf(arm_core, 164, 0xC00000B7, (4, ptr)) == eperm
+    assert _bpf(arm_core, 261, 0xC00000B7, (0, 4, ptr)) == eperm
+    assert core_limit_program("ppc64le") is None
     set_flags = eperm if root else allow  # ioctl(FS_IOC_SETFLAGS) on any readable file
     assert _bpf(prog, 16, x86, (3, 0x40086602)) == set_flags
     assert _bpf(prog, 16, x86, (3, 0x401C5820)) == set_flags  # FS_IOC_FSSETXATTR
