@@ -284,7 +284,7 @@ class LocalSandbox(Sandbox):
                     mode, self._bwrap = "bwrap", bwrap
                     program = iso.seccomp_program(
                         os.uname().machine,
-                        sockets="any",
+                        sockets="ip",  # its own network namespace
                         noop_metadata=False,
                         sysv_ipc=True,
                         prlimit_others=True,

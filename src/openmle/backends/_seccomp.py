@@ -93,6 +93,16 @@ _CLONE_NAMESPACES = 0x7E020080  # CLONE_NEW{NS,CGROUP,UTS,IPC,USER,PID,NET,TIME}
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _AF_INET, _AF_INET6, _SOCK_STREAM, _IPPROTO_TCP = 2, 10, 1, 6
+# Socket families and protocols: creating one the kernel does not have yet makes it load its
+# module (``request_module``: modprobe run as root on the host), whatever the caller's
+# rights, which widens the host kernel's attack surface (TIPC, RDS, SCTP, DCCP, AF_ALG and
+# netlink's crypto_user are the usual first step of a kernel exploit). ``sockets="ip"``
+# allows only what programs use and every kernel has built in.
+_NR_SOCKETPAIR = {"x86_64": 53, "aarch64": 199}
+_AF_UNIX, _AF_NETLINK = 1, 16
+_IP_TYPES = (1, 2, 3)  # SOCK_STREAM, SOCK_DGRAM, SOCK_RAW (which needs CAP_NET_RAW)
+_IP_PROTOCOLS = (0, 1, 6, 17, 58)  # the type's default, ICMP, TCP, UDP, ICMPv6
+_NETLINK_PROTOCOLS = (0, 15)  # NETLINK_ROUTE (getifaddrs, AI_ADDRCONFIG), KOBJECT_UEVENT
 
 
 _Op = tuple[str, int, str | None, str | None]
@@ -102,7 +112,7 @@ _Op = tuple[str, int, str | None, str | None]
 def seccomp_program(
     machine: str,
     *,
-    sockets: Literal["tcp", "none", "any"],
+    sockets: Literal["tcp", "ip", "none", "any"],
     noop_metadata: bool,
     sysv_ipc: bool = False,
     truncate: bool = True,
@@ -119,9 +129,12 @@ def seccomp_program(
     may create only TCP sockets (protocol 0 or ``IPPROTO_TCP``, never MPTCP or SCTP, which
     Landlock's TCP rules do not cover), so no Unix socket of a host service can be reached,
     and ``listen`` (which binds an unbound socket) and sending with ``MSG_FASTOPEN`` (which
-    connects) fail, as Landlock refuses TCP ``connect`` and ``bind``; ``"none"``: no sockets
-    at all (``socketpair`` still works); ``"any"``: unrestricted (the bwrap mode has its own
-    network namespace). With ``noop_metadata`` the
+    connects) fail, as Landlock refuses TCP ``connect`` and ``bind``; ``"ip"`` (the bwrap mode:
+    its own network namespace): Unix sockets, netlink's route and uevent protocols, and IPv4
+    and IPv6 stream, datagram and raw sockets of TCP, UDP, ICMP and ICMPv6 only (any other
+    family or protocol would make the kernel load its module on the host); ``"none"``: no
+    sockets at all; ``"any"``: unrestricted. ``socketpair`` is limited to Unix sockets unless
+    ``"any"``. With ``noop_metadata`` the
     chmod/chown/utime/xattr family succeeds without effect, and the ``ioctl`` commands that
     set a file's attributes (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``,
     ``FS_IOC_SETVERSION``) fail with EPERM. System V IPC (``shmget``,
@@ -160,6 +173,7 @@ def seccomp_program(
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":
         ops.append(("jeq", _NR_SOCKET[machine], "socket", None))
+        ops.append(("jeq", _NR_SOCKETPAIR[machine], "socketpair", None))
     if sockets == "tcp":
         ops.append(("jeq", _NR_LISTEN[machine], "deny", None))
         ops += [("jeq", nr, "flags2", None) for nr in _NR_SEND_FLAGS_ARG2[machine]]
@@ -222,6 +236,31 @@ def _core_handlers(*, then: str) -> list[_Op]:
     ]
 
 
+def _ip_sockets() -> list[_Op]:
+    """``sockets="ip"``, with the family loaded: allow a Unix socket, the allowed netlink
+    protocols and IP types and protocols; deny the rest.
+    """
+    return [
+        ("jeq", _AF_UNIX, "allow", None),
+        ("jeq", _AF_NETLINK, "nl_protocol", None),
+        ("jeq", _AF_INET, "ip_type", None),
+        ("jeq", _AF_INET6, "ip_type", "deny"),
+        ("label", 0, "ip_type", None),
+        ("ld", 24, None, None),  # args[1]: the type (and its SOCK_NONBLOCK/CLOEXEC flags)
+        ("and", 0xF, None, None),
+        *[("jeq", t, "ip_protocol", None) for t in _IP_TYPES],
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+        ("label", 0, "ip_protocol", None),
+        ("ld", 32, None, None),  # args[2]: the protocol
+        *[("jeq", p, "allow", None) for p in _IP_PROTOCOLS],
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+        ("label", 0, "nl_protocol", None),
+        ("ld", 32, None, None),
+        *[("jeq", p, "allow", None) for p in _NETLINK_PROTOCOLS],
+        ("ret", _RET_ERRNO | errno.EPERM, None, None),
+    ]
+
+
 def _handlers(sockets: str, *, prlimit_others: bool) -> list[_Op]:
     """The filter's tail: ``allow`` for what fell through, then each labelled check and
     verdict the syscall tests above jump to.
@@ -232,10 +271,19 @@ def _handlers(sockets: str, *, prlimit_others: bool) -> list[_Op]:
         ("label", 0, "clone", None),
         ("ld", 16, None, None),
         ("jset", _CLONE_NAMESPACES, "deny", "allow"),
+        ("label", 0, "socketpair", None),
+        ("ld", 16, None, None),  # args[0]: the family
+        ("jeq", _AF_UNIX, "allow", "deny"),
         ("label", 0, "socket", None),
         ("ld", 16, None, None),
-        ("jeq", _AF_INET, "type" if tcp else "deny", None),
-        ("jeq", _AF_INET6, "type" if tcp else "deny", "deny"),
+        *(
+            _ip_sockets()
+            if sockets == "ip"
+            else [
+                ("jeq", _AF_INET, "type" if tcp else "deny", None),
+                ("jeq", _AF_INET6, "type" if tcp else "deny", "deny"),
+            ]
+        ),
         ("label", 0, "type", None),
         ("ld", 24, None, None),
         ("and", 0xF, None, None),

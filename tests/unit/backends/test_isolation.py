@@ -173,10 +173,13 @@ def _bpf(prog: list[tuple[int, int, int, int]], nr: int, arch: int, args: tuple[
             return k
 
 
-@pytest.mark.parametrize("sockets", ["tcp", "none", "any"])
+@pytest.mark.parametrize("sockets", ["tcp", "ip", "none", "any"])
 @pytest.mark.parametrize("root", [True, False])
-def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root: bool) -> None:
-    """Only TCP sockets (when allowed); Unix, UDP, netlink refused; metadata calls no-ops as root;
+def test_seccomp_program_semantics(
+    sockets: Literal["tcp", "ip", "none", "any"], root: bool
+) -> None:
+    """Only TCP sockets (when allowed; "ip": the built-in families and protocols); Unix, UDP,
+    netlink refused; socketpair Unix only; metadata calls no-ops as root;
     namespaces, mounts, keyrings, System V IPC (unless asked for) and foreign-ABI syscalls
     refused; with TCP only, listen and MSG_FASTOPEN sends refused; everything else allowed."""
     import errno
@@ -192,16 +195,26 @@ def test_seccomp_program_semantics(sockets: Literal["tcp", "none", "any"], root:
         return _bpf(prog, 41, x86, (family, kind))
 
     eperm, enosys = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
-    tcp = {"tcp": allow, "none": eperm, "any": allow}[sockets]
+    tcp = {"tcp": allow, "ip": allow, "none": eperm, "any": allow}[sockets]
     other = allow if sockets == "any" else eperm
+    built_in = allow if sockets in ("ip", "any") else eperm  # what every kernel has built in
     assert sock(socket.AF_INET, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) == tcp
     assert sock(socket.AF_INET6, socket.SOCK_STREAM) == tcp
     assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_STREAM, 6)) == tcp  # IPPROTO_TCP
     assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_STREAM, 262)) == other  # MPTCP
     assert _bpf(prog, 41, x86, (socket.AF_INET6, socket.SOCK_STREAM, 132)) == other  # SCTP
-    assert sock(socket.AF_INET, socket.SOCK_DGRAM) == other
-    assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == other
-    assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == other
+    assert _bpf(prog, 41, x86, (socket.AF_INET, 6, 33)) == other  # SOCK_DCCP, DCCP
+    assert _bpf(prog, 41, x86, (socket.AF_INET, socket.SOCK_SEQPACKET, 0)) == other
+    assert sock(socket.AF_INET, socket.SOCK_DGRAM) == built_in
+    assert _bpf(prog, 41, x86, (socket.AF_INET6, socket.SOCK_DGRAM, 58)) == built_in  # ping
+    assert sock(socket.AF_UNIX, socket.SOCK_STREAM) == built_in
+    assert sock(socket.AF_NETLINK, socket.SOCK_RAW) == built_in  # NETLINK_ROUTE
+    assert _bpf(prog, 41, x86, (socket.AF_NETLINK, socket.SOCK_RAW, 21)) == other  # crypto_user
+    for family in (30, 21, 38, 40, 17):  # TIPC, RDS, ALG, VSOCK, PACKET: modules, raw frames
+        assert sock(family, socket.SOCK_SEQPACKET) == other
+    # socketpair: Unix only (another family would load its module as socket() would)
+    assert _bpf(prog, 53, x86, (socket.AF_UNIX, socket.SOCK_STREAM)) == allow
+    assert _bpf(prog, 53, x86, (30, socket.SOCK_SEQPACKET)) == other  # TIPC
     assert _bpf(prog, 268, x86, ()) == (0x00050000 if root else allow)  # fchmodat
     assert _bpf(prog, 0, x86, ()) == allow  # read
     assert _bpf(prog, 56, x86, (0x01200011,)) == allow  # clone as fork() calls it

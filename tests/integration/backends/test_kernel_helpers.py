@@ -1,4 +1,6 @@
-"""A crashing program never starts the host's core-dump helper (a piped ``core_pattern``).
+"""Nothing a program does makes the kernel run a helper on the host: the core-dump helper of
+a piped ``core_pattern`` (a crash), or modprobe (a socket family or protocol whose module is
+not loaded).
 
 Where ``kernel.core_pattern`` is a pipe (``|/usr/lib/systemd/systemd-coredump ...``, Ubuntu's
 apport), the kernel runs that helper as root, in the host's namespaces and outside the run's
@@ -7,6 +9,13 @@ byte does. A run's limit is 1 byte and its program cannot change it (seccomp), s
 accidental crash (an abort, SIGSEGV, SIGXCPU at the CPU limit) nor one after lowering the limit
 reaches the host. The grading process gets the same limit
 (``tests/unit/gym/test_grader_limits.py``).
+
+Module loading: creating a socket of a family or protocol the kernel does not have loaded
+makes it run ``modprobe`` as root on the host, whatever the caller may do otherwise (TIPC,
+RDS, SCTP, DCCP, AF_ALG: the usual first step of a kernel exploit). Whether a module would
+load depends on the host's kernel, so the tests check what decides it: such calls fail with
+``EPERM`` (seccomp) before the kernel looks for the family, in both modes, while the sockets
+programs use still work.
 
 The test switches this host's ``core_pattern`` to a helper of its own for a few seconds (root
 only, under a lock; the old value is put back), so it runs only where that is allowed.
@@ -110,3 +119,39 @@ async def test_a_crashing_program_never_runs_the_hosts_core_helper(
     assert "refused" in result.logs and "core limit (1, 1)" in result.logs, result.logs
     assert "child dumped False" in result.logs, result.logs
     assert _helper_saw(log, tag) == []
+
+
+_SOCKETS = """
+import errno, socket
+def tried(make):
+    try:
+        make().close()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+print("tipc", tried(lambda: socket.socket(30, socket.SOCK_SEQPACKET)))
+print("alg", tried(lambda: socket.socket(38, socket.SOCK_SEQPACKET)))
+print("sctp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132)))
+print("crypto_user", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 21)))
+print("pair_tipc", tried(lambda: socket.socketpair(30, socket.SOCK_SEQPACKET)))
+print("pair_unix", tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)[0]))
+print("unix", tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)))
+print("udp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))
+print("route", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)))
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_sockets_that_would_load_a_module_are_refused(
+    tmp_path: Path, mode: Literal["bwrap", "landlock"]
+) -> None:
+    async with prepared_local(ToyTask.create(tmp_path / "toy"), mode) as sandbox:
+        result = await sandbox.run(Job(code=_SOCKETS, task="toy", timeout_s=60))
+    got = dict(line.split() for line in result.logs.splitlines() if len(line.split()) == 2)
+    refused = ("tipc", "alg", "sctp", "crypto_user", "pair_tipc")
+    assert {k: got.get(k) for k in refused} == dict.fromkeys(refused, "EPERM"), result.logs
+    assert got["pair_unix"] == "ok"  # multiprocessing's pipes
+    # bwrap mode has its own network namespace: Unix, UDP and netlink's route protocol work
+    # there; the Landlock mode allows TCP only
+    usual = "ok" if mode == "bwrap" else "EPERM"
+    assert (got["unix"], got["udp"], got["route"]) == (usual, usual, usual), result.logs
