@@ -164,10 +164,10 @@ def _body_fields() -> list[str]:
 
 
 def _routes() -> list[tuple[str, str, str]]:
-    """``(method, path, handler)`` of the job service's routes."""
+    """``(method, path, handler)`` of the job service's routes (its ``Route`` calls)."""
     app = importlib.import_module("openmle.service._app")
     out: list[tuple[str, str, str]] = []
-    for node in ast.walk(_source_tree(app.create_app)):
+    for node in ast.walk(_source_tree(app)):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)

@@ -16,17 +16,21 @@ is honoured (B10) and ``priority`` is used (B7: 1 runs before 2).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import inspect
 import socket
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from openmle._compat import require
 from openmle._exports import publish
+from openmle._protocols import Sandbox
 from openmle.errors import InvalidArgument, SandboxError
-from openmle.service._app import create_app, job_view
+from openmle.service._app import create_app, job_view, owning_app
 from openmle.service._config import (
     API_KEYS_ENV,
     KeyLimits,
@@ -51,6 +55,7 @@ __all__ = [
 ]
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+_STARTUP_FAILURE = 3  # uvicorn's exit status for a server that did not start
 
 
 def serve(
@@ -68,7 +73,7 @@ def serve(
         host: address to listen on; the default listens on loopback only.
         port: TCP port.
         log_level: uvicorn's log level.
-        **uvicorn_kwargs: passed to ``uvicorn.run`` (e.g. ``ssl_certfile``).
+        **uvicorn_kwargs: passed to ``uvicorn.Config`` (e.g. ``ssl_certfile``).
 
     Raises:
         InvalidArgument: no API keys while listening beyond loopback, a work directory
@@ -92,41 +97,67 @@ def serve(
 
     check_sandbox_spec(config.sandbox)
     _check_listen(host, port)
-    _check_sandbox(config)  # before the database or the work directory is made
-    JobStore(config.db_path, durable=config.durable).close()
-    prepare_workdir(config.run_dir)
-    app = create_app(config)
     uvicorn_kwargs.setdefault("timeout_graceful_shutdown", 10)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, workers=1, **uvicorn_kwargs)
+
+    def server_of(app: Any) -> Any:
+        options = {"host": host, "port": port, "log_level": log_level, **uvicorn_kwargs}
+        servers.append(uvicorn.Server(uvicorn.Config(app, workers=1, **options)))
+        return servers[-1]
+
+    servers: list[Any] = []
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C ends it quietly
+        anyio.run(_serve, config, server_of)
+    if not (servers and servers[0].started):  # as uvicorn.run
+        sys.exit(_STARTUP_FAILURE)
 
 
-def _check_sandbox(config: ServiceConfig) -> None:
-    """Build ``config.sandbox``, run its optional ``preflight()`` and close it again, so a
-    sandbox that cannot be built (a factory that raises) or cannot run (no container engine
-    answers at ``DOCKER_HOST``) is one error naming ``--sandbox`` before uvicorn starts; the
-    app's lifespan builds its own.
+async def _serve(config: ServiceConfig, server_of: Callable[[Any], Any]) -> None:
+    """Build the sandbox, check the database and the work directory, then serve the app on
+    ``server_of(app)`` (a ``uvicorn.Server``). The app owns the sandbox: built once, in the
+    loop its jobs run in, and closed once, by the app's lifespan or else here.
+
+    Raises:
+        InvalidArgument, SandboxError: what :func:`_built_sandbox`, :class:`JobStore` or
+            :func:`prepare_workdir` raised.
+    """
+    sandbox = await _built_sandbox(config)  # before the database or the work directory is made
+    app, close = owning_app(config, sandbox)
+    try:
+        await anyio.to_thread.run_sync(
+            lambda: JobStore(config.db_path, durable=config.durable).close()
+        )
+        await anyio.to_thread.run_sync(prepare_workdir, config.run_dir)
+        await server_of(app).serve()
+    finally:
+        await close()  # unless the app's lifespan did
+
+
+async def _built_sandbox(config: ServiceConfig) -> Sandbox:
+    """``config.sandbox`` built, its optional ``preflight()`` passed, so a sandbox that
+    cannot be built (a factory that raises) or cannot run (no container engine answers at
+    ``DOCKER_HOST``) is one error naming ``--sandbox`` before uvicorn starts (closed again
+    when its preflight fails).
 
     Raises:
         InvalidArgument, SandboxError: what building or preflighting raised, prefixed with
             ``--sandbox SPEC:``.
     """
-
-    async def check() -> None:
+    try:
         sandbox = load_sandbox(config.sandbox, workdir=config.run_dir)
         try:
             hook = getattr(sandbox, "preflight", None)
             answer = hook() if callable(hook) else None
             if inspect.isawaitable(answer):
                 await answer
-        finally:
-            await sandbox.aclose()
-
-    try:
-        anyio.run(check)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await sandbox.aclose()
+            raise
     except InvalidArgument as exc:
         raise InvalidArgument(f"--sandbox {config.sandbox}: {exc}") from None
     except SandboxError as exc:
         raise SandboxError(f"--sandbox {config.sandbox}: {exc}") from None
+    return sandbox
 
 
 def _check_listen(host: str, port: int) -> None:

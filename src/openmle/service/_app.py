@@ -25,7 +25,7 @@ import functools
 import hmac
 import json
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -74,9 +74,11 @@ def job_view(row: JobRow) -> dict[str, Any]:
 class _Api:
     """The route handlers and lifespan of one app (state shared through the instance)."""
 
-    def __init__(self, config: ServiceConfig, sandbox: Sandbox | None) -> None:
+    def __init__(self, config: ServiceConfig, sandbox: Sandbox | None, *, owned: bool) -> None:
         self.config = config
         self.sandbox = sandbox
+        # The sandbox this app still has to close: an owned one, given or built by _open.
+        self.to_close: Sandbox | None = sandbox if owned else None
         self.keys = tuple((k.encode(), k) for k in config.api_keys)
         self.owners = {k: key_id(k) for k in config.api_keys}
         self.state: dict[str, Any] = {}
@@ -252,23 +254,31 @@ class _Api:
         self.state["swept"] = swept
         if self.sandbox is not None:
             return self.sandbox
-        return load_sandbox(config.sandbox, workdir=config.run_dir)
+        self.to_close = load_sandbox(config.sandbox, workdir=config.run_dir)
+        return self.to_close
+
+    async def close_sandbox(self) -> None:
+        """Close the sandbox this app owns, once whoever calls (shielded from cancellation)."""
+        sandbox, self.to_close = self.to_close, None
+        if sandbox is not None:
+            with anyio.CancelScope(shield=True):
+                await sandbox.aclose()
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[Mapping[str, Any]]:
         config = self.config
-        store = await anyio.to_thread.run_sync(
-            lambda: JobStore(config.db_path, durable=config.durable)
-        )
-        owned = self.sandbox is None
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            # Undone in reverse, each step shielded and run whatever the one after raised:
+            # a graceful stop's release of running jobs, the sandbox, the store.
+            store = await anyio.to_thread.run_sync(
+                lambda: JobStore(config.db_path, durable=config.durable)
+            )
+            stack.push_async_callback(_shielded, store.close)
+            stack.push_async_callback(self.close_sandbox)
             sb = await self._open(store)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(store.close)
-            raise
-        svc = JobService(config=config, sandbox=sb, store=store)
-        try:
+            svc = JobService(config=config, sandbox=sb, store=store)
+            # A graceful stop is not the job's fault: its start does not count.
+            stack.push_async_callback(_shielded, store.release_running)
             await svc.recover()
             async with anyio.create_task_group() as tg:
                 await svc.run(tg)
@@ -278,13 +288,12 @@ class _Api:
                 finally:
                     self.state.pop("service", None)
                     tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                # A graceful stop is not the job's fault: its start does not count.
-                await anyio.to_thread.run_sync(store.release_running)
-                if owned:
-                    await sb.aclose()
-                await anyio.to_thread.run_sync(store.close)
+
+
+async def _shielded(call: Callable[[], object]) -> None:
+    """``call()`` in a worker thread, shielded from cancellation."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(call)
 
 
 def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -328,11 +337,30 @@ def create_app(config: ServiceConfig, *, sandbox: Sandbox | None = None) -> Any:
     Raises:
         MissingDependency: starlette is not installed (``pip install 'openmle[service]'``).
     """
+    return _starlette(_Api(config, sandbox, owned=sandbox is None))
+
+
+def owning_app(
+    config: ServiceConfig, sandbox: Sandbox
+) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    """The app :func:`openmle.service.serve` runs on the ``sandbox`` it built, with the app's
+    close of it: the app owns ``sandbox`` (its lifespan closes it on shutdown, also when its
+    start fails); the close, for a server whose lifespan never ran, closes it unless the
+    lifespan did (once in all, shielded from cancellation).
+
+    Raises:
+        MissingDependency: starlette is not installed (``pip install 'openmle[service]'``).
+    """
+    api = _Api(config, sandbox, owned=True)
+    return _starlette(api), api.close_sandbox
+
+
+def _starlette(api: _Api) -> Any:
+    """The starlette app serving ``api``'s routes and lifespan."""
     require("starlette", "service")
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    api = _Api(config, sandbox)
     routes = [
         Route("/api/v1/jobs", api.submit, methods=["POST"]),
         Route("/api/v1/jobs/{job_id}", api.get_job, methods=["GET"]),

@@ -3,6 +3,12 @@
 in the foreground by the test with its own configuration, ports and state under a temporary
 folder, and stopped by process id at the end. Clients (``sbatch``, ``squeue``) find it through
 ``SLURM_CONF``.
+
+Job steps (``slurmstepd``, the ``srun`` of a batch script) run in sessions of their own, so
+stopping the daemons' process groups leaves those of a task killed mid-run alive: at the end
+every process whose environment names this cluster's ``SLURM_CONF`` (or whose command line
+or working directory lies in its folder) is killed, and the cluster fails its test if one is
+still there after that.
 """
 
 from __future__ import annotations
@@ -37,6 +43,68 @@ def missing() -> str | None:
     if not Path("/etc/munge/munge.key").is_file():
         return "no /etc/munge/munge.key (run scripts/system.d/30-slurm.sh as root)"
     return None
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of a ``/proc`` file; nothing when it cannot be read (gone, or not ours)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _names(pid: int, conf: Path, root: Path) -> bool:
+    """Whether live process ``pid`` belongs to the cluster: its environment holds
+    ``SLURM_CONF=conf``, or its command line or working directory lies in ``root``.
+    """
+    proc = Path(f"/proc/{pid}")
+    stat = _read(proc / "stat").rsplit(b")", 1)[-1].split()
+    if not stat or stat[0] == b"Z":
+        return False  # gone, or a zombie: it runs nothing and its parent (or init) reaps it
+    if f"SLURM_CONF={conf}".encode() in _read(proc / "environ").split(b"\0"):
+        return True
+    inside = f"{root}/".encode()
+    if any(a == bytes(root) or inside in a for a in _read(proc / "cmdline").split(b"\0")):
+        return True
+    try:
+        return f"{os.readlink(proc / 'cwd')}/".startswith(f"{root}/")
+    except OSError:
+        return False
+
+
+def _left(conf: Path, root: Path) -> dict[int, str]:
+    """The live processes of the cluster (pid: command line), but this one."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if (
+            entry.name.isdigit()
+            and int(entry.name) != os.getpid()
+            and _names(int(entry.name), conf, root)
+        ):
+            with contextlib.suppress(OSError):
+                out[int(entry.name)] = (
+                    (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
+    return out
+
+
+def _kill_left(conf: Path, root: Path) -> None:
+    """SIGKILL every process of the cluster still alive and wait (20 s at most) until none is.
+
+    Raises:
+        AssertionError: one is still alive after that (what it is is said).
+    """
+    deadline = time.monotonic() + 20
+    left = _left(conf, root)
+    if left:
+        print(f"killing {len(left)} processes of the test cluster: {left}")
+    while left and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+        left = _left(conf, root)
+    assert not left, f"processes of the test cluster outlived it: {left}"
 
 
 def _free_port() -> int:
@@ -137,3 +205,4 @@ def slurm_cluster(root: Path, *, cpus: int = 2) -> Iterator[dict[str, str]]:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait(10)
+        _kill_left(conf, root)  # job steps run in sessions of their own

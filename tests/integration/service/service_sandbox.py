@@ -6,7 +6,10 @@
 
 The server subprocess loads it by name (``--sandbox service_sandbox:make``). Every execution
 appends ``start <name>`` and ``end <name>`` lines to the ledger file named by
-``$OPENMLE_TEST_LEDGER`` (if set), so tests can count how often each job really ran.
+``$OPENMLE_TEST_LEDGER`` (if set), so tests can count how often each job really ran;
+``make_counted``'s sandbox also appends ``sandbox built N``, ``sandbox preflight N`` and
+``sandbox closed N`` (N: which construction), so tests can count how often the service builds
+and closes its sandbox.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal, final
+from typing import ClassVar, Literal, final
 
 import anyio
 from attrs import define, field
@@ -27,7 +30,14 @@ from openmle._runlog import classify_run
 from openmle.errors import SandboxError
 from openmle.testing import ToyTask
 
-__all__ = ["ToyProcessSandbox", "make", "make_landlock", "make_local"]
+__all__ = [
+    "CountedSandbox",
+    "ToyProcessSandbox",
+    "make",
+    "make_counted",
+    "make_landlock",
+    "make_local",
+]
 
 
 def _ledger(line: str) -> None:
@@ -95,6 +105,43 @@ class ToyProcessSandbox(Sandbox):
 def make() -> ToyProcessSandbox:
     """The ``module:callable`` factory the service calls."""
     return ToyProcessSandbox()
+
+
+@final
+@define(eq=False)
+class CountedSandbox(Sandbox):
+    """A :class:`ToyProcessSandbox` that writes its construction, ``preflight()`` and
+    ``aclose()`` calls to the ledger, numbered by construction in this process.
+    """
+
+    number: int
+    inner: ToyProcessSandbox = field(factory=ToyProcessSandbox, init=False)
+    built: ClassVar[int] = 0
+
+    @classmethod
+    def make(cls) -> CountedSandbox:
+        """Build the next one (and say so in the ledger)."""
+        cls.built += 1
+        _ledger(f"sandbox built {cls.built}")
+        return cls(cls.built)
+
+    async def preflight(self) -> None:
+        """Say so in the ledger."""
+        _ledger(f"sandbox preflight {self.number}")
+
+    async def run(self, job: Job) -> RunResult:
+        """Run on the toy sandbox."""
+        return await self.inner.run(job)
+
+    async def aclose(self) -> None:
+        """Close the toy sandbox (and say so in the ledger)."""
+        _ledger(f"sandbox closed {self.number}")
+        await self.inner.aclose()
+
+
+def make_counted() -> CountedSandbox:
+    """The ``module:callable`` factory whose every construction and close is in the ledger."""
+    return CountedSandbox.make()
 
 
 def make_local(

@@ -15,7 +15,7 @@ from tests import _serve
 pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[service]'")
 uvicorn = pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
 
-from openmle import Job, Outcome, RunResult, Split  # noqa: E402
+from openmle import Job, Outcome, RunResult, Sandbox, Split  # noqa: E402
 from openmle.service import ServiceConfig, create_app  # noqa: E402
 from openmle.service._config import key_id  # noqa: E402
 from openmle.service._store import JobStore, Status  # noqa: E402
@@ -447,3 +447,66 @@ async def test_finished_jobs_are_deleted_after_retention(tmp_path: Path, roots: 
                 await anyio.sleep(0.05)
         assert (await client.get(f"/api/v1/jobs/{run_id}", headers=H)).status_code == 200
         gates.gate("gated-r").set()
+
+
+class _Closes(Sandbox):
+    """A sandbox that only counts its ``aclose()`` calls."""
+
+    def __init__(self) -> None:
+        self.closes = 0
+
+    async def run(self, job: Job) -> RunResult:
+        raise AssertionError("no job runs here")
+
+    async def aclose(self) -> None:
+        self.closes += 1
+
+
+@pytest.mark.anyio
+async def test_a_failing_stop_still_closes_the_sandbox_and_the_store(
+    tmp_path: Path, roots: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Releasing the running jobs at a stop fails (a disk error): the sandbox the app built
+    is closed once all the same, and so is the store (both were skipped).
+    """
+    from openmle.service import _app
+
+    built: list[_Closes] = []
+
+    def load(spec: str, *, workdir: Path | None = None) -> _Closes:
+        built.append(_Closes())
+        return built[-1]
+
+    def release_running(self: JobStore) -> int:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(_app, "load_sandbox", load)
+    monkeypatch.setattr(JobStore, "release_running", release_running)
+    app = create_app(_config(tmp_path, roots))
+    with pytest.raises(OSError, match="disk I/O error"):
+        async with app.router.lifespan_context(app):
+            pass
+    assert [sb.closes for sb in built] == [1]
+    JobStore(tmp_path / "jobs.db").close()  # the store let its lock go
+
+
+@pytest.mark.anyio
+async def test_an_owned_sandbox_is_closed_once_whoever_closes_it(
+    tmp_path: Path, roots: Path
+) -> None:
+    """The app ``serve`` runs owns the sandbox it is given: its shutdown closes it, and the
+    owner's close after that (or twice, when the app never started) closes it no more.
+    """
+    from openmle.service._app import owning_app
+
+    config = _config(tmp_path, roots)
+    ran, never = _Closes(), _Closes()
+    app, close = owning_app(config, ran)
+    async with app.router.lifespan_context(app):
+        assert ran.closes == 0
+    assert ran.closes == 1
+    await close()
+    _, close_never = owning_app(config, never)
+    await close_never()
+    await close_never()
+    assert (ran.closes, never.closes) == (1, 1)

@@ -164,10 +164,10 @@ def test_cli_serve_refuses_a_sandbox_that_cannot_be_built_before_uvicorn(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
 
-    def started(*args: object, **kwargs: object) -> None:
+    async def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("uvicorn started")
 
-    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setattr(uvicorn.Server, "serve", started)
     monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", "key-aaaaaaaa")
     with socket.socket() as probe:  # a free port: the listen check passes
         probe.bind(("127.0.0.1", 0))
