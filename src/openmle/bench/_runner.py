@@ -1192,17 +1192,7 @@ async def arun_bench(
     run, bench, library = await _open_bench(path, config, bench, check_gpus=sandbox is None)
     cfg = run.config
     states = run.status()
-    picked = None if only is None else {(c, int(k), a) for c, k, a in only}
-    todo = [
-        s
-        for s in states
-        if s.state != "done" and (picked is None or (s.competition_id, s.seed, s.arm) in picked)
-    ]
-    if model is None and todo:
-        raise InvalidArgument(
-            f"arun_bench(model=None) has {len(todo)} runs to do: pass an OperatorModel "
-            "(model=None only with only=(), which makes the bench directory and runs nothing)"
-        )
+    todo = _todo(states, only, model)
     box = (factory or bench_sandbox(cfg.sandbox))(_Resolver(bench=bench, run=run))
     live = _live_for(states, emit, board)
     arms = {a.name: a for a in cfg.arms}
@@ -1251,6 +1241,30 @@ async def arun_bench(
         s.report or GradeReport.missing(s.competition_id, seed=s.seed, reason=s.state)
         for s in run.status()
     ]
+
+
+def _todo(
+    states: Sequence[RunStatus],
+    only: Iterable[tuple[str, int, str]] | None,
+    model: OperatorModel | None,
+) -> list[RunStatus]:
+    """The runs not done among ``only`` (``(competition, seed, arm)``; None: all).
+
+    Raises:
+        InvalidArgument: there is a run to do and no ``model``.
+    """
+    picked = None if only is None else {(c, int(k), a) for c, k, a in only}
+    todo = [
+        s
+        for s in states
+        if s.state != "done" and (picked is None or (s.competition_id, s.seed, s.arm) in picked)
+    ]
+    if model is None and todo:
+        raise InvalidArgument(
+            f"arun_bench(model=None) has {len(todo)} runs to do: pass an OperatorModel "
+            "(model=None only with only=(), which makes the bench directory and runs nothing)"
+        )
+    return todo
 
 
 def _gpus_here() -> int:
