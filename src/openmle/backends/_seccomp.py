@@ -42,6 +42,10 @@ _NR_METADATA = {
 # 32-bit encodings of the first and the last). Ownership is their only check.
 _NR_IOCTL = {"x86_64": 16, "aarch64": 29}
 _IOCTL_SET_ATTRIBUTES = (0x40086602, 0x40046602, 0x401C5820, 0x40087602, 0x40047602)
+# TIOCSETD: a terminal's line discipline (bwrap's /dev has a pty master, /dev/ptmx); one not
+# loaded makes the kernel run modprobe as root on the host (tty-ldisc-N: n_hdlc, ...) where
+# dev.tty.ldisc_autoload is 1, its default.
+_TIOCSETD = 0x5423
 # unshare, setns, mount family, keyrings, bpf, perf_event_open, userfaultfd, and io_uring
 # (setup, enter, register: its operations, IORING_OP_SOCKET among them, bypass this filter).
 _NR_IO_URING = (425, 426, 427)
@@ -137,8 +141,9 @@ def seccomp_program(
     ``"any"``. With ``noop_metadata`` the
     chmod/chown/utime/xattr family succeeds without effect, and the ``ioctl`` commands that
     set a file's attributes (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``,
-    ``FS_IOC_SETVERSION``) fail with EPERM. System V IPC (``shmget``,
-    ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
+    ``FS_IOC_SETVERSION``) fail with EPERM. Setting a terminal's line discipline
+    (``TIOCSETD``, which can make the kernel load a module) fails with EPERM. System V IPC
+    (``shmget``, ``semget``, ``msgget`` and the calls on their objects) fails with EPERM unless
     ``sysv_ipc`` (the bwrap mode: a private IPC namespace, gone with the run). Without
     ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
     below ABI 3 does not check it, so any file the program can name could be emptied.
@@ -180,8 +185,8 @@ def seccomp_program(
         ops += [("jeq", nr, "flags3", None) for nr in _NR_SEND_FLAGS_ARG3[machine]]
     if noop_metadata:
         ops += [("jeq", nr, "noop", None) for nr in _NR_METADATA[machine]]
-        ops.append(("jeq", _NR_IOCTL[machine], "ioctl", None))
-    ops += _handlers(sockets, prlimit_others=prlimit_others)
+    ops.append(("jeq", _NR_IOCTL[machine], "ioctl", None))
+    ops += _handlers(sockets, prlimit_others=prlimit_others, noop_metadata=noop_metadata)
     return _assemble(ops)
 
 
@@ -261,7 +266,7 @@ def _ip_sockets() -> list[_Op]:
     ]
 
 
-def _handlers(sockets: str, *, prlimit_others: bool) -> list[_Op]:
+def _handlers(sockets: str, *, prlimit_others: bool, noop_metadata: bool) -> list[_Op]:
     """The filter's tail: ``allow`` for what fell through, then each labelled check and
     verdict the syscall tests above jump to.
     """
@@ -308,7 +313,8 @@ def _handlers(sockets: str, *, prlimit_others: bool) -> list[_Op]:
         ),
         ("label", 0, "ioctl", None),
         ("ld", 24, None, None),  # args[1]: the command
-        *[("jeq", cmd, "deny", None) for cmd in _IOCTL_SET_ATTRIBUTES],
+        ("jeq", _TIOCSETD, "deny", None),
+        *[("jeq", cmd, "deny", None) for cmd in _IOCTL_SET_ATTRIBUTES if noop_metadata],
         ("ret", _RET_ALLOW, None, None),
         ("label", 0, "allow", None),
         ("ret", _RET_ALLOW, None, None),

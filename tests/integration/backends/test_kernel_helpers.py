@@ -1,6 +1,6 @@
 """Nothing a program does makes the kernel run a helper on the host: the core-dump helper of
-a piped ``core_pattern`` (a crash), or modprobe (a socket family or protocol whose module is
-not loaded).
+a piped ``core_pattern`` (a crash), or modprobe (a socket family or protocol, or a terminal
+line discipline, whose module is not loaded).
 
 Where ``kernel.core_pattern`` is a pipe (``|/usr/lib/systemd/systemd-coredump ...``, Ubuntu's
 apport), the kernel runs that helper as root, in the host's namespaces and outside the run's
@@ -138,18 +138,33 @@ print("pair_unix", tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_S
 print("unix", tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)))
 print("udp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))
 print("route", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)))
+import fcntl, os, struct
+def ldisc(fd):  # TIOCSETD N_HDLC: a line discipline whose module may not be loaded
+    class Done:
+        def close(self):
+            pass
+    fcntl.ioctl(fd, 0x5423, struct.pack("i", 13))
+    return Done()
+print("ldisc_stdin", tried(lambda: ldisc(0)))
+try:
+    pty = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+except OSError as exc:
+    print("ptmx", errno.errorcode.get(exc.errno))
+else:
+    print("ldisc_pty", tried(lambda: ldisc(pty)))
 """
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "landlock"])
-async def test_sockets_that_would_load_a_module_are_refused(
+async def test_sockets_and_line_disciplines_that_would_load_a_module_are_refused(
     tmp_path: Path, mode: Literal["bwrap", "landlock"]
 ) -> None:
     async with prepared_local(ToyTask.create(tmp_path / "toy"), mode) as sandbox:
         result = await sandbox.run(Job(code=_SOCKETS, task="toy", timeout_s=60))
     got = dict(line.split() for line in result.logs.splitlines() if len(line.split()) == 2)
-    refused = ("tipc", "alg", "sctp", "crypto_user", "pair_tipc")
+    refused = ("tipc", "alg", "sctp", "crypto_user", "pair_tipc", "ldisc_stdin")
     assert {k: got.get(k) for k in refused} == dict.fromkeys(refused, "EPERM"), result.logs
+    assert got.get("ldisc_pty", "EPERM") == "EPERM", result.logs  # bwrap's /dev has a ptmx
     assert got["pair_unix"] == "ok"  # multiprocessing's pipes
     # bwrap mode has its own network namespace: Unix, UDP and netlink's route protocol work
     # there; the Landlock mode allows TCP only

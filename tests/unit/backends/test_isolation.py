@@ -271,6 +271,7 @@ def test_seccomp_program_semantics(
     assert _bpf(prog, 16, x86, (3, 0x401C5820)) == set_flags  # FS_IOC_FSSETXATTR
     assert _bpf(prog, 16, x86, (3, 0x80086601)) == allow  # FS_IOC_GETFLAGS
     assert _bpf(prog, 16, x86, (1, 0x5401)) == allow  # TCGETS
+    assert _bpf(prog, 16, x86, (3, 0x5423)) == eperm  # TIOCSETD: a line discipline's module
     no_truncate = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, truncate=False)
     assert no_truncate is not None
     assert _bpf(no_truncate, 76, x86, ()) == eperm
