@@ -179,21 +179,12 @@ def test_the_preflight_listing_is_bounded() -> None:
 
 def test_progress_counts_committed_steps() -> None:
     """``step 0/2`` goes with ``steps 100% left`` (the proposed step is not counted)."""
+    from tests.unit.bench._progress import progress
+
     from openmle.bench._runner import _Live
-    from openmle.search import Progress
 
     lines: list[str] = []
     live = _Live(total=1, done=0, medals=0, emit=lines.append)
-
-    def progress(done: int, best: float | None, steps: float) -> Progress:
-        return Progress(
-            steps_done=done,
-            in_flight=1,
-            best_score=best,
-            best_node=None,
-            spent={},
-            fractions={"steps": steps},
-        )
 
     live.run_line("c", 0, progress(0, None, 0.5), 2)
     live.run_line("c", 0, progress(1, 0.5, 1.0), 2)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
+from tests.unit.bench._progress import progress
 
 from openmle.gym import GradeReport
-from openmle.search import Progress
 
 rich_console = pytest.importorskip("rich.console", reason="the 'live' extra is not installed")
 
@@ -20,17 +20,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
-
-
-def _progress(step: int, best: float | None, used: float) -> Progress:
-    return Progress(
-        steps_done=step,
-        in_flight=1,
-        best_score=best,
-        best_node=None,
-        spent={},
-        fractions={"steps": used},
-    )
 
 
 def _report(cid: str, seed: int, score: float, medal: bool) -> GradeReport:
@@ -55,8 +44,8 @@ def test_the_table_shows_runs_in_flight_and_totals() -> None:
         board.start(total=4, done=1, valid=1, medals=0)
         board.started("spooky-author-identification", 0)
         board.started("aerial-cactus-identification", 1)
-        board.progress("spooky-author-identification", 0, _progress(3, 0.41234, 0.15), 20)
-        board.progress("aerial-cactus-identification", 1, _progress(7, None, 0.35), 20)
+        board.progress("spooky-author-identification", 0, progress(3, 0.41234, 0.15), 20)
+        board.progress("aerial-cactus-identification", 1, progress(7, None, 0.35), 20)
         clock.t = 60.0
         board.finished(_report("aerial-cactus-identification", 1, 0.99991, True))
         board.failed("random-acts-of-pizza", 2, "the registry has no grader")
