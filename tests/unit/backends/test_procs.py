@@ -17,11 +17,16 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
+import anyio
 import pytest
+from attrs import define
 
-from openmle.backends import _cgroup, _procs
+from openmle.backends import _cgroup, _local, _procs
 from openmle.backends import _isolation as iso
+from openmle.backends._plan import RUN_ID_ENV
 
 _NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 _LOCK = Path(tempfile.gettempdir()) / "openmle-tests-ns_last_pid.lock"
@@ -248,3 +253,53 @@ def test_matching_rechecks_each_criterion_per_pid() -> None:
                 lambda p: _procs.matching(p, root=parent.pid),
             )
             parent.kill()
+
+
+@define
+class _Exited:
+    """What ``LocalSandbox._kill_tree`` uses of a run's chain, for a main process that has
+    exited (its pid still held: a real process here, in its own session)."""
+
+    pid: int
+    returncode: int | None = 0
+    namespace: tuple[int, int] | None = None
+
+    def kill(self, sig: int) -> None:
+        raise AssertionError("the exited main process is not signalled")
+
+    def kill_group(self, sig: int) -> None:
+        pass
+
+
+@needs_pid_control
+def test_kill_tree_spares_a_process_that_took_a_listed_pid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's leftover (Landlock mode, no cgroup: found by its marker) listed, then reaped,
+    its pid taken by a process without the marker: the run's end spares it."""
+    marker = "pidkill-run"
+
+    def member() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(_SLEEP, env={**os.environ, RUN_ID_ENV: marker})
+        for _ in range(1000):
+            if f"{RUN_ID_ENV}={marker}".encode() in _environ(proc.pid):
+                break
+        return proc
+
+    stale, innocent = _reused(member, lambda pid: {pid})
+    assert isinstance(stale, set)
+    with innocent, subprocess.Popen(_SLEEP, start_new_session=True) as main:
+        lists = iter([stale])  # the run's processes as listed before the member went
+        real = _local._run_pids
+        monkeypatch.setattr(_local, "_run_pids", lambda *a, **k: next(lists, None) or real(*a, **k))
+        sandbox = cast(_local.LocalSandbox, SimpleNamespace(kill_grace_s=1.0))
+        chain = cast(_local._Chain, _Exited(pid=main.pid))
+        anyio.run(
+            lambda: _local.LocalSandbox._kill_tree(
+                sandbox, chain, None, marker, graceful=False, bwrap=False
+            )
+        )
+        alive = _survives(innocent)
+        innocent.kill()
+        main.kill()
+    assert alive, "a process without the run's marker was killed through a stale list"
