@@ -175,8 +175,16 @@ class Cgroup:
         return out
 
     def members(self, pids: set[int]) -> set[int]:
-        """Those of ``pids`` in the cgroup now (its member list read once)."""
-        return pids & self.pids()
+        """Those of ``pids`` in the cgroup now (each member list read once, v1: until every
+        one of ``pids`` is found).
+        """
+        found: set[int] = set()
+        for d in self.dirs.values():
+            if found == pids:
+                break
+            with contextlib.suppress(OSError):
+                found.update(pids.intersection(map(int, (d / "cgroup.procs").read_text().split())))
+        return found
 
     def _kill_members(self) -> None:
         """SIGKILL the processes in the cgroup, each checked a member once its pid is pinned
