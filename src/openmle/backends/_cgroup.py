@@ -174,6 +174,24 @@ class Cgroup:
                 out.update(int(x) for x in (d / "cgroup.procs").read_text().split())
         return out
 
+    def members(self, pids: set[int]) -> set[int]:
+        """Those of ``pids`` in the cgroup now (each member list read once, v1: until every
+        one of ``pids`` is found).
+        """
+        found: set[int] = set()
+        for d in self.dirs.values():
+            if found == pids:
+                break
+            with contextlib.suppress(OSError):
+                found.update(pids.intersection(map(int, (d / "cgroup.procs").read_text().split())))
+        return found
+
+    def _kill_members(self) -> None:
+        """SIGKILL the processes in the cgroup, each checked a member once its pid is pinned
+        (see :func:`kill_pids`: none that got a pid after it was listed).
+        """
+        kill_pids(self.pids(), signal.SIGKILL, self.members)
+
     def oom_killed(self) -> bool:
         """Whether the kernel OOM-killed a process of this cgroup."""
         ctrl, name = (
@@ -197,7 +215,7 @@ class Cgroup:
         if self.version == 2:
             with contextlib.suppress(OSError):
                 (self.dirs[""] / "cgroup.kill").write_text("1")
-        kill_pids(self.pids(), signal.SIGKILL)
+        self._kill_members()
 
     def remove(self, *, wait_s: float = 5.0) -> None:
         """Remove the cgroup directories (after :meth:`kill`; idempotent, best effort).
@@ -219,7 +237,7 @@ class Cgroup:
                     break
                 except OSError as exc:
                     if exc.errno == errno.EBUSY and time.monotonic() < deadline:
-                        kill_pids(self.pids(), signal.SIGKILL)
+                        self._kill_members()
                         time.sleep(0.01)
                         continue
                     break

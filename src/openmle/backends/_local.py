@@ -71,6 +71,7 @@ from openmle.backends._plan import (
     spare_input,
     spare_shape,
 )
+from openmle.backends._procs import matching
 from openmle.backends._workspace import encode_program, over_quota
 from openmle.errors import InvalidArgument, InvalidArgumentType, SandboxError, SandboxUnavailable
 
@@ -806,8 +807,8 @@ class LocalSandbox(Sandbox):
             )
             if why is not None and proc.returncode is None:
                 hit.append(f"exceeded its workspace quota ({why}) and was killed")
-                iso.kill_group(proc.pid, signal.SIGKILL)
-                iso.kill_pids([proc.pid], signal.SIGKILL)
+                proc.kill_group(signal.SIGKILL)
+                proc.kill(signal.SIGKILL)
                 return
 
     async def _kill_tree(
@@ -823,9 +824,16 @@ class LocalSandbox(Sandbox):
 
         The run's own mount namespace (Landlock mode as root, held open by ``proc``) finds
         the run's processes without a cgroup even when they cleared their environment (the
-        run marker) and left the process tree (``setsid``, double ``fork``).
+        run marker) and left the process tree (``setsid``, double ``fork``). Each process found
+        is checked the run's again once its pid is pinned (see :func:`iso.kill_pids`), so
+        none that got a listed pid after it was read is signalled.
         """
         main = proc.pid
+
+        def still(pids: set[int]) -> set[int]:
+            return _still_run_pids(
+                pids, main, cgroup, marker=marker, bwrap=bwrap, namespace=proc.namespace
+            )
 
         def targets(main_alive: bool) -> set[int]:
             return _run_pids(
@@ -841,8 +849,8 @@ class LocalSandbox(Sandbox):
             if bwrap:  # Spare bwrap itself: its death would SIGKILL the namespace at once.
                 pids = {p for p in pids if _comm(p) != "bwrap"}
             else:
-                iso.kill_group(main, signal.SIGTERM)
-            iso.kill_pids(pids, signal.SIGTERM)
+                proc.kill_group(signal.SIGTERM)
+            iso.kill_pids(pids, signal.SIGTERM, still)
             with anyio.move_on_after(self.kill_grace_s):
                 await proc.wait()
         if bwrap and proc.returncode is not None:
@@ -868,12 +876,12 @@ class LocalSandbox(Sandbox):
                 pids = await anyio.to_thread.run_sync(iso.live_pids_with_env, RUN_ID_ENV, marker)
             if not pids and not alive:
                 return
-            iso.kill_group(main, signal.SIGKILL)
-            iso.kill_pids(pids, signal.SIGKILL)
+            proc.kill_group(signal.SIGKILL)
+            iso.kill_pids(pids, signal.SIGKILL, still)
             if cgroup is not None:
                 cgroup.kill()
             if alive:
-                iso.kill_pids([main], signal.SIGKILL)
+                proc.kill(signal.SIGKILL)
                 with anyio.move_on_after(5):
                     await proc.wait()
             else:
@@ -1095,6 +1103,20 @@ class _Chain:
                     self._returncode = got.si_status if exited else -got.si_status
         return self._returncode
 
+    def kill(self, sig: int) -> None:
+        """Send ``sig`` to it through its pidfd (nothing once it is closed: see :meth:`close`)."""
+        if not self._closed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(self.pidfd, sig)
+
+    def kill_group(self, sig: int) -> None:
+        """Send ``sig`` to its process group (its pid: ``setsid``), only until :meth:`close`:
+        until then its pid, so the group's id, is its own, even once it has exited (its
+        zombie is kept, see :attr:`returncode`).
+        """
+        if not self._closed:
+            iso.kill_group(self.pid, sig)
+
     async def wait(self) -> int:
         """Wait until it exits; its exit status."""
         while True:
@@ -1183,7 +1205,7 @@ class _Spare:
     async def discard(self) -> None:
         """Stop it, remove its cgroup and its directory (shielded from cancellation)."""
         with anyio.CancelScope(shield=True):
-            iso.kill_pids([self.proc.pid], signal.SIGKILL)
+            self.proc.kill(signal.SIGKILL)
             if self.cgroup is not None:
                 self.cgroup.kill()
             with anyio.move_on_after(5):
@@ -1201,7 +1223,7 @@ def _spare_of(made: Future[_Spare | None]) -> _Spare | None:
 
 def _drop_spare(spare: _Spare) -> None:
     """Kill a waiting launcher and remove its cgroup (blocking, no event loop)."""
-    iso.kill_pids([spare.proc.pid], signal.SIGKILL)
+    spare.proc.kill(signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(spare.proc.pid, 0)
     for fd in (spare.proc.pidfd, spare.proc.stdin_w, spare.proc.stdout_r, spare.proc.status_r):
@@ -1285,6 +1307,25 @@ def _run_pids(
         if namespace is not None:
             found |= iso.live_pids_in_mount_ns(namespace)
     return found
+
+
+def _still_run_pids(
+    pids: set[int],
+    main: int,
+    cgroup: iso.Cgroup | None,
+    *,
+    marker: str,
+    bwrap: bool,
+    namespace: tuple[int, int] | None,
+) -> set[int]:
+    """Those of ``pids`` that are the run's now, by any criterion :func:`_run_pids` finds
+    them by (the re-check of :func:`iso.kill_pids`): members of its ``cgroup`` (one read),
+    descendants of ``main`` (its pid is held until the run's chain is closed), and, in the
+    Landlock mode, carriers of its ``marker`` and members of its mount ``namespace``.
+    """
+    found = cgroup.members(pids) if cgroup is not None else set()
+    env = None if bwrap else (RUN_ID_ENV, marker)
+    return found | matching(pids - found, root=main, env=env, namespace=namespace)
 
 
 def _read_all(fd: int) -> bytes:

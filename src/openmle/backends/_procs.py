@@ -8,7 +8,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from openmle.backends._launcher import MNT_DETACH, MS_NODEV, MS_NOSUID
@@ -68,43 +68,49 @@ def sweep_orphans(key: str, *, rounds: int = 5) -> set[int]:
 
     What a sandbox whose owner was killed (``kill -9``) left behind: the programs' own
     children, which the parent-death signal does not reach. A process that cleared or
-    rewrote its environment is not found (see the isolation docs). Blocking: scans ``/proc``.
+    rewrote its environment is not found (see the isolation docs). Each is killed through
+    :func:`kill_pids`, its marker read again once its pid is pinned. Blocking: scans ``/proc``.
     """
     prefix = f"{key}=".encode()
     owners: dict[tuple[int, int], bool] = {}
+
+    def orphaned(env: list[bytes]) -> bool:
+        owner = _marker_owner(env, prefix)
+        if owner is None:
+            return False
+        if owner not in owners:
+            owners[owner] = start_time(owner[0]) == owner[1]
+        return not owners[owner]
+
+    def still(pids: set[int]) -> set[int]:
+        return {pid for pid in pids if orphaned(_environ(pid) or [])}
+
     killed: set[int] = set()
     for _ in range(rounds):
-        found = set()
-        for pid, env in _environments():
-            for item in env:
-                if not item.startswith(prefix):
-                    continue
-                parts = item[len(prefix) :].split(b".")
-                if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
-                    break
-                owner = (int(parts[0]), int(parts[1]))
-                if owner not in owners:
-                    owners[owner] = start_time(owner[0]) == owner[1]
-                if not owners[owner] and pid != os.getpid():
-                    found.add(pid)
-                break
+        found = {pid for pid, env in _environments() if pid != os.getpid() and orphaned(env)}
         if not found:
             break
-        kill_pids(found, signal.SIGKILL)
-        killed |= found
+        killed |= kill_pids(found, signal.SIGKILL, still)
     return killed
+
+
+def _marker_owner(env: list[bytes], prefix: bytes) -> tuple[int, int] | None:
+    """``(pid, start time)`` of the owner named by the first ``prefix`` entry of ``env``
+    (a marker of :func:`owned_marker`), or None (no such entry, or a malformed one).
+    """
+    for item in env:
+        if item.startswith(prefix):
+            parts = item[len(prefix) :].split(b".")
+            if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+                return None
+            return int(parts[0]), int(parts[1])
+    return None
 
 
 def live_pids_with_env(key: str, value: str) -> set[int]:
     """Live (non-zombie) processes whose environment holds ``key=value`` (readable ones only)."""
     needle = f"{key}={value}".encode()
-    out: set[int] = set()
-    for pid, env in _environments():
-        if needle in env:
-            st = _stat_fields(pid)
-            if st is not None and st[0] != "Z":
-                out.add(pid)
-    return out
+    return {pid for pid, env in _environments() if needle in env and _live(pid)}
 
 
 def live_pids_in_mount_ns(namespace: tuple[int, int]) -> set[int]:
@@ -116,17 +122,59 @@ def live_pids_in_mount_ns(namespace: tuple[int, int]) -> set[int]:
     a freed namespace's number to the next namespace made, at once, so a number alone may
     name an unrelated later namespace.
     """
+    return {pid for pid in _all_pids() if _in_mount_ns(pid, namespace) and _live(pid)}
+
+
+def matching(
+    pids: set[int],
+    *,
+    root: int | None = None,
+    env: tuple[str, str] | None = None,
+    namespace: tuple[int, int] | None = None,
+) -> set[int]:
+    """Those of ``pids`` that are, now, descendants of ``root`` (their parent chain reaches
+    it), or carry ``env`` (``key, value``) in their environment, or are in the mount
+    ``namespace`` (held open by the caller, see :func:`live_pids_in_mount_ns`): the
+    criteria of :func:`descendants`, :func:`live_pids_with_env` and
+    :func:`live_pids_in_mount_ns`, checked per pid (the re-check of :func:`kill_pids`).
+    """
+    needle = None if env is None else f"{env[0]}={env[1]}".encode()
     out: set[int] = set()
-    for pid in _all_pids():
-        try:
-            st = os.stat(f"/proc/{pid}/ns/mnt")
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == namespace:
-            fields = _stat_fields(pid)
-            if fields is not None and fields[0] != "Z":
-                out.add(pid)
+    for pid in pids:
+        if (
+            (root is not None and _descends_from(pid, root))
+            or (needle is not None and needle in (_environ(pid) or []))
+            or (namespace is not None and _in_mount_ns(pid, namespace))
+        ):
+            out.add(pid)
     return out
+
+
+def _live(pid: int) -> bool:
+    st = _stat_fields(pid)
+    return st is not None and st[0] != "Z"
+
+
+def _descends_from(pid: int, root: int) -> bool:
+    """Whether ``root`` is among ``pid``'s ancestors (its parent chain read now)."""
+    seen: set[int] = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        st = _stat_fields(pid)
+        if st is None:
+            return False
+        pid = st[1]
+        if pid == root:
+            return True
+    return False
+
+
+def _in_mount_ns(pid: int, namespace: tuple[int, int]) -> bool:
+    try:
+        st = os.stat(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == namespace
 
 
 def _all_pids() -> Iterator[int]:
@@ -142,20 +190,50 @@ def _environments() -> Iterator[tuple[int, list[bytes]]]:
     environment this process may read (the others are skipped). Blocking.
     """
     for pid in _all_pids():
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        yield pid, env.split(b"\0")
+        env = _environ(pid)
+        if env is not None:
+            yield pid, env
 
 
-def kill_pids(pids: Iterable[int], sig: int) -> None:
-    """Send ``sig`` to each pid, ignoring ones already gone."""
-    for pid in pids:
-        if pid <= 1 or pid == os.getpid():
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
+def _environ(pid: int) -> list[bytes] | None:
+    """``pid``'s environment's NUL-separated entries, or None where it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+
+
+def kill_pids(pids: Iterable[int], sig: int, still: Callable[[set[int]], set[int]]) -> set[int]:
+    """Send ``sig`` to those of ``pids`` that ``still`` confirms, and never to a process that
+    took one of the pids after it was read; the pids signalled.
+
+    A pid read from a list (a cgroup's members, a ``/proc`` scan) may have exited, been
+    reaped and been given to an unrelated process by the time it is signalled (``kill(2)``
+    would hit that one). So each pid is first pinned by a pidfd (one already gone, or that
+    cannot be pinned, is skipped); then ``still`` gets the pinned pids, once, and returns
+    those that match, read anew, the criterion they were found by; the signal goes through
+    the pidfd, so only to the pinned process, and not at all if it was reaped meanwhile
+    (``still`` may then have looked at a later process with its pid). This process and pid
+    1 are never signalled.
+    """
+    fds: dict[int, int] = {}
+    try:
+        for pid in pids:
+            if pid <= 1 or pid == os.getpid() or pid in fds:
+                continue
+            with contextlib.suppress(OSError):  # gone (ESRCH), or not a process (a thread)
+                fds[pid] = os.pidfd_open(pid)
+        sent: set[int] = set()
+        if not fds:
+            return sent
+        for pid in still(set(fds)) & fds.keys():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(fds[pid], sig)
+                sent.add(pid)
+        return sent
+    finally:
+        for fd in fds.values():
+            os.close(fd)
 
 
 def kill_group(pgid: int, sig: int) -> None:
