@@ -21,7 +21,8 @@ The kit for the packages built on the backends (the job service, the task builde
 the CLI): the sandbox factory by spec, :func:`build_sandbox` (a spec and options, plus optional
 keywords passed only where the factory takes them), :func:`sandbox_takes` and
 :func:`check_sandbox_spec` (nothing built); the stale-run sweep, :func:`remove_stale_cgroups`
-(the cgroups a killed process's sandboxes left), :func:`safe_rmtree` (remove a run
+(the cgroups a killed process's sandboxes left), :func:`kill_stale_programs` (the programs
+its runs left in a work directory), :func:`safe_rmtree` (remove a run
 directory a program may have made hostile) and :func:`pid_alive` (whether a process of this
 host still runs, a zombie counting as ended); for a container made outside a sandbox (the
 bench's NatureBench grading container), :func:`managed_container_labels` (the labels by which
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from openmle.backends._registry import sandbox_takes as sandbox_takes
     from openmle.backends._replay import RecordingModel as RecordingModel
     from openmle.backends._replay import ReplayModel as ReplayModel
+    from openmle.backends._stale import kill_stale_programs as kill_stale_programs
     from openmle.backends._stale import remove_stale_cgroups as remove_stale_cgroups
     from openmle.backends._stale import safe_rmtree as safe_rmtree
     from openmle.backends._watchdog import pid_alive as pid_alive
@@ -78,6 +80,7 @@ _LAZY: dict[str, str] = {
     "build_sandbox": "openmle.backends._registry",
     "check_sandbox_spec": "openmle.backends._registry",
     "classify_run": "openmle._runlog",
+    "kill_stale_programs": "openmle.backends._stale",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",
     "managed_container_labels": "openmle.backends._docker",

@@ -1,20 +1,53 @@
 """The stale-run sweep of the backends: what the sandboxes of a killed process left behind.
 
 A job service (or any long-lived owner of sandboxes) calls :func:`remove_stale_cgroups` for a
-predecessor that died without cleaning up, and :func:`safe_rmtree` for its run directories;
-both are offered upward in :mod:`openmle.backends`' public surface (its kit).
+predecessor that died without cleaning up, :func:`kill_stale_programs` for the programs its
+runs left, and :func:`safe_rmtree` for its run directories; all are offered upward in
+:mod:`openmle.backends`' public surface (its kit).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from pathlib import Path
 
 from openmle.backends._cgroup import Cgroup, _cgroup_mounts, _own_cgroups
-from openmle.backends._procs import safe_rmtree
+from openmle.backends._plan import RUN_ID_ENV
+from openmle.backends._procs import kill_pids, safe_rmtree
 
-__all__ = ["remove_stale_cgroups", "safe_rmtree"]
+__all__ = ["kill_stale_programs", "remove_stale_cgroups", "safe_rmtree"]
+
+
+def kill_stale_programs(workdir: str | os.PathLike[str]) -> int:
+    """SIGKILL the programs that sandbox runs left in ``workdir``; how many were killed.
+
+    Those are the live processes carrying the run marker (``OPENMLE_RUN_ID``) whose working
+    directory lies inside ``workdir``.
+
+    For a service that starts over a predecessor killed with ``kill -9`` in the same work
+    directory. Each process found is pinned by a pidfd and checked again (marker, working
+    directory) before the signal, which goes through the pidfd: a pid that exited and was
+    given to another process meanwhile is spared. Blocking: scans ``/proc``.
+    """
+    root = os.path.realpath(workdir)
+    prefix = f"{RUN_ID_ENV}=".encode()
+
+    def stale(pid: int) -> bool:
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            if not any(e.startswith(prefix) for e in env.split(b"\0")):
+                return False
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            return False
+        return cwd == root or cwd.startswith(root + os.sep)
+
+    with os.scandir("/proc") as entries:
+        found = {int(e.name) for e in entries if e.name.isdigit()}
+    found = {pid for pid in found - {os.getpid()} if stale(pid)}
+    return len(kill_pids(found, signal.SIGKILL, lambda pids: set(filter(stale, pids))))
 
 
 def remove_stale_cgroups(pid: int) -> int:

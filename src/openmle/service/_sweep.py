@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 from pathlib import Path
 
 from attrs import frozen
@@ -37,7 +36,6 @@ MARK = ".openmle-job-service"
 """The mark file of a job service's work directory (holds ``pid starttime`` lines)."""
 
 _PREFIXES = ("openmle-run-", "openmle-views-")
-_RUN_ID_ENV = b"OPENMLE_RUN_ID="
 
 
 @frozen(kw_only=True)
@@ -83,37 +81,13 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _kill_leftover_programs(workdir: Path) -> int:
-    """SIGKILL live program processes whose working directory lies inside ``workdir``."""
-    root = os.path.realpath(workdir)
-    killed = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        if pid == os.getpid():
-            continue
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-            if not any(e.startswith(_RUN_ID_ENV) for e in env.split(b"\0")):
-                continue
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue
-        if cwd == root or cwd.startswith(root + os.sep):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-    return killed
-
-
 def sweep(workdir: Path) -> Swept:
     """Remove what killed predecessors left in ``workdir`` and their cgroups (blocking).
 
     Then records this process in the mark file. Call it with the store's lock held, after
     :func:`prepare_workdir` and before the sandbox is built.
     """
-    from openmle.backends import remove_stale_cgroups, safe_rmtree
+    from openmle.backends import kill_stale_programs, remove_stale_cgroups, safe_rmtree
 
     mark = workdir / MARK
     keep: list[str] = []
@@ -136,7 +110,7 @@ def sweep(workdir: Path) -> Swept:
         except Exception:  # never stop the service from starting over a leftover
             log.exception("could not remove the cgroups of an earlier service (pid %d)", pid)
             keep.append(line)
-    processes = _kill_leftover_programs(workdir)
+    processes = kill_stale_programs(workdir)
     dirs = 0
     for entry in os.scandir(workdir):
         if entry.name.startswith(_PREFIXES):

@@ -303,3 +303,66 @@ def test_kill_tree_spares_a_process_that_took_a_listed_pid(
         innocent.kill()
         main.kill()
     assert alive, "a process without the run's marker was killed through a stale list"
+
+
+def _program_in(workdir: Path, *, marker: bool) -> subprocess.Popen[bytes]:
+    """A sleeping process working in ``workdir``, with the run marker or without."""
+    env = {"PATH": os.environ.get("PATH", "")} | ({RUN_ID_ENV: "1.2.run"} if marker else {})
+    proc = subprocess.Popen(_SLEEP, cwd=workdir, env=env)
+    for _ in range(1000):  # until its environment is the program's, not the fork's
+        if not marker or f"{RUN_ID_ENV}=1.2.run".encode() in _environ(proc.pid):
+            break
+    return proc
+
+
+def test_kill_stale_programs_kills_the_marked_programs_in_the_work_dir(tmp_path: Path) -> None:
+    """A job service's start-up sweep: marked programs working inside its work directory die;
+    one without the marker, or working elsewhere, is spared."""
+    from openmle.backends import kill_stale_programs
+
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "openmle-run-1" / "workspace").mkdir(parents=True)
+    elsewhere.mkdir()
+    left = _program_in(work / "openmle-run-1" / "workspace", marker=True)
+    unmarked = _program_in(work, marker=False)
+    other = _program_in(elsewhere, marker=True)
+    with left, unmarked, other:
+        assert kill_stale_programs(work) == 1
+        assert left.wait(timeout=10) == -signal.SIGKILL
+        assert _survives(unmarked) and _survives(other)
+        unmarked.kill()
+        other.kill()
+
+
+@needs_pid_control
+def test_kill_stale_programs_spares_a_process_that_took_a_found_pid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the scan, then reaped, its pid taken by a process without the marker: the
+    sweep spares that one (the service's copy of this sweep killed by the scanned pid)."""
+    from openmle.backends import _stale, kill_stale_programs
+
+    program = _program_in(tmp_path, marker=True)
+    innocents: list[subprocess.Popen[bytes]] = []
+    real = _procs.kill_pids
+
+    def reuse_then_kill(
+        pids: set[int], sig: int, still: Callable[[set[int]], set[int]]
+    ) -> set[int]:
+        assert pids == {program.pid}
+        with program:  # the scan's pid goes, and an unmarked process takes it
+            program.kill()
+        with _pid_lock():
+            innocent = _innocent_at(program.pid)
+        if innocent is None:
+            pytest.skip("the host's own processes took the freed pid first")
+        innocents.append(innocent)
+        return real(pids, sig, still)
+
+    monkeypatch.setattr(_stale, "kill_pids", reuse_then_kill)
+    assert kill_stale_programs(tmp_path) == 0
+    [innocent] = innocents
+    with innocent:
+        alive = _survives(innocent)
+        innocent.kill()
+    assert alive and innocent.pid == program.pid
