@@ -109,6 +109,9 @@ def _supervise(child: int, mask: Iterable[int]) -> NoReturn:
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
+    # Inherited as ignored, SIGCHLD would have the kernel reap the child before its status is
+    # read: ``waitpid`` would find no child at all.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile is forwarded now
     status = _reap_until(child)
     os._exit(exit_code(status))

@@ -218,6 +218,21 @@ def test_pid1_exits_with_the_commands_status(
     assert ns.wait() == 128 + signal.SIGKILL
 
 
+def test_the_status_comes_out_when_sigchld_was_inherited_ignored(pid_namespaces: None) -> None:
+    """A PID 1 started with SIGCHLD ignored (dispositions survive ``exec``) had the kernel
+    reap its child unasked, found no status and exited 1; it takes SIGCHLD back: 2 is 2."""
+    env = {**os.environ, "PYTHONPATH": str(Path(openmle.__file__).parents[1])}
+    exec_ignoring = (
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'openmle', 'search', '--workers', '0'])"
+    )
+    done = subprocess.run(
+        [*_AS_PID1[:-2], "-c", exec_ignoring],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+
+
 def test_a_signal_the_command_does_not_handle_is_not_lost(
     tmp_path: Path, namespace: Callable[..., Namespace]
 ) -> None:
