@@ -13,14 +13,15 @@ Contract of :func:`init_if_pid1` (called first thing by ``openmle._cli.main`` fo
   and changes nothing (the cost is one ``getpid``);
 - PID 1: forks. The child returns and runs the command exactly as without this module, in a
   process group of its own that gets the terminal when there is one (so Ctrl-C reaches it
-  once). The parent never returns: it stays PID 1, forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT,
-  SIGUSR1 and SIGUSR2 to the child, reaps every process that exits (its child and every
-  orphan), and when the child exits it exits with the child's status: its exit code, or
-  128 + N when signal N killed it (as a shell reports it);
+  once). The parent never returns: it stays PID 1 (a fresh interpreter running this file,
+  ``python -I -S``, a few MB), forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
+  to the child, reaps every process that exits (its child and every orphan), and when the
+  child exits it exits with the child's status: its exit code, or 128 + N when signal N
+  killed it (as a shell reports it);
 - PID 1 but ``fork`` fails (the pid limit is already reached): returns, and the command runs
   as PID 1 itself, as before.
 
-Standard library only: it runs before the command's modules are imported.
+Standard library only, and no import of ``openmle``: PID 1 runs this file as a script.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterable
-from typing import NoReturn
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any, NoReturn
 
 __all__ = ["FORWARDED", "NO_INIT_ENV", "exit_code", "init_if_pid1"]
 
@@ -48,6 +50,9 @@ FORWARDED: tuple[signal.Signals, ...] = (
 )
 """The signals PID 1 passes on to the command."""
 
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+"""What ``signal.signal`` returns: the handler it replaced."""
+
 _TTY = (signal.SIGTTOU, signal.SIGTTIN)
 """Blocked in the child while it takes the terminal (a background group's ``tcsetpgrp``)."""
 
@@ -64,15 +69,38 @@ def init_if_pid1() -> None:
             stream.flush()
     # Blocked across the fork: a signal sent meanwhile waits for the parent's handlers.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, (*FORWARDED, *_TTY))
+    # Inherited as ignored, SIGCHLD would have the kernel reap the child unasked (its status
+    # lost to ``waitpid``): the default until the command runs.
+    sigchld = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
         child = os.fork()
     except OSError:  # no process to spare: run the command as PID 1, as without an init
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _restore(sigchld, mask)
         return
     if child == 0:
         _take_terminal()
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _restore(sigchld, mask)
         return
+    _become_init(child, mask)
+
+
+def _restore(sigchld: _Handler, mask: Iterable[int]) -> None:
+    """Give the command back the SIGCHLD handling and the signal mask it started with."""
+    if sigchld is not None:
+        signal.signal(signal.SIGCHLD, sigchld)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _become_init(child: int, mask: Iterable[int]) -> NoReturn:
+    """The parent: replace itself by a fresh interpreter running this file (``python -I -S``,
+    a few MB) that supervises ``child``; where that cannot start, supervise from here (the
+    command's imported modules, copied on write: 11.4 MB of private memory against 4.7 MB).
+
+    The signals stay blocked across ``exec``, so none sent meanwhile is lost.
+    """
+    if sys.executable and os.path.isfile(__file__):
+        with contextlib.suppress(OSError):
+            os.execv(sys.executable, [sys.executable, "-I", "-S", __file__, str(child)])
     _supervise(child, mask)
 
 
@@ -109,9 +137,6 @@ def _supervise(child: int, mask: Iterable[int]) -> NoReturn:
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
-    # Inherited as ignored, SIGCHLD would have the kernel reap the child before its status is
-    # read: ``waitpid`` would find no child at all.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile is forwarded now
     status = _reap_until(child)
     os._exit(exit_code(status))
@@ -134,3 +159,10 @@ def exit_code(status: int) -> int:
     """
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":  # the init that ``_become_init`` executes: ``_pid1.py CHILD_PID``
+    _supervise(
+        int(sys.argv[1]),
+        signal.pthread_sigmask(signal.SIG_BLOCK, ()) - {*FORWARDED, *_TTY},
+    )

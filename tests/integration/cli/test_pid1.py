@@ -183,6 +183,8 @@ def test_pid1_reaps_the_orphans_and_passes_sigterm_on(
     ns = _waiting_search(tmp_path, namespace)
     assert _until(lambda: not ns.zombies(), 10), f"zombies of PID 1: {ns.zombies()}"
     assert _children(ns.init) == [ns.command()]
+    cmdline = Path(f"/proc/{ns.init}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[1:3] == [b"-I", b"-S"] and cmdline[3].endswith(b"_pid1.py"), cmdline
     os.kill(ns.init, signal.SIGTERM)
     assert ns.wait() == 130
     assert "openmle: interrupted (SIGTERM)" in ns.err.read_text()
@@ -231,6 +233,23 @@ def test_the_status_comes_out_when_sigchld_was_inherited_ignored(pid_namespaces:
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
+
+
+def test_without_an_interpreter_to_execute_pid1_supervises_from_its_fork(
+    pid_namespaces: None,
+) -> None:
+    """No ``sys.executable`` to run the small init with: the forked copy of the command line
+    is PID 1's init instead, and passes the status on just the same."""
+    env = {**os.environ, "PYTHONPATH": str(Path(openmle.__file__).parents[1])}
+    no_executable = (
+        "import sys; sys.executable = ''; from openmle._cli import main; sys.exit(main())"
+    )
+    done = subprocess.run(
+        [*_AS_PID1[:-2], "-c", no_executable, "search", "--workers", "0"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("openmle search: error: argument --workers"), done.stderr
 
 
 def test_a_signal_the_command_does_not_handle_is_not_lost(
