@@ -167,6 +167,12 @@ def render_cli() -> str:
         "`openmle COMMAND --help` prints the same. Exit codes: 0 success, 1 failure "
         "(an `openmle: error: ...` line on stderr), 2 usage error, 130 interrupted.",
         "",
+        "As PID 1 (a container's entry point without `--init`), `openmle` runs its command "
+        "under a minimal init that forwards signals, reaps orphaned processes and exits with "
+        "the command's status (128 + N when signal N killed it); `OPENMLE_NO_INIT=1` turns it "
+        "off (see [the job service how-to](../how-to/scale-out-with-the-job-service.md"
+        "#in-a-container)).",
+        "",
         "`--help` (`-h`) is accepted everywhere and omitted below.",
         "",
     ]

@@ -29,6 +29,7 @@ from openmle._cli._common import (
     run_guarded,
     use_app_dir,
 )
+from openmle._cli._pid1 import init_if_pid1
 from openmle._version import __version__
 
 __all__ = [
@@ -99,8 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code.
 
     0 ok, 1 the command failed, 2 a usage error (a bad flag or value), 130 interrupted;
-    see ``openmle._cli._common`` and ``docs/reference/errors.md``.
+    see ``openmle._cli._common`` and ``docs/reference/errors.md``. Run as the ``openmle``
+    program (``argv`` None) by PID 1 of a container, it first forks a minimal init that
+    forwards signals and reaps orphans (``openmle._cli._pid1``; off with
+    ``OPENMLE_NO_INIT=1``); an in-process caller (``argv`` given) is never forked.
     """
+    if argv is None:
+        init_if_pid1()  # before the command modules' imports and any thread
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command that got them, with its own --help
