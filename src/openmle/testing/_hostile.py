@@ -1067,6 +1067,66 @@ HOSTILE_PROGRAMS += (
         expected=[Outcome.MISSING_SUBMISSION],
         must_print="SYSV-TRIED",
     ),
+    HostileProgram(
+        name="module_autoload",
+        description=(
+            "asks for socket families and protocols, and a terminal line discipline, whose "
+            "modules a kernel loads on demand (modprobe run as root on the host: TIPC, RDS, "
+            "AF_ALG, SCTP, DCCP, netlink crypto_user, n_hdlc); only a refusal (EPERM) before "
+            "the kernel looks for them counts"
+        ),
+        body=(
+            "import errno, fcntl, os, socket, struct\n"
+            "def tried(name, make):\n"
+            "    try:\n"
+            "        make()\n"
+            "        code = 'made'\n"
+            "    except OSError as exc:\n"
+            "        code = errno.errorcode.get(exc.errno, str(exc.errno))\n"
+            "    print(name, code if code == 'EPERM' else f'REACHED the kernel ({code})')\n"
+            "tried('tipc', lambda: socket.socket(30, socket.SOCK_SEQPACKET).close())\n"
+            "tried('rds', lambda: socket.socket(21, socket.SOCK_SEQPACKET).close())\n"
+            "tried('alg', lambda: socket.socket(38, socket.SOCK_SEQPACKET).close())\n"
+            "tried('sctp', lambda: socket.socket(2, socket.SOCK_STREAM, 132).close())\n"
+            "tried('dccp', lambda: socket.socket(2, 6, 33).close())\n"
+            "tried('crypto_user', lambda: socket.socket(16, socket.SOCK_RAW, 21).close())\n"
+            "tried('socketpair_tipc', lambda: [s.close() for s in socket.socketpair(30, 5)])\n"
+            "tried('ldisc', lambda: fcntl.ioctl(0, 0x5423, struct.pack('i', 13)))  # TIOCSETD\n"
+            "print('AUTOLOAD-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="AUTOLOAD-TRIED",
+        must_not_print="REACHED",
+    ),
+    HostileProgram(
+        name="core_dump_helper",
+        description=(
+            "lowers its core limit to 0 and crashes a child: where kernel.core_pattern pipes "
+            "to a helper (systemd-coredump, apport), the kernel runs it as root on the host "
+            "for each crash unless the limit is exactly 1 byte"
+        ),
+        body=(
+            "import os, resource\n"
+            "limit = resource.getrlimit(resource.RLIMIT_CORE)\n"
+            "print('core limit', limit)\n"
+            "try:\n"
+            "    resource.setrlimit(resource.RLIMIT_CORE, (0, limit[1]))\n"
+            "    print('LOWERED the core limit')\n"
+            "except (OSError, ValueError) as exc:\n"
+            "    print('core limit kept', exc)\n"
+            "now = resource.getrlimit(resource.RLIMIT_CORE)\n"
+            "if now[0] != 1:\n"
+            "    print('a crash would RUN the host helper', now)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.abort()\n"
+            "print('child dumped', os.WCOREDUMP(os.waitpid(pid, 0)[1]))\n"
+            "print('CORE-TRIED')\n"
+        ),
+        expected=[Outcome.MISSING_SUBMISSION],
+        must_print="CORE-TRIED",
+        must_not_print="RUN the host helper",
+    ),
 )
 
 
