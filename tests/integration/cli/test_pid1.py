@@ -102,7 +102,17 @@ def pid_namespaces() -> None:
         pytest.skip("the kernel does not list /proc/PID/task/TID/children")
 
 
-_AS_PID1 = ("unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "openmle")
+_DEFAULT_SIGHUP = (
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+"""Runs its arguments with SIGHUP at its default: a test run under nohup (or by a CI runner
+that ignores SIGHUP) would pass the ignored disposition down to the command."""
+
+_AS_PID1 = (
+    *(sys.executable, "-c", _DEFAULT_SIGHUP),
+    *("unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "openmle"),
+)
 
 
 class Namespace:
