@@ -268,8 +268,8 @@ def _launch(cfg: dict[str, Any], libc: Any, status: int, *, private_mounts: bool
     os.chdir(cfg["cwd"])
     for name, soft, hard in cfg["rlimits"]:
         which = getattr(resource, name)
-        # One already in place is left (bwrap mode: the core limit, set before bubblewrap
-        # loaded the seccomp filter that refuses setting it).
+        # One already in place is left (bwrap mode: the core limit, which _core_limit set
+        # ahead of the run and then refused to set again, by the filter it stacked).
         if resource.getrlimit(which) != (soft, hard):
             resource.setrlimit(which, (soft, hard))
     ll = cfg.get("landlock")
