@@ -88,6 +88,18 @@ _NR_PRLIMIT64 = {"x86_64": 302, "aarch64": 261}
 # runs as root, outside the run's cgroup, for every crash); a program that lowered its soft
 # limit to 0 would have each of its crashes start that helper again.
 _NR_SETRLIMIT = {"x86_64": 160, "aarch64": 164}
+# Calls that change another process's scheduling: their check is the uid (and, for root,
+# that the target has no capability the caller lacks), which Landlock does not see. Sharing
+# the host's PID namespace, a program of a service that is not root could renice, idle or pin
+# every process of the service's user (setpriority(PRIO_USER), SCHED_IDLE, one CPU): the
+# service itself, the user's session. Allowed on the caller (pid 0) only, setpriority and
+# ioprio_set on its own process or process group.
+_NR_SCHED_PID = {  # sched_setparam, sched_setscheduler, sched_setaffinity, sched_setattr
+    "x86_64": (142, 144, 203, 314),
+    "aarch64": (118, 119, 122, 274),
+}
+_NR_SETPRIORITY = {"x86_64": 141, "aarch64": 140}  # which: PRIO_PROCESS 0, PRIO_PGRP 1
+_NR_IOPRIO_SET = {"x86_64": 251, "aarch64": 30}  # which: IOPRIO_WHO_PROCESS 1, _PGRP 2
 _RLIMIT_CORE = 4
 # truncate(2) by path: Landlock checks it only from ABI 3 (LANDLOCK_ACCESS_FS_TRUNCATE).
 _NR_TRUNCATE = {"x86_64": 76, "aarch64": 45}
@@ -148,7 +160,10 @@ def seccomp_program(
     ``truncate``, ``truncate(2)`` by path fails with EPERM (``ftruncate`` works): Landlock
     below ABI 3 does not check it, so any file the program can name could be emptied.
     ``prlimit64`` on a process other than the caller (pid 0) fails with EPERM unless
-    ``prlimit_others`` (the bwrap mode: its PID namespace holds only the run). With
+    ``prlimit_others`` (the bwrap mode: its PID namespace holds only the run); so do, then,
+    the calls that change another process's scheduling (``sched_setaffinity``,
+    ``sched_setscheduler``, ``sched_setparam``, ``sched_setattr``: pid 0 only;
+    ``setpriority`` and ``ioprio_set``: the caller's process or process group only). With
     ``core_limit``, setting ``RLIMIT_CORE`` (``setrlimit``, ``prlimit64`` with a new limit)
     fails with EPERM: the run's core limit stays at 1 byte, which no core file fits and at
     which the kernel does not run a piped ``core_pattern``'s helper; reading it works. The
@@ -174,6 +189,10 @@ def seccomp_program(
         ops += _core_checks(machine)
     elif not prlimit_others:
         ops.append(("jeq", _NR_PRLIMIT64[machine], "pid", None))
+    if not prlimit_others:
+        ops += [("jeq", nr, "pid", None) for nr in _NR_SCHED_PID[machine]]
+        ops.append(("jeq", _NR_SETPRIORITY[machine], "prio", None))
+        ops.append(("jeq", _NR_IOPRIO_SET[machine], "ioprio", None))
     ops.append(("jeq", _NR_CLONE3, "nosys", None))
     ops.append(("jeq", _NR_CLONE[machine], "clone", None))
     if sockets != "any":
@@ -311,6 +330,18 @@ def _handlers(sockets: str, *, prlimit_others: bool, noop_metadata: bool) -> lis
             if prlimit_others
             else [("ld", 16, None, None), ("jeq", 0, "allow", "deny")]  # args[0]: the pid
         ),
+        # setpriority/ioprio_set(which, who): who 0 of the caller's process or group
+        ("label", 0, "prio", None),
+        ("ld", 16, None, None),  # args[0]: which
+        ("jeq", 0, "who", None),  # PRIO_PROCESS
+        ("jeq", 1, "who", "deny"),  # PRIO_PGRP
+        ("label", 0, "ioprio", None),
+        ("ld", 16, None, None),
+        ("jeq", 1, "who", None),  # IOPRIO_WHO_PROCESS
+        ("jeq", 2, "who", "deny"),  # IOPRIO_WHO_PGRP
+        ("label", 0, "who", None),
+        ("ld", 24, None, None),  # args[1]: who
+        ("jeq", 0, "allow", "deny"),
         ("label", 0, "ioctl", None),
         ("ld", 24, None, None),  # args[1]: the command
         ("jeq", _TIOCSETD, "deny", None),

@@ -1,6 +1,7 @@
 """Nothing a program does makes the kernel run a helper on the host: the core-dump helper of
 a piped ``core_pattern`` (a crash), or modprobe (a socket family or protocol, or a terminal
-line discipline, whose module is not loaded).
+line discipline, whose module is not loaded); nor does it reach the scheduling of the host's
+processes (``setpriority(PRIO_USER)`` in the Landlock mode, which shares the host's PIDs).
 
 Where ``kernel.core_pattern`` is a pipe (``|/usr/lib/systemd/systemd-coredump ...``, Ubuntu's
 apport), the kernel runs that helper as root, in the host's namespaces and outside the run's
@@ -173,3 +174,31 @@ async def test_sockets_and_line_disciplines_that_would_load_a_module_are_refused
     # there; the Landlock mode allows TCP only
     usual = "ok" if mode == "bwrap" else "EPERM"
     assert (got["unix"], got["udp"], got["route"]) == (usual, usual, usual), result.logs
+
+
+_RENICE_EVERYONE = """
+import os
+try:
+    os.setpriority(os.PRIO_USER, os.geteuid(), 7)  # every process of this user
+    print("prio_user set")
+except OSError as exc:
+    print("prio_user", exc.strerror)
+print("own nice", os.getpriority(os.PRIO_PROCESS, 0))
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+async def test_a_program_cannot_renice_the_hosts_processes(
+    tmp_path: Path, mode: Literal["bwrap", "landlock"]
+) -> None:
+    """Landlock mode shares the host's PID namespace: ``setpriority(PRIO_USER)`` reached every
+    process of the service's user (as root, those without capabilities: other runs; as
+    another user, the service itself), and the call's own processes were reniced even as it
+    failed. Refused whole now. bwrap mode: its PID namespace bounds the call to the run."""
+    async with prepared_local(ToyTask.create(tmp_path / "toy"), mode) as sandbox:
+        result = await sandbox.run(Job(code=_RENICE_EVERYONE, task="toy", timeout_s=60))
+    if mode == "landlock":
+        assert "prio_user Operation not permitted" in result.logs, result.logs
+        assert "own nice 0" in result.logs, result.logs  # the kernel never saw the call
+    else:
+        assert "prio_user set" in result.logs and "own nice 7" in result.logs, result.logs

@@ -272,6 +272,24 @@ def test_seccomp_program_semantics(
     assert _bpf(prog, 16, x86, (3, 0x80086601)) == allow  # FS_IOC_GETFLAGS
     assert _bpf(prog, 16, x86, (1, 0x5401)) == allow  # TCGETS
     assert _bpf(prog, 16, x86, (3, 0x5423)) == eperm  # TIOCSETD: a line discipline's module
+    # another process's scheduling: the caller's own only, unless the run has its own PID
+    # namespace (prlimit_others: bwrap)
+    assert _bpf(prog, 203, x86, (0, 8, ptr)) == allow  # sched_setaffinity(0)
+    assert _bpf(prog, 141, x86, (0, 0, 5)) == allow  # setpriority(PRIO_PROCESS, 0)
+    assert _bpf(prog, 141, x86, (1, 0, 5)) == allow  # setpriority(PRIO_PGRP, 0)
+    assert _bpf(prog, 251, x86, (1, 0, 7)) == allow  # ioprio_set(IOPRIO_WHO_PROCESS, 0)
+    for nr, args in (
+        (203, (1, 8, ptr)),  # sched_setaffinity(init)
+        (144, (1, 5, ptr)),  # sched_setscheduler(init, SCHED_IDLE)
+        (142, (1, ptr)),  # sched_setparam
+        (314, (1, ptr, 0)),  # sched_setattr
+        (141, (2, 0, 19)),  # setpriority(PRIO_USER, 0): every process of the user
+        (141, (0, 1, 19)),  # setpriority(PRIO_PROCESS, init)
+        (251, (3, 0, 7)),  # ioprio_set(IOPRIO_WHO_USER)
+        (251, (1, 1, 7)),  # ioprio_set(IOPRIO_WHO_PROCESS, init)
+    ):
+        assert _bpf(prog, nr, x86, args) == eperm, (nr, args)
+        assert _bpf(others, nr, x86, args) == allow, (nr, args)
     no_truncate = iso.seccomp_program("x86_64", sockets=sockets, noop_metadata=root, truncate=False)
     assert no_truncate is not None
     assert _bpf(no_truncate, 76, x86, ()) == eperm
@@ -286,6 +304,8 @@ def test_seccomp_program_semantics(
     assert _bpf(arm, 97, 0xC00000B7, ()) == eperm  # unshare on arm64
     assert _bpf(arm, 194, 0xC00000B7, ()) == eperm  # shmget on arm64
     assert _bpf(arm, 425, 0xC00000B7, ()) == eperm  # io_uring_setup on arm64
+    assert _bpf(arm, 140, 0xC00000B7, (2, 0, 19)) == eperm  # setpriority on arm64
+    assert _bpf(arm, 122, 0xC00000B7, (1, 8, ptr)) == eperm  # sched_setaffinity on arm64
     assert len(iso.seccomp_bytes(prog)) == 8 * len(prog)
 
 
