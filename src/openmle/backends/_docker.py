@@ -219,7 +219,9 @@ class DockerSandbox(Sandbox):
             on Podman, uses a copy of Podman's default profile with ``unshare``, ``setns`` and
             ``keyctl`` removed from its allow list (Podman allows them for rootless use),
             ``clone`` refused with any namespace flag and ``clone3`` answered with ``ENOSYS``
-            (as Docker's default profile does; threads and subprocesses work as before);
+            (as Docker's default profile does; threads and subprocesses work as before), and
+            ``socket`` allowed only for the families and protocols a kernel has built in
+            (Unix, netlink route/uevent, IPv4/IPv6 TCP, UDP, ICMP), ``socketpair`` for Unix;
             ``None`` keeps the engine's default; any other value is a profile path passed as
             ``seccomp=PATH``.
         max_file_mb: largest file the program may write (MiB; None for no limit). Set by the
@@ -1104,25 +1106,49 @@ _CLONE_RULES: tuple[dict[str, Any], ...] = (
 )
 
 
+def _eq(index: int, value: int) -> dict[str, Any]:
+    return {"index": index, "value": value, "valueTwo": 0, "op": "SCMP_CMP_EQ"}
+
+
+_AF_UNIX, _AF_INET, _AF_NETLINK, _AF_INET6 = 1, 2, 16, 10
+_SOCKET_RULES: tuple[dict[str, Any], ...] = (
+    # Socket families and protocols a kernel has built in, by exact value (a value with other
+    # bits set matches none, so it is refused): any other makes the kernel load its module on
+    # the host (modprobe as root: TIPC, RDS, SCTP, DCCP, AF_ALG, netlink crypto_user), the
+    # rule LocalSandbox's filter has in bwrap mode. socketpair: Unix only.
+    {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [_eq(0, _AF_UNIX)]},
+    *(
+        {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [_eq(0, _AF_NETLINK), _eq(2, p)]}
+        for p in (0, 15)  # NETLINK_ROUTE, NETLINK_KOBJECT_UEVENT
+    ),
+    *(
+        {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [_eq(0, family), _eq(2, p)]}
+        for family in (_AF_INET, _AF_INET6)
+        for p in (0, 1, 6, 17, 58)  # the type's default, ICMP, TCP, UDP, ICMPv6
+    ),
+    {"names": ["socketpair"], "action": "SCMP_ACT_ALLOW", "args": [_eq(0, _AF_UNIX)]},
+)
+
+
 def _tightened_profile(profile: dict[str, Any]) -> dict[str, Any]:
-    """``profile`` (a Podman/Docker seccomp profile) without namespaces and keyrings.
+    """``profile`` (a Podman/Docker seccomp profile) without namespaces, keyrings and the
+    socket families whose modules load on demand.
 
     Removes ``unshare``, ``setns`` and the keyring calls from every allow list (the default
     action then refuses them), and replaces every rule for ``clone``/``clone3`` by
-    :data:`_CLONE_RULES`: ``clone`` with any namespace flag and every ``clone3`` are refused.
+    :data:`_CLONE_RULES` (``clone`` with any namespace flag and every ``clone3`` are refused)
+    and every rule for ``socket``/``socketpair`` by :data:`_SOCKET_RULES`.
     """
     import copy
 
     out = copy.deepcopy(profile)
-    removed = _DENIED_SYSCALLS | {"clone", "clone3"}
+    replaced = {"clone", "clone3", "socket", "socketpair"}
+    removed = _DENIED_SYSCALLS | replaced
     for rule in out.get("syscalls", []):
-        if rule.get("action") == "SCMP_ACT_ALLOW" or set(rule.get("names", [])) & {
-            "clone",
-            "clone3",
-        }:
+        if rule.get("action") == "SCMP_ACT_ALLOW" or set(rule.get("names", [])) & replaced:
             rule["names"] = [n for n in rule.get("names", []) if n not in removed]
     out["syscalls"] = [r for r in out.get("syscalls", []) if r.get("names")]
-    out["syscalls"].extend(copy.deepcopy(list(_CLONE_RULES)))
+    out["syscalls"].extend(copy.deepcopy([*_CLONE_RULES, *_SOCKET_RULES]))
     return out
 
 

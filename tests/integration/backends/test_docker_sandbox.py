@@ -320,3 +320,40 @@ async def test_cancellation_at_any_point_leaves_nothing_behind(
                 await sandbox.run(Job(code="import time\ntime.sleep(600)\n", task="toy"))
     assert managed_containers() == []
     assert list(workspaces.iterdir()) == []
+
+
+_SOCKETS = """
+import errno, socket
+def tried(make):
+    try:
+        make().close()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+print("tipc", tried(lambda: socket.socket(30, socket.SOCK_SEQPACKET)))
+print("alg", tried(lambda: socket.socket(38, socket.SOCK_SEQPACKET)))
+print("sctp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132)))
+print("crypto_user", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 21)))
+print("pair_tipc", tried(lambda: socket.socketpair(30, socket.SOCK_SEQPACKET)[0]))
+print("pair_unix", tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)[0]))
+print("unix", tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)))
+print("udp", tried(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)))
+print("route", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)))
+"""
+
+
+@pytest.mark.anyio
+async def test_podman_profile_refuses_socket_families_that_load_modules(
+    docker_engine: Engine, toy: ToyTask
+) -> None:
+    """On Podman the sandbox's own profile (seccomp="auto") allows only the socket families
+    and protocols a kernel has built in: another one would make it run modprobe on the host.
+    Docker keeps its engine's profile (the Docker how-to)."""
+    if docker_engine.kind != "podman":
+        pytest.skip("the tightened profile is Podman's; Docker runs its engine's default")
+    result = await _run(docker_engine, toy, _SOCKETS)
+    got = dict(line.split() for line in result.logs.splitlines() if len(line.split()) == 2)
+    refused = ("tipc", "alg", "sctp", "crypto_user", "pair_tipc")
+    # refused by the profile's default action (Podman's: ENOSYS) before the kernel looks
+    assert {k: got.get(k) for k in refused} == dict.fromkeys(refused, "ENOSYS"), result.logs
+    assert (got["pair_unix"], got["unix"], got["udp"], got["route"]) == ("ok",) * 4, result.logs

@@ -242,6 +242,23 @@ def test_seccomp_profile_refuses_namespace_clones_and_clone3() -> None:
     ]
 
 
+def test_seccomp_profile_allows_only_built_in_socket_families() -> None:
+    """``socket`` only for Unix, netlink route/uevent and IPv4/IPv6 with TCP, UDP, ICMP,
+    ICMPv6 or the type's default protocol, each by exact value (any other family or protocol
+    makes the kernel load a module on the host); ``socketpair`` for Unix only; no rule of
+    Podman's own for either is left."""
+    if not _PODMAN_SECCOMP.exists():
+        pytest.skip("Podman's default seccomp profile is not installed here")
+    profile = _tightened_profile(json.loads(_PODMAN_SECCOMP.read_text()))
+    rules = [r for r in profile["syscalls"] if {"socket", "socketpair"} & set(r["names"])]
+    assert all(r["action"] == "SCMP_ACT_ALLOW" and len(r["names"]) == 1 for r in rules)
+    allowed = {(r["names"][0], *((a["index"], a["value"]) for a in r["args"])) for r in rules}
+    assert all(a["op"] == "SCMP_CMP_EQ" for r in rules for a in r["args"])
+    ip = {("socket", (0, f), (2, p)) for f in (2, 10) for p in (0, 1, 6, 17, 58)}
+    netlink = {("socket", (0, 16), (2, 0)), ("socket", (0, 16), (2, 15))}
+    assert allowed == {("socket", (0, 1)), ("socketpair", (0, 1)), *ip, *netlink}
+
+
 def test_network_user_image_and_shm_options() -> None:
     """Network on drops ``NetworkMode``; user, per-task image and shm size are passed through."""
     sandbox = DockerSandbox(
