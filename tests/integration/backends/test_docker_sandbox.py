@@ -10,6 +10,7 @@ import anyio
 import pytest
 from tests._files import open_up
 from tests._net import unreached_listener
+from tests._socket_families import LOADING, SOCKETS_PROGRAM, USUAL, results
 
 from openmle import Job, Outcome, Resources, Split
 from openmle.backends import DockerSandbox
@@ -322,26 +323,6 @@ async def test_cancellation_at_any_point_leaves_nothing_behind(
     assert list(workspaces.iterdir()) == []
 
 
-_SOCKETS = """
-import errno, socket
-def tried(make):
-    try:
-        make().close()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, str(exc.errno))
-print("tipc", tried(lambda: socket.socket(30, socket.SOCK_SEQPACKET)))
-print("alg", tried(lambda: socket.socket(38, socket.SOCK_SEQPACKET)))
-print("sctp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132)))
-print("crypto_user", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 21)))
-print("pair_tipc", tried(lambda: socket.socketpair(30, socket.SOCK_SEQPACKET)[0]))
-print("pair_unix", tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)[0]))
-print("unix", tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)))
-print("udp", tried(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)))
-print("route", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)))
-"""
-
-
 @pytest.mark.anyio
 async def test_podman_profile_refuses_socket_families_that_load_modules(
     docker_engine: Engine, toy: ToyTask
@@ -351,9 +332,8 @@ async def test_podman_profile_refuses_socket_families_that_load_modules(
     Docker keeps its engine's profile (the Docker how-to)."""
     if docker_engine.kind != "podman":
         pytest.skip("the tightened profile is Podman's; Docker runs its engine's default")
-    result = await _run(docker_engine, toy, _SOCKETS)
-    got = dict(line.split() for line in result.logs.splitlines() if len(line.split()) == 2)
-    refused = ("tipc", "alg", "sctp", "crypto_user", "pair_tipc")
+    result = await _run(docker_engine, toy, SOCKETS_PROGRAM)
+    got = results(result.logs)
     # refused by the profile's default action (Podman's: ENOSYS) before the kernel looks
-    assert {k: got.get(k) for k in refused} == dict.fromkeys(refused, "ENOSYS"), result.logs
-    assert (got["pair_unix"], got["unix"], got["udp"], got["route"]) == ("ok",) * 4, result.logs
+    assert {k: got.get(k) for k in LOADING} == dict.fromkeys(LOADING, "ENOSYS"), result.logs
+    assert [got[k] for k in ("pair_unix", *USUAL)] == ["ok"] * 4, result.logs

@@ -37,6 +37,7 @@ from typing import Literal
 import anyio
 import pytest
 from tests._sandboxes import prepared_local
+from tests._socket_families import LOADING, SOCKETS_PROGRAM, USUAL, results
 
 from openmle import Job, Outcome
 from openmle.testing import ToyTask
@@ -125,23 +126,9 @@ async def test_a_crashing_program_never_runs_the_hosts_core_helper(
     assert _helper_saw(log, tag) == []
 
 
-_SOCKETS = """
-import errno, socket
-def tried(make):
-    try:
-        make().close()
-        return "ok"
-    except OSError as exc:
-        return errno.errorcode.get(exc.errno, str(exc.errno))
-print("tipc", tried(lambda: socket.socket(30, socket.SOCK_SEQPACKET)))
-print("alg", tried(lambda: socket.socket(38, socket.SOCK_SEQPACKET)))
-print("sctp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132)))
-print("crypto_user", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 21)))
-print("pair_tipc", tried(lambda: socket.socketpair(30, socket.SOCK_SEQPACKET)))
-print("pair_unix", tried(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)[0]))
-print("unix", tried(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)))
-print("udp", tried(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))
-print("route", tried(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)))
+_SOCKETS = (
+    SOCKETS_PROGRAM
+    + """
 import fcntl, os, struct
 def ldisc(fd):  # TIOCSETD N_HDLC: a line discipline whose module may not be loaded
     class Done:
@@ -157,6 +144,7 @@ except OSError as exc:
 else:
     print("ldisc_pty", tried(lambda: ldisc(pty)))
 """
+)
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "landlock"])
@@ -165,15 +153,15 @@ async def test_sockets_and_line_disciplines_that_would_load_a_module_are_refused
 ) -> None:
     async with prepared_local(ToyTask.create(tmp_path / "toy"), mode) as sandbox:
         result = await sandbox.run(Job(code=_SOCKETS, task="toy", timeout_s=60))
-    got = dict(line.split() for line in result.logs.splitlines() if len(line.split()) == 2)
-    refused = ("tipc", "alg", "sctp", "crypto_user", "pair_tipc", "ldisc_stdin")
+    got = results(result.logs)
+    refused = (*LOADING, "ldisc_stdin")
     assert {k: got.get(k) for k in refused} == dict.fromkeys(refused, "EPERM"), result.logs
     assert got.get("ldisc_pty", "EPERM") == "EPERM", result.logs  # bwrap's /dev has a ptmx
     assert got["pair_unix"] == "ok"  # multiprocessing's pipes
     # bwrap mode has its own network namespace: Unix, UDP and netlink's route protocol work
     # there; the Landlock mode allows TCP only
     usual = "ok" if mode == "bwrap" else "EPERM"
-    assert (got["unix"], got["udp"], got["route"]) == (usual, usual, usual), result.logs
+    assert [got[k] for k in USUAL] == [usual] * len(USUAL), result.logs
 
 
 _RENICE_EVERYONE = """
