@@ -107,6 +107,27 @@ def _marker_owner(env: list[bytes], prefix: bytes) -> tuple[int, int] | None:
     return None
 
 
+def kill_marked_under(key: str, root: str) -> set[int]:
+    """SIGKILL every process whose environment has a ``key`` entry (any value) and whose
+    working directory is ``root`` (a real path) or lies below it; the pids signalled, each
+    pinned and checked again first (:func:`kill_pids`). Blocking: scans ``/proc``.
+    """
+    prefix = f"{key}=".encode()
+
+    def under(pid: int) -> bool:
+        env = _environ(pid)
+        if env is None or not any(item.startswith(prefix) for item in env):
+            return False
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            return False
+        return cwd == root or cwd.startswith(root + os.sep)
+
+    found = {pid for pid in _all_pids() if under(pid)}
+    return kill_pids(found, signal.SIGKILL, lambda pids: set(filter(under, pids)))
+
+
 def live_pids_with_env(key: str, value: str) -> set[int]:
     """Live (non-zombie) processes whose environment holds ``key=value`` (readable ones only)."""
     needle = f"{key}={value}".encode()

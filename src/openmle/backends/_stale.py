@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from pathlib import Path
 
 from openmle.backends._cgroup import Cgroup, _cgroup_mounts, _own_cgroups
 from openmle.backends._plan import RUN_ID_ENV
-from openmle.backends._procs import kill_pids, safe_rmtree
+from openmle.backends._procs import kill_marked_under, safe_rmtree
 
 __all__ = ["kill_stale_programs", "remove_stale_cgroups", "safe_rmtree"]
 
@@ -31,23 +30,7 @@ def kill_stale_programs(workdir: str | os.PathLike[str]) -> int:
     directory) before the signal, which goes through the pidfd: a pid that exited and was
     given to another process meanwhile is spared. Blocking: scans ``/proc``.
     """
-    root = os.path.realpath(workdir)
-    prefix = f"{RUN_ID_ENV}=".encode()
-
-    def stale(pid: int) -> bool:
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-            if not any(e.startswith(prefix) for e in env.split(b"\0")):
-                return False
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            return False
-        return cwd == root or cwd.startswith(root + os.sep)
-
-    with os.scandir("/proc") as entries:
-        found = {int(e.name) for e in entries if e.name.isdigit()}
-    found = {pid for pid in found - {os.getpid()} if stale(pid)}
-    return len(kill_pids(found, signal.SIGKILL, lambda pids: set(filter(stale, pids))))
+    return len(kill_marked_under(RUN_ID_ENV, os.path.realpath(workdir)))
 
 
 def remove_stale_cgroups(pid: int) -> int:

@@ -340,7 +340,7 @@ def test_kill_stale_programs_spares_a_process_that_took_a_found_pid(
 ) -> None:
     """Found by the scan, then reaped, its pid taken by a process without the marker: the
     sweep spares that one (the service's copy of this sweep killed by the scanned pid)."""
-    from openmle.backends import _stale, kill_stale_programs
+    from openmle.backends import kill_stale_programs
 
     program = _program_in(tmp_path, marker=True)
     innocents: list[subprocess.Popen[bytes]] = []
@@ -359,7 +359,7 @@ def test_kill_stale_programs_spares_a_process_that_took_a_found_pid(
         innocents.append(innocent)
         return real(pids, sig, still)
 
-    monkeypatch.setattr(_stale, "kill_pids", reuse_then_kill)
+    monkeypatch.setattr(_procs, "kill_pids", reuse_then_kill)
     assert kill_stale_programs(tmp_path) == 0
     [innocent] = innocents
     with innocent:
