@@ -27,7 +27,8 @@ directory a program may have made hostile) and :func:`pid_alive` (whether a proc
 host still runs, a zombie counting as ended); for a container made outside a sandbox (the
 bench's NatureBench grading container), :func:`managed_container_labels` (the labels by which
 the stale-container sweep removes it once its owner is gone) and :func:`start_watchdog` (its
-deadline, kept on the host).
+deadline, kept on the host); the GPUs of this host, :func:`visible_gpus` (those this process
+may use, as a sandbox leases them) and :func:`gpu_models` (what ``nvidia-smi`` lists).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from openmle._task_protocol import TaskHandle as TaskHandle
     from openmle.backends._docker import DockerSandbox as DockerSandbox
     from openmle.backends._docker import managed_container_labels as managed_container_labels
+    from openmle.backends._gpu import gpu_models as gpu_models
+    from openmle.backends._gpu import visible_gpus as visible_gpus
     from openmle.backends._jobclient import JobServiceSandbox as JobServiceSandbox
     from openmle.backends._local import LocalSandbox as LocalSandbox
     from openmle.backends._offline import OfflineModel as OfflineModel
@@ -80,6 +83,7 @@ _LAZY: dict[str, str] = {
     "build_sandbox": "openmle.backends._registry",
     "check_sandbox_spec": "openmle.backends._registry",
     "classify_run": "openmle._runlog",
+    "gpu_models": "openmle.backends._gpu",
     "kill_stale_programs": "openmle.backends._stale",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",
@@ -91,6 +95,7 @@ _LAZY: dict[str, str] = {
     "safe_rmtree": "openmle.backends._stale",
     "sandbox_takes": "openmle.backends._registry",
     "start_watchdog": "openmle.backends._watchdog",
+    "visible_gpus": "openmle.backends._gpu",
 }
 if list(_LAZY) != sorted(_LAZY):
     raise AssertionError("keep _LAZY alphabetical")

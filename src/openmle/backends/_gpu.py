@@ -21,11 +21,19 @@ from attrs import define, field
 from openmle._types import Resources
 from openmle.errors import InvalidArgument
 
-__all__ = ["GpuPool", "visible_gpus"]
+__all__ = ["GpuPool", "gpu_models", "visible_gpus"]
 
 
 def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPUs this process may use: ``CUDA_VISIBLE_DEVICES`` entries, else nvidia-smi's."""
+    """The GPUs this process may use, as the local and Docker sandboxes lease them.
+
+    With ``CUDA_VISIBLE_DEVICES`` set: its entries (ids or UUIDs) up to the first empty or
+    negative one, where CUDA stops reading (``"-1"`` hides every GPU, ``"0,-1,1"`` leaves
+    ``"0"``). Otherwise the indices ``nvidia-smi`` lists; () where it is absent or fails.
+
+    Args:
+        environ: the environment to read (usually ``os.environ``).
+    """
     inherited = environ.get("CUDA_VISIBLE_DEVICES")
     if inherited is not None:
         out: list[str] = []
@@ -35,16 +43,32 @@ def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
                 break  # CUDA stops at the first invalid entry ("-1" hides everything).
             out.append(item)
         return tuple(out)
+    return _smi_lines("index")
+
+
+def gpu_models() -> tuple[str, ...]:
+    """One line per GPU ``nvidia-smi`` lists on this host: ``"NAME, MEMORY MiB"``, in its order.
+
+    Empty where ``nvidia-smi`` is absent, fails (a driver that is not loaded prints its error
+    on standard output) or takes longer than 30 s. Not narrowed by ``CUDA_VISIBLE_DEVICES``:
+    :func:`visible_gpus` says which of them this process may use.
+    """
+    return _smi_lines("name,memory.total")
+
+
+def _smi_lines(fields: str) -> tuple[str, ...]:
+    """The non-empty lines of ``nvidia-smi --query-gpu=FIELDS`` (CSV, no header); () on failure."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return ()
     try:
         proc = subprocess.run(
-            [smi, "--query-gpu=index", "--format=csv,noheader"],
+            [smi, f"--query-gpu={fields}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=30,
             check=False,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):
         return ()

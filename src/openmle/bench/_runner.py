@@ -32,7 +32,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,6 +48,7 @@ from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle._writeback import ensure_dir, write_file
+from openmle.backends import gpu_models, visible_gpus
 from openmle.bench._benchmarks import Benchmark, BenchTask, benchmark_kind
 from openmle.bench._live import committed_fractions
 from openmle.bench._medals import Leaderboard, bench_dict, competition_report
@@ -431,27 +431,14 @@ class BenchConfig:
 
 
 def hardware() -> dict[str, Any]:
-    """CPU count, memory, GPU models (from ``nvidia-smi`` when present), platform."""
+    """CPU count, memory, GPU models (:func:`openmle.backends.gpu_models`), platform."""
     mem = None
     with contextlib.suppress(ValueError, OSError, AttributeError):
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
-    gpus: list[str] = []
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            out = subprocess.run(
-                [smi, "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-            gpus = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
     return {
         "cpus": os.cpu_count(),
         "memory_mb": mem,
-        "gpus": gpus,
+        "gpus": list(gpu_models()),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
     }
@@ -1268,13 +1255,8 @@ def _todo(
 
 
 def _gpus_here() -> int:
-    """GPUs a local or Docker sandbox may lease here: ``CUDA_VISIBLE_DEVICES`` when set, else
-    those ``nvidia-smi`` lists.
-    """
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return len([x for x in env.split(",") if x.strip() and x.strip() != "-1"])
-    return len(hardware()["gpus"])
+    """GPUs a local or Docker sandbox may lease here (:func:`openmle.backends.visible_gpus`)."""
+    return len(visible_gpus(os.environ))
 
 
 def preflight(config: BenchConfig, bench: Benchmark, own_sandbox: bool = True) -> None:

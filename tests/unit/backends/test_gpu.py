@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import anyio
 import pytest
 
 from openmle import Resources
-from openmle.backends._gpu import GpuPool, visible_gpus
+from openmle.backends import gpu_models, visible_gpus
+from openmle.backends._gpu import GpuPool
 from openmle.errors import InvalidArgument
 
 pytestmark = pytest.mark.anyio
@@ -83,3 +87,40 @@ async def test_impossible_request_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="gpus=2"):
         async with pool.lease(Resources(gpus=2)):
             pass
+
+
+def _fake_smi(bin_dir: Path, script: str) -> None:
+    """An ``nvidia-smi`` on PATH that answers like the real one (``--query-gpu=FIELDS``)."""
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script)
+    smi.chmod(0o755)
+
+
+def test_gpus_come_from_nvidia_smi_when_cuda_visible_devices_is_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_smi(
+        tmp_path,
+        'case "$1" in\n'
+        '  --query-gpu=index) printf "0\\n1\\n" ;;\n'
+        "  --query-gpu=name,memory.total)\n"
+        '    printf "NVIDIA H200, 143771 MiB\\nNVIDIA H200, 143771 MiB\\n" ;;\n'
+        "esac\n",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert visible_gpus({}) == ("0", "1")
+    assert gpu_models() == ("NVIDIA H200, 143771 MiB",) * 2
+
+
+def test_a_failing_nvidia_smi_lists_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a loaded driver nvidia-smi prints its error on standard output and exits 9: that
+    line is not a GPU."""
+    _fake_smi(
+        tmp_path,
+        'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver."\n'
+        "exit 9\n",
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert visible_gpus({}) == ()
+    assert gpu_models() == ()

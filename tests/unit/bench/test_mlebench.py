@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -283,6 +284,59 @@ def test_preflight_stops_a_bench_before_its_first_step(
     with pytest.raises(InvalidArgument, match=r"needs 1 GPU.*--gpus N"):
         anyio.run(lambda: arun_bench(out, config=gpu, model=ScriptedModel([])))
     assert not (out / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("visible", "smi_fails"), [("0,-1,1", False), (None, True)], ids=["cuda-mask", "smi-fails"]
+)
+def test_preflight_counts_the_gpus_a_sandbox_may_lease(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    visible: str | None,
+    smi_fails: bool,
+) -> None:
+    """The bench's GPU check and its manifest's hardware record see the GPUs as the sandboxes
+    lease them: CUDA stops reading ``CUDA_VISIBLE_DEVICES`` at its first invalid entry (one GPU
+    in ``0,-1,1``), and a failing ``nvidia-smi``'s error line is no GPU."""
+    import anyio
+
+    from openmle import Resources
+    from openmle.bench import BenchConfig, arun_bench
+    from openmle.bench._runner import hardware
+    from openmle.testing import ScriptedModel
+
+    registry, data = mini
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(
+        "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the "
+        'NVIDIA driver."\nexit 9\n'
+        if smi_fails
+        else '#!/bin/sh\nprintf "0\\n1\\n"\n'
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    need = 2 if visible else 1
+    config = BenchConfig(
+        suite="custom",
+        competitions=["mini-tabular"],
+        seeds=[0],
+        model="offline",
+        budget={"steps": 1},
+        data_dir=str(data),
+        registry=str(registry),
+        resources=Resources(gpus=need),
+    )
+    out = tmp_path / "bench"
+    with pytest.raises(InvalidArgument, match=rf"needs {need} GPU"):
+        anyio.run(lambda: arun_bench(out, config=config, model=ScriptedModel([])))
+    if smi_fails:
+        assert hardware()["gpus"] == []
 
 
 def test_report_lines_name_the_protocol_and_deviations() -> None:
