@@ -94,9 +94,12 @@ driver is gone (or stalled)."""
 
 
 def _visible_gpus_from_env() -> tuple[str, ...] | None:
-    """The inherited ``CUDA_VISIBLE_DEVICES`` entries (read as CUDA does), None when unset."""
-    mask = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if mask is None or not mask.strip():
+    """The inherited ``CUDA_VISIBLE_DEVICES`` entries (read as CUDA does), None when unset.
+
+    Set but empty, it hides every GPU, as it does from CUDA: an empty pool, not the engine's
+    choice.
+    """
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
         return None
     return visible_gpus(os.environ)
 
@@ -254,7 +257,7 @@ class DockerSandbox(Sandbox):
             gets 2 free ids from the pool; it waits when too few are free, and a request the
             pool can never serve raises ``InvalidArgument``). Default: the inherited
             ``CUDA_VISIBLE_DEVICES`` mask if set (read as CUDA reads it: up to the first
-            invalid entry), else no pool. ``Resources.gpu_ids``
+            invalid entry; set but empty, no GPU), else no pool. ``Resources.gpu_ids``
             are indices into the pool (relative, like CUDA's), or host ids without a pool.
             Without a pool a count request is passed to the engine as ``Count`` and the engine
             picks, with no coordination between concurrent jobs.

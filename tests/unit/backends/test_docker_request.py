@@ -172,6 +172,16 @@ def test_pool_defaults_to_inherited_cuda_visible_devices(monkeypatch: pytest.Mon
     assert sandbox.device_ids(job) == ("3",)
 
 
+@pytest.mark.parametrize("mask", ["", "-1", " "])
+def test_a_mask_that_hides_every_gpu_is_an_empty_pool(
+    monkeypatch: pytest.MonkeyPatch, mask: str
+) -> None:
+    """CUDA_VISIBLE_DEVICES set but empty hides every GPU from CUDA; the sandbox does not hand
+    GPU requests to the engine instead."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mask)
+    assert DockerSandbox().gpus == ()
+
+
 def test_container_deadline_and_file_limit_combinations() -> None:
     """The in-container deadline follows the job's limit; each wrapper can be turned off."""
     job = Job(code="", task="toy", timeout_s=20.5)

@@ -397,11 +397,11 @@ async def test_docker_leases_gpus_through_the_pool(
 def test_docker_pool_reads_cuda_visible_devices_as_cuda_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The inherited mask stops at its first invalid entry ("-1" hides every GPU)."""
+    """The inherited mask stops at its first invalid entry ("-1" and "" hide every GPU)."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,-1,4")
     assert DockerSandbox().gpus == ("3",)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert DockerSandbox().gpus is None
+    assert DockerSandbox().gpus == ()
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert DockerSandbox().gpus is None
     assert os.environ.get("CUDA_VISIBLE_DEVICES") is None
