@@ -1,5 +1,6 @@
 """Small file and process helpers the tests share: a CSV writer, a /proc liveness check, a
-tree made readable to a container's user and a locked tree with outward links to remove."""
+tree made readable to a container's user, and trees to remove: one deeper than any recursion,
+one locked with outward links."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["alive", "locked_tree", "open_up", "public_private", "write_csv"]
+__all__ = ["alive", "deep_tree", "locked_tree", "open_up", "public_private", "write_csv"]
 
 
 def write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -38,6 +39,24 @@ def open_up(root: Path) -> None:
         for f in files:
             os.chmod(os.path.join(dirpath, f), 0o644)
     os.chmod(root, 0o755)
+
+
+def deep_tree(root: Path, depth: int, name: str = "d") -> Path:
+    """``depth`` nested directories ``name`` under ``root``, made through relative paths (any
+    depth: past ``PATH_MAX`` and Python's recursion limit), with a file ``leaf`` at the bottom;
+    returns ``root``. Remove it with :func:`openmle._scratch.remove_tree`."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        with open(os.open("leaf", os.O_CREAT | os.O_WRONLY, dir_fd=fd), "w") as f:
+            f.write("x")
+    finally:
+        os.close(fd)
+    return root
 
 
 def locked_tree(tmp: Path) -> tuple[Path, Path]:

@@ -216,6 +216,20 @@ def openmle_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture
+def deep_tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path``, emptied after the test by openmle's tree remover whatever it holds: for
+    tests whose programs may leave trees deeper than Python's recursion limit, which pytest's
+    own removal of old temporary directories (``shutil.rmtree``) cannot delete."""
+    from openmle._scratch import remove_tree
+
+    try:
+        yield tmp_path
+    finally:
+        for entry in list(tmp_path.iterdir()):
+            remove_tree(entry)
+
+
+@pytest.fixture
 def one_torch_thread() -> Iterator[None]:
     """Run the test with one torch thread (restored after). For tiny models trained beside
     sandboxed programs: their matrices gain nothing from a second thread, and two threads

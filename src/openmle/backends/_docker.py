@@ -59,6 +59,7 @@ from openmle._compat import require
 from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
+from openmle._scratch import remove_tree
 from openmle._task_protocol import TaskEnvironment, TaskHandle, TaskResolver
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
@@ -71,7 +72,7 @@ from openmle.backends._kit import (
 )
 from openmle.backends._plan import program_env
 from openmle.backends._watchdog import start_watchdog
-from openmle.backends._workspace import encode_program, over_quota, remove_tree
+from openmle.backends._workspace import encode_program, over_quota
 from openmle.errors import InvalidArgument, SandboxError, TaskPackageError
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox", "managed_container_labels"]

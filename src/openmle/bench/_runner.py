@@ -44,6 +44,7 @@ from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
 from openmle._readback import read_back_json
+from openmle._scratch import remove_tree
 from openmle._task_protocol import GradeLike
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
@@ -622,7 +623,7 @@ class _KeepingTask:
                 self.keep.unlink()
             if src.is_dir() and not src.is_symlink():  # the sandbox's copy of an output dir
                 kept = self.keep.with_name(src.name)
-                shutil.rmtree(kept, ignore_errors=True)
+                remove_tree(kept)
                 # Moved, not copied: the sandbox's vetted copy becomes the one kept copy (a
                 # copy only when the bench directory is on another file system).
                 shutil.move(src, kept)
@@ -876,8 +877,7 @@ def _started(rd: Path) -> bool:
     """
     if (rd / "manifest.json").is_file():
         return True
-    if rd.exists():
-        shutil.rmtree(rd)
+    remove_tree(rd)
     return False
 
 

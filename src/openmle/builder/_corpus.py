@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ import anyio
 from attrs import frozen
 
 from openmle._protocols import OperatorModel
+from openmle._scratch import remove_tree
 from openmle.builder._pipeline import STAGES, BuildOptions, BuildResult, SandboxFactory, build_task
 from openmle.errors import InvalidArgument, OpenMLEError
 
@@ -111,7 +111,7 @@ def _recover(corpus: Path, names: list[str]) -> None:
     tasks, records = corpus / "tasks", corpus / "records"
     for p in tasks.iterdir():
         if p.name.startswith("."):
-            shutil.rmtree(p, ignore_errors=True)
+            remove_tree(p)
     for p in records.iterdir():
         if p.name.startswith("."):
             p.unlink(missing_ok=True)

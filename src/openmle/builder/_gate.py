@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import math
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
 
+from openmle._scratch import scratch_dir
 from openmle._types import Split
 from openmle.builder._intake import sha256_file
 from openmle.builder._inventory import (
@@ -423,7 +423,7 @@ def _check_scores(
             "public/sample_submission.csv",
             sample_report.reason[:300] or "not finite",
         )
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_dir(prefix="openmle-gate-") as tmp:
         perfect = Path(tmp) / "submission.csv"
         try:
             _perfect_submission(spec, data / "private/test_answer.csv", sample_h, perfect)

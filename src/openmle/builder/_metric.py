@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import anyio
 from attrs import field, frozen
 
 from openmle._protocols import OperatorModel
+from openmle._scratch import scratch_dir
 from openmle._types import Message, ModelRequest
 from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, TaskSpec, task_messages
 from openmle.gym import GradeLimits, run_child
@@ -118,7 +118,7 @@ def check_metric_code(
     lim = limits or DEFAULT_LIMITS
     if len(source) > MAX_SOURCE_CHARS:
         return MetricCheck(ok=False, reason=f"metric.py is over {MAX_SOURCE_CHARS} characters")
-    with tempfile.TemporaryDirectory(prefix="openmle-metric-") as tmp:
+    with scratch_dir(prefix="openmle-metric-") as tmp:
         path = Path(tmp) / "metric.py"
         path.write_text(source, encoding="utf-8")
         runs: list[dict[str, Any]] = []
@@ -226,7 +226,7 @@ async def metric_stage(
     def check() -> MetricCheck:
         (staged / "utils").mkdir(exist_ok=True)
         (staged / "utils" / "metric.py").write_text(source, encoding="utf-8")
-        with tempfile.TemporaryDirectory(prefix="openmle-metric-subs-") as tmp:
+        with scratch_dir(prefix="openmle-metric-subs-") as tmp:
             perfect = Path(tmp) / "answers.csv"
             _perfect_submission(spec, answers, header, perfect)
             return check_metric_code(

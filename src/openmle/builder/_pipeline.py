@@ -5,7 +5,6 @@ judge, emit. Every stage's result goes into the package's ``builder/record.json`
 from __future__ import annotations
 
 import logging
-import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +14,7 @@ import anyio
 from attrs import field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
+from openmle._scratch import remove_tree
 from openmle._task_protocol import TaskResolver
 from openmle.builder._decontam import Blocklist, check_contamination, load_blocklist
 from openmle.builder._emit import (
@@ -249,8 +249,8 @@ async def build_task(
     finally:
         with anyio.CancelScope(shield=True):
             await box.aclose()
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(work, ignore_errors=True))
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(staged, ignore_errors=True))
+            await anyio.to_thread.run_sync(remove_tree, work)
+            await anyio.to_thread.run_sync(remove_tree, staged)
 
 
 def _warn(record: dict[str, Any], warning: str | None) -> None:

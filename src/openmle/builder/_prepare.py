@@ -33,6 +33,7 @@ import anyio
 from attrs import asdict, define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
+from openmle._scratch import remove_tree
 from openmle._task_protocol import TaskHandle, TaskResolver
 from openmle._types import Job, Message, ModelRequest, Outcome, Split
 from openmle.builder import _prepare_program
@@ -137,7 +138,7 @@ class StageHandle(TaskHandle):
                 if (src / top).is_dir():
                     shutil.move(src / top, self.dest / top)
         except (OSError, ValueError) as exc:
-            shutil.rmtree(self.dest, ignore_errors=True)
+            remove_tree(self.dest)
             self.dest.mkdir(parents=True, exist_ok=True)
             return _Unpacked(score=None, valid=False, reason=str(exc)[:_MAX_LOG])
         return _Unpacked(score=0.0, valid=True, reason="")
@@ -277,8 +278,7 @@ async def run_prepare(
     """Run ``source``'s ``prepare`` in ``sandbox`` on ``raw_dir``; unpack into ``dest``."""
 
     def fresh() -> None:
-        if dest.exists():
-            shutil.rmtree(dest)
+        remove_tree(dest)
         dest.mkdir(parents=True)
 
     await anyio.to_thread.run_sync(fresh)

@@ -9,10 +9,11 @@ the race discards its copy and uses the winner's (both are byte-identical by con
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from openmle._scratch import remove_tree
 
 __all__ = ["cache_root", "publish_dir"]
 
@@ -43,5 +44,5 @@ def publish_dir(target: Path, build: Callable[[Path], None]) -> Path:
                 raise
     finally:
         if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
     return target

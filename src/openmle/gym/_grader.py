@@ -59,6 +59,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, final
 
 from attrs import field, frozen
 
+from openmle._scratch import remove_tree, scratch_dir
 from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
 
@@ -328,7 +329,7 @@ def run_child(
     interpreter).
     """
     scope: GradeScope | None = getattr(_LOCAL, "scope", None)
-    with tempfile.TemporaryDirectory(prefix="openmle-grade-") as tmp:
+    with scratch_dir(prefix="openmle-grade-") as tmp:
         cfg = Path(tmp) / "config.json"
         result = Path(tmp) / "result.json"
         home = Path(tmp) / "home"
@@ -549,13 +550,7 @@ class _GradeServer:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-        _rmtree_quiet(self.home)
-
-
-def _rmtree_quiet(path: str) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
+        remove_tree(self.home)
 
 
 def _idle_server(module: str | None) -> _GradeServer | None:

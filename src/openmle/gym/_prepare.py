@@ -21,11 +21,10 @@ model's ``prepare.py`` inside a :class:`~openmle.Sandbox`).
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 from pathlib import Path
 
+from openmle._scratch import remove_tree, scratch_dir
 from openmle.errors import InvalidArgument, TaskPackageError
 from openmle.gym._grader import GradeLimits, run_child
 
@@ -76,7 +75,7 @@ def run_prepare(
         )
     data = root / "data"
     data.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".prepare-", dir=data) as tmp:
+    with scratch_dir(prefix=".prepare-", dir=data) as tmp:
         stage = Path(tmp)
         public, private, work = stage / "public", stage / "private", stage / "work"
         for d in (public, private, work):
@@ -125,4 +124,4 @@ def run_prepare(
                 trash = stage / f"old-{name}"
                 old.rename(trash)
             new.rename(old)
-        shutil.rmtree(stage / "work", ignore_errors=True)
+        remove_tree(stage / "work")

@@ -7,32 +7,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests._files import locked_tree
+from tests._files import deep_tree, locked_tree
 
-from openmle.backends._workspace import ArtifactLimits, list_artifacts, over_quota, remove_tree
-
-
-def _deep(root: Path, depth: int, name: str) -> Path:
-    """``depth`` nested directories under ``root`` made through relative paths (any depth)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir(name, dir_fd=fd)
-            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        with open(os.open("leaf", os.O_CREAT | os.O_WRONLY, dir_fd=fd), "w") as f:
-            f.write("x")
-    finally:
-        os.close(fd)
-    return root
+from openmle._scratch import remove_tree
+from openmle.backends._workspace import ArtifactLimits, list_artifacts, over_quota
 
 
 def test_deeper_than_recursion_limit_and_path_max_is_listed_and_removed(tmp_path: Path) -> None:
     """3,000 levels of 100-character names (300 KB paths) neither crash nor stop removal."""
     depth = max(3000, sys.getrecursionlimit() + 500)
     (tmp_path / "run").mkdir()
-    root = _deep(tmp_path / "run", depth, "d" * 100)
+    root = deep_tree(tmp_path / "run", depth, "d" * 100)
     (root / "top.txt").write_text("x")
     assert list_artifacts(root) == ("top.txt",)  # beyond max_depth: not entered
     assert remove_tree(root)

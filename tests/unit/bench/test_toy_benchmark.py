@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._files import deep_tree
 from tests.unit.bench._toy_sandbox import number_sandbox
 from tests.unit.bench.toy_benchmark import KIND, ToyBench, make_toy
 
@@ -116,6 +117,27 @@ def test_no_model_makes_the_directory_and_refuses_runs(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match=r"model=None\) has 1 runs to do: pass an Operator"):
         anyio.run(lambda: arun_bench(out, model=None, sandbox=number_sandbox))
     assert not (out / "runs" / "toy-a" / "seed-0" / "journal.jsonl").exists()
+
+
+def test_a_received_run_directory_without_manifest_is_replaced_whatever_it_holds(
+    deep_tmp_path: Path,
+) -> None:
+    """A bench directory from elsewhere whose run directory has no manifest (a run killed
+    while being made) is replaced on resume; one holding a tree 1,500 levels deep made
+    ``bench run`` raise ``RecursionError`` (``shutil.rmtree`` recurses)."""
+    tmp_path = deep_tmp_path
+    root = make_toy(tmp_path / "toy", ANSWERS)
+    config = BenchConfig(suite="toy-all", competitions=["toy-a"], seeds=[0], model="scripted",
+                         budget={"steps": 1}, data_dir=str(root), benchmark="toy")  # fmt: skip
+    out = tmp_path / "bench"
+    anyio.run(lambda: arun_bench(out, config=config, model=None, sandbox=number_sandbox, only=()))
+    rd = out / "runs" / "toy-a" / "seed-0"
+    rd.mkdir(parents=True, exist_ok=True)
+    deep_tree(rd, 1500)
+    model = ScriptedModel(lambda _req: _program(0.75))
+    reports = anyio.run(lambda: arun_bench(out, model=model, sandbox=number_sandbox))
+    assert [(r.competition_id, r.valid_submission) for r in reports] == [("toy-a", True)]
+    assert not (rd / "d").exists() and (rd / "manifest.json").is_file()
 
 
 def test_toy_adapter_lives_in_its_own_folder() -> None:

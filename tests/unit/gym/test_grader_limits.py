@@ -425,3 +425,37 @@ def test_the_grading_process_dumps_no_core() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "(1, 1)"
+
+
+_DEEP_TREE_METRIC = """\
+import os
+class DeepMetrics:
+    def __init__(self):
+        self.higher_is_better = False
+    def evaluate(self, y_true, y_pred):
+        fd = os.open(os.environ["HOME"], os.O_RDONLY)
+        for _ in range(1500):
+            os.mkdir("d", dir_fd=fd)
+            sub = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        return 0.5
+"""
+
+
+@pytest.mark.needs("pandas")  # a custom metric.py runs under the pandas contract
+def test_a_grader_that_leaves_a_deep_tree_is_cleaned_up(
+    make_package: PackageBuilder, monkeypatch: pytest.MonkeyPatch, deep_tmp_path: Path
+) -> None:
+    """A task's grader that leaves a directory tree 1,500 levels deep in its scratch home made
+    the cleanup raise ``RecursionError`` (``shutil.rmtree`` recurses), out of ``grade``; the
+    grade is now reported and the scratch directory removed."""
+    scratch = deep_tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    root = _metric_package(make_package, _DEEP_TREE_METRIC)
+    report = load_task(root).grade(root / "data/public/sample_submission.csv")
+    assert report.valid and report.score == 0.5
+    left = [p.name for p in scratch.iterdir() if not p.name.startswith("openmle-grade-server-")]
+    assert left == []

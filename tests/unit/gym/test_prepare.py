@@ -223,3 +223,37 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except (OSError, IndexError):
         return False
+
+
+_DEEP_PREPARE = """
+import os
+from pathlib import Path
+def _deep(root, depth=1500):
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        sub = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(fd)
+def prepare(raw, public, private):
+    (Path(public) / "train.csv").write_text("id,y\\n1,2\\n")
+    (Path(private) / "test_answer.csv").write_text("id,y\\n")
+    _deep(".")  # its working directory
+    os.mkdir(Path(public) / "nested")
+    _deep(Path(public) / "nested")  # kept as data/public, thrown away by the next prepare
+"""
+
+
+@pytest.mark.usefixtures("deep_tmp_path")
+def test_prepare_that_leaves_deep_trees_is_cleaned_up(make_package: PackageBuilder) -> None:
+    """A prepare.py leaving trees 1,500 levels deep in its working directory (and in public/,
+    thrown away by the next prepare) made ``Task.prepare`` raise ``RecursionError`` from the
+    cleanup (``shutil.rmtree`` and ``TemporaryDirectory`` recurse); both prepares now succeed
+    and leave only ``data/public`` and ``data/private``."""
+    root = _with_prepare(make_package, _DEEP_PREPARE)
+    task = load_task(root)
+    task.prepare()
+    task.prepare()
+    assert sorted(p.name for p in (root / "data").iterdir()) == ["private", "public"]
+    assert (root / "data/public/train.csv").is_file()

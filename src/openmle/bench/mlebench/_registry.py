@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from attrs import define, field, frozen
 
+from openmle._scratch import remove_tree
 from openmle._types import Resources, Split, check_split
 from openmle.bench._medals import Leaderboard
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITE_FILES, SUITES
@@ -656,8 +657,7 @@ class MLEBenchTask:
         except OSError:
             return False
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
         return (path / "public").is_dir()
 
     @property
@@ -713,8 +713,7 @@ class MLEBenchTask:
             with contextlib.suppress(OSError):
                 tmp.rename(path)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
         if not (path / "public").is_dir():
             raise TaskPackageError(f"{comp.id}: the validation view at {path} was not made")
 

@@ -57,13 +57,13 @@ import csv
 import json
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 from attrs import define, field
 
+from openmle._scratch import scratch_dir
 from openmle._types import Resources, Split, check_split
 from openmle.bench.naturebench._cases import (
     REFERENCE_TIMEOUT_S,
@@ -504,7 +504,7 @@ class NatureBenchTask:
         limits = self.grade_limits or GradeLimits()
         if timeout_s is not None:
             limits = limits.with_timeout(min(limits.timeout_s, max(1.0, float(timeout_s))))
-        with tempfile.TemporaryDirectory(prefix="openmle-nb-output-") as tmp:
+        with scratch_dir(prefix="openmle-nb-output-") as tmp:
             if src.is_dir():
                 # The sandbox's vetted copy of the program's output directory (or the bench's
                 # kept copy of it): evaluated in place, never copied a second time.
