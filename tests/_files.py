@@ -44,7 +44,7 @@ def open_up(root: Path) -> None:
 def deep_tree(root: Path, depth: int, name: str = "d") -> Path:
     """``depth`` nested directories ``name`` under ``root``, made through relative paths (any
     depth: past ``PATH_MAX`` and Python's recursion limit), with a file ``leaf`` at the bottom;
-    returns ``root``. Remove it with :func:`openmle._scratch.remove_tree`."""
+    returns ``root``. Remove it with :func:`openmle._trees.remove_tree`."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for _ in range(depth):

@@ -220,7 +220,7 @@ def deep_tmp_path(tmp_path: Path) -> Iterator[Path]:
     """``tmp_path``, emptied after the test by openmle's tree remover whatever it holds: for
     tests whose programs may leave trees deeper than Python's recursion limit, which pytest's
     own removal of old temporary directories (``shutil.rmtree``) cannot delete."""
-    from openmle._scratch import remove_tree
+    from openmle._trees import remove_tree
 
     try:
         yield tmp_path

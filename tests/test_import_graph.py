@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
     "openmle._embedded": 0,
     "openmle._readback": 0,
     "openmle._writeback": 0,
-    "openmle._scratch": 0,
+    "openmle._trees": 0,
     "openmle._validation": 1,
     "openmle._compat": 1,
     "openmle._leaderboard": 1,

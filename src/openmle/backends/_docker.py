@@ -59,8 +59,8 @@ from openmle._compat import require
 from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
-from openmle._scratch import remove_tree
 from openmle._task_protocol import TaskEnvironment, TaskHandle, TaskResolver
+from openmle._trees import remove_tree
 from openmle._types import Job, RunResult
 from openmle._validation import check_positive, fail
 from openmle.backends._gpu import GpuPool, visible_gpus

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from openmle._compat import require
+from openmle._trees import walk
 from openmle.errors import SandboxError, TaskPackageError
 
 __all__ = [
@@ -52,6 +53,8 @@ TASK_LABEL = "openmle.task-image"
 _STEP = re.compile(r"^\s*(?:step|STEP)\s+\d+(?:/\d+)?\s*:?\s*(.*)$")
 _LOG_TAIL_CHARS = 2000
 _MAX_ENTRIES = 10_000
+_MAX_DEPTH = 64
+"""Folders a build context may nest (a deeper path is refused, not walked)."""
 
 
 class BuiltImage:
@@ -77,8 +80,8 @@ def pack_context(dockerfile: Path, *, max_bytes: int) -> tuple[bytes, str]:
 
     Raises:
         TaskPackageError: the folder holds something that may not enter a build context (a
-            link leaving it, a special file), too many entries, or more than ``max_bytes`` of
-            file data; or the Dockerfile is missing.
+            link leaving it, a special file), too many entries, folders nested more than
+            64 deep, or more than ``max_bytes`` of file data; or the Dockerfile is missing.
     """
     context = dockerfile.parent
     if not dockerfile.is_file() or dockerfile.is_symlink():
@@ -86,8 +89,12 @@ def pack_context(dockerfile: Path, *, max_bytes: int) -> tuple[bytes, str]:
     root = context.resolve()
     entries: list[tuple[str, Path, os.stat_result]] = []
     total = 0
-    for dirpath, dirnames, filenames in os.walk(context, followlinks=False):
+    for dirpath, dirnames, filenames in walk(context):
         dirnames.sort()
+        if dirnames and Path(dirpath).relative_to(context).as_posix().count("/") >= _MAX_DEPTH:
+            raise _refuse(
+                dockerfile, f"nests folders more than {_MAX_DEPTH} deep", "flatten the folder"
+            )
         for name in sorted(dirnames + filenames):
             path = Path(dirpath) / name
             rel = path.relative_to(context).as_posix()

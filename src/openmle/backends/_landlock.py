@@ -42,38 +42,56 @@ def landlock_abi() -> int:
 
 
 def symlink_free_copy(src: Path, dst: Path, *, deny: Sequence[Path]) -> None:
-    """Copy ``src`` to ``dst`` resolving symlinks that stay inside ``src``; drop all others.
+    """Copy ``src`` to ``dst`` with no symbolic link in the copy: a link whose target stays
+    inside ``src`` (and out of every ``deny``) is copied as what it points to, any other link
+    is dropped, at every depth, inside linked directories too (the private answers are never
+    reached through a link in a linked directory).
 
-    Symlinks pointing outside ``src`` (or into any of ``deny``) are skipped, so the copy holds
-    no path to the private answers. ``dst`` is left read-only.
+    Iterative (any depth). A link to a directory that is already being copied above it (a
+    cycle) is dropped. ``dst`` is left read-only.
     """
     src_real = os.path.realpath(src)
 
     def ok(target: str) -> bool:
         return is_within(target, src_real) and not any(is_within(target, d) for d in deny)
 
-    for dirpath, dirnames, filenames in os.walk(src_real, followlinks=False):
-        rel = os.path.relpath(dirpath, src_real)
-        out = dst / rel if rel != "." else dst
+    # (real directory, its copy, the chain of directories above it: (dev, ino), parent chain)
+    stack: list[tuple[str, Path, _Chain | None]] = [(src_real, dst, None)]
+    made: list[Path] = []
+    while stack:
+        here, out, above = stack.pop()
+        st = os.stat(here)
+        chain: _Chain = ((st.st_dev, st.st_ino), above)
         out.mkdir(parents=True, exist_ok=True)
-        for d in list(dirnames):
-            full = os.path.join(dirpath, d)
-            if os.path.islink(full):
-                dirnames.remove(d)
-                target = os.path.realpath(full)
-                if ok(target):
-                    shutil.copytree(target, out / d, symlinks=False, dirs_exist_ok=True)
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            target = os.path.realpath(full)
-            if os.path.islink(full) and not ok(target):
-                continue
-            if os.path.isfile(target):
-                shutil.copyfile(target, out / name)
-    for dirpath, _, filenames in os.walk(dst):
-        for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o444)
-        os.chmod(dirpath, 0o555)
+        made.append(out)
+        with os.scandir(here) as it:
+            entries = [(e.name, e.path, e.is_symlink()) for e in it]
+        for name, path, link in entries:
+            if link:
+                path = os.path.realpath(path)
+                if not ok(path):
+                    continue
+            if os.path.isdir(path):
+                if link and _in_chain(os.stat(path), chain):
+                    continue
+                stack.append((path, out / name, chain))
+            elif os.path.isfile(path):
+                shutil.copyfile(path, out / name, follow_symlinks=False)
+                os.chmod(out / name, 0o444)
+    for d in reversed(made):
+        os.chmod(d, 0o555)
+
+
+_Chain = tuple[tuple[int, int], "_Chain | None"]
+
+
+def _in_chain(st: os.stat_result, chain: _Chain | None) -> bool:
+    key = (st.st_dev, st.st_ino)
+    while chain is not None:
+        if chain[0] == key:
+            return True
+        chain = chain[1]
+    return False
 
 
 def landlock_rules(

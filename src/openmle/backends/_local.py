@@ -48,6 +48,7 @@ from openmle._exports import publish_one
 from openmle._protocols import Sandbox
 from openmle._runlog import LogCap
 from openmle._task_protocol import TaskHandle, TaskResolver
+from openmle._trees import walk
 from openmle._types import Job, RunResult
 from openmle._validation import int_at_least
 from openmle.backends import _isolation as iso
@@ -899,7 +900,7 @@ def _neutral_copy(public: Path, dst: Path, private: Sequence[Path], root: Path) 
     fit (checked first by apparent size and count, then by the copy's own ``ENOSPC``).
     """
     total, files = 0, 0
-    for dirpath, _dirs, names in os.walk(public):
+    for dirpath, _dirs, names in walk(public):
         files += len(names) + 1
         for name in names:
             with contextlib.suppress(OSError):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from openmle._scratch import remove_tree
+from openmle._trees import remove_tree
 from openmle.backends._launcher import MNT_DETACH, MS_NODEV, MS_NOSUID
 
 
@@ -319,7 +319,7 @@ def safe_rmtree(path: Path) -> None:
 
     Detaches the quota tmpfs (or any mount) beneath it first, so a run directory left mounted
     by a killed process is removable too. See
-    :func:`openmle._scratch.remove_tree`; never raises.
+    :func:`openmle._trees.remove_tree`; never raises.
     """
     for point in mounts_under(path):
         unmount(Path(point))

@@ -16,7 +16,7 @@ pointing anywhere. Used by :class:`~openmle.backends.LocalSandbox`,
   or sparse file (at any size: a hole would be written out in full on the host) anywhere in
   it refuses the whole copy.
 
-Removing a workspace is :func:`openmle._scratch.remove_tree`'s (the one remover of trees that
+Removing a workspace is :func:`openmle._trees.remove_tree`'s (the one remover of trees that
 untrusted code wrote, the grading processes' scratch directories included).
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from attrs import frozen
 
 from openmle._readback import is_sparse
-from openmle._scratch import remove_tree
+from openmle._trees import remove_tree
 from openmle._types import Job, Outcome, RunResult
 
 __all__ = [

@@ -44,8 +44,8 @@ from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
 from openmle._readback import read_back_json
-from openmle._scratch import remove_tree
 from openmle._task_protocol import GradeLike
+from openmle._trees import remove_tree
 from openmle._types import Outcome, Resources, Split
 from openmle._version import __version__
 from openmle._writeback import ensure_dir, write_file

@@ -28,7 +28,7 @@ import anyio
 from attrs import frozen
 
 from openmle._protocols import OperatorModel
-from openmle._scratch import remove_tree
+from openmle._trees import remove_tree
 from openmle.builder._pipeline import STAGES, BuildOptions, BuildResult, SandboxFactory, build_task
 from openmle.errors import InvalidArgument, OpenMLEError
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
 
-from openmle._scratch import scratch_dir
+from openmle._trees import scratch_dir
 from openmle._types import Split
 from openmle.builder._intake import sha256_file
 from openmle.builder._inventory import (

@@ -22,7 +22,7 @@ import anyio
 from attrs import field, frozen
 
 from openmle._protocols import OperatorModel
-from openmle._scratch import scratch_dir
+from openmle._trees import scratch_dir
 from openmle._types import Message, ModelRequest
 from openmle.builder._spec import PURPOSE_KEY, PURPOSE_METRIC, TaskSpec, task_messages
 from openmle.gym import GradeLimits, run_child

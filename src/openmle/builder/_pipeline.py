@@ -14,8 +14,8 @@ import anyio
 from attrs import field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
-from openmle._scratch import remove_tree
 from openmle._task_protocol import TaskResolver
+from openmle._trees import remove_tree
 from openmle.builder._decontam import Blocklist, check_contamination, load_blocklist
 from openmle.builder._emit import (
     publish,

@@ -33,8 +33,8 @@ import anyio
 from attrs import asdict, define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox
-from openmle._scratch import remove_tree
 from openmle._task_protocol import TaskHandle, TaskResolver
+from openmle._trees import remove_tree
 from openmle._types import Job, Message, ModelRequest, Outcome, Split
 from openmle.builder import _prepare_program
 from openmle.builder._inventory import Inventory

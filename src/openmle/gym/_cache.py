@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from openmle._scratch import remove_tree
+from openmle._trees import remove_tree
 
 __all__ = ["cache_root", "publish_dir"]
 

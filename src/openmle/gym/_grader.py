@@ -59,7 +59,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, final
 
 from attrs import field, frozen
 
-from openmle._scratch import remove_tree, scratch_dir
+from openmle._trees import remove_tree, scratch_dir
 from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
 

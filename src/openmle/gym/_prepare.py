@@ -24,7 +24,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from openmle._scratch import remove_tree, scratch_dir
+from openmle._trees import remove_tree, scratch_dir
 from openmle.errors import InvalidArgument, TaskPackageError
 from openmle.gym._grader import GradeLimits, run_child
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._files import deep_tree
 
 from openmle.backends import DockerSandbox
 from openmle.backends._imagebuild import pack_context
@@ -59,6 +60,18 @@ def test_special_files_are_refused(tmp_path: Path) -> None:
     os.mkfifo(dockerfile.parent / "pipe")
     with pytest.raises(TaskPackageError, match="'pipe', which is not a regular file"):
         pack_context(dockerfile, max_bytes=1 << 20)
+
+
+def test_deep_folders_are_refused(deep_tmp_path: Path) -> None:
+    """Folders nested past Python's recursion limit made packing raise ``RecursionError``
+    (``os.walk`` recurses); deeper than 64 is refused now, before any path gets long."""
+    dockerfile = _env(deep_tmp_path)
+    deep_tree(dockerfile.parent, 1500)
+    with pytest.raises(TaskPackageError, match="nests folders more than 64 deep"):
+        pack_context(dockerfile, max_bytes=1 << 20)
+    shallow = _env(deep_tmp_path / "ok")
+    deep_tree(shallow.parent, 63)
+    assert pack_context(shallow, max_bytes=1 << 20)[0]
 
 
 def test_package_dockerfile_default_and_key(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from tests._files import locked_tree
+from tests._files import deep_tree, locked_tree
 
+from openmle._trees import walk
 from openmle.backends import _isolation as iso
 from openmle.backends._seccomp import core_limit_program
 
@@ -51,6 +52,42 @@ def test_symlink_free_copy_drops_escaping_links(tmp_path: Path) -> None:
     assert not os.access(out / "train.csv", os.W_OK) or os.geteuid() == 0
     iso.safe_rmtree(out)
     assert not out.exists()
+
+
+def test_symlink_free_copy_checks_links_inside_linked_directories(tmp_path: Path) -> None:
+    """A link to the answers inside a directory reached through an in-tree link was followed
+    (``shutil.copytree``): the answers stood in the Landlock program's copy of the public
+    data."""
+    pub, priv = tmp_path / "public", tmp_path / "private"
+    (pub / "images").mkdir(parents=True)
+    priv.mkdir()
+    (priv / "answers.csv").write_text("secret\n")
+    (pub / "images" / "1.png").write_text("png")
+    (pub / "images" / "answers.csv").symlink_to("../../private/answers.csv")
+    (pub / "train_images").symlink_to("images")
+    out = tmp_path / "view"
+    iso.symlink_free_copy(pub, out, deny=[priv])
+    copied = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in walk(out) for f in fs)
+    assert copied == ["images/1.png", "train_images/1.png"]
+    assert not any(os.path.islink(out / f) for f in copied)
+    iso.safe_rmtree(out)
+
+
+def test_symlink_free_copy_survives_link_cycles_and_deep_trees(deep_tmp_path: Path) -> None:
+    """A link to a directory above it and a tree deeper than Python's recursion limit made the
+    copy raise ``RecursionError``: the cycle is cut, the deep tree copied."""
+    pub = deep_tmp_path / "public"
+    (pub / "images").mkdir(parents=True)
+    (pub / "images" / "1.png").write_text("png")
+    (pub / "images" / "up").symlink_to("..")
+    (pub / "train_images").symlink_to("images")
+    deep_tree(pub, sys.getrecursionlimit() + 200)
+    out = deep_tmp_path / "view"
+    iso.symlink_free_copy(pub, out, deny=[])
+    assert (out / "train_images" / "1.png").read_text() == "png"
+    assert not (out / "images" / "up").exists()  # a link to a directory it is being copied in
+    assert sum(1 for _ in walk(out)) > sys.getrecursionlimit()
+    iso.safe_rmtree(out)
 
 
 def test_runtime_info_covers_this_interpreter() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests._files import deep_tree, locked_tree
 
-from openmle._scratch import remove_tree
+from openmle._trees import remove_tree
 from openmle.backends._workspace import ArtifactLimits, list_artifacts, over_quota
 
 

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from attrs import define, field, frozen
 
-from openmle._scratch import remove_tree
+from openmle._trees import remove_tree
 from openmle._types import Resources, Split, check_split
 from openmle.bench._medals import Leaderboard
 from openmle.bench._suites import KNOWN_ISSUES, LITE_IDS, SUITE_FILES, SUITES

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from attrs import define, field
 
-from openmle._scratch import scratch_dir
+from openmle._trees import scratch_dir
 from openmle._types import Resources, Split, check_split
 from openmle.bench.naturebench._cases import (
     REFERENCE_TIMEOUT_S,

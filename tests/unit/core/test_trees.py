@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tests._files import deep_tree
 
-from openmle._scratch import remove_tree, scratch_dir
+from openmle._trees import remove_tree, scratch_dir, walk
 
 
 def test_temporary_directory_cannot_remove_a_deep_tree(deep_tmp_path: Path) -> None:
@@ -45,3 +45,27 @@ def test_scratch_dir_is_removed_when_the_block_raises(tmp_path: Path) -> None:
     with pytest.raises(KeyError):
         use()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_walk_is_os_walk_without_recursion(deep_tmp_path: Path) -> None:
+    """Same triples as ``os.walk(followlinks=False)`` on an ordinary tree, pruning included;
+    any depth where ``os.walk`` raises ``RecursionError``."""
+    root = deep_tmp_path / "t"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "c").mkdir()
+    (root / "f").write_text("x")
+    (root / "a" / "g").write_text("x")
+    (root / "link").symlink_to(root / "a")  # a link to a directory: listed, never entered
+    expected = [(p, sorted(d), sorted(f)) for p, d, f in os.walk(root)]
+    assert [(p, sorted(d), sorted(f)) for p, d, f in walk(root)] == expected
+    pruned = []
+    for p, d, _ in walk(root):
+        pruned.append(p)
+        d[:] = [x for x in d if x != "a"]
+    assert pruned == [str(root), str(root / "c")]
+    (deep_tmp_path / "deep").mkdir()
+    deep = deep_tree(deep_tmp_path / "deep", sys.getrecursionlimit() + 500)
+    with pytest.raises(RecursionError):
+        list(os.walk(deep))
+    assert sum(1 for _ in walk(deep)) == sys.getrecursionlimit() + 501
+    assert list(walk(deep_tmp_path / "missing")) == []

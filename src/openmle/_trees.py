@@ -1,12 +1,16 @@
-"""Scratch directories that untrusted code writes into, and removing them whatever they hold.
+"""Trees that untrusted code or a sender made: walking them, removing them, scratch directories.
 
 Candidate programs write their workspaces; a task's grader, metric, ``utils/prepare.py`` or a
 benchmark's evaluator writes its scratch home and working directory; a run or bench directory
 from elsewhere holds what its sender put there. Any of them can leave directories nested
 thousands deep (deeper than ``PATH_MAX`` and than Python's recursion limit: ``shutil.rmtree``
 and ``tempfile.TemporaryDirectory`` raise ``RecursionError`` there), names that are not UTF-8,
-directories without read or search permission, or symlinks pointing anywhere. This is the one
-place that removes such trees:
+directories without read or search permission, or symlinks pointing anywhere (``os.walk``
+and ``Path.rglob`` recurse too, on Python 3.11). This is the one place that walks and removes
+such trees:
+
+- :func:`walk` is ``os.walk`` (top-down, prunable, never following a symlink) without the
+  recursion: any depth, one open directory at a time.
 
 - :func:`remove_tree` deletes a tree through directory file descriptors (``openat`` /
   ``unlinkat`` relative to the parent, so no path ever grows past ``PATH_MAX``), holding at
@@ -29,9 +33,40 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["remove_tree", "scratch_dir"]
+__all__ = ["remove_tree", "scratch_dir", "walk"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def walk(top: str | os.PathLike[str]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``(dirpath, dirnames, filenames)`` for ``top`` and every directory below it, top-down,
+    as ``os.walk(top, followlinks=False)`` gives them, without recursion.
+
+    As with ``os.walk``: a symbolic link to a directory is listed in ``dirnames`` but never
+    entered, and removing a name from ``dirnames`` prunes it. A directory that cannot be listed
+    (vanished, no permission, a path past ``PATH_MAX``) is skipped; ``top`` not being a
+    directory yields nothing.
+    """
+    stack = [os.fspath(top)]
+    while stack:
+        dirpath = stack.pop()
+        dirs: list[str] = []
+        files: list[str] = []
+        links: set[str] = set()
+        try:
+            with os.scandir(dirpath) as it:
+                for entry in it:
+                    try:
+                        is_dir = entry.is_dir()
+                        if is_dir and entry.is_symlink():
+                            links.add(entry.name)
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+        except OSError:
+            continue
+        yield dirpath, dirs, files
+        stack.extend(os.path.join(dirpath, d) for d in reversed(dirs) if d not in links)
 
 
 @contextlib.contextmanager
