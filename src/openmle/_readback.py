@@ -17,6 +17,12 @@ Refusals are :class:`OSError` with an ``errno`` (``ELOOP``: a link, ``EINVAL``: 
 file, ``EFBIG``: too large) and a message naming the file, so callers that already turn an
 unreadable file into their own error (``RunDirError``, ``InvalidArgument``) keep doing so.
 
+:func:`loads_untrusted` is ``json.loads`` for any text from elsewhere (a file read back, a
+model's answer, a line a grading process or container printed): JSON nested deeper than
+Python's recursion limit (``[[[[...``, a few hundred kilobytes) raises ``RecursionError`` from
+``json.loads``, which no ``except ValueError`` catches; here it is a ``ValueError`` like any
+other text that is not JSON.
+
 :func:`is_sparse` tells whether an open file has holes (a copy would write them out in full):
 program outputs and submissions are refused for it at any size.
 """
@@ -31,7 +37,14 @@ import stat
 from pathlib import Path
 from typing import Any
 
-__all__ = ["is_sparse", "open_back", "read_back", "read_back_json", "read_back_text"]
+__all__ = [
+    "is_sparse",
+    "loads_untrusted",
+    "open_back",
+    "read_back",
+    "read_back_json",
+    "read_back_text",
+]
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CHUNK = 1 << 20
@@ -126,11 +139,23 @@ def read_back_json(path: str | os.PathLike[str], *, max_bytes: int) -> Any:
         ValueError: not UTF-8 or not JSON (``RecursionError`` for absurd nesting is turned
             into a ``ValueError``).
     """
-    data = read_back(path, max_bytes=max_bytes)
+    try:
+        return loads_untrusted(read_back(path, max_bytes=max_bytes))
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def loads_untrusted(data: str | bytes | bytearray) -> Any:
+    """``json.loads(data)`` for text from elsewhere: every way it is not JSON is a ValueError.
+
+    Raises:
+        ValueError: not UTF-8, not JSON, or nested too deeply to parse (``json.loads`` raises
+            ``RecursionError`` there).
+    """
     try:
         return json.loads(data)
     except RecursionError:
-        raise ValueError(f"{path} nests JSON too deeply") from None
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 def is_sparse(fd: int, st: os.stat_result) -> bool:

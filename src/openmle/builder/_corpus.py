@@ -28,6 +28,7 @@ import anyio
 from attrs import frozen
 
 from openmle._protocols import OperatorModel
+from openmle._readback import loads_untrusted
 from openmle._trees import remove_tree
 from openmle.builder._pipeline import STAGES, BuildOptions, BuildResult, SandboxFactory, build_task
 from openmle.errors import InvalidArgument, OpenMLEError
@@ -132,7 +133,7 @@ def _recover(corpus: Path, names: list[str]) -> None:
 def _skipped_in(package: Path) -> list[str]:
     """The stages the build of ``package`` skipped (its builder/record.json's ``skipped``)."""
     try:
-        record = json.loads((package / "builder" / "record.json").read_text(encoding="utf-8"))
+        record = loads_untrusted((package / "builder" / "record.json").read_text(encoding="utf-8"))
         return [str(s) for s in record.get("skipped", [])]
     except (OSError, ValueError, AttributeError, TypeError):
         return []
@@ -144,7 +145,7 @@ def summarize(corpus: Path, names: list[str], skipped: int) -> CorpusSummary:
     for name in names:
         path = corpus / "records" / f"{name}.json"
         if path.exists():
-            entries[name] = json.loads(path.read_text(encoding="utf-8"))
+            entries[name] = loads_untrusted(path.read_text(encoding="utf-8"))
     status = Counter(e["status"] for e in entries.values())
     stages = {s: {"reached": 0, "passed": 0, "skipped": 0} for s in STAGES}
     reasons: Counter[str] = Counter()
@@ -185,7 +186,7 @@ def _provenance(sources: Path, name: str) -> tuple[str, str]:
     if not side.is_file():
         return name, ""
     try:
-        data = json.loads(side.read_text(encoding="utf-8"))
+        data = loads_untrusted(side.read_text(encoding="utf-8"))
         return str(data.get("source", name)), str(data.get("licence", ""))
     except (ValueError, AttributeError):
         raise InvalidArgument(

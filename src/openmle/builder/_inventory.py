@@ -16,6 +16,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from openmle._readback import loads_untrusted
 from openmle.builder._conventions import (
     CLASS_FILE_COLUMN,
     CLASS_LABEL_COLUMN,
@@ -452,9 +453,9 @@ def read_records(path: Path) -> tuple[list[str], list[list[str]]]:
         raise ValueError(f"larger than {MAX_JSON_BYTES} bytes")
     text = path.read_text(encoding="utf-8-sig")
     if path.suffix.lower() == ".jsonl":
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+        records = [loads_untrusted(line) for line in text.splitlines() if line.strip()]
     else:
-        records = json.loads(text)
+        records = loads_untrusted(text)
     if not isinstance(records, list) or not records:
         raise ValueError("not a non-empty JSON list of records")
     if not all(isinstance(r, dict) for r in records):

@@ -59,6 +59,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, final
 
 from attrs import field, frozen
 
+from openmle._readback import loads_untrusted
 from openmle._trees import remove_tree, scratch_dir
 from openmle.errors import InvalidArgument
 from openmle.gym import _gradeproc
@@ -488,7 +489,7 @@ class _GradeServer:
             self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         try:
-            found = json.loads(line)
+            found = loads_untrusted(line)
         except ValueError:
             found = None
         if not isinstance(found, dict):

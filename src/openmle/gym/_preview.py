@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import stat
 import struct
@@ -29,6 +28,8 @@ import zipfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+
+from openmle._readback import loads_untrusted
 
 __all__ = ["data_preview"]
 
@@ -147,7 +148,7 @@ def _json(path: Path, size: int) -> str:
     if path.suffix.lower() == ".jsonl":
         first = _head(path).split(b"\n", 1)[0]
         try:
-            rec = json.loads(first)
+            rec = loads_untrusted(first)
         except ValueError:
             return "JSON lines (first line not JSON)"
         keys = list(rec)[:30] if isinstance(rec, dict) else []
@@ -155,7 +156,7 @@ def _json(path: Path, size: int) -> str:
     if size > HEAD_BYTES:
         return f"JSON, {_size(size)} (too large to parse for the preview)"
     try:
-        data = json.loads(_head(path).decode("utf-8", errors="replace"))
+        data = loads_untrusted(_head(path).decode("utf-8", errors="replace"))
     except ValueError:
         return "JSON (not parsable)"
     if isinstance(data, dict):

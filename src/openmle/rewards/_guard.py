@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import enum
-import json
 import re
 from typing import final
 
@@ -30,6 +29,7 @@ import anyio
 from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel
+from openmle._readback import loads_untrusted
 from openmle._types import Message, ModelRequest
 from openmle._validation import check_positive, str_tuple
 from openmle.errors import InvalidArgumentType
@@ -108,8 +108,8 @@ def _parse_judge(text: str) -> tuple[bool, str, str] | None:
     if not match:
         return None
     try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError:
+        data = loads_untrusted(match.group(0))
+    except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("is_valid"), bool):
         return None

@@ -19,7 +19,7 @@ import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel
-from openmle._readback import read_back_json
+from openmle._readback import loads_untrusted, read_back_json
 from openmle._summary_contract import (
     NODE_SUMMARY_PURPOSE,
     OUTCOME_LINE,
@@ -79,7 +79,7 @@ def _parse_summary(text: str) -> str | None:
     if start < 0 or end <= start:
         return None
     try:
-        data = json.loads(text[start : end + 1])
+        data = loads_untrusted(text[start : end + 1])
     except ValueError:
         return None
     if not isinstance(data, dict):

@@ -77,6 +77,16 @@ def test_preview_never_reads_private_paths_and_keeps_its_budget(tmp_path: Path) 
     assert data_preview(tmp_path / "absent") == ""
 
 
+def test_json_nested_past_the_recursion_limit_is_described_not_raised(tmp_path: Path) -> None:
+    """A task's JSON data nested deeper than Python can parse made the preview (and so the
+    search's first prompt) raise ``RecursionError``."""
+    nested = "[" * 30_000 + "]" * 30_000
+    (tmp_path / "train.jsonl").write_text(nested + "\n")
+    (tmp_path / "test.json").write_text(nested)
+    text = data_preview(tmp_path)
+    assert "first line not JSON" in text and "JSON (not parsable)" in text
+
+
 def test_a_compressed_tar_is_listed_without_decompressing_a_bomb(tmp_path: Path) -> None:
     """Listing a .tar.gz decompresses every member before the one listed: a 37 MB archive of
     two 4 GiB zero members took 12 s; the listing now stops at the first 256 MiB of content."""

@@ -84,7 +84,9 @@ async def test_judge_failures_are_unchecked_never_valid() -> None:
     def boom(request: ModelRequest) -> ModelResponse:
         raise ModelTimeout("judge service timed out")
 
-    for judge in (ScriptedModel(boom), ScriptedModel(["I think it is fine."]), ScriptedModel([""])):
+    nested = '{"is_valid": ' + "[" * 100_000 + "]" * 100_000 + "}"  # RecursionError escaped
+    judges = (ScriptedModel(boom), ScriptedModel(["I think it is fine."]), ScriptedModel([""]))
+    for judge in (*judges, ScriptedModel([nested])):
         verdict = await RewardGuard(judge=judge).check(HONEST)
         assert verdict.verdict is Verdict.UNCHECKED
         assert verdict.reasons[0].startswith("judge_error:")

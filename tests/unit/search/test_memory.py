@@ -193,6 +193,9 @@ async def test_failed_and_invalid_summaries_fall_back_and_retry() -> None:
     bad = SummaryStore(model=_SlowModel(answer="not json"))
     assert await bad.get(b, "q") is None and bad.failures == 1
     assert await bad.get(b, "q") is None and bad.failures == 2
+    nested = '{"method": ' + "[" * 100_000 + "]" * 100_000 + "}"  # RecursionError escaped
+    deep = SummaryStore(model=_SlowModel(answer=nested))
+    assert await deep.get(b, "q") is None and deep.failures == 1
 
 
 def test_test_scores_never_reach_prompts() -> None:

@@ -59,7 +59,15 @@ def test_the_judge_sees_each_step_and_its_verdicts_filter(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     "answer",
-    ["keep it", '{"keep": "yes"}', '{"reason": "fine"}', "[true]", '{"keep": true, "reason": 3}'],
+    [
+        "keep it",
+        '{"keep": "yes"}',
+        '{"reason": "fine"}',
+        "[true]",
+        '{"keep": true, "reason": 3}',
+        '{"keep": ' + "[" * 100_000 + "]" * 100_000 + "}",  # RecursionError: the run failed
+    ],
+    ids=["prose", "keep-text", "no-keep", "list", "reason-int", "nested"],
 )
 def test_a_malformed_answer_is_an_error_recorded_not_silent(tmp_path: Path, answer: str) -> None:
     """A verdict that cannot be read drops the record (default) and is listed in errors with the

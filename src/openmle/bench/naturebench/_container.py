@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import stat
 import tarfile
@@ -23,6 +22,7 @@ from typing import Any, final
 
 from attrs import field, frozen
 
+from openmle._readback import loads_untrusted
 from openmle.bench.naturebench import child
 from openmle.errors import InvalidArgument
 
@@ -238,7 +238,7 @@ class ContainerGrader:
         if at < 0:
             return {"error": "the evaluator container ended without a result"}
         try:
-            found = json.loads(logs[at + len(child.MARK) :].strip().splitlines()[0])
+            found = loads_untrusted(logs[at + len(child.MARK) :].strip().splitlines()[0])
         except (ValueError, IndexError):
             return {"error": "the evaluator container wrote an unreadable result"}
         return found if isinstance(found, dict) else {"error": "unreadable result"}

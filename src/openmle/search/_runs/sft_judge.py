@@ -23,7 +23,6 @@ records every verdict and error in its summary.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, final
@@ -32,6 +31,7 @@ import anyio
 from attrs import frozen
 
 from openmle._protocols import OperatorModel
+from openmle._readback import loads_untrusted
 from openmle._types import Message, ModelRequest
 from openmle._validation import check_choice, check_positive, check_type, fail
 from openmle.errors import ModelError
@@ -184,8 +184,8 @@ def parse_verdict(text: str) -> tuple[bool, str]:
     if fenced:
         raw = fenced.group(1)
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
+        data = loads_untrusted(raw)
+    except ValueError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("keep"), bool):
         raise ValueError(
