@@ -104,11 +104,13 @@ def _string_literals(tree: ast.AST) -> list[str]:
 
 
 def _parse_judge(text: str) -> tuple[bool, str, str] | None:
-    match = re.search(r"\{.*\}", text, re.DOTALL)
-    if not match:
+    # From the first "{" to the last "}" (what ``\{.*\}`` matched, without its quadratic
+    # backtracking on an answer of many "{" and no "}").
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
         return None
     try:
-        data = loads_untrusted(match.group(0))
+        data = loads_untrusted(text[start : end + 1])
     except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("is_valid"), bool):
