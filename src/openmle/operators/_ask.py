@@ -14,6 +14,7 @@ A model that fails (an :class:`~openmle.errors.OpenMLEError`) or does not answer
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,8 @@ _T = TypeVar("_T")
 MAX_ANSWER_CHARS: Final = 200_000
 """Longest answer :func:`extract_json` reads (a longer one is invalid)."""
 
-_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+_CLOSE = re.compile(r"\}(?=\s*```)")
+"""A ``}`` that a fence follows (after white space): where a fenced object can end."""
 
 AttemptKind = Literal["ok", "invalid", "timeout", "model_error"]
 
@@ -51,9 +53,9 @@ def extract_json(text: str, *, max_chars: int = MAX_ANSWER_CHARS) -> Any:
     check_type(text, str, "text")
     if len(text) > max_chars:
         raise ValueError(f"the answer is {len(text)} characters; at most {max_chars}")
-    block = _FENCED.search(text)
-    candidate = block.group(1) if block else text.strip()
-    if not block:
+    block = _fenced_object(text)
+    candidate = block if block is not None else text.strip()
+    if block is None:
         start, end = candidate.find("{"), candidate.rfind("}")
         if start < 0 or end < start:
             raise ValueError("the answer holds no JSON object")
@@ -64,6 +66,28 @@ def extract_json(text: str, *, max_chars: int = MAX_ANSWER_CHARS) -> Any:
         raise ValueError(f"the answer is not valid JSON: {exc}") from None
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
+
+
+def _fenced_object(text: str) -> str | None:
+    r"""What ``re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)`` captures,
+    in linear time (that expression backtracks quadratically on many fences and no ``}``).
+
+    The first fence followed (after an optional ``json`` and white space) by ``{``, up to the
+    first ``}`` after it that white space and a fence follow.
+    """
+    closes = [m.start() for m in _CLOSE.finditer(text)]
+    at = text.find("```")
+    while at >= 0:
+        q = at + 3
+        if text.startswith("json", q):
+            q += 4
+        while q < len(text) and text[q].isspace():
+            q += 1
+        if text.startswith("{", q):
+            i = bisect.bisect_right(closes, q)
+            return text[q : closes[i] + 1] if i < len(closes) else None
+        at = text.find("```", at + 1)
+    return None
 
 
 @final

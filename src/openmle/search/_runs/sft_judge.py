@@ -23,7 +23,6 @@ records every verdict and error in its summary.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, final
 
@@ -60,7 +59,6 @@ MAX_ANSWER_CHARS = 12_000
 """Characters of each step's answer shown to the judge (head and tail kept, the middle cut)."""
 MAX_INSTRUCTION_CHARS = 24_000
 """Characters of the judged step's instructions shown to the judge (head and tail kept)."""
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 @final
@@ -172,6 +170,17 @@ def judge_request(record: SFTRecord, segment: Sequence[SFTRecord] = ()) -> Model
     )
 
 
+def _unfenced(raw: str) -> str:
+    r"""``raw`` without a fence around all of it (an optional ``json`` after the opening one):
+    what ``re.match(r"^```(?:json)?\s*(.*?)\s*```$", raw, re.DOTALL)`` captured, without its
+    cubic backtracking on white space.
+    """
+    if len(raw) < 6 or not (raw.startswith("```") and raw.endswith("```")):
+        return raw
+    inner = raw[3:-3]
+    return (inner[4:] if inner.startswith("json") else inner).strip()
+
+
 def parse_verdict(text: str) -> tuple[bool, str]:
     """``(keep, reason)`` from a judge answer.
 
@@ -179,10 +188,7 @@ def parse_verdict(text: str) -> tuple[bool, str]:
         ValueError: the answer is not one JSON object with a boolean ``keep`` (and a string
             ``reason`` when present); the message quotes the start of the answer.
     """
-    raw = text.strip()
-    fenced = _FENCE.match(raw)
-    if fenced:
-        raw = fenced.group(1)
+    raw = _unfenced(text.strip())
     try:
         data = loads_untrusted(raw)
     except ValueError:
