@@ -21,7 +21,8 @@ unreadable file into their own error (``RunDirError``, ``InvalidArgument``) keep
 model's answer, a line a grading process or container printed): JSON nested deeper than
 Python's recursion limit (``[[[[...``, a few hundred kilobytes) raises ``RecursionError`` from
 ``json.loads``, which no ``except ValueError`` catches; here it is a ``ValueError`` like any
-other text that is not JSON.
+other text that is not JSON. :func:`object_in_answer` reads the JSON object a model's answer
+holds somewhere in its prose.
 
 :func:`is_sparse` tells whether an open file has holes (a copy would write them out in full):
 program outputs and submissions are refused for it at any size.
@@ -40,6 +41,7 @@ from typing import Any
 __all__ = [
     "is_sparse",
     "loads_untrusted",
+    "object_in_answer",
     "open_back",
     "read_back",
     "read_back_json",
@@ -156,6 +158,20 @@ def loads_untrusted(data: str | bytes | bytearray) -> Any:
         return json.loads(data)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
+
+
+def object_in_answer(text: str) -> dict[str, Any] | None:
+    """The JSON object from the first ``{`` to the last ``}`` of a model's answer, or None
+    where there is none, it is not JSON (too deep included) or not an object. Linear time.
+    """
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        data = loads_untrusted(text[start : end + 1])
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def is_sparse(fd: int, st: os.stat_result) -> bool:

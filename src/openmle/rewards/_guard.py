@@ -29,7 +29,7 @@ import anyio
 from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel
-from openmle._readback import loads_untrusted
+from openmle._readback import object_in_answer
 from openmle._types import Message, ModelRequest
 from openmle._validation import check_positive, str_tuple
 from openmle.errors import InvalidArgumentType
@@ -104,16 +104,8 @@ def _string_literals(tree: ast.AST) -> list[str]:
 
 
 def _parse_judge(text: str) -> tuple[bool, str, str] | None:
-    # From the first "{" to the last "}" (what ``\{.*\}`` matched, without its quadratic
-    # backtracking on an answer of many "{" and no "}").
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        data = loads_untrusted(text[start : end + 1])
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("is_valid"), bool):
+    data = object_in_answer(text)
+    if data is None or not isinstance(data.get("is_valid"), bool):
         return None
     return data["is_valid"], str(data.get("category", "")), str(data.get("reason", ""))
 

@@ -19,7 +19,7 @@ import anyio
 from attrs import define, field
 
 from openmle._protocols import OperatorModel
-from openmle._readback import loads_untrusted, read_back_json
+from openmle._readback import object_in_answer, read_back_json
 from openmle._summary_contract import (
     NODE_SUMMARY_PURPOSE,
     OUTCOME_LINE,
@@ -75,14 +75,8 @@ def _summary_prompt(card: ExperienceCard, board: Board, code: str) -> list[Messa
 
 
 def _parse_summary(text: str) -> str | None:
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:
-        data = loads_untrusted(text[start : end + 1])
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = object_in_answer(text)
+    if data is None:
         return None
     parts = []
     for key in SUMMARY_KEYS:
