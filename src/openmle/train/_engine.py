@@ -10,6 +10,7 @@ import inspect
 import json
 import math
 import os
+import pickle
 import random
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -320,8 +321,10 @@ class Engine:
             model = torch.load(p / "model.pt", map_location=self.device, weights_only=True)
             optim = torch.load(p / "optimizer.pt", map_location=self.device, weights_only=True)
             rng_file = p / f"rng-{D.rank()}.pt"
-            rng = torch.load(rng_file if rng_file.exists() else p / "rng-0.pt", weights_only=False)
-        except (OSError, ValueError, RuntimeError) as exc:
+            # weights_only: a checkpoint from elsewhere is untrusted; a full unpickler would run
+            # whatever code its rng file names
+            rng = torch.load(rng_file if rng_file.exists() else p / "rng-0.pt", weights_only=True)
+        except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:
             raise TrainerError(f"cannot read checkpoint {p}: {exc}") from exc
         if info.get("kind") != kind:
             raise TrainerError(f"{p} holds a {info.get('kind')!r} checkpoint, not a {kind!r} one")
@@ -333,7 +336,10 @@ class Engine:
                 f"checkpoint {p} does not fit this model ({type(exc).__name__}: {first[:300]}); "
                 "load it into a model built with the same architecture and config"
             ) from exc
-        _set_rng_state(rng)
+        try:
+            _set_rng_state(rng)
+        except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+            raise TrainerError(f"checkpoint {p} holds no usable RNG state ({exc})") from exc
         self.step_count = int(info["step"])
         return dict(info)
 

@@ -83,6 +83,30 @@ def test_conformance_and_kind_check(tmp_path: Path) -> None:
         SFTTrainer(_model()).load(tmp_path / "g")
 
 
+class _RunsCode:
+    """Unpickled by a full unpickler, it runs ``code``."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (exec, (self.code,))
+
+
+def test_a_checkpoint_from_elsewhere_cannot_run_code(tmp_path: Path) -> None:
+    """The RNG file of a checkpoint was read with a full unpickler (``weights_only=False``): a
+    received checkpoint ran its code on load. Now it is refused, naming the checkpoint."""
+    SFTTrainer(_model()).save(tmp_path / "ck")
+    marker = tmp_path / "ran"
+    torch.save(_RunsCode(f"open({str(marker)!r}, 'w').write('x')"), tmp_path / "ck" / "rng-0.pt")
+    with pytest.raises(TrainerError, match="cannot read checkpoint"):
+        SFTTrainer(_model()).load(tmp_path / "ck")
+    assert not marker.exists()
+    torch.save({"torch": "not a state"}, tmp_path / "ck" / "rng-0.pt")
+    with pytest.raises(TrainerError, match="no usable RNG state"):
+        SFTTrainer(_model()).load(tmp_path / "ck")
+
+
 def test_sft_then_gspo_on_the_same_model() -> None:
     """The SFT-trained module goes straight into GSPOTrainer (same model interface)."""
     model = _model()
