@@ -11,6 +11,8 @@ Layout::
                            value under their own HMAC, rewritten atomically after each batch
       sessions.jsonl       start/resume/end of each process working on the run (timestamps;
                            start and resume record the session's budget, the one in force)
+      writer.lock          "PID HOST" of the process driving the run, which holds an exclusive
+                           flock on it while it writes: a second driver is refused
       board.json           the search board (best node, families, errors, lineage), rewritten
                            at most once a second and at the end
       nodes/<id>/program.py, nodes/<id>/logs.txt
