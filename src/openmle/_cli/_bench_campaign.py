@@ -12,7 +12,8 @@ import functools
 import json
 import math
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,20 @@ def _launcher_options(args: argparse.Namespace, config: Any, launcher: str) -> d
     return params
 
 
+def check_launcher_options(launcher: str, params: Mapping[str, Any]) -> None:
+    """Hand ``params`` to a throwaway executor, so that an option the launcher refuses (an
+    unknown key, a malformed value) fails before the bench directory is made.
+
+    Raises:
+        InvalidArgument: the option, as the executor refused it.
+        MissingDependency: ``submitit`` is not installed.
+    """
+    from openmle.bench import array_executor
+
+    with tempfile.TemporaryDirectory(prefix="openmle-launch-check-") as scratch:
+        array_executor(launcher, Path(scratch) / "submitit", params)
+
+
 def array_models(model: str, summary: str | None) -> tuple[Any, Any]:
     """Run in each task of a job array: :func:`bench_models` (picklable by reference)."""
     return bench_models(model, summary)
@@ -198,7 +213,7 @@ def launch(args: argparse.Namespace, out: Path, config: Any, launcher: str) -> i
 
     from openmle.bench import arun_bench
 
-    _launcher_options(args, config, launcher)  # a bad option fails before the directory is made
+    check_launcher_options(launcher, _launcher_options(args, config, launcher))
     anyio.run(lambda: arun_bench(out, config=config, model=None, only=()))
     return submit(args, out, launcher, config.model, config.summary_model, config.sandbox)
 

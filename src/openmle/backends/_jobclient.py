@@ -65,6 +65,10 @@ DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 """Default cap on one answer of the job service (a job view carries at most ~2 x 128 KiB logs)."""
 
 
+MAX_SLOTS = 1_000_000
+"""The most slots :meth:`JobServiceSandbox.slots` believes one pool of a service has."""
+
+
 class _TooLarge(Exception):
     """An answer passed ``max_response_bytes``."""
 
@@ -277,10 +281,40 @@ class JobServiceSandbox(Sandbox):
                 "openmle job service (openmle serve)?"
             ) from None
 
+    async def slots(self) -> int | None:
+        """Jobs the service runs at once: the sum of its pools' ``slots`` in
+        ``GET /api/v1/workers/status``, an answer read as every other (at most
+        ``max_response_bytes``, within ``request_timeout_s`` overall).
+
+        Returns:
+            The slots; None when the service does not answer in time, answers an error, or
+            does not say (every pool's ``slots`` must be an integer from 0 to
+            :data:`MAX_SLOTS`, and one at least positive).
+        """
+        if self._closed:
+            raise SandboxError("JobServiceSandbox.slots called after aclose()")
+        try:
+            status, _, raw = await self._request(
+                self._pool.get(), "GET", "/api/v1/workers/status", limit_s=self.request_timeout_s
+            )
+            data = decode_json(raw) if status == 200 else None
+        except (httpx.HTTPError, TimeoutError, OSError, _TooLarge, WireError):
+            return None
+        pools = data.get("pools") if isinstance(data, dict) else None
+        if not isinstance(pools, dict) or not pools:
+            return None
+        counts = [p.get("slots") if isinstance(p, dict) else None for p in pools.values()]
+        if not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_SLOTS for n in counts
+        ):
+            return None
+        total = sum(n for n in counts if isinstance(n, int))
+        return total if total > 0 else None
+
     async def _cancel_quietly(self, client: httpx.AsyncClient, job_id: str) -> None:
-        with anyio.move_on_after(10):
-            with contextlib.suppress(httpx.HTTPError):
-                await client.delete(f"/api/v1/jobs/{job_id}")
+        """``DELETE`` the job, its answer read under the same caps and ignored (10 s at most)."""
+        with contextlib.suppress(httpx.HTTPError, TimeoutError, OSError, _TooLarge):
+            await self._request(client, "DELETE", f"/api/v1/jobs/{job_id}", limit_s=10.0)
 
     def _refused(self, what: str, status: int, raw: bytes) -> JobServiceError:
         try:

@@ -27,7 +27,6 @@ its result is not used).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import math
@@ -173,26 +172,29 @@ class ServiceTasks:
         result: RunResult = await self.inner.run(attrs.evolve(job, task=str(d)))
         return result
 
+    async def preflight(self) -> None:
+        """The job-service client's check (one authenticated request), before any step: a
+        wrong address or key stops the bench at once instead of failing every step of every
+        run as an infrastructure error.
+
+        Raises:
+            SandboxError: no job service answers at the address.
+            JobServiceError: the service refuses the key (HTTP 4xx).
+        """
+        check = getattr(self.inner, "preflight", None)
+        if callable(check):
+            await check()
+
     async def slots(self) -> int | None:
-        """The service's slots (CPU pool plus GPU pool), or None when it does not say."""
-
-        def ask() -> int | None:
-            import httpx
-
-            key = self.inner.api_key or os.environ.get(self.inner.api_key_env) or ""
-            with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
-                r = httpx.get(
-                    f"{self.base_url.rstrip('/')}/api/v1/workers/status",
-                    headers={"X-API-Key": key},
-                    timeout=10.0,
-                )
-                if r.status_code == 200 and len(r.content) < 1 << 20:
-                    pools = r.json().get("pools", {})
-                    n = sum(int(p.get("slots", 0)) for p in pools.values())
-                    return n if n > 0 else None
+        """The service's slots (CPU pool plus GPU pool), or None when it does not say: asked
+        by the job-service client, which reads the answer as untrusted (bounded in bytes and
+        time, every pool's count an integer).
+        """
+        ask = getattr(self.inner, "slots", None)
+        if not callable(ask):
             return None
-
-        return await anyio.to_thread.run_sync(ask)
+        n = await ask()
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -90,8 +90,12 @@ def array_executor(launcher: str, folder: Path, parameters: Mapping[str, Any]) -
     )
     try:
         ex.update_parameters(**dict(parameters))
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument(f"--launcher-option: {exc}") from None
+    except (TypeError, ValueError, NameError) as exc:  # NameError: submitit's unknown key
+        said = " ".join(str(exc).split())
+        raise InvalidArgument(
+            f"--launcher-option: {said[:600]}; check each KEY=VALUE (dictionaries as JSON, "
+            'e.g. slurm_additional_parameters={"account": "a"})'
+        ) from None
     return ex
 
 

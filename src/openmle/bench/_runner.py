@@ -1188,7 +1188,7 @@ async def arun_bench(
         f"{len(cfg.seeds)} seeds{f' x {len(arms)} arms' if arms else ''}), {len(todo)} to do, "
         f"writing {run.path}"
     )
-    runs_at_once = cfg.concurrency or (await _slots(box) if todo else 1)
+    runs_at_once = await _engine_ready(box, cfg.concurrency, bool(todo))
     gate = anyio.Semaphore(runs_at_once)
     most = max([cfg.workers, *(a.workers for a in cfg.arms)])
     limiter = anyio.CapacityLimiter(runs_at_once * most)
@@ -1228,6 +1228,24 @@ async def arun_bench(
         s.report or GradeReport.missing(s.competition_id, seed=s.seed, reason=s.state)
         for s in run.status()
     ]
+
+
+async def _engine_ready(box: Sandbox, concurrency: int | None, todo: bool) -> int:
+    """Runs at once on ``box`` (``concurrency``, else the engine's slots), after its
+    preflight when there is something to do: an engine that cannot answer (a job service's
+    wrong address or key) stops the bench here, not as an infrastructure error at every step
+    of every run. ``box`` is closed when this raises.
+    """
+    try:
+        if todo:
+            from openmle.search import preflight_sandbox
+
+            await preflight_sandbox(box)
+        return concurrency or (await _slots(box) if todo else 1)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await box.aclose()
+        raise
 
 
 def _todo(

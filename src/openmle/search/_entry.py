@@ -800,15 +800,20 @@ async def aresume_search(
             prompts, p, parents, remaining(info, core, p), board=core.board
         )
 
-    pending = rd.replay(core, on_proposal=build)
-    if not core.nodes:
-        log.warning("%s holds no committed step: the run is resumed from its beginning", rd.path)
-    requeue = [(p, built[p.step]) for p in pending]
-    done = rd.final_result()
-    final_done = None
-    if done is not None and not requeue and core.exhausted() is not None:
-        final_done = (core.nodes[done[0]], done[1])
-    rd.session("resume", requeued=[p.step for p in pending], budget=bud.to_dict())
+    rd.claim()  # a second driver of the run is refused before it reads or writes anything
+    try:
+        pending = rd.replay(core, on_proposal=build)
+        if not core.nodes:
+            log.warning("%s holds no committed step: the run is resumed from its start", rd.path)
+        requeue = [(p, built[p.step]) for p in pending]
+        done = rd.final_result()
+        final_done = None
+        if done is not None and not requeue and core.exhausted() is not None:
+            final_done = (core.nodes[done[0]], done[1])
+        rd.session("resume", requeued=[p.step for p in pending], budget=bud.to_dict())
+    except BaseException:
+        rd.close()
+        raise
 
     async def drive(recorder: Recorder) -> SearchResult:
         return await _drive(

@@ -11,6 +11,8 @@ Layout::
                            value under their own HMAC, rewritten atomically after each batch
       sessions.jsonl       start/resume/end of each process working on the run (timestamps;
                            start and resume record the session's budget, the one in force)
+      writer.lock          "PID HOST" of the process driving the run, which holds an exclusive
+                           flock on it while it writes: a second driver is refused
       board.json           the search board (best node, families, errors, lineage), rewritten
                            at most once a second and at the end
       nodes/<id>/program.py, nodes/<id>/logs.txt
@@ -59,16 +61,20 @@ Timestamps and wall seconds live in ``sessions.jsonl`` and in fields listed in
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import gzip
 import hashlib
 import hmac
 import importlib.metadata
 import inspect
 import json
+import logging
 import math
 import os
 import platform
 import re
+import socket
 import sys
 import time
 import warnings
@@ -101,12 +107,20 @@ __all__ = [
     "read_journal",
 ]
 
+log = logging.getLogger(__name__)
+
 JOURNAL = "journal.jsonl"
 MANIFEST = "manifest.json"
 SESSIONS = "sessions.jsonl"
 BOARD = "board.json"
 REQUESTS = "requests"
 SEAL = "journal.seal"
+WRITER_LOCK = "writer.lock"
+"""The file a driver holds an exclusive ``flock`` on while it writes the run (see
+:func:`_claim_writer`); it names the holder (``PID HOST``) for the message another driver
+gets."""
+_HOLDER = re.compile(r"^[0-9]{1,10} [A-Za-z0-9._-]{1,64}$")
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 """The largest ``manifest.json`` read back (a larger one, or one that is not a regular file,
@@ -685,6 +699,7 @@ class RunDir:
     _count: int = field(default=0, init=False)
     _written: tuple[int, str] | None = field(default=None, init=False)
     _sealed: tuple[int, str] | None = field(default=None, init=False)
+    _lock_fd: int | None = field(default=None, init=False)
 
     @property
     def chain_link(self) -> _Link | None:
@@ -735,11 +750,49 @@ class RunDir:
             RunDirError: the directory cannot be written.
         """
         p = Path(path)
+        check_new_run_dir(p)  # a file, or a run with committed steps: refused before any write
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(
+                f"cannot write run directory {str(p)!r}: {exc.strerror or exc}"
+            ) from exc
+        lock = _claim_writer(p)  # before the check that may start over in another's files
+        try:
+            rd = cls._create_locked(p, task=task, config=config, budget=budget, workers=workers,
+                                    ordered=ordered, selector=selector, model=model,
+                                    sandbox=sandbox, prompts=prompts, extra=extra)  # fmt: skip
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
+        rd._lock_fd = lock
+        rd._open_journal()
+        rd.session("start", budget=rd.manifest["budget"])
+        return rd
+
+    @classmethod
+    def _create_locked(
+        cls,
+        p: Path,
+        *,
+        task: Any,
+        config: SearchConfig,
+        budget: Budget,
+        workers: int,
+        ordered: bool,
+        selector: Selector,
+        model: OperatorModel,
+        sandbox: Sandbox,
+        prompts: object,
+        extra: Mapping[str, Any],
+    ) -> RunDir:
+        """:meth:`create`'s files, written under the writer lock."""
         if check_new_run_dir(p):
             warnings.warn(
                 f"run_dir={str(p)!r} holds a run with no committed step; starting over in it",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
             try:
                 _clear_uncommitted(p)
@@ -804,10 +857,7 @@ class RunDir:
             raise RunDirError(
                 f"cannot write run directory {str(p)!r}: {exc.strerror or exc}"
             ) from exc
-        rd = cls(path=p, manifest=manifest)
-        rd._open_journal()
-        rd.session("start", budget=manifest["budget"])
-        return rd
+        return cls(path=p, manifest=manifest)
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
@@ -846,6 +896,15 @@ class RunDir:
         _ = rd.chain_link  # a keyed run without its key, or a downgrade, is refused here
         return rd
 
+    def claim(self) -> None:
+        """Take the run's writer lock before resuming it (idempotent; :meth:`close` drops it).
+
+        Raises:
+            RunDirError: another process is writing the run (it names the process).
+        """
+        if self._lock_fd is None:
+            self._lock_fd = _claim_writer(self.path)
+
     def _open_journal(self) -> None:
         if self._fd is None:
             try:
@@ -862,6 +921,9 @@ class RunDir:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._lock_fd is not None:  # last: every write is done
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     # -------------------------------------------------------------------------------- writing
 
@@ -1365,7 +1427,18 @@ def _final(record: Mapping[str, Any], node_ids: set[str]) -> tuple[str, RunResul
 DATA_TASK_DIR = "task"
 """Where ``openmle search --data`` builds the task package, inside the run directory."""
 _RUN_FILES = frozenset(
-    {JOURNAL, SEAL, MANIFEST, SESSIONS, BOARD, "nodes", "summaries", REQUESTS, DATA_TASK_DIR}
+    {
+        JOURNAL,
+        SEAL,
+        MANIFEST,
+        SESSIONS,
+        BOARD,
+        WRITER_LOCK,
+        "nodes",
+        "summaries",
+        REQUESTS,
+        DATA_TASK_DIR,
+    }
 )
 """What a run directory holds before its first committed step (``nodes/`` then empty; the
 task package ``--data`` built)."""
@@ -1392,7 +1465,7 @@ def check_new_run_dir(path: str | Path) -> bool:
             f"run_dir={str(p)!r} is a file, not a run directory; choose a new directory"
         )
     entries = {e.name: e for e in p.iterdir()}
-    if not set(entries) - {DATA_TASK_DIR}:
+    if not set(entries) - {DATA_TASK_DIR, WRITER_LOCK}:
         return False
     if not set(entries) <= _RUN_FILES or any(
         (p / d).exists() and (not (p / d).is_dir() or any((p / d).iterdir()))
@@ -1411,6 +1484,53 @@ def check_new_run_dir(path: str | Path) -> bool:
             "`openmle resume` (or resume_search) or choose a new directory"
         )
     return True
+
+
+def _holder(fd: int) -> str:
+    """`` (process PID on HOST)`` from the lock file's holder line; nothing when it names none
+    (the file is untrusted: only a well-formed line is shown).
+    """
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        line = os.pread(fd, 128, 0).decode("ascii").strip()
+        if _HOLDER.match(line):
+            pid, host = line.split(" ")
+            return f" (process {pid} on {host})"
+    return ""
+
+
+def _claim_writer(p: Path) -> int | None:
+    """Take the run directory's writer lock: an exclusive, non-blocking ``flock`` on
+    ``p/writer.lock``, held until the returned descriptor is closed (the kernel drops it when
+    the process dies, ``kill -9`` included). None on a file system without locks (logged).
+
+    Raises:
+        RunDirError: another process holds it (a second driver of the same run: its journal
+            lines would interleave with ours and break the hash chain), or it cannot be made.
+    """
+    try:
+        fd = os.open(p / WRITER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise RunDirError(f"cannot write run directory {str(p)!r}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in _NO_LOCKS:
+            log.warning("%s: the file system offers no locks; nothing keeps a second driver "
+                        "of this run out (%s)", p, exc.strerror or exc)  # fmt: skip
+            return fd
+        holder = _holder(fd)
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise RunDirError(
+                f"run directory {str(p)!r} is being written by another process{holder}: two "
+                "drivers would interleave its journal; wait until it ends (or stop it), then "
+                "resume the run"
+            ) from None
+        raise RunDirError(f"cannot lock run directory {str(p)!r}: {exc.strerror or exc}") from None
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()[:64]}\n".encode(), 0)
+    return fd
 
 
 def _clear_uncommitted(p: Path) -> None:

@@ -89,6 +89,25 @@ def test_a_bad_launcher_option_writes_nothing(
     assert not out.exists()
 
 
+def test_an_option_slurm_refuses_writes_nothing(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--launcher slurm`` with a misspelt key (``slurm_partitoin=gpu``) ended in submitit's
+    NameError traceback, and a dictionary that is not JSON in a ValueError, both after the
+    bench directory was made; each is now one line naming the option, and nothing is
+    written."""
+    pytest.importorskip("submitit")
+    out = tmp_path / "b"
+    for option, said in (
+        ("slurm_partitoin=gpu", "'slurm_partitoin'"),
+        ('slurm_additional_parameters={"account": "a"', "dictionaries as JSON"),
+    ):
+        assert main(_run(mini, out, "--launcher", "slurm", "--launcher-option", option)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("openmle: error: --launcher-option") and said in err, err
+        assert err.count("\n") == 1 and not out.exists()
+
+
 def test_bad_resources_and_workers_name_the_flags(
     mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

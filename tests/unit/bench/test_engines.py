@@ -3,9 +3,13 @@ directories (hostile ones refused) and the slots a bench fills."""
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
 import pickle
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +110,138 @@ def test_slots_of_a_sandbox() -> None:
 
     assert anyio.run(engine_slots, Box()) == 3
     assert anyio.run(engine_slots, object()) == 1
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """A job service on loopback whose ``/workers/status`` answer is ``server.mode``:
+    ``inf`` (``Infinity`` slots), ``types`` (slots as text), ``huge`` (64 MiB without
+    Content-Length), ``trickle`` (a byte every 0.2 s), ``good`` (2 + 1 slots); ``401`` refuses
+    every request. ``server.sent`` counts the bytes of the body it got out.
+    """
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        if body is not None:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if body:
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        server: Any = self.server
+        mode = server.mode
+        bodies = {
+            "inf": b'{"pools": {"cpu": {"slots": Infinity}}}',
+            "types": b'{"pools": {"cpu": {"slots": "2"}, "gpu": []}}',
+            "good": b'{"workers_show": [], "pools": {"cpu": {"slots": 2}, "gpu": {"slots": 1}}}',
+        }
+        if mode == "401":
+            self._send(401, b'{"detail": "missing or unknown X-API-Key header"}')
+        elif mode in bodies:
+            self._send(200, bodies[mode])
+        else:
+            self._send(200)
+            step, pause = (b"a" * (1 << 16), 0.0) if mode == "huge" else (b"a", 0.2)
+            try:
+                self.wfile.write(b'{"pools": {"cpu": {"slots": 2}}, "x": "')
+                for _ in range(1024 if mode == "huge" else 100):
+                    self.wfile.write(step)
+                    self.wfile.flush()
+                    server.sent += len(step)
+                    time.sleep(pause)
+            except OSError:  # the client hung up
+                pass
+
+    do_POST = do_DELETE = do_GET
+
+
+@pytest.fixture
+def hostile() -> Iterator[Any]:
+    server: Any = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    server.daemon_threads = True
+    server.mode, server.sent = "good", 0
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_hostile_service_cannot_crash_stall_or_flood_the_slots_query(
+    hostile: Any, tmp_path: Path
+) -> None:
+    """`bench run --sandbox service:URL` asked the service's slots with a plain GET of its own:
+    ``Infinity`` slots crashed the bench (OverflowError), a body of gigabytes was read whole
+    into memory and a trickling answer stalled it forever, before its first step. The slots
+    are now asked through the job-service client, whose answers are bounded in bytes and
+    time and checked field by field: a bad answer is "the service does not say" (one run at
+    once).
+    """
+    pytest.importorskip("httpx")
+    from openmle.backends import JobServiceSandbox
+
+    inner = JobServiceSandbox(
+        hostile.url, api_key="k", request_timeout_s=2.0, max_response_bytes=1 << 20
+    )
+    box = ServiceTasks(inner=inner, bench_dir=tmp_path)
+    got: dict[str, Any] = {}
+
+    async def ask() -> tuple[int | None, int]:
+        return await box.slots(), await engine_slots(box)
+
+    for mode in ("good", "inf", "types", "huge", "trickle"):
+        hostile.mode = mode
+        t0 = time.monotonic()
+        got[mode] = anyio.run(ask)
+        assert time.monotonic() - t0 < 10, mode  # the trickle lasts 20 s
+    assert got == {
+        "good": (3, 3), "inf": (None, 1), "types": (None, 1), "huge": (None, 1),
+        "trickle": (None, 1),
+    }  # fmt: skip
+    assert hostile.sent < 16 << 20  # reading stopped near the cap, not at 64 MiB
+
+
+def test_a_bench_on_a_service_that_refuses_its_key_stops_before_any_step(
+    hostile: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench's job-service sandbox hid the client's preflight: with a wrong key (or
+    address) every step of every run was an infrastructure error and every run ended
+    "finished" with no valid submission, the model's calls spent. The bench now checks the
+    service once before any step and stops with the client's message.
+    """
+    pytest.importorskip("httpx")
+    from tests.unit.bench._toy_sandbox import number_sandbox  # noqa: F401 (registers toy)
+    from tests.unit.bench.toy_benchmark import ToyBench, make_toy
+
+    from openmle.bench import BenchConfig, arun_bench
+    from openmle.errors import JobServiceError
+    from openmle.testing import ScriptedModel
+
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEY", "wrong-key")
+    root = make_toy(tmp_path / "toy", {"toy-a": 0.75})
+    config = BenchConfig(
+        suite="custom",
+        competitions=ToyBench(root).suite("toy-all")[:1],
+        seeds=(0,),
+        model="scripted",
+        budget={"steps": 2},
+        data_dir=str(root),
+        benchmark="toy",
+        time_limit_s=30.0,
+        sandbox=f"service:{hostile.url}",
+    )
+    hostile.mode = "401"
+    asked: list[Any] = []
+    model = ScriptedModel(lambda req: asked.append(req) or "```python\nprint(1)\n```")
+    out = tmp_path / "bench"
+    with pytest.raises(JobServiceError, match="HTTP 401"):
+        anyio.run(lambda: arun_bench(out, config=config, model=model))
+    assert asked == []
+    assert not list(out.glob("runs/*/seed-*/bench_result.json"))

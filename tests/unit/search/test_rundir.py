@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.unit.search._det import det_grade, det_parts, ordered_run
+from tests.unit.search._det import ORDERED, det_grade, det_parts, ordered_run
 
 from openmle import Job, Outcome, RunResult, Split
 from openmle.errors import InvalidArgument, RunDirError
@@ -22,6 +22,8 @@ from openmle.search import (
     RunDir,
     SearchConfig,
     SearchSpec,
+    aresume_search,
+    arun_search,
     journal_fingerprint,
     read_journal,
     resume_search,
@@ -452,3 +454,68 @@ def test_a_failed_journal_write_is_one_run_dir_error(
     rd.close()
     monkeypatch.undo()
     assert _journalled_steps(out) == [100]  # written before the fsync failed; nothing after
+
+
+class _HeldSandbox:
+    """Grades as :func:`det_grade`, but each job waits until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def run(self, job: Job) -> RunResult:
+        self.entered.set()
+        await self.release.wait()
+        return det_grade(job)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _toy_spec(sandbox: Any, steps: int) -> SearchSpec:
+    return SearchSpec(
+        task="toy",
+        higher_is_better=True,
+        **{**det_parts(), "sandbox": sandbox},
+        budget=Budget(steps=steps),
+        config=ORDERED,
+        workers=1,
+        ordered=True,
+        description="",
+    )
+
+
+def test_a_second_driver_of_a_run_is_refused_and_its_journal_stays_whole(
+    tmp_path: Path,
+) -> None:
+    """Two drivers of one run directory (two `bench resume` of one bench, `openmle resume`
+    twice) interleaved their journal lines: the hash chain broke and the run could be neither
+    resumed nor reported. The second driver is refused, naming the first; the first finishes
+    with a whole journal, and the run resumes once it has ended.
+    """
+    a = original(tmp_path, steps=3, workers=1)
+    fresh = tmp_path / "fresh"
+
+    async def main() -> None:
+        held, new = _HeldSandbox(), _HeldSandbox()
+        longer = ResumeSpec(budget=Budget(steps=5), **{**det_parts(), "sandbox": held})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: aresume_search(a, longer))
+            tg.start_soon(lambda: arun_search(_toy_spec(new, 2), run_dir=fresh))
+            with anyio.fail_after(30):
+                await held.entered.wait()
+                await new.entered.wait()
+            with pytest.raises(RunDirError, match=rf"another process \(process {os.getpid()} "):
+                await aresume_search(a, ResumeSpec(**det_parts()))
+            # a new run in a directory another driver is starting (no step committed yet)
+            # no longer clears that driver's files
+            with pytest.raises(RunDirError, match="being written by another process"):
+                await arun_search(_toy_spec(FunctionSandbox(det_grade), 2), run_dir=fresh)
+            held.release.set()
+            new.release.set()
+
+    anyio.run(main)
+    assert [r["node"]["step"] for r in read_journal(a) if r["event"] == "node"] == list(range(5))
+    assert [r["node"]["step"] for r in read_journal(fresh) if r["event"] == "node"] == [0, 1]
+    resume_search(a, ResumeSpec(budget=Budget(steps=6), **det_parts()))  # the lock was dropped
+    assert len(RunDir.open(a).nodes()) == 6
