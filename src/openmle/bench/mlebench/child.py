@@ -37,10 +37,16 @@ installed): most of MLE-bench's ``grade.py`` files import it, 0.6 s a grade othe
 
 
 def _scored(score: Any) -> dict[str, Any]:
-    """A grader's return value as a result: a finite number, else no score with the reason."""
+    """A grader's return value as a result: a finite number, else no score with the reason.
+
+    The score is rounded as MLE-bench's ``Grader.__call__`` rounds it, ``round(score, 5)`` on
+    the value the grader returned, *before* it becomes a Python float: a NumPy scalar rounds
+    by NumPy's rule (scale, round half to even, unscale), so ``np.float64(0.500005)`` gives
+    0.5 where Python's ``round(0.500005, 5)`` gives 0.50001, and the medal can differ.
+    """
     try:
-        value = float(score)
-    except (TypeError, ValueError):
+        value = float(round(score, 5))
+    except (TypeError, ValueError, OverflowError):
         return {"score": None, "reason": "the grader returned no number"}
     if not math.isfinite(value):
         return {"score": None, "reason": "the grader returned a non-finite score"}
