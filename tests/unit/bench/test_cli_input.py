@@ -167,6 +167,34 @@ def test_some_competitions_prepared_one_line_each(
     assert f"mlebench prepare -c mini-jsonl --data-dir {data2}`" in err
 
 
+def test_an_unusable_leaderboard_stops_the_bench_before_its_first_step(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leaderboard with no row (or a git-lfs pointer): doctor says FAIL, and run refuses
+    to start, naming the file and the fix (it ran the search and exited 0 with a table that
+    counted the competition as a failed run)."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    reg2 = tmp_path / "registry"
+    shutil.copytree(registry, reg2)
+    board = reg2 / "mlebench" / "competitions" / "mini-tabular" / "leaderboard.csv"
+    out = tmp_path / "b"
+    for text in ("teamId,score,submissionDate\n", "version https://git-lfs.github.com/spec/v1\n"):
+        board.write_text(text)
+        args = ["bench", "run", "mini-tabular", "--data", str(data), "--registry", str(reg2),
+                "--out", str(out), "--budget", "steps=1", "--seeds", "1", "--quiet"]  # fmt: skip
+        assert main(args) == 2
+        err = _one_error(capsys)
+        assert "1 of 1 competitions cannot run" in err and "mini-tabular: cannot be graded" in err
+        assert f"leaderboard {board} is unusable" in err and "git lfs pull" in err
+        assert not out.exists()
+        doctor = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
+        assert main(doctor) == 1 and "FAIL" in capsys.readouterr().out
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed

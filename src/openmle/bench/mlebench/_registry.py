@@ -472,8 +472,10 @@ class MLEBenchTask:
 
     def preflight(self) -> str | None:
         """Why the competition cannot run: its prepared test data or answers are missing
-        (with the ``mlebench prepare`` command). Builds the validation view under the
-        ``split`` protocol.
+        (with the ``mlebench prepare`` command), or its leaderboard cannot be read (missing,
+        a git-lfs pointer, no ``score`` column, no row: no medal could be computed, so the
+        run would only count as a failure). Builds the validation view under the ``split``
+        protocol.
 
         Raises:
             TaskPackageError: the validation view cannot be built.
@@ -484,6 +486,15 @@ class MLEBenchTask:
             return (
                 f"cannot be prepared ({missing} is missing; run `mlebench prepare -c "
                 f"{self.name} --data-dir {self.bench.data_dir}`)"
+            )
+        try:
+            self.leaderboard  # noqa: B018 - read (and cached) before any step is spent
+        except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
+            return (
+                f"cannot be graded: its leaderboard {self.competition.leaderboard_path} is "
+                f"unusable ({exc}); restore it from MLE-bench (`git checkout -- "
+                f"mlebench/competitions/{self.name}/leaderboard.csv && git lfs pull` in the "
+                "checkout)"
             )
         if self.protocol == "split":
             self.public_dir(Split.VALID)
