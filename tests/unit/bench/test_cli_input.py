@@ -140,6 +140,27 @@ def test_a_wrong_data_folder_is_one_line(
         assert expected in _one_error(capsys) and not out.exists()
 
 
+def test_a_data_folder_one_level_too_deep_names_the_right_one(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--data`` at a competition's folder, its ``prepared`` or ``prepared/public``: one line
+    naming the data folder to pass (it only said what ``--data`` should be in general)."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    out = tmp_path / "b"
+    comp = data / "mini-tabular"
+    for folder in (comp, comp / "prepared", comp / "prepared" / "public"):
+        want = f"is inside the data folder {data.resolve()}: pass --data {data.resolve()}"
+        doctor = ["bench", "doctor", "mle-bench-lite", "--data", str(folder)]
+        assert main([*doctor, "--registry", str(registry)]) == 2
+        assert want in _one_error(capsys)
+        assert main(_run(mini, out, "--data", str(folder))) == 2
+        assert want in _one_error(capsys) and not out.exists()
+
+
 def test_some_competitions_prepared_one_line_each(
     mini: tuple[Path, Path],
     tmp_path: Path,

@@ -323,8 +323,14 @@ class MLEBench:
             return f"--data {d}: {why}; {_DATA_FIX}"
         if any(_is_dir(d / cid / "prepared") for cid in ids):
             return None
-        below = _data_below(d, ids)
-        hint = f"; {below} holds them: pass --data {below}" if below is not None else ""
+        below, above = _data_below(d, ids), _data_above(d, ids)
+        hint = (
+            f"; {below} holds them: pass --data {below}"
+            if below is not None
+            else f"; {d} is inside the data folder {above}: pass --data {above}"
+            if above is not None
+            else ""
+        )
         return f"--data {d} holds none of the suite's <id>/prepared folders ({_DATA_FIX}){hint}"
 
     # ------------------------------------------------------------------ competitions
@@ -858,6 +864,16 @@ def _data_below(d: Path, ids: Sequence[str]) -> Path | None:
     except OSError:
         return None
     return next((p for p in subs if any(_is_dir(p / c / "prepared") for c in ids)), None)
+
+
+def _data_above(d: Path, ids: Sequence[str]) -> Path | None:
+    """The folder above ``d`` (at most 3 levels: ``d`` is ``<data>/<id>``, its ``prepared``
+    or ``prepared/public``) holding a ``<id>/prepared`` folder of ``ids``; None if none does.
+    """
+    for parent in list(d.resolve().parents)[:3]:
+        if any(_is_dir(parent / c / "prepared") for c in ids):
+            return parent
+    return None
 
 
 VIEW_CACHE = "mlebench-valid"
