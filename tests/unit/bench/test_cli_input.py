@@ -216,6 +216,35 @@ def test_an_unusable_leaderboard_stops_the_bench_before_its_first_step(
         assert main(doctor) == 1 and "FAIL" in capsys.readouterr().out
 
 
+def test_doctor_flags_leaderboard_rows_without_a_score(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leaderboard whose last row has no score reads as higher-is-better by MLE-bench's rule
+    (a log loss of 4.8 took gold on [0.5, -, abc], and doctor said ok): a problem now; a blank
+    row inside the board is a note (it still counts in N)."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    reg2 = tmp_path / "registry"
+    shutil.copytree(registry, reg2)
+    board = reg2 / "mlebench" / "competitions" / "mini-tabular" / "leaderboard.csv"
+    args = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
+    board.write_text("teamId,score\n1,0.5\n2,\n3,abc\n")
+    assert main([*args, "--json"]) == 1
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["problems"][0].startswith(
+        "leaderboard.csv has 2 of 3 rows without a finite score (data rows 2, 3); MLE-bench "
+        "reads the direction from the first and last rows"
+    )
+    assert "git lfs pull" in line["fixes"][0]
+    board.write_text("teamId,score\n1,0.1\n2,\n3,0.9\n")
+    assert main([*args, "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["ok"] and any("1 of 3 rows without a finite score" in n for n in line["notes"])
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed

@@ -6,6 +6,7 @@ fix for each problem. Nothing is downloaded.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, final
@@ -121,7 +122,7 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = Tru
     except MissingDependency as exc:
         bad("cannot read the registry", str(exc))
         return line()
-    _doctor_leaderboard(comp, bad)
+    _doctor_leaderboard(comp, bad, notes)
     root = bench.data_dir / cid / "prepared"
     _doctor_data(bench, comp, root, bad)
     if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
@@ -155,7 +156,9 @@ def _doctor_data(
         bad(f"the answers {comp.answers} are missing", prep)
 
 
-def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> None:
+def _doctor_leaderboard(
+    comp: Competition, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
     lb = comp.leaderboard_path
     if not lb.is_file():
         bad("leaderboard.csv is missing", "update the MLE-bench checkout (git pull)")
@@ -169,9 +172,36 @@ def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> N
             )
         else:
             try:
-                Leaderboard.from_csv(lb)
+                board = Leaderboard.from_csv(lb)
             except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
                 bad(f"leaderboard.csv is unreadable ({exc})", "restore it from MLE-bench")
+                return
+            _doctor_blank_scores(board, bad, notes)
+
+
+def _doctor_blank_scores(
+    board: Leaderboard, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
+    """Rows without a finite score: MLE-bench counts them in N (they move every threshold);
+    an empty first or last row also decides its direction (higher is better, whatever the
+    metric), so that is a problem, the others a note.
+    """
+    blank = [i + 1 for i, v in enumerate(board.scores) if not math.isfinite(v)]
+    if not blank:
+        return
+    rows = ", ".join(map(str, blank[:5])) + (
+        f" and {len(blank) - 5} more" if len(blank) > 5 else ""
+    )
+    text = f"leaderboard.csv has {len(blank)} of {board.n} rows without a finite score"
+    text += f" (data rows {rows})"
+    if blank[0] == 1 or blank[-1] == board.n:
+        bad(
+            f"{text}; MLE-bench reads the direction from the first and last rows, so its medals "
+            "would take higher as better whatever the metric",
+            "restore leaderboard.csv from MLE-bench (`git lfs pull` in the checkout)",
+        )
+    else:
+        notes.append(f"{text}; MLE-bench counts them in N, which sets the medal rows")
 
 
 def _check_sums(
