@@ -1060,17 +1060,38 @@ def deviation_lines(config: BenchConfig) -> list[str]:
 def preset_lines(config: BenchConfig) -> list[str]:
     """The report's lines about the preset: its name and fields, whether the bench deviates
     from it (the deviations themselves are :func:`deviation_lines`, listed once from the
-    manifest), and the validation protocol. Empty without a preset.
+    manifest), and the validation protocol. Without a preset, an MLE-bench report says that
+    its numbers are not the paper's operating point and where they differ from it
+    (:func:`_paper_gap_line`); other benchmarks get no line.
     """
     p = config.preset
     if not isinstance(p, Mapping):
-        return []
+        return [_paper_gap_line(config)] if config.benchmark == "mle-bench" else []
     fields = ", ".join(f"{k} {_words(v)}" for k, v in p.items() if k != "name")
     out = [f"preset: {p.get('name')} ({fields})"]
     if not deviation_lines(config):
         out.append("deviations from the preset: none")
     out.append(f"validation protocol: {validation_protocol(config)}")
     return out
+
+
+def _paper_gap_line(config: BenchConfig) -> str:
+    """One line for a bench run without a preset: not the paper's operating point, and each
+    setting that differs from ``--preset paper``'s (``field: paper value -> used value``, the
+    preset's deviations computed as for a bench run with it).
+    """
+    from openmle.search import Preset
+
+    gaps = preset_deviations(Preset.named("paper"), config).deviations
+    words = "; ".join(
+        f"{k}: paper {_words(d.get('preset'))} -> used "
+        f"{'none' if d.get('used') is None else _words(d.get('used'))}"
+        for k, d in gaps.items()
+        if isinstance(d, Mapping)
+    )
+    return "preset: none; not the paper's operating point (`--preset paper` runs it)" + (
+        f", it differs in {words}" if words else ""
+    )
 
 
 async def _slots(sandbox: Sandbox) -> int:

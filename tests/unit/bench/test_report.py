@@ -162,6 +162,24 @@ def test_modalities_validation_gap_and_medal_strip(mini: tuple[Path, Path], tmp_
     assert 'stroke="#717d7e"' in page and "(better)</text>" in page
 
 
+def test_a_report_without_a_preset_says_how_it_differs_from_the_paper(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Without ``--preset paper`` the header said nothing of the paper: it now says the numbers
+    are not its operating point and lists each setting that differs (Markdown and HTML)."""
+    run = _bench(mini, tmp_path / "b")
+    _result(run, "mini-tabular", 0, {"score": 0.94})
+    rep = bench_report(tmp_path / "b")
+    md = rep.markdown()
+    assert "- preset: none; not the paper" in md and "operating point" in md
+    for gap in ("steps: paper 800 -&gt; used 2", "seeds: paper 3 -&gt; used 1",
+                "sandbox\\_s: paper 43200.0 -&gt; used none",
+                "time\\_limit\\_s: paper 7200.0 -&gt; used 3600.0",
+                "validation: paper self -&gt; used auto"):  # fmt: skip
+        assert gap in md, gap
+    assert "<li>preset: none; not the paper&#x27;s operating point" in rep.html()
+
+
 def test_lite_modalities_are_the_papers_partition() -> None:
     """9 image, 5 text, 2 audio, 4 tabular, 2 multimodal: every Lite id has one."""
     from collections import Counter
