@@ -694,7 +694,11 @@ def _add_doctor(sub: Any) -> None:
         "miniature)",
     )
     doc.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
-    doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
+    doc.add_argument(
+        "--checksums",
+        action="store_true",
+        help="compare files with checksums.yaml and leaderboard.csv with the checkout's commit",
+    )
     doc.add_argument(
         "--validation",
         choices=("auto", "split", "self"),

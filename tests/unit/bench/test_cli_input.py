@@ -245,6 +245,56 @@ def test_doctor_flags_leaderboard_rows_without_a_score(
     assert line["ok"] and any("1 of 3 rows without a finite score" in n for n in line["notes"])
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_doctor_checksums_compare_the_leaderboard_with_the_commit(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--checksums``: a leaderboard cut short (a partial download, an edit) moved every
+    threshold unnoticed; it is now compared with the sha256 and size of the git-lfs pointer
+    the checkout's commit holds, and a mismatch is a problem with the fix."""
+    import hashlib
+    import subprocess
+
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    reg2 = tmp_path / "registry"
+    shutil.copytree(registry, reg2)
+    rel = "mlebench/competitions/mini-tabular/leaderboard.csv"
+    real = (reg2 / rel).read_bytes()
+    pointer = (
+        "version https://git-lfs.github.com/spec/v1\n"
+        f"oid sha256:{hashlib.sha256(real).hexdigest()}\nsize {len(real)}\n"
+    )
+    (reg2 / rel).write_text(pointer)  # what git stores for a git-lfs file
+
+    def git(*a: str) -> None:
+        subprocess.run(["git", "-C", str(reg2), *a], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "registry")
+    (reg2 / rel).write_bytes(real)  # what `git lfs pull` writes
+    args = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
+    assert main([*args, "--checksums", "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["ok"], line
+    (reg2 / rel).write_bytes(real[: len(real) // 2].rsplit(b"\n", 1)[0] + b"\n")
+    assert main([*args, "--checksums", "--json"]) == 1
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["problems"] == [
+        "leaderboard.csv differs from the one the checkout's commit names (a partial or edited "
+        "leaderboard moves the medal thresholds)"
+    ]
+    assert line["fixes"] == [
+        f"run `git checkout -- {rel} && git lfs pull` in the MLE-bench checkout"
+    ]
+    assert main([*args, "--json"]) == 0  # without --checksums: not compared
+    capsys.readouterr()
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed

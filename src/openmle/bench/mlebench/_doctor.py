@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, final
@@ -129,6 +131,8 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = Tru
         bad("the competition's grade.py is missing", "update the MLE-bench checkout")
     if checksums and root.is_dir():
         _check_sums(comp, root, bad, notes)
+    if checksums and comp.leaderboard_path.is_file():
+        _check_leaderboard_commit(bench, comp, bad, notes)
     if views and not problems:
         _doctor_view(bench, cid, bad, notes)
     if comp.known_issue:
@@ -202,6 +206,69 @@ def _doctor_blank_scores(
         )
     else:
         notes.append(f"{text}; MLE-bench counts them in N, which sets the medal rows")
+
+
+def _committed_blob(repo: Path, rel: str) -> bytes | None:
+    """The blob of ``rel`` at ``HEAD`` of the git checkout ``repo`` (for a git-lfs file: its
+    pointer, as ``git show`` applies no filter), or None (no git, not a checkout, no such
+    file at ``HEAD``).
+    """
+    git = shutil.which("git")
+    if git is None or not (repo / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            [git, "-C", str(repo), "show", f"HEAD:{rel}"],
+            capture_output=True,
+            timeout=30,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _lfs_pointer(blob: bytes) -> tuple[str, int] | None:
+    """``(sha256 hex, size)`` of a git-lfs pointer blob, or None when ``blob`` is not one."""
+    text = blob[:1024].decode("utf-8", "replace")
+    if not text.startswith(GIT_LFS_POINTER):
+        return None
+    fields = dict(line.partition(" ")[::2] for line in text.splitlines())
+    oid, size = fields.get("oid", ""), fields.get("size", "")
+    if not oid.startswith("sha256:") or not size.isdigit():
+        return None
+    return oid.removeprefix("sha256:"), int(size)
+
+
+def _check_leaderboard_commit(
+    bench: MLEBench, comp: Competition, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
+    """``leaderboard.csv`` against the checkout's commit (``--checksums``): the sha256 and size
+    its git-lfs pointer names (or the committed bytes, where it is not in git-lfs). A truncated
+    or edited leaderboard moves every threshold and MLE-bench would not notice either.
+    """
+    path = comp.leaderboard_path
+    try:
+        rel = path.relative_to(bench.repo_root).as_posix()
+    except ValueError:  # a competitions folder linked from elsewhere
+        rel = ""
+    blob = _committed_blob(bench.repo_root, rel) if rel else None
+    if blob is None:
+        notes.append("leaderboard.csv not checked (the registry is not a git checkout)")
+        return
+    pointer = _lfs_pointer(blob)
+    data = path.read_bytes()
+    if pointer is None:
+        same = data == blob
+    else:
+        same = len(data) == pointer[1] and hashlib.sha256(data).hexdigest() == pointer[0]
+    if not same:
+        bad(
+            "leaderboard.csv differs from the one the checkout's commit names (a partial or "
+            "edited leaderboard moves the medal thresholds)",
+            f"run `git checkout -- {rel} && git lfs pull` in the MLE-bench checkout",
+        )
 
 
 def _check_sums(
