@@ -391,6 +391,7 @@ def _resume(args: argparse.Namespace) -> int:
     summary = args.summary_model or _checked_recorded(
         run.config.summary_model, "--summary-model", where
     )
+    _record_model_change(run, args)
     # A sandbox that talks to a server is taken from the manifest only when named again.
     box = args.sandbox or _recorded_sandbox(run.config.sandbox, where)
     if getattr(args, "launcher", None):
@@ -405,6 +406,24 @@ def _resume(args: argparse.Namespace) -> int:
             run.path, model=model, summary_model=summary_model, sandbox=factory, **kw
         ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
     return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
+
+
+def _record_model_change(run: Any, args: argparse.Namespace) -> None:
+    """A resume naming another ``--model`` / ``--summary-model`` than the manifest's, with runs
+    left to do, is recorded as a deviation (the report's header printed only the model the
+    bench began with, though the unfinished runs went on with the new one).
+    """
+    if all(st.state == "done" for st in run.status()):
+        return
+    for flag, given, recorded in (
+        ("--model", args.model, run.config.model),
+        ("--summary-model", args.summary_model, run.config.summary_model),
+    ):
+        if given and given != recorded:
+            run.record_deviation(
+                f"resumed with {flag} {given} (the bench began with {recorded or 'none'}): the "
+                "runs unfinished at that resume went on with it"
+            )
 
 
 def _recorded_sandbox(spec: str, where: str) -> str:

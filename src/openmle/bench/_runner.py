@@ -546,6 +546,18 @@ class BenchRun:
             ) from None
         return cls(path=p, config=config, manifest=manifest)
 
+    def record_deviation(self, text: str) -> None:
+        """Add ``text`` to the manifest's ``deviations`` (the list the report's header prints)
+        and rewrite the manifest atomically; a text already listed is not added again. For a
+        change made after the bench began, such as a resume with another model.
+        """
+        listed = self.manifest.get("deviations")
+        devs = [str(d) for d in listed] if isinstance(listed, list) else []
+        if text in devs:
+            return
+        self.manifest["deviations"] = [*devs, text]
+        _atomic_write(self.path / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True))
+
     def run_dir(self, cid: str, seed: int, arm: str = "") -> Path:
         """The search run directory of (``cid``, ``seed``) (under ``runs/<arm>/`` in an arm)."""
         base = self.path / "runs" / arm if arm else self.path / "runs"

@@ -295,6 +295,37 @@ def test_doctor_checksums_compare_the_leaderboard_with_the_commit(
     capsys.readouterr()
 
 
+def test_a_resume_with_another_model_is_recorded_as_a_deviation(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``bench resume --model`` with runs left: the report's header said only the model the
+    bench began with; the manifest's deviations (and so the header) now say the unfinished runs
+    went on with the other one. A resume with nothing left to do records nothing."""
+    from tests.unit.bench._minibench import mini_config
+
+    from openmle.bench import BenchRun, MLEBench
+
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    out = tmp_path / "b"
+    config = mini_config(mini, competitions=["mini-tabular"], seeds=[0], budget={"steps": 1})
+    BenchRun.create(out, config, MLEBench.locate(registry, data, valid_dir=out / "valid"))
+    assert main(["bench", "resume", str(out), "--model", "offline-numpy", "--quiet"]) == 0
+    capsys.readouterr()
+    want = (
+        "resumed with --model offline-numpy (the bench began with offline): the runs "
+        "unfinished at that resume went on with it"
+    )
+    assert BenchRun.open(out).manifest["deviations"] == [want]
+    assert "- deviations: resumed with --model offline-numpy" in (out / "report.md").read_text()
+    done = ["bench", "resume", str(out), "--summary-model", "offline-numpy", "--quiet"]
+    assert main(done) == 0
+    assert BenchRun.open(out).manifest["deviations"] == [want]  # all done: nothing recorded
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed
