@@ -326,6 +326,21 @@ def test_a_resume_with_another_model_is_recorded_as_a_deviation(
     assert BenchRun.open(out).manifest["deviations"] == [want]  # all done: nothing recorded
 
 
+def test_a_typo_in_a_competition_id_names_the_nearest_one(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt id: one line listing what is accepted and the nearest id (it gave only the
+    suites, and the ids had to be found elsewhere)."""
+    registry, data = mini
+    out = tmp_path / "b"
+    args = ["bench", "run", "mini-tabluar", "--data", str(data), "--registry", str(registry),
+            "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(args) == 2
+    err = _one_error(capsys)
+    assert "Unknown suite or competition(s) ['mini-tabluar']" in err
+    assert err.rstrip().endswith("; did you mean mini-tabular?") and not out.exists()
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed

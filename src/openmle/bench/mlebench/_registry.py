@@ -36,6 +36,7 @@ Nothing here downloads anything; without a registry the error says what to insta
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -304,9 +305,13 @@ class MLEBench:
         known = set(self.ids())
         unknown = [i for i in ids if i not in known]
         if unknown:
+            near = [
+                m for u in unknown for m in difflib.get_close_matches(u, known | set(SUITES), 1)
+            ]
             raise InvalidArgument(
                 f"Unknown suite or competition(s) {unknown}: give one of {list(SUITES)}, a "
                 "comma-separated list of competition ids of the registry, or a .txt file of ids"
+                + (f"; did you mean {', '.join(near)}?" if near else "")
             )
         return ids
 
