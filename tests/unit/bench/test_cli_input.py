@@ -341,6 +341,34 @@ def test_a_typo_in_a_competition_id_names_the_nearest_one(
     assert err.rstrip().endswith("; did you mean mini-tabular?") and not out.exists()
 
 
+def test_doctor_names_the_install_when_a_view_needs_a_missing_library() -> None:
+    """Without Pillow, denoising-dirty-documents' view cannot be built: doctor's fix said
+    "run with --validation self, or ship prepared/valid"; it now leads with the install."""
+    from types import SimpleNamespace
+
+    from openmle.bench.mlebench._doctor import _doctor_view
+    from openmle.errors import TaskPackageError
+
+    cid = "denoising-dirty-documents"
+    text = (
+        f"{cid}: building the validation view failed (MissingDependency: {cid}: its validation "
+        "view reads images with Pillow: pip install 'openmle[data]' (or pillow))"
+    )
+
+    def info() -> dict[str, Any]:
+        raise TaskPackageError(text)
+
+    bench = SimpleNamespace(task=lambda _cid: SimpleNamespace(validation_info=info))
+    got: list[tuple[str, str]] = []
+    _doctor_view(bench, cid, lambda p, f: got.append((p, f)), [])  # type: ignore[arg-type]
+    assert got == [
+        (
+            f"no validation view ({text.removeprefix(cid + ': ')})",
+            "pip install 'openmle[data]' (or pillow), or run with --validation self",
+        )
+    ]
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -76,6 +77,11 @@ def doctor(
     return [_doctor_one(bench, cid, checksums=checksums, views=views) for cid in ids]
 
 
+_PIP_INSTALL = re.compile(r"pip install '[^']+'(?: \(or [\w.-]+\))?")
+"""The install command a missing-library error names (``pip install 'openmle[data]' (or
+pillow)``)."""
+
+
 def _doctor_view(
     bench: MLEBench, cid: str, bad: Callable[[str, str], None], notes: list[str]
 ) -> None:
@@ -87,6 +93,9 @@ def _doctor_view(
         problem, sep, fix = text.rpartition("; ")
         if not sep:
             problem, fix = text, "run with --validation self, or ship prepared/valid"
+            install = _PIP_INSTALL.search(text)
+            if install is not None:  # a missing library: installing it is the fix
+                fix = f"{install.group(0)}, or run with --validation self"
         bad(f"no validation view ({problem})", fix)
         return
     if info.get("shipped"):
