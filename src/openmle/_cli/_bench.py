@@ -133,6 +133,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         v = getattr(args, key, None)
         if v is not None:
             base[key] = v
+    if base.get("budget"):
+        _each_cap_once(
+            str(base["budget"]), "--budget" if getattr(args, "budget", None) is not None else target
+        )
     if base.get("suite") == SMOKE and base.get("benchmark", "mle-bench") == "mle-bench":
         _smoke_defaults(base)
     if base.get("benchmark") == "naturebench":
@@ -212,6 +216,22 @@ def _seed_list(seeds: Any, origin: str) -> list[int]:
         f"list of distinct seeds >= 0 such as seeds = [0, 1, 2], but got seeds = "
         f"{shown if len(shown) <= 60 else shown[:57] + '...'}"
     )
+
+
+def _each_cap_once(spec: str, origin: str) -> None:
+    """Refuse a budget the user gave that names a cap twice (``steps=1,steps=2`` ran with the
+    last one, silently); ``origin`` is ``--budget`` or the experiment file.
+
+    Raises:
+        InvalidArgument: a repeated key, naming it and the fix.
+    """
+    seen: set[str] = set()
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        key = part.split("=", 1)[0].strip()
+        if key in seen:
+            where = "--budget" if origin == "--budget" else f"{origin}: budget"
+            raise InvalidArgument(f"{where} names {key}= twice; give each cap once")
+        seen.add(key)
 
 
 def _budget_spec(spec: str) -> str:

@@ -369,6 +369,24 @@ def test_doctor_names_the_install_when_a_view_needs_a_missing_library() -> None:
     ]
 
 
+def test_a_budget_naming_a_cap_twice_is_refused(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--budget steps=1,steps=2`` ran with steps=2, silently: refused now, on the flag and in
+    an experiment file."""
+    registry, data = mini
+    out = tmp_path / "b"
+    assert main(_run(mini, out, "--budget", "steps=1,wall_s=60,steps=2")) == 2
+    assert "--budget names steps= twice; give each cap once" in _one_error(capsys)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(
+        f'suite = "mle-bench-lite"\ndata = "{data}"\nregistry = "{registry}"\n'
+        f'out = "{out}"\nbudget = "wall_s=60,wall_s=90"\n'
+    )
+    assert main(["bench", "run", str(exp), "--quiet"]) == 2
+    assert f"{exp}: budget names wall_s= twice" in _one_error(capsys) and not out.exists()
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed
