@@ -6,8 +6,10 @@ submission, no medal), never dropped, so seeds are complete by construction (MLE
 ``--pad-missing`` rule). Files written to ``BENCH_DIR``:
 
 - ``report.json``, ``report.md``, ``report.html``;
-- ``submission.jsonl``: one ``{"competition_id", "submission_path"}`` line per kept test
-  submission (absolute paths), the input of ``mlebench grade --submission submission.jsonl``;
+- ``submission.jsonl``: one ``{"competition_id", "submission_path"}`` line per run, seed-major
+  (absolute paths; ``null`` for a run without a kept submission, as MLE-bench's
+  ``experiments/make_submission.py`` writes it), the input of ``mlebench grade --submission
+  submission.jsonl``, which then counts every run with seeds aligned;
 - ``grading_report.json``: MLE-bench's grading-report shape (totals and
   ``competition_reports``), for ``experiments/aggregate_grading_reports.py``.
 
@@ -612,15 +614,19 @@ def bench_report(path: str | os.PathLike[str]) -> BenchReport:
 
 def _mlebench_files(reports: Sequence[GradeReport], root: Path, jsonl: Path, grading: Path) -> None:
     """MLE-bench's input files for ``reports``: ``submission.jsonl`` and the grading report."""
+    # every run, seed-major, a run without a kept submission as null (MLE-bench's
+    # ``experiments/make_submission.py`` convention): a re-grade then counts every run, and
+    # the i-th line of a competition is its seed i, as ``aggregate_grading_reports.py`` reads
     lines = [
         json.dumps(
             {
                 "competition_id": r.competition_id,
-                "submission_path": str((root / r.submission_path).resolve()),
+                "submission_path": str((root / r.submission_path).resolve())
+                if r.submission_exists and r.submission_path
+                else None,
             }
         )
         for r in reports
-        if r.submission_exists and r.submission_path
     ]
     write_file(jsonl, "".join(line + "\n" for line in lines).encode("utf-8"))
     summary = {

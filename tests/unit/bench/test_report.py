@@ -180,6 +180,23 @@ def test_a_report_without_a_preset_says_how_it_differs_from_the_paper(
     assert "<li>preset: none; not the paper&#x27;s operating point" in rep.html()
 
 
+def test_submission_jsonl_lists_every_run_as_mlebench_make_submission_does(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """It listed only the runs with a submission: ``mlebench grade`` then counted 1 run of 6
+    here (a medal rate over the wrong total) and shifted seeds. Now one line per run,
+    seed-major, ``null`` where no submission was kept (MLE-bench's make_submission.py)."""
+    run = _bench(mini, tmp_path / "b", seeds=2)
+    _result(run, "mini-tabular", 1, {"score": 0.94})
+    paths = write_report(tmp_path / "b")
+    lines = [json.loads(ln) for ln in paths["submission_jsonl"].read_text().splitlines()]
+    assert [ln["competition_id"] for ln in lines] == [*IDS, *IDS]
+    kept = str(run.submission_path("mini-tabular", 1).resolve())
+    assert [ln["submission_path"] for ln in lines] == [None] * 5 + [kept]
+    graded = json.loads(paths["grading_report"].read_text())
+    assert graded["total_runs"] == 6 and graded["total_runs_with_submissions"] == 1
+
+
 def test_lite_modalities_are_the_papers_partition() -> None:
     """9 image, 5 text, 2 audio, 4 tabular, 2 multimodal: every Lite id has one."""
     from collections import Counter
