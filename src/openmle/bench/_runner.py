@@ -1101,7 +1101,7 @@ def _paper_gap_line(config: BenchConfig) -> str:
         for k, d in gaps.items()
         if isinstance(d, Mapping)
     )
-    return "preset: none; not the paper's operating point (`--preset paper` runs it)" + (
+    return "preset: none; not the paper's operating point (--preset paper runs it)" + (
         f", it differs in {words}" if words else ""
     )
 
