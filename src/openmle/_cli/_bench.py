@@ -90,9 +90,49 @@ def _experiment(path: Path) -> dict[str, Any]:
         raise InvalidArgument(
             f"{path}: unknown key(s) {unknown}; known keys are {sorted(_TOML_KEYS)}"
         )
+    _check_types(path, data)
     if isinstance(data.get("budget"), dict):
         data["budget"] = ",".join(f"{k}={v}" for k, v in data["budget"].items())
     return data
+
+
+_TOML_WHOLE = {"concurrency", "workers", "gpus", "memory_mb", "islands"}
+_TOML_NUMBER = {"cpus", "time_limit_s"}
+
+
+def _check_types(path: Path, data: dict[str, Any]) -> None:
+    """Each experiment-file value of the type its flag takes: a whole number for ``workers``,
+    ``gpus``, ``concurrency``, ``memory_mb``, ``islands``; a number for ``cpus`` and
+    ``time_limit_s``; a string or a table for ``budget``; a string for the others (``seeds``
+    is checked by :func:`_seed_list`). A quoted number, a float ``gpus`` or ``true`` gave a
+    traceback or was read as another value (``gpus = 1.5`` ran with 1 GPU, ``time_limit_s =
+    true`` with 1 s per program).
+
+    Raises:
+        InvalidArgument: naming the file, the key, the expected type and the value.
+    """
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    for key, value in data.items():
+        if key == "seeds":
+            continue
+        if key in _TOML_WHOLE:
+            ok, want = whole(value), "a whole number, e.g. 2"
+        elif key in _TOML_NUMBER:
+            ok = whole(value) or isinstance(value, float)
+            want = f"a number, e.g. {8 if key == 'cpus' else 3600}"
+        elif key == "budget":
+            ok, want = isinstance(value, str | dict), 'a string or a table, e.g. "steps=30"'
+        else:
+            ok, want = isinstance(value, str), 'a string, e.g. "..."'
+        if not ok:
+            shown = json.dumps(value, default=str)
+            raise InvalidArgument(
+                f"{path}: expected {key} = {want} but got {key} = "
+                f"{shown if len(shown) <= 60 else shown[:57] + '...'}"
+            )
 
 
 SMOKE = "smoke"

@@ -365,6 +365,12 @@ class BenchConfig:
             )
         if len(set(self.seeds)) != len(self.seeds):
             raise InvalidArgument(f"Expected distinct seeds but got {list(self.seeds)}")
+        t = self.time_limit_s
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t < math.inf:
+            raise InvalidArgument(
+                f"Expected time_limit_s, the seconds one program run may take, to be a number "
+                f"> 0 but got {t!r} (CLI: --time-limit SECONDS, e.g. --time-limit 3600)"
+            )
         if self.concurrency is not None and self.concurrency < 1:
             raise InvalidArgument(f"Expected concurrency >= 1 but got {self.concurrency}")
         if self.workers < 1:
@@ -491,12 +497,7 @@ class BenchRun:
             InvalidArgument: ``path`` holds files (use ``openmle bench resume``).
         """
         p = Path(path)
-        # ``valid/`` may already hold the validation views the preflight built
-        if p.exists() and (not p.is_dir() or any(c.name != "valid" for c in p.iterdir())):
-            raise InvalidArgument(
-                f"{str(p)!r} already exists and is not empty; finish it with `openmle bench "
-                "resume` or choose a new --out"
-            )
+        cls.refuse_used(p)
         manifest = {
             "kind": "openmle-bench",
             "schema_version": 1,
@@ -518,6 +519,24 @@ class BenchRun:
             manifest["deviations"] = deviations
         _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         return cls(path=p, config=config, manifest=manifest)
+
+    @staticmethod
+    def refuse_used(path: str | os.PathLike[str]) -> None:
+        """Refuse ``path`` as a new bench directory: a file, or a directory holding anything
+        but ``valid/`` (the validation views the preflight builds). Checked before the
+        preflight writes there, so an existing bench is never written into.
+
+        Raises:
+            InvalidArgument: naming ``--out`` and the fix.
+        """
+        p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise InvalidArgument(f"--out {str(p)!r} is a file; give a new directory")
+        if p.is_dir() and any(c.name != "valid" for c in p.iterdir()):
+            raise InvalidArgument(
+                f"{str(p)!r} already exists and is not empty; finish it with `openmle bench "
+                "resume` or choose a new --out"
+            )
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> BenchRun:
@@ -1144,6 +1163,7 @@ async def _open_bench(
     prior library, after the preflight (a problem stops the bench before its first step).
     """
     if config is not None:
+        BenchRun.refuse_used(path)  # before the preflight builds views under it
         bench = bench or _bench_of(config, Path(path))
         library = await anyio.to_thread.run_sync(_library, config, bench)
         if library is not None and config.priors_sha256 is None:

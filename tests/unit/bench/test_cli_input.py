@@ -387,6 +387,62 @@ def test_a_budget_naming_a_cap_twice_is_refused(
     assert f"{exp}: budget names wall_s= twice" in _one_error(capsys) and not out.exists()
 
 
+def test_a_bad_out_or_time_limit_is_refused_before_anything_is_written(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--out`` a file gave a NotADirectoryError traceback; ``--out`` an existing bench was
+    refused only after the preflight had built views inside it; ``--time-limit`` 0, -5, nan or
+    inf ran the bench with every run counted a failure. Each is one line naming the flag now,
+    and nothing is written."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(_run(mini, afile)) == 2
+    assert f"--out {str(afile)!r} is a file; give a new directory" in _one_error(capsys)
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "manifest.json").write_text("{}")
+    assert main(_run(mini, used)) == 2
+    assert "already exists and is not empty" in _one_error(capsys)
+    assert sorted(p.name for p in used.iterdir()) == ["manifest.json"]  # no valid/ built in it
+    out = tmp_path / "b"
+    for bad in ("0", "-5", "nan", "inf"):
+        assert main(_run(mini, out, f"--time-limit={bad}")) == 2
+        err = _one_error(capsys)
+        assert "Expected time_limit_s, the seconds one program run may take" in err
+        assert "--time-limit SECONDS" in err and not out.exists()
+
+
+def test_experiment_file_values_of_the_wrong_type_name_the_key(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quoted number, a float GPU count or ``true`` in the experiment file gave a traceback
+    (``workers = "two"``, ``concurrency = "2"``) or ran with another value (``gpus = 1.5`` as
+    1, ``time_limit_s = true`` as 1 s): one line naming the file, the key and the type."""
+    registry, data = mini
+    out = tmp_path / "b"
+    exp = tmp_path / "exp.toml"
+    cases = {
+        'workers = "two"': 'expected workers = a whole number, e.g. 2 but got workers = "two"',
+        'concurrency = "2"': "expected concurrency = a whole number",
+        "gpus = 1.5": "expected gpus = a whole number, e.g. 2 but got gpus = 1.5",
+        'cpus = "x"': 'expected cpus = a number, e.g. 8 but got cpus = "x"',
+        "time_limit_s = true": "expected time_limit_s = a number, e.g. 3600 but got "
+        "time_limit_s = true",
+        "model = 3": 'expected model = a string, e.g. "..." but got model = 3',
+    }
+    for line, expected in cases.items():
+        exp.write_text(
+            f'suite = "mle-bench-lite"\ndata = "{data}"\nregistry = "{registry}"\n'
+            f'out = "{out}"\nbudget = "steps=1"\n{line}\n'
+        )
+        assert main(["bench", "run", str(exp), "--quiet"]) == 2, line
+        assert f"{exp}: {expected}" in _one_error(capsys) and not out.exists()
+
+
 def test_the_preflight_listing_is_bounded() -> None:
     """22 competitions that cannot run: three causes in full, then the others counted."""
     from openmle.bench._runner import _listed
