@@ -112,6 +112,8 @@ def test_grade_rounds_the_graders_own_value_as_mlebench_does(config: dict[str, A
     board = [0.49, 0.5, 0.6, 0.7, 0.8]  # N=5: gold and silver at row 1, bronze at row 2
     report = competition_report("c", got["score"], board, submission_exists=True)
     assert report.score == 0.5 and report.bronze_medal
+    valid = grade({**config, "grade_fn": f"{module}:numpy_halfway", "mlebench_round": False})
+    assert valid == {"score": 0.500005, "reason": ""}  # a validation grade: as returned
 
 
 def test_check_format_compares_columns_rows_and_ids(config: dict[str, Any]) -> None:

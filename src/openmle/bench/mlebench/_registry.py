@@ -834,6 +834,7 @@ class MLEBenchTask:
             answers=answers,
             limits=limits,
             public_words=self._public_words(),
+            mlebench_round=s is Split.TEST,
         )
         if score is None:
             return invalid(reason)
