@@ -197,6 +197,29 @@ def test_submission_jsonl_lists_every_run_as_mlebench_make_submission_does(
     assert graded["total_runs"] == 6 and graded["total_runs_with_submissions"] == 1
 
 
+def test_a_report_of_an_unfinished_bench_says_so_in_its_header(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Runs not finished count as failures in every number; the header said nothing of it, so
+    an interrupted bench's table read as a result. It now says how many, and how to finish."""
+    run = _bench(mini, tmp_path / "b", seeds=2)
+    _result(run, "mini-tabular", 0, {"score": 0.94})
+    rep = bench_report(tmp_path / "b")
+    want = (
+        f"unfinished: 5 of 6 runs (pending 5) are counted as failures below; finish them with "
+        f"openmle bench resume {tmp_path / 'b'}"
+    )
+    assert f"- **{want}**" in rep.markdown().replace("\\", "")
+    assert f"<li><strong>{want}</strong></li>" in rep.html()
+    assert rep.to_dict()["unfinished_runs"] == {"pending": 5}
+    for cid in IDS:
+        for seed in (0, 1):
+            if (cid, seed) != ("mini-tabular", 0):
+                _result(run, cid, seed, {"score": 0.5})
+    done = bench_report(tmp_path / "b")
+    assert "unfinished" not in done.markdown() and done.to_dict()["unfinished_runs"] == {}
+
+
 def test_lite_modalities_are_the_papers_partition() -> None:
     """9 image, 5 text, 2 audio, 4 tabular, 2 multimodal: every Lite id has one."""
     from collections import Counter
