@@ -89,12 +89,16 @@ MEDAL_RULES = ("metadata", "mlebench")
   score as NaN, which may then be a threshold), the rows in file order, lower is better when
   the first row's score is lower than the last row's.
 
-Both take the median over the finite scores and the medal positions of
-:func:`medal_positions`."""
+Both take the medal positions of :func:`medal_positions` and the median of the scores:
+``metadata`` over the finite ones, ``mlebench`` skipping only missing ones (pandas'
+``Series.median``: an infinite score on the board counts)."""
 
 
 def _median(arr: npt.NDArray[np.float64]) -> float:
-    return float(np.median(arr)) if arr.size else math.nan
+    if not arr.size:
+        return math.nan
+    with np.errstate(invalid="ignore"):  # -inf and inf in the middle: NaN, as in pandas
+        return float(np.median(arr))
 
 
 def medal_thresholds(
@@ -131,7 +135,7 @@ def medal_thresholds(
                 "Expected a leaderboard with at least one row; MLE-bench needs one to award medals"
             )
         hib = not bool(rows[0] < rows[-1])
-        finite = rows[np.isfinite(rows)]
+        finite = rows[~np.isnan(rows)]  # pandas' median skips NaN, not an infinite score
     elif rule == "metadata":
         if higher_is_better is None:
             raise InvalidArgument(

@@ -90,9 +90,49 @@ def _experiment(path: Path) -> dict[str, Any]:
         raise InvalidArgument(
             f"{path}: unknown key(s) {unknown}; known keys are {sorted(_TOML_KEYS)}"
         )
+    _check_types(path, data)
     if isinstance(data.get("budget"), dict):
         data["budget"] = ",".join(f"{k}={v}" for k, v in data["budget"].items())
     return data
+
+
+_TOML_WHOLE = {"concurrency", "workers", "gpus", "memory_mb", "islands"}
+_TOML_NUMBER = {"cpus", "time_limit_s"}
+
+
+def _check_types(path: Path, data: dict[str, Any]) -> None:
+    """Each experiment-file value of the type its flag takes: a whole number for ``workers``,
+    ``gpus``, ``concurrency``, ``memory_mb``, ``islands``; a number for ``cpus`` and
+    ``time_limit_s``; a string or a table for ``budget``; a string for the others (``seeds``
+    is checked by :func:`_seed_list`). A quoted number, a float ``gpus`` or ``true`` gave a
+    traceback or was read as another value (``gpus = 1.5`` ran with 1 GPU, ``time_limit_s =
+    true`` with 1 s per program).
+
+    Raises:
+        InvalidArgument: naming the file, the key, the expected type and the value.
+    """
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    for key, value in data.items():
+        if key == "seeds":
+            continue
+        if key in _TOML_WHOLE:
+            ok, want = whole(value), "a whole number, e.g. 2"
+        elif key in _TOML_NUMBER:
+            ok = whole(value) or isinstance(value, float)
+            want = f"a number, e.g. {8 if key == 'cpus' else 3600}"
+        elif key == "budget":
+            ok, want = isinstance(value, str | dict), 'a string or a table, e.g. "steps=30"'
+        else:
+            ok, want = isinstance(value, str), 'a string, e.g. "..."'
+        if not ok:
+            shown = json.dumps(value, default=str)
+            raise InvalidArgument(
+                f"{path}: expected {key} = {want} but got {key} = "
+                f"{shown if len(shown) <= 60 else shown[:57] + '...'}"
+            )
 
 
 SMOKE = "smoke"
@@ -133,6 +173,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         v = getattr(args, key, None)
         if v is not None:
             base[key] = v
+    if base.get("budget"):
+        _each_cap_once(
+            str(base["budget"]), "--budget" if getattr(args, "budget", None) is not None else target
+        )
     if base.get("suite") == SMOKE and base.get("benchmark", "mle-bench") == "mle-bench":
         _smoke_defaults(base)
     if base.get("benchmark") == "naturebench":
@@ -212,6 +256,22 @@ def _seed_list(seeds: Any, origin: str) -> list[int]:
         f"list of distinct seeds >= 0 such as seeds = [0, 1, 2], but got seeds = "
         f"{shown if len(shown) <= 60 else shown[:57] + '...'}"
     )
+
+
+def _each_cap_once(spec: str, origin: str) -> None:
+    """Refuse a budget the user gave that names a cap twice (``steps=1,steps=2`` ran with the
+    last one, silently); ``origin`` is ``--budget`` or the experiment file.
+
+    Raises:
+        InvalidArgument: a repeated key, naming it and the fix.
+    """
+    seen: set[str] = set()
+    for part in filter(None, (x.strip() for x in spec.split(","))):
+        key = part.split("=", 1)[0].strip()
+        if key in seen:
+            where = "--budget" if origin == "--budget" else f"{origin}: budget"
+            raise InvalidArgument(f"{where} names {key}= twice; give each cap once")
+        seen.add(key)
 
 
 def _budget_spec(spec: str) -> str:
@@ -391,6 +451,7 @@ def _resume(args: argparse.Namespace) -> int:
     summary = args.summary_model or _checked_recorded(
         run.config.summary_model, "--summary-model", where
     )
+    _record_model_change(run, args)
     # A sandbox that talks to a server is taken from the manifest only when named again.
     box = args.sandbox or _recorded_sandbox(run.config.sandbox, where)
     if getattr(args, "launcher", None):
@@ -405,6 +466,24 @@ def _resume(args: argparse.Namespace) -> int:
             run.path, model=model, summary_model=summary_model, sandbox=factory, **kw
         ), _emitter, lambda a, o, r, w: _done(a, o, r, w, tracker))  # fmt: skip
     return EXIT_INTERRUPTED  # only when interrupted (_resumable has said how to go on)
+
+
+def _record_model_change(run: Any, args: argparse.Namespace) -> None:
+    """A resume naming another ``--model`` / ``--summary-model`` than the manifest's, with runs
+    left to do, is recorded as a deviation (the report's header printed only the model the
+    bench began with, though the unfinished runs went on with the new one).
+    """
+    if all(st.state == "done" for st in run.status()):
+        return
+    for flag, given, recorded in (
+        ("--model", args.model, run.config.model),
+        ("--summary-model", args.summary_model, run.config.summary_model),
+    ):
+        if given and given != recorded:
+            run.record_deviation(
+                f"resumed with {flag} {given} (the bench began with {recorded or 'none'}): the "
+                "runs unfinished at that resume went on with it"
+            )
 
 
 def _recorded_sandbox(spec: str, where: str) -> str:
@@ -694,7 +773,11 @@ def _add_doctor(sub: Any) -> None:
         "miniature)",
     )
     doc.add_argument("--registry", help="MLE-bench checkout (default: the installed mlebench)")
-    doc.add_argument("--checksums", action="store_true", help="compare files with checksums.yaml")
+    doc.add_argument(
+        "--checksums",
+        action="store_true",
+        help="compare files with checksums.yaml and leaderboard.csv with the checkout's commit",
+    )
     doc.add_argument(
         "--validation",
         choices=("auto", "split", "self"),

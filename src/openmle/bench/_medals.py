@@ -19,9 +19,12 @@ Implemented from MLE-bench's documented behaviour (``mlebench/grade_helpers.py``
 
 - The median threshold is the median of the scores, missing scores skipped (pandas'
   ``Series.median``).
-- The grader's score is rounded to 5 decimals (Python's ``round``) **before** it is compared;
-  thresholds are not rounded. Comparisons are inclusive for medals (``>=``, or ``<=`` when lower
-  is better), medals are exclusive (the best one counts) and "above median" is strict.
+- The grader's score is rounded to 5 decimals **before** it is compared: the grading process
+  rounds the grader's own return value as MLE-bench does (``round(score, 5)``, so a NumPy
+  scalar by NumPy's rule), and :func:`round_score` (Python's ``round``) leaves such a value
+  unchanged; thresholds are not rounded. Comparisons are inclusive for medals (``>=``, or
+  ``<=`` when lower is better), medals are exclusive (the best one counts) and "above median"
+  is strict.
 - A submission that does not grade has ``score=None``: no medal, not above median,
   ``valid_submission=False``.
 

@@ -6,8 +6,10 @@ submission, no medal), never dropped, so seeds are complete by construction (MLE
 ``--pad-missing`` rule). Files written to ``BENCH_DIR``:
 
 - ``report.json``, ``report.md``, ``report.html``;
-- ``submission.jsonl``: one ``{"competition_id", "submission_path"}`` line per kept test
-  submission (absolute paths), the input of ``mlebench grade --submission submission.jsonl``;
+- ``submission.jsonl``: one ``{"competition_id", "submission_path"}`` line per run, seed-major
+  (absolute paths; ``null`` for a run without a kept submission, as MLE-bench's
+  ``experiments/make_submission.py`` writes it), the input of ``mlebench grade --submission
+  submission.jsonl``, which then counts every run with seeds aligned;
 - ``grading_report.json``: MLE-bench's grading-report shape (totals and
   ``competition_reports``), for ``experiments/aggregate_grading_reports.py``.
 
@@ -67,7 +69,13 @@ class BenchReport:
         self.run = run
         self._boards: dict[str, Any] = {}
         self._bench: Any = None
-        by_key = {(s.arm, s.competition_id, s.seed): s for s in run.status()}
+        statuses = run.status()
+        by_key = {(s.arm, s.competition_id, s.seed): s for s in statuses}
+        self.unfinished: dict[str, int] = {}
+        for st in statuses:
+            if st.state != "done":
+                self.unfinished[st.state] = self.unfinished.get(st.state, 0) + 1
+        self._n_runs = len(statuses)
         names = [a.name for a in run.config.arms] or [""]
         self.arm_seeds: dict[str, list[list[GradeReport]]] = {}
         for arm in names:
@@ -172,6 +180,7 @@ class BenchReport:
             },
             "validation_vs_test": None if gap is None else {k: v.to_dict() for k, v in gap.items()},
             "runs": [_stable(r) for r in self.reports],
+            "unfinished_runs": dict(sorted(self.unfinished.items())),
         }
         if self.arm_metrics:
             out["arms"] = {
@@ -310,7 +319,21 @@ class BenchReport:
         ]
         out += [f"- {_md(line, limit=1_000)}" for line in preset_lines(cfg)]
         out += [f"- {_md(line[2:], limit=1_000)}" for line in protocol_lines(m)]
+        out += [f"- **{_md(line, limit=1_000)}**" for line in self._unfinished_lines()]
         return out
+
+    def _unfinished_lines(self) -> list[str]:
+        """One line when runs are not finished: every number below counts them as failures,
+        so the table is not the bench's result yet (how many, in which state, how to finish).
+        """
+        if not self.unfinished:
+            return []
+        n = sum(self.unfinished.values())
+        states = ", ".join(f"{k} {v}" for k, v in sorted(self.unfinished.items()))
+        return [
+            f"unfinished: {n} of {self._n_runs} runs ({states}) are counted as failures below; "
+            f"finish them with openmle bench resume {self.run.path}"
+        ]
 
     # ------------------------------------------------------------------ Markdown
 
@@ -442,7 +465,7 @@ class BenchReport:
         preset = "".join(
             f"<li>{e(line)}</li>"
             for line in [*preset_lines(cfg), *(x[2:] for x in protocol_lines(m))]
-        )
+        ) + "".join(f"<li><strong>{e(line)}</strong></li>" for line in self._unfinished_lines())
         return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>openmle bench: {e(cfg.suite)}</title>
 <style>
@@ -612,15 +635,19 @@ def bench_report(path: str | os.PathLike[str]) -> BenchReport:
 
 def _mlebench_files(reports: Sequence[GradeReport], root: Path, jsonl: Path, grading: Path) -> None:
     """MLE-bench's input files for ``reports``: ``submission.jsonl`` and the grading report."""
+    # every run, seed-major, a run without a kept submission as null (MLE-bench's
+    # ``experiments/make_submission.py`` convention): a re-grade then counts every run, and
+    # the i-th line of a competition is its seed i, as ``aggregate_grading_reports.py`` reads
     lines = [
         json.dumps(
             {
                 "competition_id": r.competition_id,
-                "submission_path": str((root / r.submission_path).resolve()),
+                "submission_path": str((root / r.submission_path).resolve())
+                if r.submission_exists and r.submission_path
+                else None,
             }
         )
         for r in reports
-        if r.submission_exists and r.submission_path
     ]
     write_file(jsonl, "".join(line + "\n" for line in lines).encode("utf-8"))
     summary = {

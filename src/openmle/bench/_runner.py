@@ -366,6 +366,12 @@ class BenchConfig:
             )
         if len(set(self.seeds)) != len(self.seeds):
             raise InvalidArgument(f"Expected distinct seeds but got {list(self.seeds)}")
+        t = self.time_limit_s
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t < math.inf:
+            raise InvalidArgument(
+                f"Expected time_limit_s, the seconds one program run may take, to be a number "
+                f"> 0 but got {t!r} (CLI: --time-limit SECONDS, e.g. --time-limit 3600)"
+            )
         if self.concurrency is not None and self.concurrency < 1:
             raise InvalidArgument(f"Expected concurrency >= 1 but got {self.concurrency}")
         if self.workers < 1:
@@ -479,12 +485,7 @@ class BenchRun:
             InvalidArgument: ``path`` holds files (use ``openmle bench resume``).
         """
         p = Path(path)
-        # ``valid/`` may already hold the validation views the preflight built
-        if p.exists() and (not p.is_dir() or any(c.name != "valid" for c in p.iterdir())):
-            raise InvalidArgument(
-                f"{str(p)!r} already exists and is not empty; finish it with `openmle bench "
-                "resume` or choose a new --out"
-            )
+        cls.refuse_used(p)
         manifest = {
             "kind": "openmle-bench",
             "schema_version": 1,
@@ -506,6 +507,24 @@ class BenchRun:
             manifest["deviations"] = deviations
         _atomic_write(p / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
         return cls(path=p, config=config, manifest=manifest)
+
+    @staticmethod
+    def refuse_used(path: str | os.PathLike[str]) -> None:
+        """Refuse ``path`` as a new bench directory: a file, or a directory holding anything
+        but ``valid/`` (the validation views the preflight builds). Checked before the
+        preflight writes there, so an existing bench is never written into.
+
+        Raises:
+            InvalidArgument: naming ``--out`` and the fix.
+        """
+        p = Path(path)
+        if p.exists() and not p.is_dir():
+            raise InvalidArgument(f"--out {str(p)!r} is a file; give a new directory")
+        if p.is_dir() and any(c.name != "valid" for c in p.iterdir()):
+            raise InvalidArgument(
+                f"{str(p)!r} already exists and is not empty; finish it with `openmle bench "
+                "resume` or choose a new --out"
+            )
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> BenchRun:
@@ -533,6 +552,18 @@ class BenchRun:
                 f"{str(exc)[:240]}); restore it from the bench's original copy"
             ) from None
         return cls(path=p, config=config, manifest=manifest)
+
+    def record_deviation(self, text: str) -> None:
+        """Add ``text`` to the manifest's ``deviations`` (the list the report's header prints)
+        and rewrite the manifest atomically; a text already listed is not added again. For a
+        change made after the bench began, such as a resume with another model.
+        """
+        listed = self.manifest.get("deviations")
+        devs = [str(d) for d in listed] if isinstance(listed, list) else []
+        if text in devs:
+            return
+        self.manifest["deviations"] = [*devs, text]
+        _atomic_write(self.path / MANIFEST, json.dumps(self.manifest, indent=2, sort_keys=True))
 
     def run_dir(self, cid: str, seed: int, arm: str = "") -> Path:
         """The search run directory of (``cid``, ``seed``) (under ``runs/<arm>/`` in an arm)."""
@@ -1047,17 +1078,38 @@ def deviation_lines(config: BenchConfig) -> list[str]:
 def preset_lines(config: BenchConfig) -> list[str]:
     """The report's lines about the preset: its name and fields, whether the bench deviates
     from it (the deviations themselves are :func:`deviation_lines`, listed once from the
-    manifest), and the validation protocol. Empty without a preset.
+    manifest), and the validation protocol. Without a preset, an MLE-bench report says that
+    its numbers are not the paper's operating point and where they differ from it
+    (:func:`_paper_gap_line`); other benchmarks get no line.
     """
     p = config.preset
     if not isinstance(p, Mapping):
-        return []
+        return [_paper_gap_line(config)] if config.benchmark == "mle-bench" else []
     fields = ", ".join(f"{k} {_words(v)}" for k, v in p.items() if k != "name")
     out = [f"preset: {p.get('name')} ({fields})"]
     if not deviation_lines(config):
         out.append("deviations from the preset: none")
     out.append(f"validation protocol: {validation_protocol(config)}")
     return out
+
+
+def _paper_gap_line(config: BenchConfig) -> str:
+    """One line for a bench run without a preset: not the paper's operating point, and each
+    setting that differs from ``--preset paper``'s (``field: paper value -> used value``, the
+    preset's deviations computed as for a bench run with it).
+    """
+    from openmle.search import Preset
+
+    gaps = preset_deviations(Preset.named("paper"), config).deviations
+    words = "; ".join(
+        f"{k}: paper {_words(d.get('preset'))} -> used "
+        f"{'none' if d.get('used') is None else _words(d.get('used'))}"
+        for k, d in gaps.items()
+        if isinstance(d, Mapping)
+    )
+    return "preset: none; not the paper's operating point (--preset paper runs it)" + (
+        f", it differs in {words}" if words else ""
+    )
 
 
 async def _slots(sandbox: Sandbox) -> int:
@@ -1098,6 +1150,7 @@ async def _open_bench(
     prior library, after the preflight (a problem stops the bench before its first step).
     """
     if config is not None:
+        BenchRun.refuse_used(path)  # before the preflight builds views under it
         bench = bench or _bench_of(config, Path(path))
         library = await anyio.to_thread.run_sync(_library, config, bench)
         if library is not None and config.priors_sha256 is None:

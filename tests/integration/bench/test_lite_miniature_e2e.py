@@ -144,7 +144,7 @@ def test_grading_needs_no_pandas(lite: tuple[Path, Path], tmp_path: Path) -> Non
     results = json.loads(done.stdout)
     for k, want in enumerate(expected):
         good, refused = results[2 * k], results[2 * k + 1]
-        assert good["score"] == pytest.approx(want, abs=1e-9), good
+        assert good["score"] == round(want, 5), good  # rounded as MLE-bench's Grader rounds
         assert refused["score"] is None and "invalid submission" in refused["reason"]
 
 

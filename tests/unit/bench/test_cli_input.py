@@ -159,6 +159,27 @@ def test_a_wrong_data_folder_is_one_line(
         assert expected in _one_error(capsys) and not out.exists()
 
 
+def test_a_data_folder_one_level_too_deep_names_the_right_one(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--data`` at a competition's folder, its ``prepared`` or ``prepared/public``: one line
+    naming the data folder to pass (it only said what ``--data`` should be in general)."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    out = tmp_path / "b"
+    comp = data / "mini-tabular"
+    for folder in (comp, comp / "prepared", comp / "prepared" / "public"):
+        want = f"is inside the data folder {data.resolve()}: pass --data {data.resolve()}"
+        doctor = ["bench", "doctor", "mle-bench-lite", "--data", str(folder)]
+        assert main([*doctor, "--registry", str(registry)]) == 2
+        assert want in _one_error(capsys)
+        assert main(_run(mini, out, "--data", str(folder))) == 2
+        assert want in _one_error(capsys) and not out.exists()
+
+
 def test_some_competitions_prepared_one_line_each(
     mini: tuple[Path, Path],
     tmp_path: Path,
@@ -184,6 +205,261 @@ def test_some_competitions_prepared_one_line_each(
     err = _one_error(capsys)
     assert "2 of 3 competitions cannot run" in err
     assert f"mlebench prepare -c mini-jsonl --data-dir {data2}`" in err
+
+
+def test_an_unusable_leaderboard_stops_the_bench_before_its_first_step(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leaderboard with no row (or a git-lfs pointer): doctor says FAIL, and run refuses
+    to start, naming the file and the fix (it ran the search and exited 0 with a table that
+    counted the competition as a failed run)."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    reg2 = tmp_path / "registry"
+    shutil.copytree(registry, reg2)
+    board = reg2 / "mlebench" / "competitions" / "mini-tabular" / "leaderboard.csv"
+    out = tmp_path / "b"
+    for text in ("teamId,score,submissionDate\n", "version https://git-lfs.github.com/spec/v1\n"):
+        board.write_text(text)
+        args = ["bench", "run", "mini-tabular", "--data", str(data), "--registry", str(reg2),
+                "--out", str(out), "--budget", "steps=1", "--seeds", "1", "--quiet"]  # fmt: skip
+        assert main(args) == 2
+        err = _one_error(capsys)
+        assert "1 of 1 competitions cannot run" in err and "mini-tabular: cannot be graded" in err
+        assert f"leaderboard {board} is unusable" in err and "git lfs pull" in err
+        assert not out.exists()
+        doctor = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
+        assert main(doctor) == 1 and "FAIL" in capsys.readouterr().out
+
+
+def test_doctor_flags_leaderboard_rows_without_a_score(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A leaderboard whose last row has no score reads as higher-is-better by MLE-bench's rule
+    (a log loss of 4.8 took gold on [0.5, -, abc], and doctor said ok): a problem now; a blank
+    row inside the board is a note (it still counts in N)."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    reg2 = tmp_path / "registry"
+    shutil.copytree(registry, reg2)
+    board = reg2 / "mlebench" / "competitions" / "mini-tabular" / "leaderboard.csv"
+    args = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
+    board.write_text("teamId,score\n1,0.5\n2,\n3,abc\n")
+    assert main([*args, "--json"]) == 1
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["problems"][0].startswith(
+        "leaderboard.csv has 2 of 3 rows without a finite score (data rows 2, 3); MLE-bench "
+        "reads the direction from the first and last rows"
+    )
+    assert "git lfs pull" in line["fixes"][0]
+    board.write_text("teamId,score\n1,0.1\n2,\n3,0.9\n")
+    assert main([*args, "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["ok"] and any("1 of 3 rows without a finite score" in n for n in line["notes"])
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_doctor_checksums_compare_the_leaderboard_with_the_commit(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--checksums``: a leaderboard cut short (a partial download, an edit) moved every
+    threshold unnoticed; it is now compared with the sha256 and size of the git-lfs pointer
+    the checkout's commit holds, and a mismatch is a problem with the fix."""
+    import hashlib
+    import subprocess
+
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    reg2 = tmp_path / "registry"
+    shutil.copytree(registry, reg2)
+    rel = "mlebench/competitions/mini-tabular/leaderboard.csv"
+    real = (reg2 / rel).read_bytes()
+    pointer = (
+        "version https://git-lfs.github.com/spec/v1\n"
+        f"oid sha256:{hashlib.sha256(real).hexdigest()}\nsize {len(real)}\n"
+    )
+    (reg2 / rel).write_text(pointer)  # what git stores for a git-lfs file
+
+    def git(*a: str) -> None:
+        subprocess.run(["git", "-C", str(reg2), *a], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "registry")
+    (reg2 / rel).write_bytes(real)  # what `git lfs pull` writes
+    args = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
+    assert main([*args, "--checksums", "--json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["ok"], line
+    (reg2 / rel).write_bytes(real[: len(real) // 2].rsplit(b"\n", 1)[0] + b"\n")
+    assert main([*args, "--checksums", "--json"]) == 1
+    (line,) = json.loads(capsys.readouterr().out)
+    assert line["problems"] == [
+        "leaderboard.csv differs from the one the checkout's commit names (a partial or edited "
+        "leaderboard moves the medal thresholds)"
+    ]
+    assert line["fixes"] == [
+        f"run `git checkout -- {rel} && git lfs pull` in the MLE-bench checkout"
+    ]
+    assert main([*args, "--json"]) == 0  # without --checksums: not compared
+    capsys.readouterr()
+
+
+def test_a_resume_with_another_model_is_recorded_as_a_deviation(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``bench resume --model`` with runs left: the report's header said only the model the
+    bench began with; the manifest's deviations (and so the header) now say the unfinished runs
+    went on with the other one. A resume with nothing left to do records nothing."""
+    from tests.unit.bench._minibench import mini_config
+
+    from openmle.bench import BenchRun, MLEBench
+
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    registry, data = mini
+    out = tmp_path / "b"
+    config = mini_config(mini, competitions=["mini-tabular"], seeds=[0], budget={"steps": 1})
+    BenchRun.create(out, config, MLEBench.locate(registry, data, valid_dir=out / "valid"))
+    assert main(["bench", "resume", str(out), "--model", "offline-numpy", "--quiet"]) == 0
+    capsys.readouterr()
+    want = (
+        "resumed with --model offline-numpy (the bench began with offline): the runs "
+        "unfinished at that resume went on with it"
+    )
+    assert BenchRun.open(out).manifest["deviations"] == [want]
+    assert "- deviations: resumed with --model offline-numpy" in (out / "report.md").read_text()
+    done = ["bench", "resume", str(out), "--summary-model", "offline-numpy", "--quiet"]
+    assert main(done) == 0
+    assert BenchRun.open(out).manifest["deviations"] == [want]  # all done: nothing recorded
+
+
+def test_a_typo_in_a_competition_id_names_the_nearest_one(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt id: one line listing what is accepted and the nearest id (it gave only the
+    suites, and the ids had to be found elsewhere)."""
+    registry, data = mini
+    out = tmp_path / "b"
+    args = ["bench", "run", "mini-tabluar", "--data", str(data), "--registry", str(registry),
+            "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(args) == 2
+    err = _one_error(capsys)
+    assert "Unknown suite or competition(s) ['mini-tabluar']" in err
+    assert err.rstrip().endswith("; did you mean mini-tabular?") and not out.exists()
+
+
+def test_doctor_names_the_install_when_a_view_needs_a_missing_library() -> None:
+    """Without Pillow, denoising-dirty-documents' view cannot be built: doctor's fix said
+    "run with --validation self, or ship prepared/valid"; it now leads with the install."""
+    from types import SimpleNamespace
+
+    from openmle.bench.mlebench._doctor import _doctor_view
+    from openmle.errors import TaskPackageError
+
+    cid = "denoising-dirty-documents"
+    text = (
+        f"{cid}: building the validation view failed (MissingDependency: {cid}: its validation "
+        "view reads images with Pillow: pip install 'openmle[data]' (or pillow))"
+    )
+
+    def info() -> dict[str, Any]:
+        raise TaskPackageError(text)
+
+    bench = SimpleNamespace(task=lambda _cid: SimpleNamespace(validation_info=info))
+    got: list[tuple[str, str]] = []
+    _doctor_view(bench, cid, lambda p, f: got.append((p, f)), [])  # type: ignore[arg-type]
+    assert got == [
+        (
+            f"no validation view ({text.removeprefix(cid + ': ')})",
+            "pip install 'openmle[data]' (or pillow), or run with --validation self",
+        )
+    ]
+
+
+def test_a_budget_naming_a_cap_twice_is_refused(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--budget steps=1,steps=2`` ran with steps=2, silently: refused now, on the flag and in
+    an experiment file."""
+    registry, data = mini
+    out = tmp_path / "b"
+    assert main(_run(mini, out, "--budget", "steps=1,wall_s=60,steps=2")) == 2
+    assert "--budget names steps= twice; give each cap once" in _one_error(capsys)
+    exp = tmp_path / "exp.toml"
+    exp.write_text(
+        f'suite = "mle-bench-lite"\ndata = "{data}"\nregistry = "{registry}"\n'
+        f'out = "{out}"\nbudget = "wall_s=60,wall_s=90"\n'
+    )
+    assert main(["bench", "run", str(exp), "--quiet"]) == 2
+    assert f"{exp}: budget names wall_s= twice" in _one_error(capsys) and not out.exists()
+
+
+def test_a_bad_out_or_time_limit_is_refused_before_anything_is_written(
+    mini: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--out`` a file gave a NotADirectoryError traceback; ``--out`` an existing bench was
+    refused only after the preflight had built views inside it; ``--time-limit`` 0, -5, nan or
+    inf ran the bench with every run counted a failure. Each is one line naming the flag now,
+    and nothing is written."""
+    monkeypatch.setenv("OPENMLE_CACHE", str(tmp_path / "cache"))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(_run(mini, afile)) == 2
+    assert f"--out {str(afile)!r} is a file; give a new directory" in _one_error(capsys)
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "manifest.json").write_text("{}")
+    assert main(_run(mini, used)) == 2
+    assert "already exists and is not empty" in _one_error(capsys)
+    assert sorted(p.name for p in used.iterdir()) == ["manifest.json"]  # no valid/ built in it
+    out = tmp_path / "b"
+    for bad in ("0", "-5", "nan", "inf"):
+        assert main(_run(mini, out, f"--time-limit={bad}")) == 2
+        err = _one_error(capsys)
+        assert "Expected time_limit_s, the seconds one program run may take" in err
+        assert "--time-limit SECONDS" in err and not out.exists()
+
+
+def test_experiment_file_values_of_the_wrong_type_name_the_key(
+    mini: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A quoted number, a float GPU count or ``true`` in the experiment file gave a traceback
+    (``workers = "two"``, ``concurrency = "2"``) or ran with another value (``gpus = 1.5`` as
+    1, ``time_limit_s = true`` as 1 s): one line naming the file, the key and the type."""
+    registry, data = mini
+    out = tmp_path / "b"
+    exp = tmp_path / "exp.toml"
+    cases = {
+        'workers = "two"': 'expected workers = a whole number, e.g. 2 but got workers = "two"',
+        'concurrency = "2"': "expected concurrency = a whole number",
+        "gpus = 1.5": "expected gpus = a whole number, e.g. 2 but got gpus = 1.5",
+        'cpus = "x"': 'expected cpus = a number, e.g. 8 but got cpus = "x"',
+        "time_limit_s = true": "expected time_limit_s = a number, e.g. 3600 but got "
+        "time_limit_s = true",
+        "model = 3": 'expected model = a string, e.g. "..." but got model = 3',
+    }
+    for line, expected in cases.items():
+        exp.write_text(
+            f'suite = "mle-bench-lite"\ndata = "{data}"\nregistry = "{registry}"\n'
+            f'out = "{out}"\nbudget = "steps=1"\n{line}\n'
+        )
+        assert main(["bench", "run", str(exp), "--quiet"]) == 2, line
+        assert f"{exp}: {expected}" in _one_error(capsys) and not out.exists()
 
 
 def test_the_preflight_listing_is_bounded() -> None:

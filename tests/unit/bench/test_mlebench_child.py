@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from openmle.bench import competition_report
 from openmle.bench.mlebench.child import check_format, grade
 
 #: The child reads submissions as MLE-bench does (``float_precision="round_trip"``), which
@@ -39,6 +40,12 @@ def nan(submission, answers):
 
 def text(submission, answers):
     return "high"
+
+
+def numpy_halfway(submission, answers):
+    import numpy
+
+    return numpy.mean([numpy.float64(0.5), numpy.float64(0.50001)])  # numpy.float64(0.500005)
 """
 
 
@@ -91,6 +98,22 @@ def test_grade_refuses_big_submissions_and_reports_broken_tasks(config: dict[str
     assert missing["error"].startswith("cannot import the grader no_such_module_xyz:grade")
     odd = grade(_with(config, "id,y\n1,a\n2,a\n", answers=config["answers"] + ".parquet"))
     assert odd == {"error": "unsupported answers format: answers.csv.parquet"}
+
+
+@pytest.mark.filterwarnings(PANDAS_DEPRECATION)
+def test_grade_rounds_the_graders_own_value_as_mlebench_does(config: dict[str, Any]) -> None:
+    """MLE-bench rounds what ``grade_fn`` returned, ``round(score, 5)``: a NumPy scalar rounds
+    by NumPy's rule, so ``np.float64(0.500005)`` is 0.5 (Python's ``round`` of the float gives
+    0.50001). On a lower-is-better board whose bronze threshold is 0.5 that is a medal.
+    """
+    module = config["grade_fn"].partition(":")[0]
+    got = grade(_with(config, "id,y\n1,a\n2,a\n", grade_fn=f"{module}:numpy_halfway"))
+    assert got == {"score": 0.5, "reason": ""}
+    board = [0.49, 0.5, 0.6, 0.7, 0.8]  # N=5: gold and silver at row 1, bronze at row 2
+    report = competition_report("c", got["score"], board, submission_exists=True)
+    assert report.score == 0.5 and report.bronze_medal
+    valid = grade({**config, "grade_fn": f"{module}:numpy_halfway", "mlebench_round": False})
+    assert valid == {"score": 0.500005, "reason": ""}  # a validation grade: as returned
 
 
 def test_check_format_compares_columns_rows_and_ids(config: dict[str, Any]) -> None:

@@ -162,6 +162,64 @@ def test_modalities_validation_gap_and_medal_strip(mini: tuple[Path, Path], tmp_
     assert 'stroke="#717d7e"' in page and "(better)</text>" in page
 
 
+def test_a_report_without_a_preset_says_how_it_differs_from_the_paper(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Without ``--preset paper`` the header said nothing of the paper: it now says the numbers
+    are not its operating point and lists each setting that differs (Markdown and HTML)."""
+    run = _bench(mini, tmp_path / "b")
+    _result(run, "mini-tabular", 0, {"score": 0.94})
+    rep = bench_report(tmp_path / "b")
+    md = rep.markdown()
+    assert "- preset: none; not the paper" in md and "operating point" in md
+    for gap in ("steps: paper 800 -&gt; used 2", "seeds: paper 3 -&gt; used 1",
+                "sandbox\\_s: paper 43200.0 -&gt; used none",
+                "time\\_limit\\_s: paper 7200.0 -&gt; used 3600.0",
+                "validation: paper self -&gt; used auto"):  # fmt: skip
+        assert gap in md, gap
+    assert "<li>preset: none; not the paper&#x27;s operating point" in rep.html()
+
+
+def test_submission_jsonl_lists_every_run_as_mlebench_make_submission_does(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """It listed only the runs with a submission: ``mlebench grade`` then counted 1 run of 6
+    here (a medal rate over the wrong total) and shifted seeds. Now one line per run,
+    seed-major, ``null`` where no submission was kept (MLE-bench's make_submission.py)."""
+    run = _bench(mini, tmp_path / "b", seeds=2)
+    _result(run, "mini-tabular", 1, {"score": 0.94})
+    paths = write_report(tmp_path / "b")
+    lines = [json.loads(ln) for ln in paths["submission_jsonl"].read_text().splitlines()]
+    assert [ln["competition_id"] for ln in lines] == [*IDS, *IDS]
+    kept = str(run.submission_path("mini-tabular", 1).resolve())
+    assert [ln["submission_path"] for ln in lines] == [None] * 5 + [kept]
+    graded = json.loads(paths["grading_report"].read_text())
+    assert graded["total_runs"] == 6 and graded["total_runs_with_submissions"] == 1
+
+
+def test_a_report_of_an_unfinished_bench_says_so_in_its_header(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Runs not finished count as failures in every number; the header said nothing of it, so
+    an interrupted bench's table read as a result. It now says how many, and how to finish."""
+    run = _bench(mini, tmp_path / "b", seeds=2)
+    _result(run, "mini-tabular", 0, {"score": 0.94})
+    rep = bench_report(tmp_path / "b")
+    want = (
+        f"unfinished: 5 of 6 runs (pending 5) are counted as failures below; finish them with "
+        f"openmle bench resume {tmp_path / 'b'}"
+    )
+    assert f"- **{want}**" in rep.markdown().replace("\\", "")
+    assert f"<li><strong>{want}</strong></li>" in rep.html()
+    assert rep.to_dict()["unfinished_runs"] == {"pending": 5}
+    for cid in IDS:
+        for seed in (0, 1):
+            if (cid, seed) != ("mini-tabular", 0):
+                _result(run, cid, seed, {"score": 0.5})
+    done = bench_report(tmp_path / "b")
+    assert "unfinished" not in done.markdown() and done.to_dict()["unfinished_runs"] == {}
+
+
 def test_lite_modalities_are_the_papers_partition() -> None:
     """9 image, 5 text, 2 audio, 4 tabular, 2 multimodal: every Lite id has one."""
     from collections import Counter

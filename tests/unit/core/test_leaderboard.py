@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from openmle._leaderboard import (
+    above_median_of,
     human_rank_of,
     infer_higher_is_better,
     leaderboard_rank_of,
@@ -108,3 +109,16 @@ def test_medal_rules_agree_on_a_clean_board_and_differ_only_where_stated(tmp_pat
     csv_path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\n")
     with pytest.raises(InvalidArgument, match="git-lfs pointer"):
         read_leaderboard(csv_path, rule="mlebench")
+
+
+def test_mlebench_median_counts_an_infinite_score_as_pandas_does() -> None:
+    """MLE-bench's median is pandas' ``Series.median``: NaN rows skipped, an infinite score
+    kept. On ``[inf, 2, 1]`` that is 2.0 (it was 1.5, the finite ones', which made 1.8 above
+    median where MLE-bench says not); ``[-inf, inf]`` has no median (NaN). The metadata rule
+    still takes the finite scores only."""
+    board = [math.inf, 2.0, 1.0]
+    th = medal_thresholds(board, rule="mlebench")
+    assert th.median == 2.0 and not above_median_of(1.8, th)
+    assert math.isnan(medal_thresholds([-math.inf, math.inf], rule="mlebench").median)
+    assert medal_thresholds([math.nan, 3.0, math.nan], rule="mlebench").median == 3.0
+    assert medal_thresholds(board, higher_is_better=True).median == 1.5

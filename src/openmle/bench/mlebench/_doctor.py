@@ -6,6 +6,10 @@ fix for each problem. Nothing is downloaded.
 from __future__ import annotations
 
 import hashlib
+import math
+import re
+import shutil
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, final
@@ -73,6 +77,11 @@ def doctor(
     return [_doctor_one(bench, cid, checksums=checksums, views=views) for cid in ids]
 
 
+_PIP_INSTALL = re.compile(r"pip install '[^']+'(?: \(or [\w.-]+\))?")
+"""The install command a missing-library error names (``pip install 'openmle[data]' (or
+pillow)``)."""
+
+
 def _doctor_view(
     bench: MLEBench, cid: str, bad: Callable[[str, str], None], notes: list[str]
 ) -> None:
@@ -84,6 +93,9 @@ def _doctor_view(
         problem, sep, fix = text.rpartition("; ")
         if not sep:
             problem, fix = text, "run with --validation self, or ship prepared/valid"
+            install = _PIP_INSTALL.search(text)
+            if install is not None:  # a missing library: installing it is the fix
+                fix = f"{install.group(0)}, or run with --validation self"
         bad(f"no validation view ({problem})", fix)
         return
     if info.get("shipped"):
@@ -121,13 +133,15 @@ def _doctor_one(bench: MLEBench, cid: str, *, checksums: bool, views: bool = Tru
     except MissingDependency as exc:
         bad("cannot read the registry", str(exc))
         return line()
-    _doctor_leaderboard(comp, bad)
+    _doctor_leaderboard(comp, bad, notes)
     root = bench.data_dir / cid / "prepared"
     _doctor_data(bench, comp, root, bad)
     if comp.grade_fn.startswith("mlebench.") and not (comp.directory / "grade.py").is_file():
         bad("the competition's grade.py is missing", "update the MLE-bench checkout")
     if checksums and root.is_dir():
         _check_sums(comp, root, bad, notes)
+    if checksums and comp.leaderboard_path.is_file():
+        _check_leaderboard_commit(bench, comp, bad, notes)
     if views and not problems:
         _doctor_view(bench, cid, bad, notes)
     if comp.known_issue:
@@ -155,7 +169,9 @@ def _doctor_data(
         bad(f"the answers {comp.answers} are missing", prep)
 
 
-def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> None:
+def _doctor_leaderboard(
+    comp: Competition, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
     lb = comp.leaderboard_path
     if not lb.is_file():
         bad("leaderboard.csv is missing", "update the MLE-bench checkout (git pull)")
@@ -169,9 +185,99 @@ def _doctor_leaderboard(comp: Competition, bad: Callable[[str, str], None]) -> N
             )
         else:
             try:
-                Leaderboard.from_csv(lb)
+                board = Leaderboard.from_csv(lb)
             except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
                 bad(f"leaderboard.csv is unreadable ({exc})", "restore it from MLE-bench")
+                return
+            _doctor_blank_scores(board, bad, notes)
+
+
+def _doctor_blank_scores(
+    board: Leaderboard, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
+    """Rows without a finite score: MLE-bench counts them in N (they move every threshold);
+    an empty first or last row also decides its direction (higher is better, whatever the
+    metric), so that is a problem, the others a note.
+    """
+    blank = [i + 1 for i, v in enumerate(board.scores) if not math.isfinite(v)]
+    if not blank:
+        return
+    rows = ", ".join(map(str, blank[:5])) + (
+        f" and {len(blank) - 5} more" if len(blank) > 5 else ""
+    )
+    text = f"leaderboard.csv has {len(blank)} of {board.n} rows without a finite score"
+    text += f" (data rows {rows})"
+    if blank[0] == 1 or blank[-1] == board.n:
+        bad(
+            f"{text}; MLE-bench reads the direction from the first and last rows, so its medals "
+            "would take higher as better whatever the metric",
+            "restore leaderboard.csv from MLE-bench (`git lfs pull` in the checkout)",
+        )
+    else:
+        notes.append(f"{text}; MLE-bench counts them in N, which sets the medal rows")
+
+
+def _committed_blob(repo: Path, rel: str) -> bytes | None:
+    """The blob of ``rel`` at ``HEAD`` of the git checkout ``repo`` (for a git-lfs file: its
+    pointer, as ``git show`` applies no filter), or None (no git, not a checkout, no such
+    file at ``HEAD``).
+    """
+    git = shutil.which("git")
+    if git is None or not (repo / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(
+            [git, "-C", str(repo), "show", f"HEAD:{rel}"],
+            capture_output=True,
+            timeout=30,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _lfs_pointer(blob: bytes) -> tuple[str, int] | None:
+    """``(sha256 hex, size)`` of a git-lfs pointer blob, or None when ``blob`` is not one."""
+    text = blob[:1024].decode("utf-8", "replace")
+    if not text.startswith(GIT_LFS_POINTER):
+        return None
+    fields = dict(line.partition(" ")[::2] for line in text.splitlines())
+    oid, size = fields.get("oid", ""), fields.get("size", "")
+    if not oid.startswith("sha256:") or not size.isdigit():
+        return None
+    return oid.removeprefix("sha256:"), int(size)
+
+
+def _check_leaderboard_commit(
+    bench: MLEBench, comp: Competition, bad: Callable[[str, str], None], notes: list[str]
+) -> None:
+    """``leaderboard.csv`` against the checkout's commit (``--checksums``): the sha256 and size
+    its git-lfs pointer names (or the committed bytes, where it is not in git-lfs). A truncated
+    or edited leaderboard moves every threshold and MLE-bench would not notice either.
+    """
+    path = comp.leaderboard_path
+    try:
+        rel = path.relative_to(bench.repo_root).as_posix()
+    except ValueError:  # a competitions folder linked from elsewhere
+        rel = ""
+    blob = _committed_blob(bench.repo_root, rel) if rel else None
+    if blob is None:
+        notes.append("leaderboard.csv not checked (the registry is not a git checkout)")
+        return
+    pointer = _lfs_pointer(blob)
+    data = path.read_bytes()
+    if pointer is None:
+        same = data == blob
+    else:
+        same = len(data) == pointer[1] and hashlib.sha256(data).hexdigest() == pointer[0]
+    if not same:
+        bad(
+            "leaderboard.csv differs from the one the checkout's commit names (a partial or "
+            "edited leaderboard moves the medal thresholds)",
+            f"run `git checkout -- {rel} && git lfs pull` in the MLE-bench checkout",
+        )
 
 
 def _check_sums(

@@ -94,8 +94,11 @@ def grade_confined(
     answers: Path,
     limits: GradeLimits,
     public_words: Iterable[str] = (),
+    mlebench_round: bool = True,
 ) -> tuple[float | None, str, bool]:
-    """Run ``grade_fn`` on ``submission`` in the confined grading process.
+    """Run ``grade_fn`` on ``submission`` in the confined grading process; with
+    ``mlebench_round`` (a test grade) its value is rounded there as MLE-bench's grader rounds
+    it (``round(score, 5)`` on the returned object: a NumPy score by NumPy's rule).
 
     Returns:
         ``(score, reason, broken)``: a finite score and ``""``, or None and a masked reason;
@@ -109,6 +112,7 @@ def grade_confined(
             "grade_fn": grade_fn,
             "submission": str(submission),
             "answers": str(answers),
+            "mlebench_round": mlebench_round,
         },
         limits=limits,
         module=CHILD,

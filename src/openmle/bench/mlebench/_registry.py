@@ -36,6 +36,7 @@ Nothing here downloads anything; without a registry the error says what to insta
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -305,9 +306,13 @@ class MLEBench:
         known = set(self.ids())
         unknown = [i for i in ids if i not in known]
         if unknown:
+            near = [
+                m for u in unknown for m in difflib.get_close_matches(u, known | set(SUITES), 1)
+            ]
             raise InvalidArgument(
                 f"Unknown suite or competition(s) {unknown}: give one of {list(SUITES)}, a "
                 "comma-separated list of competition ids of the registry, or a .txt file of ids"
+                + (f"; did you mean {', '.join(near)}?" if near else "")
             )
         return ids
 
@@ -324,8 +329,14 @@ class MLEBench:
             return f"--data {d}: {why}; {_DATA_FIX}"
         if any(_is_dir(d / cid / "prepared") for cid in ids):
             return None
-        below = _data_below(d, ids)
-        hint = f"; {below} holds them: pass --data {below}" if below is not None else ""
+        below, above = _data_below(d, ids), _data_above(d, ids)
+        hint = (
+            f"; {below} holds them: pass --data {below}"
+            if below is not None
+            else f"; {d} is inside the data folder {above}: pass --data {above}"
+            if above is not None
+            else ""
+        )
         return f"--data {d} holds none of the suite's <id>/prepared folders ({_DATA_FIX}){hint}"
 
     # ------------------------------------------------------------------ competitions
@@ -473,8 +484,10 @@ class MLEBenchTask:
 
     def preflight(self) -> str | None:
         """Why the competition cannot run: its prepared test data or answers are missing
-        (with the ``mlebench prepare`` command). Builds the validation view under the
-        ``split`` protocol.
+        (with the ``mlebench prepare`` command), or its leaderboard cannot be read (missing,
+        a git-lfs pointer, no ``score`` column, no row: no medal could be computed, so the
+        run would only count as a failure). Builds the validation view under the ``split``
+        protocol.
 
         Raises:
             TaskPackageError: the validation view cannot be built.
@@ -485,6 +498,15 @@ class MLEBenchTask:
             return (
                 f"cannot be prepared ({missing} is missing; run `mlebench prepare -c "
                 f"{self.name} --data-dir {self.bench.data_dir}`)"
+            )
+        try:
+            self.leaderboard  # noqa: B018 - read (and cached) before any step is spent
+        except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
+            return (
+                f"cannot be graded: its leaderboard {self.competition.leaderboard_path} is "
+                f"unusable ({exc}); restore it from MLE-bench (`git checkout -- "
+                f"mlebench/competitions/{self.name}/leaderboard.csv && git lfs pull` in the "
+                "checkout)"
             )
         if self.protocol == "split":
             self.public_dir(Split.VALID)
@@ -811,6 +833,7 @@ class MLEBenchTask:
             answers=answers,
             limits=limits,
             public_words=self._public_words(),
+            mlebench_round=s is Split.TEST,
         )
         if score is None:
             return invalid(reason)
@@ -846,6 +869,16 @@ def _data_below(d: Path, ids: Sequence[str]) -> Path | None:
     except OSError:
         return None
     return next((p for p in subs if any(_is_dir(p / c / "prepared") for c in ids)), None)
+
+
+def _data_above(d: Path, ids: Sequence[str]) -> Path | None:
+    """The folder above ``d`` (at most 3 levels: ``d`` is ``<data>/<id>``, its ``prepared``
+    or ``prepared/public``) holding a ``<id>/prepared`` folder of ``ids``; None if none does.
+    """
+    for parent in list(d.resolve().parents)[:3]:
+        if any(_is_dir(parent / c / "prepared") for c in ids):
+            return parent
+    return None
 
 
 VIEW_CACHE = "mlebench-valid"

@@ -8,7 +8,8 @@ it imports anything of the registry, then runs one of:
 
 - ``mode: "grade"``: the competition's ``grade_fn(submission_df, answers)`` from the registry
   (pandas reads the CSV with ``float_precision="round_trip"`` and the answers as CSV or JSONL,
-  as MLE-bench does);
+  as MLE-bench does), its value rounded as MLE-bench's grader rounds it unless
+  ``mlebench_round`` is false (a validation grade);
 - ``mode: "view"``: :func:`openmle.bench.mlebench.build_validation_view` into ``out``.
 
 It writes one JSON object to ``config["result"]``: ``{"score", "reason"}`` (grade),
@@ -36,11 +37,19 @@ competition's ``grade.py`` and the ``mlebench`` package are imported in the chil
 installed): most of MLE-bench's ``grade.py`` files import it, 0.6 s a grade otherwise."""
 
 
-def _scored(score: Any) -> dict[str, Any]:
-    """A grader's return value as a result: a finite number, else no score with the reason."""
+def _scored(score: Any, mlebench_round: bool = True) -> dict[str, Any]:
+    """A grader's return value as a result: a finite number, else no score with the reason.
+
+    With ``mlebench_round`` (a test grade) the score is rounded as MLE-bench's
+    ``Grader.__call__`` rounds it, ``round(score, 5)`` on the value the grader returned,
+    *before* it becomes a Python float: a NumPy scalar rounds by NumPy's rule (scale, round
+    half to even, unscale), so ``np.float64(0.500005)`` gives 0.5 where Python's
+    ``round(0.500005, 5)`` gives 0.50001, and the medal can differ. Without (a validation
+    grade, which search selects on) the value is kept as the grader returned it.
+    """
     try:
-        value = float(score)
-    except (TypeError, ValueError):
+        value = float(round(score, 5) if mlebench_round else score)
+    except (TypeError, ValueError, OverflowError):
         return {"score": None, "reason": "the grader returned no number"}
     if not math.isfinite(value):
         return {"score": None, "reason": "the grader returned a non-finite score"}
@@ -91,6 +100,7 @@ def grade(config: dict[str, Any]) -> dict[str, Any]:
             "score": None,
             "reason": f"the grader raised {type(exc).__name__} on this submission",
         },
+        bool(config.get("mlebench_round", True)),
     )
 
 
@@ -117,6 +127,7 @@ def _graded(
     sub: Any,
     answers: Any,
     otherwise: Callable[[Exception], dict[str, Any]],
+    mlebench_round: bool = True,
 ) -> dict[str, Any]:
     """The grader's score of ``sub``; an ``InvalidSubmissionError`` (by name, as MLE-bench's
     harness looks for it) makes an invalid submission, any other exception ``otherwise(exc)``.
@@ -129,7 +140,7 @@ def _graded(
         if type(exc).__name__ == "InvalidSubmissionError":
             return {"score": None, "reason": f"invalid submission: {str(exc)[:500]}"}
         return otherwise(exc)
-    return _scored(score)
+    return _scored(score, mlebench_round)
 
 
 def _csv_table(path: Path) -> dict[str, Any]:
@@ -158,7 +169,13 @@ def _grade_without_pandas(config: dict[str, Any], sub_path: Path) -> dict[str, A
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return _unreadable(exc)
     # the answers are read inside the grader's try, as a grader's failure
-    return _graded(lambda s, a: fn(s, _csv_table(a)), sub, ans, lambda _exc: need)
+    return _graded(
+        lambda s, a: fn(s, _csv_table(a)),
+        sub,
+        ans,
+        lambda _exc: need,
+        bool(config.get("mlebench_round", True)),
+    )
 
 
 def _ids(path: Path, max_bytes: int | None) -> tuple[list[str], int, set[str]]:
