@@ -62,14 +62,13 @@ def _go(
     """
     import contextlib
 
-    import anyio
-
+    from openmle._cli._interrupts import run_async
     from openmle.bench import write_report
 
     board = _board(args)
     emit = board.log if board is not None else emitter(args)
     with board if board is not None else contextlib.nullcontext():
-        reports = anyio.run(lambda: bench(emit=emit, board=board))
+        reports = run_async(lambda: bench(emit=emit, board=board))
     return done(args, out, reports, write_report)
 
 

@@ -67,6 +67,7 @@ from typing import Any
 
 import attrs
 
+from openmle._cli._interrupts import run_async
 from openmle._cli._track import (
     add_track_flag,
     close_track,
@@ -692,7 +693,7 @@ def _run_gspo(
                 await sandbox.aclose()
 
     try:
-        anyio.run(main)
+        run_async(main)  # the first Ctrl-C cancels it; the sandbox is closed, shielded
     finally:
         log.close()
     print(json.dumps({"batch": count[0], "step": trainer.step_count, "checkpoint": str(ckpt)}))
