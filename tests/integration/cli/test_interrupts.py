@@ -34,7 +34,7 @@ RUN_ID_ENV = "OPENMLE_RUN_ID"  # the sandboxes' run marker: OWNER_PID.START.TOKE
 #: of its own that carries the run marker, and whose cleanup of a cancelled run takes
 #: ``SLOWSTOP_S`` seconds (shielded) before it kills that process: the shielded cleanup a
 #: second Ctrl-C must not cut short (a real sandbox's is the same, only faster).
-_SLOWSTOP = '''
+_SLOWSTOP = """
 import os, signal, subprocess, sys, uuid
 from pathlib import Path
 
@@ -75,7 +75,7 @@ class SlowStop:
 
 def make(**options):
     return SlowStop()
-'''
+"""
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -97,10 +97,9 @@ def _owned_by(pid: int) -> list[tuple[int, str]]:
             continue
         if stat[stat.rfind(")") + 2 :].split()[0] == "Z":
             continue
-        for item in env:
-            if item.startswith(f"{RUN_ID_ENV}=".encode()):
-                if item.split(b"=", 1)[1].split(b".")[0] == str(pid).encode():
-                    out.append((int(entry.name), cmd[:120]))
+        prefix = f"{RUN_ID_ENV}={pid}.".encode()
+        if any(item.startswith(prefix) for item in env):
+            out.append((int(entry.name), cmd[:120]))
     return out
 
 
