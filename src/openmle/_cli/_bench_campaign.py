@@ -208,12 +208,11 @@ def launch(args: argparse.Namespace, out: Path, config: Any, launcher: str) -> i
     """``bench run --launcher``: make the bench directory (manifest, preflight; no run) and
     submit its runs as a job array.
     """
-    import anyio
-
+    from openmle._cli._interrupts import run_async
     from openmle.bench import arun_bench
 
     check_launcher_options(launcher, _launcher_options(args, config, launcher))
-    anyio.run(lambda: arun_bench(out, config=config, model=None, only=()))
+    run_async(lambda: arun_bench(out, config=config, model=None, only=()))
     return submit(args, out, launcher, config.model, config.summary_model, config.sandbox)
 
 

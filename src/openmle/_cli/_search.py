@@ -245,7 +245,6 @@ def preflight_model(model: OperatorModel, spec: str) -> OperatorModel:
             message is the server's, prefixed with the ``--model`` flag).
         InvalidArgument: ``spec`` names no model and the server serves none or several.
     """
-    import anyio
     import attrs
 
     from openmle import backends
@@ -271,7 +270,7 @@ def preflight_model(model: OperatorModel, spec: str) -> OperatorModel:
             await m.aclose()
 
     try:
-        checked: OperatorModel = anyio.run(check)
+        checked: OperatorModel = run_async(check)
     except ModelError as exc:
         raise type(exc)(f"--model {spec}: {exc}") from None
     return checked
@@ -569,7 +568,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Budget
     sandbox = build_sandbox(args.sandbox, task)
     with _closing_on_error(sandbox):
         # A missing engine, a wrong address or key: said before the header, nothing written.
-        anyio.run(preflight_sandbox, sandbox)
+        run_async(lambda: preflight_sandbox(sandbox))
         hib = task_direction(task, sandbox)  # the task package's, else the sandbox's task_meta
     selector = build_selector(args.selector, hib)
     summary_spec = getattr(args, "summary_model", None)
