@@ -173,6 +173,16 @@ def render_cli() -> str:
         "off (see [the job service how-to](../how-to/scale-out-with-the-job-service.md"
         "#in-a-container)).",
         "",
+        "Interrupting (Ctrl-C, i.e. SIGINT, and SIGTERM count alike): the first stops the "
+        "command (a search, bench or training is cancelled, its programs are killed, its "
+        "sandbox is closed), which then says how to continue and exits 130; a second one "
+        "while it shuts down is absorbed (a line says it is still cleaning up); a third "
+        "exits at once with 130, after SIGKILLing the programs of the command's sandboxes "
+        "(workspaces or containers not yet removed are left to the next run's stale sweep). "
+        "The run or bench directory stays resumable either way. `openmle serve` leaves "
+        "SIGINT and SIGTERM to its web server while it serves. A command started with SIGINT "
+        "ignored (a background job of a shell script) keeps ignoring it; SIGTERM still works.",
+        "",
         "`--help` (`-h`) is accepted everywhere and omitted below.",
         "",
     ]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import resource
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -13,7 +13,13 @@ from openmle import Outcome
 from openmle.backends import LocalSandbox
 from openmle.backends._isolation import landlock_abi
 from openmle.errors import SandboxUnavailable
-from openmle.testing import HOSTILE_PROGRAMS, HostileReport, ToyTask, run_hostile_battery
+from openmle.testing import (
+    HOSTILE_PROGRAMS,
+    HostileProgram,
+    HostileReport,
+    ToyTask,
+    run_hostile_battery,
+)
 
 from .test_sandbox_conformance import NaiveSandbox
 
@@ -119,12 +125,107 @@ async def test_memory_is_bounded_without_cgroups(mode: str, toy: ToyTask) -> Non
 @pytest.mark.parametrize("mode", ["bwrap", "landlock"])
 async def test_leftover_processes_are_found_without_cgroups(mode: str, toy: ToyTask) -> None:
     """Without cgroups a run's processes are found by its PID namespace (bwrap) or, in the
-    Landlock mode, by the run marker and the run's own mount namespace: a daemon that cleared
-    its environment (so the marker) and left the process tree used to survive the run."""
-    if mode == "landlock" and os.geteuid() != 0:
-        pytest.skip("without root the Landlock mode has no mount namespace to find it by")
+    Landlock mode, by the run marker, the run's own mount namespace (root) and its subreaper,
+    which keeps them in the run's tree: a daemon that cleared its environment (so the marker)
+    and left the process tree used to survive the run."""
     failures = await _without_cgroups(mode, toy, ("orphans", "orphan_cleared_env", "fork_runner"))
     assert not failures, failures
+
+
+def _as_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the Landlock mode as a user without root does: no mount namespace for the run (the
+    launcher's ``unshare`` is refused), emulated as root by not asking for one."""
+    from openmle.backends import _local
+    from openmle.backends._plan import spare_argv as argv
+
+    spawn = _local._Chain.spawn
+
+    def no_namespace_argv(**kw: Any) -> list[str]:
+        return argv(**{**kw, "mount_ns": False})
+
+    def no_namespace_spawn(*a: Any, **kw: Any) -> Any:
+        return spawn(*a, **{**kw, "reports_namespace": False})
+
+    monkeypatch.setattr(_local, "spare_argv", no_namespace_argv)
+    monkeypatch.setattr(_local._Chain, "spawn", no_namespace_spawn)
+
+
+async def test_landlock_mode_without_root_keeps_a_cleared_env_daemon_in_the_tree(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Landlock mode of a user without root has no cgroup and no mount namespace. A
+    daemon that double-forked, called ``setsid`` and cleared its environment (the run marker)
+    had nothing left to be found by and outlived the run; the run's child subreaper (the
+    launcher, which stays as the program's parent) now keeps it a descendant of the run."""
+    _as_without_root(monkeypatch)
+    failures = await _without_cgroups(
+        "landlock", toy, ("orphans", "orphan_cleared_env", "fork_runner", "signal_host")
+    )
+    assert not failures, failures
+
+
+MARKER_ENV = "OPENMLE_HOSTILE_MARKER"  # in every battery job's env; found in a command line too
+
+#: Kills its parent (in the Landlock mode without cgroups: the run's subreaper) first, so
+#: that its daemon would go to the host's init; reports whether the kill worked.
+_KILL_THE_SUBREAPER = HostileProgram(
+    name="orphan_after_killing_the_subreaper",
+    description="SIGKILLs its parent, then leaves a cleared-environment daemon, then succeeds",
+    body=(
+        "import os, shutil, signal, sys, time\n"
+        f"tag = '{MARKER_ENV}=' + os.environ['{MARKER_ENV}']\n"
+        "parent = os.getppid()\n"
+        "try:\n"
+        "    os.kill(parent, signal.SIGKILL)\n"
+        "except OSError as exc:\n"
+        "    print('parent kill refused', exc.errno)\n"
+        "time.sleep(0.2)\n"
+        "if os.getppid() != parent:\n"
+        "    print('KILLED-THE-PARENT')\n"
+        "daemon = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "time.sleep(600)'\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execve(sys.executable, [sys.executable, '-c', daemon, tag], {})\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5)\n"
+        "shutil.copyfile(os.path.join(os.environ['DATA_DIR'], 'sample_submission.csv'),\n"
+        "                'submission.csv')\n"
+        "print('PARENT-DONE')\n"
+    ),
+    expected=[Outcome.SUCCESS],
+    must_print="PARENT-DONE",
+    must_not_print="KILLED-THE-PARENT",
+)
+
+
+async def test_a_program_cannot_kill_the_runs_subreaper(
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The subreaper stays outside the program's Landlock domain, whose signals Landlock
+    scopes to the domain from ABI 6 (Linux 6.12): the program cannot kill it to hand its
+    daemon to the host's init. Below ABI 6 it can (a gap the isolation docs name)."""
+    if not _landlock() or landlock_abi() < 6:
+        pytest.skip("needs Landlock ABI 6 (signal scoping, Linux 6.12)")
+    _as_without_root(monkeypatch)
+    sb = LocalSandbox(
+        ToyTask.resolver({"toy": toy}), isolation="landlock", cgroups=False, kill_grace_s=1.0
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reports = await run_hostile_battery(
+                sb,
+                task="toy",
+                private_paths=toy.private_paths,
+                task_root=toy.root,
+                programs=[_KILL_THE_SUBREAPER],
+            )
+    finally:
+        await sb.aclose()
+    assert reports[0].ok, reports[0].problems
+    assert "parent kill refused 1" in reports[0].result.logs, reports[0].result.logs
 
 
 async def test_battery_reports_a_leaking_sandbox(toy: ToyTask) -> None:

@@ -7,14 +7,10 @@ modules are listed in ``_COMMAND_MODULES`` and imported when the parser is built
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import importlib
-import os
 import re
-import signal
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NoReturn
 
 from openmle._cli._common import (
@@ -25,10 +21,10 @@ from openmle._cli._common import (
     EXIT_USAGE,
     debug_enabled,
     interrupted,
-    note_signal,
     run_guarded,
     use_app_dir,
 )
+from openmle._cli._interrupts import handled
 from openmle._cli._pid1 import init_if_pid1
 from openmle._version import __version__
 
@@ -121,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_app_dir(getattr(args, "app_dir", None))
         return int(handler(args))
 
-    with _sigterm_as_sigint():
+    # Ctrl-C and SIGTERM: the first stops the command, a second is absorbed while it cleans
+    # up, a third exits at once (openmle._cli._interrupts; docs/reference/cli.md).
+    with handled(process=argv is None):
         return run_guarded(call, debug=debug)
 
 
@@ -150,30 +148,3 @@ def _refuse_unknown(parser: argparse.ArgumentParser, extra: Sequence[str]) -> No
                 hints.append(f"{arg.partition('=')[0]}: did you mean {close[0]}?")
     why = f"unrecognized arguments: {' '.join(extra)}"
     parser.error(why + (f" ({'; '.join(hints)})" if hints else ""))
-
-
-@contextlib.contextmanager
-def _sigterm_as_sigint() -> Iterator[None]:
-    """Handle SIGTERM (what ``timeout``, systemd, Kubernetes and Slurm send) as SIGINT.
-
-    The handler re-sends the process SIGINT, so a terminated command stops exactly as an
-    interrupted one does: the running search is cancelled, its sandboxes are cleaned up and
-    closed, the run directory stays resumable, and the exit code is 130. Where the command
-    was started with SIGINT ignored (a background job of a shell script, whose ``&`` ignores
-    it), re-sending it would do nothing: the handler raises ``KeyboardInterrupt`` itself.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def forward(signum: int, frame: object) -> None:
-        note_signal(signum)  # so the interrupt line names SIGTERM
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            raise KeyboardInterrupt
-        os.kill(os.getpid(), signal.SIGINT)
-
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -62,14 +62,13 @@ def _go(
     """
     import contextlib
 
-    import anyio
-
+    from openmle._cli._interrupts import run_async
     from openmle.bench import write_report
 
     board = _board(args)
     emit = board.log if board is not None else emitter(args)
     with board if board is not None else contextlib.nullcontext():
-        reports = anyio.run(lambda: bench(emit=emit, board=board))
+        reports = run_async(lambda: bench(emit=emit, board=board))
     return done(args, out, reports, write_report)
 
 
@@ -209,12 +208,11 @@ def launch(args: argparse.Namespace, out: Path, config: Any, launcher: str) -> i
     """``bench run --launcher``: make the bench directory (manifest, preflight; no run) and
     submit its runs as a job array.
     """
-    import anyio
-
+    from openmle._cli._interrupts import run_async
     from openmle.bench import arun_bench
 
     check_launcher_options(launcher, _launcher_options(args, config, launcher))
-    anyio.run(lambda: arun_bench(out, config=config, model=None, only=()))
+    run_async(lambda: arun_bench(out, config=config, model=None, only=()))
     return submit(args, out, launcher, config.model, config.summary_model, config.sandbox)
 
 

@@ -16,9 +16,7 @@ import difflib
 import json
 import math
 import re
-import signal
 import sys
-import threading
 import time
 import tomllib
 import warnings
@@ -35,6 +33,7 @@ from openmle._cli._common import (
     interrupted,
     recorded_spec,
 )
+from openmle._cli._interrupts import deferred, run_async
 from openmle._cli._track import add_track_flag, close_track, finish_track, open_track
 from openmle.errors import InvalidArgument, ModelError, TaskPackageError
 
@@ -246,7 +245,6 @@ def preflight_model(model: OperatorModel, spec: str) -> OperatorModel:
             message is the server's, prefixed with the ``--model`` flag).
         InvalidArgument: ``spec`` names no model and the server serves none or several.
     """
-    import anyio
     import attrs
 
     from openmle import backends
@@ -272,7 +270,7 @@ def preflight_model(model: OperatorModel, spec: str) -> OperatorModel:
             await m.aclose()
 
     try:
-        checked: OperatorModel = anyio.run(check)
+        checked: OperatorModel = run_async(check)
     except ModelError as exc:
         raise type(exc)(f"--model {spec}: {exc}") from None
     return checked
@@ -544,8 +542,8 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Budget
         ProgressLine,
         SearchConfig,
         SearchSpec,
+        arun_search,
         preflight_sandbox,
-        run_search,
         task_description,
         task_direction,
     )
@@ -570,7 +568,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Budget
     sandbox = build_sandbox(args.sandbox, task)
     with _closing_on_error(sandbox):
         # A missing engine, a wrong address or key: said before the header, nothing written.
-        anyio.run(preflight_sandbox, sandbox)
+        run_async(lambda: preflight_sandbox(sandbox))
         hib = task_direction(task, sandbox)  # the task package's, else the sandbox's task_meta
     selector = build_selector(args.selector, hib)
     summary_spec = getattr(args, "summary_model", None)
@@ -616,7 +614,7 @@ def _run(args: argparse.Namespace, *, task: str, model_spec: str, budget: Budget
         with _closing(sandbox):
             tracker = open_track(args, out.name)
             result = _search_run(
-                run_search,
+                arun_search,
                 spec,
                 run_dir=out,
                 on_progress=None if args.quiet else ProgressLine(stream, budget.steps),
@@ -658,29 +656,20 @@ def _header(
 def _closing(sandbox: Sandbox) -> Iterator[None]:
     """Close ``sandbox`` (``aclose``) however the block ends, an interruption included.
 
-    SIGINT and SIGTERM are held off while closing, so a second Ctrl-C cannot leave the
-    sandbox's containers or files behind; the last one held is re-raised after.
+    A first Ctrl-C or SIGTERM that comes while closing is held off until the sandbox is
+    closed (then raised), so it cannot leave the sandbox's containers or files behind; a
+    second is absorbed, a third exits at once (``openmle._cli._interrupts``).
     """
     try:
         yield
     finally:
         close = getattr(sandbox, "aclose", None)
         if close is not None:
-            held: list[int] = []
-            in_main = threading.current_thread() is threading.main_thread()
-            previous: dict[int, Any] = {}
-            if in_main:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    previous[sig] = signal.signal(sig, lambda s, f: held.append(int(s)))
-            try:
-                anyio.run(close)
-            except Exception as exc:  # closing must not hide the search's own outcome
-                print(f"openmle: closing the sandbox failed: {exc}", file=sys.stderr)
-            finally:
-                for signum, handler in previous.items():
-                    signal.signal(signum, handler)
-            if held:
-                raise KeyboardInterrupt
+            with deferred():
+                try:
+                    anyio.run(close)
+                except Exception as exc:  # closing must not hide the search's own outcome
+                    print(f"openmle: closing the sandbox failed: {exc}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -693,16 +682,13 @@ def _closing_on_error(sandbox: Sandbox) -> Iterator[None]:
             raise
 
 
-def _search_run(
-    run: Any,
-    *a: Any,
-    **kw: Any,
-) -> Any:
-    """Call ``run`` (run_search / resume_search); an interrupt inside a group is re-raised
-    as a plain KeyboardInterrupt so the caller can name the run directory.
+def _search_run(run: Any, *a: Any, **kw: Any) -> Any:
+    """Run ``run(*a, **kw)`` (arun_search / aresume_search) in an event loop whose main task
+    the first interrupt cancels (``openmle._cli._interrupts.run_async``); an interrupt inside
+    a group is re-raised as a plain KeyboardInterrupt so the caller can name the run directory.
     """
     try:
-        return run(*a, **kw)
+        return run_async(lambda: run(*a, **kw))
     except BaseExceptionGroup as group:
         if group.subgroup(KeyboardInterrupt) is not None:
             raise KeyboardInterrupt from None
@@ -802,7 +788,7 @@ def _data_task(args: argparse.Namespace) -> str | None:
     box = sandbox_factory(args.sandbox)
     stream = sys.stderr if args.json else sys.stdout
     stream.write(f"openmle search: building {args.data} into {package}\n")
-    result = anyio.run(
+    result = run_async(
         lambda: build_task(
             args.data, package, build_model(args.model), sandbox=box, options=options
         )
@@ -890,7 +876,7 @@ def _preset_parts(
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from openmle.search import ProgressLine, ResumeSpec, RunDir, resume_search
+    from openmle.search import ProgressLine, ResumeSpec, RunDir, aresume_search
 
     rd = RunDir.open(args.run_dir)
     cli = dict(rd.manifest.get("extra", {}).get("cli") or {})
@@ -931,7 +917,7 @@ def _resume(args: argparse.Namespace) -> int:
         with _closing(sandbox):
             tracker = open_track(args, rd.path.name)
             result = _search_run(
-                resume_search,
+                aresume_search,
                 rd.path,
                 ResumeSpec(
                     model=model,

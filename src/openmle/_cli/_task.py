@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from openmle._cli._interrupts import run_async
 from openmle.errors import InvalidArgument
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -341,13 +342,11 @@ def _builder_setup(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 def _build(args: argparse.Namespace) -> int:
-    import anyio
-
     from openmle.builder import build_task
 
     try:
         make_model, sandbox, options = _builder_setup(args)
-        result = anyio.run(
+        result = run_async(
             lambda: build_task(
                 args.raw_dir, args.out, make_model(), sandbox=sandbox, options=options
             )
@@ -369,8 +368,6 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _build_many(args: argparse.Namespace) -> int:
-    import anyio
-
     from openmle.builder import build_many
 
     def progress(name: str, entry: dict[str, Any]) -> None:
@@ -379,7 +376,7 @@ def _build_many(args: argparse.Namespace) -> int:
 
     try:
         make_model, sandbox, options = _builder_setup(args)
-        summary = anyio.run(
+        summary = run_async(
             lambda: build_many(
                 args.sources_dir,
                 args.out,

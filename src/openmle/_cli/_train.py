@@ -67,6 +67,7 @@ from typing import Any
 
 import attrs
 
+from openmle._cli._interrupts import deferred, run_async
 from openmle._cli._track import (
     add_track_flag,
     close_track,
@@ -560,9 +561,8 @@ def _gspo(args: argparse.Namespace) -> int:
             print(f"resumed from {ckpt} at rollout batch {done}", file=sys.stderr)
             _trim_metrics(out / "metrics.jsonl", done, key="batch")
     except BaseException:
-        import anyio
-
-        anyio.run(sandbox.aclose)
+        with deferred():  # a Ctrl-C while closing comes after the close
+            run_async(sandbox.aclose)
         raise
     out.mkdir(parents=True, exist_ok=True)
     pad = tokenizer.pad_token_id
@@ -692,7 +692,7 @@ def _run_gspo(
                 await sandbox.aclose()
 
     try:
-        anyio.run(main)
+        run_async(main)  # the first Ctrl-C cancels it; the sandbox is closed, shielded
     finally:
         log.close()
     print(json.dumps({"batch": count[0], "step": trainer.step_count, "checkpoint": str(ckpt)}))
@@ -781,8 +781,7 @@ def _gspo_trl(
     try:
         trainer.train(resume_from_checkpoint=True if resume else None)
     finally:
-        import anyio
-
-        anyio.run(sandbox.aclose)
+        with deferred():  # a Ctrl-C while closing comes after the close
+            run_async(sandbox.aclose)
     print(json.dumps({"step": trainer.state.global_step, "output_dir": str(out)}))
     return EXIT_OK

@@ -22,7 +22,8 @@ the CLI): the sandbox factory by spec, :func:`build_sandbox` (a spec and options
 keywords passed only where the factory takes them), :func:`sandbox_takes` and
 :func:`check_sandbox_spec` (nothing built); the stale-run sweep, :func:`remove_stale_cgroups`
 (the cgroups a killed process's sandboxes left), :func:`kill_stale_programs` (the programs
-its runs left in a work directory), :func:`safe_rmtree` (remove a run
+its runs left in a work directory), :func:`kill_own_programs` (the programs this process's
+sandboxes started, for an owner that must exit at once), :func:`safe_rmtree` (remove a run
 directory a program may have made hostile) and :func:`pid_alive` (whether a process of this
 host still runs, a zombie counting as ended); for a container made outside a sandbox (the
 bench's NatureBench grading container), :func:`managed_container_labels` (the labels by which
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from openmle.backends._registry import sandbox_takes as sandbox_takes
     from openmle.backends._replay import RecordingModel as RecordingModel
     from openmle.backends._replay import ReplayModel as ReplayModel
+    from openmle.backends._stale import kill_own_programs as kill_own_programs
     from openmle.backends._stale import kill_stale_programs as kill_stale_programs
     from openmle.backends._stale import remove_stale_cgroups as remove_stale_cgroups
     from openmle.backends._stale import safe_rmtree as safe_rmtree
@@ -84,6 +86,7 @@ _LAZY: dict[str, str] = {
     "check_sandbox_spec": "openmle.backends._registry",
     "classify_run": "openmle._runlog",
     "gpu_models": "openmle.backends._gpu",
+    "kill_own_programs": "openmle.backends._stale",
     "kill_stale_programs": "openmle.backends._stale",
     "make_model": "openmle.backends._registry",
     "make_sandbox": "openmle.backends._registry",

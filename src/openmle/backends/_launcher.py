@@ -30,8 +30,10 @@ sandbox turns into an infrastructure error.
 
 The start configuration (JSON, argv): ``status_fd``, ``procs`` (files to write ``0`` to),
 ``parent`` (a pid: die with it, or null), optional ``mount_ns`` (true: make and report the
-run's own mount namespace) and ``core_filter`` (bwrap mode: set the core limit to 1 byte, then
-load this filter, ``[code, jt, jf, k]`` instructions, which refuses changing it).
+run's own mount namespace), ``subreaper`` (true: stay as the run's child subreaper, the
+program a forked child, see :func:`_subreap`) and ``core_filter`` (bwrap mode: set the core
+limit to 1 byte, then load this filter, ``[code, jt, jf, k]`` instructions, which refuses
+changing it).
 The run configuration (JSON, stdin): ``cwd``, ``rlimits`` (``[name, soft, hard]``),
 ``argv``, optional ``env``, ``landlock`` (``rules``: ``[path, access]``, ``shm``: bytes or
 null, ``shm_access``) and ``seccomp`` (``[code, jt, jf, k]`` instructions, loaded when
@@ -43,9 +45,11 @@ The constants below are the single source of these numbers:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
+import signal
 import stat
 import struct
 import sys
@@ -81,6 +85,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_SECCOMP = 22
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
 SECCOMP_MODE_FILTER = 2
 SIGKILL = 9
 EINVAL = 22
@@ -287,6 +292,77 @@ def _launch(cfg: dict[str, Any], libc: Any, status: int, *, private_mounts: bool
     os.execve(args[0], args, env)
 
 
+def _subreap(libc: Any, status: int) -> None:
+    """Become the run's child subreaper and fork: the child returns (it becomes the program);
+    this process stays, outside the program's Landlock domain and seccomp filter, and never
+    returns.
+
+    Every process the program orphans (a double ``fork``, ``setsid``) is reparented to this
+    one instead of the host's init, so it stays a descendant of the process the sandbox
+    started and is found, and killed, by the process tree even when it cleared its
+    environment (the run marker) and no cgroup or mount namespace holds the run (the Landlock
+    mode of a user without root). The program cannot kill it: Landlock scopes signals to the
+    program's own domain (ABI 6, Linux 6.12); on older kernels it can (see the isolation
+    docs). It ignores the signals the sandbox sends the run's process group, waits for the
+    program, then SIGKILLs what is left under it until nothing is, and exits with the
+    program's status (dies of its signal, without a core).
+    """
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        import ctypes
+
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    me = os.getpid()
+    main = os.fork()
+    if main == 0:  # the program: dies with this process, as this one dies with the sandbox
+        if libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 or os.getppid() != me:
+            _fail(status, "the run's subreaper is gone")
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.closerange(3, MAX_FD)  # the status pipe, the log's write end: the program's alone
+    code = _reap(main)
+    if code < 0:
+        resource.setrlimit(resource.RLIMIT_CORE, (1, 1))  # no core, no core_pattern helper
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(me, -code)
+        code = 128 - code
+    os._exit(code)
+
+
+def _reap(main: int) -> int:
+    """Reap children until none is left; once ``main`` has ended, SIGKILL every child after
+    each reap (an orphan's own children come to this process as it dies). ``main``'s exit
+    status (``-N``: killed by signal N).
+    """
+    status: int | None = None
+    while True:
+        if status is not None:
+            for pid in _children():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, SIGKILL)
+        try:
+            pid, got = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == main:
+            status = got
+    return EXIT_LAUNCH_FAILED if status is None else os.waitstatus_to_exitcode(status)
+
+
+def _children() -> list[int]:
+    """This process's children (``/proc/self/task/*/children``: it has one thread)."""
+    pid = os.getpid()
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
 def _libc() -> Any:
     """The C library through ctypes (imported only where needed: it costs a few ms)."""
     import ctypes
@@ -304,15 +380,17 @@ def main(argv: list[str]) -> None:
     cfg = json.loads(argv[1])
     status = int(cfg["status_fd"])
     try:
-        wants_libc = any(cfg.get(k) for k in ("parent", "mount_ns", "core_filter"))
+        wants_libc = any(cfg.get(k) for k in ("parent", "mount_ns", "core_filter", "subreaper"))
         libc = _libc() if wants_libc else None
         private_mounts = _start(cfg, libc, status)
         data = _read_run()
         if not data.strip():
             os._exit(0)  # discarded before a run
         run = json.loads(data)
-        if run.get("landlock") is not None and libc is None:
+        if libc is None and (run.get("landlock") is not None or cfg.get("subreaper")):
             libc = _libc()
+        if cfg.get("subreaper"):
+            _subreap(libc, status)  # returns in the child, which becomes the program
         _launch(run, libc, status, private_mounts=private_mounts)
     except BaseException as exc:
         _fail(status, f"{type(exc).__name__}: {exc}")

@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, final
 
@@ -677,6 +678,8 @@ class LocalSandbox(Sandbox):
                     owner_pid=os.getpid(),
                     then=then,
                     mount_ns=landlock,
+                    # No cgroup to find what the program orphans by: keep it in the tree.
+                    subreaper=landlock and cgroup is None,
                 ),
                 env=launch_env(marker),
                 seccomp=None if landlock else self._seccomp,
@@ -755,7 +758,9 @@ class LocalSandbox(Sandbox):
             drained = anyio.Event()
             tg.start_soon(_pump, proc, cap, drained)
             if plan.quota_watchdog:
-                tg.start_soon(self._quota_watchdog, proc, box, quota_hit)
+                # Landlock mode without a cgroup: proc is the run's subreaper (see _kill_tree).
+                subreaper = not bwrap and cgroup is None
+                tg.start_soon(self._quota_watchdog, proc, box, quota_hit, subreaper)
             with anyio.move_on_after(plan.timeout_s) as waited:
                 await proc.wait()
             runtime_s = time.monotonic() - started
@@ -796,8 +801,13 @@ class LocalSandbox(Sandbox):
             detail=quota_hit[0] if quota_hit else "",
         )
 
-    async def _quota_watchdog(self, proc: _Chain, box: Path, hit: list[str]) -> None:
-        """Kill the run once ``box`` passes the quota (where no quota tmpfs could be mounted)."""
+    async def _quota_watchdog(
+        self, proc: _Chain, box: Path, hit: list[str], subreaper: bool
+    ) -> None:
+        """Kill the run once ``box`` passes the quota (where no quota tmpfs could be mounted);
+        with ``subreaper`` (``proc`` is the run's subreaper) only what runs under it, which
+        then exits by itself.
+        """
         limit_bytes = self.max_workspace_mb * 1024 * 1024
         while proc.returncode is None:
             await anyio.sleep(_QUOTA_POLL_S)
@@ -808,6 +818,10 @@ class LocalSandbox(Sandbox):
             )
             if why is not None and proc.returncode is None:
                 hit.append(f"exceeded its workspace quota ({why}) and was killed")
+                if subreaper:
+                    pids = await anyio.to_thread.run_sync(iso.descendants, proc.pid)
+                    iso.kill_pids(pids, signal.SIGKILL, partial(matching, root=proc.pid))
+                    return
                 proc.kill_group(signal.SIGKILL)
                 proc.kill(signal.SIGKILL)
                 return
@@ -863,7 +877,11 @@ class LocalSandbox(Sandbox):
                 cgroup.kill()
             return
         pause = 0.0005  # the namespace's last processes exit within a millisecond or two
-        for _ in range(200):
+        # Landlock mode without a cgroup: main is the run's subreaper (see _launcher), which
+        # kills what is left under it once its program is dead, then exits; killed first, it
+        # would hand the program's orphans to the host's init.
+        subreaper = not bwrap and cgroup is None
+        for attempt in range(200):
             alive = proc.returncode is None
             if alive or cgroup is None:  # scans /proc: off the event loop
                 pids = await anyio.to_thread.run_sync(targets, alive)
@@ -877,12 +895,14 @@ class LocalSandbox(Sandbox):
                 pids = await anyio.to_thread.run_sync(iso.live_pids_with_env, RUN_ID_ENV, marker)
             if not pids and not alive:
                 return
-            proc.kill_group(signal.SIGKILL)
+            if not subreaper or attempt > 0:  # the group holds the subreaper too
+                proc.kill_group(signal.SIGKILL)
             iso.kill_pids(pids, signal.SIGKILL, still)
             if cgroup is not None:
                 cgroup.kill()
             if alive:
-                proc.kill(signal.SIGKILL)
+                if not subreaper or attempt > 0:
+                    proc.kill(signal.SIGKILL)
                 with anyio.move_on_after(5):
                     await proc.wait()
             else:

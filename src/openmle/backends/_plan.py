@@ -548,6 +548,7 @@ def spare_argv(
     owner_pid: int,
     then: Sequence[str] | None = None,
     mount_ns: bool = False,
+    subreaper: bool = False,
 ) -> list[str]:
     """What is started ahead of a run (a *spare*): it joins the run's cgroups at once (v2: one RCU
     grace period, paid while no run waits; v1 moves its one thread without one).
@@ -555,7 +556,9 @@ def spare_argv(
     Landlock mode: the launcher, which dies with ``owner_pid`` and then waits for its run's
     :attr:`LaunchPlan.launcher` configuration on stdin (see :mod:`._launcher`); with
     ``mount_ns`` it first makes the run's own mount namespace and reports it on ``status_fd``
-    (a line: ``mnt:[N]``, or empty without one), for the sandbox to hold open. bwrap mode:
+    (a line: ``mnt:[N]``, or empty without one), for the sandbox to hold open; with
+    ``subreaper`` it stays, outside the program's rules, as the run's child subreaper (see
+    :mod:`._launcher`): what the program orphans stays its descendant. bwrap mode:
     ``then`` (:func:`bwrap_spare`, whose launcher waits inside the sandbox), ``exec``'d by a
     ``/bin/sh`` that joins the cgroups (by itself where there are none).
     """
@@ -581,6 +584,8 @@ def spare_argv(
     }
     if mount_ns:
         start["mount_ns"] = True
+    if subreaper:
+        start["subreaper"] = True
     return [python, "-I", "-S", LAUNCHER, json.dumps(start)]
 
 

@@ -94,6 +94,33 @@ def sweep_orphans(key: str, *, rounds: int = 5) -> set[int]:
     return killed
 
 
+def kill_owned(key: str) -> set[int]:
+    """SIGKILL, now, every process whose ``key`` variable is a marker (:func:`owned_marker`)
+    naming this process as its owner, and every descendant of this process in its own
+    session; the pids signalled (each pinned and checked again first, :func:`kill_pids`).
+
+    For an owner that must exit at once (the command line's third Ctrl-C): the programs its
+    sandboxes started and the children they made, also those that left the process tree
+    but kept their environment. A descendant in a session of its own (a container's
+    host-side watchdog) is spared: it removes its container once this process is gone.
+    Blocking: scans ``/proc``.
+    """
+    prefix = f"{key}=".encode()
+    me = (os.getpid(), start_time(os.getpid()))
+    session = os.getsid(0)
+
+    def owned(pid: int) -> bool:
+        if _marker_owner(_environ(pid) or [], prefix) == me:
+            return True
+        try:
+            return _descends_from(pid, me[0]) and os.getsid(pid) == session
+        except OSError:
+            return False
+
+    return kill_pids({pid for pid in _all_pids() if owned(pid)}, signal.SIGKILL,
+                     lambda pids: set(filter(owned, pids)))  # fmt: skip
+
+
 def _marker_owner(env: list[bytes], prefix: bytes) -> tuple[int, int] | None:
     """``(pid, start time)`` of the owner named by the first ``prefix`` entry of ``env``
     (a marker of :func:`owned_marker`), or None (no such entry, or a malformed one).

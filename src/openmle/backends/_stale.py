@@ -14,9 +14,29 @@ from pathlib import Path
 
 from openmle.backends._cgroup import Cgroup, _cgroup_mounts, _own_cgroups
 from openmle.backends._plan import RUN_ID_ENV
-from openmle.backends._procs import kill_marked_under, safe_rmtree
+from openmle.backends._procs import kill_marked_under, kill_owned, safe_rmtree
 
-__all__ = ["kill_stale_programs", "remove_stale_cgroups", "safe_rmtree"]
+__all__ = ["kill_own_programs", "kill_stale_programs", "remove_stale_cgroups", "safe_rmtree"]
+
+
+def kill_own_programs() -> int:
+    """SIGKILL, now, every program the sandboxes of this process started; how many processes
+    the ``/proc`` scan signalled (cgroup members are killed with their cgroup, uncounted).
+
+    For a process that must exit at once, with no time for its sandboxes' own cleanup (the
+    command line's third Ctrl-C): the processes carrying a run marker (``OPENMLE_RUN_ID``)
+    that names this process as its owner (a program, its children, a daemon that left the
+    process tree but kept its environment), this process's descendants in its own session,
+    and the members of its cgroups ``openmle-<pid>-*`` (which are removed). Not reached: a
+    process that left the tree, cleared its environment and has no cgroup (see the isolation
+    docs), and containers (a container's host-side watchdog, spared here, removes it at its
+    deadline; the next run's stale sweep removes it once this process is gone). Blocking:
+    scans ``/proc``; never raises for a process or cgroup it cannot reach.
+    """
+    killed = len(kill_owned(RUN_ID_ENV))
+    with contextlib.suppress(OSError):
+        remove_stale_cgroups(os.getpid())
+    return killed
 
 
 def kill_stale_programs(workdir: str | os.PathLike[str]) -> int:

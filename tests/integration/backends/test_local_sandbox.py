@@ -600,14 +600,19 @@ async def test_lone_surrogate_in_code_is_an_outcome(sandbox: LocalSandbox) -> No
     assert "not valid UTF-8" in r.detail
 
 
+@pytest.mark.parametrize("cgroups", [True, False])
+@pytest.mark.filterwarnings("ignore:LocalSandbox has no cgroups:RuntimeWarning")
 async def test_quota_watchdog_kills_where_no_tmpfs_can_be_mounted(
-    toy: ToyTask, monkeypatch: pytest.MonkeyPatch
+    toy: ToyTask, monkeypatch: pytest.MonkeyPatch, cgroups: bool
 ) -> None:
-    """Without the right to mount (not root), a watchdog kills a run past its quota."""
+    """Without the right to mount (not root), a watchdog kills a run past its quota; in the
+    Landlock mode without cgroups, where the run's subreaper is the sandbox's child, it kills
+    what runs under the subreaper, which then exits by itself."""
     from openmle.backends import _isolation
 
     monkeypatch.setattr(_isolation, "mount_quota_tmpfs", lambda *a, **k: False)
-    for mode, sb in local_in_each_mode(toy, max_workspace_mb=64, max_workspace_files=500):
+    made = local_in_each_mode(toy, max_workspace_mb=64, max_workspace_files=500, cgroups=cgroups)
+    for mode, sb in made:
         code = (
             "import os, time\n"
             "for i in range(5000):\n"
@@ -1075,3 +1080,24 @@ async def test_the_runs_process_group_is_signalled_only_while_its_number_is_held
     assert all(held for _, held in signalled), signalled
     if sandbox.isolation_mode == "landlock":  # bwrap: its PID namespace ends with the program
         assert signalled, "the leftover child was not killed by its group"
+
+
+@pytest.mark.filterwarnings("ignore:LocalSandbox has no cgroups:RuntimeWarning")
+@pytest.mark.parametrize(
+    ("code", "exit_code"),
+    [
+        ("import sys; sys.exit(3)", 3),
+        ("import os; os.kill(os.getpid(), 9)", -9),
+        ("import os; os.abort()", -6),
+    ],
+    ids=["exit-3", "sigkill", "abort"],
+)
+async def test_the_subreaper_passes_the_programs_exit_status_on(
+    toy: ToyTask, code: str, exit_code: int
+) -> None:
+    """Landlock mode without cgroups: the launcher stays as the run's subreaper and exits as
+    its program did (by the same signal; SIGKILL, which has no handler to reset, included)."""
+    async with prepared_local(toy, "landlock", cgroups=False) as sb:
+        r = await sb.run(Job(code=code, task="toy"))
+    assert r.outcome is Outcome.RUNTIME_ERROR, r
+    assert r.exit_code == exit_code, r

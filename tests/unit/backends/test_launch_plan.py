@@ -253,6 +253,8 @@ def test_spare_launcher_dies_with_its_owner_and_joins_first() -> None:
     assert json.loads(argv[4]) == {"status_fd": 3, "procs": ["/cg/a", "/cg/b"], "parent": 42}
     ns = spare_argv(python="py", procs_files=[], status_fd=3, owner_pid=42, mount_ns=True)
     assert json.loads(ns[4]) == {"status_fd": 3, "procs": [], "parent": 42, "mount_ns": True}
+    reaper = spare_argv(python="py", procs_files=[], status_fd=3, owner_pid=42, subreaper=True)
+    assert json.loads(reaper[4]) == {"status_fd": 3, "procs": [], "parent": 42, "subreaper": True}
     # bwrap mode: a shell joins the cgroups (quoted paths) and execs the spare's bubblewrap
     then = ["/usr/bin/bwrap", "a b", "--", "py"]
     sh = spare_argv(python="py", procs_files=["/cg/it's"], status_fd=3, owner_pid=42, then=then)
