@@ -239,7 +239,12 @@ def test_a_bench_on_a_service_that_refuses_its_key_stops_before_any_step(
     )
     hostile.mode = "401"
     asked: list[Any] = []
-    model = ScriptedModel(lambda req: asked.append(req) or "```python\nprint(1)\n```")
+
+    def answer(req: Any) -> str:
+        asked.append(req)
+        return "```python\nprint(1)\n```"
+
+    model = ScriptedModel(answer)
     out = tmp_path / "bench"
     with pytest.raises(JobServiceError, match="HTTP 401"):
         anyio.run(lambda: arun_bench(out, config=config, model=model))
