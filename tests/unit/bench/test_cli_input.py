@@ -222,14 +222,18 @@ def test_an_unusable_leaderboard_stops_the_bench_before_its_first_step(
     shutil.copytree(registry, reg2)
     board = reg2 / "mlebench" / "competitions" / "mini-tabular" / "leaderboard.csv"
     out = tmp_path / "b"
-    for text in ("teamId,score,submissionDate\n", "version https://git-lfs.github.com/spec/v1\n"):
+    cases = (
+        ("teamId,score,submissionDate\n", f"leaderboard {board} is unusable"),
+        ("version https://git-lfs.github.com/spec/v1\n", f"{board} is a git-lfs pointer"),
+    )
+    for text, reason in cases:
         board.write_text(text)
         args = ["bench", "run", "mini-tabular", "--data", str(data), "--registry", str(reg2),
                 "--out", str(out), "--budget", "steps=1", "--seeds", "1", "--quiet"]  # fmt: skip
         assert main(args) == 2
         err = _one_error(capsys)
         assert "1 of 1 competitions cannot run" in err and "mini-tabular: cannot be graded" in err
-        assert f"leaderboard {board} is unusable" in err and "git lfs pull" in err
+        assert reason in err and "git lfs pull" in err
         assert not out.exists()
         doctor = ["bench", "doctor", "mini-tabular", "--data", str(data), "--registry", str(reg2)]
         assert main(doctor) == 1 and "FAIL" in capsys.readouterr().out
