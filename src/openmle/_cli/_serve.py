@@ -90,7 +90,8 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="DIR",
-        help="directory of task packages clients may name (repeatable)",
+        help="directory of task packages clients may name (repeatable); a key with "
+        "task_root= in --api-key-file names only its own roots instead",
     )
     p.add_argument(
         "--sandbox",
@@ -118,7 +119,12 @@ def register(subparsers: Any) -> None:
         default=2,
         help="starts allowed per job; a job running at a crash is re-queued below this",
     )
-    p.add_argument("--api-key-file", default=None, help="file with one accepted key per line")
+    p.add_argument(
+        "--api-key-file",
+        default=None,
+        help="file with one accepted key per line, each optionally followed by max_queued=N, "
+        "top_priority=1|2 and task_root=/abs/dir (repeatable: that key's own task roots)",
+    )
     p.add_argument(
         "--no-auth", action="store_true", help="accept requests without a key (loopback only!)"
     )
