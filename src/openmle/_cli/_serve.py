@@ -181,12 +181,16 @@ def _serve(args: argparse.Namespace) -> int:
             f"--db {args.db}: the folder {parent} does not exist; create it first or name a "
             "file in an existing folder"
         )
+    # The key file's own syntax (max_queued=N, task_root=DIR), said as written there: read
+    # before the flag renaming below, which would turn max_queued= into --max-queued=.
+    api_keys = load_api_keys(file=args.api_key_file)
+    key_limits = load_key_limits(args.api_key_file)
     try:
         config = ServiceConfig(
             db_path=args.db,
             task_roots=args.task_root,
             sandbox=args.sandbox,
-            api_keys=load_api_keys(file=args.api_key_file),
+            api_keys=api_keys,
             allow_no_auth=args.no_auth,
             cpu_slots=args.cpu_slots,
             gpu_slots=args.gpu_slots,
@@ -200,7 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
             retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
             max_queued_per_key=args.max_queued_per_key,
             top_priority=args.top_priority,
-            key_limits=load_key_limits(args.api_key_file),
+            key_limits=key_limits,
             priority_age_s=args.priority_age,
             max_cpus=args.max_cpus,
             max_memory_mb=args.max_memory_mb,

@@ -245,3 +245,23 @@ async def test_a_queued_job_outside_its_keys_roots_now_fails(
     assert done["status"] == "failed" and done["result"]["outcome"] == "infra_error"
     assert "not under its API key's task roots now" in done["result"]["detail"]
     assert sandbox.jobs == [] and benches.kept.read_text() == "id,pred\n1,0.5\n"
+
+
+def test_cli_serve_says_key_file_errors_in_the_files_syntax(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad key-file line is one line (exit 2) in the file's own words (``max_queued=N``,
+    ``task_root=``, not ``--max-queued=N``), never showing the key."""
+    from openmle._cli import main
+
+    monkeypatch.delenv("OPENMLE_SERVICE_API_KEYS", raising=False)
+    f = tmp_path / "keys"
+    for line, said in [
+        (f"{KA} max_queued=x", "expected max_queued=N, top_priority=1|2 or task_root=/abs/dir"),
+        (f"{KA} task_root=relative/dir", "line 1: task_root='relative/dir' is not an absolute"),
+    ]:
+        f.write_text(line + "\n")
+        assert main(["serve", "--db", str(tmp_path / "jobs.db"), "--api-key-file", str(f)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "--max-queued" not in err and KA not in err, err
+        assert len(err.strip().splitlines()) == 1
