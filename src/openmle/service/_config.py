@@ -104,8 +104,9 @@ def load_api_keys(
 
 
 def load_key_limits(file: str | Path | None) -> dict[str, KeyLimits]:
-    """Per-key limits from an API key file:
-    ``KEY max_queued=50 top_priority=2 task_root=/srv/tasks/team-a``.
+    """Per-key limits and task roots from an API key file: ``KEY max_queued=50 task_root=DIR``.
+
+    A line is ``KEY max_queued=50 top_priority=2 task_root=/srv/tasks/team-a``.
 
     ``task_root=`` (repeatable) gives the key task roots of its own (see
     :attr:`KeyLimits.task_roots`): an absolute path of an existing directory.
