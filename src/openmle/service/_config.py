@@ -169,7 +169,8 @@ class ServiceConfig:
         db_path: the SQLite file holding jobs and results (created if missing). One service per
             file: a second one refuses to start.
         task_roots: directories under which ``data_dir`` / ``task`` references are resolved;
-            nothing outside them can be named.
+            nothing outside them can be named. Shared by every key without ``task_roots`` of
+            its own in ``key_limits`` (a key with them names only those).
         sandbox: a spec for :func:`openmle.backends.make_sandbox`: ``"local"``
             (``openmle.backends.LocalSandbox()``), ``"module:callable"`` (a factory called with
             no arguments, or with ``workdir=`` when it takes one, that returns a
