@@ -90,7 +90,8 @@ def register(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="DIR",
-        help="directory of task packages clients may name (repeatable)",
+        help="directory of task packages clients may name (repeatable); a key with "
+        "task_root= in --api-key-file names only its own roots instead",
     )
     p.add_argument(
         "--sandbox",
@@ -118,7 +119,12 @@ def register(subparsers: Any) -> None:
         default=2,
         help="starts allowed per job; a job running at a crash is re-queued below this",
     )
-    p.add_argument("--api-key-file", default=None, help="file with one accepted key per line")
+    p.add_argument(
+        "--api-key-file",
+        default=None,
+        help="file with one accepted key per line, each optionally followed by max_queued=N, "
+        "top_priority=1|2 and task_root=/abs/dir (repeatable: that key's own task roots)",
+    )
     p.add_argument(
         "--no-auth", action="store_true", help="accept requests without a key (loopback only!)"
     )
@@ -175,12 +181,16 @@ def _serve(args: argparse.Namespace) -> int:
             f"--db {args.db}: the folder {parent} does not exist; create it first or name a "
             "file in an existing folder"
         )
+    # The key file's own syntax (max_queued=N, task_root=DIR), said as written there: read
+    # before the flag renaming below, which would turn max_queued= into --max-queued=.
+    api_keys = load_api_keys(file=args.api_key_file)
+    key_limits = load_key_limits(args.api_key_file)
     try:
         config = ServiceConfig(
             db_path=args.db,
             task_roots=args.task_root,
             sandbox=args.sandbox,
-            api_keys=load_api_keys(file=args.api_key_file),
+            api_keys=api_keys,
             allow_no_auth=args.no_auth,
             cpu_slots=args.cpu_slots,
             gpu_slots=args.gpu_slots,
@@ -194,7 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
             retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
             max_queued_per_key=args.max_queued_per_key,
             top_priority=args.top_priority,
-            key_limits=load_key_limits(args.api_key_file),
+            key_limits=key_limits,
             priority_age_s=args.priority_age,
             max_cpus=args.max_cpus,
             max_memory_mb=args.max_memory_mb,

@@ -609,11 +609,18 @@ def bench_status(path: str | os.PathLike[str]) -> list[RunStatus]:
 @final
 @define(eq=False)
 class _KeepingTask:
-    """A competition seen by one run: its test grade keeps the submission it graded."""
+    """A competition seen by one run: its test grade keeps the submission it graded.
+
+    With ``home`` (the bench directory ``keep`` lies in), the folders from ``home`` down to
+    ``keep`` are made or checked with no link followed (a ``submissions`` link to another
+    bench's is refused with ``OSError``), and the kept file is replaced, never written through
+    a link (symbolic or hard) standing at ``keep``.
+    """
 
     inner: BenchTask
     ref: str
     keep: Path
+    home: Path | None = None
 
     @property
     def name(self) -> str:
@@ -649,7 +656,7 @@ class _KeepingTask:
         bound: dict[str, Any] = {} if timeout_s is None else {"timeout_s": timeout_s}
         if Split(split) is Split.TEST:
             src = Path(submission)
-            self.keep.parent.mkdir(parents=True, exist_ok=True)
+            self._keep_folder()
             if self.keep.is_symlink():  # never copy through a link left in the bench directory
                 self.keep.unlink()
             if src.is_dir() and not src.is_symlink():  # the sandbox's copy of an output dir
@@ -659,13 +666,13 @@ class _KeepingTask:
                 # copy only when the bench directory is on another file system).
                 shutil.move(src, kept)
                 if (kept / "submission.csv").is_file():
-                    shutil.copyfile(kept / "submission.csv", self.keep)
+                    _copy_new(kept / "submission.csv", self.keep)
                 else:
                     self.keep.unlink(missing_ok=True)
                 # graded in place, so the evaluator's record lands beside the kept copy
                 return self.inner.grade(kept, split, **bound)
             if src.is_file() and not src.is_symlink():
-                shutil.copyfile(src, self.keep)
+                _copy_new(src, self.keep)
                 if self.inner.grades_kept_copy:
                     # graded in place, so the grade's record lands beside the kept copy
                     return self.inner.grade(self.keep, split, **bound)
@@ -673,6 +680,23 @@ class _KeepingTask:
                 with contextlib.suppress(FileNotFoundError):
                     self.keep.unlink()
         return self.inner.grade(submission, split, **bound)
+
+    def _keep_folder(self) -> None:
+        """Make the kept file's folder; below ``home``, through real directories only.
+
+        Raises:
+            OSError: a folder between ``home`` and the kept file is a link or not a directory.
+        """
+        if self.home is None or not self.keep.parent.is_relative_to(self.home):
+            self.keep.parent.mkdir(parents=True, exist_ok=True)
+            return
+        ensure_dir(self.home, *self.keep.parent.relative_to(self.home).parts)
+
+
+def _copy_new(src: Path, dst: Path) -> None:
+    """``src``'s bytes as a new file at ``dst`` (a link there is replaced, not written through)."""
+    with src.open("rb") as f:
+        write_file(dst, lambda out: shutil.copyfileobj(f, out))
 
 
 def _ref(cid: str, seed: int, arm: str = "") -> str:
@@ -704,6 +728,7 @@ class _Resolver:
             inner=self.bench.task(cid),
             ref=ref,
             keep=self.run.submission_path(cid, int(seed), arm),
+            home=self.run.path,
         )
 
 

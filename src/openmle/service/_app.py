@@ -15,7 +15,10 @@ Endpoints (JSON in and out; everything but ``/health`` needs ``X-API-Key``):
 - ``GET /health``: liveness, no key needed.
 
 Jobs belong to the API key that submitted them: another key gets 404 for them, exactly as for
-a job that does not exist, and sees no job ids in ``/workers/status``.
+a job that does not exist, and sees no job ids in ``/workers/status``. A key with task roots of
+its own (``task_root=`` in the key file) names tasks only under them (400 ``bad_path``
+elsewhere); keys without share the service-wide roots, and the lifespan logs a warning per
+group of keys whose roots meet (:func:`openmle.service._config.shared_roots`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import functools
 import hmac
 import json
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,7 +38,7 @@ from openmle._compat import require
 from openmle._protocols import Sandbox
 from openmle._version import __version__
 from openmle._wire import encode_job_view
-from openmle.service._config import ServiceConfig, key_id
+from openmle.service._config import KeyLimits, ServiceConfig, key_id, shared_roots
 from openmle.service._core import JobService, load_sandbox
 from openmle.service._payload import Limits, PayloadError, parse_submit
 from openmle.service._store import JobRow, JobStore, QuotaExceeded
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "job_view"]
 
 _MAX_BODY = 8 * 1024 * 1024
+log = logging.getLogger("openmle.service")
 
 
 def job_view(row: JobRow) -> dict[str, Any]:
@@ -117,14 +122,17 @@ class _Api:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def parse(self, request: Request, body: Any, top_priority: int) -> Any:
+    async def parse(self, request: Request, body: Any, limits: KeyLimits) -> Any:
+        """``body`` validated against the caller's ``limits`` (its task roots: its own, or
+        the service-wide ones).
+        """
         config = self.config
         # Path checks touch the file system (task roots may be on NFS): off the loop.
         return await anyio.to_thread.run_sync(
             functools.partial(
                 parse_submit,
                 body,
-                roots=config.task_roots,
+                roots=limits.task_roots or (),
                 default_timeout_s=config.default_timeout_s,
                 max_timeout_s=config.max_job_timeout_s,
                 max_code_bytes=config.max_code_bytes,
@@ -134,7 +142,7 @@ class _Api:
                     max_cpus=config.max_cpus,
                     max_memory_mb=config.max_memory_mb,
                     max_gpus=config.max_gpus,
-                    top_priority=top_priority,
+                    top_priority=limits.top_priority or 1,
                 ),
             )
         )
@@ -158,7 +166,7 @@ class _Api:
         config = self.config
         limits = config.limits_for(key if self.keys else None)
         try:
-            req = await self.parse(request, body, limits.top_priority or 1)
+            req = await self.parse(request, body, limits)
         except PayloadError as exc:
             return _json(exc.body(), exc.status)
         except RecursionError:
@@ -267,6 +275,8 @@ class _Api:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[Mapping[str, Any]]:
         config = self.config
+        for line in shared_roots(config):  # keys that can reach each other's tasks
+            log.warning("job service: %s", line)
         async with contextlib.AsyncExitStack() as stack:
             # Undone in reverse, each step shielded and run whatever the one after raised:
             # a graceful stop's release of running jobs, the sandbox, the store.

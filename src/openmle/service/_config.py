@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import final
 
@@ -20,6 +20,7 @@ __all__ = [
     "key_id",
     "load_api_keys",
     "load_key_limits",
+    "shared_roots",
 ]
 
 API_KEYS_ENV = "OPENMLE_SERVICE_API_KEYS"
@@ -31,6 +32,16 @@ def key_id(key: str) -> str:
     return hashlib.sha256(b"openmle-service-key\0" + key.encode()).hexdigest()[:32]
 
 
+def _paths(value: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
+    if isinstance(value, str | os.PathLike):
+        value = [value]
+    return tuple(Path(v).expanduser().absolute() for v in value)
+
+
+def _opt_paths(value: Iterable[str | os.PathLike[str]] | None) -> tuple[Path, ...] | None:
+    return None if value is None else _paths(value)
+
+
 @frozen(kw_only=True)
 class KeyLimits:
     """Limits of one API key (``None``: the service-wide default).
@@ -39,10 +50,18 @@ class KeyLimits:
         max_queued: jobs this key may have waiting at once (429 beyond).
         top_priority: the most urgent priority this key may ask for (1 or 2; 2 keeps the key's
             jobs behind priority-1 work).
+        task_roots: the directories this key's jobs may name (``task`` and ``data_dir``), in
+            place of the service-wide ``task_roots``: with them the key reaches nothing under
+            the service-wide roots or another key's roots (absolute paths outside its own,
+            ``..`` and symbolic links that lead out are refused with 400 ``bad_path``, as for
+            the service-wide roots); ``()`` allows bundled tasks only. ``None`` (the default):
+            the service-wide roots, shared with every other key without roots of its own.
+            Bundled tasks stay open to every key. Relative paths are made absolute.
     """
 
     max_queued: int | None = None
     top_priority: int | None = None
+    task_roots: tuple[Path, ...] | None = field(default=None, converter=_opt_paths)
 
     def __attrs_post_init__(self) -> None:
         if self.max_queued is not None:
@@ -51,12 +70,17 @@ class KeyLimits:
             raise fail("1 or 2", "KeyLimits.top_priority", self.top_priority)
 
 
-def _key_lines(file: str | Path) -> list[list[str]]:
+def _key_lines(file: str | Path) -> list[tuple[int, list[str]]]:
+    """The key lines of ``file``: (line number in the file, words)."""
     try:
         text = Path(file).read_text()
     except OSError as exc:
         raise InvalidArgument(f"cannot read the API key file {str(file)!r}: {exc}") from None
-    return [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    return [
+        (n, ln.split())
+        for n, ln in enumerate(text.splitlines(), start=1)
+        if ln.strip() and not ln.startswith("#")
+    ]
 
 
 def load_api_keys(
@@ -65,8 +89,8 @@ def load_api_keys(
     """Accepted API keys from an environment variable (comma-separated) and/or a file.
 
     The file holds one key per line, optionally followed by that key's limits
-    (``max_queued=N``, ``top_priority=1|2``; see :func:`load_key_limits`); blank lines and
-    lines starting with ``#`` are skipped.
+    (``max_queued=N``, ``top_priority=1|2``, ``task_root=/abs/dir``; see
+    :func:`load_key_limits`); blank lines and lines starting with ``#`` are skipped.
 
     Raises:
         InvalidArgument: the file cannot be read.
@@ -75,39 +99,55 @@ def load_api_keys(
     if env is not None:
         keys += [k.strip() for k in os.environ.get(env, "").split(",") if k.strip()]
     if file is not None:
-        keys += [words[0] for words in _key_lines(file)]
+        keys += [words[0] for _, words in _key_lines(file)]
     return tuple(dict.fromkeys(keys))
 
 
 def load_key_limits(file: str | Path | None) -> dict[str, KeyLimits]:
-    """Per-key limits from an API key file: ``KEY max_queued=50 top_priority=2``.
+    """Per-key limits and task roots from an API key file: ``KEY max_queued=50 task_root=DIR``.
+
+    A line is ``KEY max_queued=50 top_priority=2 task_root=/srv/tasks/team-a``.
+
+    ``task_root=`` (repeatable) gives the key task roots of its own (see
+    :attr:`KeyLimits.task_roots`): an absolute path of an existing directory.
 
     Raises:
-        InvalidArgument: the file cannot be read, or a limit is malformed (names the line).
+        InvalidArgument: the file cannot be read, a limit is malformed, or a ``task_root`` is
+            relative or not an existing directory (names the file line, never the key).
     """
     out: dict[str, KeyLimits] = {}
     if file is None:
         return out
-    for n, words in enumerate(_key_lines(file), start=1):
+    for n, words in _key_lines(file):
         if len(words) == 1:
             continue
         opts: dict[str, int] = {}
+        roots: list[Path] = []
         for word in words[1:]:
             name, sep, value = word.partition("=")
+            if sep and name == "task_root":
+                roots.append(_key_root(file, n, value))
+                continue
             if not sep or name not in ("max_queued", "top_priority") or not value.isdigit():
                 raise InvalidArgument(
-                    f"API key file {str(file)!r}, key line {n}: expected max_queued=N or "
-                    f"top_priority=1|2 after the key, got {word!r}"
+                    f"API key file {str(file)!r}, line {n}: expected max_queued=N, "
+                    f"top_priority=1|2 or task_root=/abs/dir after the key, got {word!r}"
                 )
             opts[name] = int(value)
-        out[words[0]] = KeyLimits(**opts)
+        out[words[0]] = KeyLimits(**opts, task_roots=tuple(roots) if roots else None)
     return out
 
 
-def _paths(value: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
-    if isinstance(value, str | os.PathLike):
-        value = [value]
-    return tuple(Path(v).expanduser().absolute() for v in value)
+def _key_root(file: str | Path, n: int, value: str) -> Path:
+    """``task_root=value`` of line ``n``: an absolute path of an existing directory."""
+    where = f"API key file {str(file)!r}, line {n}: task_root={value!r}"
+    if not os.path.isabs(value):
+        raise InvalidArgument(f"{where} is not an absolute path; write the directory as /abs/dir")
+    if not os.path.isdir(value):
+        raise InvalidArgument(
+            f"{where} is not an existing directory; create it or fix the path on that line"
+        )
+    return Path(value)
 
 
 def _opt_path(value: str | os.PathLike[str] | None) -> Path | None:
@@ -129,7 +169,8 @@ class ServiceConfig:
         db_path: the SQLite file holding jobs and results (created if missing). One service per
             file: a second one refuses to start.
         task_roots: directories under which ``data_dir`` / ``task`` references are resolved;
-            nothing outside them can be named.
+            nothing outside them can be named. Shared by every key without ``task_roots`` of
+            its own in ``key_limits`` (a key with them names only those).
         sandbox: a spec for :func:`openmle.backends.make_sandbox`: ``"local"``
             (``openmle.backends.LocalSandbox()``), ``"module:callable"`` (a factory called with
             no arguments, or with ``workdir=`` when it takes one, that returns a
@@ -156,7 +197,9 @@ class ServiceConfig:
             client cannot fill the queue for everyone (default 1,000).
         top_priority: the most urgent priority a key may ask for unless ``key_limits`` says
             otherwise (1: any; 2: only keys given ``top_priority=1`` may jump the queue).
-        key_limits: per-key overrides, keyed by the API key (see :func:`load_key_limits`).
+        key_limits: per-key overrides, keyed by the API key (see :func:`load_key_limits`); a
+            key given ``task_roots`` of its own names tasks only under them, every other key
+            under ``task_roots`` (shared: see :func:`shared_roots`).
         priority_age_s: a queued job's priority improves by one level for every this many
             seconds it waits, so low priorities never starve (default 600 s).
         max_cpus, max_memory_mb, max_gpus: the largest ``resources`` a job may ask for
@@ -213,11 +256,14 @@ class ServiceConfig:
         return self.work_dir if self.work_dir is not None else Path(f"{self.db_path}.work")
 
     def limits_for(self, key: str | None) -> KeyLimits:
-        """The effective limits of ``key`` (None: no-auth mode)."""
+        """The effective limits of ``key`` (None: no-auth mode): its own, else the
+        service-wide ones (``task_roots`` included).
+        """
         own = self.key_limits.get(key, KeyLimits()) if key is not None else KeyLimits()
         return KeyLimits(
             max_queued=own.max_queued if own.max_queued is not None else self.max_queued_per_key,
             top_priority=own.top_priority if own.top_priority is not None else self.top_priority,
+            task_roots=own.task_roots if own.task_roots is not None else self.task_roots,
         )
 
     def __attrs_post_init__(self) -> None:
@@ -257,3 +303,68 @@ class ServiceConfig:
                     f"ServiceConfig.task_roots holds {str(root)!r}, which is not a directory; "
                     "name an existing directory of task packages"
                 )
+        self._check_key_roots()
+
+    def _check_key_roots(self) -> None:
+        """Every key's own task root is an existing directory (the error names the key's
+        place in ``api_keys``, never the key).
+        """
+        for i, key in enumerate(self.api_keys):
+            own = self.key_limits.get(key)
+            for root in () if own is None or own.task_roots is None else own.task_roots:
+                if not root.is_dir():
+                    raise InvalidArgument(
+                        f"ServiceConfig.key_limits: the task_roots of api_keys[{i}] hold "
+                        f"{str(root)!r}, which is not a directory; name an existing directory "
+                        "of that key's task packages"
+                    )
+
+
+def shared_roots(config: ServiceConfig) -> list[str]:
+    """One sentence per group of API keys whose task roots meet (the same directory, or one
+    inside another), saying how many keys share which directories (never a key).
+
+    Keys in one group can name each other's tasks: each can run jobs on them and, with a
+    sandbox that keeps what it grades (the bench's), overwrite what the others kept. The
+    service logs these sentences as warnings at start; give each team's key ``task_root=`` of
+    its own to separate them.
+    """
+    by_roots: dict[tuple[Path, ...], int] = {}
+    for key in config.api_keys:
+        roots = config.limits_for(key).task_roots or ()
+        real = tuple(sorted({Path(os.path.realpath(r)) for r in roots}))
+        if real:
+            by_roots[real] = by_roots.get(real, 0) + 1
+    sets = list(by_roots)
+    group = list(range(len(sets)))  # union-find over the distinct root sets
+
+    def top(i: int) -> int:
+        while group[i] != i:
+            i = group[i]
+        return i
+
+    for i, a in enumerate(sets):
+        for j in range(i + 1, len(sets)):
+            if _meet(a, sets[j]):
+                group[top(j)] = top(i)
+    members: dict[int, list[int]] = {}
+    for i in range(len(sets)):
+        members.setdefault(top(i), []).append(i)
+    out = []
+    for idx in members.values():
+        n = sum(by_roots[sets[i]] for i in idx)
+        if n < 2:
+            continue
+        dirs = sorted({str(r) for i in idx for r in sets[i]})
+        shown = ", ".join(dirs[:5]) + (f" and {len(dirs) - 5} more" if len(dirs) > 5 else "")
+        out.append(
+            f"{n} API keys share task roots ({shown}): each can run jobs on the others' tasks "
+            "there; give each team's key its own task_root=DIR in --api-key-file to separate "
+            "them"
+        )
+    return out
+
+
+def _meet(a: Sequence[Path], b: Sequence[Path]) -> bool:
+    """Whether a root of ``a`` is a root of ``b``, or lies inside one, or holds one."""
+    return any(x.is_relative_to(y) or y.is_relative_to(x) for x in a for y in b)

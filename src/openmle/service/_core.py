@@ -16,6 +16,7 @@ back in the queue without counting the interrupted start.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,8 +29,8 @@ from attrs import define, field
 
 from openmle._protocols import Sandbox
 from openmle._types import Job, RunResult
-from openmle.service._config import ServiceConfig
-from openmle.service._payload import SubmitRequest
+from openmle.service._config import ServiceConfig, key_id
+from openmle.service._payload import PayloadError, SubmitRequest, confine
 from openmle.service._store import JobRow, JobStore, Status
 
 __all__ = ["JobService", "cap_result", "load_sandbox"]
@@ -74,6 +75,26 @@ class JobService:
     _busy: dict[str, dict[int, tuple[str, str] | None]] = field(factory=dict, init=False)
     started_at: float = field(factory=time.time, init=False)
     recovered: tuple[int, int] = field(default=(0, 0), init=False)
+    _owner_roots: dict[str, tuple[Path, ...]] = field(init=False)
+
+    @_owner_roots.default
+    def _roots_by_owner(self) -> dict[str, tuple[Path, ...]]:
+        """Each key's task roots by its owner id (the digest jobs are stored under)."""
+        return {key_id(k): self.config.limits_for(k).task_roots or () for k in self.config.api_keys}
+
+    def _still_inside(self, row: JobRow, job: Job) -> str | None:
+        """None when ``job``'s task is a bundled name or still lies under its owner's task
+        roots, else why not (a key file changed across a restart: the job was queued under
+        roots its key no longer has).
+        """
+        if not os.path.isabs(job.task):
+            return None
+        roots = self._owner_roots.get(row.owner, self.config.task_roots)
+        try:
+            confine(job.task, roots, field="task")
+        except PayloadError as exc:
+            return f"the job's task is not under its API key's task roots now: {exc.detail}"
+        return None
 
     async def db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a store call in the worker thread (one at a time)."""
@@ -156,6 +177,9 @@ class JobService:
             job = Job.from_dict(row.spec["job"])
         except Exception as exc:
             return RunResult.infra_error(f"the stored job is unreadable: {exc}", split=split)
+        outside = await anyio.to_thread.run_sync(self._still_inside, row, job)
+        if outside is not None:
+            return RunResult.infra_error(outside, split=job.split)
         with scope:
             with anyio.move_on_after(job.timeout_s + self.config.grace_s) as deadline:
                 try:

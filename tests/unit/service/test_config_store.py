@@ -215,8 +215,12 @@ def test_key_file_limits(tmp_path: Path) -> None:
         top_priority=2,
         max_queued_per_key=7,
     )
-    assert config.limits_for("key-aaaaaaaa") == KeyLimits(max_queued=5, top_priority=1)
-    assert config.limits_for("key-bbbbbbbb") == KeyLimits(max_queued=7, top_priority=2)
+    assert config.limits_for("key-aaaaaaaa") == KeyLimits(
+        max_queued=5, top_priority=1, task_roots=()
+    )
+    assert config.limits_for("key-bbbbbbbb") == KeyLimits(
+        max_queued=7, top_priority=2, task_roots=()
+    )
     for bad in ("key-cccccccc priority=1", "key-cccccccc top_priority=3", "key-c max_queued=x"):
         f.write_text(bad + "\n")
         with pytest.raises(InvalidArgument, match=r"top_priority|key line 1"):
