@@ -1399,15 +1399,20 @@ def preflight(config: BenchConfig, bench: Benchmark, own_sandbox: bool = True) -
 
 
 _SHOWN = 3
+_PROBLEM_CHARS = 600
 """At most this many competitions' causes are spelled out in the preflight's error."""
 
 
 def _listed(problems: Sequence[str]) -> str:
     """``problems`` (one per competition, ``<id>: <cause>``), bounded: the first
-    :data:`_SHOWN` in full (each at most 400 characters), then the count of the others and
-    the first few of their ids.
+    :data:`_SHOWN` in full (each at most :data:`_PROBLEM_CHARS` characters: a longer one
+    loses its middle, so that the fix at its end stays), then the count of the others and the
+    first few of their ids.
     """
-    shown = "; ".join(p if len(p) <= 400 else p[:397] + "..." for p in problems[:_SHOWN])
+    half = (_PROBLEM_CHARS - 5) // 2
+    shown = "; ".join(
+        p if len(p) <= _PROBLEM_CHARS else f"{p[:half]} ... {p[-half:]}" for p in problems[:_SHOWN]
+    )
     rest = [p.split(":", 1)[0] for p in problems[_SHOWN:]]
     if not rest:
         return shown

@@ -757,47 +757,6 @@ class RunDir:
             raise RunDirError(
                 f"cannot write run directory {str(p)!r}: {exc.strerror or exc}"
             ) from exc
-        lock = _claim_writer(p)  # before the check that may start over in another's files
-        try:
-            rd = cls._create_locked(p, task=task, config=config, budget=budget, workers=workers,
-                                    ordered=ordered, selector=selector, model=model,
-                                    sandbox=sandbox, prompts=prompts, extra=extra)  # fmt: skip
-        except BaseException:
-            if lock is not None:
-                os.close(lock)
-            raise
-        rd._lock_fd = lock
-        rd._open_journal()
-        rd.session("start", budget=rd.manifest["budget"])
-        return rd
-
-    @classmethod
-    def _create_locked(
-        cls,
-        p: Path,
-        *,
-        task: Any,
-        config: SearchConfig,
-        budget: Budget,
-        workers: int,
-        ordered: bool,
-        selector: Selector,
-        model: OperatorModel,
-        sandbox: Sandbox,
-        prompts: object,
-        extra: Mapping[str, Any],
-    ) -> RunDir:
-        """:meth:`create`'s files, written under the writer lock."""
-        if check_new_run_dir(p):
-            warnings.warn(
-                f"run_dir={str(p)!r} holds a run with no committed step; starting over in it",
-                UserWarning,
-                stacklevel=4,
-            )
-            try:
-                _clear_uncommitted(p)
-            except OSError as exc:
-                raise RunDirError(f"cannot start over in {str(p)!r}: {exc}") from exc
         summary = _summary_model(prompts)
         manifest = {
             "schema_version": SCHEMA_VERSION,
@@ -838,6 +797,31 @@ class RunDir:
             "hardware": _hardware(),
             "extra": dict(extra),
         }
+        lock = _claim_writer(p)  # before the check that may start over in another's files
+        try:
+            rd = cls._create_locked(p, manifest)
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
+        rd._lock_fd = lock
+        rd._open_journal()
+        rd.session("start", budget=rd.manifest["budget"])
+        return rd
+
+    @classmethod
+    def _create_locked(cls, p: Path, manifest: dict[str, Any]) -> RunDir:
+        """:meth:`create`'s files (its ``manifest``), written under the writer lock."""
+        if check_new_run_dir(p):
+            warnings.warn(
+                f"run_dir={str(p)!r} holds a run with no committed step; starting over in it",
+                UserWarning,
+                stacklevel=4,
+            )
+            try:
+                _clear_uncommitted(p)
+            except OSError as exc:
+                raise RunDirError(f"cannot start over in {str(p)!r}: {exc}") from exc
         key = journal_key()
         if key is not None:
             manifest["schema_version"] = KEYED_SCHEMA_VERSION

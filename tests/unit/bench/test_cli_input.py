@@ -467,13 +467,15 @@ def test_experiment_file_values_of_the_wrong_type_name_the_key(
 
 
 def test_the_preflight_listing_is_bounded() -> None:
-    """22 competitions that cannot run: three causes in full, then the others counted."""
+    """22 competitions that cannot run: three causes in full, then the others counted; a long
+    cause loses its middle, not its end (where the fix is)."""
     from openmle.bench._runner import _listed
 
-    problems = [f"c{i}: cannot be prepared ({'x' * 500})" for i in range(22)]
+    problems = [f"c{i}: cannot be prepared ({'x' * 900}); run the fix" for i in range(22)]
     text = _listed(problems)
     assert text.endswith("; and 19 more competition(s) (c3, c4, c5, c6, c7, ...)")
-    assert len(text) < 1400 and text.count("cannot be prepared") == 3
+    assert len(text) < 1900 and text.count("cannot be prepared") == 3
+    assert text.count("x ... x") == 3 and text.count("); run the fix") == 3
 
 
 def test_progress_counts_committed_steps() -> None:

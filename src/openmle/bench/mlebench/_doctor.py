@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, final
@@ -18,7 +16,7 @@ from attrs import frozen
 
 from openmle._leaderboard import GIT_LFS_POINTER
 from openmle.bench._medals import Leaderboard
-from openmle.bench.mlebench._registry import Competition, MLEBench, _load_yaml
+from openmle.bench.mlebench._registry import Competition, MLEBench, _load_yaml, git_output
 from openmle.errors import InvalidArgument, MissingDependency, TaskPackageError
 
 __all__ = ["DoctorLine", "doctor"]
@@ -222,20 +220,7 @@ def _committed_blob(repo: Path, rel: str) -> bytes | None:
     pointer, as ``git show`` applies no filter), or None (no git, not a checkout, no such
     file at ``HEAD``).
     """
-    git = shutil.which("git")
-    if git is None or not (repo / ".git").exists():
-        return None
-    try:
-        out = subprocess.run(
-            [git, "-C", str(repo), "show", f"HEAD:{rel}"],
-            capture_output=True,
-            timeout=30,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    return git_output(repo, "show", f"HEAD:{rel}")
 
 
 def _lfs_pointer(blob: bytes) -> tuple[str, int] | None:

@@ -76,6 +76,7 @@ __all__ = [
     "MLEBench",
     "MLEBenchTask",
     "SelfScored",
+    "git_output",
     "protocol_lines",
 ]
 
@@ -119,23 +120,30 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _git_commit(root: Path) -> str | None:
+def git_output(repo: Path, *args: str, timeout: float = 30) -> bytes | None:
+    """The standard output of ``git -C repo ARGS`` in the git checkout ``repo``, or None (no
+    git, not a checkout, git failed or took over ``timeout`` seconds).
+    """
     git = shutil.which("git")
-    if git is None or not (root / ".git").exists():
+    if git is None or not (repo / ".git").exists():
         return None
     try:
         out = subprocess.run(
-            [git, "-C", str(root), "rev-parse", "HEAD"],
+            [git, "-C", str(repo), *args],
             capture_output=True,
-            text=True,
-            timeout=10,
+            timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    sha = out.stdout.strip()
-    return sha if out.returncode == 0 and len(sha) == 40 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _git_commit(root: Path) -> str | None:
+    out = git_output(root, "rev-parse", "HEAD", timeout=10)
+    sha = "" if out is None else out.decode(errors="replace").strip()
+    return sha if len(sha) == 40 else None
 
 
 def _under(rel: str, marker: str) -> str | None:
@@ -502,9 +510,11 @@ class MLEBenchTask:
         try:
             self.leaderboard  # noqa: B018 - read (and cached) before any step is spent
         except (InvalidArgument, OSError, UnicodeDecodeError) as exc:
+            board = os.fspath(self.competition.leaderboard_path)
+            where = "" if board in str(exc) else f" {board}"  # the path once, not twice
             return (
-                f"cannot be graded: its leaderboard {self.competition.leaderboard_path} is "
-                f"unusable ({exc}); restore it from MLE-bench (`git checkout -- "
+                f"cannot be graded: its leaderboard{where} is unusable ({exc}); restore it "
+                "from MLE-bench (`git checkout -- "
                 f"mlebench/competitions/{self.name}/leaderboard.csv && git lfs pull` in the "
                 "checkout)"
             )
