@@ -137,6 +137,23 @@ def _interrupt(proc: subprocess.Popen[str], gaps: list[float]) -> tuple[str, flo
     return err, time.monotonic() - t0
 
 
+def _search_interrupted(
+    tmp: Path, gaps: list[float], *extra: str, settle_s: float = 0.0, **env: str
+) -> tuple[subprocess.Popen[str], str, float]:
+    """A search started in ``tmp`` (``extra`` flags, ``env``), interrupted ``settle_s`` after
+    its first program by SIGINTs ``gaps`` apart (see :func:`_interrupt`); killed if it lives."""
+    proc = _start(tmp, *extra, **env)
+    try:
+        _wait_for_programs(proc)
+        time.sleep(settle_s)
+        err, took = _interrupt(proc, gaps)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc, err, took
+
+
 def _resumable(run: Path) -> None:
     rd = RunDir.open(run)  # the manifest, the journal's chain
     assert rd.manifest["task"]["name"] == "tabular-binary"
@@ -155,15 +172,7 @@ def _no_programs_left(pid: int) -> None:
 def test_a_second_ctrl_c_on_a_real_search_exits_130_and_leaves_nothing(
     tmp_path: Path, gap: float
 ) -> None:
-    proc = _start(tmp_path)
-    try:
-        _wait_for_programs(proc)
-        time.sleep(0.5)
-        err, _ = _interrupt(proc, [gap])
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc, err, _ = _search_interrupted(tmp_path, [gap], settle_s=0.5)
     assert proc.returncode == 130, err
     assert "openmle: interrupted (Ctrl-C)" in err, err
     assert "openmle resume run" in err, err
@@ -174,14 +183,9 @@ def test_a_second_ctrl_c_on_a_real_search_exits_130_and_leaves_nothing(
 
 def test_a_second_ctrl_c_does_not_cut_the_shielded_cleanup_short(tmp_path: Path) -> None:
     (tmp_path / "slowstop.py").write_text(_SLOWSTOP)
-    proc = _start(tmp_path, "--sandbox", "slowstop:make", "--app-dir", ".", SLOWSTOP_S="1.5")
-    try:
-        _wait_for_programs(proc)
-        err, took = _interrupt(proc, [0.3])  # inside the 1.5 s cleanup
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc, err, took = _search_interrupted(  # the second inside the 1.5 s cleanup
+        tmp_path, [0.3], "--sandbox", "slowstop:make", "--app-dir", ".", SLOWSTOP_S="1.5"
+    )
     assert proc.returncode == 130, err
     assert "openmle: interrupted again: still cleaning up" in err, err
     assert "openmle resume run" in err, err
@@ -192,14 +196,9 @@ def test_a_second_ctrl_c_does_not_cut_the_shielded_cleanup_short(tmp_path: Path)
 
 def test_a_third_ctrl_c_exits_at_once_and_kills_the_programs(tmp_path: Path) -> None:
     (tmp_path / "slowstop.py").write_text(_SLOWSTOP)
-    proc = _start(tmp_path, "--sandbox", "slowstop:make", "--app-dir", ".", SLOWSTOP_S="60")
-    try:
-        _wait_for_programs(proc)
-        err, took = _interrupt(proc, [0.3, 0.3])
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    proc, err, took = _search_interrupted(
+        tmp_path, [0.3, 0.3], "--sandbox", "slowstop:make", "--app-dir", ".", SLOWSTOP_S="60"
+    )
     assert proc.returncode == 130, err
     assert "openmle: interrupted three times: exiting now" in err, err
     assert took < 20, f"the third Ctrl-C took {took:.1f} s"

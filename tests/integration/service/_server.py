@@ -110,6 +110,17 @@ class Server:
             time.sleep(0.05)
         raise AssertionError("the job service did not start within 60 s")
 
+    def refused(self) -> tuple[int, str]:
+        """Start the server expecting it to stop by itself within 60 s: its exit status and
+        output (fails, stopping it, if it starts and stays)."""
+        proc = self.launch()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"the service started:\n{self.log()}") from None
+        return proc.returncode, self.log()
+
     def kill9(self) -> None:
         """``kill -9`` the server process (its program children are left to finish alone)."""
         assert self.proc is not None

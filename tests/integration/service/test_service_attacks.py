@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -329,24 +328,13 @@ async def test_huge_results_are_capped_before_they_are_stored(server: Server) ->
     assert size < 1_500_000
 
 
-def _fails_to_start(srv: Server) -> str:
-    proc = srv.launch()
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        srv.stop()
-        raise AssertionError(f"the service started on a broken database:\n{srv.log()}") from None
-    assert proc.returncode != 0
-    return srv.log()
-
-
 def test_a_garbage_database_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     """A file that is not SQLite: a one-line refusal, no traceback."""
     ToyTask.create(tmp_path / "tasks" / "toy")
     srv = Server(tmp_path, tmp_path / "tasks")
     srv.db.write_bytes(os.urandom(64 * 1024))
-    log = _fails_to_start(srv)
-    assert "is not usable" in log and "fresh --db" in log, log
+    status, log = srv.refused()
+    assert status != 0 and "is not usable" in log and "fresh --db" in log, log
     assert "Traceback" not in log, log
 
 
@@ -372,8 +360,8 @@ def test_a_database_with_damaged_pages_is_refused(tmp_path: Path) -> None:
         size = f.seek(0, 2)
         f.seek(size // 2)
         f.write(os.urandom(3 * 4096))
-    log = _fails_to_start(srv)
-    assert "is not usable" in log and "fresh --db" in log, log
+    status, log = srv.refused()
+    assert status != 0 and "is not usable" in log and "fresh --db" in log, log
     assert "Traceback" not in log, log
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -80,14 +79,8 @@ def test_a_missing_key_root_stops_the_start_naming_the_line(tmp_path: Path) -> N
     keys.write_text(f"# teams\n{KA} task_root={tmp_path / 'missing'}\n")
     srv = Server(tmp_path, tmp_path / "tasks", args=["--api-key-file", str(keys)])
     srv.env.pop("OPENMLE_SERVICE_API_KEYS")
-    proc = srv.launch()
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        srv.stop()
-        raise AssertionError(f"the service started:\n{srv.log()}") from None
-    log = srv.log()
-    assert proc.returncode == 2, log
+    status, log = srv.refused()
+    assert status == 2, log
     assert "line 2: task_root=" in log and "create it or fix the path" in log, log
     assert KA not in log and "Traceback" not in log, log
     assert not srv.db.exists()
