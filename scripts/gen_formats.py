@@ -245,7 +245,7 @@ def render_formats() -> str:
         "Written once when the run starts. Keys (nested keys dotted):",
         "",
     ]
-    manifest = next(_dicts_with(_source_tree(rundir.RunDir._create_locked), "schema_version"))
+    manifest = next(_dicts_with(_source_tree(rundir.RunDir.create), "schema_version"))
     lines += [", ".join(f"`{k}`" for k in _keys(manifest)), ""]
     lines += [
         "### `journal.jsonl`",
