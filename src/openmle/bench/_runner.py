@@ -876,7 +876,8 @@ async def _search(
     summary_model: OperatorModel | None = None,
 ) -> SearchResult:
     """The run's search: resumed when its directory holds a manifest, else started (a
-    directory without one was killed while being made: nothing was journalled).
+    directory without one was killed while being made: nothing was journalled; it is cleared
+    unless another driver is making the run, which fails this one).
     """
     from openmle.search import ResumeSpec, SearchConfig, SearchSpec, aresume_search, arun_search
 
@@ -886,7 +887,9 @@ async def _search(
         from openmle.search import SummaryStore
 
         prompts = attrs.evolve(prompts, summaries=SummaryStore(model=summary_model))
-    if await anyio.to_thread.run_sync(_started, rd):
+    from openmle.search import reset_unstarted_run_dir
+
+    if await anyio.to_thread.run_sync(reset_unstarted_run_dir, rd):
         resume = ResumeSpec(
             model=model,
             sandbox=sandbox,
@@ -925,16 +928,6 @@ async def _search(
         ),
     )
     return await arun_search(spec, run_dir=rd, limiter=limiter, on_progress=progress)
-
-
-def _started(rd: Path) -> bool:
-    """Whether the run directory holds a run (a manifest); one without (killed while being
-    made: nothing was journalled) is removed.
-    """
-    if (rd / "manifest.json").is_file():
-        return True
-    remove_tree(rd)
-    return False
 
 
 def _report_of(

@@ -11,7 +11,9 @@
   :class:`OperatorRouter` runs several models in one search (a model per operator).
 - **Run directories**: :class:`RunDir` (the journal, manifest and replay),
   :func:`read_journal`, :func:`journal_fingerprint`, :func:`check_new_run_dir` (may a run be
-  written there; :data:`DATA_TASK_DIR` is where ``--data`` builds its task), :func:`write_report`
+  written there; :func:`reset_unstarted_run_dir` clears one that holds no started run, under
+  its writer lock; :data:`DATA_TASK_DIR` is where ``--data`` builds its task),
+  :func:`write_report`
   (``report.html``, with each node's request and answer, :data:`REPLAY_CHARS` per message),
   :func:`write_comparison` / :func:`compare_runs` (two runs side by side, :class:`RunComparison`),
   :func:`export_run` (the node table as Parquet or JSONL); SFT data from runs: :func:`export_sft`,
@@ -85,6 +87,7 @@ from openmle.search._rundir import (
     check_new_run_dir,
     journal_fingerprint,
     read_journal,
+    reset_unstarted_run_dir,
 )
 from openmle.search._runs.export import export_run
 from openmle.search._runs.report import (
@@ -192,6 +195,7 @@ __all__ = [
     "preflight_sandbox",
     "read_journal",
     "read_sft_jsonl",
+    "reset_unstarted_run_dir",
     "resolve_task_meta",
     "resume_search",
     "rl_fitness",

@@ -12,7 +12,8 @@ Layout::
       sessions.jsonl       start/resume/end of each process working on the run (timestamps;
                            start and resume record the session's budget, the one in force)
       writer.lock          "PID HOST" of the process driving the run, which holds an exclusive
-                           flock on it while it writes: a second driver is refused
+                           flock on it while it writes: a second driver is refused (so
+                           is a lock file that is a link: a run directory from elsewhere)
       board.json           the search board (best node, families, errors, lineage), rewritten
                            at most once a second and at the end
       nodes/<id>/program.py, nodes/<id>/logs.txt
@@ -75,6 +76,7 @@ import os
 import platform
 import re
 import socket
+import stat
 import sys
 import time
 import warnings
@@ -88,6 +90,7 @@ from attrs import define, field, frozen
 
 from openmle._protocols import OperatorModel, Sandbox, Selector
 from openmle._readback import open_back, read_back, read_back_json, read_back_text
+from openmle._trees import remove_tree
 from openmle._types import Message, ModelRequest, Operator, RunResult, TaskMeta
 from openmle._version import __version__
 from openmle._writeback import append_file, ensure_dir, open_append, write_file
@@ -1470,6 +1473,53 @@ def check_new_run_dir(path: str | Path) -> bool:
     return True
 
 
+def reset_unstarted_run_dir(path: str | Path) -> bool:
+    """Whether ``path`` holds a started run (its manifest), to be resumed; where it does not
+    (a run killed while being made, or whatever a directory received from elsewhere holds
+    there) its contents are removed, under the run's writer lock, so that a driver making that
+    run at this moment is refused instead of having its files deleted. The directory itself
+    stays (made when missing); :meth:`RunDir.create` starts the run in it.
+
+    Raises:
+        RunDirError: another process holds the run's writer lock (it is making or driving
+            the run: it names the process), or the directory cannot be made or cleared.
+    """
+    p = Path(path)
+    if (p / MANIFEST).is_file():
+        return True
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        lock = p / WRITER_LOCK
+        if _not_own_file(lock) and not remove_tree(lock):  # a received link in its place
+            raise OSError(f"cannot remove {lock}")
+    except OSError as exc:
+        raise RunDirError(f"cannot write run directory {str(p)!r}: {exc.strerror or exc}") from None
+    fd = _claim_writer(p)
+    try:
+        if (p / MANIFEST).is_file():  # made by the driver that held the lock a moment ago
+            return True
+        left = [e for e in p.iterdir() if e.name != WRITER_LOCK and not remove_tree(e)]
+        if left:
+            raise OSError(f"cannot remove {left[0]}")
+    except OSError as exc:
+        raise RunDirError(f"cannot clear run directory {str(p)!r}: {exc.strerror or exc}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return False
+
+
+def _not_own_file(path: Path) -> bool:
+    """Whether something stands at ``path`` that is not a regular file with one name (a
+    symbolic or hard link, a folder).
+    """
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return False
+    return not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
+
+
 def _holder(fd: int) -> str:
     """`` (process PID on HOST)`` from the lock file's holder line; nothing when it names none
     (the file is untrusted: only a well-formed line is shown).
@@ -1495,6 +1545,13 @@ def _claim_writer(p: Path) -> int | None:
         fd = os.open(p / WRITER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise RunDirError(f"cannot write run directory {str(p)!r}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # the holder line is written to it
+        os.close(fd)
+        raise RunDirError(
+            f"{str(p / WRITER_LOCK)!r} is not a file of the run's own (a hard link or not a "
+            "regular file: a run directory from elsewhere); remove it, then run again"
+        )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -7,7 +7,9 @@ grader, and the report gives MLE-bench's fields against its leaderboard, naming 
 from __future__ import annotations
 
 import ast
+import fcntl
 import json
+import os
 import re
 from pathlib import Path
 
@@ -138,6 +140,39 @@ def test_a_received_run_directory_without_manifest_is_replaced_whatever_it_holds
     reports = anyio.run(lambda: arun_bench(out, model=model, sandbox=number_sandbox))
     assert [(r.competition_id, r.valid_submission) for r in reports] == [("toy-a", True)]
     assert not (rd / "d").exists() and (rd / "manifest.json").is_file()
+
+
+def test_a_run_another_driver_is_making_is_left_to_it(tmp_path: Path) -> None:
+    """Two drivers of one bench: where the other driver holds the run's writer lock and has
+    not written the manifest yet (it is making the run), this driver's run fails, naming
+    the other, and leaves its files; it deleted the directory under the other driver (which
+    then wrote into a deleted directory while this one started a second run beside it).
+    """
+    root = make_toy(tmp_path / "toy", ANSWERS)
+    config = BenchConfig(suite="toy-all", competitions=["toy-a"], seeds=[0], model="scripted",
+                         budget={"steps": 1}, data_dir=str(root), benchmark="toy")  # fmt: skip
+    out = tmp_path / "bench"
+    anyio.run(lambda: arun_bench(out, config=config, model=None, sandbox=number_sandbox, only=()))
+    rd = out / "runs" / "toy-a" / "seed-0"
+    rd.mkdir(parents=True, exist_ok=True)
+    (rd / "journal.jsonl").write_bytes(b"")  # the other driver's first file
+    held = os.open(rd / "writer.lock", os.O_RDWR | os.O_CREAT)
+    lines: list[str] = []
+    model = ScriptedModel(lambda _req: _program(0.75))
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        reports = anyio.run(
+            lambda: arun_bench(out, model=model, sandbox=number_sandbox, emit=lines.append)
+        )
+    finally:
+        os.close(held)
+    assert [(r.competition_id, r.valid_submission) for r in reports] == [("toy-a", False)]
+    assert any("not finished" in ln and "being written by another process" in ln for ln in lines)
+    assert (rd / "journal.jsonl").is_file() and not (rd / "manifest.json").exists()
+    assert model.requests == []
+    # once the other driver is gone, the run starts over in the directory
+    reports = anyio.run(lambda: arun_bench(out, model=model, sandbox=number_sandbox))
+    assert [(r.competition_id, r.valid_submission) for r in reports] == [("toy-a", True)]
 
 
 def test_toy_adapter_lives_in_its_own_folder() -> None:

@@ -26,6 +26,7 @@ from openmle.search import (
     arun_search,
     journal_fingerprint,
     read_journal,
+    reset_unstarted_run_dir,
     resume_search,
     run_search,
 )
@@ -519,3 +520,43 @@ def test_a_second_driver_of_a_run_is_refused_and_its_journal_stays_whole(
     assert [r["node"]["step"] for r in read_journal(fresh) if r["event"] == "node"] == [0, 1]
     resume_search(a, ResumeSpec(budget=Budget(steps=6), **det_parts()))  # the lock was dropped
     assert len(RunDir.open(a).nodes()) == 6
+
+
+def test_a_hard_linked_writer_lock_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    """A run directory from elsewhere whose ``writer.lock`` is a hard link to another file
+    of the user's: resuming it truncated that file and wrote the holder line into it. It is
+    refused, naming the file and the fix, and the other file is untouched."""
+    a = original(tmp_path, steps=2, workers=1)
+    victim = tmp_path / "notes.txt"
+    victim.write_text("keep me\n")
+    (a / "writer.lock").unlink(missing_ok=True)
+    os.link(victim, a / "writer.lock")
+    with pytest.raises(RunDirError, match=r"writer\.lock' is not a file of the run's own"):
+        resume_search(a, ResumeSpec(budget=Budget(steps=3), **det_parts()))
+    assert victim.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "folder"])
+def test_reset_clears_an_unstarted_run_whatever_stands_for_its_lock(
+    tmp_path: Path, kind: str
+) -> None:
+    """:func:`reset_unstarted_run_dir` on a directory with no manifest: its contents go (a
+    link in the lock's place is removed, never followed), a started run is kept."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    rd = tmp_path / "run"
+    (rd / "nodes").mkdir(parents=True)
+    (rd / "journal.jsonl").write_text("")
+    lock = rd / "writer.lock"
+    if kind == "symlink":
+        lock.symlink_to(victim)
+    elif kind == "hardlink":
+        os.link(victim, lock)
+    else:
+        (lock / "x").mkdir(parents=True)
+    assert reset_unstarted_run_dir(rd) is False
+    assert sorted(p.name for p in rd.iterdir()) == ["writer.lock"]
+    assert lock.is_file() and not lock.is_symlink() and victim.read_text() == "keep me\n"
+    started = original(tmp_path / "s", steps=1, workers=1)
+    assert reset_unstarted_run_dir(started) is True
+    assert (started / "manifest.json").is_file() and (started / "journal.jsonl").is_file()
