@@ -121,13 +121,8 @@ def test_no_model_makes_the_directory_and_refuses_runs(tmp_path: Path) -> None:
     assert not (out / "runs" / "toy-a" / "seed-0" / "journal.jsonl").exists()
 
 
-def test_a_received_run_directory_without_manifest_is_replaced_whatever_it_holds(
-    deep_tmp_path: Path,
-) -> None:
-    """A bench directory from elsewhere whose run directory has no manifest (a run killed
-    while being made) is replaced on resume; one holding a tree 1,500 levels deep made
-    ``bench run`` raise ``RecursionError`` (``shutil.rmtree`` recurses)."""
-    tmp_path = deep_tmp_path
+def _one_run_bench(tmp_path: Path) -> tuple[Path, Path]:
+    """A bench of one toy run made with nothing run yet: the bench and the run directory."""
     root = make_toy(tmp_path / "toy", ANSWERS)
     config = BenchConfig(suite="toy-all", competitions=["toy-a"], seeds=[0], model="scripted",
                          budget={"steps": 1}, data_dir=str(root), benchmark="toy")  # fmt: skip
@@ -135,6 +130,16 @@ def test_a_received_run_directory_without_manifest_is_replaced_whatever_it_holds
     anyio.run(lambda: arun_bench(out, config=config, model=None, sandbox=number_sandbox, only=()))
     rd = out / "runs" / "toy-a" / "seed-0"
     rd.mkdir(parents=True, exist_ok=True)
+    return out, rd
+
+
+def test_a_received_run_directory_without_manifest_is_replaced_whatever_it_holds(
+    deep_tmp_path: Path,
+) -> None:
+    """A bench directory from elsewhere whose run directory has no manifest (a run killed
+    while being made) is replaced on resume; one holding a tree 1,500 levels deep made
+    ``bench run`` raise ``RecursionError`` (``shutil.rmtree`` recurses)."""
+    out, rd = _one_run_bench(deep_tmp_path)
     deep_tree(rd, 1500)
     model = ScriptedModel(lambda _req: _program(0.75))
     reports = anyio.run(lambda: arun_bench(out, model=model, sandbox=number_sandbox))
@@ -148,13 +153,7 @@ def test_a_run_another_driver_is_making_is_left_to_it(tmp_path: Path) -> None:
     the other, and leaves its files; it deleted the directory under the other driver (which
     then wrote into a deleted directory while this one started a second run beside it).
     """
-    root = make_toy(tmp_path / "toy", ANSWERS)
-    config = BenchConfig(suite="toy-all", competitions=["toy-a"], seeds=[0], model="scripted",
-                         budget={"steps": 1}, data_dir=str(root), benchmark="toy")  # fmt: skip
-    out = tmp_path / "bench"
-    anyio.run(lambda: arun_bench(out, config=config, model=None, sandbox=number_sandbox, only=()))
-    rd = out / "runs" / "toy-a" / "seed-0"
-    rd.mkdir(parents=True, exist_ok=True)
+    out, rd = _one_run_bench(tmp_path)
     (rd / "journal.jsonl").write_bytes(b"")  # the other driver's first file
     held = os.open(rd / "writer.lock", os.O_RDWR | os.O_CREAT)
     lines: list[str] = []
