@@ -14,7 +14,8 @@ from openmle.errors import InvalidArgument
 
 __all__ = ["register"]
 
-# ServiceConfig's fields as the flags that set them, so its errors name what the user typed.
+# ServiceConfig's fields as the flags that set them: _serve fills each from its flag, and the
+# config's errors name what the user typed.
 _FLAGS = {
     "db_path": "--db",
     "task_roots": "--task-root",
@@ -185,33 +186,17 @@ def _serve(args: argparse.Namespace) -> int:
     # before the flag renaming below, which would turn max_queued= into --max-queued=.
     api_keys = load_api_keys(file=args.api_key_file)
     key_limits = load_key_limits(args.api_key_file)
+    # every field that has a flag, from the flag's value (argparse's dest: --max-wait -> max_wait)
+    fields = {name: getattr(args, flag[2:].replace("-", "_")) for name, flag in _FLAGS.items()}
+    fields["retain_s"] = args.retain_days * 86_400 if args.retain_days > 0 else None
     try:
         config = ServiceConfig(
-            db_path=args.db,
-            task_roots=args.task_root,
             sandbox=args.sandbox,
             api_keys=api_keys,
             allow_no_auth=args.no_auth,
-            cpu_slots=args.cpu_slots,
-            gpu_slots=args.gpu_slots,
-            max_queued=args.max_queued,
-            default_timeout_s=args.default_timeout,
-            max_job_timeout_s=args.max_job_timeout,
-            max_attempts=args.max_attempts,
-            grace_s=args.grace,
-            max_wait_s=args.max_wait,
             durable=args.durable,
-            retain_s=args.retain_days * 86_400 if args.retain_days > 0 else None,
-            max_queued_per_key=args.max_queued_per_key,
-            top_priority=args.top_priority,
             key_limits=key_limits,
-            priority_age_s=args.priority_age,
-            max_cpus=args.max_cpus,
-            max_memory_mb=args.max_memory_mb,
-            max_gpus=args.max_gpus,
-            max_result_artifacts=args.max_result_artifacts,
-            max_result_log_bytes=args.max_result_log_bytes,
-            work_dir=args.work_dir,
+            **fields,
         )
     except InvalidArgument as exc:
         raise _flag_names(exc) from None

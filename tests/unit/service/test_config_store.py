@@ -322,3 +322,37 @@ def test_results_are_capped_before_they_are_stored() -> None:
     assert len(capped.detail) < 9_000 and capped.score == 0.5
     small = RunResult(outcome=Outcome.SUCCESS, score=0.5, logs="ok")
     assert cap_result(small, max_artifacts=100, max_log_bytes=10_000) is small
+
+
+def test_cli_serve_gives_every_flag_to_its_config_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``openmle serve`` flag reaches the :class:`ServiceConfig` field it names (the
+    fields are filled from the flag table its errors are said with)."""
+    import openmle.service
+    from openmle._cli import main
+
+    seen: list[ServiceConfig] = []
+    monkeypatch.setattr(openmle.service, "serve", lambda config, **_: seen.append(config))
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", "key-aaaaaaaa")
+    root = tmp_path / "tasks"
+    root.mkdir()
+    flags = {
+        "--task-root": str(root), "--cpu-slots": "3", "--gpu-slots": "1", "--max-queued": "7",
+        "--max-queued-per-key": "5", "--default-timeout": "11", "--max-job-timeout": "12",
+        "--grace": "2", "--max-wait": "13", "--max-attempts": "4", "--retain-days": "0.5",
+        "--top-priority": "1", "--priority-age": "9", "--max-cpus": "6", "--max-memory-mb": "99",
+        "--max-gpus": "2", "--max-result-artifacts": "8", "--max-result-log-bytes": "1024",
+        "--work-dir": str(tmp_path / "work"),
+    }  # fmt: skip
+    args = ["serve", "--db", str(tmp_path / "jobs.db"), "--durable"]
+    assert main([*args, *(x for kv in flags.items() for x in kv)]) == 0
+    (c,) = seen
+    got = (c.cpu_slots, c.gpu_slots, c.max_queued, c.max_queued_per_key, c.default_timeout_s,
+           c.max_job_timeout_s, c.grace_s, c.max_wait_s, c.max_attempts, c.retain_s,
+           c.top_priority, c.priority_age_s, c.max_cpus, c.max_memory_mb, c.max_gpus,
+           c.max_result_artifacts, c.max_result_log_bytes)  # fmt: skip
+    assert got == (3, 1, 7, 5, 11, 12, 2, 13, 4, 43_200, 1, 9, 6, 99, 2, 8, 1024)
+    assert c.durable is True and c.api_keys == ("key-aaaaaaaa",)
+    assert [Path(r) for r in c.task_roots] == [root]
+    assert Path(c.db_path) == tmp_path / "jobs.db" and Path(str(c.work_dir)) == tmp_path / "work"
