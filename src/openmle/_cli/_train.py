@@ -58,7 +58,6 @@ import json
 import math
 import os
 import re
-import shutil
 import sys
 import tomllib
 from collections.abc import Callable
@@ -326,7 +325,7 @@ def _sft_steps(
     """Step ``trainer`` up to step ``last`` over ``batches`` (cycled), each step's metrics to
     ``metrics.jsonl`` and ``on_step``, a checkpoint every ``every`` steps and at the end.
     """
-    with (out / "metrics.jsonl").open("a", encoding="utf-8") as log:
+    with _open_metrics(out) as log:
         while trainer.step_count < last:
             m = trainer.step(batches[trainer.step_count % len(batches)])
             log.write(json.dumps(m, sort_keys=True) + "\n")
@@ -336,35 +335,77 @@ def _sft_steps(
                 _save(trainer, ckpt)
 
 
+_MAX_METRICS_BYTES = 4 * 2**30  # metrics.jsonl read back on resume (a line per step)
+
+
 def _trim_metrics(path: Path, step: int, *, key: str = "step") -> None:
-    """Drop the metrics of steps after ``step`` (run after the last checkpoint, then lost)."""
-    if not path.is_file():
+    """Drop the metrics of steps after ``step`` (run after the last checkpoint, then lost).
+
+    The file is read without following a link and written as a new file in its place (an
+    ``output_dir`` from elsewhere may hold links); one that cannot be read back (a link, not
+    a regular file, larger than :data:`_MAX_METRICS_BYTES`) is replaced by an empty one.
+    """
+    from openmle._readback import open_back
+    from openmle._writeback import write_file
+
+    keep: list[bytes] = []
+    try:
+        with os.fdopen(open_back(path, max_bytes=_MAX_METRICS_BYTES), "rb") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                    done = isinstance(record, dict) and record.get(key, 0) <= step
+                except (ValueError, TypeError):
+                    done = False  # a line cut short by the crash
+                if done:
+                    keep.append(line.rstrip(b"\n") + b"\n")
+    except FileNotFoundError:
         return
-    keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            done = json.loads(line).get(key, 0) <= step
-        except (ValueError, AttributeError):
-            done = False  # a line cut short by the crash
-        if done:
-            keep.append(line + "\n")
-    path.write_text("".join(keep), encoding="utf-8")
+    except OSError:
+        keep = []
+    write_file(path, b"".join(keep))
+
+
+def _open_metrics(out: Path) -> Any:
+    """``out/metrics.jsonl`` open for appending text; a link or a file with another name
+    there is refused, never written through.
+
+    Raises:
+        InvalidArgument: it is not a regular file of the output directory's own.
+    """
+    from openmle._writeback import open_append
+
+    path = out / "metrics.jsonl"
+    try:
+        fd = open_append(path)
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot append to {path}: {exc.strerror or exc}; remove it or choose another "
+            "output_dir"
+        ) from None
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 def _save(trainer: Any, ckpt: Path, *, extra: dict[str, str] | None = None) -> None:
     """Write the checkpoint (and the ``extra`` files) next to the old one, then swap, so a crash
-    leaves one whole.
+    leaves one whole. Whatever stands at ``checkpoint.tmp`` or ``checkpoint.old`` (a link from
+    an ``output_dir`` made elsewhere) is removed first, never written through.
     """
+    from openmle._trees import remove_tree
+    from openmle._writeback import write_file
+
     tmp, old = ckpt.with_name("checkpoint.tmp"), ckpt.with_name("checkpoint.old")
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in (tmp, old):
+        if not remove_tree(stale):
+            raise OSError(f"cannot remove {stale}")
+    tmp.mkdir()
     trainer.save(tmp)
     for name, text in (extra or {}).items():
-        (tmp / name).write_text(text, encoding="utf-8")
-    shutil.rmtree(old, ignore_errors=True)
-    if ckpt.exists():
+        write_file(tmp / name, text.encode())
+    if ckpt.is_symlink() or ckpt.exists():
         ckpt.rename(old)
     tmp.rename(ckpt)
-    shutil.rmtree(old, ignore_errors=True)
+    remove_tree(old)
 
 
 def _device(doc: dict[str, Any], file: Path) -> str:
@@ -662,7 +703,7 @@ def _run_gspo(
 
     from openmle.train import train_on_policy
 
-    log = (out / "metrics.jsonl").open("a", encoding="utf-8")
+    log = _open_metrics(out)
     count = [done]
 
     def on_step(report: Any) -> None:

@@ -21,13 +21,18 @@ import torch
 from attrs import define, field
 from torch import Tensor, nn
 
+from openmle._readback import loads_untrusted, read_back
 from openmle._validation import check_choice, check_positive, fail
+from openmle._writeback import write_file
 from openmle.errors import TrainerError
 
 from . import _distributed as D
 from ._loss import chunked_token_logprobs, token_entropy, token_logprobs
 
 __all__ = ["Engine", "EngineOwner", "OptimConfig"]
+
+_INFO_MAX_BYTES = 16 * 2**20
+"""The largest ``trainer.json`` of a checkpoint read back."""
 
 
 @define(frozen=True, kw_only=True)
@@ -297,14 +302,18 @@ class Engine:
             optim_sd = get_optimizer_state_dict(self.model, self.optimizer, options=opts)
         try:
             p.mkdir(parents=True, exist_ok=True)
+            # each file written anew and renamed into place: a link standing there (a folder
+            # from elsewhere) is replaced, never written through
             if D.rank() == 0:
-                torch.save(model_sd if sharded else self.model.state_dict(), p / "model.pt")
-                torch.save(optim_sd if sharded else self.optimizer.state_dict(),
-                           p / "optimizer.pt")  # fmt: skip
+                model_state = model_sd if sharded else self.model.state_dict()
+                optim_state = optim_sd if sharded else self.optimizer.state_dict()
+                write_file(p / "model.pt", lambda f: torch.save(model_state, f))
+                write_file(p / "optimizer.pt", lambda f: torch.save(optim_state, f))
                 info = {"step": self.step_count, "optimizer_keys": "fqn" if sharded else "index",
                         **meta}  # fmt: skip
-                (p / "trainer.json").write_text(json.dumps(info, indent=2, sort_keys=True))
-            torch.save(_rng_state(), p / f"rng-{D.rank()}.pt")
+                write_file(p / "trainer.json", json.dumps(info, indent=2, sort_keys=True).encode())
+            rng_state = _rng_state()
+            write_file(p / f"rng-{D.rank()}.pt", lambda f: torch.save(rng_state, f))
         except OSError as exc:
             raise TrainerError(f"cannot write checkpoint {p}: {exc}") from exc
         D.barrier()
@@ -317,7 +326,11 @@ class Engine:
         """
         p = Path(path)
         try:
-            info = json.loads((p / "trainer.json").read_text())
+            # bounded: a checkpoint from elsewhere is untrusted (links followed: a checkpoint
+            # folder may be made of links, as a model cache is)
+            info = loads_untrusted(
+                read_back(p / "trainer.json", max_bytes=_INFO_MAX_BYTES, follow=True)
+            )
             model = torch.load(p / "model.pt", map_location=self.device, weights_only=True)
             optim = torch.load(p / "optimizer.pt", map_location=self.device, weights_only=True)
             rng_file = p / f"rng-{D.rank()}.pt"
@@ -326,6 +339,8 @@ class Engine:
             rng = torch.load(rng_file if rng_file.exists() else p / "rng-0.pt", weights_only=True)
         except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:
             raise TrainerError(f"cannot read checkpoint {p}: {exc}") from exc
+        if not isinstance(info, dict) or type(info.get("step")) is not int or info["step"] < 0:
+            raise TrainerError(f"{p}/trainer.json is not a trainer checkpoint's (no step)")
         if info.get("kind") != kind:
             raise TrainerError(f"{p} holds a {info.get('kind')!r} checkpoint, not a {kind!r} one")
         try:

@@ -198,3 +198,45 @@ def test_missing_keys_are_named_at_once(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["train", "sft", str(f)]) == 2
     err = capsys.readouterr().err
     assert "'batch_size', 'checkpoint_every'" in err
+
+
+@pytest.mark.parametrize("link", ["metrics.jsonl", "checkpoint.tmp", "checkpoint.old"])
+def test_a_received_output_dir_cannot_write_outside_itself(tmp_path: Path, link: str) -> None:
+    """Resuming an ``output_dir`` from elsewhere whose files are links: ``metrics.jsonl`` ->
+    a file of the user's was emptied (the resume keeps its lines up to the checkpoint, none
+    of a file that is not metrics) and appended to; ``checkpoint.tmp`` -> a folder of the
+    user's got the new checkpoint's files written into it. Now the links are replaced or
+    removed, never followed."""
+    assert main(["train", "sft", str(_toml(tmp_path, out="run", max_steps=2, every=1))]) == 0
+    run = tmp_path / "run"
+    victim = tmp_path / "home"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("keep me\n")
+    (victim / "model.pt").write_text("mine\n")
+    target = victim / "notes.txt" if link == "metrics.jsonl" else victim
+    (run / link).unlink(missing_ok=True)
+    (run / link).symlink_to(target)
+    assert main(["train", "sft", str(_toml(tmp_path, out="run", max_steps=3, every=1))]) == 0
+    assert (victim / "notes.txt").read_text() == "keep me\n"
+    assert (victim / "model.pt").read_text() == "mine\n"
+    assert sorted(p.name for p in victim.iterdir()) == ["model.pt", "notes.txt"]
+    # the linked metrics were no metrics of this run: the resumed step's line starts anew
+    assert len(_losses(run)) == (1 if link == "metrics.jsonl" else 3)
+    assert not (run / "metrics.jsonl").is_symlink()
+    info = json.loads((run / "checkpoint" / "trainer.json").read_text())
+    assert info["step"] == 3
+
+
+def test_a_fresh_run_refuses_a_linked_metrics_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No checkpoint yet, ``metrics.jsonl`` a link: refused naming the file and the fix, the
+    linked file untouched (it was appended to)."""
+    victim = tmp_path / "notes.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").symlink_to(victim)
+    assert main(["train", "sft", str(_toml(tmp_path, out="run", max_steps=1))]) == 2
+    err = capsys.readouterr().err
+    assert "metrics.jsonl" in err and "remove it or choose another output_dir" in err, err
+    assert victim.read_text() == "keep me\n"

@@ -107,6 +107,34 @@ def test_a_checkpoint_from_elsewhere_cannot_run_code(tmp_path: Path) -> None:
         SFTTrainer(_model()).load(tmp_path / "ck")
 
 
+def test_saving_over_links_writes_no_file_elsewhere(tmp_path: Path) -> None:
+    """Saving into a checkpoint folder whose files are links (a folder from elsewhere) wrote
+    the new tensors through them into the linked files; each file is now replaced."""
+    SFTTrainer(_model()).save(tmp_path / "ck")
+    victims = {}
+    for name in ("model.pt", "optimizer.pt", "trainer.json", "rng-0.pt"):
+        victims[name] = tmp_path / f"mine-{name}"
+        victims[name].write_text("keep me\n")
+        (tmp_path / "ck" / name).unlink()
+        (tmp_path / "ck" / name).symlink_to(victims[name])
+    SFTTrainer(_model()).save(tmp_path / "ck")
+    assert all(v.read_text() == "keep me\n" for v in victims.values())
+    assert not any(p.is_symlink() for p in (tmp_path / "ck").iterdir())
+    loaded = SFTTrainer(_model())
+    loaded.load(tmp_path / "ck")  # the files written are whole
+    assert loaded.step_count == 0
+
+
+@pytest.mark.parametrize("info", ["[]", '{"kind": "sft"}', '{"kind": "sft", "step": "3"}'])
+def test_a_checkpoint_without_a_step_is_refused(tmp_path: Path, info: str) -> None:
+    """A ``trainer.json`` that is not an object with an integer step: one TrainerError naming
+    it (an ``AttributeError`` or ``KeyError`` came out of ``load``)."""
+    SFTTrainer(_model()).save(tmp_path / "ck")
+    (tmp_path / "ck" / "trainer.json").write_text(info)
+    with pytest.raises(TrainerError, match=r"trainer\.json is not a trainer checkpoint's"):
+        SFTTrainer(_model()).load(tmp_path / "ck")
+
+
 def test_sft_then_gspo_on_the_same_model() -> None:
     """The SFT-trained module goes straight into GSPOTrainer (same model interface)."""
     model = _model()
