@@ -28,6 +28,7 @@ from attrs import frozen
 from openmle.bench._engines import TaskDirResolver
 from openmle.bench._runner import BenchConfig, BenchRun, _bench_of, _KeepingTask, _Resolver
 from openmle.errors import InvalidArgument
+from openmle.gym import cache_root
 
 if TYPE_CHECKING:
     from openmle import Sandbox
@@ -59,7 +60,10 @@ def _roots(value: PathsLike, name: str) -> tuple[Path, ...]:
 
 
 def _installed_mlebench() -> Path | None:
-    """The checkout root of the ``mlebench`` installed beside the service, or None."""
+    """The folder holding the ``mlebench`` installed beside the service (a checkout's root, or
+    site-packages), or None. Only that folder itself, or its ``mlebench``, counts as allowed:
+    never a path below site-packages.
+    """
     spec = importlib.util.find_spec("mlebench")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -101,8 +105,10 @@ class _Allowed:
         if config.registry is None:
             return None
         installed = _installed_mlebench()
-        roots = self.registries + (() if installed is None else (installed,))
-        return str(self._inside(config.registry, "registry", roots, "registries"))
+        real = Path(os.path.realpath(config.registry))
+        if installed is not None and real in (installed, installed / "mlebench"):
+            return str(real)  # the operator's own, named explicitly
+        return str(self._inside(config.registry, "registry", self.registries, "registries"))
 
     def data_of(self, config: BenchConfig) -> str:
         """``config.data_dir`` resolved inside an allowed data root.
@@ -137,8 +143,13 @@ class _Confined:
         return self.inner(ref)
 
 
-def _open_allowed(allowed: _Allowed, path: Path) -> _Confined:
+def _open_allowed(allowed: _Allowed, derived: Path, path: Path) -> _Confined:
     """The task resolver of the bench directory at ``path`` with its benchmark checked first.
+
+    The benchmark keeps what it derives (MLE-bench's validation views: the public data a
+    program of the valid split reads, and the answers it is graded on) under ``derived``, the
+    service's own directory, never in the client's bench directory, where a link placed in
+    ``valid/`` would show a program any directory the service can read.
 
     Raises:
         InvalidArgument: not a bench directory, or a registry or data directory the operator
@@ -148,7 +159,7 @@ def _open_allowed(allowed: _Allowed, path: Path) -> _Confined:
     registry, data = allowed.registry_of(run.config), allowed.data_of(run.config)
     config = attrs.evolve(run.config, registry=registry, data_dir=data)
     paths = {"data_dir": data, **({} if registry is None else {"registry": registry})}
-    return _Confined(inner=_Resolver(bench=_bench_of(config, run.path), run=run), paths=paths)
+    return _Confined(inner=_Resolver(bench=_bench_of(config, derived), run=run), paths=paths)
 
 
 def bench_task_sandbox(
@@ -176,6 +187,9 @@ def bench_task_sandbox(
     the operator names its benchmark data. Under a job service whose keys have task roots of
     their own, a benchmark path inside another key's roots is refused as well. A refused job
     fails (``INFRA_ERROR``) with a message naming the field and the option; nothing runs.
+    What the benchmark derives (MLE-bench's validation views) is built and kept under
+    ``workdir/bench`` (``$OPENMLE_CACHE/served-bench`` without one), not in the bench
+    directory.
 
     Args:
         inner: the sandbox the programs run in.
@@ -197,6 +211,7 @@ def bench_task_sandbox(
     allowed = _Allowed(
         registries=_roots(registries, "registries"), data_roots=_roots(data_roots, "data_roots")
     )
-    resolver = TaskDirResolver(functools.partial(_open_allowed, allowed))
+    derived = (cache_root() / "served-bench") if workdir is None else Path(workdir) / "bench"
+    resolver = TaskDirResolver(functools.partial(_open_allowed, allowed, derived))
     optional: dict[str, Any] = {} if workdir is None else {"workdir": workdir}
     return build_sandbox(inner, {**options, "resolver": resolver}, optional)

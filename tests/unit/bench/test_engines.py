@@ -356,3 +356,60 @@ def test_the_service_forwards_sandbox_options_to_the_bench_sandbox(
     assert box.resolver(_bench(tmp_path / "b", registry, data)).name == "mini-tabular@seed-0"  # type: ignore[attr-defined]
     with pytest.raises(InvalidArgument, match="nope"):
         load_sandbox("openmle.bench:bench_task_sandbox", options={"nope": "1"})
+
+
+def test_a_link_in_the_bench_directorys_valid_folder_shows_a_program_nothing(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The validation views a job service's program reads (valid split) and is graded on are
+    the service's own (built under its work directory), not the client's ``BENCH_DIR/valid``:
+    a view placed there whose ``public`` is a link to another team's folder was mounted as the
+    program's ``DATA_DIR``."""
+    from openmle import Job
+
+    registry, data = mini
+    secret = tmp_path / "team-two"
+    secret.mkdir()
+    (secret / "answers.csv").write_text("TEAM TWO PRIVATE ANSWERS\n")
+    (tmp_path / "work").mkdir()  # the service's work directory, made before any job
+    box = bench_task_sandbox(registries=registry, data_roots=data, workdir=tmp_path / "work")
+    task = _bench(tmp_path / "bench", registry, data)
+    key = box.resolver(task).inner._valid_key()  # type: ignore[attr-defined]
+    planted = tmp_path / "bench" / "valid" / "mini-tabular" / key
+    planted.mkdir(parents=True)
+    (planted / "public").symlink_to(secret)
+    (planted / "private").mkdir()
+    code = (
+        "import os\n"
+        "d = os.environ['DATA_DIR']\n"
+        "print(sorted(os.listdir(d)))\n"
+        "print(open(os.path.join(d, 'answers.csv')).read() if 'answers.csv' in os.listdir(d) "
+        "else 'no answers')\n"
+    )
+
+    async def run() -> Any:
+        try:
+            return await box.run(Job(code=code, task=task, split="valid", timeout_s=120))
+        finally:
+            await box.aclose()
+
+    result = anyio.run(run)
+    assert "TEAM TWO" not in result.logs and "no answers" in result.logs, result.logs
+    assert (tmp_path / "work" / "bench" / "valid" / "mini-tabular" / key / "public").is_dir()
+
+
+def test_the_installed_mlebench_is_allowed_itself_and_nothing_below_it(
+    mini: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bench without --registry, or naming the ``mlebench`` installed beside the service
+    (its folder or the package), needs no ``registries``; a folder below it does."""
+    from openmle.bench import _served
+
+    registry, data = mini
+    monkeypatch.setattr(_served, "_installed_mlebench", lambda: registry.resolve())
+    resolve = bench_task_sandbox(data_roots=data).resolver  # type: ignore[attr-defined]
+    for i, named in enumerate([registry, registry / "mlebench"]):
+        assert resolve(_bench(tmp_path / f"b{i}", named, data)).name == "mini-tabular@seed-0"
+    below = registry / "mlebench" / "competitions"
+    with pytest.raises(InvalidArgument, match="its registries: none"):
+        resolve(_bench(tmp_path / "below", below, data))
