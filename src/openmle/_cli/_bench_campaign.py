@@ -87,7 +87,8 @@ def _board(args: argparse.Namespace) -> Any:
 SANDBOX_HELP = (
     "where programs run: local (default), docker, ray (a Ray cluster: RAY_ADDRESS or a new "
     "local one), service:URL (an `openmle serve` started with --sandbox "
-    "openmle.bench:bench_task_sandbox and a --task-root holding the bench directory), "
+    "openmle.bench:bench_task_sandbox, --sandbox-option data_roots=DIR naming the benchmark's "
+    "data, and a --task-root holding the bench directory), "
     "module:callable or an openmle.sandboxes entry point"
 )
 

@@ -37,6 +37,7 @@ _FLAGS = {
     "max_result_artifacts": "--max-result-artifacts",
     "max_result_log_bytes": "--max-result-log-bytes",
     "work_dir": "--work-dir",
+    "sandbox_options": "--sandbox-option",
 }
 _FIELD = re.compile(r"(?:\bServiceConfig\.)?\b(" + "|".join(_FLAGS) + r")\b")
 
@@ -67,10 +68,51 @@ def _days(text: str) -> float:
     return days
 
 
+def _sandbox_options(pairs: list[str]) -> dict[str, str | tuple[str, ...]]:
+    """``--sandbox-option NAME=VALUE`` (repeatable) as the factory's keywords: a name given
+    once is a string, a name given more than once a tuple of its values in order.
+
+    Raises:
+        InvalidArgument: an item without ``=`` or with an empty name.
+    """
+    out: dict[str, str | tuple[str, ...]] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise InvalidArgument(
+                f"--sandbox-option {pair!r}: expected NAME=VALUE, e.g. --sandbox-option "
+                "registries=/opt/mle-bench"
+            )
+        name = name.strip()
+        old = out.get(name)
+        out[name] = value if old is None else (*((old,) if isinstance(old, str) else old), value)
+    return out
+
+
 def _flag_names(exc: InvalidArgument) -> InvalidArgument:
     """``exc`` from ServiceConfig with its field names said as ``openmle serve`` flags."""
     text = _FIELD.sub(lambda m: _FLAGS[m[1]], str(exc))
     return InvalidArgument(text.replace("ServiceConfig ", "the service "))
+
+
+def _add_sandbox_flags(p: argparse.ArgumentParser) -> None:
+    """``--sandbox``, ``--sandbox-option`` and ``--app-dir``."""
+    p.add_argument(
+        "--sandbox",
+        default="local",
+        help="the sandbox jobs run on: local (default), docker, ray, service:URL, "
+        "module:callable or a name registered in entry-point group openmle.sandboxes",
+    )
+    p.add_argument(
+        "--sandbox-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a keyword the --sandbox factory is called with (repeatable; a NAME given again "
+        "makes a list), e.g. registries=DIR and data_roots=DIR for "
+        "openmle.bench:bench_task_sandbox",
+    )
+    p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
 
 
 def register(subparsers: Any) -> None:
@@ -94,13 +136,7 @@ def register(subparsers: Any) -> None:
         help="directory of task packages clients may name (repeatable); a key with "
         "task_root= in --api-key-file names only its own roots instead",
     )
-    p.add_argument(
-        "--sandbox",
-        default="local",
-        help="the sandbox jobs run on: local (default), docker, ray, service:URL, "
-        "module:callable or a name registered in entry-point group openmle.sandboxes",
-    )
-    p.add_argument("--app-dir", metavar="DIR", help=APP_DIR_HELP)
+    _add_sandbox_flags(p)
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
     p.add_argument(
@@ -189,6 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
     # every field that has a flag, from the flag's value (argparse's dest: --max-wait -> max_wait)
     fields = {name: getattr(args, flag[2:].replace("-", "_")) for name, flag in _FLAGS.items()}
     fields["retain_s"] = args.retain_days * 86_400 if args.retain_days > 0 else None
+    fields["sandbox_options"] = _sandbox_options(args.sandbox_option)  # NAME=VALUE, parsed
     try:
         config = ServiceConfig(
             sandbox=args.sandbox,

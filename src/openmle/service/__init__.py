@@ -38,15 +38,17 @@ from openmle.service._config import (
     load_api_keys,
     load_key_limits,
 )
-from openmle.service._core import load_sandbox
+from openmle.service._core import JobRoots, current_job_roots, load_sandbox
 from openmle.service._store import JobStore
 from openmle.service._sweep import prepare_workdir
 
 __all__ = [
     "API_KEYS_ENV",
+    "JobRoots",
     "KeyLimits",
     "ServiceConfig",
     "create_app",
+    "current_job_roots",
     "job_view",
     "load_api_keys",
     "load_key_limits",
@@ -143,7 +145,9 @@ async def _built_sandbox(config: ServiceConfig) -> Sandbox:
             ``--sandbox SPEC:``.
     """
     try:
-        sandbox = load_sandbox(config.sandbox, workdir=config.run_dir)
+        sandbox = load_sandbox(
+            config.sandbox, workdir=config.run_dir, options=config.sandbox_options
+        )
         try:
             hook = getattr(sandbox, "preflight", None)
             answer = hook() if callable(hook) else None

@@ -262,7 +262,9 @@ class _Api:
         self.state["swept"] = swept
         if self.sandbox is not None:
             return self.sandbox
-        self.to_close = load_sandbox(config.sandbox, workdir=config.run_dir)
+        self.to_close = load_sandbox(
+            config.sandbox, workdir=config.run_dir, options=config.sandbox_options
+        )
         return self.to_close
 
     async def close_sandbox(self) -> None:

@@ -6,7 +6,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import final
+from typing import Any, final
 
 from attrs import field, frozen
 
@@ -154,6 +154,31 @@ def _opt_path(value: str | os.PathLike[str] | None) -> Path | None:
     return None if value is None else Path(value).expanduser().absolute()
 
 
+def _sandbox_options(value: Mapping[str, Any]) -> dict[str, Any]:
+    """``ServiceConfig.sandbox_options`` checked: keyword names, never the two the service
+    passes itself (``workdir``; ``resolver`` belongs to the factory).
+    """
+    if not isinstance(value, Mapping):
+        raise fail("a mapping of keyword names to values", "ServiceConfig.sandbox_options", value)
+    out: dict[str, Any] = {}
+    for name, v in value.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise InvalidArgument(
+                f"Expected ServiceConfig.sandbox_options names to be keyword names but got "
+                f"{name!r} (CLI: --sandbox-option NAME=VALUE)"
+            )
+        if name in _RESERVED_OPTIONS:
+            raise InvalidArgument(
+                f"ServiceConfig.sandbox_options cannot set {name!r}: the service passes it "
+                "itself (use --work-dir for the work directory)"
+            )
+        out[name] = v
+    return out
+
+
+_RESERVED_OPTIONS = frozenset({"workdir"})
+
+
 def _keys(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
@@ -175,6 +200,11 @@ class ServiceConfig:
             (``openmle.backends.LocalSandbox()``), ``"module:callable"`` (a factory called with
             no arguments, or with ``workdir=`` when it takes one, that returns a
             :class:`~openmle.Sandbox`), or another built-in or registered name.
+        sandbox_options: keywords the sandbox factory is called with (``--sandbox-option
+            NAME=VALUE``, repeatable: a name given more than once becomes a tuple of its
+            values), e.g. the benchmarks the bench's sandbox may grade
+            (:func:`openmle.bench.bench_task_sandbox`'s ``registries`` and ``data_roots``); a
+            factory that does not take one refuses the start, naming it.
         api_keys: accepted ``X-API-Key`` values (see :func:`load_api_keys`).
         allow_no_auth: start without keys (every request is accepted). Off by default.
         cpu_slots, gpu_slots: jobs run at once in the CPU and GPU pools.
@@ -215,6 +245,7 @@ class ServiceConfig:
     db_path: Path = field(converter=Path)
     task_roots: tuple[Path, ...] = field(default=(), converter=_paths)
     sandbox: str = "local"
+    sandbox_options: Mapping[str, Any] = field(factory=dict, converter=_sandbox_options)
     api_keys: tuple[str, ...] = field(default=(), converter=_keys, repr=False)
     allow_no_auth: bool = False
     cpu_slots: int = field(default=4, validator=int_at_least(0, "ServiceConfig.cpu_slots"))

@@ -18,14 +18,15 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import attrs
 from anyio.abc import TaskGroup
-from attrs import define, field
+from attrs import define, field, frozen
 
 from openmle._protocols import Sandbox
 from openmle._types import Job, RunResult
@@ -33,30 +34,78 @@ from openmle.service._config import ServiceConfig, key_id
 from openmle.service._payload import PayloadError, SubmitRequest, confine
 from openmle.service._store import JobRow, JobStore, Status
 
-__all__ = ["JobService", "cap_result", "load_sandbox"]
+__all__ = ["JobRoots", "JobService", "cap_result", "current_job_roots", "load_sandbox"]
 
 T = TypeVar("T")
 log = logging.getLogger("openmle.service")
 POOLS = ("cpu", "gpu")
 
 
-def load_sandbox(spec: str, *, workdir: Path | None = None) -> Sandbox:
+def load_sandbox(
+    spec: str, *, workdir: Path | None = None, options: Mapping[str, Any] | None = None
+) -> Sandbox:
     """Build the sandbox named by ``spec`` through :func:`openmle.backends.make_sandbox`:
-    ``"local"``, ``"module:callable"``, or any other spec it accepts.
+    ``"local"``, ``"module:callable"``, or any other spec it accepts, called with ``options``
+    as keywords (``ServiceConfig.sandbox_options``, ``--sandbox-option NAME=VALUE``).
 
     With ``workdir``, ``"local"`` makes its run directories and data views there, and so does a
     factory that takes a ``workdir`` keyword (it is called with it); the job service passes its
     own work directory, which it sweeps at start after a crash.
 
     Raises:
-        InvalidArgument: the spec names no sandbox factory, or it returned
-            something that is not a Sandbox.
+        InvalidArgument: the spec names no sandbox factory, the factory does not take one of
+            ``options``, or it returned something that is not a Sandbox.
     """
     from openmle.backends import build_sandbox
 
     optional: dict[str, Any] = {} if workdir is None else {"workdir": workdir}
-    sandbox = build_sandbox(spec, {}, optional)
+    sandbox = build_sandbox(spec, dict(options or {}), optional)
     return sandbox
+
+
+@frozen
+class JobRoots:
+    """The task roots around a job a job service runs (see :func:`current_job_roots`).
+
+    Args:
+        own: the roots the job's API key may name (its own, else the service-wide ones),
+            resolved (links followed).
+        every: every task root of the service (the service-wide ones and each key's own),
+            resolved.
+    """
+
+    own: tuple[Path, ...]
+    every: tuple[Path, ...]
+
+    def reaches(self, path: str | os.PathLike[str]) -> bool:
+        """Whether the job's key may reach ``path`` (resolved, links followed): it lies under
+        one of its own roots, or under no task root of the service at all (a directory the
+        operator keeps outside every key's roots). False for a path inside another key's
+        roots only.
+        """
+        real = Path(os.path.realpath(path))
+        if any(real.is_relative_to(r) for r in self.own):
+            return True
+        return not any(real.is_relative_to(r) for r in self.every)
+
+
+def _real(roots: Iterable[Path]) -> tuple[Path, ...]:
+    return tuple(sorted({Path(os.path.realpath(r)) for r in roots}))
+
+
+_JOB_ROOTS: ContextVar[JobRoots | None] = ContextVar("openmle_service_job_roots", default=None)
+
+
+def current_job_roots() -> JobRoots | None:
+    """The task roots of the job being run here by a job service; None outside its runs.
+
+    "Here" is the sandbox's ``run(job)`` and the worker threads it starts.
+
+    A sandbox factory confining what a received directory names (the bench's: the
+    benchmark's data) asks this for the job's API key, which the :class:`~openmle.Job`
+    itself does not carry.
+    """
+    return _JOB_ROOTS.get()
 
 
 @define(eq=False)
@@ -81,6 +130,12 @@ class JobService:
     def _roots_by_owner(self) -> dict[str, tuple[Path, ...]]:
         """Each key's task roots by its owner id (the digest jobs are stored under)."""
         return {key_id(k): self.config.limits_for(k).task_roots or () for k in self.config.api_keys}
+
+    def _job_roots(self, row: JobRow) -> JobRoots:
+        """The task roots around ``row``'s job (see :func:`current_job_roots`)."""
+        every = {*self.config.task_roots, *(r for rs in self._owner_roots.values() for r in rs)}
+        own = self._owner_roots.get(row.owner, self.config.task_roots)
+        return JobRoots(own=_real(own), every=_real(every))
 
     def _still_inside(self, row: JobRow, job: Job) -> str | None:
         """None when ``job``'s task is a bundled name or still lies under its owner's task
@@ -180,14 +235,18 @@ class JobService:
         outside = await anyio.to_thread.run_sync(self._still_inside, row, job)
         if outside is not None:
             return RunResult.infra_error(outside, split=job.split)
+        roots = await anyio.to_thread.run_sync(self._job_roots, row)
         with scope:
             with anyio.move_on_after(job.timeout_s + self.config.grace_s) as deadline:
+                token = _JOB_ROOTS.set(roots)  # this job's task only: each job is its own task
                 try:
                     result = await self.sandbox.run(job)
                 except Exception as exc:  # the sandbox broke, not the program
                     return RunResult.infra_error(
                         f"the sandbox raised {type(exc).__name__}: {exc}", split=job.split
                     )
+                finally:
+                    _JOB_ROOTS.reset(token)
                 if not isinstance(result, RunResult):
                     return RunResult.infra_error(
                         f"the sandbox returned {type(result).__name__}, not a RunResult",

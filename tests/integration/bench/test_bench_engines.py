@@ -75,7 +75,16 @@ def test_bench_on_the_job_service_killed_and_resumed_equals_local(
     registry, data = campaign_mini
     roots = tmp_path / "benches"
     roots.mkdir()
-    server = Server(tmp_path, roots, slots=2, sandbox="openmle.bench:bench_task_sandbox")
+    server = Server(
+        tmp_path,
+        roots,
+        slots=2,
+        sandbox="openmle.bench:bench_task_sandbox",
+        args=[
+            *("--sandbox-option", f"registries={registry}"),
+            *("--sandbox-option", f"data_roots={data}"),
+        ],
+    )
     server.start()
     try:
         out = roots / "svc"

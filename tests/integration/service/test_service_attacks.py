@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -446,3 +447,117 @@ async def test_kill_9_leaves_nothing_behind_after_the_restart(tmp_path: Path, sa
         srv.stop()
         for p in programs & (_program_pids(old_pid) if programs else set()):  # sweep failed
             os.kill(p, signal.SIGKILL)
+
+
+# ------------------------------------------------------------ a bench directory names a benchmark
+
+KEY_T1 = "team-one-key-0123456789"
+KEY_T2 = "team-two-key-9876543210"
+# Predicts label 1 for every test id of mini-tabular (its sample submission's ids).
+ALL_ONES = """
+import csv, os
+rows = list(csv.DictReader(open(os.path.join(os.environ["DATA_DIR"], "sample_submission.csv"))))
+with open("submission.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["id", "label"])
+    for r in rows:
+        w.writerow([r["id"], 1])
+"""
+
+
+def _bench_dir(path: Path, registry: Path, data: Path) -> str:
+    """A bench directory as a client writes it (its manifest names ``registry`` and ``data``),
+    with the task directory of ``mini-tabular@seed-0``; that task directory's path."""
+    from openmle.bench import BenchConfig
+
+    config = BenchConfig(
+        suite="custom",
+        competitions=("mini-tabular",),
+        seeds=(0,),
+        model="offline",
+        data_dir=str(data),
+        registry=str(registry),
+    )
+    path.mkdir(parents=True)
+    manifest = {"kind": "openmle-bench", "schema_version": 1, "config": config.to_dict()}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    task = path / "tasks" / "mini-tabular@seed-0"
+    task.mkdir(parents=True)
+    marker = {"kind": "openmle-bench-task", "ref": "mini-tabular@seed-0"}
+    (task / "bench-task.json").write_text(json.dumps(marker))
+    return str(task)
+
+
+@pytest.mark.anyio
+async def test_a_bench_directory_cannot_name_its_own_grader_or_another_teams_answers(
+    tmp_path: Path,
+) -> None:
+    """The bench's job service runs a received bench directory's grader on the host and grades
+    against the data it names. A client writing its own bench directory named (1) a registry
+    of its own whose ``grade.py`` wrote a file outside every root (code run on the host, as the
+    service user) and (2) another team's prepared data (its program scored against that team's
+    private answers). Both are refused now, naming the field and the operator's option; nothing
+    runs. The operator's benchmarks still grade, for the team they belong to."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("yaml")
+    from tests.unit.bench._minibench import build
+
+    registry, data = build(tmp_path / "operator")
+    one, two = tmp_path / "team-one", tmp_path / "team-two"
+    evil = one / "evil-registry"
+    shutil.copytree(registry, evil)
+    pwned = tmp_path / "pwned-by-grader"
+    grader = evil / "mlebench" / "competitions" / "mini-tabular" / "grade.py"
+    grader.write_text(grader.read_text() + f"\nopen({str(pwned)!r}, 'w').write('ran')\n")
+    theirs = two / "data"  # team two's own prepared data: every answer is 1
+    shutil.copytree(data, theirs)
+    answers = theirs / "mini-tabular" / "prepared" / "private" / "test.csv"
+    ids = [ln.split(",")[0] for ln in answers.read_text().splitlines()[1:]]
+    answers.write_text("id,label\n" + "".join(f"{i},1\n" for i in ids))
+    jobs = {
+        "own grader": (KEY_T1, _bench_dir(one / "b-evil", evil, data)),
+        "their answers": (KEY_T1, _bench_dir(one / "b-steal", registry, theirs)),
+        "their own": (KEY_T2, _bench_dir(two / "b-own", registry, theirs)),
+        "shared data": (KEY_T1, _bench_dir(one / "b-ok", registry, data)),
+    }
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"{KEY_T1} task_root={one}\n{KEY_T2} task_root={two}\n")
+    (tmp_path / "tasks").mkdir()
+    allowed = [f"registries={registry}", f"data_roots={data}", f"data_roots={theirs}"]
+    srv = Server(
+        tmp_path,
+        tmp_path / "tasks",
+        slots=1,
+        sandbox="openmle.bench:bench_task_sandbox",
+        args=["--api-key-file", str(keys), *(a for o in allowed for a in ("--sandbox-option", o))],
+    )
+    srv.env.pop("OPENMLE_SERVICE_API_KEYS")
+    srv.start()
+    got: dict[str, dict[str, Any]] = {}
+    try:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=120) as http:
+            for name, (key, task) in jobs.items():
+                body = {"code": ALL_ONES, "task": task, "split": "test", "timeout": 120}
+                r = await http.post("/api/v1/jobs", json=body, headers={"X-API-Key": key})
+                assert r.status_code == 200, (name, r.text)
+                done = await http.get(
+                    f"/api/v1/jobs/{r.json()['job_id']}",
+                    params={"wait": 110},
+                    headers={"X-API-Key": key},
+                )
+                got[name] = done.json()
+    finally:
+        srv.stop()
+    assert not pwned.exists(), "the bench directory's own grade.py ran on the service host"
+    evil_job, steal_job = got["own grader"], got["their answers"]
+    assert evil_job["status"] == "failed", evil_job
+    detail = evil_job["result"]["detail"]
+    assert "registry" in detail and "--sandbox-option registries=DIR" in detail, detail
+    assert steal_job["status"] == "failed", steal_job
+    assert steal_job["result"].get("score") is None, steal_job
+    assert "another API key's task roots" in steal_job["result"]["detail"], steal_job
+    for name in ("their own", "shared data"):
+        assert got[name]["status"] == "completed", got[name]
+        assert got[name]["result"]["outcome"] == "success", got[name]
+    assert got["their own"]["result"]["score"] == 1.0, got["their own"]  # team two's answers
+    assert got["shared data"]["result"]["score"] < 1.0, got["shared data"]

@@ -7,6 +7,7 @@ import http.server
 import importlib.util
 import json
 import pickle
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from openmle.bench import bench_sandbox, bench_task_sandbox
+from openmle.bench import BenchConfig, bench_sandbox, bench_task_sandbox
 from openmle.bench._engines import (
     MARKER,
     BenchRefResolver,
@@ -250,3 +251,165 @@ def test_a_bench_on_a_service_that_refuses_its_key_stops_before_any_step(
         anyio.run(lambda: arun_bench(out, config=config, model=model))
     assert asked == []
     assert not list(out.glob("runs/*/seed-*/bench_result.json"))
+
+
+def _bench(path: Path, registry: str | Path | None, data: str | Path) -> str:
+    """A bench directory whose manifest names ``registry`` and ``data`` as a client writes
+    them, with the task directory of ``mini-tabular@seed-0``; that directory's path."""
+    config = BenchConfig(
+        suite="custom",
+        competitions=("mini-tabular",),
+        seeds=(0,),
+        model="offline",
+        data_dir=str(data),
+        registry=None if registry is None else str(registry),
+    )
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(
+        json.dumps({"kind": "openmle-bench", "config": config.to_dict()})
+    )
+    return str(ServiceTasks(inner=None, bench_dir=path)._task_dir("mini-tabular@seed-0"))
+
+
+def test_a_job_service_opens_only_the_benchmarks_its_operator_names(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A bench directory is the client's: its registry (whose grade.py runs on the service
+    host) and its data (the private answers) are refused unless they lie, links followed and
+    ``..`` resolved, in what the operator named; the error names the field and the option."""
+    registry, data = mini
+    rogue = tmp_path / "rogue-registry"
+    shutil.copytree(registry, rogue)
+    shutil.copytree(data, tmp_path / "allowed" / "data")
+    (tmp_path / "allowed" / "linked").symlink_to(data)  # a link inside the root, leading out
+    box = bench_task_sandbox(registries=[registry], data_roots=str(tmp_path / "allowed"))
+    resolve = box.resolver  # type: ignore[attr-defined]
+    refused = {
+        "rogue registry": (_bench(tmp_path / "b1", rogue, data), "registry", "registries=DIR"),
+        "data elsewhere": (_bench(tmp_path / "b2", registry, data), "data_dir", "data_roots=DIR"),
+        "a link out": (
+            _bench(tmp_path / "b3", registry, tmp_path / "allowed" / "linked"),
+            "data_dir",
+            "data_roots=DIR",
+        ),
+        "a .. out": (
+            _bench(tmp_path / "b4", registry, f"{tmp_path}/allowed/../rogue-registry"),
+            "data_dir",
+            "data_roots=DIR",
+        ),
+        "relative": (_bench(tmp_path / "b5", registry, "data"), "data_dir", "absolute path"),
+    }
+    for name, (task, field, fix) in refused.items():
+        with pytest.raises(InvalidArgument, match=f"the bench's {field} ") as err:
+            resolve(task)
+        assert fix in str(err.value), (name, str(err.value))
+    ok = resolve(_bench(tmp_path / "b6", registry, tmp_path / "allowed" / "data"))
+    assert ok.name == "mini-tabular@seed-0"
+    assert ok.inner.bench.data_dir == (tmp_path / "allowed" / "data").resolve()
+    assert ok.inner.bench.repo_root == registry.resolve()
+    # the default names no data: every bench job is refused, saying what the operator passes
+    with pytest.raises(InvalidArgument, match=r"its data_roots: none.*data_roots=DIR"):
+        bench_task_sandbox().resolver(_bench(tmp_path / "b7", None, data))  # type: ignore[attr-defined]
+    with pytest.raises(InvalidArgument, match=r"data_roots=.*is not a directory"):
+        bench_task_sandbox(data_roots=[tmp_path / "missing"])
+
+
+def test_a_bench_cannot_use_data_inside_another_keys_task_roots(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Under a job service (:func:`openmle.service.current_job_roots`), benchmark data the
+    operator allows is refused when it lies in another key's task roots; the key's own roots
+    and data outside every root stay usable; outside a service nothing more is checked."""
+    from openmle.service import JobRoots
+    from openmle.service._core import _JOB_ROOTS
+
+    registry, data = mini
+    team_a, team_b = tmp_path / "a", tmp_path / "b"
+    for team in (team_a, team_b):
+        shutil.copytree(data, team / "data")
+    box = bench_task_sandbox(registries=registry, data_roots=[tmp_path, data])
+    resolve = box.resolver  # type: ignore[attr-defined]
+    mine = _bench(team_a / "b1", registry, team_a / "data")
+    theirs = _bench(team_a / "b2", registry, team_b / "data")
+    shared = _bench(team_a / "b3", registry, data)
+    token = _JOB_ROOTS.set(JobRoots(own=(team_a,), every=(team_a, team_b)))
+    try:
+        with pytest.raises(InvalidArgument, match="inside another API key's task roots"):
+            resolve(theirs)
+        assert resolve(mine).name == resolve(shared).name == "mini-tabular@seed-0"
+    finally:
+        _JOB_ROOTS.reset(token)
+    assert resolve(theirs).name == "mini-tabular@seed-0"  # no service job: the allow list only
+
+
+def test_the_service_forwards_sandbox_options_to_the_bench_sandbox(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from openmle.service import load_sandbox
+
+    registry, data = mini
+    box = load_sandbox(
+        "openmle.bench:bench_task_sandbox",
+        workdir=tmp_path / "work",
+        options={"registries": str(registry), "data_roots": (str(data), str(tmp_path))},
+    )
+    assert box.resolver(_bench(tmp_path / "b", registry, data)).name == "mini-tabular@seed-0"  # type: ignore[attr-defined]
+    with pytest.raises(InvalidArgument, match="nope"):
+        load_sandbox("openmle.bench:bench_task_sandbox", options={"nope": "1"})
+
+
+def test_a_link_in_the_bench_directorys_valid_folder_shows_a_program_nothing(
+    mini: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The validation views a job service's program reads (valid split) and is graded on are
+    the service's own (built under its work directory), not the client's ``BENCH_DIR/valid``:
+    a view placed there whose ``public`` is a link to another team's folder was mounted as the
+    program's ``DATA_DIR``."""
+    from openmle import Job
+
+    registry, data = mini
+    secret = tmp_path / "team-two"
+    secret.mkdir()
+    (secret / "answers.csv").write_text("TEAM TWO PRIVATE ANSWERS\n")
+    (tmp_path / "work").mkdir()  # the service's work directory, made before any job
+    box = bench_task_sandbox(registries=registry, data_roots=data, workdir=tmp_path / "work")
+    task = _bench(tmp_path / "bench", registry, data)
+    key = box.resolver(task).inner._valid_key()  # type: ignore[attr-defined]
+    planted = tmp_path / "bench" / "valid" / "mini-tabular" / key
+    planted.mkdir(parents=True)
+    (planted / "public").symlink_to(secret)
+    (planted / "private").mkdir()
+    code = (
+        "import os\n"
+        "d = os.environ['DATA_DIR']\n"
+        "print(sorted(os.listdir(d)))\n"
+        "print(open(os.path.join(d, 'answers.csv')).read() if 'answers.csv' in os.listdir(d) "
+        "else 'no answers')\n"
+    )
+
+    async def run() -> Any:
+        try:
+            return await box.run(Job(code=code, task=task, split="valid", timeout_s=120))
+        finally:
+            await box.aclose()
+
+    result = anyio.run(run)
+    assert "TEAM TWO" not in result.logs and "no answers" in result.logs, result.logs
+    assert (tmp_path / "work" / "bench" / "valid" / "mini-tabular" / key / "public").is_dir()
+
+
+def test_the_installed_mlebench_is_allowed_itself_and_nothing_below_it(
+    mini: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bench without --registry, or naming the ``mlebench`` installed beside the service
+    (its folder or the package), needs no ``registries``; a folder below it does."""
+    from openmle.bench import _served
+
+    registry, data = mini
+    monkeypatch.setattr(_served, "_installed_mlebench", lambda: registry.resolve())
+    resolve = bench_task_sandbox(data_roots=data).resolver  # type: ignore[attr-defined]
+    for i, named in enumerate([registry, registry / "mlebench"]):
+        assert resolve(_bench(tmp_path / f"b{i}", named, data)).name == "mini-tabular@seed-0"
+    below = registry / "mlebench" / "competitions"
+    with pytest.raises(InvalidArgument, match="its registries: none"):
+        resolve(_bench(tmp_path / "below", below, data))

@@ -473,7 +473,7 @@ async def test_a_failing_stop_still_closes_the_sandbox_and_the_store(
 
     built: list[_Closes] = []
 
-    def load(spec: str, *, workdir: Path | None = None) -> _Closes:
+    def load(spec: str, *, workdir: Path | None = None, options: Any = None) -> _Closes:
         built.append(_Closes())
         return built[-1]
 

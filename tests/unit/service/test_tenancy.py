@@ -22,7 +22,14 @@ pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[servi
 
 from openmle import Job, Outcome, RunResult
 from openmle.errors import InvalidArgument
-from openmle.service import KeyLimits, ServiceConfig, create_app, load_key_limits
+from openmle.service import (
+    JobRoots,
+    KeyLimits,
+    ServiceConfig,
+    create_app,
+    current_job_roots,
+    load_key_limits,
+)
 from openmle.service._config import key_id, shared_roots
 from openmle.service._store import JobStore, Status
 from openmle.testing import FunctionSandbox, ToyTask
@@ -265,3 +272,71 @@ def test_cli_serve_says_key_file_errors_in_the_files_syntax(
         err = capsys.readouterr().err
         assert said in err and "--max-queued" not in err and KA not in err, err
         assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_sees_the_task_roots_of_the_jobs_key(
+    tmp_path: Path, benches: Benches
+) -> None:
+    """While it runs a job, a sandbox reads the job's key's roots and every root of the
+    service (:func:`current_job_roots`), so a received directory can be confined per key;
+    outside a job there are none."""
+    seen: list[tuple[str, JobRoots | None]] = []
+
+    async def record(job: Job) -> RunResult:
+        seen.append((job.name or "", current_job_roots()))
+        return RunResult(outcome=Outcome.SUCCESS, score=0.5, split=job.split)
+
+    app = create_app(benches.config(tmp_path), sandbox=FunctionSandbox(record))
+    async with (
+        _serve.serving(app, lifespan="on") as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        for key, task in [(KA, TASK), (KB, "tasks/own@seed-0"), (KC, "toy")]:
+            body = _body(task=task, name=key[:6])
+            r = await client.post("/api/v1/jobs", json=body, headers={"X-API-Key": key})
+            assert r.status_code == 200, r.text
+            await _done(client, r.json()["job_id"], key)
+    every = tuple(sorted(p.resolve() for p in (benches.a, benches.b, benches.shared)))
+    assert dict(seen) == {
+        KA[:6]: JobRoots(own=(benches.a.resolve(),), every=every),
+        KB[:6]: JobRoots(own=(benches.b.resolve(),), every=every),
+        KC[:6]: JobRoots(own=(benches.shared.resolve(),), every=every),
+    }
+    assert current_job_roots() is None
+    roots = JobRoots(own=(benches.a.resolve(),), every=every)
+    assert roots.reaches(benches.a / TASK) and roots.reaches(tmp_path / "elsewhere")
+    assert not roots.reaches(benches.b / "tasks") and not roots.reaches(benches.shared)
+    of_b = JobRoots(own=(benches.b.resolve(),), every=every)  # B's link into A: followed
+    assert of_b.reaches(benches.b / "tasks") and not of_b.reaches(benches.b / "tasks/pizza-link")
+
+
+def test_sandbox_options_are_keywords_for_the_factory(
+    tmp_path: Path, benches: Benches, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--sandbox-option NAME=VALUE`` (a name given again: a tuple) reaches the factory; a
+    name that is no keyword, ``workdir`` (the service's own) or one the factory does not take
+    is refused, naming it."""
+    from openmle._cli._serve import _sandbox_options
+    from openmle.service import load_sandbox
+
+    assert _sandbox_options(["a=1", "b=x=y", "a=2", "a=3"]) == {"a": ("1", "2", "3"), "b": "x=y"}
+    for bad in ["noequals", "=v"]:
+        with pytest.raises(InvalidArgument, match="expected NAME=VALUE"):
+            _sandbox_options([bad])
+    assert benches.config(tmp_path, sandbox_options={"k": "v"}).sandbox_options == {"k": "v"}
+    for options, said in [({"no name": "1"}, "keyword names"), ({"workdir": "/x"}, "--work-dir")]:
+        with pytest.raises(InvalidArgument, match=said):
+            benches.config(tmp_path, sandbox_options=options)
+    with pytest.raises(InvalidArgument, match="nope"):
+        load_sandbox("local", options={"nope": "1"})
+    import openmle.service
+    from openmle._cli import main
+
+    seen: list[ServiceConfig] = []
+    monkeypatch.setattr(openmle.service, "serve", lambda config, **_: seen.append(config))
+    monkeypatch.setenv("OPENMLE_SERVICE_API_KEYS", KA)
+    args = ["serve", "--db", str(tmp_path / "jobs.db"), "--task-root", str(benches.shared)]
+    opts = ["--sandbox-option", "data_roots=/d1", "--sandbox-option", "data_roots=/d2"]
+    assert main([*args, *opts, "--sandbox-option", "registries=/r"]) == 0
+    assert seen[0].sandbox_options == {"data_roots": ("/d1", "/d2"), "registries": "/r"}
