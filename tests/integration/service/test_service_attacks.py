@@ -24,6 +24,7 @@ pytest.importorskip("starlette", reason="needs starlette: pip install 'openmle[s
 pytest.importorskip("uvicorn", reason="needs uvicorn: pip install 'openmle[service]'")
 
 from tests.integration.service._server import KEY, Server
+from tests.unit.bench._client_bench import client_bench
 
 from openmle import Job
 from openmle.service._store import JobStore
@@ -465,29 +466,6 @@ with open("submission.csv", "w", newline="") as f:
 """
 
 
-def _bench_dir(path: Path, registry: Path, data: Path) -> str:
-    """A bench directory as a client writes it (its manifest names ``registry`` and ``data``),
-    with the task directory of ``mini-tabular@seed-0``; that task directory's path."""
-    from openmle.bench import BenchConfig
-
-    config = BenchConfig(
-        suite="custom",
-        competitions=("mini-tabular",),
-        seeds=(0,),
-        model="offline",
-        data_dir=str(data),
-        registry=str(registry),
-    )
-    path.mkdir(parents=True)
-    manifest = {"kind": "openmle-bench", "schema_version": 1, "config": config.to_dict()}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    task = path / "tasks" / "mini-tabular@seed-0"
-    task.mkdir(parents=True)
-    marker = {"kind": "openmle-bench-task", "ref": "mini-tabular@seed-0"}
-    (task / "bench-task.json").write_text(json.dumps(marker))
-    return str(task)
-
-
 @pytest.mark.anyio
 async def test_a_bench_directory_cannot_name_its_own_grader_or_another_teams_answers(
     tmp_path: Path,
@@ -515,10 +493,10 @@ async def test_a_bench_directory_cannot_name_its_own_grader_or_another_teams_ans
     ids = [ln.split(",")[0] for ln in answers.read_text().splitlines()[1:]]
     answers.write_text("id,label\n" + "".join(f"{i},1\n" for i in ids))
     jobs = {
-        "own grader": (KEY_T1, _bench_dir(one / "b-evil", evil, data)),
-        "their answers": (KEY_T1, _bench_dir(one / "b-steal", registry, theirs)),
-        "their own": (KEY_T2, _bench_dir(two / "b-own", registry, theirs)),
-        "shared data": (KEY_T1, _bench_dir(one / "b-ok", registry, data)),
+        "own grader": (KEY_T1, client_bench(one / "b-evil", evil, data)),
+        "their answers": (KEY_T1, client_bench(one / "b-steal", registry, theirs)),
+        "their own": (KEY_T2, client_bench(two / "b-own", registry, theirs)),
+        "shared data": (KEY_T1, client_bench(one / "b-ok", registry, data)),
     }
     keys = tmp_path / "keys.txt"
     keys.write_text(f"{KEY_T1} task_root={one}\n{KEY_T2} task_root={two}\n")

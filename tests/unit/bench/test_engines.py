@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.unit.bench._client_bench import client_bench
 
 from openmle.bench import BenchConfig, bench_sandbox, bench_task_sandbox
 from openmle.bench._engines import (
@@ -221,7 +222,7 @@ def test_a_bench_on_a_service_that_refuses_its_key_stops_before_any_step(
     from tests.unit.bench._toy_sandbox import number_sandbox  # noqa: F401 (registers toy)
     from tests.unit.bench.toy_benchmark import ToyBench, make_toy
 
-    from openmle.bench import BenchConfig, arun_bench
+    from openmle.bench import arun_bench
     from openmle.errors import JobServiceError
     from openmle.testing import ScriptedModel
 
@@ -253,24 +254,6 @@ def test_a_bench_on_a_service_that_refuses_its_key_stops_before_any_step(
     assert not list(out.glob("runs/*/seed-*/bench_result.json"))
 
 
-def _bench(path: Path, registry: str | Path | None, data: str | Path) -> str:
-    """A bench directory whose manifest names ``registry`` and ``data`` as a client writes
-    them, with the task directory of ``mini-tabular@seed-0``; that directory's path."""
-    config = BenchConfig(
-        suite="custom",
-        competitions=("mini-tabular",),
-        seeds=(0,),
-        model="offline",
-        data_dir=str(data),
-        registry=None if registry is None else str(registry),
-    )
-    path.mkdir(parents=True)
-    (path / "manifest.json").write_text(
-        json.dumps({"kind": "openmle-bench", "config": config.to_dict()})
-    )
-    return str(ServiceTasks(inner=None, bench_dir=path)._task_dir("mini-tabular@seed-0"))
-
-
 def test_a_job_service_opens_only_the_benchmarks_its_operator_names(
     mini: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -285,31 +268,39 @@ def test_a_job_service_opens_only_the_benchmarks_its_operator_names(
     box = bench_task_sandbox(registries=[registry], data_roots=str(tmp_path / "allowed"))
     resolve = box.resolver  # type: ignore[attr-defined]
     refused = {
-        "rogue registry": (_bench(tmp_path / "b1", rogue, data), "registry", "registries=DIR"),
-        "data elsewhere": (_bench(tmp_path / "b2", registry, data), "data_dir", "data_roots=DIR"),
+        "rogue registry": (
+            client_bench(tmp_path / "b1", rogue, data),
+            "registry",
+            "registries=DIR",
+        ),
+        "data elsewhere": (
+            client_bench(tmp_path / "b2", registry, data),
+            "data_dir",
+            "data_roots=DIR",
+        ),
         "a link out": (
-            _bench(tmp_path / "b3", registry, tmp_path / "allowed" / "linked"),
+            client_bench(tmp_path / "b3", registry, tmp_path / "allowed" / "linked"),
             "data_dir",
             "data_roots=DIR",
         ),
         "a .. out": (
-            _bench(tmp_path / "b4", registry, f"{tmp_path}/allowed/../rogue-registry"),
+            client_bench(tmp_path / "b4", registry, f"{tmp_path}/allowed/../rogue-registry"),
             "data_dir",
             "data_roots=DIR",
         ),
-        "relative": (_bench(tmp_path / "b5", registry, "data"), "data_dir", "absolute path"),
+        "relative": (client_bench(tmp_path / "b5", registry, "data"), "data_dir", "absolute path"),
     }
     for name, (task, field, fix) in refused.items():
         with pytest.raises(InvalidArgument, match=f"the bench's {field} ") as err:
             resolve(task)
         assert fix in str(err.value), (name, str(err.value))
-    ok = resolve(_bench(tmp_path / "b6", registry, tmp_path / "allowed" / "data"))
+    ok = resolve(client_bench(tmp_path / "b6", registry, tmp_path / "allowed" / "data"))
     assert ok.name == "mini-tabular@seed-0"
     assert ok.inner.bench.data_dir == (tmp_path / "allowed" / "data").resolve()
     assert ok.inner.bench.repo_root == registry.resolve()
     # the default names no data: every bench job is refused, saying what the operator passes
     with pytest.raises(InvalidArgument, match=r"its data_roots: none.*data_roots=DIR"):
-        bench_task_sandbox().resolver(_bench(tmp_path / "b7", None, data))  # type: ignore[attr-defined]
+        bench_task_sandbox().resolver(client_bench(tmp_path / "b7", None, data))  # type: ignore[attr-defined]
     with pytest.raises(InvalidArgument, match=r"data_roots=.*is not a directory"):
         bench_task_sandbox(data_roots=[tmp_path / "missing"])
 
@@ -329,9 +320,9 @@ def test_a_bench_cannot_use_data_inside_another_keys_task_roots(
         shutil.copytree(data, team / "data")
     box = bench_task_sandbox(registries=registry, data_roots=[tmp_path, data])
     resolve = box.resolver  # type: ignore[attr-defined]
-    mine = _bench(team_a / "b1", registry, team_a / "data")
-    theirs = _bench(team_a / "b2", registry, team_b / "data")
-    shared = _bench(team_a / "b3", registry, data)
+    mine = client_bench(team_a / "b1", registry, team_a / "data")
+    theirs = client_bench(team_a / "b2", registry, team_b / "data")
+    shared = client_bench(team_a / "b3", registry, data)
     token = _JOB_ROOTS.set(JobRoots(own=(team_a,), every=(team_a, team_b)))
     try:
         with pytest.raises(InvalidArgument, match="inside another API key's task roots"):
@@ -353,7 +344,7 @@ def test_the_service_forwards_sandbox_options_to_the_bench_sandbox(
         workdir=tmp_path / "work",
         options={"registries": str(registry), "data_roots": (str(data), str(tmp_path))},
     )
-    assert box.resolver(_bench(tmp_path / "b", registry, data)).name == "mini-tabular@seed-0"  # type: ignore[attr-defined]
+    assert box.resolver(client_bench(tmp_path / "b", registry, data)).name == "mini-tabular@seed-0"  # type: ignore[attr-defined]
     with pytest.raises(InvalidArgument, match="nope"):
         load_sandbox("openmle.bench:bench_task_sandbox", options={"nope": "1"})
 
@@ -373,7 +364,7 @@ def test_a_link_in_the_bench_directorys_valid_folder_shows_a_program_nothing(
     (secret / "answers.csv").write_text("TEAM TWO PRIVATE ANSWERS\n")
     (tmp_path / "work").mkdir()  # the service's work directory, made before any job
     box = bench_task_sandbox(registries=registry, data_roots=data, workdir=tmp_path / "work")
-    task = _bench(tmp_path / "bench", registry, data)
+    task = client_bench(tmp_path / "bench", registry, data)
     key = box.resolver(task).inner._valid_key()  # type: ignore[attr-defined]
     planted = tmp_path / "bench" / "valid" / "mini-tabular" / key
     planted.mkdir(parents=True)
@@ -409,7 +400,7 @@ def test_the_installed_mlebench_is_allowed_itself_and_nothing_below_it(
     monkeypatch.setattr(_served, "_installed_mlebench", lambda: registry.resolve())
     resolve = bench_task_sandbox(data_roots=data).resolver  # type: ignore[attr-defined]
     for i, named in enumerate([registry, registry / "mlebench"]):
-        assert resolve(_bench(tmp_path / f"b{i}", named, data)).name == "mini-tabular@seed-0"
+        assert resolve(client_bench(tmp_path / f"b{i}", named, data)).name == "mini-tabular@seed-0"
     below = registry / "mlebench" / "competitions"
     with pytest.raises(InvalidArgument, match="its registries: none"):
-        resolve(_bench(tmp_path / "below", below, data))
+        resolve(client_bench(tmp_path / "below", below, data))
