@@ -348,9 +348,11 @@ def _make(
     try:
         inspect.signature(factory).bind(*args, **kwargs)
     except TypeError as exc:
+        unknown = sorted(k for k in kwargs if not _accepts(factory, k))
+        what = f"option(s) {unknown}" if unknown else f"options {sorted(kwargs)}"
         raise InvalidArgument(
             f"{kind} factory for {spec!r} does not take "
-            f"{'an argument and ' if args else ''}options {sorted(kwargs)}: {exc}"
+            f"{'an argument and ' if args else ''}{what}: {exc}"
         ) from None
     except ValueError:
         pass  # no signature to check (a builtin): let the call say
