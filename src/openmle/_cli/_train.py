@@ -703,7 +703,7 @@ def _run_gspo(
 
     from openmle.train import train_on_policy
 
-    log = _open_metrics(out)
+    log: list[Any] = []  # metrics.jsonl, opened in main (a refusal still closes the sandbox)
     count = [done]
 
     def on_step(report: Any) -> None:
@@ -711,8 +711,8 @@ def _run_gspo(
         r = report.mean_reward
         row = {"batch": count[0], "mean_reward": r if math.isfinite(r) else None,
                **report.metrics}  # fmt: skip
-        log.write(json.dumps(row, sort_keys=True) + "\n")
-        log.flush()
+        log[0].write(json.dumps(row, sort_keys=True) + "\n")
+        log[0].flush()
         tracked(report)
 
     def save(batches: int) -> None:
@@ -721,6 +721,7 @@ def _run_gspo(
 
     async def main() -> None:
         try:
+            log.append(_open_metrics(out))
             while count[0] < steps:
                 n = min(every - count[0] % every, steps - count[0])
                 await train_on_policy(
@@ -735,7 +736,8 @@ def _run_gspo(
     try:
         run_async(main)  # the first Ctrl-C cancels it; the sandbox is closed, shielded
     finally:
-        log.close()
+        for f in log:
+            f.close()
     print(json.dumps({"batch": count[0], "step": trainer.step_count, "checkpoint": str(ckpt)}))
     return EXIT_OK
 

@@ -205,3 +205,25 @@ def test_missing_keys_are_named_at_once(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     for key in ("output_dir", "steps", "checkpoint_every", "groups_per_step"):
         assert repr(key) in err
+
+
+def test_a_linked_metrics_file_is_refused_and_never_written_through(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``output_dir`` from elsewhere whose ``metrics.jsonl`` links to a file of the user's:
+    a fresh run is refused naming it and the fix (the rows were appended to that file), and a
+    resume replaces the link (it emptied that file, keeping its "metrics" up to the
+    checkpoint); the linked file is untouched either way."""
+    victim = tmp_path / "notes.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").symlink_to(victim)
+    assert main(["train", "gspo", str(_toml(tmp_path, out="run", steps=1))]) == 2
+    assert "remove it or choose another output_dir" in capsys.readouterr().err
+    (tmp_path / "run" / "metrics.jsonl").unlink()
+    assert main(["train", "gspo", str(_toml(tmp_path, out="run", steps=1))]) == 0
+    (tmp_path / "run" / "metrics.jsonl").unlink()
+    (tmp_path / "run" / "metrics.jsonl").symlink_to(victim)
+    assert main(["train", "gspo", str(_toml(tmp_path, out="run", steps=2))]) == 0
+    assert victim.read_text() == "keep me\n"
+    assert [r["batch"] for r in _metrics(tmp_path / "run")] == [2]
