@@ -62,7 +62,7 @@ import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 
@@ -366,7 +366,7 @@ def _trim_metrics(path: Path, step: int, *, key: str = "step") -> None:
     write_file(path, b"".join(keep))
 
 
-def _open_metrics(out: Path) -> Any:
+def _open_metrics(out: Path) -> TextIO:
     """``out/metrics.jsonl`` open for appending text; a link or a file with another name
     there is refused, never written through.
 
@@ -703,7 +703,7 @@ def _run_gspo(
 
     from openmle.train import train_on_policy
 
-    log: list[Any] = []  # metrics.jsonl, opened in main (a refusal still closes the sandbox)
+    log: list[TextIO] = []  # metrics.jsonl, opened in main (a refusal still closes the sandbox)
     count = [done]
 
     def on_step(report: Any) -> None:

@@ -1481,10 +1481,13 @@ def reset_unstarted_run_dir(path: str | Path) -> bool:
     stays (made when missing); :meth:`RunDir.create` starts the run in it.
 
     Raises:
-        RunDirError: another process holds the run's writer lock (it is making or driving
-            the run: it names the process), or the directory cannot be made or cleared.
+        RunDirError: ``path`` is a symbolic link, another process holds the run's writer
+            lock (it is making or driving the run: it names the process), or the directory
+            cannot be made or cleared.
     """
     p = Path(path)
+    if p.is_symlink():  # its contents are removed: never those of a folder it leads to
+        raise RunDirError(f"run directory {str(p)!r} is a symbolic link; pass the folder itself")
     if (p / MANIFEST).is_file():
         return True
     try:

@@ -557,6 +557,11 @@ def test_reset_clears_an_unstarted_run_whatever_stands_for_its_lock(
     assert reset_unstarted_run_dir(rd) is False
     assert sorted(p.name for p in rd.iterdir()) == ["writer.lock"]
     assert lock.is_file() and not lock.is_symlink() and victim.read_text() == "keep me\n"
+    (tmp_path / "linked").symlink_to(rd)  # a link to a folder: its contents are not touched
+    (rd / "keep.txt").write_text("x")
+    with pytest.raises(RunDirError, match="is a symbolic link; pass the folder itself"):
+        reset_unstarted_run_dir(tmp_path / "linked")
+    assert (rd / "keep.txt").read_text() == "x"
     started = original(tmp_path / "s", steps=1, workers=1)
     assert reset_unstarted_run_dir(started) is True
     assert (started / "manifest.json").is_file() and (started / "journal.jsonl").is_file()
